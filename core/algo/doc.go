@@ -1,0 +1,74 @@
+// Package algo holds the six rate-limiting algorithms of sluice as pure step
+// functions: each takes the stored state of one key, the current instant, the
+// compiled Limit (a Spec) and a cost, and returns the new state and an Outcome.
+// The in-memory store runs them under a shard lock; the Redis scripts in lua/
+// are line-for-line ports of them, and a differential test holds the two to the
+// same answers.
+//
+// # Time and exactness
+//
+// Instants are integer microseconds. No step uses floating point: the bucket
+// algorithms measure time in units of 1/Q µs, where Q = Rate/gcd(Period, Rate),
+// so that the emission interval T = Period/Rate is a whole number of units and
+// nothing drifts. Every bound is checked by core.Limit.Validate to stay below
+// 2^53, so the Lua ports compute the same integers. A clock that steps
+// backwards never moves state backwards: the steps treat such an instant as
+// the latest one they have seen.
+//
+// # Common contract
+//
+// A cost >= 1 consumes when admitted; a denied request consumes nothing; cost
+// 0 peeks (reports whether cost 1 would pass) and changes nothing. A cost above
+// the capacity is denied with RetryAfter core.RetryNever and changes nothing.
+// Remaining is whole events usable now; RetryAfter is the exact wait until
+// this cost would be admitted; ResetAfter is the time until the key equals a
+// fresh key (so its stored state can expire then).
+//
+// # Token bucket, leaky bucket, GCRA
+//
+// These three are one meter, described three ways, and admit exactly the same
+// requests for the same Limit:
+//   - token bucket: a bucket holds up to Burst tokens, starts full, and refills
+//     continuously at Rate per Period; a request takes cost tokens.
+//   - leaky bucket (as a meter): a bucket of capacity Burst drains
+//     continuously at Rate per Period; a request pours in cost units and is
+//     admitted if it does not overflow.
+//   - GCRA: each event advances a theoretical arrival time (TAT) by the
+//     emission interval T; a request is admitted if its new TAT is no more
+//     than Burst×T ahead of now.
+//
+// Burst is the capacity: a fresh key admits exactly Burst requests at once
+// (throttled and redis-cell admit Burst+1; sluice does not). All three store
+// the TAT, the instant at which the bucket is full again (token view) or empty
+// (leaky view). Remaining = floor(tokens after this request); RetryAfter =
+// time until cost tokens are available; ResetAfter = time until the bucket is
+// full. They differ only in name; they are kept as three Algorithms so that a
+// configuration says what its author means.
+//
+// # Fixed window
+//
+// Windows are aligned on multiples of Period since the Unix epoch, so every
+// instance and every key agree on where a window starts. At most Rate events
+// are admitted per aligned window (so up to 2×Rate across a boundary).
+// Remaining = Rate - count; RetryAfter = until the window ends; ResetAfter =
+// until the window ends (zero for an unused key).
+//
+// # Sliding window log
+//
+// Exact: an event is admitted if fewer than Rate events (counting cost) were
+// admitted in the last Period, the half-open interval (now-Period, now]. The
+// log keeps one entry per distinct admission instant, so memory is O(Rate) per
+// key (Rate is capped at core.MaxLogRate; prefer the counter for large limits).
+// RetryAfter = until enough of the oldest entries leave the window;
+// ResetAfter = until the newest entry leaves it.
+//
+// # Sliding window counter
+//
+// Cloudflare's estimate: with p events in the previous aligned window, c in the
+// current one and a fraction f of the current window elapsed, the rate is
+// p×(1-f) + c, and a request is admitted if rate + cost <= Rate. Computed in
+// integers as p×(Period-e) + (c+cost)×Period <= Rate×Period. Remaining =
+// floor(Rate - rate); RetryAfter = the exact instant the weighted estimate
+// lets this cost through (possibly in the next window); ResetAfter = until the
+// current window stops counting (the end of the next window).
+package algo

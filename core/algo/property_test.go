@@ -1,0 +1,507 @@
+package algo_test
+
+import (
+	"math/big"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/algo"
+)
+
+// model is an independent, naive implementation of one algorithm in exact
+// rationals, used as the reference for the step functions.
+type model interface {
+	// decide returns the result at now without changing anything, and a
+	// commit that applies it.
+	decide(now, cost int64) (core.Result, func())
+}
+
+// ceilNs converts a rational number of µs into nanoseconds, rounded up.
+func ceilNs(x *big.Rat) time.Duration {
+	ns := new(big.Rat).Mul(x, big.NewRat(1000, 1))
+	q, r := new(big.Int).QuoRem(ns.Num(), ns.Denom(), new(big.Int))
+	if r.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return time.Duration(q.Int64())
+}
+
+func floorRat(x *big.Rat) int64 {
+	return new(big.Int).Quo(x.Num(), x.Denom()).Int64()
+}
+
+// levelModel is the warning-state machine over a usage fraction.
+type levelModel struct{ s core.State }
+
+func (m *levelModel) next(allowed bool, used *big.Rat) core.State {
+	warn, clear := big.NewRat(8, 10), big.NewRat(7, 10)
+	switch {
+	case !allowed:
+		return core.Throttled
+	case m.s == core.Normal:
+		if used.Cmp(warn) > 0 {
+			return core.Warning
+		}
+		return core.Normal
+	case used.Cmp(clear) < 0:
+		return core.Normal
+	}
+	return core.Warning
+}
+
+// tokenModel is the token-bucket view: tokens refill at rate/period µs.
+type tokenModel struct {
+	l      core.Limit
+	tokens *big.Rat
+	last   int64
+	lv     levelModel
+}
+
+func newTokenModel(l core.Limit) *tokenModel {
+	return &tokenModel{l: l, tokens: big.NewRat(l.Capacity(), 1)}
+}
+
+func (m *tokenModel) decide(now, cost int64) (core.Result, func()) {
+	b := big.NewRat(m.l.Capacity(), 1)
+	perUs := big.NewRat(m.l.Rate, int64(m.l.Period/time.Microsecond)) // tokens per µs
+	tok := new(big.Rat).Add(m.tokens, new(big.Rat).Mul(big.NewRat(max(now-m.last, 0), 1), perUs))
+	if tok.Cmp(b) >= 0 {
+		tok = b
+		m.lv.s = core.Normal // a full bucket is a fresh key
+	}
+	need := big.NewRat(max(cost, 1), 1)
+	res := core.Result{Limit: m.l.Capacity(), Allowed: tok.Cmp(need) >= 0 && cost <= m.l.Capacity()}
+	after := tok
+	if res.Allowed && cost > 0 {
+		after = new(big.Rat).Sub(tok, need)
+	}
+	res.Remaining = floorRat(after)
+	wait := func(x *big.Rat) time.Duration { return ceilNs(new(big.Rat).Quo(x, perUs)) }
+	res.ResetAfter = wait(new(big.Rat).Sub(b, after))
+	switch {
+	case cost > m.l.Capacity():
+		res.RetryAfter = core.RetryNever
+	case !res.Allowed:
+		res.RetryAfter = wait(new(big.Rat).Sub(need, tok))
+	}
+	used := new(big.Rat).Quo(new(big.Rat).Sub(b, after), b)
+	res.State = m.lv.next(res.Allowed, used)
+	if cost > m.l.Capacity() {
+		res.State = core.Throttled
+	}
+	return res, func() {
+		if cost == 0 || cost > m.l.Capacity() {
+			return
+		}
+		if res.Allowed {
+			m.tokens, m.last = after, max(now, m.last)
+		}
+		m.lv.s = res.State
+	}
+}
+
+// leakyModel is the leaky-bucket view: the level drains at rate/period µs.
+type leakyModel struct {
+	l     core.Limit
+	level *big.Rat
+	last  int64
+	lv    levelModel
+}
+
+func (m *leakyModel) decide(now, cost int64) (core.Result, func()) {
+	b := big.NewRat(m.l.Capacity(), 1)
+	perUs := big.NewRat(m.l.Rate, int64(m.l.Period/time.Microsecond))
+	lvl := new(big.Rat).Sub(m.level, new(big.Rat).Mul(big.NewRat(max(now-m.last, 0), 1), perUs))
+	if lvl.Sign() <= 0 {
+		lvl = new(big.Rat)
+		m.lv.s = core.Normal
+	}
+	need := big.NewRat(max(cost, 1), 1)
+	res := core.Result{Limit: m.l.Capacity(), Allowed: new(big.Rat).Add(lvl, need).Cmp(b) <= 0}
+	after := lvl
+	if res.Allowed && cost > 0 {
+		after = new(big.Rat).Add(lvl, need)
+	}
+	res.Remaining = floorRat(new(big.Rat).Sub(b, after))
+	drain := func(x *big.Rat) time.Duration { return ceilNs(new(big.Rat).Quo(x, perUs)) }
+	res.ResetAfter = drain(after)
+	switch {
+	case cost > m.l.Capacity():
+		res.RetryAfter, res.Allowed = core.RetryNever, false
+	case !res.Allowed:
+		res.RetryAfter = drain(new(big.Rat).Sub(new(big.Rat).Add(lvl, need), b))
+	}
+	res.State = m.lv.next(res.Allowed, new(big.Rat).Quo(after, b))
+	return res, func() {
+		if cost == 0 || cost > m.l.Capacity() {
+			return
+		}
+		if res.Allowed {
+			m.level, m.last = after, max(now, m.last)
+		}
+		m.lv.s = res.State
+	}
+}
+
+// gcraModel is the GCRA view: a theoretical arrival time.
+type gcraModel struct {
+	l   core.Limit
+	tat *big.Rat // µs
+	lv  levelModel
+}
+
+func (m *gcraModel) decide(now, cost int64) (core.Result, func()) {
+	T := big.NewRat(int64(m.l.Period/time.Microsecond), m.l.Rate)
+	tau := new(big.Rat).Mul(T, big.NewRat(m.l.Capacity(), 1))
+	n := big.NewRat(now, 1)
+	tat := m.tat
+	if tat == nil || tat.Cmp(n) <= 0 {
+		tat = n
+		m.lv.s = core.Normal
+	}
+	debt := new(big.Rat).Sub(tat, n)
+	inc := new(big.Rat).Mul(T, big.NewRat(max(cost, 1), 1))
+	newDebt := new(big.Rat).Add(debt, inc)
+	res := core.Result{Limit: m.l.Capacity(), Allowed: newDebt.Cmp(tau) <= 0}
+	after := debt
+	if res.Allowed && cost > 0 {
+		after = newDebt
+	}
+	res.Remaining = floorRat(new(big.Rat).Quo(new(big.Rat).Sub(tau, after), T))
+	res.ResetAfter = ceilNs(after)
+	switch {
+	case cost > m.l.Capacity():
+		res.RetryAfter, res.Allowed = core.RetryNever, false
+	case !res.Allowed:
+		res.RetryAfter = ceilNs(new(big.Rat).Sub(newDebt, tau))
+	}
+	res.State = m.lv.next(res.Allowed, new(big.Rat).Quo(after, tau))
+	return res, func() {
+		if cost == 0 || cost > m.l.Capacity() {
+			return
+		}
+		if res.Allowed {
+			m.tat = new(big.Rat).Add(n, after)
+		}
+		m.lv.s = res.State
+	}
+}
+
+// windowModel covers the fixed window, the log and the counter with a list
+// of admissions; retry waits are found by searching µs by µs.
+type windowModel struct {
+	l    core.Limit
+	kind core.Algorithm
+	at   []int64 // one entry per admitted unit
+	lv   levelModel
+	last int64
+}
+
+func (m *windowModel) P() int64 { return int64(m.l.Period / time.Microsecond) }
+
+// used returns the consumption at now as a fraction of Rate (a count for
+// the log and the fixed window, the weighted estimate for the counter).
+func (m *windowModel) used(now int64) *big.Rat {
+	P := m.P()
+	now = max(now, m.last)
+	switch m.kind {
+	case core.FixedWindow:
+		n := int64(0)
+		for _, t := range m.at {
+			if t/P == now/P {
+				n++
+			}
+		}
+		return big.NewRat(n, 1)
+	case core.SlidingWindowLog:
+		n := int64(0)
+		for _, t := range m.at {
+			if t > now-P {
+				n++
+			}
+		}
+		return big.NewRat(n, 1)
+	}
+	w := now / P
+	var prev, cur int64
+	for _, t := range m.at {
+		switch t / P {
+		case w:
+			cur++
+		case w - 1:
+			prev++
+		}
+	}
+	e := now - w*P
+	est := new(big.Rat).Mul(big.NewRat(prev, 1), big.NewRat(P-e, P))
+	return est.Add(est, big.NewRat(cur, 1))
+}
+
+func (m *windowModel) allows(now, need int64) bool {
+	u := m.used(now)
+	return u.Add(u, big.NewRat(need, 1)).Cmp(big.NewRat(m.l.Rate, 1)) <= 0
+}
+
+// firstAt returns the first instant >= from at which ok holds. Without new
+// admissions usage never grows, so ok is monotone and 3 periods suffice.
+func (m *windowModel) firstAt(from int64, ok func(int64) bool) int64 {
+	lo, hi := from, from+3*m.P()
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if ok(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return lo
+}
+
+// freshAt returns the first instant >= now at which used is zero.
+func (m *windowModel) freshAt(now int64) int64 {
+	return m.firstAt(max(now, m.last), func(t int64) bool { return m.used(t).Sign() == 0 })
+}
+
+func (m *windowModel) decide(now, cost int64) (core.Result, func()) {
+	r := m.l.Rate
+	need := max(cost, 1)
+	res := core.Result{Limit: r, Allowed: cost <= r && m.allows(now, need)}
+	n := max(now, m.last)
+	extra := 0
+	if res.Allowed && cost > 0 {
+		extra = int(cost)
+	}
+	after := append(append([]int64(nil), m.at...), make([]int64, extra)...)
+	for i := len(m.at); i < len(after); i++ {
+		after[i] = n
+	}
+	mm := &windowModel{l: m.l, kind: m.kind, at: after, last: n}
+	u := mm.used(now)
+	res.Remaining = floorRat(new(big.Rat).Sub(big.NewRat(r, 1), u))
+	res.ResetAfter = time.Duration(mm.freshAt(now)-now) * time.Microsecond
+	switch {
+	case cost > r:
+		res.RetryAfter = core.RetryNever
+	case !res.Allowed:
+		t := m.firstAt(n, func(t int64) bool { return m.allows(t, need) })
+		res.RetryAfter = time.Duration(t-now) * time.Microsecond
+	}
+	res.State = m.lv.next(res.Allowed, new(big.Rat).Quo(u, big.NewRat(r, 1)))
+	if cost > r {
+		res.State = core.Throttled
+	}
+	return res, func() {
+		if cost == 0 || cost > r {
+			return
+		}
+		if res.Allowed {
+			m.at, m.last = after, n
+			for len(m.at) > 0 && m.at[0] < n-3*m.P() { // long gone from every window
+				m.at = m.at[1:]
+			}
+		}
+		m.lv.s = res.State
+		if mm.used(n).Sign() == 0 && !res.Allowed {
+			m.lv.s = core.Throttled
+		}
+	}
+}
+
+// trace is a random sequence of (instant, cost) with mostly small steps.
+func trace(rng *rand.Rand, n int, capacity, step int64) (at, cost []int64) {
+	now := int64(1_700_000_000_000_000) + rng.Int64N(1_000_000)
+	for range n {
+		switch rng.IntN(10) {
+		case 0:
+			now += rng.Int64N(step * 20)
+		case 1, 2:
+		default:
+			now += rng.Int64N(step)
+		}
+		c := int64(1)
+		switch rng.IntN(8) {
+		case 0:
+			c = 0
+		case 1:
+			c = rng.Int64N(capacity + 2)
+		}
+		at, cost = append(at, now), append(cost, c)
+	}
+	return at, cost
+}
+
+// windowFresh reports whether a window model has forgotten everything, which
+// resets the warning state as the stores do.
+func resetIfFresh(m model, now int64) {
+	if w, ok := m.(*windowModel); ok && w.used(now).Sign() == 0 && w.freshAt(now) == max(now, w.last) {
+		w.lv.s = core.Normal
+	}
+}
+
+func TestBucketsMatchExactModels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := range 60 {
+		rateN := 1 + rng.Int64N(20)
+		period := time.Duration(1+rng.Int64N(3_000_000)) * time.Microsecond
+		burst := rng.Int64N(12)
+		for _, a := range []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.GCRA} {
+			l := core.Per(rateN, period).WithBurst(burst).WithAlgorithm(a)
+			sp := algo.MustCompile(l)
+			models := []model{newTokenModel(l), &leakyModel{l: l, level: new(big.Rat)}, &gcraModel{l: l}}
+			at, cost := trace(rng, 300, l.Capacity(), int64(period/time.Microsecond)/max(rateN, 1)*2+1)
+			var st algo.State
+			for i := range at {
+				var o algo.Outcome
+				st, o = sp.Step(st, at[i], cost[i])
+				got := sp.Result(o)
+				for mi, m := range models {
+					want, commit := m.decide(at[i], cost[i])
+					require.Equal(t, want, got, "iter %d %s model %d step %d at %d cost %d", iter, l, mi, i, at[i], cost[i])
+					commit()
+				}
+			}
+		}
+	}
+}
+
+func TestWindowsMatchModels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for iter := range 40 {
+		for _, a := range []core.Algorithm{core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
+			l := core.Per(1+rng.Int64N(12), time.Duration(50+rng.Int64N(2000))*time.Microsecond).WithAlgorithm(a)
+			sp := algo.MustCompile(l)
+			m := &windowModel{l: l, kind: a}
+			at, cost := trace(rng, 200, l.Rate, int64(l.Period/time.Microsecond)/l.Rate+1)
+			r := &runner{sp: sp}
+			for i := range at {
+				resetIfFresh(m, at[i])
+				got := r.take(at[i], cost[i])
+				want, commit := m.decide(at[i], cost[i])
+				require.Equal(t, want, got, "iter %d %s step %d at %d cost %d", iter, l, i, at[i], cost[i])
+				commit()
+			}
+		}
+	}
+}
+
+// admitted checks the promise of each algorithm over an admission record.
+func checkPromise(t *testing.T, l core.Limit, at, n []int64) {
+	t.Helper()
+	P := int64(l.Period / time.Microsecond)
+	switch {
+	case l.Algorithm.Bucket():
+		// Over any span [at[i], at[j]]: at most Burst + Rate×span/Period.
+		for i := range at {
+			var sum int64
+			for j := i; j < len(at); j++ {
+				sum += n[j]
+				span := at[j] - at[i]
+				if sum*P > l.Capacity()*P+l.Rate*span {
+					require.Failf(t, "promise broken", "%s: %d admitted in %dµs", l, sum, span)
+				}
+			}
+		}
+	case l.Algorithm == core.SlidingWindowLog:
+		for j := range at {
+			var sum int64
+			for i := j; i >= 0 && at[i] > at[j]-P; i-- {
+				sum += n[i]
+			}
+			require.LessOrEqual(t, sum, l.Rate, "%s: %d admitted in the window ending %d", l, sum, at[j])
+		}
+	default: // fixed window and counter: at most Rate per aligned window
+		per := map[int64]int64{}
+		for i := range at {
+			per[at[i]/P] += n[i]
+			require.LessOrEqual(t, per[at[i]/P], l.Rate, "%s: window %d", l, at[i]/P)
+		}
+	}
+}
+
+func TestPromises(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	all := []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.GCRA, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter}
+	for iter := range 50 {
+		for _, a := range all {
+			l := core.Per(1+rng.Int64N(30), time.Duration(1+rng.Int64N(100_000))*time.Microsecond).WithAlgorithm(a)
+			if a.Bucket() {
+				l.Burst = rng.Int64N(40)
+			}
+			runPromise(t, l, rng, 400, iter)
+		}
+	}
+}
+
+func runPromise(t *testing.T, l core.Limit, rng *rand.Rand, n, iter int) {
+	t.Helper()
+	r := &runner{sp: algo.MustCompile(l)}
+	at, cost := trace(rng, n, l.Capacity(), int64(l.Period/time.Microsecond)/l.Rate+1)
+	var okAt, okN []int64
+	for i := range at {
+		res := r.take(at[i], cost[i])
+		require.GreaterOrEqual(t, res.Remaining, int64(0), "iter %d", iter)
+		require.LessOrEqual(t, res.Remaining, l.Capacity())
+		require.GreaterOrEqual(t, res.ResetAfter, time.Duration(0))
+		if res.Allowed && cost[i] > 0 {
+			okAt, okN = append(okAt, at[i]), append(okN, cost[i])
+		}
+		if !res.Allowed {
+			require.Greater(t, res.RetryAfter, time.Duration(0))
+			require.Equal(t, cost[i] > l.Capacity(), res.Never())
+		}
+	}
+	checkPromise(t, l, okAt, okN)
+}
+
+// TestTokenBucketMatchesXTimeRate drives x/time/rate's AllowN and the token
+// bucket through the same traces. Instants are multiples of 1/64 s and rates
+// powers of two per second, so x/time/rate's float64 arithmetic is exact and
+// any difference is a real one.
+func TestTokenBucketMatchesXTimeRate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const tick = 15625 // µs: 1/64 s
+	for iter := range 200 {
+		r := int64(1) << rng.IntN(7)
+		burst := 1 + rng.IntN(20)
+		l := core.PerSecond(r).WithBurst(int64(burst))
+		sp := algo.MustCompile(l)
+		ref := rate.NewLimiter(rate.Limit(r), burst)
+		base := time.Unix(1_700_000_000, 0)
+		var st algo.State
+		now := int64(0)
+		for i := range 500 {
+			now += tick * rng.Int64N(int64(1+rng.IntN(40)))
+			n := 1 + rng.IntN(burst+1)
+			if rng.IntN(4) == 0 {
+				n = 1
+			}
+			var o algo.Outcome
+			st, o = sp.Step(st, base.UnixMicro()+now, int64(n))
+			want := ref.AllowN(base.Add(time.Duration(now)*time.Microsecond), n)
+			require.Equal(t, want, o.Allowed, "iter %d step %d: rate %d burst %d n %d at %dµs", iter, i, r, burst, n, now)
+		}
+	}
+}
+
+// FuzzStep checks the invariants of every algorithm on arbitrary limits and
+// traces: no panic, results in range, and the promise of each algorithm.
+func FuzzStep(f *testing.F) {
+	f.Add(uint8(1), uint16(10), uint32(1_000_000), uint8(0), uint64(1), []byte{1, 2, 3, 4, 5, 200, 7})
+	f.Add(uint8(3), uint16(3), uint32(250), uint8(0), uint64(9), []byte{0, 0, 0, 255, 255, 1})
+	f.Add(uint8(5), uint16(7), uint32(60_000_000), uint8(0), uint64(3), []byte{9, 9, 9, 9})
+	f.Fuzz(func(t *testing.T, alg uint8, rateN uint16, periodUs uint32, burst uint8, seed uint64, ops []byte) {
+		l := core.Per(int64(rateN), time.Duration(periodUs)*time.Microsecond).WithAlgorithm(core.Algorithm(alg%6 + 1))
+		if l.Algorithm.Bucket() {
+			l.Burst = int64(burst)
+		}
+		if l.Validate() != nil || len(ops) > 300 {
+			return
+		}
+		runPromise(t, l, rand.New(rand.NewPCG(seed, uint64(len(ops)))), len(ops), 0)
+	})
+}

@@ -1,0 +1,170 @@
+package algo
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Spec is a Limit compiled for the step functions, with the warning
+// thresholds expressed in the algorithm's own consumption units. Build one
+// with Compile; a Spec is immutable and safe to share.
+type Spec struct {
+	Limit     core.Limit
+	Algorithm core.Algorithm
+	// Capacity is the most events admitted at once (Burst or Rate).
+	Capacity int64
+	// Period is the Limit's period in µs.
+	Period int64
+	// Q is the number of time units per µs for the buckets (1 for windows).
+	Q int64
+	// T is the bucket emission interval in units (Period/Rate µs, exact).
+	T int64
+	// Full is the consumption at 100% usage: Capacity×T for the buckets,
+	// Rate for the fixed window and the log, Rate×Period for the counter.
+	Full int64
+	// WarnAbove: a Normal key turns Warning when consumption exceeds it.
+	WarnAbove int64
+	// ClearBelow: a Warning key turns Normal when consumption is below it.
+	ClearBelow int64
+}
+
+// Compile validates l and th and returns the Spec of l.
+func Compile(l core.Limit, th core.Thresholds) (Spec, error) {
+	if err := l.Validate(); err != nil {
+		return Spec{}, err
+	}
+	th = th.OrDefault()
+	if err := th.Validate(); err != nil {
+		return Spec{}, err
+	}
+	sp := Spec{Limit: l, Algorithm: l.Algorithm, Capacity: l.Capacity(), Period: int64(l.Period / time.Microsecond), Q: 1}
+	switch {
+	case l.Algorithm.Bucket():
+		g := core.GCD(sp.Period, l.Rate)
+		sp.Q, sp.T = l.Rate/g, sp.Period/g
+		sp.Full = sp.Capacity * sp.T
+	case l.Algorithm == core.SlidingWindowCounter:
+		sp.Full = l.Rate * sp.Period
+	default:
+		sp.Full = l.Rate
+	}
+	warn, clear := permille(th.Warn), permille(th.Clear)
+	sp.WarnAbove = mulDiv(sp.Full, warn, false)
+	sp.ClearBelow = mulDiv(sp.Full, clear, true)
+	return sp, nil
+}
+
+// MustCompile is Compile for limits known to be valid; it panics otherwise.
+// Use it in tests and examples only.
+func MustCompile(l core.Limit) Spec {
+	sp, err := Compile(l, core.Thresholds{})
+	if err != nil {
+		panic(fmt.Sprintf("algo.MustCompile: %v", err))
+	}
+	return sp
+}
+
+func permille(f float64) int64 { return int64(math.Round(f * 1000)) }
+
+// mulDiv returns floor (or ceil) of full×pm/1000 without overflow.
+func mulDiv(full, pm int64, ceil bool) int64 {
+	q, r := full/1000*pm, full%1000*pm
+	q += r / 1000
+	if ceil && r%1000 != 0 {
+		q++
+	}
+	return q
+}
+
+// State is the stored state of a key for every algorithm but the log: two
+// integers and the warning state. Expire is the instant (µs) at which the key
+// is fresh again, zero for a fresh key; V's meaning depends on the algorithm
+// (the sub-µs remainder of the TAT, a count, or two packed counts).
+type State struct {
+	Expire int64
+	V      int64
+	Level  core.State
+}
+
+// Outcome is a decision in the algorithm's units; Spec.Result turns it into a
+// core.Result. The Redis scripts return the same fields, so both stores share
+// the conversion.
+type Outcome struct {
+	Allowed   bool
+	Remaining int64
+	// Retry and Reset are in time units (1/Q µs); Retry is -1 for never.
+	Retry, Reset int64
+	Level        core.State
+}
+
+// Result converts o into a core.Result, rounding durations up to the
+// nanosecond.
+func (sp *Spec) Result(o Outcome) core.Result {
+	r := core.Result{Allowed: o.Allowed, Limit: sp.Capacity, Remaining: o.Remaining, ResetAfter: sp.Duration(o.Reset), State: o.Level}
+	if o.Retry < 0 {
+		r.RetryAfter = core.RetryNever
+	} else if !o.Allowed {
+		r.RetryAfter = sp.Duration(o.Retry)
+	}
+	return r
+}
+
+// Duration converts x time units into a Duration, rounded up.
+func (sp *Spec) Duration(x int64) time.Duration {
+	if x <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(x), 1000)
+	q, r := bits.Div64(hi, lo, uint64(sp.Q))
+	if r != 0 {
+		q++
+	}
+	if q > math.MaxInt64 {
+		return core.RetryNever
+	}
+	return time.Duration(q)
+}
+
+// level is the warning-state machine: used is the consumption after the
+// decision.
+func (sp *Spec) level(prev core.State, allowed bool, used int64) core.State {
+	switch {
+	case !allowed:
+		return core.Throttled
+	case prev == core.Normal:
+		if used > sp.WarnAbove {
+			return core.Warning
+		}
+		return core.Normal
+	case used < sp.ClearBelow:
+		return core.Normal
+	default:
+		return core.Warning
+	}
+}
+
+// never is the Outcome of a cost above the capacity: denied, nothing changed,
+// no wait that could help.
+func never(o Outcome) Outcome {
+	o.Allowed, o.Retry, o.Level = false, -1, core.Throttled
+	return o
+}
+
+// Step decides one request for every algorithm but SlidingWindowLog (see
+// StepLog). It is a pure function: st is not modified.
+func (sp *Spec) Step(st State, now, cost int64) (State, Outcome) {
+	switch sp.Algorithm {
+	case core.FixedWindow:
+		return sp.fixedWindow(st, now, cost)
+	case core.SlidingWindowCounter:
+		return sp.slidingCounter(st, now, cost)
+	case core.SlidingWindowLog:
+		panic("algo: Step called for sliding_window_log; use StepLog")
+	default:
+		return sp.bucket(st, now, cost)
+	}
+}

@@ -1,0 +1,86 @@
+package algo
+
+// fixedWindow counts events per aligned window [kP, (k+1)P).
+//
+// State: Expire is the end of the window the count belongs to, V the count.
+func (sp *Spec) fixedWindow(st State, now, cost int64) (State, Outcome) {
+	end := (now/sp.Period + 1) * sp.Period
+	switch {
+	case st.Expire > end: // the clock stepped back: keep the newer window
+		end = st.Expire
+	case st.Expire < end: // the stored window is over
+		st = State{}
+	}
+	rate := sp.Limit.Rate
+	var reset int64
+	if st.V > 0 {
+		reset = end - now
+	}
+	if cost > rate {
+		return st, never(Outcome{Remaining: rate - st.V, Reset: reset})
+	}
+	o := Outcome{Allowed: st.V+max(cost, 1) <= rate, Reset: reset}
+	if o.Allowed && cost > 0 {
+		st.Expire, st.V, o.Reset = end, st.V+cost, end-now
+	}
+	if !o.Allowed {
+		o.Retry = end - now
+	}
+	o.Remaining = rate - st.V
+	return sp.settle(st, o, cost, st.V)
+}
+
+// slidingCounter is Cloudflare's two-window estimate.
+//
+// State: Expire = (w+2)×P where w is the index of the window of the current
+// count (the key is fresh once the next window has passed); V packs the
+// previous window's count (high 32 bits) and the current one (low 32 bits).
+func (sp *Spec) slidingCounter(st State, now, cost int64) (State, Outcome) {
+	P, rate := sp.Period, sp.Limit.Rate
+	w := now / P
+	var p, c int64
+	if st.Expire != 0 {
+		switch sw := st.Expire/P - 2; {
+		case sw >= w: // this window, or the clock stepped back into an older one
+			w, p, c = sw, st.V>>32, st.V&0xffffffff
+		case sw == w-1:
+			p = st.V & 0xffffffff
+		}
+	}
+	if p == 0 && c == 0 {
+		st = State{}
+	}
+	start := w * P
+	e := max(now-start, 0)    // elapsed in the window
+	skew := max(start-now, 0) // how far the clock stepped back
+	used := p*(P-e) + c*P
+	reset := func() int64 {
+		switch {
+		case c > 0: // until the end of the next window
+			return skew + 2*P - e
+		case p > 0:
+			return skew + P - e
+		}
+		return 0
+	}
+	if cost > rate {
+		return st, never(Outcome{Remaining: (sp.Full - used) / P, Reset: reset()})
+	}
+	need := max(cost, 1)
+	o := Outcome{Allowed: used+need*P <= sp.Full}
+	if o.Allowed && cost > 0 {
+		c += cost
+		used += cost * P
+		st.Expire, st.V = (w+2)*P, p<<32|c
+	}
+	o.Reset = reset()
+	if !o.Allowed {
+		if c+need <= rate { // in this window, once the previous one has decayed enough
+			o.Retry = skew + P - e - (rate-c-need)*P/p
+		} else { // in the next window, as this window's count decays
+			o.Retry = skew + 2*P - e - (rate-need)*P/c
+		}
+	}
+	o.Remaining = (sp.Full - used) / P
+	return sp.settle(st, o, cost, used)
+}

@@ -1,0 +1,200 @@
+package core
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+)
+
+// Algorithm selects how a Limit counts. The zero value is not an algorithm:
+// the constructors PerSecond, PerMinute, PerHour and Per choose TokenBucket.
+type Algorithm uint8
+
+// The six algorithms. TokenBucket, LeakyBucket and GCRA are three views of one
+// meter (a bucket of capacity Burst refilled, or drained, at Rate per Period):
+// given the same Limit they admit exactly the same requests and report the same
+// Result. FixedWindow, SlidingWindowLog and SlidingWindowCounter count at most
+// Rate events per Period and ignore Burst. Package algo documents each precisely.
+const (
+	TokenBucket Algorithm = iota + 1
+	LeakyBucket
+	FixedWindow
+	SlidingWindowLog
+	SlidingWindowCounter
+	GCRA
+)
+
+var algorithmNames = [...]string{
+	TokenBucket:          "token_bucket",
+	LeakyBucket:          "leaky_bucket",
+	FixedWindow:          "fixed_window",
+	SlidingWindowLog:     "sliding_window_log",
+	SlidingWindowCounter: "sliding_window_counter",
+	GCRA:                 "gcra",
+}
+
+// String returns the snake_case name used in config files and metrics.
+func (a Algorithm) String() string {
+	if a.Valid() {
+		return algorithmNames[a]
+	}
+	return fmt.Sprintf("Algorithm(%d)", uint8(a))
+}
+
+// Valid reports whether a is one of the six algorithms.
+func (a Algorithm) Valid() bool { return a >= TokenBucket && a <= GCRA }
+
+// ParseAlgorithm returns the Algorithm whose String is name.
+func ParseAlgorithm(name string) (Algorithm, error) {
+	for a := TokenBucket; a <= GCRA; a++ {
+		if algorithmNames[a] == name {
+			return a, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: Algorithm: unknown algorithm %q", ErrInvalidLimit, name)
+}
+
+// Bucket reports whether a is one of the bucket algorithms (TokenBucket,
+// LeakyBucket, GCRA), which have a Burst capacity.
+func (a Algorithm) Bucket() bool { return a == TokenBucket || a == LeakyBucket || a == GCRA }
+
+// Bounds that keep every product the algorithms compute exact in a float64
+// (the number type of Redis Lua), so the memory and Redis stores agree.
+const (
+	// MaxExact is 2^53: the largest integer range a Lua number holds exactly.
+	MaxExact = int64(1) << 53
+	// MaxRate bounds Rate and Burst.
+	MaxRate = int64(1_000_000_000_000)
+	// MaxLogRate bounds Rate for SlidingWindowLog, which keeps one entry per
+	// admitted request of the last Period.
+	MaxLogRate = int64(1) << 16
+	// MaxCounterRate bounds Rate for SlidingWindowCounter, whose two counts
+	// are packed into one stored integer.
+	MaxCounterRate = int64(1) << 20
+)
+
+// Limit says how many events a key may have: Rate events per Period sustained,
+// with bursts up to Burst for the bucket algorithms.
+//
+// The zero value is invalid; build one with PerSecond, PerMinute, PerHour or
+// Per, optionally refined with WithAlgorithm and WithBurst, or as a literal
+// checked by Validate. Limit is a small value type: copy it freely.
+type Limit struct {
+	// Algorithm is how events are counted.
+	Algorithm Algorithm
+	// Rate is the number of events per Period (at least 1).
+	Rate int64
+	// Period is the length of the window or refill period: a whole number
+	// of microseconds, at least one.
+	Period time.Duration
+	// Burst is the capacity of TokenBucket, LeakyBucket and GCRA: how many
+	// events a fresh key may have at once. Zero means Rate. The window
+	// algorithms have no burst: leave it zero (or equal to Rate).
+	Burst int64
+}
+
+// Per returns a token-bucket Limit of rate events per period, burst rate.
+func Per(rate int64, period time.Duration) Limit {
+	return Limit{Algorithm: TokenBucket, Rate: rate, Period: period}
+}
+
+// PerSecond returns a token-bucket Limit of rate events per second.
+func PerSecond(rate int64) Limit { return Per(rate, time.Second) }
+
+// PerMinute returns a token-bucket Limit of rate events per minute.
+func PerMinute(rate int64) Limit { return Per(rate, time.Minute) }
+
+// PerHour returns a token-bucket Limit of rate events per hour.
+func PerHour(rate int64) Limit { return Per(rate, time.Hour) }
+
+// WithAlgorithm returns a copy of l that counts with a.
+func (l Limit) WithAlgorithm(a Algorithm) Limit { l.Algorithm = a; return l }
+
+// WithBurst returns a copy of l with capacity burst.
+func (l Limit) WithBurst(burst int64) Limit { l.Burst = burst; return l }
+
+// Capacity is the most events a fresh key admits at once: Burst (or Rate when
+// Burst is zero) for the buckets, Rate for the windows.
+func (l Limit) Capacity() int64 {
+	if l.Algorithm.Bucket() && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Rate
+}
+
+// String formats l as "100/1m0s token_bucket burst=150".
+func (l Limit) String() string {
+	s := fmt.Sprintf("%d/%s %s", l.Rate, l.Period, l.Algorithm)
+	if l.Burst != 0 {
+		s += fmt.Sprintf(" burst=%d", l.Burst)
+	}
+	return s
+}
+
+// Validate reports why l cannot be used, as an error wrapping ErrInvalidLimit
+// that names the field, or nil.
+func (l Limit) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s (limit %s)", ErrInvalidLimit, field, fmt.Sprintf(format, args...), l)
+	}
+	if !l.Algorithm.Valid() {
+		return bad("Algorithm", "unknown algorithm %d", uint8(l.Algorithm))
+	}
+	if l.Rate < 1 {
+		return bad("Rate", "must be at least 1, got %d", l.Rate)
+	}
+	if l.Rate > MaxRate {
+		return bad("Rate", "must be at most %d, got %d", MaxRate, l.Rate)
+	}
+	if l.Period < time.Microsecond {
+		return bad("Period", "must be at least 1µs, got %s", l.Period)
+	}
+	if l.Period%time.Microsecond != 0 {
+		return bad("Period", "must be a whole number of microseconds, got %s", l.Period)
+	}
+	if l.Burst < 0 {
+		return bad("Burst", "must not be negative, got %d", l.Burst)
+	}
+	period := int64(l.Period / time.Microsecond)
+	switch {
+	case l.Algorithm.Bucket():
+		if l.Burst > MaxRate {
+			return bad("Burst", "must be at most %d, got %d", MaxRate, l.Burst)
+		}
+		// The bucket's capacity in its exact time unit must stay below 2^53.
+		g := GCD(period, l.Rate)
+		if hi, lo := bits.Mul64(uint64(l.Capacity()), uint64(period/g)); hi != 0 || lo > uint64(MaxExact) {
+			return bad("Burst", "capacity %d × interval %s/%d overflows the exact range; lower Burst or Period", l.Capacity(), l.Period, l.Rate)
+		}
+	default:
+		if l.Burst != 0 && l.Burst != l.Rate {
+			return bad("Burst", "%s has no burst: leave it 0, got %d", l.Algorithm, l.Burst)
+		}
+	}
+	switch l.Algorithm {
+	case SlidingWindowLog:
+		if l.Rate > MaxLogRate {
+			return bad("Rate", "sliding_window_log keeps one entry per event: at most %d, got %d (use sliding_window_counter)", MaxLogRate, l.Rate)
+		}
+	case SlidingWindowCounter:
+		if l.Rate > MaxCounterRate {
+			return bad("Rate", "sliding_window_counter allows at most %d, got %d", MaxCounterRate, l.Rate)
+		}
+		if hi, lo := bits.Mul64(uint64(l.Rate), uint64(period)); hi != 0 || lo > uint64(MaxExact) {
+			return bad("Period", "Rate × Period in µs overflows the exact range 2^53; lower Rate or Period")
+		}
+	}
+	if period > math.MaxInt64/4 {
+		return bad("Period", "too long: %s", l.Period)
+	}
+	return nil
+}
+
+// GCD returns the greatest common divisor of two positive integers.
+func GCD(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}

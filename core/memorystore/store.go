@@ -1,0 +1,331 @@
+package memorystore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/algo"
+)
+
+// Store is the in-memory core.Store. The zero value is not usable: call New.
+// A Store is safe for concurrent use; Close stops its sweeper.
+type Store struct {
+	shards     []shard
+	mask       uint64
+	seed       maphash.Seed
+	th         core.Thresholds
+	perShard   int
+	clock      func() int64
+	specs      [specCacheSize]atomic.Pointer[algo.Spec]
+	closed     atomic.Bool
+	stop       chan struct{}
+	done       chan struct{}
+	sweepEvery time.Duration
+	sweepChunk int
+	evictions  atomic.Int64
+}
+
+type shard struct {
+	mu    sync.Mutex
+	t     table
+	logs  []*algo.Log
+	free  []int64
+	sweep int    // sweeper cursor
+	rng   uint64 // eviction sampling
+	_     [40]byte
+}
+
+type config struct {
+	maxKeys    int
+	shards     int
+	th         core.Thresholds
+	clock      func() time.Time
+	sweepEvery time.Duration
+}
+
+// Option configures a Store.
+type Option func(*config)
+
+// WithMaxKeys bounds the number of live keys (default 1<<20). When a shard
+// is full, the key closest to its fresh state is evicted.
+func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
+
+// WithShards sets the number of shards, rounded up to a power of two
+// (default 16 per CPU, at least 64).
+func WithShards(n int) Option { return func(c *config) { c.shards = n } }
+
+// WithThresholds sets the usage fractions of the warning state (default 0.8
+// and 0.7).
+func WithThresholds(th core.Thresholds) Option { return func(c *config) { c.th = th } }
+
+// WithSweepInterval sets how often the sweeper visits every shard (default
+// one second). Zero disables the sweeper: expired keys are then deleted only
+// when touched or evicted.
+func WithSweepInterval(d time.Duration) Option { return func(c *config) { c.sweepEvery = d } }
+
+// WithClock replaces the time source, for simulations and tests. The clock
+// is read with microsecond precision.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// New returns a Store; it starts one sweeper goroutine unless disabled.
+func New(opts ...Option) (*Store, error) {
+	c := config{maxKeys: 1 << 20, shards: max(64, 16*runtime.GOMAXPROCS(0)), sweepEvery: time.Second}
+	for _, o := range opts {
+		o(&c)
+	}
+	if err := c.th.Validate(); err != nil {
+		return nil, fmt.Errorf("memorystore: %w", err)
+	}
+	if c.maxKeys < 1 {
+		return nil, fmt.Errorf("memorystore: WithMaxKeys: must be at least 1, got %d", c.maxKeys)
+	}
+	if c.shards < 1 || c.shards > 1<<16 {
+		return nil, fmt.Errorf("memorystore: WithShards: must be in [1, 65536], got %d", c.shards)
+	}
+	if c.sweepEvery < 0 {
+		return nil, fmt.Errorf("memorystore: WithSweepInterval: must not be negative, got %s", c.sweepEvery)
+	}
+	n := 1
+	for n < c.shards {
+		n <<= 1
+	}
+	n = min(n, c.maxKeys) // a shard holds at least one key
+	for n&(n-1) != 0 {
+		n &= n - 1
+	}
+	s := &Store{
+		shards:     make([]shard, n),
+		mask:       uint64(n - 1),
+		seed:       maphash.MakeSeed(),
+		th:         c.th,
+		perShard:   (c.maxKeys + n - 1) / n,
+		sweepEvery: c.sweepEvery,
+		sweepChunk: 4096,
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	for i := range s.shards {
+		s.shards[i].rng = uint64(i)*0x9e3779b97f4a7c15 | 1
+	}
+	if c.clock != nil {
+		s.clock = func() int64 { return c.clock().UnixMicro() }
+	} else {
+		base := time.Now()
+		baseUs := base.UnixMicro()
+		// One monotonic clock read per decision; immune to wall-clock steps.
+		s.clock = func() int64 { return baseUs + int64(time.Since(base)/time.Microsecond) }
+	}
+	if s.sweepEvery > 0 {
+		go s.sweeper()
+	} else {
+		close(s.done)
+	}
+	return s, nil
+}
+
+// Close stops the sweeper. Take and Reset then return core.ErrClosed.
+// Close is idempotent.
+func (s *Store) Close() error {
+	if s.closed.CompareAndSwap(false, true) {
+		close(s.stop)
+	}
+	<-s.done
+	return nil
+}
+
+// Len returns the number of live keys (expired keys not yet swept count).
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += sh.t.n
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// Evictions returns how many keys were evicted to respect WithMaxKeys.
+func (s *Store) Evictions() int64 { return s.evictions.Load() }
+
+// Take decides one request for key under l; see core.Store. The context is
+// not consulted: a decision never waits.
+func (s *Store) Take(_ context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+	sp, h, err := s.prepare(key, l, cost)
+	if err != nil {
+		return core.Result{}, err
+	}
+	sh := &s.shards[h&s.mask]
+	now := s.clock()
+	sh.mu.Lock()
+	o := sh.take(sp, h, now, cost, s)
+	sh.mu.Unlock()
+	return sp.Result(o), nil
+}
+
+// Reset forgets key under l: its next request sees a fresh key.
+func (s *Store) Reset(_ context.Context, key string, l core.Limit) error {
+	_, h, err := s.prepare(key, l, 0)
+	if err != nil {
+		return err
+	}
+	sh := &s.shards[h&s.mask]
+	sh.mu.Lock()
+	if i, ok := sh.t.find(h); ok {
+		sh.remove(i)
+	}
+	sh.mu.Unlock()
+	return nil
+}
+
+func (s *Store) prepare(key string, l core.Limit, cost int64) (*algo.Spec, uint64, error) {
+	switch {
+	case s.closed.Load():
+		return nil, 0, fmt.Errorf("memorystore: %w", core.ErrClosed)
+	case key == "":
+		return nil, 0, fmt.Errorf("memorystore: %w", core.ErrNoKey)
+	case cost < 0:
+		return nil, 0, fmt.Errorf("memorystore: %w: %d", core.ErrInvalidCost, cost)
+	}
+	sp, err := s.spec(l)
+	if err != nil {
+		return nil, 0, fmt.Errorf("memorystore: %w", err)
+	}
+	h := maphash.String(s.seed, key) ^ uint64(l.Algorithm)*0x9e3779b97f4a7c15
+	if h == 0 {
+		h = 1
+	}
+	return sp, h, nil
+}
+
+const specCacheSize = 16
+
+// spec returns the compiled l from a small lock-free cache, compiling (and
+// validating) it on a miss.
+func (s *Store) spec(l core.Limit) (*algo.Spec, error) {
+	slot := &s.specs[(uint64(l.Rate)*31+uint64(l.Period)*17+uint64(l.Burst)*7+uint64(l.Algorithm))%specCacheSize]
+	if sp := slot.Load(); sp != nil && sp.Limit == l {
+		return sp, nil
+	}
+	sp, err := algo.Compile(l, s.th)
+	if err != nil {
+		return nil, err
+	}
+	slot.Store(&sp)
+	return &sp, nil
+}
+
+func (sh *shard) take(sp *algo.Spec, h uint64, now, cost int64, s *Store) algo.Outcome {
+	i, found := sh.t.find(h)
+	if sp.Algorithm == core.SlidingWindowLog {
+		return sh.takeLog(sp, h, i, found, now, cost, s)
+	}
+	var st algo.State
+	if found {
+		st = sh.t.slots[i].state()
+	}
+	next, o := sp.Step(st, now, cost)
+	switch {
+	case next == st:
+	case found && next == (algo.State{}):
+		sh.remove(i)
+	case found:
+		sh.t.slots[i].set(next)
+	default:
+		i = sh.insert(h, now, s)
+		sh.t.slots[i].set(next)
+	}
+	return o
+}
+
+func (sh *shard) takeLog(sp *algo.Spec, h uint64, i int, found bool, now, cost int64, s *Store) algo.Outcome {
+	var lg *algo.Log
+	if found {
+		lg = sh.logs[sh.t.slots[i].v]
+	} else {
+		lg = &algo.Log{}
+	}
+	o := sp.StepLog(lg, now, cost)
+	exp := lg.Expire(sp)
+	switch {
+	case found && exp == 0:
+		sh.remove(i)
+	case found:
+		sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, Level: lg.Level})
+	case exp != 0:
+		var idx int64
+		if n := len(sh.free); n > 0 {
+			idx, sh.free = sh.free[n-1], sh.free[:n-1]
+			sh.logs[idx] = lg
+		} else {
+			idx = int64(len(sh.logs))
+			sh.logs = append(sh.logs, lg)
+		}
+		i = sh.insert(h, now, s)
+		sh.t.slots[i].exp = logFlag
+		sh.t.slots[i].set(algo.State{Expire: exp, V: idx, Level: lg.Level})
+	}
+	return o
+}
+
+// insert claims a slot for h (not present), evicting or growing as needed.
+func (sh *shard) insert(h uint64, now int64, s *Store) int {
+	if sh.t.n >= s.perShard {
+		sh.evict(now)
+		s.evictions.Add(1)
+	}
+	if sh.t.full() {
+		sh.t.grow()
+	}
+	i, _ := sh.t.find(h)
+	sh.t.slots[i].h = h
+	sh.t.n++
+	return i
+}
+
+// evict removes one key: among a sample of slots, the one that expires first,
+// whose state is closest to fresh and so the least worth keeping.
+func (sh *shard) evict(now int64) {
+	best, bestExp := -1, int64(0)
+	n := len(sh.t.slots)
+	for tries := 0; tries < 64 && (best < 0 || tries < 16); tries++ {
+		sh.rng ^= sh.rng << 13
+		sh.rng ^= sh.rng >> 7
+		sh.rng ^= sh.rng << 17
+		i := int(sh.rng % uint64(n))
+		if sh.t.slots[i].h == 0 {
+			continue
+		}
+		if e := sh.t.slots[i].expire(); best < 0 || e < bestExp {
+			best, bestExp = i, e
+			if e <= now {
+				break
+			}
+		}
+	}
+	if best < 0 { // a sparse table: take the first key
+		for i := range sh.t.slots {
+			if sh.t.slots[i].h != 0 {
+				best = i
+				break
+			}
+		}
+	}
+	sh.remove(best)
+}
+
+// remove deletes slot i, releasing its log if it has one.
+func (sh *shard) remove(i int) {
+	if sh.t.slots[i].exp&logFlag != 0 {
+		v := sh.t.slots[i].v
+		sh.logs[v] = nil
+		sh.free = append(sh.free, v)
+	}
+	sh.t.del(i)
+}

@@ -1,0 +1,54 @@
+package memorystore
+
+import "time"
+
+// sweeper deletes expired keys incrementally: every interval it visits each
+// shard in turn, holding its lock for at most sweepChunk slots.
+func (s *Store) sweeper() {
+	defer close(s.done)
+	tick := time.NewTicker(s.sweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		for i := range s.shards {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			s.shards[i].sweepChunk(s.clock(), s.sweepChunk)
+		}
+	}
+}
+
+// sweepChunk examines up to n slots from the shard's cursor, deleting the
+// expired ones, and shrinks a table that has become sparse.
+func (sh *shard) sweepChunk(now int64, n int) (deleted int) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	size := len(sh.t.slots)
+	if size == 0 {
+		return 0
+	}
+	i := sh.sweep % size
+	for k := 0; k < n && k < size; k++ {
+		// A deletion may shift another key into slot i: look at it again.
+		for sh.t.slots[i].h != 0 && sh.t.slots[i].expire() <= now {
+			sh.remove(i)
+			deleted++
+		}
+		if i++; i == size {
+			i = 0
+		}
+	}
+	sh.sweep = i
+	if size > 64 && sh.t.n*4 < size {
+		sh.t.resize(max(8, sh.t.n*2))
+		sh.sweep = 0
+	}
+	return deleted
+}

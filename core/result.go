@@ -1,0 +1,97 @@
+package core
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// State is the warning state of one key. It is stored with the key, so every
+// instance that shares a store sees the same state.
+//
+// Transitions, with the default Thresholds: Normal becomes Warning when usage
+// rises above 80% of the capacity; Warning becomes Normal when usage falls below
+// 70%; any state becomes Throttled when a request is denied; Throttled becomes
+// Warning (usage at or above 70%) or Normal (below) at the next allowed
+// request. A key that returns to its fresh state is Normal.
+type State uint8
+
+// The three warning states.
+const (
+	Normal State = iota
+	Warning
+	Throttled
+)
+
+// String returns "normal", "warning" or "throttled".
+func (s State) String() string {
+	switch s {
+	case Normal:
+		return "normal"
+	case Warning:
+		return "warning"
+	case Throttled:
+		return "throttled"
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// RetryNever is the RetryAfter of a request whose cost exceeds the capacity:
+// no wait will ever let it through. It is the longest Duration, so code that
+// sleeps for RetryAfter never spins.
+const RetryNever = time.Duration(math.MaxInt64)
+
+// Result is the outcome of one Store.Take.
+type Result struct {
+	// Allowed reports whether the request was admitted. For a peek (cost 0)
+	// it reports whether a request of cost 1 would be admitted now.
+	Allowed bool
+	// Limit is the capacity: the most events a fresh key admits at once.
+	Limit int64
+	// Remaining is the number of whole events usable right now, after this
+	// request.
+	Remaining int64
+	// RetryAfter is zero when allowed; otherwise the exact wait until a
+	// request of the same cost would be admitted, or RetryNever.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the key is back to its fresh state.
+	ResetAfter time.Duration
+	// State is the key's warning state after this request.
+	State State
+}
+
+// Never reports whether the request can never be admitted (its cost exceeds
+// the capacity).
+func (r Result) Never() bool { return !r.Allowed && r.RetryAfter == RetryNever }
+
+// Thresholds set the usage fractions at which a key enters and leaves the
+// Warning state. The zero value means the defaults (0.8 and 0.7).
+type Thresholds struct {
+	// Warn: a Normal key becomes Warning when usage rises above it.
+	Warn float64
+	// Clear: a Warning key becomes Normal when usage falls below it.
+	Clear float64
+}
+
+// DefaultThresholds returns Warn 0.8 and Clear 0.7.
+func DefaultThresholds() Thresholds { return Thresholds{Warn: 0.8, Clear: 0.7} }
+
+// OrDefault returns t, or DefaultThresholds if t is the zero value.
+func (t Thresholds) OrDefault() Thresholds {
+	if t == (Thresholds{}) {
+		return DefaultThresholds()
+	}
+	return t
+}
+
+// Validate reports whether 0 < Clear <= Warn < 1 (after OrDefault).
+func (t Thresholds) Validate() error {
+	t = t.OrDefault()
+	if !(t.Warn > 0 && t.Warn < 1) {
+		return fmt.Errorf("%w: Thresholds.Warn: must be in (0, 1), got %v", ErrInvalidLimit, t.Warn)
+	}
+	if !(t.Clear > 0 && t.Clear <= t.Warn) {
+		return fmt.Errorf("%w: Thresholds.Clear: must be in (0, Warn], got %v", ErrInvalidLimit, t.Clear)
+	}
+	return nil
+}
