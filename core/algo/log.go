@@ -20,8 +20,9 @@ func (lg *Log) Expire(sp *Spec) int64 {
 }
 
 // StepLog decides one request of a SlidingWindowLog key, updating lg in
-// place. Entries older than the window are dropped first.
-func (sp *Spec) StepLog(lg *Log, now, cost int64) Outcome {
+// place and writing the decision to o. Entries older than the window are
+// dropped first.
+func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 	P, rate := sp.Period, sp.Limit.Rate
 	at := now
 	if n := len(lg.At); n > 0 && lg.At[n-1] > at { // the clock stepped back
@@ -47,7 +48,8 @@ func (sp *Spec) StepLog(lg *Log, now, cost int64) Outcome {
 		reset = lg.At[n-1] + P - now
 	}
 	if cost > rate {
-		return never(Outcome{Remaining: rate - total, Reset: reset})
+		never(o, rate-total, reset)
+		return
 	}
 	need := max(cost, 1)
 	allowed := total+need <= rate
@@ -59,7 +61,7 @@ func (sp *Spec) StepLog(lg *Log, now, cost int64) Outcome {
 		}
 		total += cost
 	}
-	o := Outcome{Allowed: allowed, Remaining: rate - total, Level: sp.level(lg.Level, allowed, total)}
+	*o = Outcome{Allowed: allowed, Remaining: rate - total, Level: sp.level(lg.Level, allowed, total)}
 	if cost > 0 {
 		lg.Level = o.Level
 	}
@@ -76,5 +78,4 @@ func (sp *Spec) StepLog(lg *Log, now, cost int64) Outcome {
 			}
 		}
 	}
-	return o
 }

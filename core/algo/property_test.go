@@ -357,8 +357,8 @@ func TestBucketsMatchExactModels(t *testing.T) {
 			var st algo.State
 			for i := range at {
 				var o algo.Outcome
-				st, o = sp.Step(st, at[i], cost[i])
-				got := sp.Result(o)
+				sp.Step(&st, &o, at[i], cost[i])
+				got := sp.Result(&o)
 				for mi, m := range models {
 					want, commit := m.decide(at[i], cost[i])
 					require.Equal(t, want, got, "iter %d %s model %d step %d at %d cost %d", iter, l, mi, i, at[i], cost[i])
@@ -481,7 +481,7 @@ func TestTokenBucketMatchesXTimeRate(t *testing.T) {
 				n = 1
 			}
 			var o algo.Outcome
-			st, o = sp.Step(st, base.UnixMicro()+now, int64(n))
+			sp.Step(&st, &o, base.UnixMicro()+now, int64(n))
 			want := ref.AllowN(base.Add(time.Duration(now)*time.Microsecond), n)
 			require.Equal(t, want, o.Allowed, "iter %d step %d: rate %d burst %d n %d at %dµs", iter, i, r, burst, n, now)
 		}

@@ -30,6 +30,9 @@ type Spec struct {
 	WarnAbove int64
 	// ClearBelow: a Warning key turns Normal when consumption is below it.
 	ClearBelow int64
+	// maxGap bounds the TAT gap multiplied by Q (a clock stepped back by
+	// years must not overflow).
+	maxGap int64
 }
 
 // Compile validates l and th and returns the Spec of l.
@@ -47,6 +50,7 @@ func Compile(l core.Limit, th core.Thresholds) (Spec, error) {
 		g := core.GCD(sp.Period, l.Rate)
 		sp.Q, sp.T = l.Rate/g, sp.Period/g
 		sp.Full = sp.Capacity * sp.T
+		sp.maxGap = core.MaxExact / sp.Q
 	case l.Algorithm == core.SlidingWindowCounter:
 		sp.Full = l.Rate * sp.Period
 	default:
@@ -103,20 +107,24 @@ type Outcome struct {
 
 // Result converts o into a core.Result, rounding durations up to the
 // nanosecond.
-func (sp *Spec) Result(o Outcome) core.Result {
-	r := core.Result{Allowed: o.Allowed, Limit: sp.Capacity, Remaining: o.Remaining, ResetAfter: sp.Duration(o.Reset), State: o.Level}
-	if o.Retry < 0 {
-		r.RetryAfter = core.RetryNever
-	} else if !o.Allowed {
-		r.RetryAfter = sp.Duration(o.Retry)
+func (sp *Spec) Result(o *Outcome) core.Result {
+	var retry time.Duration
+	switch {
+	case o.Retry < 0:
+		retry = core.RetryNever
+	case !o.Allowed:
+		retry = sp.Duration(o.Retry)
 	}
-	return r
+	return core.Result{Allowed: o.Allowed, Limit: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.Level}
 }
 
 // Duration converts x time units into a Duration, rounded up.
 func (sp *Spec) Duration(x int64) time.Duration {
 	if x <= 0 {
 		return 0
+	}
+	if sp.Q == 1 && x <= math.MaxInt64/1000 { // whole µs: no division
+		return time.Duration(x * 1000)
 	}
 	hi, lo := bits.Mul64(uint64(x), 1000)
 	q, r := bits.Div64(hi, lo, uint64(sp.Q))
@@ -147,24 +155,26 @@ func (sp *Spec) level(prev core.State, allowed bool, used int64) core.State {
 	}
 }
 
-// never is the Outcome of a cost above the capacity: denied, nothing changed,
-// no wait that could help.
-func never(o Outcome) Outcome {
-	o.Allowed, o.Retry, o.Level = false, -1, core.Throttled
-	return o
+// never fills the Outcome of a cost above the capacity: denied, nothing
+// changed, no wait that could help.
+func never(o *Outcome, remaining, reset int64) {
+	*o = Outcome{Remaining: remaining, Retry: -1, Reset: reset, Level: core.Throttled}
 }
 
 // Step decides one request for every algorithm but SlidingWindowLog (see
-// StepLog). It is a pure function: st is not modified.
-func (sp *Spec) Step(st State, now, cost int64) (State, Outcome) {
+// StepLog): given the key's state st at instant now, it updates st in place
+// and writes the decision to o. It depends on nothing else. (Pointers, not
+// values: copying freshly written structs stalls the CPU's store forwarding
+// on the hot path.)
+func (sp *Spec) Step(st *State, o *Outcome, now, cost int64) {
 	switch sp.Algorithm {
 	case core.FixedWindow:
-		return sp.fixedWindow(st, now, cost)
+		sp.fixedWindow(st, o, now, cost)
 	case core.SlidingWindowCounter:
-		return sp.slidingCounter(st, now, cost)
+		sp.slidingCounter(st, o, now, cost)
 	case core.SlidingWindowLog:
 		panic("algo: Step called for sliding_window_log; use StepLog")
 	default:
-		return sp.bucket(st, now, cost)
+		sp.bucket(st, o, now, cost)
 	}
 }

@@ -30,12 +30,13 @@ type runner struct {
 }
 
 func (r *runner) take(now, cost int64) core.Result {
-	if r.sp.Algorithm == core.SlidingWindowLog {
-		return r.sp.Result(r.sp.StepLog(&r.lg, now, cost))
-	}
 	var o algo.Outcome
-	r.st, o = r.sp.Step(r.st, now, cost)
-	return r.sp.Result(o)
+	if r.sp.Algorithm == core.SlidingWindowLog {
+		r.sp.StepLog(&r.lg, &o, now, cost)
+	} else {
+		r.sp.Step(&r.st, &o, now, cost)
+	}
+	return r.sp.Result(&o)
 }
 
 func runSteps(t *testing.T, l core.Limit, steps []step) {

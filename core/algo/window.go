@@ -3,13 +3,13 @@ package algo
 // fixedWindow counts events per aligned window [kP, (k+1)P).
 //
 // State: Expire is the end of the window the count belongs to, V the count.
-func (sp *Spec) fixedWindow(st State, now, cost int64) (State, Outcome) {
+func (sp *Spec) fixedWindow(st *State, o *Outcome, now, cost int64) {
 	end := (now/sp.Period + 1) * sp.Period
 	switch {
 	case st.Expire > end: // the clock stepped back: keep the newer window
 		end = st.Expire
 	case st.Expire < end: // the stored window is over
-		st = State{}
+		*st = State{}
 	}
 	rate := sp.Limit.Rate
 	var reset int64
@@ -17,9 +17,10 @@ func (sp *Spec) fixedWindow(st State, now, cost int64) (State, Outcome) {
 		reset = end - now
 	}
 	if cost > rate {
-		return st, never(Outcome{Remaining: rate - st.V, Reset: reset})
+		never(o, rate-st.V, reset)
+		return
 	}
-	o := Outcome{Allowed: st.V+max(cost, 1) <= rate, Reset: reset}
+	*o = Outcome{Allowed: st.V+max(cost, 1) <= rate, Reset: reset}
 	if o.Allowed && cost > 0 {
 		st.Expire, st.V, o.Reset = end, st.V+cost, end-now
 	}
@@ -27,7 +28,7 @@ func (sp *Spec) fixedWindow(st State, now, cost int64) (State, Outcome) {
 		o.Retry = end - now
 	}
 	o.Remaining = rate - st.V
-	return sp.settle(st, o, cost, st.V)
+	sp.settle(st, o, cost, st.V)
 }
 
 // slidingCounter is Cloudflare's two-window estimate.
@@ -35,7 +36,7 @@ func (sp *Spec) fixedWindow(st State, now, cost int64) (State, Outcome) {
 // State: Expire = (w+2)×P where w is the index of the window of the current
 // count (the key is fresh once the next window has passed); V packs the
 // previous window's count (high 32 bits) and the current one (low 32 bits).
-func (sp *Spec) slidingCounter(st State, now, cost int64) (State, Outcome) {
+func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 	P, rate := sp.Period, sp.Limit.Rate
 	w := now / P
 	var p, c int64
@@ -48,7 +49,7 @@ func (sp *Spec) slidingCounter(st State, now, cost int64) (State, Outcome) {
 		}
 	}
 	if p == 0 && c == 0 {
-		st = State{}
+		*st = State{}
 	}
 	start := w * P
 	e := max(now-start, 0)    // elapsed in the window
@@ -64,10 +65,11 @@ func (sp *Spec) slidingCounter(st State, now, cost int64) (State, Outcome) {
 		return 0
 	}
 	if cost > rate {
-		return st, never(Outcome{Remaining: (sp.Full - used) / P, Reset: reset()})
+		never(o, (sp.Full-used)/P, reset())
+		return
 	}
 	need := max(cost, 1)
-	o := Outcome{Allowed: used+need*P <= sp.Full}
+	*o = Outcome{Allowed: used+need*P <= sp.Full}
 	if o.Allowed && cost > 0 {
 		c += cost
 		used += cost * P
@@ -82,5 +84,5 @@ func (sp *Spec) slidingCounter(st State, now, cost int64) (State, Outcome) {
 		}
 	}
 	o.Remaining = (sp.Full - used) / P
-	return sp.settle(st, o, cost, used)
+	sp.settle(st, o, cost, used)
 }

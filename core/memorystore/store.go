@@ -163,10 +163,11 @@ func (s *Store) Take(_ context.Context, key string, l core.Limit, cost int64) (c
 	}
 	sh := &s.shards[h&s.mask]
 	now := s.clock()
+	var o algo.Outcome
 	sh.mu.Lock()
-	o := sh.take(sp, h, now, cost, s)
+	sh.take(sp, &o, h, now, cost, s)
 	sh.mu.Unlock()
-	return sp.Result(o), nil
+	return sp.Result(&o), nil
 }
 
 // Reset forgets key under l: its next request sees a fresh key.
@@ -221,37 +222,37 @@ func (s *Store) spec(l core.Limit) (*algo.Spec, error) {
 	return &sp, nil
 }
 
-func (sh *shard) take(sp *algo.Spec, h uint64, now, cost int64, s *Store) algo.Outcome {
+func (sh *shard) take(sp *algo.Spec, o *algo.Outcome, h uint64, now, cost int64, s *Store) {
 	i, found := sh.t.find(h)
 	if sp.Algorithm == core.SlidingWindowLog {
-		return sh.takeLog(sp, h, i, found, now, cost, s)
+		sh.takeLog(sp, o, h, i, found, now, cost, s)
+		return
 	}
 	var st algo.State
 	if found {
-		st = sh.t.slots[i].state()
+		sl := &sh.t.slots[i]
+		st.Expire, st.V, st.Level = int64(sl.exp&expMask), sl.v, core.State(sl.exp>>levelShift&3)
 	}
-	next, o := sp.Step(st, now, cost)
+	sp.Step(&st, o, now, cost)
 	switch {
-	case next == st:
-	case found && next == (algo.State{}):
+	case found && st.Expire == 0 && st.V == 0 && st.Level == 0:
 		sh.remove(i)
 	case found:
-		sh.t.slots[i].set(next)
-	default:
+		sh.t.slots[i].set(st)
+	case st.Expire != 0:
 		i = sh.insert(h, now, s)
-		sh.t.slots[i].set(next)
+		sh.t.slots[i].set(st)
 	}
-	return o
 }
 
-func (sh *shard) takeLog(sp *algo.Spec, h uint64, i int, found bool, now, cost int64, s *Store) algo.Outcome {
+func (sh *shard) takeLog(sp *algo.Spec, o *algo.Outcome, h uint64, i int, found bool, now, cost int64, s *Store) {
 	var lg *algo.Log
 	if found {
 		lg = sh.logs[sh.t.slots[i].v]
 	} else {
 		lg = &algo.Log{}
 	}
-	o := sp.StepLog(lg, now, cost)
+	sp.StepLog(lg, o, now, cost)
 	exp := lg.Expire(sp)
 	switch {
 	case found && exp == 0:
@@ -271,7 +272,6 @@ func (sh *shard) takeLog(sp *algo.Spec, h uint64, i int, found bool, now, cost i
 		sh.t.slots[i].exp = logFlag
 		sh.t.slots[i].set(algo.State{Expire: exp, V: idx, Level: lg.Level})
 	}
-	return o
 }
 
 // insert claims a slot for h (not present), evicting or growing as needed.

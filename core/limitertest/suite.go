@@ -1,0 +1,263 @@
+package limitertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/algo"
+)
+
+// Clock is a manual clock shared by the suite and the store under test. It
+// starts one hour after the real time, aligned to the hour (stores with
+// absolute expiries, such as Redis, keep keys alive in real time), and moves
+// only when the suite advances it.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a Clock set one hour ahead of the real time, on the hour.
+func NewClock() *Clock {
+	return &Clock{now: time.Now().Add(time.Hour).Truncate(time.Hour)}
+}
+
+// Now returns the clock's instant; pass it to the store as its time source.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward (or back, for negative d).
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// Factory returns a fresh store whose time source is clock. Stores made by one
+// Factory may share a backend: the suite uses distinct keys in every subtest.
+type Factory func(t *testing.T, clock func() time.Time) core.Store
+
+// Algorithms lists the six algorithms in a fixed order.
+var Algorithms = []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter, core.GCRA}
+
+// Run runs the whole suite against stores made by newStore.
+func Run(t *testing.T, newStore Factory) {
+	t.Run("Reference", func(t *testing.T) { testReference(t, newStore) })
+	t.Run("Concurrency", func(t *testing.T) { testConcurrency(t, newStore) })
+	t.Run("BadInput", func(t *testing.T) { testBadInput(t, newStore) })
+	t.Run("Reset", func(t *testing.T) { testReset(t, newStore) })
+	t.Run("Isolation", func(t *testing.T) { testIsolation(t, newStore) })
+}
+
+var keySeq atomic.Int64
+
+// Key returns a key no other subtest uses.
+func Key(t testing.TB) string {
+	return fmt.Sprintf("lt-%d-%d-%s", time.Now().UnixNano()%1e9, keySeq.Add(1), t.Name())
+}
+
+// reference replays one key through the step functions.
+type reference struct {
+	sp algo.Spec
+	st algo.State
+	lg algo.Log
+}
+
+func (r *reference) take(now, cost int64) core.Result {
+	var o algo.Outcome
+	if r.sp.Algorithm == core.SlidingWindowLog {
+		r.sp.StepLog(&r.lg, &o, now, cost)
+	} else {
+		r.sp.Step(&r.st, &o, now, cost)
+	}
+	return r.sp.Result(&o)
+}
+
+// Limits returns, for each algorithm, a few limits that exercise exact
+// fractional intervals, bursts and short periods.
+func Limits(a core.Algorithm) []core.Limit {
+	ls := []core.Limit{core.Per(5, time.Second), core.Per(7, 3*time.Second), core.Per(20, 100*time.Millisecond)}
+	if a.Bucket() {
+		ls = append(ls, core.Per(3, time.Second).WithBurst(8), core.Per(1000, time.Hour).WithBurst(2))
+	}
+	for i := range ls {
+		ls[i].Algorithm = a
+	}
+	return ls
+}
+
+// testReference drives random traces through the store and the step
+// functions and requires identical Results at every step.
+func testReference(t *testing.T, newStore Factory) {
+	for _, a := range Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewClock()
+			s := newStore(t, clock.Now)
+			rng := rand.New(rand.NewPCG(uint64(a), 42))
+			for _, l := range Limits(a) {
+				key := Key(t)
+				ref := &reference{sp: algo.MustCompile(l)}
+				step := l.Period / time.Duration(l.Rate) * 2
+				for i := range 120 {
+					switch rng.IntN(10) {
+					case 0:
+						clock.Advance(time.Duration(rng.Int64N(int64(l.Period))))
+					case 1, 2:
+					default:
+						clock.Advance(time.Duration(rng.Int64N(int64(step))).Truncate(time.Microsecond))
+					}
+					cost := int64(1)
+					switch rng.IntN(8) {
+					case 0:
+						cost = 0
+					case 1:
+						cost = rng.Int64N(l.Capacity() + 2)
+					}
+					got, err := s.Take(context.Background(), key, l, cost)
+					if err != nil {
+						t.Fatalf("%s step %d: Take: %v", l, i, err)
+					}
+					want := ref.take(clock.Now().UnixMicro(), cost)
+					if got != want {
+						t.Fatalf("%s step %d cost %d:\n got %+v\nwant %+v", l, i, cost, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// testConcurrency: 64 goroutines hammer one key with a frozen clock; exactly
+// the capacity is admitted.
+func testConcurrency(t *testing.T, newStore Factory) {
+	for _, a := range Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewClock()
+			s := newStore(t, clock.Now)
+			l := core.Per(100, time.Minute).WithAlgorithm(a)
+			key := Key(t)
+			var admitted, denied atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			for range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 5 {
+						r, err := s.Take(context.Background(), key, l, 1)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if r.Allowed {
+							admitted.Add(1)
+						} else {
+							denied.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("Take: %v", err)
+			}
+			if admitted.Load() != 100 || denied.Load() != 220 {
+				t.Fatalf("admitted %d denied %d, want exactly 100 and 220", admitted.Load(), denied.Load())
+			}
+		})
+	}
+}
+
+func testBadInput(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		key  string
+		l    core.Limit
+		cost int64
+		want error
+	}{
+		{"empty key", "", core.PerSecond(1), 1, core.ErrNoKey},
+		{"negative cost", Key(t), core.PerSecond(1), -1, core.ErrInvalidCost},
+		{"zero limit", Key(t), core.Limit{}, 1, core.ErrInvalidLimit},
+		{"zero rate", Key(t), core.PerSecond(0), 1, core.ErrInvalidLimit},
+		{"negative burst", Key(t), core.PerSecond(1).WithBurst(-1), 1, core.ErrInvalidLimit},
+		{"sub-µs period", Key(t), core.Per(1, 1500*time.Nanosecond), 1, core.ErrInvalidLimit},
+		{"unknown algorithm", Key(t), core.PerSecond(1).WithAlgorithm(42), 1, core.ErrInvalidLimit},
+		{"burst on a window", Key(t), core.PerSecond(5).WithAlgorithm(core.FixedWindow).WithBurst(9), 1, core.ErrInvalidLimit},
+		{"overflowing bucket", Key(t), core.Per(1, 100*365*24*time.Hour).WithBurst(1 << 40), 1, core.ErrInvalidLimit},
+	}
+	for _, c := range cases {
+		_, err := s.Take(ctx, c.key, c.l, c.cost)
+		if !errors.Is(err, c.want) {
+			t.Errorf("%s: Take error %v, want %v", c.name, err, c.want)
+		}
+	}
+	if err := s.Reset(ctx, "", core.PerSecond(1)); !errors.Is(err, core.ErrNoKey) {
+		t.Errorf("Reset with empty key: %v, want ErrNoKey", err)
+	}
+	// Keys with every kind of byte are keys like any other.
+	for _, key := range []string{"{", "}", "{a}", "a:{b}:c", "\x00\xff", string(make([]byte, 4096))} {
+		r, err := s.Take(ctx, key+Key(t), core.PerSecond(2), 2)
+		if err != nil || !r.Allowed {
+			t.Errorf("key %q: %+v %v", key, r, err)
+		}
+	}
+}
+
+func testReset(t *testing.T, newStore Factory) {
+	for _, a := range Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewClock()
+			s := newStore(t, clock.Now)
+			ctx := context.Background()
+			l := core.PerMinute(3).WithAlgorithm(a)
+			key := Key(t)
+			if r, err := s.Take(ctx, key, l, 3); err != nil || !r.Allowed {
+				t.Fatalf("first take: %+v %v", r, err)
+			}
+			if r, _ := s.Take(ctx, key, l, 1); r.Allowed || r.State != core.Throttled {
+				t.Fatalf("over the limit: %+v", r)
+			}
+			if err := s.Reset(ctx, key, l); err != nil {
+				t.Fatal(err)
+			}
+			r, err := s.Take(ctx, key, l, 0)
+			if err != nil || !r.Allowed || r.Remaining != 3 || r.State != core.Normal || r.ResetAfter != 0 {
+				t.Fatalf("after Reset, peek: %+v %v", r, err)
+			}
+		})
+	}
+}
+
+// testIsolation: different keys, and the same key under different
+// algorithms, never share state.
+func testIsolation(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	ctx := context.Background()
+	key := Key(t)
+	for _, a := range Algorithms {
+		l := core.PerMinute(1).WithAlgorithm(a)
+		if r, err := s.Take(ctx, key, l, 1); err != nil || !r.Allowed {
+			t.Fatalf("%s on a shared key name: %+v %v", a, r, err)
+		}
+	}
+	for i := range 50 {
+		if r, err := s.Take(ctx, fmt.Sprintf("%s-%d", key, i), core.PerMinute(1), 1); err != nil || !r.Allowed {
+			t.Fatalf("key %d: %+v %v", i, r, err)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package memorystore
+
+import (
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// The table against a map, through inserts, deletes and resizes, with hashes
+// drawn from a small range so that probe chains collide and wrap around.
+func TestTableMatchesMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	var tab table
+	ref := map[uint64]int64{}
+	for i := range 200_000 {
+		h := 1 + rng.Uint64N(3000)
+		if rng.IntN(5) == 0 {
+			h = ^rng.Uint64N(50) // near the end of the table: wrap-around
+		}
+		idx, found := tab.find(h)
+		_, inRef := ref[h]
+		require.Equal(t, inRef, found, "op %d hash %d", i, h)
+		switch {
+		case found && rng.IntN(2) == 0:
+			require.Equal(t, ref[h], tab.slots[idx].v)
+			tab.del(idx)
+			delete(ref, h)
+		case !found:
+			if tab.full() {
+				tab.grow()
+				idx, _ = tab.find(h)
+			}
+			tab.slots[idx] = slot{h: h, v: int64(i)}
+			tab.n++
+			ref[h] = int64(i)
+		}
+		if i%50_000 == 0 && tab.n*4 < len(tab.slots) {
+			tab.resize(max(8, tab.n*2))
+		}
+	}
+	require.Equal(t, len(ref), tab.n)
+	for h, v := range ref {
+		idx, found := tab.find(h)
+		require.True(t, found)
+		require.Equal(t, v, tab.slots[idx].v)
+	}
+}
+
+func newTestStore(t *testing.T, now *int64, opts ...Option) *Store {
+	t.Helper()
+	opts = append([]Option{WithClock(func() time.Time { return time.UnixMicro(*now) }), WithSweepInterval(0)}, opts...)
+	s, err := New(opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestEvictionKeepsTheMostUsefulKeys(t *testing.T) {
+	now := int64(1_700_000_000_000_000)
+	s := newTestStore(t, &now, WithMaxKeys(1000), WithShards(4))
+	ctx := context.Background()
+	l := core.PerHour(10)
+	// 100 keys used up (an hour of debt), then many keys used lightly.
+	for i := range 100 {
+		r, err := s.Take(ctx, "heavy"+string(rune('A'+i%26))+string(rune('a'+i/26)), l, 10)
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+	}
+	for i := range 5000 {
+		_, err := s.Take(ctx, "light"+itoa(i), l, 1)
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, s.Len(), 1000)
+	require.Equal(t, int64(100+5000-s.Len()), s.Evictions())
+	kept := 0
+	for i := range 100 {
+		r, err := s.Take(ctx, "heavy"+string(rune('A'+i%26))+string(rune('a'+i/26)), l, 0)
+		require.NoError(t, err)
+		if !r.Allowed {
+			kept++
+		}
+	}
+	// Sampled eviction prefers the keys nearest to fresh: nearly every
+	// heavy key is still remembered.
+	require.GreaterOrEqual(t, kept, 95, "heavy keys remembered")
+}
+
+func itoa(i int) string {
+	b := []byte{}
+	for {
+		b = append([]byte{byte('0' + i%10)}, b...)
+		if i /= 10; i == 0 {
+			return string(b)
+		}
+	}
+}
+
+func TestSweepDeletesExpiredKeys(t *testing.T) {
+	now := int64(1_700_000_000_000_000)
+	s := newTestStore(t, &now)
+	ctx := context.Background()
+	for i := range 20_000 {
+		_, err := s.Take(ctx, "k"+itoa(i), core.PerSecond(10).WithAlgorithm(core.Algorithm(i%6+1)), 1)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 20_000, s.Len())
+	now += 3_000_000 // every key is fresh again
+	deleted := 0
+	for i := range s.shards {
+		for range 10 {
+			deleted += s.shards[i].sweepChunk(now, 64) // small chunks: incremental
+		}
+	}
+	require.Equal(t, 20_000, deleted)
+	require.Equal(t, 0, s.Len())
+	for i := range s.shards {
+		require.LessOrEqual(t, len(s.shards[i].t.slots), 64, "sparse tables shrink")
+		for _, lg := range s.shards[i].logs {
+			require.Nil(t, lg, "logs released")
+		}
+	}
+}
+
+func TestSweeperGoroutineStopsOnClose(t *testing.T) {
+	before := runtime.NumGoroutine()
+	s, err := New(WithSweepInterval(time.Millisecond))
+	require.NoError(t, err)
+	_, err = s.Take(context.Background(), "k", core.Per(1, time.Millisecond), 1)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Len() == 0 }, 2*time.Second, time.Millisecond, "the sweeper deletes the expired key")
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close())
+	for deadline := time.Now().Add(time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), before, "the sweeper goroutine is gone")
+	_, err = s.Take(context.Background(), "k", core.PerSecond(1), 1)
+	require.ErrorIs(t, err, core.ErrClosed)
+}
+
+func TestNoAllocationForExistingKeys(t *testing.T) {
+	now := int64(1_700_000_000_000_000)
+	s := newTestStore(t, &now)
+	ctx := context.Background()
+	for _, a := range []core.Algorithm{core.TokenBucket, core.FixedWindow, core.SlidingWindowCounter, core.GCRA, core.LeakyBucket} {
+		l := core.PerSecond(1_000_000).WithAlgorithm(a)
+		_, err := s.Take(ctx, "hot", l, 1)
+		require.NoError(t, err)
+		allocs := testing.AllocsPerRun(1000, func() {
+			now++
+			if _, err := s.Take(ctx, "hot", l, 1); err != nil {
+				t.Fatal(err)
+			}
+		})
+		require.Zero(t, allocs, a.String())
+	}
+}
+
+func TestWarningStateLivesWithTheKey(t *testing.T) {
+	now := int64(1_700_000_000_000_000)
+	s := newTestStore(t, &now)
+	ctx := context.Background()
+	l := core.PerMinute(10)
+	var states []core.State
+	for range 11 {
+		r, err := s.Take(ctx, "k", l, 1)
+		require.NoError(t, err)
+		states = append(states, r.State)
+	}
+	N, W, T := core.Normal, core.Warning, core.Throttled
+	require.Equal(t, []core.State{N, N, N, N, N, N, N, N, W, W, T}, states)
+	now += 6_000_000 // one token back: 90% used, still Warning from Throttled
+	r, _ := s.Take(ctx, "k", l, 1)
+	require.Equal(t, W, r.State)
+	now += 30_000_000 // 5 back, one taken: 60% is below 70%
+	r, _ = s.Take(ctx, "k", l, 1)
+	require.Equal(t, N, r.State)
+	// Thresholds are options.
+	s2 := newTestStore(t, &now, WithThresholds(core.Thresholds{Warn: 0.5, Clear: 0.2}))
+	for i := range 6 {
+		r, _ = s2.Take(ctx, "k", l, 1)
+		require.Equal(t, i >= 5, r.State == W, "request %d", i)
+	}
+	_, err := New(WithThresholds(core.Thresholds{Warn: 0.5, Clear: 0.9}))
+	require.ErrorIs(t, err, core.ErrInvalidLimit)
+}
+
+func TestSpecCacheServesEveryLimit(t *testing.T) {
+	now := int64(1_700_000_000_000_000)
+	s := newTestStore(t, &now)
+	ctx := context.Background()
+	// More distinct limits than cache slots, interleaved: each key keeps
+	// its own limit.
+	for round := range 3 {
+		for i := range 40 {
+			l := core.PerMinute(int64(i + 1))
+			r, err := s.Take(ctx, "k"+itoa(i), l, 1)
+			require.NoError(t, err)
+			require.Equal(t, int64(i+1), r.Limit)
+			require.Equal(t, max(int64(i-round), 0), r.Remaining, "limit %d round %d", i+1, round)
+			if i < round {
+				require.False(t, r.Allowed)
+			}
+		}
+	}
+}
