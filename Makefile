@@ -1,0 +1,37 @@
+# sluice: every target works on a fresh machine with Go installed.
+GO      ?= go
+# Every module of the repository (the root and the nested adapter, example
+# and bench modules): `go test ./...` does not cross a nested go.mod.
+MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
+# Under `make test` a Redis test that cannot start its server fails.
+export SLUICE_REQUIRE_REDIS ?= 1
+
+.PHONY: test deps lint bench demo fuzz
+
+## test: install what the tests need, then run every module's tests with -race
+test: deps
+	@set -e; for m in $(MODULES); do \
+		echo "==> go test $$m"; \
+		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 9m ./...); \
+	done
+
+## deps: redis-server and redis-cli from Debian's packages when missing
+deps:
+	@./scripts/ensure-redis.sh
+
+## lint: gofmt and go vet on every module
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+
+## bench: sluice against its peers, side by side in one run
+bench: deps
+	cd bench && $(GO) run ./cmd/report
+
+## demo: run sluice in memory and show Normal, Warning and Throttled
+demo:
+	cd examples && $(GO) run ./quickstart
+
+## fuzz: a short run of every fuzz target
+fuzz:
+	$(GO) test ./core/algo -run XXX -fuzz FuzzStep -fuzztime 30s
