@@ -7,16 +7,18 @@ package algo
 // a request needs cost×T more and is admitted if d + cost×T <= Full.
 func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
 	var d int64
-	if gap := st.Expire - now; gap > 0 {
+	gap := st.Expire - now
+	if gap > 0 {
 		// A clock stepped back by years could overflow the product: such a
 		// key is far beyond full either way.
 		d = min(gap, sp.maxGap)*sp.Q - st.V
-	} else {
-		*st = State{}
 	}
 	if cost > sp.Capacity {
 		never(o, max(sp.Full-d, 0)/sp.T, d)
 		return
+	}
+	if gap <= 0 {
+		*st = State{}
 	}
 	need := max(cost, 1) * sp.T
 	o.Allowed, o.Retry = d+need <= sp.Full, 0

@@ -21,7 +21,7 @@ func (lg *Log) Expire(sp *Spec) int64 {
 
 // StepLog decides one request of a SlidingWindowLog key, updating lg in
 // place and writing the decision to o. Entries older than the window are
-// dropped first.
+// dropped first, except by a peek, which changes nothing.
 func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 	P, rate := sp.Period, sp.Limit.Rate
 	at := now
@@ -33,23 +33,29 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 	for drop < len(lg.At) && lg.At[drop] <= at-P {
 		drop++
 	}
-	if drop > 0 {
-		lg.At, lg.N = append(lg.At[:0], lg.At[drop:]...), append(lg.N[:0], lg.N[drop:]...)
-	}
-	if len(lg.At) == 0 {
-		lg.Level = 0
+	live := Log{At: lg.At[drop:], N: lg.N[drop:], Level: lg.Level}
+	if len(live.At) == 0 {
+		live.Level = 0
 	}
 	var total int64
-	for _, n := range lg.N {
+	for _, n := range live.N {
 		total += n
 	}
 	var reset int64
-	if n := len(lg.At); n > 0 {
-		reset = lg.At[n-1] + P - now
+	if n := len(live.At); n > 0 {
+		reset = live.At[n-1] + P - now
 	}
 	if cost > rate {
 		never(o, rate-total, reset)
 		return
+	}
+	if cost > 0 { // prune for good; a peek only looks
+		if drop > 0 {
+			lg.At, lg.N = append(lg.At[:0], live.At...), append(lg.N[:0], live.N...)
+		}
+		lg.Level = live.Level
+	} else {
+		lg = &live
 	}
 	need := max(cost, 1)
 	allowed := total+need <= rate

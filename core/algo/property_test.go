@@ -1,6 +1,7 @@
 package algo_test
 
 import (
+	"fmt"
 	"math/big"
 	"math/rand/v2"
 	"testing"
@@ -443,7 +444,12 @@ func runPromise(t *testing.T, l core.Limit, rng *rand.Rand, n, iter int) {
 	at, cost := trace(rng, n, l.Capacity(), int64(l.Period/time.Microsecond)/l.Rate+1)
 	var okAt, okN []int64
 	for i := range at {
+		before, beforeLog := r.st, fmt.Sprint(r.lg)
 		res := r.take(at[i], cost[i])
+		if cost[i] == 0 || res.Never() {
+			require.Equal(t, before, r.st, "a peek or a never-admissible cost changed the state")
+			require.Equal(t, beforeLog, fmt.Sprint(r.lg), "a peek or a never-admissible cost changed the log")
+		}
 		require.GreaterOrEqual(t, res.Remaining, int64(0), "iter %d", iter)
 		require.LessOrEqual(t, res.Remaining, l.Capacity())
 		require.GreaterOrEqual(t, res.ResetAfter, time.Duration(0))

@@ -167,6 +167,10 @@ func never(o *Outcome, remaining, reset int64) {
 // values: copying freshly written structs stalls the CPU's store forwarding
 // on the hot path.)
 func (sp *Spec) Step(st *State, o *Outcome, now, cost int64) {
+	if cost == 0 { // a peek works on a copy: it changes nothing
+		peek := *st
+		st = &peek
+	}
 	switch sp.Algorithm {
 	case core.FixedWindow:
 		sp.fixedWindow(st, o, now, cost)

@@ -5,20 +5,24 @@ package algo
 // State: Expire is the end of the window the count belongs to, V the count.
 func (sp *Spec) fixedWindow(st *State, o *Outcome, now, cost int64) {
 	end := (now/sp.Period + 1) * sp.Period
+	count := st.V
 	switch {
 	case st.Expire > end: // the clock stepped back: keep the newer window
 		end = st.Expire
 	case st.Expire < end: // the stored window is over
-		*st = State{}
+		count = 0
 	}
 	rate := sp.Limit.Rate
 	var reset int64
-	if st.V > 0 {
+	if count > 0 {
 		reset = end - now
 	}
 	if cost > rate {
-		never(o, rate-st.V, reset)
+		never(o, rate-count, reset)
 		return
+	}
+	if count == 0 {
+		*st = State{}
 	}
 	*o = Outcome{Allowed: st.V+max(cost, 1) <= rate, Reset: reset}
 	if o.Allowed && cost > 0 {
@@ -48,9 +52,6 @@ func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 			p = st.V & 0xffffffff
 		}
 	}
-	if p == 0 && c == 0 {
-		*st = State{}
-	}
 	start := w * P
 	e := max(now-start, 0)    // elapsed in the window
 	skew := max(start-now, 0) // how far the clock stepped back
@@ -65,8 +66,11 @@ func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 		return 0
 	}
 	if cost > rate {
-		never(o, (sp.Full-used)/P, reset())
+		never(o, max(sp.Full-used, 0)/P, reset())
 		return
+	}
+	if p == 0 && c == 0 {
+		*st = State{}
 	}
 	need := max(cost, 1)
 	*o = Outcome{Allowed: used+need*P <= sp.Full}
@@ -83,6 +87,6 @@ func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 			o.Retry = skew + 2*P - e - (rate-need)*P/c
 		}
 	}
-	o.Remaining = (sp.Full - used) / P
+	o.Remaining = max(sp.Full-used, 0) / P
 	sp.settle(st, o, cost, used)
 }

@@ -235,6 +235,7 @@ func (sh *shard) take(sp *algo.Spec, o *algo.Outcome, h uint64, now, cost int64,
 	}
 	sp.Step(&st, o, now, cost)
 	switch {
+	case cost == 0: // a peek changes nothing, not even by forgetting
 	case found && st.Expire == 0 && st.V == 0 && st.Level == 0:
 		sh.remove(i)
 	case found:
@@ -255,6 +256,7 @@ func (sh *shard) takeLog(sp *algo.Spec, o *algo.Outcome, h uint64, i int, found 
 	sp.StepLog(lg, o, now, cost)
 	exp := lg.Expire(sp)
 	switch {
+	case cost == 0:
 	case found && exp == 0:
 		sh.remove(i)
 	case found:
