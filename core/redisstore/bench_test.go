@@ -1,0 +1,131 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+func usedMemory(b *testing.B, c *redis.Client) int64 {
+	info, err := c.Info(context.Background(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	b.Fatal("no used_memory in INFO")
+	return 0
+}
+
+// BenchmarkMemoryPerIdentity reports the growth of Redis's used_memory per
+// identity after 100k identities ("ip:10.x.y.z") took one request each.
+//
+//	go test ./core/redisstore -run XXX -bench MemoryPerIdentity -benchtime 1x
+func BenchmarkMemoryPerIdentity(b *testing.B) {
+	const n = 100_000
+	srv := redistest.StartServer(b)
+	client := srv.Client(b)
+	for _, a := range limitertest.Algorithms {
+		b.Run(a.String(), func(b *testing.B) {
+			for b.Loop() {
+				ctx := context.Background()
+				client.FlushAll(ctx) // synchronous: nothing is freed during the measurement
+				s, _ := redisstore.New(client, redisstore.WithTimeout(5*time.Second))
+				before := usedMemory(b, client)
+				l := core.PerHour(100).WithAlgorithm(a) // every key outlives the run
+				var wg sync.WaitGroup
+				for g := range 64 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := g; i < n; i += 64 {
+							key := fmt.Sprintf("ip:10.%d.%d.%d", i>>16, i>>8&255, i&255)
+							if _, err := s.Take(ctx, key, l, 1); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				if size := client.DBSize(ctx).Val(); size != n {
+					b.Fatalf("DBSIZE %d, want %d", size, n)
+				}
+				b.ReportMetric(float64(usedMemory(b, client)-before)/n, "bytes/identity")
+			}
+		})
+	}
+}
+
+// BenchmarkTake64Callers measures decisions per second with 64 concurrent
+// callers on one local Redis, with and without automatic pipelining.
+//
+//	go test ./core/redisstore -run XXX -bench Take64Callers
+func BenchmarkTake64Callers(b *testing.B) {
+	srv := redistest.StartServer(b)
+	for _, mode := range []struct {
+		name string
+		opts []redisstore.Option
+	}{{"pipelined", nil}, {"unpipelined", []redisstore.Option{redisstore.WithPipelining(0, 0)}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			client := srv.Client(b, func(o *redis.Options) { o.PoolSize = 64 })
+			s, _ := redisstore.New(client, append(mode.opts, redisstore.WithTimeout(5*time.Second))...)
+			ctx := context.Background()
+			l := core.PerSecond(1_000_000_000)
+			b.SetParallelism(32) // 64 goroutines on 2 CPUs
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					i++
+					if _, err := s.Take(ctx, "user:"+strconv.Itoa(i%1000), l, 1); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+		})
+	}
+}
+
+// BenchmarkRawEvalSha64Callers is the yardstick: go-redis running a script of
+// the same size with EVALSHA, one call per caller, 64 callers.
+func BenchmarkRawEvalSha64Callers(b *testing.B) {
+	srv := redistest.StartServer(b)
+	client := srv.Client(b, func(o *redis.Options) { o.PoolSize = 64 })
+	script := redis.NewScript(`local v = redis.call('GET', KEYS[1]) or 0
+redis.call('SET', KEYS[1], v + 1, 'PX', 60000)
+return {1, 2, 3, 4, 0}`)
+	ctx := context.Background()
+	b.SetParallelism(32)
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			if err := script.Run(ctx, client, []string{"user:" + strconv.Itoa(i%1000)}).Err(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+}

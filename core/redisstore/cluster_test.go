@@ -1,0 +1,256 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// Four store instances, each with its own cluster client, and 64 goroutines
+// hammering one key: exactly the capacity is admitted, for every algorithm.
+// Then every node is scanned: no limiter key lives without a TTL, and no
+// call ever met CROSSSLOT.
+func TestClusterDistributedExactness(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	stores := make([]*redisstore.Store, 4)
+	for i := range stores {
+		stores[i] = newStore(t, cluster.Client(t), redisstore.WithTimeout(2*time.Second))
+	}
+	ctx := context.Background()
+	var crossSlot atomic.Int64
+	for _, a := range limitertest.Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			l := core.Per(200, time.Hour).WithAlgorithm(a)
+			key := limitertest.Key(t)
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			for g := range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s := stores[g%len(stores)]
+					for range 10 {
+						r, err := s.Take(ctx, key, l, 1)
+						if err != nil {
+							if strings.Contains(err.Error(), "CROSSSLOT") {
+								crossSlot.Add(1)
+							}
+							errs <- err
+							return
+						}
+						if r.Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatalf("Take: %v", err)
+			}
+			require.Equal(t, int64(200), admitted.Load(), "admitted out of 640")
+		})
+	}
+	// Many identities too, so that every node holds keys.
+	for i := range 300 {
+		_, err := stores[i%4].Take(ctx, fmt.Sprintf("spread-%d", i), core.PerMinute(5).WithAlgorithm(limitertest.Algorithms[i%6]), 1)
+		require.NoError(t, err)
+	}
+	require.Zero(t, crossSlot.Load())
+	nodesWithKeys := 0
+	for _, addr := range cluster.Addrs() {
+		node := redis.NewClient(&redis.Options{Addr: addr})
+		keys, err := node.Keys(ctx, "sluice:*").Result()
+		require.NoError(t, err)
+		if len(keys) > 0 {
+			nodesWithKeys++
+		}
+		iter := node.Scan(ctx, 0, "sluice:*", 100).Iterator()
+		for iter.Next(ctx) {
+			ttl, err := node.PTTL(ctx, iter.Val()).Result()
+			require.NoError(t, err)
+			require.Greater(t, ttl, time.Duration(0), "key %s on %s has no TTL", iter.Val(), addr)
+		}
+		require.NoError(t, iter.Err())
+		node.Close()
+	}
+	require.Equal(t, 3, nodesWithKeys, "keys spread over every master")
+}
+
+// SCRIPT FLUSH in the middle of traffic costs nothing; a restart costs only
+// the calls made while the server was down.
+func TestScriptFlushAndRestart(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := srv.Client(t)
+	for _, pipelined := range []bool{true, false} {
+		t.Run(fmt.Sprintf("pipelined=%v", pipelined), func(t *testing.T) {
+			opts := []redisstore.Option{redisstore.WithTimeout(time.Second)}
+			if !pipelined {
+				opts = append(opts, redisstore.WithPipelining(0, 0))
+			}
+			s := newStore(t, client, opts...)
+			ctx := context.Background()
+			l := core.PerSecond(1_000_000)
+			traffic := func(n int) (fails int) {
+				var wg sync.WaitGroup
+				var failed atomic.Int64
+				for g := range 16 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := range n {
+							if _, err := s.Take(ctx, fmt.Sprintf("k%d-%d", g, i%7), l, 1); err != nil {
+								failed.Add(1)
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				return int(failed.Load())
+			}
+			require.Zero(t, traffic(50))
+			// SCRIPT FLUSH while traffic runs: not one failure.
+			done := make(chan int)
+			go func() { done <- traffic(200) }()
+			for range 5 {
+				require.NoError(t, client.ScriptFlush(ctx).Err())
+				time.Sleep(2 * time.Millisecond)
+			}
+			require.Zero(t, <-done, "failures across SCRIPT FLUSH")
+			// A restart: calls fail while the server is down, then every call
+			// succeeds again without any action of ours.
+			srv.Kill()
+			_, err := s.Take(ctx, "down", l, 1)
+			require.Error(t, err)
+			require.NotContains(t, err.Error(), "panic")
+			srv.Restart(t)
+			require.Eventually(t, func() bool { _, err := s.Take(ctx, "up", l, 1); return err == nil }, 5*time.Second, 10*time.Millisecond)
+			require.Zero(t, traffic(50), "failures after the restart window")
+		})
+	}
+}
+
+// A Sentinel failover during traffic: the store follows the new master by
+// itself, and the limit keeps holding on it.
+func TestSentinelFailover(t *testing.T) {
+	sen := redistest.StartSentinel(t)
+	s := newStore(t, sen.Client(t), redisstore.WithTimeout(time.Second))
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var ok, failed atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.Take(ctx, fmt.Sprintf("f%d-%d", g, i%5), core.PerSecond(1_000_000), 1); err != nil {
+					failed.Add(1)
+					time.Sleep(5 * time.Millisecond)
+				} else {
+					ok.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	before, err := sen.CurrentMaster(ctx)
+	require.NoError(t, err)
+	sen.Failover(t)
+	after, err := sen.CurrentMaster(ctx)
+	require.NoError(t, err)
+	require.NotEqual(t, before, after)
+	okAtFailover := ok.Load()
+	require.Eventually(t, func() bool { return ok.Load() > okAtFailover+100 }, 10*time.Second, 10*time.Millisecond, "traffic resumes on the new master")
+	close(stop)
+	wg.Wait()
+	// The limit holds on the new master.
+	l := core.PerMinute(3)
+	key := limitertest.Key(t)
+	for i := range 4 {
+		r, err := s.Take(ctx, key, l, 1)
+		require.NoError(t, err)
+		require.Equal(t, i < 3, r.Allowed)
+	}
+	t.Logf("calls ok %d, failed during the failover %d", ok.Load(), failed.Load())
+}
+
+func TestErrorsAreWrappedNeverPanics(t *testing.T) {
+	srv := redistest.StartServer(t)
+	client := srv.Client(t)
+	s := newStore(t, client, redisstore.WithTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	// A key of the wrong type: Redis answers WRONGTYPE.
+	key := limitertest.Key(t)
+	require.NoError(t, client.HSet(ctx, s.Key(key, core.TokenBucket), "x", 1).Err())
+	_, err := s.Take(ctx, key, core.PerSecond(1), 1)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "redisstore:")
+	// A caller deadline already passed.
+	dead, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel()
+	_, err = s.Take(dead, limitertest.Key(t), core.PerSecond(1), 1)
+	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+	// The server stalls longer than the timeout: the call returns at the
+	// timeout whether or not the client honours context deadlines.
+	srv2 := redistest.StartServer(t)
+	for _, honours := range []bool{false, true} {
+		for _, pipelining := range []int{0, 2} {
+			client := srv2.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = honours })
+			s2 := newStore(t, client, redisstore.WithTimeout(100*time.Millisecond), redisstore.WithPipelining(pipelining, pipelining*64))
+			go srv2.Client(t).Do(ctx, "DEBUG", "SLEEP", "0.5")
+			time.Sleep(20 * time.Millisecond)
+			start := time.Now()
+			_, err = s2.Take(ctx, limitertest.Key(t), core.PerSecond(1), 1)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.Less(t, time.Since(start), 400*time.Millisecond, "honours %v pipelining %d", honours, pipelining)
+			time.Sleep(500 * time.Millisecond) // let the stall end
+		}
+	}
+	// Closed.
+	require.NoError(t, s.Close())
+	_, err = s.Take(ctx, "k", core.PerSecond(1), 1)
+	require.ErrorIs(t, err, core.ErrClosed)
+}
+
+func TestKeysAreSafeInAHashTag(t *testing.T) {
+	s, err := redisstore.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), redisstore.WithPrefix("rl"))
+	require.NoError(t, err)
+	cases := map[string]string{
+		"ip:1.2.3.4":  "rl:{ip:1.2.3.4}:tb",
+		"}{":          "rl:{%7D%7B}:tb",
+		"a%b#c":       "rl:{a%25b%23c}:tb",
+		"user:{evil}": "rl:{user:%7Bevil%7D}:tb",
+	}
+	for in, want := range cases {
+		require.Equal(t, want, s.Key(in, core.TokenBucket))
+		require.Equal(t, redistest.Slot(want), redistest.Slot(strings.Replace(want, ":tb", ":gc", 1)), "one slot per identity")
+	}
+	long := s.Key(strings.Repeat("x", 5000), core.GCRA)
+	require.Less(t, len(long), 40, "a long identifier is hashed, not stored raw")
+	require.NotEqual(t, long, s.Key(strings.Repeat("x", 4999)+"y", core.GCRA))
+	_, err = redisstore.New(nil)
+	require.Error(t, err)
+	_, err = redisstore.New(redis.NewClient(&redis.Options{}), redisstore.WithPrefix("a{b"))
+	require.ErrorContains(t, err, "WithPrefix")
+}
