@@ -58,6 +58,9 @@ type Result struct {
 	ResetAfter time.Duration
 	// State is the key's warning state after this request.
 	State State
+	// Previous is the key's warning state before this request; State !=
+	// Previous marks a transition.
+	Previous State
 }
 
 // Never reports whether the request can never be admitted (its cost exceeds

@@ -17,7 +17,7 @@ else
   expire, v, lv = 0, 0, 0
 end
 if cost > cap then
-  return {0, idiv(math.max(full - d, 0), T), -1, d, 2}
+  return {0, idiv(math.max(full - d, 0), T), -1, d, 2, lv}
 end
 local need = math.max(cost, 1) * T
 local allowed = d + need <= full
@@ -34,4 +34,4 @@ local lv2 = level(lv, allowed, d, warn, clear)
 if cost > 0 and (e2 ~= expire or v2 ~= v or lv2 ~= lv) then
   store(e2, function(off) return off * Q + v2 end, lv2)
 end
-return {allowed and 1 or 0, idiv(math.max(full - d, 0), T), retry, d, lv2}
+return {allowed and 1 or 0, idiv(math.max(full - d, 0), T), retry, d, lv2, lv}

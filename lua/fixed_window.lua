@@ -23,7 +23,7 @@ if count > 0 then
   reset = wend - now
 end
 if cost > rate then
-  return {0, rate - count, -1, reset, 2}
+  return {0, rate - count, -1, reset, 2, lv}
 end
 local allowed = count + math.max(cost, 1) <= rate
 local retry = 0
@@ -37,4 +37,4 @@ local lv2 = level(lv, allowed, count, warn, clear)
 if cost > 0 and (expire ~= e0 or count ~= c0 or lv2 ~= l0) then
   store(expire, function(off) return off * M + count end, lv2)
 end
-return {allowed and 1 or 0, rate - count, retry, reset, lv2}
+return {allowed and 1 or 0, rate - count, retry, reset, lv2, lv}

@@ -40,7 +40,7 @@ local function resetAfter()
   return 0
 end
 if cost > rate then
-  return {0, idiv(math.max(full - used, 0), P), -1, resetAfter(), 2}
+  return {0, idiv(math.max(full - used, 0), P), -1, resetAfter(), 2, lv}
 end
 local need = math.max(cost, 1)
 local allowed = used + need * P <= full
@@ -61,4 +61,4 @@ local lv2 = level(lv, allowed, used, warn, clear)
 if cost > 0 and (stE ~= e0 or stP ~= p0 or stC ~= c0 or lv2 ~= l0) then
   store(stE, function(off) return (off * M + stP) * M + stC end, lv2)
 end
-return {allowed and 1 or 0, idiv(math.max(full - used, 0), P), retry, resetAfter(), lv2}
+return {allowed and 1 or 0, idiv(math.max(full - used, 0), P), retry, resetAfter(), lv2, lv}

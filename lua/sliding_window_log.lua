@@ -33,7 +33,7 @@ if #ats > 0 then
   reset = ats[#ats] + P - now
 end
 if cost > rate then
-  return {0, rate - total, -1, reset, 2}
+  return {0, rate - total, -1, reset, 2, lv}
 end
 local need = math.max(cost, 1)
 local allowed = total + need <= rate
@@ -75,4 +75,4 @@ if cost > 0 then
     redis.call('PEXPIREAT', key, fmt(x))
   end
 end
-return {allowed and 1 or 0, rate - total, retry, reset, lv2}
+return {allowed and 1 or 0, rate - total, retry, reset, lv2, lv}

@@ -13,8 +13,12 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
 		// key is far beyond full either way.
 		d = min(gap, sp.maxGap)*sp.Q - st.V
 	}
+	prev := st.Level
+	if gap <= 0 {
+		prev = 0 // an expired key is a fresh key
+	}
 	if cost > sp.Capacity {
-		never(o, max(sp.Full-d, 0)/sp.T, d)
+		never(o, max(sp.Full-d, 0)/sp.T, d, prev)
 		return
 	}
 	if gap <= 0 {
@@ -41,6 +45,7 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
 // settle computes the warning state from the consumption after the decision
 // and stores it with the key unless the call was a peek.
 func (sp *Spec) settle(st *State, o *Outcome, cost, used int64) {
+	o.Prev = st.Level
 	o.Level = sp.level(st.Level, o.Allowed, used)
 	if cost > 0 {
 		st.Level = o.Level

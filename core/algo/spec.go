@@ -102,7 +102,8 @@ type Outcome struct {
 	Remaining int64
 	// Retry and Reset are in time units (1/Q µs); Retry is -1 for never.
 	Retry, Reset int64
-	Level        core.State
+	// Level is the warning state after the decision, Prev the one before.
+	Level, Prev core.State
 }
 
 // Result converts o into a core.Result, rounding durations up to the
@@ -115,7 +116,7 @@ func (sp *Spec) Result(o *Outcome) core.Result {
 	case !o.Allowed:
 		retry = sp.Duration(o.Retry)
 	}
-	return core.Result{Allowed: o.Allowed, Limit: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.Level}
+	return core.Result{Allowed: o.Allowed, Limit: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.Level, Previous: o.Prev}
 }
 
 // Duration converts x time units into a Duration, rounded up.
@@ -157,8 +158,8 @@ func (sp *Spec) level(prev core.State, allowed bool, used int64) core.State {
 
 // never fills the Outcome of a cost above the capacity: denied, nothing
 // changed, no wait that could help.
-func never(o *Outcome, remaining, reset int64) {
-	*o = Outcome{Remaining: remaining, Retry: -1, Reset: reset, Level: core.Throttled}
+func never(o *Outcome, remaining, reset int64, prev core.State) {
+	*o = Outcome{Remaining: remaining, Retry: -1, Reset: reset, Level: core.Throttled, Prev: prev}
 }
 
 // Step decides one request for every algorithm but SlidingWindowLog (see

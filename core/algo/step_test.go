@@ -45,6 +45,7 @@ func runSteps(t *testing.T, l core.Limit, steps []step) {
 	for i, s := range steps {
 		got := r.take(s.at, s.cost)
 		want := core.Result{Allowed: s.allowed, Limit: l.Capacity(), Remaining: s.remaining, RetryAfter: s.retry, ResetAfter: s.reset, State: s.state}
+		got.Previous = 0 // transitions are checked by TestPreviousState
 		require.Equal(t, want, got, "step %d: at %dµs cost %d", i, s.at, s.cost)
 	}
 }
@@ -218,5 +219,22 @@ func TestRetryAfterIsExact(t *testing.T) {
 				now += int64(i * 7919 % 400_000)
 			}
 		})
+	}
+}
+
+func TestPreviousState(t *testing.T) {
+	for _, a := range []core.Algorithm{core.TokenBucket, core.FixedWindow, core.SlidingWindowCounter, core.SlidingWindowLog} {
+		r := &runner{sp: algo.MustCompile(core.PerMinute(5).WithAlgorithm(a))}
+		var trans [][2]core.State
+		for range 7 {
+			res := r.take(60_000_000, 1)
+			trans = append(trans, [2]core.State{res.Previous, res.State})
+		}
+		N, W, T := core.Normal, core.Warning, core.Throttled
+		require.Equal(t, [][2]core.State{{N, N}, {N, N}, {N, N}, {N, N}, {N, W}, {W, T}, {T, T}}, trans, a.String())
+		res := r.take(60_000_000, 0) // a peek reports without changing
+		require.Equal(t, [2]core.State{T, T}, [2]core.State{res.Previous, res.State})
+		res = r.take(10*60_000_000, 1) // long idle: the key was fresh, so Normal before
+		require.Equal(t, [2]core.State{N, N}, [2]core.State{res.Previous, res.State}, a.String())
 	}
 }

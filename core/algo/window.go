@@ -18,7 +18,11 @@ func (sp *Spec) fixedWindow(st *State, o *Outcome, now, cost int64) {
 		reset = end - now
 	}
 	if cost > rate {
-		never(o, rate-count, reset)
+		prev := st.Level
+		if count == 0 {
+			prev = 0
+		}
+		never(o, rate-count, reset, prev)
 		return
 	}
 	if count == 0 {
@@ -66,7 +70,11 @@ func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 		return 0
 	}
 	if cost > rate {
-		never(o, max(sp.Full-used, 0)/P, reset())
+		prev := st.Level
+		if p == 0 && c == 0 {
+			prev = 0
+		}
+		never(o, max(sp.Full-used, 0)/P, reset(), prev)
 		return
 	}
 	if p == 0 && c == 0 {

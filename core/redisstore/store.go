@@ -210,12 +210,13 @@ func (s *Store) args(cp *compiled, cost int64) []any {
 	return args
 }
 
-// outcome decodes a script's reply {allowed, remaining, retry, reset, level}.
+// outcome decodes a script's reply {allowed, remaining, retry, reset, level,
+// previous level}.
 func outcome(res []int64) (algo.Outcome, error) {
-	if len(res) != 5 || res[4] < 0 || res[4] > 2 {
+	if len(res) != 6 || res[4] < 0 || res[4] > 2 || res[5] < 0 || res[5] > 2 {
 		return algo.Outcome{}, fmt.Errorf("unexpected script reply %v", res)
 	}
-	return algo.Outcome{Allowed: res[0] == 1, Remaining: res[1], Retry: res[2], Reset: res[3], Level: core.State(res[4])}, nil
+	return algo.Outcome{Allowed: res[0] == 1, Remaining: res[1], Retry: res[2], Reset: res[3], Level: core.State(res[4]), Prev: core.State(res[5])}, nil
 }
 
 // maxRawKey is the longest key stored as is; longer keys are hashed.
