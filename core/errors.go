@@ -1,6 +1,10 @@
 package core
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sluicehq/sluice/keyfunc"
+)
 
 // Sentinel errors. Match them with errors.Is: the stores and the limiter wrap
 // them with the detail of what was wrong.
@@ -12,7 +16,8 @@ var (
 	ErrInvalidCost = errors.New("sluice: invalid cost")
 	// ErrNoKey means a key was empty. sluice never lets an empty key fall into
 	// one shared bucket: the caller decides what an unidentified request gets.
-	ErrNoKey = errors.New("sluice: empty key")
+	// It is keyfunc.ErrNoKey, so key functions and stores report one error.
+	ErrNoKey = keyfunc.ErrNoKey
 	// ErrClosed means the store was used after Close.
 	ErrClosed = errors.New("sluice: store closed")
 )
