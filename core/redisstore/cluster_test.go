@@ -246,6 +246,8 @@ func TestKeysAreSafeInAHashTag(t *testing.T) {
 		require.Equal(t, want, s.Key(in, core.TokenBucket))
 		require.Equal(t, redistest.Slot(want), redistest.Slot(strings.Replace(want, ":tb", ":gc", 1)), "one slot per identity")
 	}
+	require.Equal(t, "rl:{ip:1.2.3.4}:per-second:tb", s.Key("ip:1.2.3.4\x00per-second", core.TokenBucket))
+	require.Equal(t, redistest.Slot("rl:{ip:1.2.3.4}:per-second:tb"), redistest.Slot("rl:{ip:1.2.3.4}:per-hour:gc"))
 	long := s.Key(strings.Repeat("x", 5000), core.GCRA)
 	require.Less(t, len(long), 40, "a long identifier is hashed, not stored raw")
 	require.NotEqual(t, long, s.Key(strings.Repeat("x", 4999)+"y", core.GCRA))

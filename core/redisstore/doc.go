@@ -7,9 +7,10 @@
 // redis.Ring also works, but only as a cache-grade store: when its shards
 // change, keys are remapped and their state is lost.
 //
-// Keys are "<prefix>:{<key>}:<algorithm>". The hash tag is the caller's key
-// (the Limiter passes "<dimension>:<identifier>"), so every policy of one
-// identity lives in one Cluster slot. Braces and percent signs in the key are
+// Keys are "<prefix>:{<identity>}:<policy>:<algorithm>": the Limiter passes
+// keys of the form identity + "\x00" + policy, and only the identity is in
+// the hash tag, so every policy of one identity lives in one Cluster slot. A
+// key without "\x00" is all identity. Braces and percent signs in the key are
 // percent-escaped so they cannot break the tag; a key longer than 200 bytes is
 // replaced by its SHA-256 (22 base64url characters) rather than stored raw.
 //

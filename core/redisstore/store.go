@@ -224,9 +224,20 @@ const maxRawKey = 200
 
 var algoCode = [...]string{core.TokenBucket: "tb", core.LeakyBucket: "lb", core.FixedWindow: "fw", core.SlidingWindowLog: "sl", core.SlidingWindowCounter: "sc", core.GCRA: "gc"}
 
-// Key returns the Redis key that holds key's state under algorithm a.
+// Key returns the Redis key that holds key's state under algorithm a. A key
+// "identity\x00policy", as the Limiter builds them, becomes
+// "<prefix>:{identity}:policy:<algorithm>": only the identity is in the hash
+// tag, so every policy of one identity shares a Cluster slot.
 func (s *Store) Key(key string, a core.Algorithm) string {
-	return s.prefix + ":{" + tag(key) + "}:" + algoCode[a]
+	id, policy := key, ""
+	if i := strings.LastIndexByte(key, 0); i >= 0 {
+		id, policy = key[:i], key[i+1:]
+	}
+	k := s.prefix + ":{" + tag(id) + "}:"
+	if policy != "" {
+		k += tag(policy) + ":"
+	}
+	return k + algoCode[a]
 }
 
 // tag makes key safe inside a hash tag: braces and "%" percent-escaped, and a

@@ -1,0 +1,35 @@
+// Package httplimit is sluice's net/http middleware, and the home of the
+// header formatting every sluice adapter shares.
+//
+//	mux.Handle("/", httplimit.New(limiter)(handler))
+//
+// Every response of a limited route carries, by default:
+//
+//	RateLimit-Policy: "per-ip";q=10;w=60        every policy that applied (draft-ietf-httpapi-ratelimit-headers-10)
+//	RateLimit: "per-ip";r=3;t=42                the most constraining policy: r remaining, t seconds
+//	X-RateLimit-Limit: 10                       the same policy, in the de-facto form
+//	X-RateLimit-Remaining: 3
+//	X-RateLimit-Reset: 1767225642               epoch seconds at which it is fresh again (or delta seconds)
+//	X-RateLimit-State: warning                  normal, warning (usage above 80%) or throttled
+//
+// and a denied request gets 429 with Retry-After (delay-seconds, rounded up,
+// equal to t) and an RFC 9457 application/problem+json body of type
+// quota-exceeded naming the violated policies. A request whose cost exceeds
+// the capacity can never succeed: it gets 429 with no Retry-After.
+//
+// q is the policy's capacity (the most requests at once); w is the seconds
+// in which that capacity is restored (the period of a window; Burst×Period/
+// Rate for a bucket). t is, when allowed, the seconds until the quota is
+// fully restored, and when denied the seconds until this request would be
+// allowed — never 0 while limited.
+//
+// The Decision is in the request context (DecisionFrom), so handlers can see
+// the warning state; core.OnWarning and core.OnStateChange hooks fire on
+// transitions, for every adapter alike.
+//
+// Failure: if the limiter cannot decide (no identity for the request, or the
+// store failed), the default is to fail open: the request proceeds without
+// rate-limit headers and the error is logged (WithLogger). WithErrorHandler
+// replaces that, for example to answer 503. No error text ever reaches the
+// client unless the error handler writes it.
+package httplimit

@@ -1,0 +1,175 @@
+package httplimit
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+type config struct {
+	key     keyfunc.Func
+	cost    func(*http.Request) int64
+	skip    func(*http.Request) bool
+	denied  http.Handler
+	onError func(http.ResponseWriter, *http.Request, error)
+	headers HeaderConfig
+	logger  *slog.Logger
+}
+
+// Option configures the middleware. The same options, with the framework's
+// own types, exist in every adapter.
+type Option func(*config)
+
+// WithKey counts requests under f's identity instead of each policy's Key
+// (per-route identities: an API key on one route, the client IP on another).
+func WithKey(f keyfunc.Func) Option { return func(c *config) { c.key = f } }
+
+// WithCost sets the cost of a request (default 1; 0 also means 1).
+func WithCost(f func(*http.Request) int64) Option { return func(c *config) { c.cost = f } }
+
+// WithSkip exempts requests for which f returns true: they are neither
+// counted nor given headers.
+func WithSkip(f func(*http.Request) bool) Option { return func(c *config) { c.skip = f } }
+
+// WithDeniedHandler answers denied requests instead of the default 429 with a
+// problem+json body. The rate-limit headers are already set when it runs, and
+// the Decision is in the request context.
+func WithDeniedHandler(h http.Handler) Option { return func(c *config) { c.denied = h } }
+
+// WithErrorHandler answers requests the limiter could not decide (no
+// identity, store failure) instead of letting them through.
+func WithErrorHandler(f func(http.ResponseWriter, *http.Request, error)) Option {
+	return func(c *config) { c.onError = f }
+}
+
+// WithHeaders chooses the header families and the reset format.
+func WithHeaders(h HeaderConfig) Option { return func(c *config) { c.headers = h } }
+
+// WithLogger sets where undecided requests are logged when no error handler
+// is set (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// New returns middleware that limits requests with l. It panics if l is nil.
+func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
+	if l == nil {
+		panic("httplimit.New: nil limiter")
+	}
+	c := config{denied: http.HandlerFunc(DeniedHandler)}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if c.skip != nil && c.skip(r) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			call := core.Call{Key: c.key}
+			if c.cost != nil {
+				call.Cost = c.cost(r)
+			}
+			d, err := l.CheckWith(r.Context(), request{r}, call)
+			if err != nil {
+				if c.onError != nil {
+					c.onError(w, r, err)
+					return
+				}
+				c.logger.LogAttrs(r.Context(), slog.LevelWarn, "sluice: request not rate limited", slog.String("error", err.Error()))
+				next.ServeHTTP(w, r)
+				return
+			}
+			SetHeaders(w.Header(), c.headers.Format(&d, time.Now()))
+			r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, &d))
+			if !d.Allowed {
+				c.denied.ServeHTTP(w, r)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// SetHeaders sets f on h with one allocation for all the value slices.
+func SetHeaders(h http.Header, f Fields) {
+	vals := make([]string, f.N)
+	for i := range f.N {
+		vals[i] = f.Value[i]
+		h[canonical(f.Name[i])] = vals[i : i+1 : i+1]
+	}
+}
+
+func canonical(name string) string {
+	switch name {
+	case HeaderRateLimitPolicy:
+		return "Ratelimit-Policy"
+	case HeaderRateLimit:
+		return "Ratelimit"
+	case HeaderLimit:
+		return "X-Ratelimit-Limit"
+	case HeaderRemaining:
+		return "X-Ratelimit-Remaining"
+	case HeaderReset:
+		return "X-Ratelimit-Reset"
+	case HeaderState:
+		return "X-Ratelimit-State"
+	}
+	return http.CanonicalHeaderKey(name)
+}
+
+// DeniedHandler is the default answer to a denied request: 429 Too Many
+// Requests with an RFC 9457 problem+json body. Use it from a custom denied
+// handler to keep the standard body.
+func DeniedHandler(w http.ResponseWriter, r *http.Request) {
+	body := []byte(`{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429}` + "\n")
+	if d, ok := DecisionFrom(r.Context()); ok {
+		body = Problem(d)
+	}
+	w.Header().Set("Content-Type", ProblemContentType)
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(body)
+}
+
+type decisionKey struct{}
+
+// DecisionFrom returns the Decision the middleware made for this request.
+func DecisionFrom(ctx context.Context) (*core.Decision, bool) {
+	d, ok := ctx.Value(decisionKey{}).(*core.Decision)
+	return d, ok
+}
+
+// request is the keyfunc.Request view of an *http.Request: one pointer, so
+// it fits an interface without an allocation.
+type request struct{ r *http.Request }
+
+func (v request) Context() context.Context { return v.r.Context() }
+func (v request) Method() string           { return v.r.Method }
+
+// Route is the ServeMux pattern that matched ("GET /users/{id}"), or the path
+// when the request was not routed by a Go 1.22+ ServeMux.
+func (v request) Route() string {
+	if v.r.Pattern != "" {
+		return v.r.Pattern
+	}
+	return v.r.URL.Path
+}
+func (v request) Path() string                      { return v.r.URL.Path }
+func (v request) Header(name string) string         { return v.r.Header.Get(name) }
+func (v request) HeaderValues(name string) []string { return v.r.Header.Values(name) }
+func (v request) Query(name string) string {
+	q, _ := url.ParseQuery(v.r.URL.RawQuery)
+	return q.Get(name)
+}
+func (v request) RemoteAddr() string { return v.r.RemoteAddr }
+
+// Request returns the keyfunc.Request view of r, for key functions used
+// outside the middleware.
+func Request(r *http.Request) keyfunc.Request { return request{r} }
