@@ -28,9 +28,12 @@ lint:
 bench: deps
 	cd bench && $(GO) run ./cmd/report
 
-## demo: run sluice in memory and show Normal, Warning and Throttled
+## demo: run the net/http example (in memory; REDIS_ADDR=host:port for Redis)
+## and fire a burst at it, showing Normal, Warning and Throttled
 demo:
-	cd examples && $(GO) run ./quickstart
+	@mkdir -p bin
+	@cd examples && $(GO) build -o ../bin/sluice-nethttp ./nethttp && $(GO) build -o ../bin/sluice-burst ./burst
+	@./bin/sluice-burst -n 12 -path /hello -- ./bin/sluice-nethttp
 
 ## fuzz: a short run of every fuzz target
 fuzz:
