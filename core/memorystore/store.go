@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
@@ -32,13 +33,18 @@ type Store struct {
 }
 
 type shard struct {
-	mu    sync.Mutex
-	t     table
-	logs  []*algo.Log
-	free  []int64
-	sweep int    // sweeper cursor
-	rng   uint64 // eviction sampling
-	_     [40]byte
+	shardState
+	_ [128 - unsafe.Sizeof(shardState{})%128]byte // own cache lines: no false sharing of locks
+}
+
+type shardState struct {
+	mu     sync.Mutex
+	t      table
+	logs   []*algo.Log
+	free   []int64
+	sweep  int    // sweeper cursor
+	sparse int    // consecutive sweeps that found the table sparse
+	rng    uint64 // eviction sampling
 }
 
 type config struct {
@@ -205,12 +211,21 @@ func (s *Store) prepare(key string, l core.Limit, cost int64) (*algo.Spec, uint6
 	return sp, h, nil
 }
 
-const specCacheSize = 16
+const specCacheSize = 64
+
+// specSlot spreads limits over the cache (every field mixed in: periods are
+// often multiples of large powers of two in nanoseconds).
+func specSlot(l core.Limit) uint64 {
+	h := uint64(l.Rate)*0x9e3779b97f4a7c15 ^ uint64(l.Period)*0xc2b2ae3d27d4eb4f ^ uint64(l.Burst)*0x165667b19e3779f9 ^ uint64(l.Algorithm)
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	return (h >> 32) % specCacheSize
+}
 
 // spec returns the compiled l from a small lock-free cache, compiling (and
 // validating) it on a miss.
 func (s *Store) spec(l core.Limit) (*algo.Spec, error) {
-	slot := &s.specs[(uint64(l.Rate)*31+uint64(l.Period)*17+uint64(l.Burst)*7+uint64(l.Algorithm))%specCacheSize]
+	slot := &s.specs[specSlot(l)]
 	if sp := slot.Load(); sp != nil && sp.Limit == l {
 		return sp, nil
 	}

@@ -46,9 +46,16 @@ func (sh *shard) sweepChunk(now int64, n int) (deleted int) {
 		}
 	}
 	sh.sweep = i
-	if size > 64 && sh.t.n*4 < size {
-		sh.t.resize(max(8, sh.t.n*2))
-		sh.sweep = 0
+	// Shrink a table that stayed sparse for two sweeps in a row, to half
+	// full and never below 256 slots, so that keys coming back after
+	// expiring do not make it regrow from scratch.
+	if size > 256 && sh.t.n*8 < size {
+		if sh.sparse++; sh.sparse >= 2 {
+			sh.t.resize(max(256, sh.t.n*2))
+			sh.sweep, sh.sparse = 0, 0
+		}
+	} else {
+		sh.sparse = 0
 	}
 	return deleted
 }
