@@ -98,13 +98,10 @@ func (c *Cluster) form(ctx context.Context, major int) error {
 
 func addSlots(ctx context.Context, addr string, lo, hi, major int) error {
 	if major >= 7 {
-		_, err := command(ctx, addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi))
-		if err == nil || !isRespError(err, "ERR Unknown subcommand") {
-			if err != nil {
-				return fmt.Errorf("%s: CLUSTER ADDSLOTSRANGE %d %d: %w", addr, lo, hi, err)
-			}
-			return nil
+		if _, err := command(ctx, addr, "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(lo), strconv.Itoa(hi)); err != nil {
+			return fmt.Errorf("%s: CLUSTER ADDSLOTSRANGE %d %d: %w", addr, lo, hi, err)
 		}
+		return nil
 	}
 	args := []string{"CLUSTER", "ADDSLOTS"}
 	for slot := lo; slot <= hi; slot++ {

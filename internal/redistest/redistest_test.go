@@ -308,6 +308,15 @@ func TestSentinel(t *testing.T) {
 	begin = time.Now()
 	require.NoError(t, fc.Set(ctx, "after-kill", "3", 0).Err())
 	t.Logf("first write after automatic failover: %v", time.Since(begin))
+
+	// The killed master comes back as a replica of the new one.
+	begin = time.Now()
+	s.Replica.Restart(t)
+	require.NoError(t, poll(ctx, func() error { return replicaInSync(ctx, s.Master, s.Replica) }))
+	t.Logf("old master Restart+resync as replica: %v", time.Since(begin))
+	got, err = s.Replica.Client(t).Get(ctx, "after-kill").Result()
+	require.NoError(t, err)
+	assert.Equal(t, "3", got)
 }
 
 func TestPortConflict(t *testing.T) {

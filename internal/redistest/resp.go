@@ -55,6 +55,17 @@ func command(ctx context.Context, addr string, args ...string) (any, error) {
 	if err := c.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
+	// Abort blocked I/O as soon as ctx is cancelled, not just at its deadline.
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	v, err := roundTrip(c, args)
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: %v", ctx.Err(), err)
+	}
+	return v, err
+}
+
+func roundTrip(c net.Conn, args []string) (any, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {

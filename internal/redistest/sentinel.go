@@ -31,7 +31,9 @@ const (
 )
 
 // Sentinel is a Sentinel-managed deployment started by StartSentinel: one
-// master, one replica and three sentinels, all on 127.0.0.1.
+// master, one replica and three sentinels, all on 127.0.0.1. Failover and
+// WaitForNewMaster update Master and Replica, so do not read those fields
+// from other goroutines while they run.
 type Sentinel struct {
 	// MasterName is the monitored master's name (DefaultMasterName).
 	MasterName string
@@ -113,17 +115,22 @@ type permanent struct{ error }
 func (p permanent) Unwrap() error { return p.error }
 
 // poll calls f every 20 ms until it returns nil or a permanent error, or ctx
-// ends (then it returns f's last error).
+// ends; then it returns f's last error that was not merely caused by ctx
+// ending, as that one explains what was being waited for.
 func poll(ctx context.Context, f func() error) error {
+	var last error
 	for {
 		err := f()
 		var perm permanent
 		if err == nil || errors.As(err, &perm) {
 			return err
 		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			return err
+			return last
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -282,9 +289,10 @@ func (s *Sentinel) agreedMaster(ctx context.Context) (string, error) {
 // need to be down) and waits until every running sentinel reports the
 // replica as the new master and it accepts writes. The old master, if still
 // running, is then made a replica of the new one right away (REPLICAOF +
-// CONFIG REWRITE; Sentinel itself would only do so ~8 s later, leaving a
-// window in which both accept writes) and Master/Replica are swapped. Takes
-// about 1-3 s; fails the test after 20 s.
+// CONFIG REWRITE; left alone, Sentinel converts it only ~10 s after the
+// switch, a window in which both accept writes) and Master/Replica are
+// swapped. Takes about 1-2 s (up to ~4 s on a loaded machine); fails the test
+// after 20 s.
 func (s *Sentinel) Failover(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), failoverWaitTimeout)
@@ -321,9 +329,12 @@ func (s *Sentinel) Failover(t testing.TB) {
 // WaitForNewMaster waits (up to 20 s) until every running sentinel reports a
 // master other than old that accepts writes, for example after the test
 // killed the master (detection takes down-after-milliseconds = 1 s, the
-// whole automatic failover typically 2-5 s). It then demotes old if it is
-// still running, as Failover does, swaps Master/Replica and returns the new
-// master's address.
+// whole automatic failover typically 2-3 s). It then demotes old as Failover
+// does if it is still running; if it is not, it appends a replicaof line to
+// its config so that a later Restart brings it back as a replica of the new
+// master (instead of as a second writable master until Sentinel converts it
+// ~10 s later). Finally it swaps Master/Replica and returns the new master's
+// address.
 func (s *Sentinel) WaitForNewMaster(t testing.TB, old string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), failoverWaitTimeout)
@@ -358,12 +369,19 @@ func (s *Sentinel) awaitNewMaster(ctx context.Context, old string) (string, erro
 	if newSrv == nil {
 		return "", fmt.Errorf("sentinels promoted unknown instance %s", addr)
 	}
-	if oldSrv != nil && oldSrv != newSrv && oldSrv.Pid() != 0 {
+	switch {
+	case oldSrv == nil || oldSrv == newSrv:
+	case oldSrv.Pid() != 0:
 		if err := demote(ctx, oldSrv, newSrv); err != nil {
 			return "", err
 		}
 		if err := poll(ctx, func() error { return replicaInSync(ctx, newSrv, oldSrv) }); err != nil {
 			return "", fmt.Errorf("old master did not resync: %w", err)
+		}
+	default:
+		// Dead: make a later Restart bring it back as a replica.
+		if err := oldSrv.appendConf(fmt.Sprintf("replicaof 127.0.0.1 %d", newSrv.Port)); err != nil {
+			return "", err
 		}
 	}
 	other := s.Master

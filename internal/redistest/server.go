@@ -176,6 +176,9 @@ func (s *Server) renderConf() string {
 			"cluster-enabled yes",
 			"cluster-config-file nodes.conf",
 			"cluster-node-timeout 3000",
+			// A node learns its own IP only from peers' packets; announce
+			// it so that even a 1-node cluster reports 127.0.0.1.
+			"cluster-announce-ip 127.0.0.1",
 		)
 	}
 	lines = append(lines, s.extra...)
@@ -253,6 +256,17 @@ func (s *Server) waitReady(deadline time.Time) error {
 		return fmt.Errorf("%s is not running", s.Addr)
 	}
 	want := strconv.Itoa(p.pid)
+	// Cancel an in-flight probe as soon as the process exits: a foreign
+	// listener holding the port may accept connections and never answer.
+	exited, cancelExited := context.WithDeadline(context.Background(), deadline)
+	defer cancelExited()
+	go func() {
+		select {
+		case <-p.done:
+			cancelExited()
+		case <-exited.Done():
+		}
+	}()
 	for {
 		select {
 		case <-p.done:
@@ -264,7 +278,7 @@ func (s *Server) waitReady(deadline time.Time) error {
 			return s.exitError(p)
 		default:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		ctx, cancel := context.WithTimeout(exited, probeTimeout)
 		m, err := info(ctx, s.Addr, "server")
 		cancel()
 		if err == nil {
@@ -385,6 +399,21 @@ func (s *Server) Restart(t testing.TB) {
 	if err != nil {
 		t.Fatalf("redistest: restart %s: %v", s.Addr, err)
 	}
+}
+
+// appendConf appends a line to the config file used by the next (re)start.
+func (s *Server) appendConf(line string) error {
+	s.opMu.Lock()
+	defer s.opMu.Unlock()
+	f, err := os.OpenFile(s.confPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString("\n" + line + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // cleanup kills the process for good and releases the port.
