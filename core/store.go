@@ -17,3 +17,27 @@ type Store interface {
 	Take(ctx context.Context, key string, l Limit, cost int64) (Result, error)
 	Reset(ctx context.Context, key string, l Limit) error
 }
+
+// Op is one decision of a group made by BatchStore.TakeAll.
+type Op struct {
+	Key   string
+	Limit Limit
+	Cost  int64
+	// Shadow marks a policy under trial: its denial is reported but does not
+	// deny the group.
+	Shadow bool
+}
+
+// BatchStore is a Store that decides several keys all or nothing, and can
+// give units back. Both sluice stores implement it.
+type BatchStore interface {
+	Store
+	// TakeAll decides every op, writing op i's Result to out[i]. If any op
+	// that is not Shadow is denied, no op consumes anything: the denied ones
+	// record their Throttled state, and the others report Allowed with their
+	// unconsumed state. len(out) must be len(ops).
+	TakeAll(ctx context.Context, ops []Op, out []Result) error
+	// Refund gives back cost units of earlier admissions of key, never taking
+	// it below its fresh state.
+	Refund(ctx context.Context, key string, l Limit, cost int64) error
+}

@@ -1,37 +1,66 @@
 -- Token bucket, leaky bucket and GCRA: one meter (core/algo/bucket.go).
--- ARGV[3..8]: Q, T, Full, Capacity, WarnAbove, ClearBelow.
+-- Params: Q, T, Full, Capacity, WarnAbove, ClearBelow.
 -- Value payload: off*Q + V, where the TAT in units is expire*Q - V.
-local Q, T, full, cap, warn, clear =
-  tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
 
-local x, inner, lv = load()
-local expire, v = 0, 0
-if x > 0 then
-  v = imod(inner, Q)
-  expire = x * 1000 - (inner - v) / Q
+local function bucketLoad(key, Q)
+  local x, inner, lv = load(key)
+  local expire, v = 0, 0
+  if x > 0 then
+    v = imod(inner, Q)
+    expire = x * 1000 - (inner - v) / Q
+  end
+  if expire <= now then
+    return 0, 0, 0, 0
+  end
+  return math.min(expire - now, idiv(MAXEXACT, Q)) * Q - v, expire, v, lv
 end
-local d = 0
-if expire > now then
-  d = math.min(expire - now, idiv(9007199254740992, Q)) * Q - v
-else
-  expire, v, lv = 0, 0, 0
-end
-if cost > cap then
-  return {0, idiv(math.max(full - d, 0), T), -1, d, 2, lv}
-end
-local need = math.max(cost, 1) * T
-local allowed = d + need <= full
-local retry = 0
-local e2, v2 = expire, v
-if not allowed then
-  retry = d + need - full
-elseif cost > 0 then
-  d = d + need
+
+local function bucketSave(key, Q, d, lv)
+  if d <= 0 then
+    redis.call('DEL', key)
+    return
+  end
   local units = idiv(d + Q - 1, Q)
-  e2, v2 = now + units, units * Q - d
+  local v = units * Q - d
+  save(key, now + units, function(off) return off * Q + v end, lv)
 end
-local lv2 = level(lv, allowed, d, warn, clear)
-if cost > 0 and (e2 ~= expire or v2 ~= v or lv2 ~= lv) then
-  store(e2, function(off) return off * Q + v2 end, lv2)
+
+-- bucket decides one op; it returns the reply and the write to make if the
+-- op is applied (nil when nothing would change).
+local function bucket(key, cost, p)
+  local Q, T, full, cap, warn, clear = p[1], p[2], p[3], p[4], p[5], p[6]
+  local d, expire, v, lv = bucketLoad(key, Q)
+  if cost > cap then
+    return {0, idiv(math.max(full - d, 0), T), -1, d, 2, lv}, nil
+  end
+  local need = math.max(cost, 1) * T
+  local allowed = d + need <= full
+  local retry = 0
+  local d2 = d
+  if not allowed then
+    retry = d + need - full
+  elseif cost > 0 then
+    d2 = d + need
+  end
+  local lv2 = level(lv, allowed, d2, warn, clear)
+  local write = nil
+  if cost > 0 and (d2 ~= d or lv2 ~= lv) then
+    write = function() bucketSave(key, Q, d2, lv2) end
+  end
+  return {allowed and 1 or 0, idiv(math.max(full - d2, 0), T), retry, d2, lv2, lv}, write
 end
-return {allowed and 1 or 0, idiv(math.max(full - d, 0), T), retry, d, lv2, lv}
+
+-- bucketRefund gives back cost units, never below a fresh bucket; the level
+-- becomes restore, or follows the lower usage when restore is -1.
+local function bucketRefund(key, cost, p, restore)
+  local Q, T, warn, clear = p[1], p[2], p[5], p[6]
+  local d, expire, v, lv = bucketLoad(key, Q)
+  if d == 0 then
+    return
+  end
+  local d2 = math.max(d - cost * T, 0)
+  if restore < 0 then
+    restore = level(lv, true, d2, warn, clear)
+  end
+  bucketSave(key, Q, d2, restore)
+end

@@ -1,15 +1,15 @@
--- Shared prelude of every sluice script (prepended by lua.go).
+-- Shared prelude of sluice's scripts (prepended by lua.go).
 --
--- Every script is one atomic decision on KEYS[1]. ARGV[1] is the instant in
--- µs, or -1 to read Redis TIME (the default: one clock for every instance);
--- ARGV[2] is the cost. The remaining ARGV are the compiled limit, computed in
--- Go by core/algo so both stores share one definition.
+-- A script decides one or more ops atomically. ARGV[1] is the instant in µs,
+-- or -1 to read Redis TIME (the default: one clock for every instance). Every
+-- key a script touches is in KEYS. The limit of each op is compiled in Go by
+-- core/algo and passed as integers, so both stores share one definition.
 --
 -- Numbers are Lua doubles: every value is an integer below 2^53 (checked by
 -- core.Limit.Validate), and idiv/imod below are exact where a plain division
 -- could round.
 --
--- State lives in the key's expiry and one integer value. The expiry is the
+-- State lives in a key's expiry and one integer value. The expiry is the
 -- instant the key is fresh again, rounded up to the ms (PXAT); the value holds
 -- the sub-ms offset off = expiry_ms*1000 - expire_us, the algorithm's counts,
 -- and the warning level in its two low bits. Small values use Redis's shared
@@ -33,13 +33,13 @@ local function fmt(n)
   return string.format('%d', n)
 end
 
-local key = KEYS[1]
+local MAXEXACT = 9007199254740992
+
 local now = tonumber(ARGV[1])
 if now < 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-local cost = tonumber(ARGV[2])
 
 -- level is the warning-state machine of core/algo (Spec.level).
 local function level(prev, allowed, used, warn, clear)
@@ -54,31 +54,33 @@ local function level(prev, allowed, used, warn, clear)
   return 1
 end
 
--- load returns the stored expiry (µs, 0 for a fresh key), the value without
--- its level, and the level.
-local function load()
+-- load returns a key's expiry in ms (0 for a fresh key), its value without
+-- the level, and the level.
+local function load(key)
   local raw = redis.call('GET', key)
   if not raw then
     return 0, 0, 0
   end
   local n = tonumber(raw)
   local lv = imod(n, 4)
-  local inner = (n - lv) / 4
-  local x = redis.call('PEXPIRETIME', key)
-  return x, inner, lv
+  return redis.call('PEXPIRETIME', key), (n - lv) / 4, lv
 end
 
--- store writes a non-fresh state: expire (µs), the value's payload fn(off),
--- and the level. A fresh state deletes the key.
-local function store(expire, payload, lv)
-  if expire == 0 then
-    redis.call('DEL', key)
-    return
-  end
+local function expiryMs(expire)
   local x = idiv(expire, 1000)
   if x * 1000 < expire then
     x = x + 1
   end
-  local off = x * 1000 - expire
-  redis.call('SET', key, fmt(payload(off) * 4 + lv), 'PXAT', fmt(x))
+  return x
+end
+
+-- save writes a non-fresh state: expire (µs), the value's payload fn(off),
+-- and the level. A fresh state deletes the key.
+local function save(key, expire, payload, lv)
+  if expire == 0 then
+    redis.call('DEL', key)
+    return
+  end
+  local x = expiryMs(expire)
+  redis.call('SET', key, fmt(payload(x * 1000 - expire) * 4 + lv), 'PXAT', fmt(x))
 end

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/lua"
 )
 
-// The token bucket, the leaky bucket and GCRA are one meter: one script.
-func ExampleSource() {
-	fmt.Println(lua.Source(core.TokenBucket) == lua.Source(core.GCRA))
-	fmt.Println(strings.Contains(lua.Source(core.FixedWindow), "redis.call('TIME')"))
+// One script decides every algorithm; the instant is Redis TIME unless the
+// caller passes one.
+func ExampleDecide() {
+	fmt.Println(strings.Contains(lua.Decide(), "redis.call('TIME')"))
+	fmt.Println(strings.Contains(lua.Refund(), "local function bucketRefund"))
 	// Output:
 	// true
 	// true

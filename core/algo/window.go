@@ -1,5 +1,7 @@
 package algo
 
+import "github.com/sluicehq/sluice/core"
+
 // fixedWindow counts events per aligned window [kP, (k+1)P).
 //
 // State: Expire is the end of the window the count belongs to, V the count.
@@ -46,16 +48,7 @@ func (sp *Spec) fixedWindow(st *State, o *Outcome, now, cost int64) {
 // previous window's count (high 32 bits) and the current one (low 32 bits).
 func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 	P, rate := sp.Period, sp.Limit.Rate
-	w := now / P
-	var p, c int64
-	if st.Expire != 0 {
-		switch sw := st.Expire/P - 2; {
-		case sw >= w: // this window, or the clock stepped back into an older one
-			w, p, c = sw, st.V>>32, st.V&0xffffffff
-		case sw == w-1:
-			p = st.V & 0xffffffff
-		}
-	}
+	w, p, c, _ := sp.counterLoad(st, now)
 	start := w * P
 	e := max(now-start, 0)    // elapsed in the window
 	skew := max(start-now, 0) // how far the clock stepped back
@@ -97,4 +90,22 @@ func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 	}
 	o.Remaining = max(sp.Full-used, 0) / P
 	sp.settle(st, o, cost, used)
+}
+
+// counterLoad returns the window w a request at now falls in (the stored one
+// if the clock stepped back), the previous and current counts as seen from
+// w, and the level (Normal for a key that is fresh by now).
+func (sp *Spec) counterLoad(st *State, now int64) (w, p, c int64, lvl core.State) {
+	P := sp.Period
+	w = now / P
+	if st.Expire == 0 {
+		return w, 0, 0, 0
+	}
+	switch sw := st.Expire/P - 2; {
+	case sw >= w: // this window, or the clock stepped back into an older one
+		return sw, st.V >> 32, st.V & 0xffffffff, st.Level
+	case sw == w-1 && st.V&0xffffffff > 0:
+		return w, st.V & 0xffffffff, 0, st.Level
+	}
+	return w, 0, 0, 0
 }

@@ -56,6 +56,9 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, newStore) })
 	t.Run("Reset", func(t *testing.T) { testReset(t, newStore) })
 	t.Run("Isolation", func(t *testing.T) { testIsolation(t, newStore) })
+	if _, ok := newStore(t, NewClock().Now).(core.BatchStore); ok {
+		t.Run("Batch", func(t *testing.T) { testBatch(t, newStore) })
+	}
 }
 
 var keySeq atomic.Int64

@@ -1,10 +1,12 @@
 package memorystore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -277,18 +279,23 @@ func (sh *shard) takeLog(sp *algo.Spec, o *algo.Outcome, h uint64, i int, found 
 	case found:
 		sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, Level: lg.Level})
 	case exp != 0:
-		var idx int64
-		if n := len(sh.free); n > 0 {
-			idx, sh.free = sh.free[n-1], sh.free[:n-1]
-			sh.logs[idx] = lg
-		} else {
-			idx = int64(len(sh.logs))
-			sh.logs = append(sh.logs, lg)
-		}
-		i = sh.insert(h, now, s)
-		sh.t.slots[i].exp = logFlag
-		sh.t.slots[i].set(algo.State{Expire: exp, V: idx, Level: lg.Level})
+		sh.insertLog(h, lg, exp, now, s)
 	}
+}
+
+// insertLog stores a new log for h.
+func (sh *shard) insertLog(h uint64, lg *algo.Log, exp, now int64, s *Store) {
+	var idx int64
+	if n := len(sh.free); n > 0 {
+		idx, sh.free = sh.free[n-1], sh.free[:n-1]
+		sh.logs[idx] = lg
+	} else {
+		idx = int64(len(sh.logs))
+		sh.logs = append(sh.logs, lg)
+	}
+	i := sh.insert(h, now, s)
+	sh.t.slots[i].exp = logFlag
+	sh.t.slots[i].set(algo.State{Expire: exp, V: idx, Level: lg.Level})
 }
 
 // insert claims a slot for h (not present), evicting or growing as needed.
@@ -345,4 +352,147 @@ func (sh *shard) remove(i int) {
 		sh.free = append(sh.free, v)
 	}
 	sh.t.del(i)
+}
+
+// TakeAll decides ops all or nothing; see core.BatchStore. The shards of all
+// the keys are locked together (in index order), so the group is atomic.
+func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) error {
+	if len(out) != len(ops) {
+		return fmt.Errorf("memorystore: TakeAll: %d results for %d ops", len(out), len(ops))
+	}
+	type pending struct {
+		sp *algo.Spec
+		h  uint64
+		sh *shard
+		o  algo.Outcome
+		st algo.State
+		lg *algo.Log
+	}
+	ps := make([]pending, len(ops))
+	for i, op := range ops {
+		sp, h, err := s.prepare(op.Key, op.Limit, op.Cost)
+		if err != nil {
+			return err
+		}
+		ps[i] = pending{sp: sp, h: h, sh: &s.shards[h&s.mask]}
+	}
+	locked := make([]*shard, 0, len(ps))
+	for i := range ps {
+		locked = append(locked, ps[i].sh)
+	}
+	slices.SortFunc(locked, func(a, b *shard) int { return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b))) })
+	locked = slices.Compact(locked)
+	now := s.clock()
+	for _, sh := range locked {
+		sh.mu.Lock()
+	}
+	defer func() {
+		for _, sh := range locked {
+			sh.mu.Unlock()
+		}
+	}()
+	// Decide every op on a copy of its state.
+	denied := false
+	for i, op := range ops {
+		p := &ps[i]
+		p.st, p.lg = p.sh.load(p.sp, p.h)
+		p.sh.decide(p.sp, &p.o, &p.st, p.lg, now, op.Cost)
+		if !p.o.Allowed && op.Cost > 0 && !op.Shadow {
+			denied = true
+		}
+	}
+	for i, op := range ops {
+		p := &ps[i]
+		if denied && p.o.Allowed && op.Cost > 0 {
+			// Allowed by its policy, but the request was denied: report the
+			// unconsumed state and write nothing.
+			st, lg := p.sh.load(p.sp, p.h)
+			p.sh.decide(p.sp, &p.o, &st, lg, now, 0)
+			p.o.Allowed, p.o.Retry = true, 0
+		} else if op.Cost > 0 && p.o.Retry >= 0 {
+			p.sh.commit(p.sp, p.h, p.st, p.lg, now, s)
+		}
+		out[i] = p.sp.Result(&p.o)
+	}
+	return nil
+}
+
+// Refund gives back cost units of key's earlier admissions; see
+// core.BatchStore.
+func (s *Store) Refund(_ context.Context, key string, l core.Limit, cost int64) error {
+	sp, h, err := s.prepare(key, l, cost)
+	if err != nil || cost == 0 {
+		return err
+	}
+	sh := &s.shards[h&s.mask]
+	now := s.clock()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, found := sh.t.find(h); !found {
+		return nil
+	}
+	st, lg := sh.load(sp, h)
+	if lg != nil {
+		sp.RefundLog(lg, now, cost)
+	} else {
+		sp.Refund(&st, now, cost)
+	}
+	sh.commit(sp, h, st, lg, now, s)
+	return nil
+}
+
+// load returns a copy of h's state (or of its log) for sp's algorithm.
+func (sh *shard) load(sp *algo.Spec, h uint64) (algo.State, *algo.Log) {
+	i, found := sh.t.find(h)
+	if sp.Algorithm == core.SlidingWindowLog {
+		lg := &algo.Log{}
+		if found {
+			orig := sh.logs[sh.t.slots[i].v]
+			lg = &algo.Log{At: slices.Clone(orig.At), N: slices.Clone(orig.N), Level: orig.Level}
+		}
+		return algo.State{}, lg
+	}
+	if !found {
+		return algo.State{}, nil
+	}
+	return sh.t.slots[i].state(), nil
+}
+
+// decide runs the step on a loaded state (or log).
+func (sh *shard) decide(sp *algo.Spec, o *algo.Outcome, st *algo.State, lg *algo.Log, now, cost int64) {
+	if lg != nil {
+		sp.StepLog(lg, o, now, cost)
+	} else {
+		sp.Step(st, o, now, cost)
+	}
+}
+
+// commit stores a decided state (or log) for h: written, inserted, or
+// deleted when fresh.
+func (sh *shard) commit(sp *algo.Spec, h uint64, st algo.State, lg *algo.Log, now int64, s *Store) {
+	i, found := sh.t.find(h)
+	if lg != nil {
+		exp := lg.Expire(sp)
+		switch {
+		case exp == 0 && found:
+			sh.remove(i)
+		case exp == 0:
+		case found:
+			*sh.logs[sh.t.slots[i].v] = *lg
+			sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, Level: lg.Level})
+		default:
+			sh.insertLog(h, lg, exp, now, s)
+		}
+		return
+	}
+	switch {
+	case st == (algo.State{}) && found:
+		sh.remove(i)
+	case st == (algo.State{}):
+	case found:
+		sh.t.slots[i].set(st)
+	default:
+		i = sh.insert(h, now, s)
+		sh.t.slots[i].set(st)
+	}
 }

@@ -11,7 +11,7 @@ import (
 // call is one decision on its way to Redis.
 type call struct {
 	script *redis.Script
-	key    string
+	keys   []string
 	args   []any
 	res    []int64
 	err    error
@@ -114,7 +114,7 @@ func (b *batcher) send(batch []*call) {
 
 // eval runs one call: EVALSHA, and EVAL when the server lost the script.
 func (s *Store) eval(ctx context.Context, c *call) ([]int64, error) {
-	return c.script.Run(ctx, s.client, []string{c.key}, c.args...).Int64Slice()
+	return c.script.Run(ctx, s.client, c.keys, c.args...).Int64Slice()
 }
 
 // send runs one call in the caller's goroutine when the client honours
@@ -155,7 +155,7 @@ func (s *Store) pipeline(ctx context.Context, calls []*call) {
 	cmds := make([]*redis.Cmd, len(calls))
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range calls {
-			cmds[i] = c.script.EvalSha(ctx, p, []string{c.key}, c.args...)
+			cmds[i] = c.script.EvalSha(ctx, p, c.keys, c.args...)
 		}
 		return nil
 	})
@@ -171,7 +171,7 @@ func (s *Store) pipeline(ctx context.Context, calls []*call) {
 	}
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, i := range retry {
-			cmds[i] = calls[i].script.Eval(ctx, p, []string{calls[i].key}, calls[i].args...)
+			cmds[i] = calls[i].script.Eval(ctx, p, calls[i].keys, calls[i].args...)
 		}
 		return nil
 	})

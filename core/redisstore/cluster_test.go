@@ -256,3 +256,56 @@ func TestKeysAreSafeInAHashTag(t *testing.T) {
 	_, err = redisstore.New(redis.NewClient(&redis.Options{}), redisstore.WithPrefix("a{b"))
 	require.ErrorContains(t, err, "WithPrefix")
 }
+
+// Two policies on different identities (different slots of the Cluster),
+// hammered by 64 goroutines through 4 store instances: exactly as many
+// requests are admitted as all-or-nothing allows, and the looser policy has
+// consumed exactly that many: no quota leaks through denied requests.
+func TestClusterAllOrNothingNoLeak(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	stores := make([]*redisstore.Store, 4)
+	for i := range stores {
+		stores[i] = newStore(t, cluster.Client(t), redisstore.WithTimeout(5*time.Second))
+	}
+	ctx := context.Background()
+	for _, tight := range []int{0, 1} {
+		t.Run(fmt.Sprintf("tight=%d", tight), func(t *testing.T) {
+			id := limitertest.Key(t)
+			ops := []core.Op{
+				{Key: "ip:" + id + "\x00per-ip", Limit: core.PerHour(100), Cost: 1},
+				{Key: "user:" + id + "\x00per-user", Limit: core.PerHour(100).WithAlgorithm(core.SlidingWindowCounter), Cost: 1},
+			}
+			ops[tight].Limit = core.PerHour(60).WithAlgorithm(ops[tight].Limit.Algorithm)
+			require.NotEqual(t, redistest.Slot(stores[0].Key(ops[0].Key, core.TokenBucket)), redistest.Slot(stores[0].Key(ops[1].Key, core.TokenBucket)), "the identities must live in different slots")
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			for g := range 64 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					out := make([]core.Result, 2)
+					for range 5 {
+						if err := stores[g%4].TakeAll(ctx, ops, out); err != nil {
+							errs <- err
+							return
+						}
+						if out[0].Allowed && out[1].Allowed {
+							admitted.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			require.Equal(t, int64(60), admitted.Load())
+			loose := ops[1-tight]
+			r, err := stores[0].Take(ctx, loose.Key, loose.Limit, 0)
+			require.NoError(t, err)
+			require.Equal(t, int64(40), r.Remaining, "the looser policy consumed exactly what was admitted")
+		})
+	}
+}

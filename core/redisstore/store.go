@@ -27,7 +27,8 @@ type Store struct {
 	timeout time.Duration
 	th      core.Thresholds
 	clock   func() time.Time
-	scripts [core.GCRA + 1]*redis.Script
+	decide  *redis.Script
+	refund  *redis.Script
 	specs   [16]atomic.Pointer[compiled]
 	batch   *batcher
 	closed  atomic.Bool
@@ -35,10 +36,11 @@ type Store struct {
 	deadlines bool
 }
 
-// compiled is a Spec with its script arguments prepared.
+// compiled is a Spec with its script arguments prepared: the algorithm's
+// code and six parameters.
 type compiled struct {
 	sp   algo.Spec
-	args []string
+	args [7]string
 }
 
 type config struct {
@@ -100,9 +102,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	s := &Store{client: client, prefix: c.prefix, timeout: c.timeout, th: c.th, clock: c.clock, deadlines: honoursDeadlines(client)}
-	for a := core.TokenBucket; a <= core.GCRA; a++ {
-		s.scripts[a] = redis.NewScript(lua.Source(a))
-	}
+	s.decide, s.refund = redis.NewScript(lua.Decide()), redis.NewScript(lua.Refund())
 	if c.inflight > 0 {
 		s.batch = &batcher{s: s, maxActive: c.inflight, maxBatch: c.maxBatch}
 	}
@@ -123,25 +123,168 @@ func (s *Store) Take(ctx context.Context, key string, l core.Limit, cost int64) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	c := &call{script: s.scripts[l.Algorithm], key: s.Key(key, l.Algorithm), args: s.args(cp, cost)}
-	if s.batch != nil {
-		err = s.batch.do(ctx, c)
-	} else {
-		c.done = make(chan struct{})
-		go func() {
-			c.res, c.err = s.eval(ctx, c)
-			close(c.done)
-		}()
-		err = c.wait(ctx)
+	c := &call{script: s.decide, keys: []string{s.Key(key, l.Algorithm)}, args: s.args([]*compiled{cp}, []core.Op{{Cost: cost}})}
+	if err := s.run(ctx, c); err != nil {
+		return core.Result{}, err
 	}
-	if err != nil {
-		return core.Result{}, fmt.Errorf("redisstore: %w", err)
-	}
-	o, err := outcome(c.res)
-	if err != nil {
+	var o algo.Outcome
+	if err := outcome(c.res, &o); err != nil {
 		return core.Result{}, fmt.Errorf("redisstore: %w", err)
 	}
 	return cp.sp.Result(&o), nil
+}
+
+func (s *Store) run(ctx context.Context, c *call) error {
+	var err error
+	if s.batch != nil {
+		err = s.batch.do(ctx, c)
+	} else {
+		err = s.send(ctx, c)
+	}
+	if err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	return nil
+}
+
+// TakeAll decides ops all or nothing; see core.BatchStore. The ops of one
+// identity (one hash tag) are decided by one atomic script; the scripts of
+// different identities go out together (pipelined), and when one of them
+// denies, the others' admissions are refunded in a second round trip.
+func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
+	if len(out) != len(ops) {
+		return fmt.Errorf("redisstore: TakeAll: %d results for %d ops", len(out), len(ops))
+	}
+	cps := make([]*compiled, len(ops))
+	for i, op := range ops {
+		cp, err := s.prepare(op.Key, op.Limit, op.Cost)
+		if err != nil {
+			return err
+		}
+		cps[i] = cp
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	// One call per identity, in the order identities first appear.
+	var groups [][]int
+	byTag := map[string]int{}
+	for i, op := range ops {
+		t := identity(op.Key)
+		g, ok := byTag[t]
+		if !ok {
+			g = len(groups)
+			byTag[t] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	calls := make([]*call, len(groups))
+	for g, idx := range groups {
+		c := &call{script: s.decide, keys: make([]string, len(idx))}
+		gcps, gops := make([]*compiled, len(idx)), make([]core.Op, len(idx))
+		for j, i := range idx {
+			c.keys[j], gcps[j], gops[j] = s.Key(ops[i].Key, ops[i].Limit.Algorithm), cps[i], ops[i]
+		}
+		c.args = s.args(gcps, gops)
+		calls[g] = c
+	}
+	if err := s.runAll(ctx, calls); err != nil {
+		return err
+	}
+	outs := make([]algo.Outcome, len(ops))
+	// consumed[i]: op i's group was not denied, so its admissions happened.
+	consumed := make([]bool, len(ops))
+	denied := false
+	for g, idx := range groups {
+		if len(calls[g].res) != 6*len(idx) {
+			return fmt.Errorf("redisstore: unexpected script reply %v", calls[g].res)
+		}
+		groupDenied := false
+		for j, i := range idx {
+			if err := outcome(calls[g].res[6*j:6*j+6], &outs[i]); err != nil {
+				return fmt.Errorf("redisstore: %w", err)
+			}
+			if !outs[i].Allowed && ops[i].Cost > 0 && !ops[i].Shadow {
+				groupDenied = true
+			}
+		}
+		for _, i := range idx {
+			consumed[i] = !groupDenied && outs[i].Allowed && ops[i].Cost > 0
+		}
+		denied = denied || groupDenied
+	}
+	if denied && len(groups) > 1 {
+		if err := s.compensate(ctx, ops, cps, outs, consumed); err != nil {
+			return err
+		}
+	}
+	for i := range ops {
+		out[i] = cps[i].sp.Result(&outs[i])
+	}
+	return nil
+}
+
+// compensate undoes the admissions of the ops that consumed (their group was
+// not denied itself; a denying group consumed nothing): their units and
+// their previous warning state are restored, and they are reported as the
+// memory store reports them, allowed by their policy but unconsumed.
+func (s *Store) compensate(ctx context.Context, ops []core.Op, cps []*compiled, outs []algo.Outcome, consumed []bool) error {
+	var calls []*call
+	var which []int
+	for i, op := range ops {
+		if !consumed[i] {
+			continue
+		}
+		c := &call{script: s.refund, keys: []string{s.Key(op.Key, op.Limit.Algorithm)}, args: s.args(cps[i:i+1], ops[i:i+1])}
+		c.args[2] = strconv.Itoa(int(outs[i].Prev)) // the level to restore
+		calls, which = append(calls, c), append(which, i)
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	if err := s.runAll(ctx, calls); err != nil {
+		return err
+	}
+	for j, i := range which {
+		if err := outcome(calls[j].res, &outs[i]); err != nil {
+			return fmt.Errorf("redisstore: %w", err)
+		}
+		outs[i].Allowed, outs[i].Retry = true, 0
+	}
+	return nil
+}
+
+// runAll sends calls concurrently (the batcher pipelines them together) and
+// returns the first error.
+func (s *Store) runAll(ctx context.Context, calls []*call) error {
+	if len(calls) == 1 {
+		return s.run(ctx, calls[0])
+	}
+	errs := make(chan error, len(calls))
+	for _, c := range calls {
+		go func() { errs <- s.run(ctx, c) }()
+	}
+	var first error
+	for range calls {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// Refund gives back cost units of key's earlier admissions; see
+// core.BatchStore.
+func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64) error {
+	cp, err := s.prepare(key, l, cost)
+	if err != nil || cost == 0 {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	c := &call{script: s.refund, keys: []string{s.Key(key, l.Algorithm)}, args: s.args([]*compiled{cp}, []core.Op{{Cost: cost}})}
+	c.args[2] = "-1" // the warning state follows the lower usage
+	return s.run(ctx, c)
 }
 
 // Reset deletes key's state under l.
@@ -179,44 +322,66 @@ func (s *Store) prepare(key string, l core.Limit, cost int64) (*compiled, error)
 	return cp, nil
 }
 
-// scriptArgs returns ARGV[3:] of the limit's script (see lua/*.lua).
-func scriptArgs(sp *algo.Spec) []string {
-	var n []int64
+// scriptArgs returns the algorithm code and the six parameters of a limit,
+// as lua/decide.lua reads them.
+func scriptArgs(sp *algo.Spec) [7]string {
+	var code string
+	var n [6]int64
 	switch sp.Algorithm {
-	case core.FixedWindow, core.SlidingWindowLog:
-		n = []int64{sp.Period, sp.Limit.Rate, sp.WarnAbove, sp.ClearBelow}
+	case core.FixedWindow:
+		code, n = lua.CodeFixed, [6]int64{sp.Period, sp.Limit.Rate, sp.WarnAbove, sp.ClearBelow}
+	case core.SlidingWindowLog:
+		code, n = lua.CodeLog, [6]int64{sp.Period, sp.Limit.Rate, sp.WarnAbove, sp.ClearBelow}
 	case core.SlidingWindowCounter:
-		n = []int64{sp.Period, sp.Limit.Rate, sp.Full, sp.WarnAbove, sp.ClearBelow}
+		code, n = lua.CodeCounter, [6]int64{sp.Period, sp.Limit.Rate, sp.Full, sp.WarnAbove, sp.ClearBelow}
 	default:
-		n = []int64{sp.Q, sp.T, sp.Full, sp.Capacity, sp.WarnAbove, sp.ClearBelow}
+		code, n = lua.CodeBucket, [6]int64{sp.Q, sp.T, sp.Full, sp.Capacity, sp.WarnAbove, sp.ClearBelow}
 	}
-	args := make([]string, len(n))
+	args := [7]string{code}
 	for i, v := range n {
-		args[i] = strconv.FormatInt(v, 10)
+		args[i+1] = strconv.FormatInt(v, 10)
 	}
 	return args
 }
 
-func (s *Store) args(cp *compiled, cost int64) []any {
+// args builds ARGV of decide.lua and refund.lua: the instant, the number of
+// ops, and for each op shadow, code, cost and six parameters.
+func (s *Store) args(cps []*compiled, ops []core.Op) []any {
 	now := int64(-1)
 	if s.clock != nil {
 		now = s.clock().UnixMicro()
 	}
-	args := make([]any, 2, 2+len(cp.args))
-	args[0], args[1] = now, cost
-	for _, a := range cp.args {
-		args = append(args, a)
+	args := make([]any, 0, 2+9*len(ops))
+	args = append(args, now, len(ops))
+	for i, op := range ops {
+		shadow := "0"
+		if op.Shadow {
+			shadow = "1"
+		}
+		args = append(args, shadow, cps[i].args[0], op.Cost)
+		for _, a := range cps[i].args[1:] {
+			args = append(args, a)
+		}
 	}
 	return args
 }
 
-// outcome decodes a script's reply {allowed, remaining, retry, reset, level,
+// outcome decodes one op's reply {allowed, remaining, retry, reset, level,
 // previous level}.
-func outcome(res []int64) (algo.Outcome, error) {
+func outcome(res []int64, o *algo.Outcome) error {
 	if len(res) != 6 || res[4] < 0 || res[4] > 2 || res[5] < 0 || res[5] > 2 {
-		return algo.Outcome{}, fmt.Errorf("unexpected script reply %v", res)
+		return fmt.Errorf("unexpected script reply %v", res)
 	}
-	return algo.Outcome{Allowed: res[0] == 1, Remaining: res[1], Retry: res[2], Reset: res[3], Level: core.State(res[4]), Prev: core.State(res[5])}, nil
+	*o = algo.Outcome{Allowed: res[0] == 1, Remaining: res[1], Retry: res[2], Reset: res[3], Level: core.State(res[4]), Prev: core.State(res[5])}
+	return nil
+}
+
+// identity returns the part of a key that goes in the hash tag.
+func identity(key string) string {
+	if i := strings.LastIndexByte(key, 0); i >= 0 {
+		return key[:i]
+	}
+	return key
 }
 
 // maxRawKey is the longest key stored as is; longer keys are hashed.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/core"
@@ -90,5 +91,58 @@ func TestSameAnswersAsMemory(t *testing.T) {
 			}
 			mem.Close()
 		}
+	}
+}
+
+// Random groups of ops (one or two identities, shadow ops, refunds) through
+// the memory store and the Redis store: identical Results at every step.
+func TestBatchSameAnswersAsMemory(t *testing.T) {
+	client := redistest.StartServer(t).Client(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(21, 22))
+	for iter := range 40 {
+		clock := limitertest.NewClock()
+		mem, err := memorystore.New(memorystore.WithClock(clock.Now))
+		require.NoError(t, err)
+		red := newStore(t, client, redisstore.WithClock(clock.Now), redisstore.WithTimeout(10*time.Second))
+		base := limitertest.Key(t)
+		type policy struct {
+			key   string
+			limit core.Limit
+		}
+		var ps []policy
+		for j := range 1 + rng.IntN(3) {
+			a := limitertest.Algorithms[rng.IntN(6)]
+			l := core.Per(1+rng.Int64N(8), time.Duration(100_000+rng.Int64N(2_000_000))*time.Microsecond).WithAlgorithm(a)
+			ident := base
+			if rng.IntN(2) == 0 {
+				ident = fmt.Sprintf("%s-%d", base, j)
+			}
+			ps = append(ps, policy{fmt.Sprintf("%s\x00p%d", ident, j), l})
+		}
+		var history []string
+		for step := range 60 {
+			clock.Advance(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
+			if rng.IntN(6) == 0 {
+				p := ps[rng.IntN(len(ps))]
+				cost := 1 + rng.Int64N(3)
+				require.NoError(t, mem.Refund(ctx, p.key, p.limit, cost))
+				require.NoError(t, red.Refund(ctx, p.key, p.limit, cost))
+				history = append(history, fmt.Sprintf("at %d refund %q %d", clock.Now().UnixMicro(), p.key, cost))
+				continue
+			}
+			ops := make([]core.Op, len(ps))
+			for i, p := range ps {
+				ops[i] = core.Op{Key: p.key, Limit: p.limit, Cost: rng.Int64N(3), Shadow: rng.IntN(5) == 0}
+			}
+			want, got := make([]core.Result, len(ops)), make([]core.Result, len(ops))
+			require.NoError(t, mem.TakeAll(ctx, ops, want))
+			require.NoError(t, red.TakeAll(ctx, ops, got))
+			history = append(history, fmt.Sprintf("at %d ops %+v\n    -> %+v", clock.Now().UnixMicro(), ops, want))
+			if !assert.Equal(t, want, got, "iter %d step %d", iter, step) {
+				t.Fatalf("history:\n%s", strings.Join(history[max(0, len(history)-12):], "\n"))
+			}
+		}
+		mem.Close()
 	}
 }

@@ -1,0 +1,155 @@
+-- Fixed window and sliding window counter (core/algo/window.go).
+
+-- Fixed window, on windows aligned to multiples of the period.
+-- Params: Period (µs), Rate, WarnAbove, ClearBelow. Value payload:
+-- off*(Rate+1) + count; the expiry is the end of the count's window.
+local function fixedLoad(key, P, rate)
+  local x, inner, lv = load(key)
+  local expire, count = 0, 0
+  if x > 0 then
+    count = imod(inner, rate + 1)
+    expire = x * 1000 - (inner - count) / (rate + 1)
+  end
+  local wend = (idiv(now, P) + 1) * P
+  if expire > wend then
+    wend = expire -- the clock stepped back: keep the newer window
+  elseif expire < wend then
+    count, lv = 0, 0 -- the stored window is over
+  end
+  return wend, count, lv
+end
+
+local function fixedSave(key, rate, wend, count, lv)
+  if count == 0 then
+    redis.call('DEL', key)
+    return
+  end
+  save(key, wend, function(off) return off * (rate + 1) + count end, lv)
+end
+
+local function fixed(key, cost, p)
+  local P, rate, warn, clear = p[1], p[2], p[3], p[4]
+  local wend, count, lv = fixedLoad(key, P, rate)
+  local reset = 0
+  if count > 0 then
+    reset = wend - now
+  end
+  if cost > rate then
+    return {0, rate - count, -1, reset, 2, lv}, nil
+  end
+  local allowed = count + math.max(cost, 1) <= rate
+  local retry, c2 = 0, count
+  if allowed and cost > 0 then
+    c2, reset = count + cost, wend - now
+  end
+  if not allowed then
+    retry = wend - now
+  end
+  local lv2 = level(lv, allowed, c2, warn, clear)
+  local write = nil
+  if cost > 0 and (c2 ~= count or lv2 ~= lv) then
+    write = function() fixedSave(key, rate, wend, c2, lv2) end
+  end
+  return {allowed and 1 or 0, rate - c2, retry, reset, lv2, lv}, write
+end
+
+local function fixedRefund(key, cost, p, restore)
+  local P, rate, warn, clear = p[1], p[2], p[3], p[4]
+  local wend, count, lv = fixedLoad(key, P, rate)
+  if count == 0 then
+    return
+  end
+  local c2 = math.max(count - cost, 0)
+  if restore < 0 then
+    restore = level(lv, true, c2, warn, clear)
+  end
+  fixedSave(key, rate, wend, c2, restore)
+end
+
+-- Sliding window counter, Cloudflare's two-window estimate.
+-- Params: Period (µs), Rate, Full (Rate*Period), WarnAbove, ClearBelow.
+-- Value payload: (off*M + prev)*M + cur with M = Rate+1; the expiry is
+-- (w+2)*Period, w the window of cur.
+
+-- counterLoad returns the window w the request falls in (the stored one if
+-- the clock stepped back), the counts p and c as seen from w, and the level.
+local function counterLoad(key, P, rate)
+  local M = rate + 1
+  local x, inner, lv = load(key)
+  local w = idiv(now, P)
+  if x == 0 then
+    return w, 0, 0, 0
+  end
+  local sc = imod(inner, M)
+  local rest = (inner - sc) / M
+  local sp = imod(rest, M)
+  local expire = x * 1000 - (rest - sp) / M
+  local sw = expire / P - 2
+  if sw >= w then
+    return sw, sp, sc, lv
+  elseif sw == w - 1 and sc > 0 then
+    return w, sc, 0, lv
+  end
+  return w, 0, 0, 0
+end
+
+local function counterSave(key, P, rate, w, p, c, lv)
+  if p == 0 and c == 0 then
+    redis.call('DEL', key)
+    return
+  end
+  local M = rate + 1
+  save(key, (w + 2) * P, function(off) return (off * M + p) * M + c end, lv)
+end
+
+local function counter(key, cost, p_)
+  local P, rate, full, warn, clear = p_[1], p_[2], p_[3], p_[4], p_[5]
+  local w, p, c, lv = counterLoad(key, P, rate)
+  local start = w * P
+  local e = math.max(now - start, 0)
+  local skew = math.max(start - now, 0)
+  local used = p * (P - e) + c * P
+  local function resetAfter(c)
+    if c > 0 then return skew + 2 * P - e end
+    if p > 0 then return skew + P - e end
+    return 0
+  end
+  if cost > rate then
+    return {0, idiv(math.max(full - used, 0), P), -1, resetAfter(c), 2, lv}, nil
+  end
+  local need = math.max(cost, 1)
+  local allowed = used + need * P <= full
+  local c2, used2 = c, used
+  if allowed and cost > 0 then
+    c2, used2 = c + cost, used + cost * P
+  end
+  local retry = 0
+  if not allowed then
+    if c + need <= rate then
+      retry = skew + P - e - idiv((rate - c - need) * P, p)
+    else
+      retry = skew + 2 * P - e - idiv((rate - need) * P, c)
+    end
+  end
+  local lv2 = level(lv, allowed, used2, warn, clear)
+  local write = nil
+  if cost > 0 and (c2 ~= c or lv2 ~= lv) then
+    write = function() counterSave(key, P, rate, w, p, c2, lv2) end
+  end
+  return {allowed and 1 or 0, idiv(math.max(full - used2, 0), P), retry, resetAfter(c2), lv2, lv}, write
+end
+
+-- counterRefund takes cost from the current window's count, then from the
+-- previous one's, never below zero.
+local function counterRefund(key, cost, p_, restore)
+  local P, rate, warn, clear = p_[1], p_[2], p_[4], p_[5]
+  local w, p, c, lv = counterLoad(key, P, rate)
+  local fromC = math.min(c, cost)
+  c = c - fromC
+  p = math.max(p - (cost - fromC), 0)
+  local e = math.max(now - w * P, 0)
+  if restore < 0 then
+    restore = level(lv, true, p * (P - e) + c * P, warn, clear)
+  end
+  counterSave(key, P, rate, w, p, c, restore)
+end
