@@ -171,32 +171,79 @@ func (l *Limiter) CheckWith(ctx context.Context, r keyfunc.Request, c Call) (Dec
 	case cost < 0:
 		return Decision{}, fmt.Errorf("sluice: %w: %d", ErrInvalidCost, cost)
 	}
-	d := Decision{Allowed: true, Results: make([]PolicyResult, 0, len(l.policies))}
-	for i := range l.policies {
-		p := &l.policies[i]
-		key := p.Key
-		if c.Key != nil {
-			key = c.Key
-		}
-		id, err := key(r)
-		if err == nil && id == "" {
-			err = ErrNoKey
-		}
+	d := Decision{Allowed: true, Results: make([]PolicyResult, len(l.policies))}
+	if len(l.policies) == 1 { // the common case: one Take, no batch
+		p := &l.policies[0]
+		key, err := p.key(r, c.Key)
 		if err != nil {
-			return Decision{}, fmt.Errorf("sluice: policy %q: key: %w", p.Name, err)
+			return Decision{}, err
 		}
-		res, err := l.store.Take(ctx, id+p.suffix, p.Limit, cost)
+		res, err := l.store.Take(ctx, key, p.Limit, cost)
 		if err != nil {
 			return Decision{}, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
 		}
-		d.Results = append(d.Results, PolicyResult{Policy: p.Name, Limit: p.Limit, Result: res})
-		if !res.Allowed {
-			d.Allowed = false
-		}
+		d.Results[0] = PolicyResult{Policy: p.Name, Limit: p.Limit, Result: res}
+		d.Allowed = res.Allowed
+	} else if err := l.checkAll(ctx, r, c.Key, cost, &d); err != nil {
+		return Decision{}, err
 	}
 	d.Binding = binding(d.Results)
 	l.hooks(ctx, r, &d)
 	return d, nil
+}
+
+// checkAll decides several policies all or nothing when the store is a
+// BatchStore (a request denied by one policy consumes nothing from the
+// others), one after another otherwise.
+func (l *Limiter) checkAll(ctx context.Context, r keyfunc.Request, override keyfunc.Func, cost int64, d *Decision) error {
+	ops := make([]Op, len(l.policies))
+	for i := range l.policies {
+		p := &l.policies[i]
+		key, err := p.key(r, override)
+		if err != nil {
+			return err
+		}
+		ops[i] = Op{Key: key, Limit: p.Limit, Cost: cost}
+	}
+	results := make([]Result, len(ops))
+	if bs, ok := l.store.(BatchStore); ok {
+		if err := bs.TakeAll(ctx, ops, results); err != nil {
+			return fmt.Errorf("sluice: %w", err)
+		}
+	} else {
+		for i, op := range ops {
+			res, err := l.store.Take(ctx, op.Key, op.Limit, op.Cost)
+			if err != nil {
+				return fmt.Errorf("sluice: policy %q: %w", l.policies[i].Name, err)
+			}
+			results[i] = res
+		}
+	}
+	for i, res := range results {
+		p := &l.policies[i]
+		d.Results[i] = PolicyResult{Policy: p.Name, Limit: p.Limit, Result: res}
+		if !res.Allowed {
+			d.Allowed = false
+		}
+	}
+	return nil
+}
+
+// key returns the store key of a request under p: its identity, NUL, and
+// the policy's name.
+func (p *compiledPolicy) key(r keyfunc.Request, override keyfunc.Func) (string, error) {
+	f := p.Key
+	if override != nil {
+		f = override
+	}
+	id, err := f(r)
+	if err == nil && id == "" {
+		err = ErrNoKey
+	}
+	if err != nil {
+		return "", fmt.Errorf("sluice: policy %q: key: %w", p.Name, err)
+	}
+	return id + p.suffix, nil
 }
 
 func (l *Limiter) hooks(ctx context.Context, r keyfunc.Request, d *Decision) {
