@@ -1,0 +1,65 @@
+// Package fiberlimit is sluice's Fiber v2 middleware. It runs on fasthttp
+// natively: requests are never converted to net/http.
+//
+//	app.Use(fiberlimit.New(limiter))
+//
+// or, for a limit of its own, on one route or group:
+//
+//	app.Post("/login", fiberlimit.New(loginLimiter), login)
+//
+// Responses carry the same headers as every sluice adapter (RateLimit-Policy,
+// RateLimit, X-RateLimit-Limit, -Remaining, -Reset, X-RateLimit-State, and
+// Retry-After on 429), formatted by package httplimit; a denied request gets
+// 429 with an RFC 9457 application/problem+json body naming the violated
+// policies. See httplimit for the exact syntax. fasthttp normalizes header
+// names unless Config.DisableHeaderNormalizing is set, so on the wire they
+// read "Ratelimit-Policy", "X-Ratelimit-Limit" and so on, as with net/http;
+// header names are case-insensitive.
+//
+// The Decision is in c.Locals(LocalsKey), and DecisionFrom returns it, so
+// handlers can see the warning state.
+//
+// Failure: if the limiter cannot decide (no identity for the request, or the
+// store failed), the default is to fail open: the request proceeds without
+// rate-limit headers and the error is logged (WithLogger). WithErrorHandler
+// replaces that, for example to answer 503.
+//
+// # Route templates
+//
+// The Route of the keyfunc.Request is c.Route().Path: the template of the
+// route the middleware is registered on. Fiber runs app.Use middleware before
+// the endpoint is matched, so under app.Use it is the Use prefix ("/"), and
+// keyfunc.Route keys every path alike; register the middleware on the route
+// or group (app.Get("/users/:id", fiberlimit.New(l), h)) to key by endpoint.
+//
+// # Client addresses
+//
+// RemoteAddr is the transport peer (c.Context().RemoteAddr()), never a
+// header, so keyfunc.IP with its trusted-proxy options is the way to find the
+// client behind proxies. IP, which uses Fiber's c.IP(), is available but
+// trusts a header any client can write unless Fiber is configured otherwise;
+// read its warning first.
+//
+// # Lifetime of request values
+//
+// fasthttp reuses a request's buffers once its handler returns. The strings
+// of the keyfunc.Request view (Method, Path, Header, HeaderValues, Query)
+// point into them, without a copy: they are valid only while the key function
+// or hook that received them runs, which is all the keyfunc.Request contract
+// allows. A key function or core hook that keeps one (in a channel, a
+// goroutine, a cache) must copy it with strings.Clone. Everything the
+// middleware itself keeps beyond the request is independent of those
+// buffers:
+//
+//   - the store key is a new string built by core.Limiter from the identity
+//     and the policy name, so a Store (and a Redis call still running after a
+//     timeout) never holds request memory;
+//   - the Decision stored in c.Locals, and every string in it, is owned by
+//     the Limiter and the Store: a handler may keep the *core.Decision;
+//   - the context passed to the limiter and the store is c.UserContext(), not
+//     the pooled *fasthttp.RequestCtx, which is recycled with the request;
+//   - header values are copied into the response by fasthttp.
+//
+// A Limiter serves any number of middlewares; the handler New returns is safe
+// for concurrent use.
+package fiberlimit

@@ -1,0 +1,128 @@
+package fiberlimit
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+type config struct {
+	key     keyfunc.Func
+	cost    func(*fiber.Ctx) int64
+	skip    func(*fiber.Ctx) bool
+	denied  fiber.Handler
+	onError func(*fiber.Ctx, error) error
+	headers httplimit.HeaderConfig
+	logger  *slog.Logger
+}
+
+// Option configures the middleware. The same options, with the framework's
+// own types, exist in every adapter.
+type Option func(*config)
+
+// WithKey counts requests under f's identity instead of each policy's Key
+// (per-route identities: an API key on one route, the client IP on another).
+func WithKey(f keyfunc.Func) Option { return func(c *config) { c.key = f } }
+
+// WithCost sets the cost of a request (default 1; 0 also means 1).
+func WithCost(f func(*fiber.Ctx) int64) Option { return func(c *config) { c.cost = f } }
+
+// WithSkip exempts requests for which f returns true: they are neither
+// counted nor given headers.
+func WithSkip(f func(*fiber.Ctx) bool) Option { return func(c *config) { c.skip = f } }
+
+// WithDeniedHandler answers denied requests instead of the default 429 with a
+// problem+json body (DeniedHandler). The rate-limit headers are already set
+// when it runs, and the Decision is in c.Locals.
+func WithDeniedHandler(h fiber.Handler) Option { return func(c *config) { c.denied = h } }
+
+// WithErrorHandler answers requests the limiter could not decide (no
+// identity, store failure) instead of letting them through. Its error, if
+// any, goes to Fiber's ErrorHandler.
+func WithErrorHandler(f func(*fiber.Ctx, error) error) Option {
+	return func(c *config) { c.onError = f }
+}
+
+// WithHeaders chooses the header families and the reset format.
+func WithHeaders(h httplimit.HeaderConfig) Option { return func(c *config) { c.headers = h } }
+
+// WithLogger sets where undecided requests are logged when no error handler
+// is set (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// LocalsKey is the c.Locals key under which the middleware stores the
+// request's *core.Decision.
+const LocalsKey = "sluice.decision"
+
+// New returns Fiber middleware that limits requests with l. It panics if l
+// is nil.
+func New(l *core.Limiter, opts ...Option) fiber.Handler {
+	if l == nil {
+		panic("fiberlimit.New: nil limiter")
+	}
+	c := config{denied: DeniedHandler}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	return func(fc *fiber.Ctx) error {
+		if c.skip != nil && c.skip(fc) {
+			return fc.Next()
+		}
+		call := core.Call{Key: c.key}
+		if c.cost != nil {
+			call.Cost = c.cost(fc)
+		}
+		r := (*request)(fc)
+		// The pooled *fasthttp.RequestCtx must not reach the store: a Redis
+		// call can outlive the request after a timeout. UserContext cannot.
+		ctx := fc.UserContext()
+		d, err := l.CheckWith(ctx, r, call)
+		if err != nil {
+			if c.onError != nil {
+				return c.onError(fc, err)
+			}
+			c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: request not rate limited", slog.String("error", err.Error()))
+			return fc.Next()
+		}
+		f := c.headers.Format(&d, time.Now())
+		for i := range f.N {
+			fc.Set(f.Name[i], f.Value[i]) // fasthttp copies name and value
+		}
+		// d holds no request memory (policy names are the Limiter's), so a
+		// handler may keep the pointer after the request.
+		fc.Locals(LocalsKey, &d)
+		if !d.Allowed {
+			return c.denied(fc)
+		}
+		return fc.Next()
+	}
+}
+
+// DeniedHandler is the default answer to a denied request: 429 Too Many
+// Requests with an RFC 9457 problem+json body (httplimit.Problem). Call it
+// from a custom denied handler to keep the standard body.
+func DeniedHandler(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, httplimit.ProblemContentType)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Status(fiber.StatusTooManyRequests)
+	if d, ok := DecisionFrom(c); ok {
+		return c.Send(httplimit.Problem(d)) // a fresh slice: Send keeps it
+	}
+	return c.SendString(`{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429}` + "\n")
+}
+
+// DecisionFrom returns the Decision the middleware made for this request.
+// The Decision does not alias request memory: it may be kept after the
+// request.
+func DecisionFrom(c *fiber.Ctx) (*core.Decision, bool) {
+	d, ok := c.Locals(LocalsKey).(*core.Decision)
+	return d, ok
+}

@@ -1,0 +1,837 @@
+package fiberlimit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
+
+	"github.com/sluicehq/sluice/adapters/fiberlimit"
+	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// ---- fixtures ----
+
+func newStore(t testing.TB) (*memorystore.Store, *limitertest.Clock) {
+	clock := limitertest.NewClock()
+	s, err := memorystore.New(memorystore.WithClock(clock.Now))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s, clock
+}
+
+func newLimiter(t testing.TB, s core.Store, ps ...core.Policy) *core.Limiter {
+	l, err := core.NewLimiter(s, ps)
+	require.NoError(t, err)
+	return l
+}
+
+func ipKey(t testing.TB) keyfunc.Func {
+	f, err := keyfunc.IP()
+	require.NoError(t, err)
+	return f
+}
+
+func ok(c *fiber.Ctx) error { return c.SendString("ok") }
+
+// spy records the Decision of every request, including denied ones, from
+// outside the limiter.
+func spy(got **core.Decision) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		err := c.Next()
+		*got, _ = fiberlimit.DecisionFrom(c)
+		return err
+	}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// get sends GET target with header name/value pairs through Fiber's harness.
+func get(t testing.TB, app *fiber.App, target string, hdr ...string) response {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, target, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	res, err := app.Test(req, -1)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return response{res.StatusCode, res.Header, string(b)}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// flakyStore is a memory store whose backend can be taken down.
+type flakyStore struct {
+	core.Store
+	down atomic.Bool
+}
+
+var errBackend = errors.New("backend unreachable")
+
+func (s *flakyStore) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+	if s.down.Load() {
+		return core.Result{}, fmt.Errorf("flaky: %w", errBackend)
+	}
+	return s.Store.Take(ctx, key, l, cost)
+}
+
+func (s *flakyStore) Reset(ctx context.Context, key string, l core.Limit) error {
+	if s.down.Load() {
+		return fmt.Errorf("flaky: %w", errBackend)
+	}
+	return s.Store.Reset(ctx, key, l)
+}
+
+// recordingStore keeps every key it is given, as a careless store might.
+type recordingStore struct {
+	core.Store
+	mu   sync.Mutex
+	keys []string
+}
+
+func (s *recordingStore) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+	s.mu.Lock()
+	s.keys = append(s.keys, key)
+	s.mu.Unlock()
+	return s.Store.Take(ctx, key, l, cost)
+}
+
+// ---- header parsing (RFC 9651 structured fields, as httplimit writes them) ----
+
+var (
+	sfPolicy    = regexp.MustCompile(`^"([A-Za-z0-9_.:-]{1,64})";q=([0-9]{1,15});w=([0-9]{1,15})$`)
+	sfRateLimit = regexp.MustCompile(`^"([A-Za-z0-9_.:-]{1,64})";r=([0-9]{1,15});t=([0-9]{1,15})$`)
+	sfListSep   = regexp.MustCompile(`[ \t]*,[ \t]*`)
+)
+
+func atoi(t testing.TB, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	require.NoError(t, err, s)
+	return n
+}
+
+type policyItem struct {
+	name string
+	q, w int64
+}
+
+func parsePolicies(t testing.TB, v string) []policyItem {
+	t.Helper()
+	var out []policyItem
+	for _, m := range sfListSep.Split(v, -1) {
+		p := sfPolicy.FindStringSubmatch(m)
+		require.NotNil(t, p, "RateLimit-Policy member %q of %q", m, v)
+		out = append(out, policyItem{p[1], atoi(t, p[2]), atoi(t, p[3])})
+	}
+	return out
+}
+
+func parseRateLimit(t testing.TB, v string) (name string, r, tt int64) {
+	t.Helper()
+	m := sfRateLimit.FindStringSubmatch(v)
+	require.NotNil(t, m, "RateLimit %q", v)
+	return m[1], atoi(t, m[2]), atoi(t, m[3])
+}
+
+func ceilSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
+
+func ceilUnix(t time.Time) int64 {
+	if t.Nanosecond() > 0 {
+		return t.Unix() + 1
+	}
+	return t.Unix()
+}
+
+// requireHeaders checks every rate-limit header of res against d, the
+// Decision the middleware made; the response was produced between before
+// and after (X-RateLimit-Reset is in real epoch seconds).
+func requireHeaders(t testing.TB, res response, d *core.Decision, before, after time.Time) {
+	t.Helper()
+	require.NotNil(t, d)
+	b := d.Bound()
+
+	ps := parsePolicies(t, res.header.Get(httplimit.HeaderRateLimitPolicy))
+	require.Len(t, ps, len(d.Results))
+	for i, p := range d.Results {
+		w := p.Limit.Period
+		if p.Limit.Algorithm.Bucket() {
+			w = time.Duration(float64(p.Limit.Period) * float64(p.Limit.Capacity()) / float64(p.Limit.Rate))
+		}
+		require.Equal(t, policyItem{p.Policy, p.Limit.Capacity(), max(ceilSeconds(w), 1)}, ps[i])
+	}
+
+	name, r, tt := parseRateLimit(t, res.header.Get(httplimit.HeaderRateLimit))
+	require.Equal(t, b.Policy, name)
+	require.Equal(t, b.Remaining, r)
+	if !b.Allowed && !b.Never() {
+		require.Equal(t, ceilSeconds(b.RetryAfter), tt)
+		require.Positive(t, tt, "t is never 0 while limited")
+		require.Equal(t, strconv.FormatInt(tt, 10), res.header.Get(httplimit.HeaderRetryAfter), "Retry-After == t")
+	} else {
+		require.Equal(t, ceilSeconds(b.ResetAfter), tt)
+		require.Empty(t, res.header.Values(httplimit.HeaderRetryAfter))
+	}
+
+	require.Equal(t, strconv.FormatInt(b.Limit.Capacity(), 10), res.header.Get(httplimit.HeaderLimit))
+	require.Equal(t, strconv.FormatInt(b.Remaining, 10), res.header.Get(httplimit.HeaderRemaining))
+	reset := atoi(t, res.header.Get(httplimit.HeaderReset))
+	require.GreaterOrEqual(t, reset, ceilUnix(before.Add(b.ResetAfter)))
+	require.LessOrEqual(t, reset, ceilUnix(after.Add(b.ResetAfter)))
+	require.Equal(t, d.State().String(), res.header.Get(httplimit.HeaderState))
+	for _, h := range []string{httplimit.HeaderRateLimitPolicy, httplimit.HeaderRateLimit, httplimit.HeaderLimit,
+		httplimit.HeaderRemaining, httplimit.HeaderReset, httplimit.HeaderState} {
+		require.Len(t, res.header.Values(h), 1, h)
+	}
+}
+
+type problem struct {
+	Type     string   `json:"type"`
+	Title    string   `json:"title"`
+	Status   int      `json:"status"`
+	Detail   string   `json:"detail"`
+	Violated []string `json:"violated-policies"`
+}
+
+func requireProblem(t testing.TB, res response, violated ...string) problem {
+	t.Helper()
+	require.Equal(t, http.StatusTooManyRequests, res.status)
+	require.Equal(t, httplimit.ProblemContentType, res.header.Get("Content-Type"))
+	require.Equal(t, "no-store", res.header.Get("Cache-Control"))
+	var p problem
+	require.NoError(t, json.Unmarshal([]byte(res.body), &p), res.body)
+	require.Equal(t, "https://iana.org/assignments/http-problem-types#quota-exceeded", p.Type)
+	require.Equal(t, "Too Many Requests", p.Title)
+	require.Equal(t, 429, p.Status)
+	require.Equal(t, violated, p.Violated)
+	return p
+}
+
+// ---- tests ----
+
+// Limit 10: requests 1-8 are normal, 9 and 10 warning (usage above 80%),
+// 11 throttled, under every algorithm; every header matches the Decision.
+func TestHeadersAndWarningState(t *testing.T) {
+	for _, a := range limitertest.Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
+			store, _ := newStore(t)
+			l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(10).WithAlgorithm(a)})
+			var d *core.Decision
+			var handled int
+			app := fiber.New()
+			app.Use(spy(&d), fiberlimit.New(l))
+			app.Get("/hello", func(c *fiber.Ctx) error { handled++; return c.SendString("hello") })
+
+			for i := 1; i <= 11; i++ {
+				before := time.Now()
+				res := get(t, app, "/hello")
+				after := time.Now()
+				requireHeaders(t, res, d, before, after)
+				want := map[bool]string{true: "normal", false: "warning"}[i <= 8]
+				if i == 11 {
+					want = "throttled"
+					requireProblem(t, res, "per-ip")
+				} else {
+					require.Equal(t, http.StatusOK, res.status, "request %d", i)
+					require.Equal(t, "hello", res.body)
+					require.Equal(t, int64(10-i), d.Bound().Remaining)
+				}
+				require.Equal(t, want, res.header.Get(httplimit.HeaderState), "request %d", i)
+			}
+			require.Equal(t, 10, handled)
+		})
+	}
+}
+
+// With several policies, RateLimit-Policy lists them all, RateLimit and
+// Retry-After follow the one that denied, and only it is violated.
+func TestDeniedByOneOfTwoPolicies(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	ip := ipKey(t)
+	l := newLimiter(t, store,
+		core.Policy{Name: "per-minute", Key: ip, Limit: core.PerMinute(100)},
+		core.Policy{Name: "burst", Key: ip, Limit: core.PerSecond(2)},
+	)
+	var d *core.Decision
+	app := fiber.New()
+	app.Use(spy(&d), fiberlimit.New(l))
+	app.Get("/", ok)
+
+	for i := 1; i <= 3; i++ {
+		before := time.Now()
+		res := get(t, app, "/")
+		requireHeaders(t, res, d, before, time.Now())
+		require.Equal(t, "burst", d.Bound().Policy)
+		if i < 3 {
+			require.Equal(t, http.StatusOK, res.status)
+			continue
+		}
+		p := requireProblem(t, res, "burst")
+		require.Equal(t, "Rate limit exceeded; retry in 1 seconds.", p.Detail)
+		require.Equal(t, `"per-minute";q=100;w=60, "burst";q=2;w=1`, res.header.Get("RateLimit-Policy"))
+		require.Equal(t, "1", res.header.Get("Retry-After"))
+	}
+}
+
+func TestSkip(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(2)})
+	app := fiber.New()
+	app.Use(fiberlimit.New(l, fiberlimit.WithSkip(func(c *fiber.Ctx) bool { return c.Path() == "/healthz" })))
+	app.Get("/healthz", ok)
+	app.Get("/hello", ok)
+
+	for range 20 {
+		res := get(t, app, "/healthz")
+		require.Equal(t, http.StatusOK, res.status)
+		require.Empty(t, res.header.Get("RateLimit"), "skipped requests get no headers")
+		require.Empty(t, res.header.Get("X-RateLimit-Remaining"))
+	}
+	res := get(t, app, "/hello")
+	require.Equal(t, http.StatusOK, res.status)
+	require.Equal(t, "1", res.header.Get("X-RateLimit-Remaining"), "skipped requests are not counted")
+}
+
+func TestCost(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(10)})
+	var d *core.Decision
+	app := fiber.New()
+	app.Use(spy(&d), fiberlimit.New(l, fiberlimit.WithCost(func(c *fiber.Ctx) int64 {
+		n, _ := strconv.ParseInt(c.Get("X-Cost"), 10, 64)
+		return n
+	})))
+	app.Get("/", ok)
+
+	steps := []struct {
+		cost      string
+		status    int
+		remaining string
+	}{
+		{"", 200, "9"},  // no cost: 1
+		{"0", 200, "8"}, // 0 means 1
+		{"5", 200, "3"},
+		{"4", 429, "3"}, // denied: consumes nothing
+		{"3", 200, "0"},
+	}
+	for i, s := range steps {
+		before := time.Now()
+		res := get(t, app, "/", "X-Cost", s.cost)
+		requireHeaders(t, res, d, before, time.Now())
+		require.Equal(t, s.status, res.status, "step %d", i)
+		require.Equal(t, s.remaining, res.header.Get("X-RateLimit-Remaining"), "step %d", i)
+	}
+}
+
+// A cost above the capacity can never succeed: 429 without Retry-After.
+func TestCostAboveCapacity(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(10)})
+	var d *core.Decision
+	app := fiber.New()
+	app.Use(spy(&d), fiberlimit.New(l, fiberlimit.WithCost(func(*fiber.Ctx) int64 { return 11 })))
+	app.Get("/", ok)
+
+	before := time.Now()
+	res := get(t, app, "/")
+	requireHeaders(t, res, d, before, time.Now())
+	p := requireProblem(t, res, "per-ip")
+	require.Contains(t, p.Detail, "cannot succeed")
+	require.Empty(t, res.header.Get("Retry-After"))
+	require.True(t, d.Bound().Never())
+}
+
+func TestStoreFailure(t *testing.T) {
+	t.Parallel()
+	t.Run("fail open by default", func(t *testing.T) {
+		t.Parallel()
+		mem, _ := newStore(t)
+		store := &flakyStore{Store: mem}
+		l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(1)})
+		var logs syncBuffer
+		app := fiber.New()
+		app.Use(fiberlimit.New(l, fiberlimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+		app.Get("/", func(c *fiber.Ctx) error {
+			_, ok := fiberlimit.DecisionFrom(c)
+			return c.SendString(strconv.FormatBool(ok))
+		})
+
+		store.down.Store(true)
+		for range 3 {
+			res := get(t, app, "/")
+			require.Equal(t, http.StatusOK, res.status)
+			require.Equal(t, "false", res.body, "no Decision when undecided")
+			require.Empty(t, res.header.Get("RateLimit"))
+			require.Empty(t, res.header.Get("RateLimit-Policy"))
+		}
+		require.Equal(t, 3, strings.Count(logs.String(), "sluice: request not rate limited"))
+		require.Contains(t, logs.String(), "backend unreachable")
+
+		store.down.Store(false) // recovery needs nothing
+		require.Equal(t, http.StatusOK, get(t, app, "/").status)
+		require.Equal(t, http.StatusTooManyRequests, get(t, app, "/").status)
+	})
+	t.Run("error handler", func(t *testing.T) {
+		t.Parallel()
+		mem, _ := newStore(t)
+		store := &flakyStore{Store: mem}
+		store.down.Store(true)
+		l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(1)})
+		var got error
+		app := fiber.New()
+		app.Use(fiberlimit.New(l, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) error {
+			got = err
+			return c.Status(fiber.StatusServiceUnavailable).SendString("try later")
+		})))
+		handled := false
+		app.Get("/", func(c *fiber.Ctx) error { handled = true; return nil })
+
+		res := get(t, app, "/")
+		require.Equal(t, http.StatusServiceUnavailable, res.status)
+		require.Equal(t, "try later", res.body)
+		require.ErrorIs(t, got, errBackend)
+		require.False(t, handled)
+		require.Empty(t, res.header.Get("RateLimit"))
+	})
+	t.Run("error handler returns an error", func(t *testing.T) {
+		t.Parallel()
+		store := &flakyStore{Store: nil}
+		store.down.Store(true)
+		l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(1)})
+		app := fiber.New()
+		app.Use(fiberlimit.New(l, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) error {
+			return fiber.ErrServiceUnavailable // to Fiber's ErrorHandler
+		})))
+		app.Get("/", ok)
+		res := get(t, app, "/")
+		require.Equal(t, http.StatusServiceUnavailable, res.status)
+		require.NotContains(t, res.body, "backend", "no error text reaches the client")
+	})
+}
+
+// No identity (a missing API key) and a negative cost are undecided too.
+func TestUndecided(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	l := newLimiter(t, store, core.Policy{Name: "per-key", Key: keyfunc.Header("X-API-Key"), Limit: core.PerMinute(1)})
+	var errs []error
+	onError := fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) error {
+		errs = append(errs, err)
+		return c.SendStatus(fiber.StatusUnauthorized)
+	})
+	app := fiber.New()
+	app.Get("/key", fiberlimit.New(l, onError), ok)
+	app.Get("/cost", fiberlimit.New(l, onError, fiberlimit.WithCost(func(*fiber.Ctx) int64 { return -1 })), ok)
+
+	require.Equal(t, http.StatusUnauthorized, get(t, app, "/key").status)
+	require.Equal(t, http.StatusUnauthorized, get(t, app, "/cost", "X-API-Key", "k").status)
+	require.Len(t, errs, 2)
+	require.ErrorIs(t, errs[0], keyfunc.ErrNoKey)
+	require.ErrorIs(t, errs[1], core.ErrInvalidCost)
+}
+
+// Two routes, two limiters: one per client IP, one per API key and route
+// template, each counting on its own.
+func TestPerRouteLimits(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	search := newLimiter(t, store, core.Policy{Name: "search", Key: ipKey(t), Limit: core.PerMinute(2)})
+	api := newLimiter(t, store, core.Policy{Name: "api", Key: ipKey(t), Limit: core.PerMinute(3)})
+	app := fiber.New()
+	app.Get("/search", fiberlimit.New(search), ok)
+	app.Get("/api/items/:id", fiberlimit.New(api, fiberlimit.WithKey(keyfunc.Join(keyfunc.Header("X-API-Key"), keyfunc.Route()))), ok)
+
+	statuses := func(target string, n int, hdr ...string) []int {
+		var s []int
+		for range n {
+			res := get(t, app, target, hdr...)
+			s = append(s, res.status)
+		}
+		return s
+	}
+	require.Equal(t, []int{200, 200, 429}, statuses("/search", 3))
+	// Different paths, one template: one bucket for k1.
+	require.Equal(t, []int{200, 200}, statuses("/api/items/1", 2, "X-API-Key", "k1"))
+	require.Equal(t, []int{200, 429}, statuses("/api/items/2", 2, "X-API-Key", "k1"))
+	require.Equal(t, []int{200, 200, 200, 429}, statuses("/api/items/3", 4, "X-API-Key", "k2"))
+
+	res := get(t, app, "/api/items/9", "X-API-Key", "k3")
+	require.Equal(t, `"api";q=3;w=60`, res.header.Get("RateLimit-Policy"))
+	res = get(t, app, "/search")
+	require.Equal(t, `"search";q=2;w=60`, res.header.Get("RateLimit-Policy"))
+}
+
+// WithKey replaces the policy's identity: two API keys from one address
+// have separate buckets.
+func TestKeyOverride(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	l := newLimiter(t, store, core.Policy{Name: "per-client", Key: ipKey(t), Limit: core.PerMinute(1)})
+	app := fiber.New()
+	app.Get("/by-ip", fiberlimit.New(l), ok)
+	app.Get("/by-key", fiberlimit.New(l, fiberlimit.WithKey(keyfunc.Header("X-API-Key"))), ok)
+
+	require.Equal(t, 200, get(t, app, "/by-ip", "X-API-Key", "a").status)
+	require.Equal(t, 429, get(t, app, "/by-ip", "X-API-Key", "b").status, "same address, same bucket")
+	require.Equal(t, 200, get(t, app, "/by-key", "X-API-Key", "a").status)
+	require.Equal(t, 200, get(t, app, "/by-key", "X-API-Key", "b").status)
+	require.Equal(t, 429, get(t, app, "/by-key", "X-API-Key", "a").status)
+}
+
+func TestDecisionInHandler(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(10)})
+	app := fiber.New()
+	app.Use(fiberlimit.New(l))
+	app.Get("/", func(c *fiber.Ctx) error {
+		d, ok := fiberlimit.DecisionFrom(c)
+		if !ok || c.Locals(fiberlimit.LocalsKey) != d {
+			return c.SendStatus(fiber.StatusInternalServerError)
+		}
+		return c.SendString(fmt.Sprintf("%s %s %d", d.Bound().Policy, d.State(), d.Bound().Remaining))
+	})
+	var bodies []string
+	for range 9 {
+		bodies = append(bodies, get(t, app, "/").body)
+	}
+	require.Equal(t, "per-ip normal 9", bodies[0])
+	require.Equal(t, "per-ip normal 2", bodies[7])
+	require.Equal(t, "per-ip warning 1", bodies[8])
+}
+
+func TestDeniedHandler(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(1)})
+	app := fiber.New()
+	app.Use(fiberlimit.New(l, fiberlimit.WithDeniedHandler(func(c *fiber.Ctx) error {
+		d, _ := fiberlimit.DecisionFrom(c)
+		return c.Status(fiber.StatusTooManyRequests).JSON(fiber.Map{"retry": c.GetRespHeader("Retry-After"), "state": d.State().String()})
+	})))
+	app.Get("/", ok)
+
+	get(t, app, "/")
+	res := get(t, app, "/")
+	require.Equal(t, http.StatusTooManyRequests, res.status)
+	require.JSONEq(t, `{"retry":"60","state":"throttled"}`, res.body)
+	require.Equal(t, "60", res.header.Get("Retry-After"))
+	require.Equal(t, `"per-ip";r=0;t=60`, res.header.Get("RateLimit"))
+}
+
+func TestWithHeaders(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(2)})
+	app := fiber.New()
+	app.Use(fiberlimit.New(l, fiberlimit.WithHeaders(httplimit.HeaderConfig{Omit: httplimit.Draft | httplimit.State, Reset: httplimit.ResetDelta})))
+	app.Get("/", ok)
+
+	res := get(t, app, "/")
+	require.Empty(t, res.header.Get("RateLimit"))
+	require.Empty(t, res.header.Get("RateLimit-Policy"))
+	require.Empty(t, res.header.Get("X-RateLimit-State"))
+	require.Equal(t, "2", res.header.Get("X-RateLimit-Limit"))
+	require.Equal(t, "1", res.header.Get("X-RateLimit-Remaining"))
+	require.Equal(t, "30", res.header.Get("X-RateLimit-Reset"))
+}
+
+// The keyfunc.Request view: every method, against what was sent.
+func TestRequestView(t *testing.T) {
+	t.Parallel()
+	for _, normalize := range []bool{true, false} {
+		t.Run(fmt.Sprintf("normalizing=%v", normalize), func(t *testing.T) {
+			t.Parallel()
+			type seen struct {
+				method, route, path, header, lower, missing, query, remote, ctxValue string
+				xff, none                                                            []string
+			}
+			var got seen
+			view := func(r keyfunc.Request) (string, error) {
+				// Cloned: the view's strings are valid only during this call.
+				got = seen{
+					method: strings.Clone(r.Method()), route: r.Route(), path: strings.Clone(r.Path()),
+					header: strings.Clone(r.Header("X-API-Key")), lower: strings.Clone(r.Header("x-api-key")),
+					missing: r.Header("X-Missing"), query: strings.Clone(r.Query("q")), remote: r.RemoteAddr(),
+					none: r.HeaderValues("X-Missing"),
+				}
+				for _, v := range r.HeaderValues("x-forwarded-for") {
+					got.xff = append(got.xff, strings.Clone(v))
+				}
+				got.ctxValue, _ = r.Context().Value(ctxKey{}).(string)
+				return "k", nil
+			}
+			mem, _ := newStore(t)
+			store := &ctxStore{Store: mem}
+			l := newLimiter(t, store, core.Policy{Name: "p", Key: keyfunc.Const("unused"), Limit: core.PerMinute(10)})
+			app := fiber.New(fiber.Config{DisableHeaderNormalizing: !normalize})
+			app.Use(func(c *fiber.Ctx) error {
+				c.SetUserContext(context.WithValue(c.UserContext(), ctxKey{}, "user-7"))
+				return c.Next()
+			})
+			app.Get("/users/:id", fiberlimit.New(l, fiberlimit.WithKey(view)), ok)
+
+			req := httptest.NewRequest(http.MethodGet, "/users/42?q=x&q=y", nil)
+			req.Header["x-api-key"] = []string{"secret"} // sent in lower case
+			req.Header["X-Forwarded-For"] = []string{"198.51.100.1, 203.0.113.9"}
+			req.Header["x-FORWARDED-for"] = []string{"10.0.0.3"}
+			res, err := app.Test(req, -1)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusOK, res.StatusCode)
+			require.NoError(t, res.Body.Close())
+
+			require.Equal(t, seen{
+				method: "GET", route: "/users/:id", path: "/users/42", header: "secret", lower: "secret",
+				query: "x", remote: "0.0.0.0:0", ctxValue: "user-7",
+			}, seen{got.method, got.route, got.path, got.header, got.lower, got.missing, got.query, got.remote, got.ctxValue, nil, nil})
+			require.Nil(t, got.none)
+			require.Equal(t, []string{"user-7"}, store.values, "the store gets c.UserContext()")
+			// Both lines, in order (Go's DumpRequest writes the map in
+			// sorted key order: upper case first).
+			require.Equal(t, []string{"198.51.100.1, 203.0.113.9", "10.0.0.3"}, got.xff)
+		})
+	}
+}
+
+type ctxKey struct{}
+
+// ctxStore records the ctxKey value of every context it is given, and
+// refuses the pooled *fasthttp.RequestCtx, which a Redis call still running
+// after a timeout could otherwise use after it is recycled.
+type ctxStore struct {
+	core.Store
+	values []string
+}
+
+func (s *ctxStore) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+	if _, ok := ctx.(*fasthttp.RequestCtx); ok {
+		return core.Result{}, errors.New("ctxStore: got the pooled *fasthttp.RequestCtx")
+	}
+	v, _ := ctx.Value(ctxKey{}).(string)
+	s.values = append(s.values, v)
+	return s.Store.Take(ctx, key, l, cost)
+}
+
+// keyfunc.IP walks every X-Forwarded-For line through the view.
+func TestTrustedProxyIP(t *testing.T) {
+	t.Parallel()
+	ip, err := keyfunc.IP(keyfunc.TrustProxies("0.0.0.0/32", "10.0.0.0/8"))
+	require.NoError(t, err)
+	store, _ := newStore(t)
+	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ip, Limit: core.PerMinute(1)})
+	app := fiber.New()
+	app.Use(fiberlimit.New(l))
+	app.Get("/", ok)
+
+	// The client-written leftmost entry never matters: the client is the
+	// rightmost untrusted address, 203.0.113.9, across both lines.
+	require.Equal(t, 200, get(t, app, "/", "X-Forwarded-For", "1.1.1.1, 203.0.113.9", "X-Forwarded-For", "10.0.0.3").status)
+	require.Equal(t, 429, get(t, app, "/", "X-Forwarded-For", "2.2.2.2, 203.0.113.9", "X-Forwarded-For", "10.0.0.3").status)
+	require.Equal(t, 200, get(t, app, "/", "X-Forwarded-For", "203.0.113.10", "X-Forwarded-For", "10.0.0.3").status)
+}
+
+// fiberlimit.IP is c.IP(): the transport peer by default, and whatever the
+// client writes once ProxyHeader is set without a trusted-proxy check.
+func TestIP(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		config fiber.Config
+		second int
+	}{
+		{"default config: transport peer", fiber.Config{}, 429},
+		{"ProxyHeader without trust check: spoofable", fiber.Config{ProxyHeader: fiber.HeaderXForwardedFor}, 200},
+		{"ProxyHeader with trust check, peer untrusted", fiber.Config{ProxyHeader: fiber.HeaderXForwardedFor, EnableTrustedProxyCheck: true}, 429},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store, _ := newStore(t)
+			l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: fiberlimit.IP(), Limit: core.PerMinute(1)})
+			app := fiber.New(tc.config)
+			app.Use(fiberlimit.New(l))
+			app.Get("/", ok)
+			require.Equal(t, 200, get(t, app, "/", "X-Forwarded-For", "198.51.100.1").status)
+			require.Equal(t, tc.second, get(t, app, "/", "X-Forwarded-For", "198.51.100.2").status)
+		})
+	}
+	t.Run("header absent: transport peer", func(t *testing.T) {
+		t.Parallel()
+		store, _ := newStore(t)
+		l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: fiberlimit.IP(), Limit: core.PerMinute(1)})
+		app := fiber.New(fiber.Config{ProxyHeader: fiber.HeaderXForwardedFor})
+		app.Use(fiberlimit.New(l))
+		app.Get("/", ok)
+		require.Equal(t, 200, get(t, app, "/").status)
+		require.Equal(t, 429, get(t, app, "/").status, "omitting the header is no way around the limit")
+	})
+	t.Run("outside the middleware", func(t *testing.T) {
+		t.Parallel()
+		_, err := fiberlimit.IP()(keyfunc.Static{Remote: "203.0.113.7:1"})
+		require.Error(t, err)
+	})
+}
+
+// fasthttp reuses request buffers after each request. What the middleware
+// hands out beyond the request (the Decision) and the keys a store keeps
+// must not change when it does.
+func TestKeptValuesSurviveBufferReuse(t *testing.T) {
+	t.Parallel()
+	mem, _ := newStore(t)
+	store := &recordingStore{Store: mem}
+	l := newLimiter(t, store, core.Policy{Name: "per-key", Key: keyfunc.Header("X-API-Key"), Limit: core.PerMinute(1000)})
+	const n = 300
+	var kept []*core.Decision
+	var raw []string // view strings kept without a copy: the control
+	app := fiber.New()
+	app.Get("/", fiberlimit.New(l), func(c *fiber.Ctx) error {
+		d, _ := fiberlimit.DecisionFrom(c)
+		kept = append(kept, d)
+		raw = append(raw, fiberlimit.Request(c).Header("X-API-Key"))
+		return c.SendString("ok")
+	})
+
+	// One RequestCtx for every request, as a fasthttp server worker reuses
+	// it, so the header buffers are overwritten in place.
+	h := app.Handler()
+	var fctx fasthttp.RequestCtx
+	fctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.IPv4(203, 0, 113, 7), Port: 5555}, nil)
+	key := func(i int) string { return fmt.Sprintf("key-%04d", i) }
+	for i := range n {
+		fctx.Request.Reset()
+		fctx.Response.Reset()
+		fctx.ResetUserValues()
+		fctx.Request.SetRequestURI("/")
+		fctx.Request.Header.Set("X-API-Key", key(i))
+		h(&fctx)
+		require.Equal(t, fiber.StatusOK, fctx.Response.StatusCode())
+	}
+
+	require.Len(t, kept, n)
+	require.Len(t, store.keys, n)
+	for i := range n {
+		d := kept[i]
+		require.True(t, d.Allowed)
+		require.Len(t, d.Results, 1)
+		require.Equal(t, "per-key", d.Results[0].Policy)
+		require.Equal(t, int64(999), d.Results[0].Remaining)
+		require.Equal(t, core.Normal, d.State())
+		require.Equal(t, key(i)+"\x00per-key", store.keys[i], "store key %d", i)
+	}
+	// The control: an uncopied view string now reads a later request's key,
+	// so the reuse this test relies on did happen.
+	require.NotEqual(t, key(0), raw[0])
+	require.Equal(t, key(n-1), raw[0])
+}
+
+// Concurrent requests for one key: exactly the capacity gets through.
+func TestConcurrent(t *testing.T) {
+	t.Parallel()
+	store, _ := newStore(t)
+	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(20)})
+	app := fiber.New()
+	app.Use(fiberlimit.New(l))
+	app.Get("/", ok)
+
+	var allowed, denied atomic.Int64
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := app.Test(httptest.NewRequest(http.MethodGet, "/", nil), -1)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = res.Body.Close()
+			switch res.StatusCode {
+			case 200:
+				allowed.Add(1)
+			case 429:
+				denied.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int64(20), allowed.Load())
+	require.Equal(t, int64(30), denied.Load())
+}
+
+func TestNewNilLimiterPanics(t *testing.T) {
+	t.Parallel()
+	require.PanicsWithValue(t, "fiberlimit.New: nil limiter", func() { fiberlimit.New(nil) })
+}
+
+// The view's RemoteAddr reads exactly as net.Addr.String does.
+func TestRemoteAddr(t *testing.T) {
+	t.Parallel()
+	var got string
+	app := fiber.New()
+	app.Get("/", func(c *fiber.Ctx) error { got = fiberlimit.Request(c).RemoteAddr(); return nil })
+	h := app.Handler()
+	for _, a := range []net.Addr{
+		&net.TCPAddr{IP: net.IPv4(203, 0, 113, 7), Port: 5555},          // 16-byte form
+		&net.TCPAddr{IP: net.IP{203, 0, 113, 7}, Port: 1},               // 4-byte form
+		&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 443},         // IPv6
+		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 80, Zone: "en0"}, // zone
+		&net.TCPAddr{IP: net.IPv4zero},                                  // Fiber's test conn
+		&net.TCPAddr{},                                                  // no IP
+		&net.UnixAddr{Name: "/run/app.sock", Net: "unix"},
+		&net.UnixAddr{Name: "@", Net: "unix"},
+	} {
+		var fctx fasthttp.RequestCtx
+		var req fasthttp.Request
+		req.SetRequestURI("/")
+		fctx.Init(&req, a, nil)
+		h(&fctx)
+		require.Equal(t, a.String(), got)
+	}
+}
