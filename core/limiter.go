@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -18,14 +20,52 @@ type Policy struct {
 	Key keyfunc.Func
 	// Limit is how many requests an identity may make.
 	Limit Limit
+	// Match selects the requests the policy applies to (all by default).
+	Match Match
+	// Tiers, if set, replaces Limit for callers whose tier (see WithTiering)
+	// has an entry; other callers get Limit.
+	Tiers map[string]Limit
+	// Shadow puts the policy on trial: a request it would deny is allowed,
+	// and its result is marked and reported to OnShadowDeny hooks.
+	Shadow bool
+	// Refund gives a request's units back after the response, when the
+	// response matches: RefundFailed (status >= 400) or RefundSuccessful.
+	Refund RefundWhen
+}
+
+// RefundWhen says which responses a policy does not count.
+type RefundWhen uint8
+
+const (
+	// RefundNever counts every admitted request (the default).
+	RefundNever RefundWhen = iota
+	// RefundFailed gives back requests answered with status >= 400.
+	RefundFailed
+	// RefundSuccessful gives back requests answered with status < 400.
+	RefundSuccessful
+)
+
+func (w RefundWhen) matches(status int) bool {
+	return w == RefundFailed && status >= 400 || w == RefundSuccessful && status < 400
 }
 
 // PolicyResult is the decision of one policy for one request.
 type PolicyResult struct {
 	Policy string
-	Limit  Limit
+	// Limit is the limit applied: the policy's, or its tier's.
+	Limit Limit
+	// Tier is the caller's tier when the policy has tiers.
+	Tier string
+	// Shadow: the policy is on trial; its denial did not deny the request.
+	Shadow bool
 	Result
+	key    string
+	cost   int64
+	refund RefundWhen
 }
+
+// ShadowDenied reports whether a shadow policy would have denied the request.
+func (p *PolicyResult) ShadowDenied() bool { return p.Shadow && !p.Allowed }
 
 // Decision is the outcome of a request under every policy of a Limiter.
 type Decision struct {
@@ -38,6 +78,9 @@ type Decision struct {
 	// with the smallest share of its capacity left. It drives the headers.
 	Binding int
 }
+
+// Limited reports whether any policy applied to the request.
+func (d *Decision) Limited() bool { return len(d.Results) > 0 }
 
 // Bound returns the most constraining result (zero if there is none).
 func (d *Decision) Bound() PolicyResult {
@@ -62,10 +105,11 @@ type Hook func(ctx context.Context, r keyfunc.Request, p PolicyResult)
 // Limiter checks requests against its policies in a Store. Build one with
 // NewLimiter; it is safe for concurrent use. Every adapter calls Check.
 type Limiter struct {
-	store         Store
-	policies      []compiledPolicy
-	onStateChange Hook
-	onWarning     Hook
+	store    Store
+	policies []compiledPolicy
+	routes   trie
+	tiers    *tierCache
+	cfg      limiterConfig
 }
 
 type compiledPolicy struct {
@@ -74,7 +118,9 @@ type compiledPolicy struct {
 }
 
 type limiterConfig struct {
-	onStateChange, onWarning Hook
+	onStateChange, onWarning, onShadowDeny Hook
+	shadow                                 bool
+	tiering                                *Tiering
 }
 
 // LimiterOption configures a Limiter.
@@ -89,6 +135,16 @@ func OnStateChange(h Hook) LimiterOption { return func(c *limiterConfig) { c.onS
 // state of a policy (usage rose above the warn threshold).
 func OnWarning(h Hook) LimiterOption { return func(c *limiterConfig) { c.onWarning = h } }
 
+// OnShadowDeny registers a hook called each time a shadow policy would have
+// denied a request.
+func OnShadowDeny(h Hook) LimiterOption { return func(c *limiterConfig) { c.onShadowDeny = h } }
+
+// WithShadow puts every policy of the Limiter on trial (see Policy.Shadow).
+func WithShadow() LimiterOption { return func(c *limiterConfig) { c.shadow = true } }
+
+// WithTiering resolves each caller's tier for the policies that have Tiers.
+func WithTiering(t Tiering) LimiterOption { return func(c *limiterConfig) { c.tiering = &t } }
+
 // NewLimiter returns a Limiter of policies on store. Every policy is
 // validated: an error names the policy and the field.
 func NewLimiter(store Store, policies []Policy, opts ...LimiterOption) (*Limiter, error) {
@@ -102,7 +158,13 @@ func NewLimiter(store Store, policies []Policy, opts ...LimiterOption) (*Limiter
 	for _, o := range opts {
 		o(&c)
 	}
-	l := &Limiter{store: store, onStateChange: c.onStateChange, onWarning: c.onWarning}
+	l := &Limiter{store: store, cfg: c}
+	if c.tiering != nil {
+		if c.tiering.Key == nil || c.tiering.Resolve == nil {
+			return nil, errors.New("sluice: WithTiering: Key and Resolve are required")
+		}
+		l.tiers = newTierCache(c.tiering)
+	}
 	seen := map[string]bool{}
 	for i, p := range policies {
 		if err := ValidPolicyName(p.Name); err != nil {
@@ -118,9 +180,56 @@ func NewLimiter(store Store, policies []Policy, opts ...LimiterOption) (*Limiter
 		if err := p.Limit.Validate(); err != nil {
 			return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
 		}
+		for tier, tl := range p.Tiers {
+			if err := tl.Validate(); err != nil {
+				return nil, fmt.Errorf("sluice: policy %q: tier %q: %w", p.Name, tier, err)
+			}
+		}
+		if len(p.Tiers) > 0 && c.tiering == nil {
+			return nil, fmt.Errorf("sluice: policy %q: Tiers: set, but the Limiter has no WithTiering", p.Name)
+		}
+		if len(p.Match.Routes) == 0 {
+			l.routes.all = append(l.routes.all, i)
+		}
+		for _, route := range p.Match.Routes {
+			if err := validateRoute(route); err != nil {
+				return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
+			}
+			l.routes.insert(route, i)
+		}
+		for _, m := range p.Match.Methods {
+			if m == "" || strings.ToUpper(m) != m && strings.ToLower(m) != m {
+				return nil, fmt.Errorf("sluice: policy %q: Methods: %q is not a method", p.Name, m)
+			}
+		}
+		p.Shadow = p.Shadow || c.shadow
 		l.policies = append(l.policies, compiledPolicy{Policy: p, suffix: "\x00" + p.Name})
 	}
 	return l, nil
+}
+
+// matched returns the indices of the policies that apply to r, in order.
+func (l *Limiter) matched(r keyfunc.Request) []int {
+	n := len(l.policies)
+	seen := make([]bool, n)
+	l.routes.match(r.Path(), func(i int) { seen[i] = true })
+	out := make([]int, 0, n)
+	method := ""
+	for i, ok := range seen {
+		if !ok {
+			continue
+		}
+		if ms := l.policies[i].Match.Methods; len(ms) > 0 {
+			if method == "" {
+				method = r.Method()
+			}
+			if !slices.ContainsFunc(ms, func(m string) bool { return strings.EqualFold(m, method) }) {
+				continue
+			}
+		}
+		out = append(out, i)
+	}
+	return out
 }
 
 // ValidPolicyName reports whether name can name a policy.
@@ -171,39 +280,74 @@ func (l *Limiter) CheckWith(ctx context.Context, r keyfunc.Request, c Call) (Dec
 	case cost < 0:
 		return Decision{}, fmt.Errorf("sluice: %w: %d", ErrInvalidCost, cost)
 	}
-	d := Decision{Allowed: true, Results: make([]PolicyResult, len(l.policies))}
-	if len(l.policies) == 1 { // the common case: one Take, no batch
-		p := &l.policies[0]
-		key, err := p.key(r, c.Key)
-		if err != nil {
-			return Decision{}, err
-		}
-		res, err := l.store.Take(ctx, key, p.Limit, cost)
-		if err != nil {
-			return Decision{}, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
-		}
-		d.Results[0] = PolicyResult{Policy: p.Name, Limit: p.Limit, Result: res}
-		d.Allowed = res.Allowed
-	} else if err := l.checkAll(ctx, r, c.Key, cost, &d); err != nil {
+	d, err := l.decide(ctx, r, c.Key, cost)
+	if err != nil {
 		return Decision{}, err
 	}
-	d.Binding = binding(d.Results)
 	l.hooks(ctx, r, &d)
 	return d, nil
 }
 
-// checkAll decides several policies all or nothing when the store is a
-// BatchStore (a request denied by one policy consumes nothing from the
-// others), one after another otherwise.
-func (l *Limiter) checkAll(ctx context.Context, r keyfunc.Request, override keyfunc.Func, cost int64, d *Decision) error {
-	ops := make([]Op, len(l.policies))
-	for i := range l.policies {
+// Peek reports r's state under every matching policy without counting it.
+func (l *Limiter) Peek(ctx context.Context, r keyfunc.Request) (Decision, error) {
+	return l.decide(ctx, r, nil, 0)
+}
+
+func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfunc.Func, cost int64) (Decision, error) {
+	var idx []int
+	if len(l.routes.all) == len(l.policies) && !l.anyMethods() {
+		idx = l.allIdx()
+	} else {
+		idx = l.matched(r)
+	}
+	d := Decision{Allowed: true, Results: make([]PolicyResult, len(idx))}
+	if len(idx) == 0 {
+		return d, nil
+	}
+	tier := ""
+	if l.tiers != nil && l.anyTiers(idx) {
+		tier = l.tiers.tier(ctx, r)
+	}
+	ops := make([]Op, len(idx))
+	for j, i := range idx {
 		p := &l.policies[i]
 		key, err := p.key(r, override)
 		if err != nil {
-			return err
+			return Decision{}, err
 		}
-		ops[i] = Op{Key: key, Limit: p.Limit, Cost: cost}
+		lim := p.Limit
+		if tl, ok := p.Tiers[tier]; ok {
+			lim = tl
+		}
+		ops[j] = Op{Key: key, Limit: lim, Cost: cost, Shadow: p.Shadow}
+		d.Results[j] = PolicyResult{Policy: p.Name, Limit: lim, Shadow: p.Shadow, key: key, cost: cost, refund: p.Refund}
+		if len(p.Tiers) > 0 {
+			d.Results[j].Tier = tier
+		}
+	}
+	if err := l.take(ctx, ops, d.Results); err != nil {
+		return Decision{}, err
+	}
+	for j := range d.Results {
+		if !d.Results[j].Allowed && !d.Results[j].Shadow && cost > 0 {
+			d.Allowed = false
+		}
+	}
+	d.Binding = binding(d.Results)
+	return d, nil
+}
+
+// take decides the ops: one Take for one op; for several, all or nothing
+// when the store is a BatchStore (a request denied by one policy consumes
+// nothing from the others), one after another otherwise.
+func (l *Limiter) take(ctx context.Context, ops []Op, out []PolicyResult) error {
+	if len(ops) == 1 {
+		res, err := l.store.Take(ctx, ops[0].Key, ops[0].Limit, ops[0].Cost)
+		if err != nil {
+			return fmt.Errorf("sluice: policy %q: %w", out[0].Policy, err)
+		}
+		out[0].Result = res
+		return nil
 	}
 	results := make([]Result, len(ops))
 	if bs, ok := l.store.(BatchStore); ok {
@@ -214,19 +358,93 @@ func (l *Limiter) checkAll(ctx context.Context, r keyfunc.Request, override keyf
 		for i, op := range ops {
 			res, err := l.store.Take(ctx, op.Key, op.Limit, op.Cost)
 			if err != nil {
-				return fmt.Errorf("sluice: policy %q: %w", l.policies[i].Name, err)
+				return fmt.Errorf("sluice: policy %q: %w", out[i].Policy, err)
 			}
 			results[i] = res
 		}
 	}
-	for i, res := range results {
-		p := &l.policies[i]
-		d.Results[i] = PolicyResult{Policy: p.Name, Limit: p.Limit, Result: res}
-		if !res.Allowed {
-			d.Allowed = false
+	for i := range out {
+		out[i].Result = results[i]
+	}
+	return nil
+}
+
+func (l *Limiter) allIdx() []int {
+	idx := make([]int, len(l.policies))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+func (l *Limiter) anyMethods() bool {
+	for i := range l.policies {
+		if len(l.policies[i].Match.Methods) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *Limiter) anyTiers(idx []int) bool {
+	for _, i := range idx {
+		if len(l.policies[i].Tiers) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Refund gives back the units of a checked request to the policies whose
+// Refund matches the response status (and that counted it). Adapters call it
+// after the response when the Decision is Refundable.
+func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
+	if !d.Allowed {
+		return nil
+	}
+	bs, ok := l.store.(BatchStore)
+	if !ok {
+		return errors.New("sluice: Refund: the store cannot refund")
+	}
+	for i := range d.Results {
+		p := &d.Results[i]
+		if p.cost > 0 && p.Allowed && p.refund.matches(status) {
+			if err := bs.Refund(ctx, p.key, p.Limit, p.cost); err != nil {
+				return fmt.Errorf("sluice: policy %q: refund: %w", p.Policy, err)
+			}
 		}
 	}
 	return nil
+}
+
+// Refundable reports whether some policy of d may give the request back
+// after the response (so the adapter must watch its status).
+func (d *Decision) Refundable() bool {
+	for i := range d.Results {
+		if d.Results[i].refund != RefundNever && d.Results[i].cost > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Reset forgets identity's state under policy: its next request sees a
+// fresh key. identity is what the policy's Key returns.
+func (l *Limiter) Reset(ctx context.Context, policy, identity string) error {
+	for i := range l.policies {
+		if p := &l.policies[i]; p.Name == policy {
+			if err := l.store.Reset(ctx, identity+p.suffix, p.Limit); err != nil {
+				return err
+			}
+			for _, tl := range p.Tiers {
+				if err := l.store.Reset(ctx, identity+p.suffix, tl); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("sluice: Reset: no policy %q", policy)
 }
 
 // key returns the store key of a request under p: its identity, NUL, and
@@ -247,26 +465,37 @@ func (p *compiledPolicy) key(r keyfunc.Request, override keyfunc.Func) (string, 
 }
 
 func (l *Limiter) hooks(ctx context.Context, r keyfunc.Request, d *Decision) {
-	if l.onStateChange == nil && l.onWarning == nil {
+	c := &l.cfg
+	if c.onStateChange == nil && c.onWarning == nil && c.onShadowDeny == nil {
 		return
 	}
 	for _, p := range d.Results {
+		if c.onShadowDeny != nil && p.ShadowDenied() {
+			c.onShadowDeny(ctx, r, p)
+		}
 		if p.State == p.Previous {
 			continue
 		}
-		if l.onStateChange != nil {
-			l.onStateChange(ctx, r, p)
+		if c.onStateChange != nil {
+			c.onStateChange(ctx, r, p)
 		}
-		if l.onWarning != nil && p.State == Warning {
-			l.onWarning(ctx, r, p)
+		if c.onWarning != nil && p.State == Warning {
+			c.onWarning(ctx, r, p)
 		}
 	}
 }
 
-// binding picks the most constraining result.
+// binding picks the most constraining result; shadow policies bind only
+// when every policy is a shadow.
 func binding(rs []PolicyResult) int {
 	best := 0
 	for i := 1; i < len(rs); i++ {
+		if rs[i].Shadow != rs[best].Shadow {
+			if rs[best].Shadow {
+				best = i
+			}
+			continue
+		}
 		a, b := &rs[i].Result, &rs[best].Result
 		switch {
 		case !a.Allowed && b.Allowed:

@@ -67,10 +67,10 @@ const sfMax = 999_999_999_999_999
 // allocation.
 func (c HeaderConfig) Format(d *core.Decision, now time.Time) Fields {
 	var f Fields
-	if len(d.Results) == 0 {
+	b := d.Bound()
+	if len(d.Results) == 0 || b.Shadow { // shadow policies are trials: clients do not see them
 		return f
 	}
-	b := d.Bound()
 	var buf [512]byte
 	out := buf[:0]
 	var ends [7]int
@@ -80,8 +80,12 @@ func (c HeaderConfig) Format(d *core.Decision, now time.Time) Fields {
 		f.N++
 	}
 	if c.Omit&Draft == 0 {
-		for i, p := range d.Results {
-			if i > 0 {
+		n := 0
+		for _, p := range d.Results {
+			if p.Shadow {
+				continue
+			}
+			if n++; n > 1 {
 				out = append(out, ", "...)
 			}
 			out = append(out, '"')
@@ -176,7 +180,7 @@ func Problem(d *core.Decision) []byte {
 	out = append(out, `","violated-policies":[`...)
 	n := 0
 	for _, p := range d.Results {
-		if p.Allowed {
+		if p.Allowed || p.Shadow {
 			continue
 		}
 		if n > 0 {

@@ -86,16 +86,50 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
+			if !d.Limited() { // no policy applies to this request
+				next.ServeHTTP(w, r)
+				return
+			}
 			SetHeaders(w.Header(), c.headers.Format(&d, time.Now()))
 			r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, &d))
 			if !d.Allowed {
 				c.denied.ServeHTTP(w, r)
 				return
 			}
-			next.ServeHTTP(w, r)
+			if !d.Refundable() {
+				next.ServeHTTP(w, r)
+				return
+			}
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r)
+			if err := l.Refund(r.Context(), &d, sw.status); err != nil {
+				c.logger.LogAttrs(r.Context(), slog.LevelWarn, "sluice: refund failed", slog.String("error", err.Error()))
+			}
 		})
 	}
 }
+
+// statusWriter remembers the status of a response, for refunds.
+type statusWriter struct {
+	http.ResponseWriter
+	status      int
+	wroteHeader bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wroteHeader {
+		w.status, w.wroteHeader = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wroteHeader = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // SetHeaders sets f on h with one allocation for all the value slices.
 func SetHeaders(h http.Header, f Fields) {
