@@ -129,3 +129,47 @@ return {1, 2, 3, 4, 0}`)
 	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
 }
+
+// BenchmarkThreePolicies compares a request matched by three policies of one
+// identity, decided in one TakeAll (one script, one round trip), with the
+// same three policies checked one after another, in the same run.
+//
+//	go test ./core/redisstore -run XXX -bench ThreePolicies
+func BenchmarkThreePolicies(b *testing.B) {
+	srv := redistest.StartServer(b)
+	limits := []core.Limit{core.PerSecond(1_000_000), core.Per(1_000_000, 10*time.Second).WithAlgorithm(core.SlidingWindowCounter), core.PerHour(1_000_000_000).WithAlgorithm(core.FixedWindow)}
+	for _, mode := range []string{"one-TakeAll", "three-Takes"} {
+		for _, callers := range []int{1, 64} {
+			b.Run(fmt.Sprintf("%s/callers=%d", mode, callers), func(b *testing.B) {
+				client := srv.Client(b, func(o *redis.Options) { o.PoolSize = 64; o.ContextTimeoutEnabled = true })
+				s, _ := redisstore.New(client, redisstore.WithTimeout(5*time.Second))
+				ctx := context.Background()
+				b.SetParallelism((callers + 1) / 2)
+				start := time.Now()
+				b.RunParallel(func(pb *testing.PB) {
+					out := make([]core.Result, 3)
+					i := 0
+					for pb.Next() {
+						i++
+						id := "user:" + strconv.Itoa(i%1000)
+						ops := []core.Op{{Key: id + "\x00a", Limit: limits[0], Cost: 1}, {Key: id + "\x00b", Limit: limits[1], Cost: 1}, {Key: id + "\x00c", Limit: limits[2], Cost: 1}}
+						if mode == "one-TakeAll" {
+							if err := s.TakeAll(ctx, ops, out); err != nil {
+								b.Error(err)
+								return
+							}
+							continue
+						}
+						for _, op := range ops {
+							if _, err := s.Take(ctx, op.Key, op.Limit, op.Cost); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "requests/s")
+			})
+		}
+	}
+}
