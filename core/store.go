@@ -1,6 +1,10 @@
 package core
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"time"
+)
 
 // Store keeps the state of every key and makes each decision atomically.
 //
@@ -40,4 +44,34 @@ type BatchStore interface {
 	// Refund gives back cost units of earlier admissions of key, never taking
 	// it below its fresh state.
 	Refund(ctx context.Context, key string, l Limit, cost int64) error
+}
+
+// Override replaces the Limit of one key until an instant: a temporary raise
+// for a customer, or, with a zero Limit, a block.
+type Override struct {
+	// Limit replaces the key's limit; the zero Limit blocks the key.
+	Limit Limit
+	// Until is when the override ends (required).
+	Until time.Time
+}
+
+// Blocks reports whether o blocks its key.
+func (o Override) Blocks() bool { return o.Limit == (Limit{}) }
+
+// OverrideStore is a Store that keeps per-key overrides where every instance
+// sees them at once (with the Redis store: in Redis, next to the key).
+type OverrideStore interface {
+	SetOverride(ctx context.Context, key string, o Override) error
+	ClearOverride(ctx context.Context, key string) error
+}
+
+// ValidateOverride reports why o cannot be used.
+func ValidateOverride(o Override, now time.Time) error {
+	if !o.Until.After(now) {
+		return fmt.Errorf("%w: Override.Until: must be in the future, got %s", ErrInvalidLimit, o.Until)
+	}
+	if o.Blocks() {
+		return nil
+	}
+	return o.Limit.Validate()
 }

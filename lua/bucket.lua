@@ -1,13 +1,16 @@
 -- Token bucket, leaky bucket and GCRA: one meter (core/algo/bucket.go).
 -- Params: Q, T, Full, Capacity, WarnAbove, ClearBelow.
--- Value payload: off*Q + V, where the TAT in units is expire*Q - V.
+-- Value payload: off + 1000*V, where the TAT in units is expire*Q - V (the
+-- payload does not depend on the limit, so a key keeps its meaning when its
+-- limit changes).
 
 local function bucketLoad(key, Q)
   local x, inner, lv = load(key)
   local expire, v = 0, 0
   if x > 0 then
-    v = imod(inner, Q)
-    expire = x * 1000 - (inner - v) / Q
+    local off = imod(inner, 1000)
+    v = (inner - off) / 1000
+    expire = x * 1000 - off
   end
   if expire <= now then
     return 0, 0, 0, 0
@@ -22,7 +25,7 @@ local function bucketSave(key, Q, d, lv)
   end
   local units = idiv(d + Q - 1, Q)
   local v = units * Q - d
-  save(key, now + units, function(off) return off * Q + v end, lv)
+  save(key, now + units, function(off) return off + 1000 * v end, lv)
 end
 
 -- bucket decides one op; it returns the reply and the write to make if the

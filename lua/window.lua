@@ -2,13 +2,15 @@
 
 -- Fixed window, on windows aligned to multiples of the period.
 -- Params: Period (µs), Rate, WarnAbove, ClearBelow. Value payload:
--- off*(Rate+1) + count; the expiry is the end of the count's window.
+-- off*2^40 + count (counts are below core.MaxRate < 2^40); the expiry is the
+-- end of the count's window.
+local FW_RADIX = 1099511627776
 local function fixedLoad(key, P, rate)
   local x, inner, lv = load(key)
   local expire, count = 0, 0
   if x > 0 then
-    count = imod(inner, rate + 1)
-    expire = x * 1000 - (inner - count) / (rate + 1)
+    count = imod(inner, FW_RADIX)
+    expire = x * 1000 - (inner - count) / FW_RADIX
   end
   local wend = (idiv(now, P) + 1) * P
   if expire > wend then
@@ -24,7 +26,7 @@ local function fixedSave(key, rate, wend, count, lv)
     redis.call('DEL', key)
     return
   end
-  save(key, wend, function(off) return off * (rate + 1) + count end, lv)
+  save(key, wend, function(off) return off * FW_RADIX + count end, lv)
 end
 
 local function fixed(key, cost, p)
@@ -68,13 +70,15 @@ end
 
 -- Sliding window counter, Cloudflare's two-window estimate.
 -- Params: Period (µs), Rate, Full (Rate*Period), WarnAbove, ClearBelow.
--- Value payload: (off*M + prev)*M + cur with M = Rate+1; the expiry is
--- (w+2)*Period, w the window of cur.
+-- Value payload: (off*M + prev)*M + cur with M = 2^20+1 (counts are at most
+-- core.MaxCounterRate = 2^20); the expiry is (w+2)*Period, w the window of
+-- cur.
+local SWC_RADIX = 1048577
 
 -- counterLoad returns the window w the request falls in (the stored one if
 -- the clock stepped back), the counts p and c as seen from w, and the level.
 local function counterLoad(key, P, rate)
-  local M = rate + 1
+  local M = SWC_RADIX
   local x, inner, lv = load(key)
   local w = idiv(now, P)
   if x == 0 then
@@ -98,7 +102,7 @@ local function counterSave(key, P, rate, w, p, c, lv)
     redis.call('DEL', key)
     return
   end
-  local M = rate + 1
+  local M = SWC_RADIX
   save(key, (w + 2) * P, function(off) return (off * M + p) * M + c end, lv)
 end
 

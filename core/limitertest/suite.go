@@ -59,6 +59,9 @@ func Run(t *testing.T, newStore Factory) {
 	if _, ok := newStore(t, NewClock().Now).(core.BatchStore); ok {
 		t.Run("Batch", func(t *testing.T) { testBatch(t, newStore) })
 	}
+	if _, ok := newStore(t, NewClock().Now).(core.OverrideStore); ok {
+		t.Run("Overrides", func(t *testing.T) { testOverrides(t, newStore) })
+	}
 }
 
 var keySeq atomic.Int64

@@ -32,6 +32,11 @@ type Store struct {
 	sweepEvery time.Duration
 	sweepChunk int
 	evictions  atomic.Int64
+
+	ovMu       sync.RWMutex
+	overrides  map[string]override
+	nOverrides atomic.Int64
+	ovGen      atomic.Uint64
 }
 
 type shard struct {
@@ -169,8 +174,15 @@ func (s *Store) Take(_ context.Context, key string, l core.Limit, cost int64) (c
 	if err != nil {
 		return core.Result{}, err
 	}
-	sh := &s.shards[h&s.mask]
 	now := s.clock()
+	if ov, ok := s.overridden(key, now); ok {
+		if ov.spec == nil {
+			return blocked(sp, ov.until, now), nil
+		}
+		sp = ov.spec
+		h = s.overrideHash(key, sp.Algorithm, ov.gen)
+	}
+	sh := &s.shards[h&s.mask]
 	var o algo.Outcome
 	sh.mu.Lock()
 	sh.take(sp, &o, h, now, cost, s)
@@ -206,11 +218,26 @@ func (s *Store) prepare(key string, l core.Limit, cost int64) (*algo.Spec, uint6
 	if err != nil {
 		return nil, 0, fmt.Errorf("memorystore: %w", err)
 	}
-	h := maphash.String(s.seed, key) ^ uint64(l.Algorithm)*0x9e3779b97f4a7c15
+	return sp, s.hash(key, l.Algorithm), nil
+}
+
+// overrideHash is the table key of key's state while override gen applies
+// (never 0).
+func (s *Store) overrideHash(key string, a core.Algorithm, gen uint64) uint64 {
+	h := s.hash(key, a) ^ gen*0xd6e8feb86659fd93
 	if h == 0 {
 		h = 1
 	}
-	return sp, h, nil
+	return h
+}
+
+// hash is the table key of key under algorithm a (never 0).
+func (s *Store) hash(key string, a core.Algorithm) uint64 {
+	h := maphash.String(s.seed, key) ^ uint64(a)*0x9e3779b97f4a7c15
+	if h == 0 {
+		h = 1
+	}
+	return h
 }
 
 const specCacheSize = 64
@@ -361,18 +388,29 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 		return fmt.Errorf("memorystore: TakeAll: %d results for %d ops", len(out), len(ops))
 	}
 	type pending struct {
-		sp *algo.Spec
-		h  uint64
-		sh *shard
-		o  algo.Outcome
-		st algo.State
-		lg *algo.Log
+		sp      *algo.Spec
+		h       uint64
+		sh      *shard
+		o       algo.Outcome
+		st      algo.State
+		lg      *algo.Log
+		blocked bool
+		res     core.Result
 	}
 	ps := make([]pending, len(ops))
+	now := s.clock()
 	for i, op := range ops {
 		sp, h, err := s.prepare(op.Key, op.Limit, op.Cost)
 		if err != nil {
 			return err
+		}
+		if ov, ok := s.overridden(op.Key, now); ok {
+			if ov.spec == nil {
+				ps[i] = pending{sp: sp, sh: &s.shards[h&s.mask], blocked: true, res: blocked(sp, ov.until, now)}
+				continue
+			}
+			sp = ov.spec
+			h = s.overrideHash(op.Key, sp.Algorithm, ov.gen)
 		}
 		ps[i] = pending{sp: sp, h: h, sh: &s.shards[h&s.mask]}
 	}
@@ -382,7 +420,6 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 	}
 	slices.SortFunc(locked, func(a, b *shard) int { return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b))) })
 	locked = slices.Compact(locked)
-	now := s.clock()
 	for _, sh := range locked {
 		sh.mu.Lock()
 	}
@@ -395,6 +432,10 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 	denied := false
 	for i, op := range ops {
 		p := &ps[i]
+		if p.blocked {
+			denied = denied || (op.Cost > 0 && !op.Shadow)
+			continue
+		}
 		p.st, p.lg = p.sh.load(p.sp, p.h)
 		p.sh.decide(p.sp, &p.o, &p.st, p.lg, now, op.Cost)
 		if !p.o.Allowed && op.Cost > 0 && !op.Shadow {
@@ -403,6 +444,10 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 	}
 	for i, op := range ops {
 		p := &ps[i]
+		if p.blocked {
+			out[i] = p.res
+			continue
+		}
 		if denied && p.o.Allowed && op.Cost > 0 {
 			// Allowed by its policy, but the request was denied: report the
 			// unconsumed state and write nothing.

@@ -29,7 +29,7 @@ type Store struct {
 	clock   func() time.Time
 	decide  *redis.Script
 	refund  *redis.Script
-	specs   [16]atomic.Pointer[compiled]
+	specs   [64]atomic.Pointer[compiled]
 	batch   *batcher
 	closed  atomic.Bool
 	// deadlines: the client honours context deadlines on its sockets.
@@ -123,15 +123,57 @@ func (s *Store) Take(ctx context.Context, key string, l core.Limit, cost int64) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	c := &call{script: s.decide, keys: []string{s.Key(key, l.Algorithm)}, args: s.args([]*compiled{cp}, []core.Op{{Cost: cost}})}
+	c := &call{script: s.decide, keys: s.opKeys(nil, key, l.Algorithm), args: s.args([]*compiled{cp}, []core.Op{{Cost: cost}})}
 	if err := s.run(ctx, c); err != nil {
 		return core.Result{}, err
 	}
-	var o algo.Outcome
-	if err := outcome(c.res, &o); err != nil {
-		return core.Result{}, fmt.Errorf("redisstore: %w", err)
+	var d decided
+	if err := s.decode(c.res, cp, &d); err != nil {
+		return core.Result{}, err
 	}
-	return cp.sp.Result(&o), nil
+	return d.result(), nil
+}
+
+// decided is one op's reply: its outcome under the limit that applied.
+type decided struct {
+	o          algo.Outcome
+	cp         *compiled // the limit applied: the op's, or an override's
+	overridden bool
+	blocked    bool
+	blockUs    int64
+}
+
+func (d *decided) result() core.Result {
+	if d.blocked {
+		wait := time.Duration(d.blockUs) * time.Microsecond
+		return core.Result{Limit: d.cp.sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled}
+	}
+	return d.cp.sp.Result(&d.o)
+}
+
+// decode reads one op's 11-integer reply (see lua/decide.lua).
+func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
+	if len(res) != 11 {
+		return fmt.Errorf("redisstore: unexpected script reply %v", res)
+	}
+	d.cp = cp
+	switch res[6] {
+	case 2:
+		d.blocked, d.blockUs = true, res[2]
+		d.o = algo.Outcome{Retry: res[2], Reset: res[3], Level: core.Throttled, Prev: core.Throttled}
+		return nil
+	case 1:
+		ol := core.Limit{Algorithm: core.Algorithm(res[7]), Rate: res[8], Period: time.Duration(res[9]) * time.Microsecond, Burst: res[10]}
+		ocp, err := s.compile(ol)
+		if err != nil {
+			return fmt.Errorf("redisstore: override: %w", err)
+		}
+		d.cp, d.overridden = ocp, true
+	}
+	if err := outcome(res[:6], &d.o); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) run(ctx context.Context, c *call) error {
@@ -180,10 +222,11 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	}
 	calls := make([]*call, len(groups))
 	for g, idx := range groups {
-		c := &call{script: s.decide, keys: make([]string, len(idx))}
+		c := &call{script: s.decide, keys: make([]string, 0, 3*len(idx))}
 		gcps, gops := make([]*compiled, len(idx)), make([]core.Op, len(idx))
 		for j, i := range idx {
-			c.keys[j], gcps[j], gops[j] = s.Key(ops[i].Key, ops[i].Limit.Algorithm), cps[i], ops[i]
+			c.keys = s.opKeys(c.keys, ops[i].Key, ops[i].Limit.Algorithm)
+			gcps[j], gops[j] = cps[i], ops[i]
 		}
 		c.args = s.args(gcps, gops)
 		calls[g] = c
@@ -191,35 +234,35 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	if err := s.runAll(ctx, calls); err != nil {
 		return err
 	}
-	outs := make([]algo.Outcome, len(ops))
+	ds := make([]decided, len(ops))
 	// consumed[i]: op i's group was not denied, so its admissions happened.
 	consumed := make([]bool, len(ops))
 	denied := false
 	for g, idx := range groups {
-		if len(calls[g].res) != 6*len(idx) {
+		if len(calls[g].res) != 11*len(idx) {
 			return fmt.Errorf("redisstore: unexpected script reply %v", calls[g].res)
 		}
 		groupDenied := false
 		for j, i := range idx {
-			if err := outcome(calls[g].res[6*j:6*j+6], &outs[i]); err != nil {
-				return fmt.Errorf("redisstore: %w", err)
+			if err := s.decode(calls[g].res[11*j:11*j+11], cps[i], &ds[i]); err != nil {
+				return err
 			}
-			if !outs[i].Allowed && ops[i].Cost > 0 && !ops[i].Shadow {
+			if !ds[i].o.Allowed && ops[i].Cost > 0 && !ops[i].Shadow {
 				groupDenied = true
 			}
 		}
 		for _, i := range idx {
-			consumed[i] = !groupDenied && outs[i].Allowed && ops[i].Cost > 0
+			consumed[i] = !groupDenied && ds[i].o.Allowed && ops[i].Cost > 0
 		}
 		denied = denied || groupDenied
 	}
 	if denied && len(groups) > 1 {
-		if err := s.compensate(ctx, ops, cps, outs, consumed); err != nil {
+		if err := s.compensate(ctx, ops, ds, consumed); err != nil {
 			return err
 		}
 	}
 	for i := range ops {
-		out[i] = cps[i].sp.Result(&outs[i])
+		out[i] = ds[i].result()
 	}
 	return nil
 }
@@ -228,15 +271,19 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 // not denied itself; a denying group consumed nothing): their units and
 // their previous warning state are restored, and they are reported as the
 // memory store reports them, allowed by their policy but unconsumed.
-func (s *Store) compensate(ctx context.Context, ops []core.Op, cps []*compiled, outs []algo.Outcome, consumed []bool) error {
+func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, consumed []bool) error {
 	var calls []*call
 	var which []int
 	for i, op := range ops {
 		if !consumed[i] {
 			continue
 		}
-		c := &call{script: s.refund, keys: []string{s.Key(op.Key, op.Limit.Algorithm)}, args: s.args(cps[i:i+1], ops[i:i+1])}
-		c.args[2] = strconv.Itoa(int(outs[i].Prev)) // the level to restore
+		key := s.Key(op.Key, op.Limit.Algorithm)
+		if ds[i].cp != nil && ds[i].overridden {
+			key = s.overrideKey(op.Key) + ":s"
+		}
+		c := &call{script: s.refund, keys: []string{key}, args: s.args([]*compiled{ds[i].cp}, ops[i:i+1])}
+		c.args[2] = strconv.Itoa(int(ds[i].o.Prev)) // the level to restore
 		calls, which = append(calls, c), append(which, i)
 	}
 	if len(calls) == 0 {
@@ -246,12 +293,79 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, cps []*compiled, 
 		return err
 	}
 	for j, i := range which {
-		if err := outcome(calls[j].res, &outs[i]); err != nil {
+		if err := outcome(calls[j].res, &ds[i].o); err != nil {
 			return fmt.Errorf("redisstore: %w", err)
 		}
-		outs[i].Allowed, outs[i].Retry = true, 0
+		ds[i].o.Allowed, ds[i].o.Retry = true, 0
 	}
 	return nil
+}
+
+// SetOverride replaces key's limit until o.Until, in Redis next to the key,
+// so every instance sees it at its next decision; see core.OverrideStore.
+func (s *Store) SetOverride(ctx context.Context, key string, o core.Override) error {
+	if key == "" {
+		return fmt.Errorf("redisstore: %w", core.ErrNoKey)
+	}
+	now := time.Now()
+	if s.clock != nil {
+		now = s.clock()
+	}
+	if err := core.ValidateOverride(o, now); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	until := o.Until.UnixMicro()
+	val := "x " + strconv.FormatInt(until, 10)
+	if !o.Blocks() {
+		cp, err := s.compile(o.Limit)
+		if err != nil {
+			return fmt.Errorf("redisstore: %w", err)
+		}
+		val = "o " + strconv.FormatInt(until, 10) + " " + strings.Join(cp.args[:], " ") + fmt.Sprintf(" %d %d %d %d", o.Limit.Algorithm, o.Limit.Rate, o.Limit.Period/time.Microsecond, o.Limit.Burst)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	// The override counts on its own state, fresh for each override.
+	ovr := s.overrideKey(key)
+	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.SetArgs(ctx, ovr, val, redis.SetArgs{ExpireAt: time.UnixMilli((until + 999) / 1000)})
+		p.Del(ctx, ovr+":s")
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redisstore: set override: %w", err)
+	}
+	return nil
+}
+
+// ClearOverride removes key's override.
+func (s *Store) ClearOverride(ctx context.Context, key string) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := s.client.Del(ctx, s.overrideKey(key)).Err(); err != nil {
+		return fmt.Errorf("redisstore: clear override: %w", err)
+	}
+	return nil
+}
+
+// opKeys appends the three keys of one op of lua/decide.lua: its state, its
+// override, and its state while an override limit applies.
+func (s *Store) opKeys(keys []string, key string, a core.Algorithm) []string {
+	ovr := s.overrideKey(key)
+	return append(keys, s.Key(key, a), ovr, ovr+":s")
+}
+
+// overrideKey is the Redis key of key's override, in the identity's slot.
+func (s *Store) overrideKey(key string) string {
+	id, policy := key, ""
+	if i := strings.LastIndexByte(key, 0); i >= 0 {
+		id, policy = key[:i], key[i+1:]
+	}
+	k := s.prefix + ":{" + tag(id) + "}:"
+	if policy != "" {
+		k += tag(policy) + ":"
+	}
+	return k + "ovr"
 }
 
 // runAll sends calls concurrently (the batcher pipelines them together) and
@@ -309,13 +423,25 @@ func (s *Store) prepare(key string, l core.Limit, cost int64) (*compiled, error)
 	case cost < 0:
 		return nil, fmt.Errorf("redisstore: %w: %d", core.ErrInvalidCost, cost)
 	}
-	slot := &s.specs[(uint64(l.Rate)*31+uint64(l.Period)*17+uint64(l.Burst)*7+uint64(l.Algorithm))%uint64(len(s.specs))]
+	cp, err := s.compile(l)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	return cp, nil
+}
+
+// compile returns l compiled, from a small lock-free cache.
+func (s *Store) compile(l core.Limit) (*compiled, error) {
+	h := uint64(l.Rate)*0x9e3779b97f4a7c15 ^ uint64(l.Period)*0xc2b2ae3d27d4eb4f ^ uint64(l.Burst)*0x165667b19e3779f9 ^ uint64(l.Algorithm)
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	slot := &s.specs[(h>>32)%uint64(len(s.specs))]
 	if cp := slot.Load(); cp != nil && cp.sp.Limit == l {
 		return cp, nil
 	}
 	sp, err := algo.Compile(l, s.th)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
+		return nil, err
 	}
 	cp := &compiled{sp: sp, args: scriptArgs(&sp)}
 	slot.Store(cp)

@@ -123,6 +123,17 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 		var history []string
 		for step := range 60 {
 			clock.Advance(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
+			if rng.IntN(12) == 0 { // an override: a raise, or a block
+				p := ps[rng.IntN(len(ps))]
+				o := core.Override{Until: clock.Now().Add(time.Duration(1+rng.Int64N(800_000)) * time.Microsecond)}
+				if rng.IntN(2) == 0 {
+					o.Limit = core.Per(1+rng.Int64N(8), p.limit.Period).WithAlgorithm(p.limit.Algorithm)
+				}
+				require.NoError(t, mem.SetOverride(ctx, p.key, o))
+				require.NoError(t, red.SetOverride(ctx, p.key, o))
+				history = append(history, fmt.Sprintf("at %d override %q %+v", clock.Now().UnixMicro(), p.key, o))
+				continue
+			}
 			if rng.IntN(6) == 0 {
 				p := ps[rng.IntN(len(ps))]
 				cost := 1 + rng.Int64N(3)
