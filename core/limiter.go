@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -512,4 +513,49 @@ func binding(rs []PolicyResult) int {
 		}
 	}
 	return best
+}
+
+// SetOverride gives identity a different limit under policy until until (a
+// temporary raise for a customer, say). The store must be an
+// OverrideStore; with Redis every instance sees it at once.
+func (l *Limiter) SetOverride(ctx context.Context, policy, identity string, lim Limit, until time.Time) error {
+	return l.override(ctx, policy, identity, func(os OverrideStore, key string) error {
+		if lim == (Limit{}) {
+			return fmt.Errorf("sluice: SetOverride: %w: a zero Limit (use Block)", ErrInvalidLimit)
+		}
+		return os.SetOverride(ctx, key, Override{Limit: lim, Until: until})
+	})
+}
+
+// Block denies every request of identity under policy until until.
+func (l *Limiter) Block(ctx context.Context, policy, identity string, until time.Time) error {
+	return l.override(ctx, policy, identity, func(os OverrideStore, key string) error {
+		return os.SetOverride(ctx, key, Override{Until: until})
+	})
+}
+
+// ClearOverride ends identity's override or block under policy.
+func (l *Limiter) ClearOverride(ctx context.Context, policy, identity string) error {
+	return l.override(ctx, policy, identity, func(os OverrideStore, key string) error {
+		return os.ClearOverride(ctx, key)
+	})
+}
+
+func (l *Limiter) override(_ context.Context, policy, identity string, f func(OverrideStore, string) error) error {
+	os, ok := l.store.(OverrideStore)
+	if !ok {
+		return errors.New("sluice: the store does not keep overrides")
+	}
+	if identity == "" {
+		return fmt.Errorf("sluice: override: %w", ErrNoKey)
+	}
+	for i := range l.policies {
+		if p := &l.policies[i]; p.Name == policy {
+			if err := f(os, identity+p.suffix); err != nil {
+				return fmt.Errorf("sluice: policy %q: %w", policy, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("sluice: override: no policy %q", policy)
 }

@@ -91,7 +91,7 @@ func (c HeaderConfig) Format(d *core.Decision, now time.Time) Fields {
 			out = append(out, '"')
 			out = append(out, p.Policy...)
 			out = append(out, `";q=`...)
-			out = strconv.AppendInt(out, min(p.Limit.Capacity(), sfMax), 10)
+			out = strconv.AppendInt(out, min(p.Result.Limit, sfMax), 10) // the capacity applied (an override's, if any)
 			out = append(out, ";w="...)
 			out = strconv.AppendInt(out, window(p.Limit), 10)
 		}
@@ -105,7 +105,7 @@ func (c HeaderConfig) Format(d *core.Decision, now time.Time) Fields {
 		add(HeaderRateLimit)
 	}
 	if c.Omit&XRateLimit == 0 {
-		out = strconv.AppendInt(out, b.Limit.Capacity(), 10)
+		out = strconv.AppendInt(out, b.Result.Limit, 10)
 		add(HeaderLimit)
 		out = strconv.AppendInt(out, b.Remaining, 10)
 		add(HeaderRemaining)

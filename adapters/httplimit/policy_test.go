@@ -157,3 +157,26 @@ func TestRefundAfterTheResponse(t *testing.T) {
 	require.Equal(t, http.StatusOK, do(h, "GET", "/", "192.0.2.1:1").Code)
 	require.Error(t, l.Reset(context.Background(), "nope", "x"))
 }
+
+func TestOverridesAndBlocks(t *testing.T) {
+	f := newFixture(t)
+	ip, _ := keyfunc.IP()
+	l := f.limiter(t, nil, core.Policy{Name: "p", Key: ip, Limit: core.PerMinute(1)})
+	h := httplimit.New(l)(ok)
+	ctx := context.Background()
+	require.Equal(t, http.StatusOK, do(h, "GET", "/", "192.0.2.1:1").Code)
+	require.Equal(t, http.StatusTooManyRequests, do(h, "GET", "/", "192.0.2.1:1").Code)
+	require.NoError(t, l.SetOverride(ctx, "p", "192.0.2.1", core.PerMinute(50), f.now.Add(time.Hour)))
+	w := do(h, "GET", "/", "192.0.2.1:1")
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Equal(t, "50", w.Result().Header.Get("X-RateLimit-Limit"))
+	require.NoError(t, l.Block(ctx, "p", "192.0.2.2", f.now.Add(90*time.Second)))
+	w = do(h, "GET", "/", "192.0.2.2:1")
+	require.Equal(t, http.StatusTooManyRequests, w.Code)
+	require.Equal(t, "90", w.Result().Header.Get("Retry-After"))
+	require.NoError(t, l.ClearOverride(ctx, "p", "192.0.2.2"))
+	require.Equal(t, http.StatusOK, do(h, "GET", "/", "192.0.2.2:1").Code)
+	require.Error(t, l.SetOverride(ctx, "nope", "x", core.PerMinute(1), f.now.Add(time.Hour)))
+	require.Error(t, l.SetOverride(ctx, "p", "x", core.Limit{}, f.now.Add(time.Hour)))
+	require.Error(t, l.SetOverride(ctx, "p", "x", core.PerMinute(1), f.now.Add(-time.Hour)))
+}
