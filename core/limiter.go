@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/keyfunc"
@@ -106,11 +107,17 @@ type Hook func(ctx context.Context, r keyfunc.Request, p PolicyResult)
 // Limiter checks requests against its policies in a Store. Build one with
 // NewLimiter; it is safe for concurrent use. Every adapter calls Check.
 type Limiter struct {
-	store    Store
+	store Store
+	set   atomic.Pointer[policySet]
+	tiers *tierCache
+	cfg   limiterConfig
+}
+
+// policySet is an immutable set of compiled policies; SetPolicies swaps it
+// atomically, so a reload never drops or blocks a request.
+type policySet struct {
 	policies []compiledPolicy
 	routes   trie
-	tiers    *tierCache
-	cfg      limiterConfig
 }
 
 type compiledPolicy struct {
@@ -166,61 +173,79 @@ func NewLimiter(store Store, policies []Policy, opts ...LimiterOption) (*Limiter
 		}
 		l.tiers = newTierCache(c.tiering)
 	}
-	seen := map[string]bool{}
-	for i, p := range policies {
-		if err := ValidPolicyName(p.Name); err != nil {
-			return nil, fmt.Errorf("sluice: policy %d: %w", i, err)
-		}
-		if seen[p.Name] {
-			return nil, fmt.Errorf("sluice: policy %q: Name: duplicate", p.Name)
-		}
-		seen[p.Name] = true
-		if p.Key == nil {
-			return nil, fmt.Errorf("sluice: policy %q: Key: required (for example keyfunc.IP)", p.Name)
-		}
-		if err := p.Limit.Validate(); err != nil {
-			return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
-		}
-		for tier, tl := range p.Tiers {
-			if err := tl.Validate(); err != nil {
-				return nil, fmt.Errorf("sluice: policy %q: tier %q: %w", p.Name, tier, err)
-			}
-		}
-		if len(p.Tiers) > 0 && c.tiering == nil {
-			return nil, fmt.Errorf("sluice: policy %q: Tiers: set, but the Limiter has no WithTiering", p.Name)
-		}
-		if len(p.Match.Routes) == 0 {
-			l.routes.all = append(l.routes.all, i)
-		}
-		for _, route := range p.Match.Routes {
-			if err := validateRoute(route); err != nil {
-				return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
-			}
-			l.routes.insert(route, i)
-		}
-		for _, m := range p.Match.Methods {
-			if m == "" || strings.ToUpper(m) != m && strings.ToLower(m) != m {
-				return nil, fmt.Errorf("sluice: policy %q: Methods: %q is not a method", p.Name, m)
-			}
-		}
-		p.Shadow = p.Shadow || c.shadow
-		l.policies = append(l.policies, compiledPolicy{Policy: p, suffix: "\x00" + p.Name})
+	if err := l.SetPolicies(policies); err != nil {
+		return nil, err
 	}
 	return l, nil
 }
 
-// matched returns the indices of the policies that apply to r, in order.
-func (l *Limiter) matched(r keyfunc.Request) []int {
-	n := len(l.policies)
+// SetPolicies replaces the Limiter's policies at once, after validating them
+// all; on error the current policies stay. Requests in flight finish under
+// the policies they started with. Keys are identity and policy name, so a
+// policy that keeps its name keeps its counts.
+func (l *Limiter) SetPolicies(policies []Policy) error {
+	if len(policies) == 0 {
+		return errors.New("sluice: no policies")
+	}
+	c := &l.cfg
+	set := &policySet{}
+	seen := map[string]bool{}
+	for i, p := range policies {
+		if err := ValidPolicyName(p.Name); err != nil {
+			return fmt.Errorf("sluice: policy %d: %w", i, err)
+		}
+		if seen[p.Name] {
+			return fmt.Errorf("sluice: policy %q: Name: duplicate", p.Name)
+		}
+		seen[p.Name] = true
+		if p.Key == nil {
+			return fmt.Errorf("sluice: policy %q: Key: required (for example keyfunc.IP)", p.Name)
+		}
+		if err := p.Limit.Validate(); err != nil {
+			return fmt.Errorf("sluice: policy %q: %w", p.Name, err)
+		}
+		for tier, tl := range p.Tiers {
+			if err := tl.Validate(); err != nil {
+				return fmt.Errorf("sluice: policy %q: tier %q: %w", p.Name, tier, err)
+			}
+		}
+		if len(p.Tiers) > 0 && c.tiering == nil {
+			return fmt.Errorf("sluice: policy %q: Tiers: set, but the Limiter has no WithTiering", p.Name)
+		}
+		if len(p.Match.Routes) == 0 {
+			set.routes.all = append(set.routes.all, i)
+		}
+		for _, route := range p.Match.Routes {
+			if err := validateRoute(route); err != nil {
+				return fmt.Errorf("sluice: policy %q: %w", p.Name, err)
+			}
+			set.routes.insert(route, i)
+		}
+		for _, m := range p.Match.Methods {
+			if m == "" || strings.ToUpper(m) != m && strings.ToLower(m) != m {
+				return fmt.Errorf("sluice: policy %q: Methods: %q is not a method", p.Name, m)
+			}
+		}
+		p.Shadow = p.Shadow || c.shadow
+		set.policies = append(set.policies, compiledPolicy{Policy: p, suffix: "\x00" + p.Name})
+	}
+	l.set.Store(set)
+	return nil
+}
+
+// matched returns the indices of the policies of set that apply to r, in
+// order.
+func (set *policySet) matched(r keyfunc.Request) []int {
+	n := len(set.policies)
 	seen := make([]bool, n)
-	l.routes.match(r.Path(), func(i int) { seen[i] = true })
+	set.routes.match(r.Path(), func(i int) { seen[i] = true })
 	out := make([]int, 0, n)
 	method := ""
 	for i, ok := range seen {
 		if !ok {
 			continue
 		}
-		if ms := l.policies[i].Match.Methods; len(ms) > 0 {
+		if ms := set.policies[i].Match.Methods; len(ms) > 0 {
 			if method == "" {
 				method = r.Method()
 			}
@@ -247,11 +272,12 @@ func ValidPolicyName(name string) error {
 	return nil
 }
 
-// Policies returns a copy of the Limiter's policies.
+// Policies returns a copy of the Limiter's current policies.
 func (l *Limiter) Policies() []Policy {
-	ps := make([]Policy, len(l.policies))
-	for i := range l.policies {
-		ps[i] = l.policies[i].Policy
+	set := l.set.Load()
+	ps := make([]Policy, len(set.policies))
+	for i := range set.policies {
+		ps[i] = set.policies[i].Policy
 	}
 	return ps
 }
@@ -295,23 +321,24 @@ func (l *Limiter) Peek(ctx context.Context, r keyfunc.Request) (Decision, error)
 }
 
 func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfunc.Func, cost int64) (Decision, error) {
+	set := l.set.Load()
 	var idx []int
-	if len(l.routes.all) == len(l.policies) && !l.anyMethods() {
-		idx = l.allIdx()
+	if len(set.routes.all) == len(set.policies) && !set.anyMethods() {
+		idx = set.allIdx()
 	} else {
-		idx = l.matched(r)
+		idx = set.matched(r)
 	}
 	d := Decision{Allowed: true, Results: make([]PolicyResult, len(idx))}
 	if len(idx) == 0 {
 		return d, nil
 	}
 	tier := ""
-	if l.tiers != nil && l.anyTiers(idx) {
+	if l.tiers != nil && set.anyTiers(idx) {
 		tier = l.tiers.tier(ctx, r)
 	}
 	ops := make([]Op, len(idx))
 	for j, i := range idx {
-		p := &l.policies[i]
+		p := &set.policies[i]
 		key, err := p.key(r, override)
 		if err != nil {
 			return Decision{}, err
@@ -370,26 +397,26 @@ func (l *Limiter) take(ctx context.Context, ops []Op, out []PolicyResult) error 
 	return nil
 }
 
-func (l *Limiter) allIdx() []int {
-	idx := make([]int, len(l.policies))
+func (set *policySet) allIdx() []int {
+	idx := make([]int, len(set.policies))
 	for i := range idx {
 		idx[i] = i
 	}
 	return idx
 }
 
-func (l *Limiter) anyMethods() bool {
-	for i := range l.policies {
-		if len(l.policies[i].Match.Methods) > 0 {
+func (set *policySet) anyMethods() bool {
+	for i := range set.policies {
+		if len(set.policies[i].Match.Methods) > 0 {
 			return true
 		}
 	}
 	return false
 }
 
-func (l *Limiter) anyTiers(idx []int) bool {
+func (set *policySet) anyTiers(idx []int) bool {
 	for _, i := range idx {
-		if len(l.policies[i].Tiers) > 0 {
+		if len(set.policies[i].Tiers) > 0 {
 			return true
 		}
 	}
@@ -432,8 +459,9 @@ func (d *Decision) Refundable() bool {
 // Reset forgets identity's state under policy: its next request sees a
 // fresh key. identity is what the policy's Key returns.
 func (l *Limiter) Reset(ctx context.Context, policy, identity string) error {
-	for i := range l.policies {
-		if p := &l.policies[i]; p.Name == policy {
+	set := l.set.Load()
+	for i := range set.policies {
+		if p := &set.policies[i]; p.Name == policy {
 			if err := l.store.Reset(ctx, identity+p.suffix, p.Limit); err != nil {
 				return err
 			}
@@ -549,8 +577,9 @@ func (l *Limiter) override(_ context.Context, policy, identity string, f func(Ov
 	if identity == "" {
 		return fmt.Errorf("sluice: override: %w", ErrNoKey)
 	}
-	for i := range l.policies {
-		if p := &l.policies[i]; p.Name == policy {
+	set := l.set.Load()
+	for i := range set.policies {
+		if p := &set.policies[i]; p.Name == policy {
 			if err := f(os, identity+p.suffix); err != nil {
 				return fmt.Errorf("sluice: policy %q: %w", policy, err)
 			}

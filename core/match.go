@@ -29,6 +29,10 @@ type trie struct {
 	all  []int // (root only) policies with no route pattern
 }
 
+// ValidateRoute reports why a route pattern of Match.Routes cannot match
+// anything.
+func ValidateRoute(p string) error { return validateRoute(p) }
+
 // validateRoute reports why a route pattern cannot match anything.
 func validateRoute(p string) error {
 	if !strings.HasPrefix(p, "/") {
