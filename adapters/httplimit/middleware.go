@@ -91,7 +91,7 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 				return
 			}
 			SetHeaders(w.Header(), c.headers.Format(&d, time.Now()))
-			r = r.WithContext(context.WithValue(r.Context(), decisionKey{}, &d))
+			r = r.WithContext(NewContext(r.Context(), &d))
 			if !d.Allowed {
 				c.denied.ServeHTTP(w, r)
 				return
@@ -173,6 +173,13 @@ func DeniedHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 type decisionKey struct{}
+
+// NewContext returns a copy of ctx carrying d, where DecisionFrom finds it.
+// The other adapters use it, so that net/http code under them sees the
+// Decision too.
+func NewContext(ctx context.Context, d *core.Decision) context.Context {
+	return context.WithValue(ctx, decisionKey{}, d)
+}
 
 // DecisionFrom returns the Decision the middleware made for this request.
 func DecisionFrom(ctx context.Context) (*core.Decision, bool) {

@@ -1,0 +1,44 @@
+// Package echolimit is sluice's middleware for Echo v4.
+//
+//	e := echo.New()
+//	e.Use(echolimit.New(limiter))
+//
+// It writes the same headers as every sluice adapter, formatted by httplimit:
+// RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers-10),
+// X-RateLimit-Limit, -Remaining and -Reset, X-RateLimit-State (normal,
+// warning, throttled) and, on a denial, Retry-After. See package httplimit
+// for the meaning of each field.
+//
+// A denial takes Echo's error path: the middleware returns an *echo.HTTPError
+// with Code 429 (see DeniedHandler) and e.HTTPErrorHandler answers. With
+// Echo's default error handler the body is the RFC 9457
+// application/problem+json document naming the violated policies; a custom
+// error handler sees the 429 like any other error and may render it its own
+// way. WithDeniedHandler replaces the error, or writes a response itself and
+// returns nil.
+//
+// Route-based policies and keyfunc.Route see c.Path(), the route template
+// ("/users/:id"), so register the middleware with e.Use, a group or a route,
+// not e.Pre, which runs before routing. The client address is the transport
+// peer (RemoteAddr), and forwarding headers count only from the proxies
+// keyfunc.IP is told to trust; Echo's c.RealIP() is opt-in through RealIP,
+// which explains why it is unsafe unless e.IPExtractor is set.
+//
+// Per-route limits are middleware on a route or group, each with its own
+// Limiter, identity (WithKey) or cost (WithCost):
+//
+//	e.POST("/login", login, echolimit.New(loginLimiter))
+//	api := e.Group("/api", echolimit.New(apiLimiter, echolimit.WithKey(keyfunc.Header("X-API-Key"))))
+//
+// The Decision is stored in the echo.Context (DecisionFrom, or
+// c.Get(DecisionKey)), so handlers and error handlers can see it.
+//
+// Failure: if the limiter cannot decide (no identity for the request, or the
+// store failed), the default is to fail open: the request proceeds without
+// rate-limit headers and the error is logged (WithLogger). WithErrorHandler
+// replaces that, for example to return echo.ErrServiceUnavailable. No error
+// text reaches the client unless the error handler puts it there.
+//
+// The middleware is safe for concurrent use; its options are read once, by
+// New.
+package echolimit

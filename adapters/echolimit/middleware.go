@@ -1,0 +1,146 @@
+package echolimit
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// DecisionKey is the echo.Context key under which the middleware stores the
+// *core.Decision (c.Get(DecisionKey)); DecisionFrom reads it.
+const DecisionKey = "sluice.decision"
+
+type config struct {
+	key     keyfunc.Func
+	cost    func(echo.Context) int64
+	skip    func(echo.Context) bool
+	denied  func(echo.Context, *core.Decision) error
+	onError func(echo.Context, error) error
+	headers httplimit.HeaderConfig
+	logger  *slog.Logger
+}
+
+// Option configures the middleware. The options are those of httplimit, with
+// Echo's types.
+type Option func(*config)
+
+// WithKey counts requests under f's identity instead of each policy's Key
+// (per-route identities: an API key on one group, the client IP on another).
+func WithKey(f keyfunc.Func) Option { return func(c *config) { c.key = f } }
+
+// WithCost sets the cost of a request (default 1; 0 also means 1).
+func WithCost(f func(echo.Context) int64) Option { return func(c *config) { c.cost = f } }
+
+// WithSkip exempts requests for which f returns true: they are neither
+// counted nor given headers. A middleware.Skipper fits.
+func WithSkip(f func(echo.Context) bool) Option { return func(c *config) { c.skip = f } }
+
+// WithDeniedHandler answers denied requests instead of DeniedHandler; the
+// middleware returns what f returns, and the handler does not run. The
+// rate-limit headers are already set when f runs.
+func WithDeniedHandler(f func(echo.Context, *core.Decision) error) Option {
+	return func(c *config) { c.denied = f }
+}
+
+// WithErrorHandler answers requests the limiter could not decide (no
+// identity, store failure) instead of letting them through; the middleware
+// returns what f returns, and the handler does not run.
+func WithErrorHandler(f func(echo.Context, error) error) Option {
+	return func(c *config) { c.onError = f }
+}
+
+// WithHeaders chooses the header families and the reset format.
+func WithHeaders(h httplimit.HeaderConfig) Option { return func(c *config) { c.headers = h } }
+
+// WithLogger sets where undecided requests are logged when no error handler
+// is set (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// New returns Echo middleware that limits requests with l. Register it with
+// e.Use or on a group or route, not with e.Pre: route templates are known
+// only after routing. New panics if l is nil.
+func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
+	if l == nil {
+		panic("echolimit.New: nil limiter")
+	}
+	c := config{denied: DeniedHandler}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(ec echo.Context) error {
+			if c.skip != nil && c.skip(ec) {
+				return next(ec)
+			}
+			call := core.Call{Key: c.key}
+			if c.cost != nil {
+				call.Cost = c.cost(ec)
+			}
+			ctx := ec.Request().Context()
+			// One allocation holds the view and the Decision stored below.
+			v := &request{c: ec}
+			var err error
+			if v.d, err = l.CheckWith(ctx, v, call); err != nil {
+				if c.onError != nil {
+					return c.onError(ec, err)
+				}
+				c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: request not rate limited", slog.String("error", err.Error()))
+				return next(ec)
+			}
+			d := &v.d
+			httplimit.SetHeaders(ec.Response().Header(), c.headers.Format(d, time.Now()))
+			ec.Set(DecisionKey, d)
+			ec.SetRequest(ec.Request().WithContext(httplimit.NewContext(ctx, d)))
+			if !d.Allowed {
+				return c.denied(ec, d)
+			}
+			return next(ec)
+		}
+	}
+}
+
+// DeniedHandler is the default answer to a denied request. It writes nothing:
+// it returns an *echo.HTTPError with Code 429 for the request to take Echo's
+// error path, so that e.HTTPErrorHandler, logging and error middleware see
+// the denial like any other error. The error's Message marshals to the RFC
+// 9457 problem document of httplimit.Problem; Echo's DefaultHTTPErrorHandler
+// writes it with c.JSON, and when that 429 goes out DeniedHandler labels it
+// application/problem+json and Cache-Control: no-store. A custom
+// HTTPErrorHandler may render the error its own way (the Message's String
+// is "Too Many Requests"); the rate-limit headers are already set.
+func DeniedHandler(c echo.Context, d *core.Decision) error {
+	p := &problem{body: httplimit.Problem(d)}
+	res := c.Response()
+	res.Before(func() {
+		if p.marshaled && res.Status == http.StatusTooManyRequests {
+			res.Header().Set(echo.HeaderContentType, httplimit.ProblemContentType)
+			res.Header().Set("Cache-Control", "no-store")
+		}
+	})
+	return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: p}
+}
+
+// problem is the Message of the error DeniedHandler returns. It records that
+// it was marshaled, so that only a response carrying it is relabelled.
+type problem struct {
+	body      []byte
+	marshaled bool
+}
+
+func (p *problem) MarshalJSON() ([]byte, error) { p.marshaled = true; return p.body, nil }
+func (p *problem) String() string               { return http.StatusText(http.StatusTooManyRequests) }
+
+// DecisionFrom returns the Decision the middleware made for this request.
+func DecisionFrom(c echo.Context) (*core.Decision, bool) {
+	d, ok := c.Get(DecisionKey).(*core.Decision)
+	return d, ok
+}

@@ -1,0 +1,617 @@
+package echolimit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/adapters/echolimit"
+	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// fixture is a memory store on a clock the test moves.
+type fixture struct {
+	mu    sync.Mutex
+	now   time.Time
+	store *memorystore.Store
+}
+
+func newFixture(t testing.TB) *fixture {
+	f := &fixture{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	s, err := memorystore.New(memorystore.WithClock(func() time.Time {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.now
+	}))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	f.store = s
+	return f
+}
+
+func (f *fixture) advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now = f.now.Add(d)
+}
+
+func (f *fixture) limiter(t testing.TB, ps ...core.Policy) *core.Limiter {
+	l, err := core.NewLimiter(f.store, ps)
+	require.NoError(t, err)
+	return l
+}
+
+func ipPolicy(t testing.TB, name string, l core.Limit) core.Policy {
+	ip, err := keyfunc.IP()
+	require.NoError(t, err)
+	return core.Policy{Name: name, Key: ip, Limit: l}
+}
+
+// failingStore is a Store whose backend is down: every call fails.
+type failingStore struct{ err error }
+
+func (s failingStore) Take(context.Context, string, core.Limit, int64) (core.Result, error) {
+	return core.Result{}, s.err
+}
+func (s failingStore) Reset(context.Context, string, core.Limit) error { return s.err }
+
+var errBackend = errors.New("backend down")
+
+func newEcho() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	return e
+}
+
+type req struct {
+	method, target, remote string
+	header                 http.Header
+}
+
+func do(h http.Handler, r req) *httptest.ResponseRecorder {
+	if r.method == "" {
+		r.method = http.MethodGet
+	}
+	hr := httptest.NewRequest(r.method, r.target, nil)
+	if r.remote != "" {
+		hr.RemoteAddr = r.remote
+	}
+	for k, v := range r.header {
+		hr.Header[k] = v
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, hr)
+	return w
+}
+
+func get(h http.Handler, target, remote string) *httptest.ResponseRecorder {
+	return do(h, req{target: target, remote: remote})
+}
+
+// recorder keeps the Decision of every request, allowed or denied.
+type recorder struct {
+	mu        sync.Mutex
+	decisions []*core.Decision
+}
+
+func (rec *recorder) keep(c echo.Context) {
+	d, ok := echolimit.DecisionFrom(c)
+	if !ok {
+		panic("no decision")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.decisions = append(rec.decisions, d)
+}
+
+func (rec *recorder) last() *core.Decision {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return rec.decisions[len(rec.decisions)-1]
+}
+
+func hello(c echo.Context) error { return c.String(http.StatusOK, "hello") }
+
+// sfItem is one member of an RFC 9651 List of Strings with Integer
+// parameters, the shape of RateLimit-Policy and RateLimit.
+type sfItem struct {
+	name   string
+	params map[string]int64
+}
+
+var sfMember = regexp.MustCompile(`^"([ !#-\[\]-~]*)"((?:;[a-z*][a-z0-9_.*-]*=-?[0-9]{1,15})*)$`)
+
+func parseSF(t *testing.T, v string) []sfItem {
+	t.Helper()
+	var items []sfItem
+	for _, m := range strings.Split(v, ", ") {
+		g := sfMember.FindStringSubmatch(m)
+		require.NotNil(t, g, "not a structured-field list member: %q in %q", m, v)
+		it := sfItem{name: g[1], params: map[string]int64{}}
+		for _, p := range strings.Split(g[2], ";")[1:] {
+			k, val, _ := strings.Cut(p, "=")
+			n, err := strconv.ParseInt(val, 10, 64)
+			require.NoError(t, err)
+			require.NotContains(t, it.params, k, "duplicate parameter %q", k)
+			it.params[k] = n
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+func ceilSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
+
+// checkHeaders checks every rate-limit header of w against d.
+func checkHeaders(t *testing.T, w *httptest.ResponseRecorder, d *core.Decision, sent time.Time) {
+	t.Helper()
+	h := w.Header()
+	b := d.Bound()
+
+	policies := parseSF(t, h.Get(httplimit.HeaderRateLimitPolicy))
+	require.Len(t, policies, len(d.Results))
+	for i, p := range policies {
+		require.Equal(t, d.Results[i].Policy, p.name)
+		require.Equal(t, d.Results[i].Limit.Capacity(), p.params["q"])
+		require.Positive(t, p.params["w"])
+	}
+	rl := parseSF(t, h.Get(httplimit.HeaderRateLimit))
+	require.Len(t, rl, 1)
+	require.Equal(t, b.Policy, rl[0].name)
+	require.Equal(t, b.Remaining, rl[0].params["r"])
+	tSec := rl[0].params["t"]
+
+	require.Equal(t, strconv.FormatInt(b.Limit.Capacity(), 10), h.Get(httplimit.HeaderLimit))
+	require.Equal(t, strconv.FormatInt(b.Remaining, 10), h.Get(httplimit.HeaderRemaining))
+	reset, err := strconv.ParseInt(h.Get(httplimit.HeaderReset), 10, 64)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, reset, sent.Add(b.ResetAfter).Unix())
+	require.LessOrEqual(t, reset, time.Now().Add(b.ResetAfter).Unix()+1)
+	require.Equal(t, d.State().String(), h.Get(httplimit.HeaderState))
+
+	if d.Allowed {
+		require.Equal(t, ceilSeconds(b.ResetAfter), tSec)
+		require.Empty(t, h.Values(httplimit.HeaderRetryAfter))
+		return
+	}
+	require.Equal(t, http.StatusTooManyRequests, w.Code)
+	require.Equal(t, ceilSeconds(b.RetryAfter), tSec)
+	require.Positive(t, tSec, "t is never 0 while limited")
+	require.Equal(t, strconv.FormatInt(tSec, 10), h.Get(httplimit.HeaderRetryAfter), "Retry-After == t")
+}
+
+type problem struct {
+	Type     string   `json:"type"`
+	Title    string   `json:"title"`
+	Status   int      `json:"status"`
+	Detail   string   `json:"detail"`
+	Violated []string `json:"violated-policies"`
+}
+
+func checkProblem(t *testing.T, w *httptest.ResponseRecorder, violated ...string) problem {
+	t.Helper()
+	require.Equal(t, http.StatusTooManyRequests, w.Code)
+	require.Equal(t, httplimit.ProblemContentType, w.Header().Get(echo.HeaderContentType))
+	require.Equal(t, "no-store", w.Header().Get("Cache-Control"))
+	var p problem
+	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
+	require.Equal(t, "https://iana.org/assignments/http-problem-types#quota-exceeded", p.Type)
+	require.Equal(t, http.StatusTooManyRequests, p.Status)
+	require.Equal(t, violated, p.Violated)
+	return p
+}
+
+// Limit 10: requests 1-8 are normal, 9 and 10 warn (usage above 80%), 11 is
+// throttled; every header agrees with the Decision.
+func TestHeadersFollowTheDecision(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(10)))
+	var rec recorder
+	var ran atomic.Int32
+	e := newEcho()
+	e.Use(echolimit.New(l, echolimit.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
+		rec.keep(c)
+		return echolimit.DeniedHandler(c, d)
+	})))
+	e.GET("/hello", func(c echo.Context) error { rec.keep(c); ran.Add(1); return hello(c) })
+
+	for i := 1; i <= 11; i++ {
+		sent := time.Now()
+		w := get(e, "/hello", "203.0.113.7:4000")
+		d := rec.last()
+		checkHeaders(t, w, d, sent)
+		want := map[bool]string{true: "normal", false: "warning"}[i <= 8]
+		if i == 11 {
+			want = "throttled"
+		}
+		require.Equal(t, want, w.Header().Get(httplimit.HeaderState), "request %d", i)
+		if i <= 10 {
+			require.Equal(t, http.StatusOK, w.Code, "request %d", i)
+			require.Equal(t, "hello", w.Body.String())
+			require.Equal(t, int64(10-i), d.Bound().Remaining)
+			continue
+		}
+		p := checkProblem(t, w, "per-ip")
+		require.Equal(t, "Rate limit exceeded; retry in 6 seconds.", p.Detail) // one token per 6s
+		require.Equal(t, "6", w.Header().Get("Retry-After"))
+	}
+	require.EqualValues(t, 10, ran.Load(), "the handler never runs for a denied request")
+
+	require.Equal(t, http.StatusOK, get(e, "/hello", "198.51.100.1:4000").Code)
+	f.advance(6 * time.Second)
+	w := get(e, "/hello", "203.0.113.7:4000")
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Equal(t, "warning", w.Header().Get(httplimit.HeaderState))
+}
+
+func TestSeveralPolicies(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t,
+		ipPolicy(t, "per-ip", core.PerMinute(10)),
+		ipPolicy(t, "burst", core.PerSecond(3).WithAlgorithm(core.FixedWindow)),
+	)
+	var rec recorder
+	e := newEcho()
+	e.Use(echolimit.New(l, echolimit.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
+		rec.keep(c)
+		return echolimit.DeniedHandler(c, d)
+	})))
+	e.GET("/", func(c echo.Context) error { rec.keep(c); return hello(c) })
+
+	for i := 1; i <= 4; i++ {
+		sent := time.Now()
+		w := get(e, "/", "203.0.113.7:1")
+		d := rec.last()
+		checkHeaders(t, w, d, sent)
+		if i < 4 {
+			require.Equal(t, http.StatusOK, w.Code)
+			continue
+		}
+		require.Equal(t, "burst", d.Bound().Policy)
+		checkProblem(t, w, "burst")
+	}
+}
+
+// A denial goes through e.HTTPErrorHandler: a custom one sees the 429 and
+// renders it its own way; one that delegates to Echo's default gets the
+// problem document; HEAD gets no body.
+func TestDenialTakesTheErrorPath(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(1)))
+
+	t.Run("custom error handler", func(t *testing.T) {
+		var seen []error
+		e := newEcho()
+		e.HTTPErrorHandler = func(err error, c echo.Context) {
+			seen = append(seen, err)
+			var he *echo.HTTPError
+			require.ErrorAs(t, err, &he)
+			d, ok := echolimit.DecisionFrom(c)
+			require.True(t, ok)
+			require.False(t, d.Allowed)
+			require.NoError(t, c.String(he.Code, fmt.Sprintf("%v", he.Message)))
+		}
+		e.Use(echolimit.New(l))
+		e.GET("/", hello)
+		require.Equal(t, http.StatusOK, get(e, "/", "203.0.113.1:1").Code)
+		w := get(e, "/", "203.0.113.1:1")
+		require.Len(t, seen, 1)
+		require.Equal(t, http.StatusTooManyRequests, seen[0].(*echo.HTTPError).Code)
+		require.Equal(t, "code=429, message=Too Many Requests", seen[0].Error())
+		require.Equal(t, http.StatusTooManyRequests, w.Code)
+		require.Equal(t, "Too Many Requests", w.Body.String())
+		require.Equal(t, echo.MIMETextPlainCharsetUTF8, w.Header().Get(echo.HeaderContentType), "not relabelled")
+		require.Equal(t, "60", w.Header().Get(httplimit.HeaderRetryAfter))
+		require.Equal(t, "throttled", w.Header().Get(httplimit.HeaderState))
+	})
+
+	t.Run("custom error handler delegating to the default", func(t *testing.T) {
+		var logged atomic.Int32
+		e := newEcho()
+		e.HTTPErrorHandler = func(err error, c echo.Context) {
+			logged.Add(1)
+			e.DefaultHTTPErrorHandler(err, c)
+		}
+		e.Use(echolimit.New(l))
+		e.GET("/", hello)
+		get(e, "/", "203.0.113.2:1")
+		checkProblem(t, get(e, "/", "203.0.113.2:1"), "per-ip")
+		require.EqualValues(t, 1, logged.Load())
+	})
+
+	t.Run("debug mode indents", func(t *testing.T) {
+		e := newEcho()
+		e.Debug = true
+		e.Use(echolimit.New(l))
+		e.GET("/", hello)
+		get(e, "/", "203.0.113.3:1")
+		w := get(e, "/", "203.0.113.3:1")
+		checkProblem(t, w, "per-ip")
+		require.Contains(t, w.Body.String(), "\n  \"title\"")
+	})
+
+	t.Run("HEAD", func(t *testing.T) {
+		e := newEcho()
+		e.Use(echolimit.New(l))
+		e.HEAD("/", func(c echo.Context) error { return c.NoContent(http.StatusOK) })
+		do(e, req{method: http.MethodHead, target: "/", remote: "203.0.113.4:1"})
+		w := do(e, req{method: http.MethodHead, target: "/", remote: "203.0.113.4:1"})
+		require.Equal(t, http.StatusTooManyRequests, w.Code)
+		require.Empty(t, w.Body.String())
+		require.Equal(t, "60", w.Header().Get(httplimit.HeaderRetryAfter))
+	})
+
+	t.Run("other middleware sees the error", func(t *testing.T) {
+		var got error
+		e := newEcho()
+		e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c echo.Context) error { got = next(c); return got }
+		})
+		e.Use(echolimit.New(l))
+		e.GET("/", hello)
+		get(e, "/", "203.0.113.5:1")
+		checkProblem(t, get(e, "/", "203.0.113.5:1"), "per-ip")
+		require.ErrorAs(t, got, new(*echo.HTTPError))
+	})
+}
+
+func TestSkip(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(2)))
+	e := newEcho()
+	var skipper middleware.Skipper = func(c echo.Context) bool { return c.Path() == "/healthz" }
+	e.Use(echolimit.New(l, echolimit.WithSkip(skipper)))
+	e.GET("/healthz", func(c echo.Context) error {
+		_, ok := echolimit.DecisionFrom(c)
+		require.False(t, ok)
+		return c.String(http.StatusOK, "ok")
+	})
+	e.GET("/hello", hello)
+
+	for range 5 {
+		w := get(e, "/healthz", "203.0.113.7:1")
+		require.Equal(t, http.StatusOK, w.Code)
+		require.Empty(t, w.Header().Get(httplimit.HeaderRateLimit))
+		require.Empty(t, w.Header().Get(httplimit.HeaderState))
+	}
+	w := get(e, "/hello", "203.0.113.7:1")
+	require.Equal(t, "1", w.Header().Get(httplimit.HeaderRemaining), "skipped requests are not counted")
+}
+
+func TestCost(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(10)))
+	e := newEcho()
+	e.Use(echolimit.New(l, echolimit.WithCost(func(c echo.Context) int64 {
+		n, _ := strconv.ParseInt(c.QueryParam("cost"), 10, 64)
+		return n
+	})))
+	e.GET("/", hello)
+
+	steps := []struct {
+		cost      string
+		code      int
+		remaining string
+	}{
+		{"", 200, "9"}, // 0 means 1
+		{"3", 200, "6"},
+		{"6", 200, "0"},
+		{"1", 429, "0"},
+	}
+	for _, s := range steps {
+		w := get(e, "/?cost="+s.cost, "203.0.113.7:1")
+		require.Equal(t, s.code, w.Code, "cost %q", s.cost)
+		require.Equal(t, s.remaining, w.Header().Get(httplimit.HeaderRemaining), "cost %q", s.cost)
+	}
+
+	w := get(e, "/?cost=11", "198.51.100.1:1")
+	p := checkProblem(t, w, "per-ip")
+	require.Contains(t, p.Detail, "cannot succeed")
+	require.Empty(t, w.Header().Values(httplimit.HeaderRetryAfter))
+}
+
+func TestUndecided(t *testing.T) {
+	ip, err := keyfunc.IP()
+	require.NoError(t, err)
+	broken, err := core.NewLimiter(failingStore{errBackend}, []core.Policy{{Name: "per-ip", Key: ip, Limit: core.PerMinute(10)}})
+	require.NoError(t, err)
+	f := newFixture(t)
+	healthy := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(10)))
+
+	cases := []struct {
+		name    string
+		limiter *core.Limiter
+		remote  string
+		is      error
+	}{
+		{"store fails", broken, "203.0.113.7:1", errBackend},
+		{"no client address", healthy, "@", keyfunc.ErrNoKey},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name+"/fail open", func(t *testing.T) {
+			var logs bytes.Buffer
+			e := newEcho()
+			e.Use(echolimit.New(tc.limiter, echolimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+			e.GET("/", hello)
+			w := get(e, "/", tc.remote)
+			require.Equal(t, http.StatusOK, w.Code)
+			require.Equal(t, "hello", w.Body.String())
+			for _, name := range []string{httplimit.HeaderRateLimit, httplimit.HeaderRateLimitPolicy, httplimit.HeaderLimit, httplimit.HeaderState} {
+				require.Empty(t, w.Header().Values(name))
+			}
+			require.Contains(t, logs.String(), "sluice: request not rate limited")
+		})
+		t.Run(tc.name+"/error handler", func(t *testing.T) {
+			var got error
+			e := newEcho()
+			e.Use(echolimit.New(tc.limiter, echolimit.WithErrorHandler(func(c echo.Context, err error) error {
+				got = err
+				return echo.ErrServiceUnavailable
+			})))
+			e.GET("/", func(c echo.Context) error { t.Error("handler ran after the error handler"); return nil })
+			w := get(e, "/", tc.remote)
+			require.Equal(t, http.StatusServiceUnavailable, w.Code)
+			require.NotContains(t, w.Body.String(), "backend", "no error text reaches the client")
+			require.ErrorIs(t, got, tc.is)
+		})
+	}
+}
+
+func TestPerRouteLimits(t *testing.T) {
+	f := newFixture(t)
+	global := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(100)))
+	login := f.limiter(t, ipPolicy(t, "login", core.PerMinute(2)))
+	api := f.limiter(t, ipPolicy(t, "api", core.PerMinute(3)))
+
+	e := newEcho()
+	e.Use(echolimit.New(global))
+	e.GET("/login", hello, echolimit.New(login))
+	quiet := slog.New(slog.DiscardHandler)
+	g := e.Group("/api", echolimit.New(api, echolimit.WithKey(keyfunc.Header("X-API-Key")), echolimit.WithLogger(quiet)))
+	g.GET("/items", hello)
+	e.GET("/hello", hello)
+
+	for range 2 {
+		require.Equal(t, http.StatusOK, get(e, "/login", "203.0.113.7:1").Code)
+	}
+	w := get(e, "/login", "203.0.113.7:1")
+	checkProblem(t, w, "login")
+	require.Equal(t, `"login";q=2;w=60`, w.Header().Get(httplimit.HeaderRateLimitPolicy))
+	require.Equal(t, http.StatusOK, get(e, "/hello", "203.0.113.7:1").Code, "other routes are unaffected")
+	require.Equal(t, http.StatusOK, get(e, "/login", "198.51.100.1:1").Code, "other clients are unaffected")
+
+	key := func(k, remote string) *httptest.ResponseRecorder {
+		return do(e, req{target: "/api/items", remote: remote, header: http.Header{"X-Api-Key": {k}}})
+	}
+	require.Equal(t, "2", key("k1", "203.0.113.7:1").Header().Get(httplimit.HeaderRemaining))
+	require.Equal(t, "1", key("k1", "198.51.100.1:1").Header().Get(httplimit.HeaderRemaining))
+	require.Equal(t, "0", key("k1", "192.0.2.1:1").Header().Get(httplimit.HeaderRemaining))
+	checkProblem(t, key("k1", "192.0.2.2:1"), "api")
+	require.Equal(t, "2", key("k2", "203.0.113.7:1").Header().Get(httplimit.HeaderRemaining))
+
+	require.Equal(t, http.StatusOK, get(e, "/api/items", "203.0.113.7:1").Code)
+}
+
+func TestRouteIsTheTemplate(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, core.Policy{Name: "per-route", Key: keyfunc.Route(), Limit: core.PerMinute(2)})
+	e := newEcho()
+	e.Use(echolimit.New(l))
+	e.GET("/users/:id", hello)
+
+	require.Equal(t, "1", get(e, "/users/1", "203.0.113.7:1").Header().Get(httplimit.HeaderRemaining))
+	require.Equal(t, "0", get(e, "/users/2", "198.51.100.1:1").Header().Get(httplimit.HeaderRemaining))
+	require.Equal(t, http.StatusTooManyRequests, get(e, "/users/3", "192.0.2.1:1").Code)
+
+	w := get(e, "/nowhere", "203.0.113.7:1")
+	require.Equal(t, http.StatusNotFound, w.Code)
+	require.Equal(t, "1", w.Header().Get(httplimit.HeaderRemaining))
+}
+
+func TestDecisionInHandler(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(10)))
+	e := newEcho()
+	e.Use(echolimit.New(l))
+	e.GET("/", func(c echo.Context) error {
+		d, ok := echolimit.DecisionFrom(c)
+		require.True(t, ok)
+		require.Same(t, d, c.Get(echolimit.DecisionKey))
+		hd, ok := httplimit.DecisionFrom(c.Request().Context())
+		require.True(t, ok, "the Decision is in the request context")
+		require.Same(t, d, hd)
+		return c.String(http.StatusOK, fmt.Sprintf("%s %d", d.State(), d.Bound().Remaining))
+	})
+	var w *httptest.ResponseRecorder
+	for range 9 {
+		w = get(e, "/", "203.0.113.7:1")
+	}
+	require.Equal(t, "warning 1", w.Body.String())
+
+	c := e.NewContext(httptest.NewRequest(http.MethodGet, "/", nil), httptest.NewRecorder())
+	_, ok := echolimit.DecisionFrom(c)
+	require.False(t, ok)
+}
+
+func TestDeniedHandler(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(1)))
+	e := newEcho()
+	e.Use(echolimit.New(l, echolimit.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
+		require.False(t, d.Allowed)
+		require.NotEmpty(t, c.Response().Header().Get(httplimit.HeaderRetryAfter), "headers are set before the denied handler")
+		return c.JSON(http.StatusTooManyRequests, echo.Map{"error": "slow down"})
+	})))
+	var ran atomic.Int32
+	e.GET("/", func(c echo.Context) error { ran.Add(1); return hello(c) })
+
+	get(e, "/", "203.0.113.7:1")
+	w := get(e, "/", "203.0.113.7:1")
+	require.Equal(t, http.StatusTooManyRequests, w.Code)
+	require.JSONEq(t, `{"error":"slow down"}`, w.Body.String())
+	require.Equal(t, echo.MIMEApplicationJSON, w.Header().Get(echo.HeaderContentType))
+	require.Equal(t, "60", w.Header().Get(httplimit.HeaderRetryAfter))
+	require.EqualValues(t, 1, ran.Load())
+}
+
+func TestHeaderConfig(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(10)))
+	e := newEcho()
+	e.Use(echolimit.New(l, echolimit.WithHeaders(httplimit.HeaderConfig{Omit: httplimit.Draft, Reset: httplimit.ResetDelta})))
+	e.GET("/", hello)
+	w := get(e, "/", "203.0.113.7:1")
+	require.Empty(t, w.Header().Values(httplimit.HeaderRateLimit))
+	require.Empty(t, w.Header().Values(httplimit.HeaderRateLimitPolicy))
+	require.Equal(t, "6", w.Header().Get(httplimit.HeaderReset))
+}
+
+func TestConcurrent(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(50)))
+	e := newEcho()
+	e.Use(echolimit.New(l))
+	e.GET("/", hello)
+	var ok, denied atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				switch get(e, "/", "203.0.113.7:1").Code {
+				case http.StatusOK:
+					ok.Add(1)
+				case http.StatusTooManyRequests:
+					denied.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, 50, ok.Load())
+	require.EqualValues(t, 150, denied.Load())
+}
+
+func TestNilLimiter(t *testing.T) {
+	require.PanicsWithValue(t, "echolimit.New: nil limiter", func() { echolimit.New(nil) })
+}

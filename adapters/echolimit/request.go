@@ -1,0 +1,75 @@
+package echolimit
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// request is the keyfunc.Request view of an echo.Context. echo.Context is an
+// interface, so the view is a pointer to a struct holding it; the middleware
+// keeps the request's Decision in the same allocation.
+type request struct {
+	c echo.Context
+	d core.Decision
+}
+
+func (r *request) Context() context.Context { return r.c.Request().Context() }
+func (r *request) Method() string           { return r.c.Request().Method }
+
+// Route is the route template that matched ("/users/:id"), or the path when
+// no route did.
+func (r *request) Route() string {
+	if p := r.c.Path(); p != "" {
+		return p
+	}
+	return r.c.Request().URL.Path
+}
+func (r *request) Path() string                      { return r.c.Request().URL.Path }
+func (r *request) Header(name string) string         { return r.c.Request().Header.Get(name) }
+func (r *request) HeaderValues(name string) []string { return r.c.Request().Header.Values(name) }
+func (r *request) Query(name string) string          { return r.c.QueryParam(name) }
+func (r *request) RemoteAddr() string                { return r.c.Request().RemoteAddr }
+
+// Request returns the keyfunc.Request view of c, for key functions used
+// outside the middleware.
+func Request(c echo.Context) keyfunc.Request { return &request{c: c} }
+
+var errNotEcho = errors.New("echolimit: RealIP: not a request of the echolimit middleware")
+
+// RealIP returns a key function that keys a request by Echo's c.RealIP(),
+// for apps whose Echo already knows its proxies. IPv6 clients are grouped by
+// /64 and IPv4-mapped addresses folded, as keyfunc.IP does; a value that is
+// not an IP address falls back to the transport peer.
+//
+// WARNING: unless e.IPExtractor is set, c.RealIP() takes Echo's legacy path:
+// the leftmost X-Forwarded-For entry, else X-Real-IP, else the peer. Any
+// client can send those headers and get a fresh bucket per request. Use it
+// only with e.IPExtractor = echo.ExtractIPDirect() or
+// echo.ExtractIPFromXFFHeader(...) with trust options that name your proxies
+// (its defaults trust loopback, link-local and all private networks).
+// Otherwise prefer keyfunc.IP(), which reads the transport peer and walks
+// forwarding headers only from proxies you trust.
+func RealIP() keyfunc.Func {
+	return func(r keyfunc.Request) (string, error) {
+		v, ok := r.(*request)
+		if !ok {
+			return "", errNotEcho
+		}
+		a, err := netip.ParseAddr(v.c.RealIP())
+		if err != nil {
+			var peer keyfunc.IPExtractor // the transport peer only
+			return peer.Key(r)
+		}
+		if a = a.Unmap().WithZone(""); a.Is4() {
+			return a.String(), nil
+		}
+		p, _ := a.Prefix(64)
+		return p.String(), nil
+	}
+}

@@ -1,0 +1,128 @@
+package ginlimit
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// DecisionKey is the gin.Context key under which the middleware stores the
+// *core.Decision (c.Get(DecisionKey)); DecisionFrom reads it.
+const DecisionKey = "sluice.decision"
+
+type config struct {
+	key     keyfunc.Func
+	cost    func(*gin.Context) int64
+	skip    func(*gin.Context) bool
+	denied  gin.HandlerFunc
+	onError func(*gin.Context, error)
+	headers httplimit.HeaderConfig
+	logger  *slog.Logger
+}
+
+// Option configures the middleware. The options are those of httplimit, with
+// gin's types.
+type Option func(*config)
+
+// WithKey counts requests under f's identity instead of each policy's Key
+// (per-route identities: an API key on one route group, the client IP on
+// another).
+func WithKey(f keyfunc.Func) Option { return func(c *config) { c.key = f } }
+
+// WithCost sets the cost of a request (default 1; 0 also means 1).
+func WithCost(f func(*gin.Context) int64) Option { return func(c *config) { c.cost = f } }
+
+// WithSkip exempts requests for which f returns true: they are neither
+// counted nor given headers.
+func WithSkip(f func(*gin.Context) bool) Option { return func(c *config) { c.skip = f } }
+
+// WithDeniedHandler answers denied requests instead of DeniedHandler. The
+// rate-limit headers are already set and the Decision is stored when h runs;
+// the chain is aborted after it (h may call c.Next to let the request
+// through anyway, as a shadow mode would).
+func WithDeniedHandler(h gin.HandlerFunc) Option { return func(c *config) { c.denied = h } }
+
+// WithErrorHandler answers requests the limiter could not decide (no
+// identity, store failure) instead of letting them through. The chain is
+// aborted after f unless f calls c.Next itself.
+func WithErrorHandler(f func(*gin.Context, error)) Option { return func(c *config) { c.onError = f } }
+
+// WithHeaders chooses the header families and the reset format.
+func WithHeaders(h httplimit.HeaderConfig) Option { return func(c *config) { c.headers = h } }
+
+// WithLogger sets where undecided requests are logged when no error handler
+// is set (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// New returns gin middleware that limits requests with l. It panics if l is
+// nil.
+func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
+	if l == nil {
+		panic("ginlimit.New: nil limiter")
+	}
+	c := config{denied: DeniedHandler}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.logger == nil {
+		c.logger = slog.Default()
+	}
+	return func(gc *gin.Context) {
+		if c.skip != nil && c.skip(gc) {
+			gc.Next()
+			return
+		}
+		call := core.Call{Key: c.key}
+		if c.cost != nil {
+			call.Cost = c.cost(gc)
+		}
+		ctx := gc.Request.Context()
+		d, err := l.CheckWith(ctx, (*request)(gc), call)
+		if err != nil {
+			if c.onError != nil {
+				c.onError(gc, err)
+				gc.Abort()
+				return
+			}
+			c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: request not rate limited", slog.String("error", err.Error()))
+			gc.Next()
+			return
+		}
+		httplimit.SetHeaders(gc.Writer.Header(), c.headers.Format(&d, time.Now()))
+		gc.Set(DecisionKey, &d)
+		gc.Request = gc.Request.WithContext(httplimit.NewContext(ctx, &d))
+		if !d.Allowed {
+			c.denied(gc)
+			gc.Abort()
+			return
+		}
+		gc.Next()
+	}
+}
+
+// DeniedHandler is the default answer to a denied request: 429 Too Many
+// Requests with the RFC 9457 problem+json body of httplimit.Problem, and the
+// chain aborted. Call it from a custom denied handler to keep the standard
+// body.
+func DeniedHandler(c *gin.Context) {
+	body := []byte(`{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429}` + "\n")
+	if d, ok := DecisionFrom(c); ok {
+		body = httplimit.Problem(d)
+	}
+	c.Header("Cache-Control", "no-store")
+	c.Data(http.StatusTooManyRequests, httplimit.ProblemContentType, body)
+	c.Abort()
+}
+
+// DecisionFrom returns the Decision the middleware made for this request.
+func DecisionFrom(c *gin.Context) (*core.Decision, bool) {
+	v, _ := c.Get(DecisionKey)
+	d, ok := v.(*core.Decision)
+	return d, ok
+}

@@ -1,0 +1,133 @@
+// Package grpclimit is sluice for gRPC: server interceptors that limit calls
+// (and optionally the messages of a stream), and client interceptors that keep
+// a client under a provider's quota by deciding before anything is sent.
+//
+//	srv := grpc.NewServer(
+//		grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(limiter)),
+//		grpc.ChainStreamInterceptor(grpclimit.StreamServerInterceptor(limiter)),
+//	)
+//
+// Install it first in the chain (see "Trailers-Only" below).
+//
+// # What a key function sees
+//
+// A call is presented to key functions as a keyfunc.Request: Route and Path
+// are the full method ("/pkg.Service/Method"), Method is "POST" (every gRPC
+// call is an HTTP/2 POST), Header and HeaderValues read the incoming
+// metadata (names are matched case-insensitively; HeaderValues returns every
+// value of a repeated key), Query is always "", and RemoteAddr is the
+// transport peer (peer.FromContext) or "" when the context has none. So
+// keyfunc.IP() keys by the peer address, and behind a grpc-gateway or an
+// Envoy that appends to x-forwarded-for, keyfunc.IP(keyfunc.TrustProxies(...))
+// walks that metadata from the right like the HTTP header. In the client
+// interceptors Header reads the outgoing metadata and RemoteAddr is always ""
+// (key by keyfunc.Const, keyfunc.Route or the outgoing metadata there).
+//
+// # Per-method limits
+//
+// The limiter given to an interceptor applies to every method. WithMethodLimiter
+// gives a full method ("/pkg.Service/Method") or a whole service
+// ("/pkg.Service/") its own limiter; an exact method wins over its service.
+// WithSkipMethods and WithSkip leave methods unlimited, for example the
+// health service. The default limiter may be nil when WithMethodLimiter or
+// WithMessageLimit say what to limit: methods without a limiter then pass.
+//
+// # Denials
+//
+// A denied call ends with codes.ResourceExhausted (HTTP 429 through a
+// gateway) whose status carries, as details:
+//
+//   - errdetails.RetryInfo: the exact wait until this call would be admitted;
+//   - errdetails.QuotaFailure: one violation per policy that denied, with
+//     subject "policy:<name>", quota_id the policy and quota_value its
+//     capacity;
+//   - errdetails.ErrorInfo: reason RATE_LIMIT_EXCEEDED, domain sluice.dev, and
+//     metadata policy, limit, remaining, reset_after_ms, retry_after_ms and
+//     state of the most constraining policy.
+//
+// and the trailer grpc-retry-pushback-ms (gRFC A6): the wait in milliseconds,
+// rounded up, so that a grpc-go (or other) client whose retry policy lists
+// RESOURCE_EXHAUSTED retries exactly when the call can pass instead of after
+// its own backoff. A call whose cost exceeds a policy's capacity can never be
+// admitted: it gets ResourceExhausted without RetryInfo, retry_after_ms "-1"
+// and pushback "-1", which tells gRPC clients not to retry.
+//
+// # Rate-limit metadata
+//
+// Every limited call, admitted or denied, carries the values of the HTTP
+// headers of package httplimit (httplimit.HeaderConfig.Format, so they are
+// equal character for character) under lower-case keys: ratelimit-policy,
+// ratelimit, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset,
+// x-ratelimit-state (normal, warning or throttled: the warning signal) and,
+// when denied, retry-after. WithHeaders selects them as in httplimit. Where
+// they travel:
+//
+//   - A denied call: in the trailer, with grpc-retry-pushback-ms. The server
+//     answers Trailers-Only (a single HEADERS frame, which on the wire is the
+//     response's header section), which gRPC requires for the pushback to be
+//     honoured and for the call to be retried at all.
+//   - An admitted unary call that succeeds: in the response header metadata
+//     (grpc.SetHeader, attached after the handler returns, which is before
+//     the response is written).
+//   - An admitted call whose handler returns an error without having sent
+//     headers: in the trailer, so that the response stays Trailers-Only and
+//     the application's own errors remain retryable by the client's retry
+//     policy (a response with headers is never retried by gRPC).
+//   - A stream admitted at open: in the header metadata, attached when the
+//     handler sends its first header or message, or when it returns nil; in
+//     the trailer when it returns an error before sending anything.
+//   - Per-message limits (WithMessageLimit): the decision on the last message
+//     received is in the trailer, as x-ratelimit-limit, -remaining, -reset,
+//     -state (and retry-after and grpc-retry-pushback-ms when it was denied).
+//     The RateLimit and RateLimit-Policy fields are left out there because
+//     the ratelimit-headers draft forbids them in trailers.
+//   - If a unary handler sent the header itself (grpc.SendHeader) and then
+//     succeeds, the call's metadata go to the trailer, without ratelimit and
+//     ratelimit-policy.
+//
+// # Trailers-Only
+//
+// gRPC retries a call, and honours grpc-retry-pushback-ms, only when the
+// server sent no header metadata before the status. An interceptor that runs
+// before this one and calls grpc.SetHeader or grpc.SendHeader defeats that
+// for denials: put grpclimit first in the chain.
+//
+// # Streams
+//
+// StreamServerInterceptor checks a stream once when it opens. With
+// WithMessageLimit, every message received (ServerStream.RecvMsg) is also
+// checked after it is read: a denied message is dropped and RecvMsg returns
+// the ResourceExhausted status, which the handler should return as it
+// returns any RecvMsg error. In StreamClientInterceptor, WithMessageLimit
+// checks each ClientStream.SendMsg before the message is sent; a denied
+// message is not sent and the stream stays open, so the caller can wait for
+// RetryInfo and send it again.
+//
+// # Client interceptors
+//
+// UnaryClientInterceptor and StreamClientInterceptor decide before a call
+// leaves the process. A denied call returns the same ResourceExhausted status
+// as a server would, without calling the invoker (or streamer); a
+// grpc.Trailer call option, if given, receives the rate-limit metadata and
+// the pushback. Admitted calls get nothing added: they go out unchanged.
+//
+// # Failure
+//
+// If the limiter cannot decide (no identity for the call, a negative cost, or
+// a store failure), the default is to fail open: the call proceeds without
+// rate-limit metadata and the error is logged (WithLogger). WithErrorHandler
+// replaces that; FailClosed answers codes.Unavailable with a generic message.
+// No error text from a store reaches the client: an error handler's result
+// that is not a gRPC status is replaced by Unavailable "rate limit
+// unavailable".
+//
+// Key functions see metadata as sent, bounded only by the server's
+// MaxHeaderListSize; keyfunc.IP reads at most keyfunc.MaxHeaderBytes bytes
+// and keyfunc.MaxHops entries of x-forwarded-for and falls back to the peer
+// beyond that, or when an entry is not an address.
+//
+// The interceptors are safe for concurrent use; their configuration is fixed
+// when they are built. A misconfiguration (a malformed method name in
+// WithMethodLimiter or WithSkipMethods, or nothing to limit at all) panics
+// then, as a programming error.
+package grpclimit

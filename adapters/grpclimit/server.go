@@ -1,0 +1,169 @@
+package grpclimit
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/core"
+)
+
+// UnaryServerInterceptor returns an interceptor that limits unary calls with
+// l (nil when only WithMethodLimiter says what to limit). It panics if there
+// is nothing to limit or an option is malformed.
+func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
+	c := newConfig("UnaryServerInterceptor", l, opts)
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		lim, _ := c.limiter(ctx, info.FullMethod)
+		if lim == nil {
+			return handler(ctx, req)
+		}
+		r := &call{parent: ctx, method: info.FullMethod}
+		d, err := c.check(lim, r, req)
+		if err != nil {
+			if err := c.undecided(ctx, info.FullMethod, err); err != nil {
+				return nil, err
+			}
+			return handler(ctx, req)
+		}
+		r.d, r.decided = d, true
+		now := time.Now()
+		if !d.Allowed {
+			// Trailers-Only: nothing in the header, or the client would not
+			// retry nor honour the pushback.
+			_ = grpc.SetTrailer(ctx, denialMetadata(c.headers, &r.d, now))
+			return nil, c.deny((*callContext)(r), info.FullMethod, &r.d)
+		}
+		f := c.headers.Format(&r.d, now)
+		resp, err := handler((*callContext)(r), req)
+		if f.N > 0 {
+			attachUnary(ctx, Metadata(f), err)
+		}
+		return resp, err
+	}
+}
+
+// attachUnary sends an admitted call's metadata after its handler returned
+// (the response is written after the interceptors return): in the header on
+// success; in the trailer on error, which keeps a response without headers
+// Trailers-Only (retryable).
+func attachUnary(ctx context.Context, md metadata.MD, handlerErr error) {
+	if handlerErr == nil {
+		if grpc.SetHeader(ctx, md) == nil {
+			return
+		}
+		// The handler sent the header itself: this is a real trailer.
+		delete(md, MetadataRateLimit)
+		delete(md, MetadataRateLimitPolicy)
+	}
+	_ = grpc.SetTrailer(ctx, md)
+}
+
+// StreamServerInterceptor returns an interceptor that limits streams with l
+// when they open (l may be nil when WithMethodLimiter or WithMessageLimit say
+// what to limit), and, with WithMessageLimit, every message received. It
+// panics if there is nothing to limit or an option is malformed.
+func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerInterceptor {
+	c := newConfig("StreamServerInterceptor", l, opts)
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx := ss.Context()
+		lim, skip := c.limiter(ctx, info.FullMethod)
+		if skip || lim == nil && c.message == nil {
+			return handler(srv, ss)
+		}
+		s := &serverStream{ServerStream: ss, c: c, r: call{parent: ctx, method: info.FullMethod}}
+		if lim != nil {
+			d, err := c.check(lim, &s.r, nil)
+			if err != nil {
+				if err := c.undecided(ctx, info.FullMethod, err); err != nil {
+					return err
+				}
+			} else {
+				s.r.d, s.r.decided = d, true
+				now := time.Now()
+				if !d.Allowed {
+					ss.SetTrailer(denialMetadata(c.headers, &s.r.d, now))
+					return c.deny(s.Context(), info.FullMethod, &s.r.d)
+				}
+				s.header = c.headers.Format(&s.r.d, now)
+			}
+		}
+		err := handler(srv, s)
+		s.finish(err)
+		return err
+	}
+}
+
+// serverStream is a limited server stream: its Context carries the
+// Decision, the open decision's metadata rides on the first header sent, and
+// with WithMessageLimit RecvMsg checks every message.
+type serverStream struct {
+	grpc.ServerStream
+	c      *config
+	r      call             // the view for key functions, and the context
+	header httplimit.Fields // the open decision's metadata, until sent
+	msg    core.Decision    // the last message's decision
+	msgAt  time.Time
+	msgSet bool
+}
+
+func (s *serverStream) Context() context.Context { return (*callContext)(&s.r) }
+
+func (s *serverStream) SendHeader(md metadata.MD) error {
+	s.flushHeader()
+	return s.ServerStream.SendHeader(md)
+}
+
+func (s *serverStream) SendMsg(m any) error {
+	s.flushHeader()
+	return s.ServerStream.SendMsg(m)
+}
+
+func (s *serverStream) flushHeader() {
+	if s.header.N > 0 {
+		_ = s.ServerStream.SetHeader(Metadata(s.header))
+		s.header.N = 0
+	}
+}
+
+// RecvMsg reads a message and, with WithMessageLimit, checks it: a denied
+// message is dropped and RecvMsg returns the denial.
+func (s *serverStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil || s.c.message == nil {
+		return err
+	}
+	d, err := s.c.check(s.c.message, &s.r, m)
+	if err != nil {
+		return s.c.undecided(s.r.parent, s.r.method, err)
+	}
+	s.msg, s.msgAt, s.msgSet = d, time.Now(), true
+	if !d.Allowed {
+		return s.c.deny(s.Context(), s.r.method, &d)
+	}
+	return nil
+}
+
+// finish places the metadata that was not sent yet once the handler
+// returned.
+func (s *serverStream) finish(err error) {
+	var trailer metadata.MD
+	if s.header.N > 0 {
+		if err == nil {
+			s.flushHeader()
+		} else {
+			trailer = Metadata(s.header) // Trailers-Only
+		}
+	}
+	if s.msgSet {
+		trailer = Metadata(s.c.msgHdrs.Format(&s.msg, s.msgAt))
+		if !s.msg.Allowed {
+			trailer[MetadataPushback] = []string{Pushback(&s.msg)}
+		}
+	}
+	if trailer != nil {
+		s.ServerStream.SetTrailer(trailer)
+	}
+}

@@ -1,0 +1,168 @@
+package grpclimit
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/core"
+)
+
+// Metadata keys: the httplimit header names in lower case, as gRPC requires,
+// and the gRFC A6 retry pushback.
+const (
+	MetadataRateLimitPolicy = "ratelimit-policy"
+	MetadataRateLimit       = "ratelimit"
+	MetadataLimit           = "x-ratelimit-limit"
+	MetadataRemaining       = "x-ratelimit-remaining"
+	MetadataReset           = "x-ratelimit-reset"
+	MetadataState           = "x-ratelimit-state"
+	MetadataRetryAfter      = "retry-after"
+	// MetadataPushback is the trailer that tells gRPC clients when to retry
+	// (milliseconds) or, when negative, not to retry.
+	MetadataPushback = "grpc-retry-pushback-ms"
+)
+
+// The ErrorInfo of a denied call.
+const (
+	ErrorReason = "RATE_LIMIT_EXCEEDED"
+	ErrorDomain = "sluice.dev"
+)
+
+// Metadata returns the formatted fields f as gRPC metadata: the same values
+// under lower-case keys, with one allocation for all the value slices.
+func Metadata(f httplimit.Fields) metadata.MD {
+	md := make(metadata.MD, f.N+1) // room for the pushback
+	vals := make([]string, f.N)
+	for i := range f.N {
+		vals[i] = f.Value[i]
+		md[metadataKey(f.Name[i])] = vals[i : i+1 : i+1]
+	}
+	return md
+}
+
+func metadataKey(name string) string {
+	switch name {
+	case httplimit.HeaderRateLimitPolicy:
+		return MetadataRateLimitPolicy
+	case httplimit.HeaderRateLimit:
+		return MetadataRateLimit
+	case httplimit.HeaderLimit:
+		return MetadataLimit
+	case httplimit.HeaderRemaining:
+		return MetadataRemaining
+	case httplimit.HeaderReset:
+		return MetadataReset
+	case httplimit.HeaderState:
+		return MetadataState
+	case httplimit.HeaderRetryAfter:
+		return MetadataRetryAfter
+	}
+	return strings.ToLower(name)
+}
+
+// Pushback returns the grpc-retry-pushback-ms value of a denied Decision: the
+// wait of its most constraining policy in milliseconds, rounded up and capped
+// at the largest int32, or "-1" (do not retry) when the call can never be
+// admitted.
+func Pushback(d *core.Decision) string {
+	b := d.Bound()
+	if b.Never() {
+		return "-1"
+	}
+	return strconv.FormatInt(min(ceilMillis(b.RetryAfter), math.MaxInt32), 10)
+}
+
+// DeniedError returns DeniedStatus(d) as an error.
+func DeniedError(d *core.Decision) error { return DeniedStatus(d).Err() }
+
+// DeniedStatus returns the status of a denied call: codes.ResourceExhausted
+// with RetryInfo (unless the call can never be admitted), a QuotaFailure
+// with one violation per policy that denied, and an ErrorInfo. Use it from a
+// custom denied handler to keep the standard details.
+func DeniedStatus(d *core.Decision) *status.Status {
+	b := d.Bound()
+	var msg string
+	if b.Never() {
+		msg = fmt.Sprintf("rate limit: the call costs more than policy %q allows (%d); it can never be admitted", b.Policy, b.Limit.Capacity())
+	} else {
+		msg = fmt.Sprintf("rate limit exceeded (policy %q); retry in %s", b.Policy, roundUp(b.RetryAfter))
+	}
+	st := status.New(codes.ResourceExhausted, msg)
+	details := make([]protoadapt.MessageV1, 0, 3)
+	if !b.Never() {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(b.RetryAfter)})
+	}
+	qf := &errdetails.QuotaFailure{}
+	for _, p := range d.Results {
+		if p.Allowed {
+			continue
+		}
+		desc := fmt.Sprintf("%d per %s (%s) exceeded", p.Limit.Rate, p.Limit.Period, p.Limit.Algorithm)
+		if p.Never() {
+			desc = fmt.Sprintf("cost exceeds the capacity %d; the call can never be admitted", p.Limit.Capacity())
+		}
+		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
+			Subject:     "policy:" + p.Policy,
+			Description: desc,
+			QuotaId:     p.Policy,
+			QuotaValue:  p.Limit.Capacity(),
+		})
+	}
+	retry := "-1"
+	if !b.Never() {
+		retry = Pushback(d)
+	}
+	details = append(details, qf, &errdetails.ErrorInfo{
+		Reason: ErrorReason,
+		Domain: ErrorDomain,
+		Metadata: map[string]string{
+			"policy":         b.Policy,
+			"limit":          strconv.FormatInt(b.Limit.Capacity(), 10),
+			"remaining":      strconv.FormatInt(b.Remaining, 10),
+			"reset_after_ms": strconv.FormatInt(ceilMillis(b.ResetAfter), 10),
+			"retry_after_ms": retry,
+			"state":          d.State().String(),
+		},
+	})
+	if withDetails, err := st.WithDetails(details...); err == nil {
+		st = withDetails
+	}
+	return st
+}
+
+func ceilMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d-1)/time.Millisecond) + 1
+}
+
+// roundUp shortens d for a message, never below the real wait.
+func roundUp(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return (d + time.Millisecond - 1).Truncate(time.Millisecond)
+	case d >= time.Millisecond:
+		return (d + time.Microsecond - 1).Truncate(time.Microsecond)
+	}
+	return d
+}
+
+// denialMetadata is the trailer of a denied call: its rate-limit metadata
+// and the retry pushback.
+func denialMetadata(h httplimit.HeaderConfig, d *core.Decision, now time.Time) metadata.MD {
+	md := Metadata(h.Format(d, now))
+	md[MetadataPushback] = []string{Pushback(d)}
+	return md
+}
