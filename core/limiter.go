@@ -79,6 +79,8 @@ type Decision struct {
 	// those that denied, the one with the longest wait; otherwise the one
 	// with the smallest share of its capacity left. It drives the headers.
 	Binding int
+
+	buf [2]PolicyResult // Results of up to two policies, without an allocation
 }
 
 // Limited reports whether any policy applied to the request.
@@ -118,6 +120,9 @@ type Limiter struct {
 type policySet struct {
 	policies []compiledPolicy
 	routes   trie
+	// everyRequest: every policy applies to every request (no routes, no
+	// methods), so no matching is needed.
+	everyRequest bool
 }
 
 type compiledPolicy struct {
@@ -229,6 +234,7 @@ func (l *Limiter) SetPolicies(policies []Policy) error {
 		p.Shadow = p.Shadow || c.shadow
 		set.policies = append(set.policies, compiledPolicy{Policy: p, suffix: "\x00" + p.Name})
 	}
+	set.everyRequest = len(set.routes.all) == len(set.policies) && !set.anyMethods()
 	l.set.Store(set)
 	return nil
 }
@@ -307,54 +313,93 @@ func (l *Limiter) CheckWith(ctx context.Context, r keyfunc.Request, c Call) (Dec
 	case cost < 0:
 		return Decision{}, fmt.Errorf("sluice: %w: %d", ErrInvalidCost, cost)
 	}
-	d, err := l.decide(ctx, r, c.Key, cost)
-	if err != nil {
+	var d Decision
+	if err := l.Decide(ctx, r, c, &d); err != nil {
 		return Decision{}, err
 	}
-	l.hooks(ctx, r, &d)
+	d.Results = slices.Clone(d.Results) // d is returned by value: no aliasing of d.buf
 	return d, nil
+}
+
+// Decide is CheckWith writing into d, which adapters allocate once per
+// request (d then holds up to two results without another allocation). d
+// must not be copied afterwards.
+func (l *Limiter) Decide(ctx context.Context, r keyfunc.Request, c Call, d *Decision) error {
+	cost := c.Cost
+	switch {
+	case cost == 0:
+		cost = 1
+	case cost < 0:
+		return fmt.Errorf("sluice: %w: %d", ErrInvalidCost, cost)
+	}
+	if err := l.decide(ctx, r, c.Key, cost, d); err != nil {
+		return err
+	}
+	l.hooks(ctx, r, d)
+	return nil
 }
 
 // Peek reports r's state under every matching policy without counting it.
 func (l *Limiter) Peek(ctx context.Context, r keyfunc.Request) (Decision, error) {
-	return l.decide(ctx, r, nil, 0)
+	var d Decision
+	if err := l.decide(ctx, r, nil, 0, &d); err != nil {
+		return Decision{}, err
+	}
+	d.Results = slices.Clone(d.Results)
+	return d, nil
 }
 
-func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfunc.Func, cost int64) (Decision, error) {
+func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfunc.Func, cost int64, d *Decision) error {
 	set := l.set.Load()
 	var idx []int
-	if len(set.routes.all) == len(set.policies) && !set.anyMethods() {
+	if set.everyRequest {
 		idx = set.allIdx()
 	} else {
 		idx = set.matched(r)
 	}
-	d := Decision{Allowed: true, Results: make([]PolicyResult, len(idx))}
+	*d = Decision{Allowed: true}
+	if len(idx) <= len(d.buf) {
+		d.Results = d.buf[:len(idx)]
+	} else {
+		d.Results = make([]PolicyResult, len(idx))
+	}
 	if len(idx) == 0 {
-		return d, nil
+		return nil
 	}
 	tier := ""
 	if l.tiers != nil && set.anyTiers(idx) {
 		tier = l.tiers.tier(ctx, r)
 	}
-	ops := make([]Op, len(idx))
+	var ops []Op
+	if len(idx) > 1 {
+		ops = make([]Op, len(idx))
+	}
 	for j, i := range idx {
 		p := &set.policies[i]
 		key, err := p.key(r, override)
 		if err != nil {
-			return Decision{}, err
+			return err
 		}
 		lim := p.Limit
 		if tl, ok := p.Tiers[tier]; ok {
 			lim = tl
 		}
-		ops[j] = Op{Key: key, Limit: lim, Cost: cost, Shadow: p.Shadow}
+		if ops != nil {
+			ops[j] = Op{Key: key, Limit: lim, Cost: cost, Shadow: p.Shadow}
+		}
 		d.Results[j] = PolicyResult{Policy: p.Name, Limit: lim, Shadow: p.Shadow, key: key, cost: cost, refund: p.Refund}
 		if len(p.Tiers) > 0 {
 			d.Results[j].Tier = tier
 		}
 	}
-	if err := l.take(ctx, ops, d.Results); err != nil {
-		return Decision{}, err
+	if ops == nil { // one policy: one Take
+		res, err := l.store.Take(ctx, d.Results[0].key, d.Results[0].Limit, cost)
+		if err != nil {
+			return fmt.Errorf("sluice: policy %q: %w", d.Results[0].Policy, err)
+		}
+		d.Results[0].Result = res
+	} else if err := l.take(ctx, ops, d.Results); err != nil {
+		return err
 	}
 	for j := range d.Results {
 		if !d.Results[j].Allowed && !d.Results[j].Shadow && cost > 0 {
@@ -362,21 +407,13 @@ func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfun
 		}
 	}
 	d.Binding = binding(d.Results)
-	return d, nil
+	return nil
 }
 
-// take decides the ops: one Take for one op; for several, all or nothing
-// when the store is a BatchStore (a request denied by one policy consumes
-// nothing from the others), one after another otherwise.
+// take decides several ops: all or nothing when the store is a BatchStore
+// (a request denied by one policy consumes nothing from the others), one
+// after another otherwise.
 func (l *Limiter) take(ctx context.Context, ops []Op, out []PolicyResult) error {
-	if len(ops) == 1 {
-		res, err := l.store.Take(ctx, ops[0].Key, ops[0].Limit, ops[0].Cost)
-		if err != nil {
-			return fmt.Errorf("sluice: policy %q: %w", out[0].Policy, err)
-		}
-		out[0].Result = res
-		return nil
-	}
 	results := make([]Result, len(ops))
 	if bs, ok := l.store.(BatchStore); ok {
 		if err := bs.TakeAll(ctx, ops, results); err != nil {
@@ -397,7 +434,18 @@ func (l *Limiter) take(ctx context.Context, ops []Op, out []PolicyResult) error 
 	return nil
 }
 
+// firstIdx lists 0..63, so allIdx needs no allocation for small sets.
+var firstIdx = func() (a [64]int) {
+	for i := range a {
+		a[i] = i
+	}
+	return a
+}()
+
 func (set *policySet) allIdx() []int {
+	if len(set.policies) <= len(firstIdx) {
+		return firstIdx[:len(set.policies)]
+	}
 	idx := make([]int, len(set.policies))
 	for i := range idx {
 		idx[i] = i

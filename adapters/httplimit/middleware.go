@@ -76,8 +76,8 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 			if c.cost != nil {
 				call.Cost = c.cost(r)
 			}
-			d, err := l.CheckWith(r.Context(), request{r}, call)
-			if err != nil {
+			d := new(core.Decision) // one allocation: it holds the results and goes into the context
+			if err := l.Decide(r.Context(), request{r}, call, d); err != nil {
 				if c.onError != nil {
 					c.onError(w, r, err)
 					return
@@ -90,8 +90,8 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			SetHeaders(w.Header(), c.headers.Format(&d, time.Now()))
-			r = r.WithContext(NewContext(r.Context(), &d))
+			SetHeaders(w.Header(), c.headers.Format(d, time.Now()))
+			r = r.WithContext(NewContext(r.Context(), d))
 			if !d.Allowed {
 				c.denied.ServeHTTP(w, r)
 				return
@@ -102,7 +102,7 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 			}
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 			next.ServeHTTP(sw, r)
-			if err := l.Refund(r.Context(), &d, sw.status); err != nil {
+			if err := l.Refund(r.Context(), d, sw.status); err != nil {
 				c.logger.LogAttrs(r.Context(), slog.LevelWarn, "sluice: refund failed", slog.String("error", err.Error()))
 			}
 		})
