@@ -1,0 +1,323 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// Load reads the policies of a YAML or JSON file (JSON is read as YAML).
+func Load(path string) ([]core.Policy, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse reads policies from data; name is used in error messages.
+func Parse(name string, data []byte) ([]core.Policy, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", name, err)
+	}
+	if len(root.Content) == 0 {
+		return nil, fmt.Errorf("config: %s: empty file", name)
+	}
+	p := &parser{file: name}
+	ps := p.file_(root.Content[0])
+	if len(p.errs) > 0 {
+		return nil, errors.Join(p.errs...)
+	}
+	return ps, nil
+}
+
+type parser struct {
+	file string
+	errs []error
+	ip   []keyfunc.IPOption
+}
+
+func (p *parser) fail(n *yaml.Node, field, format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf("config: %s:%d: %s: %s", p.file, n.Line, field, fmt.Sprintf(format, args...)))
+}
+
+// fields returns a mapping's values by key, reporting unknown keys.
+func (p *parser) fields(n *yaml.Node, path string, known ...string) map[string]*yaml.Node {
+	if n.Kind != yaml.MappingNode {
+		p.fail(n, path, "must be a mapping")
+		return nil
+	}
+	m := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i].Value
+		if !contains(known, k) {
+			p.fail(n.Content[i], path+"."+k, "unknown field (known: %s)", strings.Join(known, ", "))
+			continue
+		}
+		if _, dup := m[k]; dup {
+			p.fail(n.Content[i], path+"."+k, "given twice")
+		}
+		m[k] = n.Content[i+1]
+	}
+	return m
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *parser) file_(n *yaml.Node) []core.Policy {
+	f := p.fields(n, "file", "policies", "client_ip")
+	if f == nil {
+		return nil
+	}
+	if ci := f["client_ip"]; ci != nil {
+		p.clientIP(ci)
+	}
+	list := f["policies"]
+	if list == nil || list.Kind != yaml.SequenceNode || len(list.Content) == 0 {
+		p.fail(n, "policies", "at least one policy is required")
+		return nil
+	}
+	var ps []core.Policy
+	seen := map[string]int{}
+	for i, pn := range list.Content {
+		path := fmt.Sprintf("policies[%d]", i)
+		pol, ok := p.policy(pn, path)
+		if !ok {
+			continue
+		}
+		if line, dup := seen[pol.Name]; dup {
+			p.fail(pn, path+".name", "duplicate policy name %q (first at line %d)", pol.Name, line)
+			continue
+		}
+		seen[pol.Name] = pn.Line
+		ps = append(ps, pol)
+	}
+	return ps
+}
+
+// clientIP reads how the "ip" key finds the client address.
+func (p *parser) clientIP(n *yaml.Node) {
+	f := p.fields(n, "client_ip", "trusted_proxies", "trusted_hops", "header", "ipv6_prefix", "ipv4_prefix")
+	for k, v := range f {
+		path := "client_ip." + k
+		switch k {
+		case "trusted_proxies":
+			var cidrs []string
+			if v.Decode(&cidrs) != nil {
+				p.fail(v, path, "must be a list of CIDRs or addresses")
+				continue
+			}
+			for _, c := range cidrs {
+				if _, err := netip.ParsePrefix(c); err != nil {
+					if _, err2 := netip.ParseAddr(c); err2 != nil {
+						p.fail(v, path, "%q is neither a CIDR nor an address", c)
+					}
+				}
+			}
+			p.ip = append(p.ip, keyfunc.TrustProxies(cidrs...))
+		case "trusted_hops":
+			var h int
+			if v.Decode(&h) != nil || h < 0 {
+				p.fail(v, path, "must be a whole number >= 0")
+				continue
+			}
+			p.ip = append(p.ip, keyfunc.TrustHops(h))
+		case "header":
+			switch strings.ToLower(v.Value) {
+			case "x-forwarded-for":
+				p.ip = append(p.ip, keyfunc.FromXForwardedFor())
+			case "forwarded":
+				p.ip = append(p.ip, keyfunc.FromForwarded())
+			default:
+				p.ip = append(p.ip, keyfunc.FromClientIPHeader(v.Value))
+			}
+		case "ipv6_prefix", "ipv4_prefix":
+			var bits int
+			if v.Decode(&bits) != nil {
+				p.fail(v, path, "must be a number of bits")
+				continue
+			}
+			if k == "ipv6_prefix" {
+				p.ip = append(p.ip, keyfunc.IPv6Prefix(bits))
+			} else {
+				p.ip = append(p.ip, keyfunc.IPv4Prefix(bits))
+			}
+		}
+	}
+	if _, err := keyfunc.NewIPExtractor(p.ip...); err != nil {
+		p.fail(n, "client_ip", "%v", err)
+	}
+}
+
+var policyFields = []string{"name", "key", "hash", "algorithm", "rate", "period", "burst", "match", "tiers", "shadow", "refund"}
+
+func (p *parser) policy(n *yaml.Node, path string) (core.Policy, bool) {
+	before := len(p.errs)
+	f := p.fields(n, path, policyFields...)
+	if f == nil {
+		return core.Policy{}, false
+	}
+	var pol core.Policy
+	if v := f["name"]; v == nil {
+		p.fail(n, path+".name", "required")
+	} else if err := core.ValidPolicyName(v.Value); err != nil {
+		p.fail(v, path+".name", "%v", err)
+	} else {
+		pol.Name = v.Value
+	}
+	pol.Key = p.key(f["key"], f["hash"], n, path)
+	pol.Limit = p.limit(n, f, path)
+	if m := f["match"]; m != nil {
+		mf := p.fields(m, path+".match", "methods", "routes")
+		for k, v := range mf {
+			var vals []string
+			if v.Decode(&vals) != nil {
+				p.fail(v, path+".match."+k, "must be a list of strings")
+				continue
+			}
+			if k == "methods" {
+				pol.Match.Methods = vals
+				continue
+			}
+			for i, r := range vals {
+				if err := core.ValidateRoute(r); err != nil {
+					p.fail(v.Content[i], fmt.Sprintf("%s.match.routes[%d]", path, i), "%v", err)
+				}
+			}
+			pol.Match.Routes = vals
+		}
+	}
+	if t := f["tiers"]; t != nil {
+		if t.Kind != yaml.MappingNode {
+			p.fail(t, path+".tiers", "must be a mapping of tier names to limits")
+		} else {
+			pol.Tiers = map[string]core.Limit{}
+			for i := 0; i+1 < len(t.Content); i += 2 {
+				tier, tn := t.Content[i].Value, t.Content[i+1]
+				tp := path + ".tiers." + tier
+				tf := p.fields(tn, tp, "algorithm", "rate", "period", "burst")
+				if tf == nil {
+					continue
+				}
+				if tf["rate"] == nil {
+					p.fail(tn, tp, "a tier needs a limit: rate is required")
+					continue
+				}
+				pol.Tiers[tier] = p.limit(tn, tf, tp)
+			}
+		}
+	}
+	if v := f["shadow"]; v != nil && v.Decode(&pol.Shadow) != nil {
+		p.fail(v, path+".shadow", "must be true or false")
+	}
+	if v := f["refund"]; v != nil {
+		switch v.Value {
+		case "failed":
+			pol.Refund = core.RefundFailed
+		case "successful":
+			pol.Refund = core.RefundSuccessful
+		case "never", "":
+		default:
+			p.fail(v, path+".refund", "must be failed, successful or never, got %q", v.Value)
+		}
+	}
+	return pol, len(p.errs) == before
+}
+
+// limit reads algorithm, rate, period and burst, checking each field where
+// it stands.
+func (p *parser) limit(n *yaml.Node, f map[string]*yaml.Node, path string) core.Limit {
+	l := core.Limit{Algorithm: core.TokenBucket}
+	if v := f["algorithm"]; v != nil {
+		a, err := core.ParseAlgorithm(v.Value)
+		if err != nil {
+			p.fail(v, path+".algorithm", "unknown algorithm %q (token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra)", v.Value)
+		}
+		l.Algorithm = a
+	}
+	if v := f["rate"]; v == nil {
+		p.fail(n, path+".rate", "required")
+	} else if v.Decode(&l.Rate) != nil || l.Rate < 1 {
+		p.fail(v, path+".rate", "must be a whole number >= 1, got %q", v.Value)
+	}
+	if v := f["period"]; v == nil {
+		p.fail(n, path+".period", "required (for example 1s, 1m, 1h)")
+	} else if d, err := time.ParseDuration(v.Value); err != nil || d <= 0 {
+		p.fail(v, path+".period", "must be a positive duration such as 1s, 1m or 1h, got %q", v.Value)
+	} else {
+		l.Period = d
+	}
+	if v := f["burst"]; v != nil && (v.Decode(&l.Burst) != nil || l.Burst < 0) {
+		p.fail(v, path+".burst", "must be a whole number >= 0, got %q", v.Value)
+	}
+	if l.Rate >= 1 && l.Period > 0 && l.Burst >= 0 {
+		if err := l.Validate(); err != nil {
+			p.fail(n, path, "%v", err)
+		}
+	}
+	return l
+}
+
+// key reads a key spec: "ip", "header:NAME", "query:NAME", "route",
+// "method", "const:VALUE", or several joined with "+".
+func (p *parser) key(v, hash *yaml.Node, n *yaml.Node, path string) keyfunc.Func {
+	if v == nil {
+		p.fail(n, path+".key", "required (ip, header:NAME, query:NAME, route, method, const:VALUE, joined with +)")
+		return nil
+	}
+	var parts []keyfunc.Func
+	for _, spec := range strings.Split(v.Value, "+") {
+		kind, arg, _ := strings.Cut(strings.TrimSpace(spec), ":")
+		switch {
+		case kind == "ip" && arg == "":
+			f, err := keyfunc.IP(p.ip...)
+			if err != nil {
+				p.fail(v, path+".key", "%v", err)
+				return nil
+			}
+			parts = append(parts, f)
+		case kind == "header" && arg != "":
+			parts = append(parts, keyfunc.Header(arg))
+		case kind == "query" && arg != "":
+			parts = append(parts, keyfunc.Query(arg))
+		case kind == "route" && arg == "":
+			parts = append(parts, keyfunc.Route())
+		case kind == "method" && arg == "":
+			parts = append(parts, keyfunc.Method())
+		case kind == "const" && arg != "":
+			parts = append(parts, keyfunc.Const(arg))
+		default:
+			p.fail(v, path+".key", "%q is not a key (ip, header:NAME, query:NAME, route, method, const:VALUE)", spec)
+			return nil
+		}
+	}
+	f := parts[0]
+	if len(parts) > 1 {
+		f = keyfunc.Join(parts...)
+	}
+	if hash != nil {
+		var h bool
+		if hash.Decode(&h) != nil {
+			p.fail(hash, path+".hash", "must be true or false")
+		} else if h {
+			f = keyfunc.Hash(f)
+		}
+	}
+	return f
+}
