@@ -80,6 +80,10 @@ type Decision struct {
 	// with the smallest share of its capacity left. It drives the headers.
 	Binding int
 
+	// Repeat: the request repeated an admitted one (same idempotency key)
+	// and passed without being counted.
+	Repeat bool
+
 	buf [2]PolicyResult // Results of up to two policies, without an allocation
 }
 
@@ -134,6 +138,7 @@ type limiterConfig struct {
 	onStateChange, onWarning, onShadowDeny Hook
 	shadow                                 bool
 	tiering                                *Tiering
+	idem                                   *Idempotency
 }
 
 // LimiterOption configures a Limiter.
@@ -331,6 +336,15 @@ func (l *Limiter) Decide(ctx context.Context, r keyfunc.Request, c Call, d *Deci
 		cost = 1
 	case cost < 0:
 		return fmt.Errorf("sluice: %w: %d", ErrInvalidCost, cost)
+	}
+	if l.cfg.idem != nil {
+		if v := r.Header(l.cfg.idem.Header); v != "" {
+			if err := l.idempotent(ctx, r, c, cost, d, v); err != nil {
+				return err
+			}
+			l.hooks(ctx, r, d)
+			return nil
+		}
 	}
 	if err := l.decide(ctx, r, c.Key, cost, d); err != nil {
 		return err

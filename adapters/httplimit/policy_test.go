@@ -180,3 +180,31 @@ func TestOverridesAndBlocks(t *testing.T) {
 	require.Error(t, l.SetOverride(ctx, "p", "x", core.Limit{}, f.now.Add(time.Hour)))
 	require.Error(t, l.SetOverride(ctx, "p", "x", core.PerMinute(1), f.now.Add(-time.Hour)))
 }
+
+func TestIdempotentRetries(t *testing.T) {
+	f := newFixture(t)
+	ip, _ := keyfunc.IP()
+	l := f.limiter(t, []core.LimiterOption{core.WithIdempotency(core.Idempotency{MaxRepeats: 2})},
+		core.Policy{Name: "p", Key: ip, Limit: core.PerMinute(3)})
+	h := httplimit.New(l)(ok)
+	remaining := func(hdr ...string) string {
+		return do(h, "POST", "/pay", "192.0.2.1:1", hdr...).Result().Header.Get("X-RateLimit-Remaining")
+	}
+	require.Equal(t, "2", remaining("X-Idempotency-Key", "order-1"))
+	require.Equal(t, "2", remaining("X-Idempotency-Key", "order-1"), "a retry is free")
+	require.Equal(t, "2", remaining("X-Idempotency-Key", "order-1"), "two free repeats")
+	require.Equal(t, "1", remaining("X-Idempotency-Key", "order-1"), "then counted: the header is no bypass")
+	require.Equal(t, "0", remaining("X-Idempotency-Key", "order-2"))
+	w := do(h, "POST", "/pay", "192.0.2.1:1", "X-Idempotency-Key", "order-3")
+	require.Equal(t, http.StatusTooManyRequests, w.Code)
+	// A denied request was not admitted: its retry is not free either.
+	require.Equal(t, http.StatusTooManyRequests, do(h, "POST", "/pay", "192.0.2.1:1", "X-Idempotency-Key", "order-3").Code)
+	// Another identity's key of the same name is its own.
+	require.Equal(t, "2", do(h, "POST", "/pay", "192.0.2.2:1", "X-Idempotency-Key", "order-1").Result().Header.Get("X-RateLimit-Remaining"))
+	// After the TTL the key is forgotten.
+	f.mu.Lock()
+	f.now = f.now.Add(6 * time.Minute)
+	f.mu.Unlock()
+	require.Equal(t, "2", remaining("X-Idempotency-Key", "order-1"))
+	require.Equal(t, "2", remaining("X-Idempotency-Key", "order-1"))
+}
