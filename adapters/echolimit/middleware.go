@@ -88,8 +88,7 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 			ctx := ec.Request().Context()
 			// One allocation holds the view and the Decision stored below.
 			v := &request{c: ec}
-			var err error
-			if v.d, err = l.CheckWith(ctx, v, call); err != nil {
+			if err := l.Decide(ctx, v, call, &v.d); err != nil {
 				if c.onError != nil {
 					return c.onError(ec, err)
 				}
@@ -97,13 +96,29 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 				return next(ec)
 			}
 			d := &v.d
+			if !d.Limited() { // no policy applies to this request
+				return next(ec)
+			}
 			httplimit.SetHeaders(ec.Response().Header(), c.headers.Format(d, time.Now()))
 			ec.Set(DecisionKey, d)
 			ec.SetRequest(ec.Request().WithContext(httplimit.NewContext(ctx, d)))
 			if !d.Allowed {
 				return c.denied(ec, d)
 			}
-			return next(ec)
+			if !d.Refundable() {
+				return next(ec)
+			}
+			err := next(ec)
+			status := ec.Response().Status
+			if he, ok := err.(*echo.HTTPError); ok && !ec.Response().Committed {
+				status = he.Code // the error handler has not written it yet
+			} else if err != nil && !ec.Response().Committed {
+				status = http.StatusInternalServerError
+			}
+			if rerr := l.Refund(ctx, d, status); rerr != nil {
+				c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: refund failed", slog.String("error", rerr.Error()))
+			}
+			return err
 		}
 	}
 }

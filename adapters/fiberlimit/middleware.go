@@ -1,6 +1,7 @@
 package fiberlimit
 
 import (
+	"errors"
 	"log/slog"
 	"time"
 
@@ -84,25 +85,42 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 		// The pooled *fasthttp.RequestCtx must not reach the store: a Redis
 		// call can outlive the request after a timeout. UserContext cannot.
 		ctx := fc.UserContext()
-		d, err := l.CheckWith(ctx, r, call)
-		if err != nil {
+		d := new(core.Decision)
+		if err := l.Decide(ctx, r, call, d); err != nil {
 			if c.onError != nil {
 				return c.onError(fc, err)
 			}
 			c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: request not rate limited", slog.String("error", err.Error()))
 			return fc.Next()
 		}
-		f := c.headers.Format(&d, time.Now())
+		if !d.Limited() { // no policy applies to this request
+			return fc.Next()
+		}
+		f := c.headers.Format(d, time.Now())
 		for i := range f.N {
 			fc.Set(f.Name[i], f.Value[i]) // fasthttp copies name and value
 		}
 		// d holds no request memory (policy names are the Limiter's), so a
 		// handler may keep the pointer after the request.
-		fc.Locals(LocalsKey, &d)
+		fc.Locals(LocalsKey, d)
 		if !d.Allowed {
 			return c.denied(fc)
 		}
-		return fc.Next()
+		if !d.Refundable() {
+			return fc.Next()
+		}
+		err := fc.Next()
+		status := fc.Response().StatusCode()
+		var fe *fiber.Error
+		if errors.As(err, &fe) {
+			status = fe.Code // the app's error handler has not written it yet
+		} else if err != nil {
+			status = fiber.StatusInternalServerError
+		}
+		if rerr := l.Refund(ctx, d, status); rerr != nil {
+			c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: refund failed", slog.String("error", rerr.Error()))
+		}
+		return err
 	}
 }
 

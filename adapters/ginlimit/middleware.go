@@ -83,8 +83,8 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 			call.Cost = c.cost(gc)
 		}
 		ctx := gc.Request.Context()
-		d, err := l.CheckWith(ctx, (*request)(gc), call)
-		if err != nil {
+		d := new(core.Decision)
+		if err := l.Decide(ctx, (*request)(gc), call, d); err != nil {
 			if c.onError != nil {
 				c.onError(gc, err)
 				gc.Abort()
@@ -94,15 +94,24 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 			gc.Next()
 			return
 		}
-		httplimit.SetHeaders(gc.Writer.Header(), c.headers.Format(&d, time.Now()))
-		gc.Set(DecisionKey, &d)
-		gc.Request = gc.Request.WithContext(httplimit.NewContext(ctx, &d))
+		if !d.Limited() { // no policy applies to this request
+			gc.Next()
+			return
+		}
+		httplimit.SetHeaders(gc.Writer.Header(), c.headers.Format(d, time.Now()))
+		gc.Set(DecisionKey, d)
+		gc.Request = gc.Request.WithContext(httplimit.NewContext(ctx, d))
 		if !d.Allowed {
 			c.denied(gc)
 			gc.Abort()
 			return
 		}
 		gc.Next()
+		if d.Refundable() { // policies that do not count failed (or successful) responses
+			if err := l.Refund(ctx, d, gc.Writer.Status()); err != nil {
+				c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: refund failed", slog.String("error", err.Error()))
+			}
+		}
 	}
 }
 
