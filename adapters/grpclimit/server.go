@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"google.golang.org/grpc"
@@ -42,7 +43,24 @@ func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInt
 		if f.N > 0 {
 			attachUnary(ctx, Metadata(f), err)
 		}
+		refund(ctx, c, lim, &r.d, err)
 		return resp, err
+	}
+}
+
+// refund gives a call back to the policies that do not count failed (or
+// successful) calls: a call that returned an error counts as failed (as an
+// HTTP status >= 400 would).
+func refund(ctx context.Context, c *config, l *core.Limiter, d *core.Decision, err error) {
+	if !d.Refundable() {
+		return
+	}
+	status := 200
+	if err != nil {
+		status = 500
+	}
+	if rerr := l.Refund(ctx, d, status); rerr != nil {
+		c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: refund failed", slog.String("error", rerr.Error()))
 	}
 }
 
