@@ -11,27 +11,17 @@ package main
 import (
 	"log"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/adapters/ginlimit"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/core/redisstore"
-	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/examples/internal/demo"
 )
 
 func main() {
-	store, name := openStore()
-	clientIP, err := keyfunc.IP() // the transport peer; see keyfunc.TrustProxies behind a proxy
-	if err != nil {
-		log.Fatal(err)
-	}
-	hello := mustLimiter(store, core.Policy{Name: "hello", Key: clientIP, Limit: core.PerMinute(10)})
-	login := mustLimiter(store, core.Policy{Name: "login", Key: clientIP, Limit: core.PerMinute(3)})
+	store, name, _ := demo.Store()            // the server runs until it is killed
+	hello, login := demo.HelloAndLogin(store) // 10 and 3 requests per minute per client IP
 
 	// One limiter per route, each with its own budget. To limit every route
 	// with one limiter instead: r.Use(ginlimit.New(limiter)).
@@ -40,35 +30,8 @@ func main() {
 	r.GET("/login", ginlimit.New(login), func(c *gin.Context) { c.String(http.StatusOK, "login form") })
 	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok") })
 
-	addr := os.Getenv("ADDR")
-	if addr == "" {
-		addr = ":8080"
-	}
+	addr := demo.Addr(":8080")
 	log.Printf("sluice gin example listening on %s, store: %s", addr, name)
 	srv := &http.Server{Addr: addr, Handler: r, ReadHeaderTimeout: 5 * time.Second}
 	log.Fatal(srv.ListenAndServe())
-}
-
-func openStore() (core.Store, string) {
-	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
-		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-		s, err := redisstore.New(client)
-		if err != nil {
-			log.Fatal(err)
-		}
-		return s, "redis at " + addr
-	}
-	s, err := memorystore.New()
-	if err != nil {
-		log.Fatal(err)
-	}
-	return s, "memory"
-}
-
-func mustLimiter(s core.Store, p core.Policy) *core.Limiter {
-	l, err := core.NewLimiter(s, []core.Policy{p})
-	if err != nil {
-		log.Fatal(err)
-	}
-	return l
 }

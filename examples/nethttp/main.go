@@ -12,26 +12,15 @@ import (
 	"fmt"
 	"log"
 	"net/http"
-	"os"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/adapters/httplimit"
-	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/core/redisstore"
-	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/examples/internal/demo"
 )
 
 func main() {
-	store, name := openStore()
-	clientIP, err := keyfunc.IP() // the transport peer; see keyfunc.TrustProxies behind a proxy
-	if err != nil {
-		log.Fatal(err)
-	}
-	hello := mustLimiter(store, core.Policy{Name: "hello", Key: clientIP, Limit: core.PerMinute(10)})
-	login := mustLimiter(store, core.Policy{Name: "login", Key: clientIP, Limit: core.PerMinute(3)})
+	store, name, _ := demo.Store()            // the server runs until it is killed
+	hello, login := demo.HelloAndLogin(store) // 10 and 3 requests per minute per client IP
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /hello", httplimit.New(hello)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -42,35 +31,8 @@ func main() {
 	})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
 
-	addr := os.Getenv("ADDR")
-	if addr == "" {
-		addr = ":8080"
-	}
+	addr := demo.Addr(":8080")
 	log.Printf("sluice net/http example listening on %s, store: %s", addr, name)
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	log.Fatal(srv.ListenAndServe())
-}
-
-func openStore() (core.Store, string) {
-	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
-		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-		s, err := redisstore.New(client)
-		if err != nil {
-			log.Fatal(err)
-		}
-		return s, "redis at " + addr
-	}
-	s, err := memorystore.New()
-	if err != nil {
-		log.Fatal(err)
-	}
-	return s, "memory"
-}
-
-func mustLimiter(s core.Store, p core.Policy) *core.Limiter {
-	l, err := core.NewLimiter(s, []core.Policy{p})
-	if err != nil {
-		log.Fatal(err)
-	}
-	return l
 }

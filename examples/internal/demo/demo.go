@@ -1,0 +1,64 @@
+// Package demo holds what the example servers share: the store (Redis at
+// $REDIS_ADDR when set, memory otherwise), the listen address ($ADDR), and
+// the limits of their common contract, so each example's main shows only how
+// its framework installs sluice.
+package demo
+
+import (
+	"log"
+	"os"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// Store opens the store of the examples and names it for the log; close it
+// with the returned func.
+func Store() (store core.Store, name string, closeFn func()) {
+	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
+		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		s, err := redisstore.New(client)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return s, "redis at " + addr, func() { s.Close(); client.Close() }
+	}
+	s, err := memorystore.New()
+	if err != nil {
+		log.Fatal(err)
+	}
+	return s, "memory", func() { s.Close() }
+}
+
+// Addr returns $ADDR, or def.
+func Addr(def string) string {
+	if a := os.Getenv("ADDR"); a != "" {
+		return a
+	}
+	return def
+}
+
+// Limiter returns a limiter of one policy: limit per client IP (the
+// transport peer; behind a proxy, use keyfunc.TrustProxies).
+func Limiter(store core.Store, name string, limit core.Limit) *core.Limiter {
+	clientIP, err := keyfunc.IP()
+	if err != nil {
+		log.Fatal(err)
+	}
+	l, err := core.NewLimiter(store, []core.Policy{{Name: name, Key: clientIP, Limit: limit}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return l
+}
+
+// HelloAndLogin returns the limiters of the HTTP examples' contract: /hello
+// allows 10 requests per minute per client IP (token bucket, burst 10),
+// /login a stricter 3.
+func HelloAndLogin(store core.Store) (hello, login *core.Limiter) {
+	return Limiter(store, "hello", core.PerMinute(10)), Limiter(store, "login", core.PerMinute(3))
+}
