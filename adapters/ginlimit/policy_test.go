@@ -13,6 +13,8 @@ import (
 	"github.com/sluicehq/sluice/adapters/ginlimit"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -20,11 +22,25 @@ import (
 // matching, shadow, tiers, an override, refunds after the response and
 // idempotent retries.
 func TestPoliciesThroughGin(t *testing.T) {
+	// Redis expiries are absolute: the test clock runs an hour ahead.
+	now := time.Now().Add(time.Hour).Truncate(time.Hour)
+	clock := func() time.Time { return now }
+	t.Run("memory", func(t *testing.T) {
+		store, err := memorystore.New(memorystore.WithClock(clock))
+		require.NoError(t, err)
+		defer store.Close()
+		testPolicies(t, store, now)
+	})
+	t.Run("redis", func(t *testing.T) {
+		client := redistest.StartServer(t).Client(t)
+		store, err := redisstore.New(client, redisstore.WithClock(clock), redisstore.WithTimeout(5*time.Second))
+		require.NoError(t, err)
+		testPolicies(t, store, now)
+	})
+}
+
+func testPolicies(t *testing.T, store core.Store, now time.Time) {
 	gin.SetMode(gin.TestMode)
-	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	store, err := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
-	require.NoError(t, err)
-	defer store.Close()
 	ip, err := keyfunc.IP()
 	require.NoError(t, err)
 	user := keyfunc.Header("X-User")

@@ -105,7 +105,7 @@ func DeniedStatus(d *core.Decision) *status.Status {
 	}
 	qf := &errdetails.QuotaFailure{}
 	for _, p := range d.Results {
-		if p.Allowed {
+		if p.Allowed || p.Shadow { // shadow policies are trials: not violations
 			continue
 		}
 		desc := fmt.Sprintf("%d per %s (%s) exceeded", p.Limit.Rate, p.Limit.Period, p.Limit.Algorithm)
