@@ -37,10 +37,11 @@ type Store struct {
 }
 
 // compiled is a Spec with its script arguments prepared: the algorithm's
-// code and six parameters.
+// code and six parameters, as strings and boxed once for go-redis.
 type compiled struct {
-	sp   algo.Spec
-	args [7]string
+	sp    algo.Spec
+	args  [7]string
+	boxed [7]any
 }
 
 type config struct {
@@ -444,6 +445,9 @@ func (s *Store) compile(l core.Limit) (*compiled, error) {
 		return nil, err
 	}
 	cp := &compiled{sp: sp, args: scriptArgs(&sp)}
+	for i, a := range cp.args {
+		cp.boxed[i] = a
+	}
 	slot.Store(cp)
 	return cp, nil
 }
@@ -480,14 +484,12 @@ func (s *Store) args(cps []*compiled, ops []core.Op) []any {
 	args := make([]any, 0, 2+9*len(ops))
 	args = append(args, now, len(ops))
 	for i, op := range ops {
-		shadow := "0"
+		shadow := any("0") // a constant: boxing it allocates nothing
 		if op.Shadow {
-			shadow = "1"
+			shadow = any("1")
 		}
-		args = append(args, shadow, cps[i].args[0], op.Cost)
-		for _, a := range cps[i].args[1:] {
-			args = append(args, a)
-		}
+		args = append(args, shadow, cps[i].boxed[0], op.Cost)
+		args = append(args, cps[i].boxed[1:]...)
 	}
 	return args
 }
