@@ -62,6 +62,16 @@ func Compile(l core.Limit, th core.Thresholds) (Spec, error) {
 	return sp, nil
 }
 
+// CacheSlot spreads limits over a cache of n compiled Specs, mixing every
+// field (periods are often multiples of large powers of two in ns). Both
+// stores use it to find a limit's compiled form without a lock.
+func CacheSlot(l core.Limit, n int) int {
+	h := uint64(l.Rate)*0x9e3779b97f4a7c15 ^ uint64(l.Period)*0xc2b2ae3d27d4eb4f ^ uint64(l.Burst)*0x165667b19e3779f9 ^ uint64(l.Algorithm)
+	h ^= h >> 29
+	h *= 0xbf58476d1ce4e5b9
+	return int((h >> 32) % uint64(n))
+}
+
 // MustCompile is Compile for limits known to be valid; it panics otherwise.
 // Use it in tests and examples only.
 func MustCompile(l core.Limit) Spec {

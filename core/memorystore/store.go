@@ -242,19 +242,10 @@ func (s *Store) hash(key string, a core.Algorithm) uint64 {
 
 const specCacheSize = 64
 
-// specSlot spreads limits over the cache (every field mixed in: periods are
-// often multiples of large powers of two in nanoseconds).
-func specSlot(l core.Limit) uint64 {
-	h := uint64(l.Rate)*0x9e3779b97f4a7c15 ^ uint64(l.Period)*0xc2b2ae3d27d4eb4f ^ uint64(l.Burst)*0x165667b19e3779f9 ^ uint64(l.Algorithm)
-	h ^= h >> 29
-	h *= 0xbf58476d1ce4e5b9
-	return (h >> 32) % specCacheSize
-}
-
 // spec returns the compiled l from a small lock-free cache, compiling (and
 // validating) it on a miss.
 func (s *Store) spec(l core.Limit) (*algo.Spec, error) {
-	slot := &s.specs[specSlot(l)]
+	slot := &s.specs[algo.CacheSlot(l, specCacheSize)]
 	if sp := slot.Load(); sp != nil && sp.Limit == l {
 		return sp, nil
 	}

@@ -212,7 +212,7 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	var groups [][]int
 	byTag := map[string]int{}
 	for i, op := range ops {
-		t := identity(op.Key)
+		t, _ := split(op.Key)
 		g, ok := byTag[t]
 		if !ok {
 			g = len(groups)
@@ -352,21 +352,13 @@ func (s *Store) ClearOverride(ctx context.Context, key string) error {
 // opKeys appends the three keys of one op of lua/decide.lua: its state, its
 // override, and its state while an override limit applies.
 func (s *Store) opKeys(keys []string, key string, a core.Algorithm) []string {
-	ovr := s.overrideKey(key)
-	return append(keys, s.Key(key, a), ovr, ovr+":s")
+	b := s.base(key)
+	return append(keys, b+algoCode[a], b+"ovr", b+"ovr:s")
 }
 
 // overrideKey is the Redis key of key's override, in the identity's slot.
 func (s *Store) overrideKey(key string) string {
-	id, policy := key, ""
-	if i := strings.LastIndexByte(key, 0); i >= 0 {
-		id, policy = key[:i], key[i+1:]
-	}
-	k := s.prefix + ":{" + tag(id) + "}:"
-	if policy != "" {
-		k += tag(policy) + ":"
-	}
-	return k + "ovr"
+	return s.base(key) + "ovr"
 }
 
 // runAll sends calls concurrently (the batcher pipelines them together) and
@@ -433,10 +425,7 @@ func (s *Store) prepare(key string, l core.Limit, cost int64) (*compiled, error)
 
 // compile returns l compiled, from a small lock-free cache.
 func (s *Store) compile(l core.Limit) (*compiled, error) {
-	h := uint64(l.Rate)*0x9e3779b97f4a7c15 ^ uint64(l.Period)*0xc2b2ae3d27d4eb4f ^ uint64(l.Burst)*0x165667b19e3779f9 ^ uint64(l.Algorithm)
-	h ^= h >> 29
-	h *= 0xbf58476d1ce4e5b9
-	slot := &s.specs[(h>>32)%uint64(len(s.specs))]
+	slot := &s.specs[algo.CacheSlot(l, len(s.specs))]
 	if cp := slot.Load(); cp != nil && cp.sp.Limit == l {
 		return cp, nil
 	}
@@ -504,12 +493,23 @@ func outcome(res []int64, o *algo.Outcome) error {
 	return nil
 }
 
-// identity returns the part of a key that goes in the hash tag.
-func identity(key string) string {
+// split returns the identity of a key (what goes in the hash tag) and its
+// policy: keys are identity + "\x00" + policy, or all identity.
+func split(key string) (id, policy string) {
 	if i := strings.LastIndexByte(key, 0); i >= 0 {
-		return key[:i]
+		return key[:i], key[i+1:]
 	}
-	return key
+	return key, ""
+}
+
+// base returns "<prefix>:{identity}:" plus "policy:" when there is one.
+func (s *Store) base(key string) string {
+	id, policy := split(key)
+	k := s.prefix + ":{" + tag(id) + "}:"
+	if policy != "" {
+		k += tag(policy) + ":"
+	}
+	return k
 }
 
 // maxRawKey is the longest key stored as is; longer keys are hashed.
@@ -522,15 +522,7 @@ var algoCode = [...]string{core.TokenBucket: "tb", core.LeakyBucket: "lb", core.
 // "<prefix>:{identity}:policy:<algorithm>": only the identity is in the hash
 // tag, so every policy of one identity shares a Cluster slot.
 func (s *Store) Key(key string, a core.Algorithm) string {
-	id, policy := key, ""
-	if i := strings.LastIndexByte(key, 0); i >= 0 {
-		id, policy = key[:i], key[i+1:]
-	}
-	k := s.prefix + ":{" + tag(id) + "}:"
-	if policy != "" {
-		k += tag(policy) + ":"
-	}
-	return k + algoCode[a]
+	return s.base(key) + algoCode[a]
 }
 
 // tag makes key safe inside a hash tag: braces and "%" percent-escaped, and a
