@@ -1,12 +1,20 @@
-// Package core holds the vocabulary shared by every part of sluice: a Limit
-// (which algorithm, how many events per period, how large a burst), the Result
-// of one decision, the per-key warning State, and the Store interface that the
-// in-memory and Redis stores implement.
+// Package core holds the vocabulary shared by every part of sluice and the
+// Limiter that every adapter calls.
+//
+//   - Limit (which algorithm, how many events per period, how large a burst),
+//     the Result of one decision and the per-key warning State.
+//   - Store, the interface the in-memory and Redis stores implement, with its
+//     extensions BatchStore (several keys all or nothing, refunds) and
+//     OverrideStore (per-key limits and blocks until an instant).
+//   - Limiter: Policies (a name, a key function, a Limit, what requests they
+//     match, tiers, shadow, refunds) checked all or nothing per request, with
+//     hooks on warning-state transitions and shadow denials, admin calls
+//     (Peek, Reset, SetOverride, Block, SetPolicies) and idempotent retries.
 //
 // A denial is a value, not an error: Store.Take returns a Result whose Allowed
 // field is false. An error always means the backend failed or the input was
-// invalid; the sentinel errors ErrInvalidLimit, ErrNoKey and ErrClosed can be
-// matched with errors.Is.
+// invalid; the sentinel errors ErrInvalidLimit, ErrInvalidCost, ErrNoKey and
+// ErrClosed can be matched with errors.Is.
 //
 // Time inside sluice is integer microseconds. Every algorithm is a pure
 // function of its stored state, the current instant, the Limit and the cost
