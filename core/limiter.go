@@ -110,6 +110,15 @@ func (d *Decision) State() State {
 // Hook observes a policy result, with the request that caused it.
 type Hook func(ctx context.Context, r keyfunc.Request, p PolicyResult)
 
+// Observer sees every decision of a Limiter: metrics and tracing modules
+// implement it (see adapters/promlimit and adapters/otellimit).
+type Observer interface {
+	// Decided is called in the requesting goroutine after each Check,
+	// CheckWith or Decide, with the time it took. err is the error the
+	// caller got (d is then meaningless). It must not keep d.
+	Decided(ctx context.Context, r keyfunc.Request, d *Decision, took time.Duration, err error)
+}
+
 // Limiter checks requests against its policies in a Store. Build one with
 // NewLimiter; it is safe for concurrent use. Every adapter calls Check.
 type Limiter struct {
@@ -138,6 +147,7 @@ type limiterConfig struct {
 	onStateChange, onWarning, onShadowDeny Hook
 	shadow                                 bool
 	tiering                                *Tiering
+	observers                              []Observer
 	idem                                   *Idempotency
 }
 
@@ -156,6 +166,16 @@ func OnWarning(h Hook) LimiterOption { return func(c *limiterConfig) { c.onWarni
 // OnShadowDeny registers a hook called each time a shadow policy would have
 // denied a request.
 func OnShadowDeny(h Hook) LimiterOption { return func(c *limiterConfig) { c.onShadowDeny = h } }
+
+// WithObserver adds an Observer of every decision. Observers run in order,
+// in the requesting goroutine; a slow one slows every request.
+func WithObserver(o Observer) LimiterOption {
+	return func(c *limiterConfig) {
+		if o != nil {
+			c.observers = append(c.observers, o)
+		}
+	}
+}
 
 // WithShadow puts every policy of the Limiter on trial (see Policy.Shadow).
 func WithShadow() LimiterOption { return func(c *limiterConfig) { c.shadow = true } }
@@ -311,13 +331,6 @@ func (l *Limiter) Check(ctx context.Context, r keyfunc.Request) (Decision, error
 
 // CheckWith is Check with a cost and a key override.
 func (l *Limiter) CheckWith(ctx context.Context, r keyfunc.Request, c Call) (Decision, error) {
-	cost := c.Cost
-	switch {
-	case cost == 0:
-		cost = 1
-	case cost < 0:
-		return Decision{}, fmt.Errorf("sluice: %w: %d", ErrInvalidCost, cost)
-	}
 	var d Decision
 	if err := l.Decide(ctx, r, c, &d); err != nil {
 		return Decision{}, err
@@ -330,6 +343,19 @@ func (l *Limiter) CheckWith(ctx context.Context, r keyfunc.Request, c Call) (Dec
 // request (d then holds up to two results without another allocation). d
 // must not be copied afterwards.
 func (l *Limiter) Decide(ctx context.Context, r keyfunc.Request, c Call, d *Decision) error {
+	if len(l.cfg.observers) == 0 {
+		return l.decideCall(ctx, r, c, d)
+	}
+	start := time.Now()
+	err := l.decideCall(ctx, r, c, d)
+	took := time.Since(start)
+	for _, o := range l.cfg.observers {
+		o.Decided(ctx, r, d, took, err)
+	}
+	return err
+}
+
+func (l *Limiter) decideCall(ctx context.Context, r keyfunc.Request, c Call, d *Decision) error {
 	cost := c.Cost
 	switch {
 	case cost == 0:

@@ -73,3 +73,49 @@ func TestLimiterIsAllOrNothing(t *testing.T) {
 	_, err = l.Check(ctx, &keyfunc.Static{Remote: "192.0.2.1:1"})
 	require.ErrorIs(t, err, core.ErrNoKey)
 }
+
+type recordingObserver struct {
+	allowed, denied, failed int
+	took                    []time.Duration
+}
+
+func (o *recordingObserver) Decided(_ context.Context, _ keyfunc.Request, d *core.Decision, took time.Duration, err error) {
+	switch {
+	case err != nil:
+		o.failed++
+	case d.Allowed:
+		o.allowed++
+	default:
+		o.denied++
+	}
+	o.took = append(o.took, took)
+}
+
+func TestObserverSeesEveryDecision(t *testing.T) {
+	s, err := memorystore.New()
+	require.NoError(t, err)
+	defer s.Close()
+	var a, b recordingObserver
+	ip, err := keyfunc.IP()
+	require.NoError(t, err)
+	l, err := core.NewLimiter(s, []core.Policy{{Name: "ip", Key: ip, Limit: core.PerMinute(2)}},
+		core.WithObserver(&a), core.WithObserver(nil), core.WithObserver(&b))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for range 3 {
+		_, _ = l.Check(ctx, keyfunc.Static{Remote: "192.0.2.1:1"})
+	}
+	_, err = l.Check(ctx, keyfunc.Static{Remote: "garbage"})
+	require.Error(t, err)
+	_, err = l.CheckWith(ctx, keyfunc.Static{Remote: "192.0.2.1:1"}, core.Call{Cost: -1})
+	require.ErrorIs(t, err, core.ErrInvalidCost)
+	for _, o := range []*recordingObserver{&a, &b} {
+		require.Equal(t, 2, o.allowed)
+		require.Equal(t, 1, o.denied)
+		require.Equal(t, 2, o.failed)
+		require.Len(t, o.took, 5)
+		for _, d := range o.took {
+			require.Positive(t, d)
+		}
+	}
+}

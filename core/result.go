@@ -61,7 +61,53 @@ type Result struct {
 	// Previous is the key's warning state before this request; State !=
 	// Previous marks a transition.
 	Previous State
+	// Source says who made the decision: the store itself (the zero value),
+	// or, under a guard (package core/guard), its deny cache or its failure
+	// policy.
+	Source Source
 }
+
+// Source says who made a decision.
+type Source uint8
+
+// The sources of a Result.
+const (
+	// FromStore: the store decided (the normal case).
+	FromStore Source = iota
+	// FromDenyCache: a guard answered a key it knew to be denied, without
+	// calling the store. The answer is the store's earlier denial, aged.
+	FromDenyCache
+	// FailedOpen: the store failed and the request was allowed unchecked.
+	// Limit, Remaining and State are unknown (zero).
+	FailedOpen
+	// FailedClosed: the store failed and the request was denied for a short
+	// RetryAfter.
+	FailedClosed
+	// FromFallback: the store failed and a local in-memory limiter decided.
+	FromFallback
+)
+
+// String returns "store", "deny_cache", "failed_open", "failed_closed" or
+// "fallback": the names used in metrics and logs.
+func (s Source) String() string {
+	switch s {
+	case FromStore:
+		return "store"
+	case FromDenyCache:
+		return "deny_cache"
+	case FailedOpen:
+		return "failed_open"
+	case FailedClosed:
+		return "failed_closed"
+	case FromFallback:
+		return "fallback"
+	}
+	return fmt.Sprintf("Source(%d)", uint8(s))
+}
+
+// Degraded reports whether the store failed and the Result comes from a
+// failure policy rather than the shared limit.
+func (s Source) Degraded() bool { return s >= FailedOpen }
 
 // Never reports whether the request can never be admitted (its cost exceeds
 // the capacity).
