@@ -1,0 +1,34 @@
+// Package guard keeps a limiter answering when its store fails, and spares
+// the store the requests it already knows the answer to.
+//
+// A guard.Store wraps a backend Store, usually the Redis store, and is used
+// in its place:
+//
+//	rs, _ := redisstore.New(client)
+//	gs, _ := guard.New(rs, guard.WithFallback(4), guard.WithDenyCache(guard.DenyCache{MaxKeys: 100_000}))
+//	lim, _ := core.NewLimiter(gs, policies)
+//
+// Every backend call is bounded by a timeout (DefaultTimeout, 5 ms). A call
+// that fails or times out is answered by the failure Mode:
+//
+//   - fail open (the default): the request is allowed, its Result marked
+//     core.FailedOpen;
+//   - fail closed: the request is denied with a short RetryAfter, marked
+//     core.FailedClosed;
+//   - fallback: a local in-memory limiter decides, with each limit divided
+//     by the expected number of instances, marked core.FromFallback.
+//
+// A circuit breaker counts consecutive failures. When they reach
+// Breaker.Failures the circuit opens: requests are answered by the Mode
+// without touching the backend, so a dead Redis costs a few atomic loads per
+// request instead of a timeout. After Breaker.Cooldown one request probes
+// the backend; its success closes the circuit and enforcement through the
+// backend resumes by itself. Every transition is logged with log/slog and
+// reported to the Observers.
+//
+// The deny cache (opt-in) remembers the backend's denials: a key denied
+// until an instant is denied locally until then, so a single key flooding
+// the service costs one backend call per denial period instead of one per
+// request. It only repeats the backend's own answers, so it never allows
+// what the backend would deny.
+package guard

@@ -1,0 +1,451 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+)
+
+// Mode is what a Store answers while its backend fails.
+type Mode uint8
+
+// The failure modes.
+const (
+	// ModeOpen allows every request unchecked (Result.Source FailedOpen).
+	ModeOpen Mode = iota
+	// ModeClosed denies every request with a short RetryAfter (Result.Source
+	// FailedClosed).
+	ModeClosed
+	// ModeFallback decides in a local in-memory limiter whose limits are
+	// divided by the expected number of instances (Result.Source
+	// FromFallback).
+	ModeFallback
+)
+
+// String returns "open", "closed" or "fallback".
+func (m Mode) String() string {
+	switch m {
+	case ModeOpen:
+		return "open"
+	case ModeClosed:
+		return "closed"
+	case ModeFallback:
+		return "fallback"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// Defaults of a Store.
+const (
+	// DefaultTimeout bounds each backend call: well under the 10 ms budget
+	// of one check, and about 20 times a loopback Redis round trip.
+	DefaultTimeout = 5 * time.Millisecond
+	// DefaultFailures is how many consecutive failures open the circuit.
+	DefaultFailures = 5
+	// DefaultCooldown is how long the circuit stays open before a probe.
+	DefaultCooldown = time.Second
+	// DefaultClosedRetry is the RetryAfter of a fail-closed denial.
+	DefaultClosedRetry = time.Second
+	// DefaultDenyTTL caps how long the deny cache holds one denial.
+	DefaultDenyTTL = 10 * time.Second
+)
+
+// Store wraps a backend Store (usually the Redis store) with a per-call
+// timeout, a failure mode, a circuit breaker and an optional deny cache.
+// It is itself a core.BatchStore and core.OverrideStore, so a Limiter uses
+// it in place of the backend.
+//
+// Errors that describe the call (ErrInvalidLimit, ErrInvalidCost, ErrNoKey)
+// and the cancellation of the caller's own context are returned as they
+// are. Any other error is a backend failure: it is counted by the breaker,
+// reported to the Observers, and answered by the Mode, never returned.
+//
+// A Store is safe for concurrent use. It starts no goroutine of its own;
+// Close releases the fallback limiter (it does not close the backend).
+type Store struct {
+	backend core.Store
+	batch   core.BatchStore // backend as a BatchStore, or nil
+	cfg     config
+	local   *memorystore.Store // ModeFallback only
+	deny    *denyCache         // nil unless WithDenyCache
+	epoch   time.Time          // origin of the monotonic nanoseconds below
+
+	circuit   atomic.Uint32 // a Circuit
+	failures  atomic.Int64  // consecutive failures while closed
+	openedAt  atomic.Int64  // ns since epoch when the circuit last opened
+	downSince atomic.Int64  // ns since epoch when it opened after being closed
+
+	calls, hits, failed, degraded atomic.Uint64
+}
+
+type config struct {
+	mode        Mode
+	closedRetry time.Duration
+	instances   int64
+	localOpts   []memorystore.Option
+	timeout     time.Duration
+	breaker     Breaker
+	denyCache   *DenyCache
+	observers   []Observer
+	log         *slog.Logger
+	clock       func() time.Time
+}
+
+// Option configures a Store.
+type Option func(*config)
+
+// WithFailOpen allows requests while the backend fails (the default).
+func WithFailOpen() Option { return func(c *config) { c.mode = ModeOpen } }
+
+// WithFailClosed denies requests while the backend fails, with RetryAfter
+// retry (DefaultClosedRetry if 0).
+func WithFailClosed(retry time.Duration) Option {
+	return func(c *config) { c.mode, c.closedRetry = ModeClosed, retry }
+}
+
+// WithFallback decides requests in a local in-memory limiter while the
+// backend fails. Each limit's Rate and Burst are divided by instances
+// (rounded up), so n instances together admit about the shared limit. opts
+// configure the local memorystore (WithMaxKeys, say).
+func WithFallback(instances int, opts ...memorystore.Option) Option {
+	return func(c *config) {
+		c.mode, c.instances, c.localOpts = ModeFallback, int64(instances), opts
+	}
+}
+
+// WithTimeout bounds every backend call (DefaultTimeout). A call that runs
+// out of time is a failure.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// Breaker configures the circuit breaker. The zero value means the
+// defaults.
+type Breaker struct {
+	// Failures is how many consecutive failed or timed-out calls open the
+	// circuit (DefaultFailures).
+	Failures int
+	// Cooldown is how long an open circuit answers by the Mode without
+	// calling the backend, before one call probes it (DefaultCooldown). A
+	// successful probe closes the circuit; a failed one opens it again.
+	Cooldown time.Duration
+}
+
+// WithBreaker sets the circuit breaker's thresholds.
+func WithBreaker(b Breaker) Option { return func(c *config) { c.breaker = b } }
+
+// DenyCache configures the deny cache.
+type DenyCache struct {
+	// MaxKeys bounds the number of denied keys held (required, > 0). When
+	// it is reached, expired entries go first, then arbitrary ones.
+	MaxKeys int
+	// MaxTTL caps how long one denial is held (DefaultDenyTTL), so a limit
+	// raised or a block lifted elsewhere takes effect within MaxTTL.
+	MaxTTL time.Duration
+}
+
+// WithDenyCache answers a key that the backend denied until an instant
+// locally until that instant, without a backend call. It never allows what
+// the backend would deny: it only repeats the backend's own denial, for
+// requests of the denied cost, until the backend's RetryAfter. A
+// refund, a reset or an override made elsewhere may let the backend admit
+// sooner; the cache catches up at most MaxTTL later (changes made through
+// this Store clear the key at once).
+func WithDenyCache(d DenyCache) Option { return func(c *config) { c.denyCache = &d } }
+
+// WithObserver adds an Observer of circuit transitions and backend
+// failures.
+func WithObserver(o Observer) Option {
+	return func(c *config) {
+		if o != nil {
+			c.observers = append(c.observers, o)
+		}
+	}
+}
+
+// WithLogger sets the logger of circuit transitions (slog.Default() if
+// unset). Failures are not logged one by one: the transitions say when the
+// backend went away and came back.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithClock sets the clock of the breaker's cooldown and the deny cache
+// (time.Now by default); tests pass the clock they give the backend.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// New wraps backend. Without options it fails open with DefaultTimeout and
+// the default Breaker, and has no deny cache.
+func New(backend core.Store, opts ...Option) (*Store, error) {
+	if backend == nil {
+		return nil, errors.New("guard: New: nil backend")
+	}
+	c := config{timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case c.timeout <= 0:
+		return nil, fmt.Errorf("guard: WithTimeout: must be positive, got %s", c.timeout)
+	case c.closedRetry < 0:
+		return nil, fmt.Errorf("guard: WithFailClosed: retry must not be negative, got %s", c.closedRetry)
+	case c.mode == ModeFallback && c.instances < 1:
+		return nil, fmt.Errorf("guard: WithFallback: instances must be at least 1, got %d", c.instances)
+	case c.breaker.Failures < 0:
+		return nil, fmt.Errorf("guard: Breaker.Failures: must not be negative, got %d", c.breaker.Failures)
+	case c.breaker.Cooldown < 0:
+		return nil, fmt.Errorf("guard: Breaker.Cooldown: must not be negative, got %s", c.breaker.Cooldown)
+	}
+	if c.closedRetry == 0 {
+		c.closedRetry = DefaultClosedRetry
+	}
+	if c.breaker.Failures == 0 {
+		c.breaker.Failures = DefaultFailures
+	}
+	if c.breaker.Cooldown == 0 {
+		c.breaker.Cooldown = DefaultCooldown
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.clock == nil {
+		c.clock = time.Now
+	}
+	s := &Store{backend: backend, cfg: c, epoch: c.clock()}
+	s.batch, _ = backend.(core.BatchStore)
+	if c.denyCache != nil {
+		d := *c.denyCache
+		switch {
+		case d.MaxKeys <= 0:
+			return nil, fmt.Errorf("guard: DenyCache.MaxKeys: must be positive, got %d", d.MaxKeys)
+		case d.MaxTTL < 0:
+			return nil, fmt.Errorf("guard: DenyCache.MaxTTL: must not be negative, got %s", d.MaxTTL)
+		case d.MaxTTL == 0:
+			d.MaxTTL = DefaultDenyTTL
+		}
+		s.deny = newDenyCache(d)
+	}
+	if c.mode == ModeFallback {
+		local, err := memorystore.New(c.localOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("guard: WithFallback: %w", err)
+		}
+		s.local = local
+	}
+	return s, nil
+}
+
+// Close releases the local fallback limiter. It does not close the
+// backend.
+func (s *Store) Close() error {
+	if s.local != nil {
+		return s.local.Close()
+	}
+	return nil
+}
+
+// Mode returns the failure mode.
+func (s *Store) Mode() Mode { return s.cfg.mode }
+
+// Stats counts what a Store has done since it was built.
+type Stats struct {
+	// BackendCalls is the number of calls made to the backend (a TakeAll
+	// counts once).
+	BackendCalls uint64
+	// DenyCacheHits is the number of decisions answered by the deny cache.
+	DenyCacheHits uint64
+	// Failures is the number of backend calls that failed or timed out.
+	Failures uint64
+	// Degraded is the number of decisions answered by the failure Mode,
+	// whether after a failure or because the circuit was open.
+	Degraded uint64
+}
+
+// Stats returns the counts so far.
+func (s *Store) Stats() Stats {
+	return Stats{
+		BackendCalls:  s.calls.Load(),
+		DenyCacheHits: s.hits.Load(),
+		Failures:      s.failed.Load(),
+		Degraded:      s.degraded.Load(),
+	}
+}
+
+// Take decides one key: from the deny cache, from the backend, or by the
+// Mode when the backend fails or the circuit is open.
+func (s *Store) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+	var now int64
+	if s.deny != nil && cost > 0 {
+		now = s.mono()
+		if res, ok := s.deny.lookupOne(key, l, cost, now); ok {
+			s.hits.Add(1)
+			return res, nil
+		}
+	}
+	probe, ok := s.admit(&now)
+	if !ok {
+		return s.degradeOne(ctx, key, l, cost)
+	}
+	s.calls.Add(1)
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	res, err := s.backend.Take(cctx, key, l, cost)
+	cancel()
+	if err != nil {
+		if passThrough(ctx, err) {
+			s.release(probe)
+			return core.Result{}, err
+		}
+		s.fail(ctx, err, probe)
+		return s.degradeOne(ctx, key, l, cost)
+	}
+	s.succeed(probe)
+	if s.deny != nil && cost > 0 && deniedFor(res) {
+		if now == 0 {
+			now = s.mono()
+		}
+		s.deny.storeOne(key, l, cost, res, now)
+	}
+	return res, nil
+}
+
+// TakeAll decides ops all or nothing (one after another if the backend is
+// not a core.BatchStore), with the same failure handling as Take.
+func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
+	if len(out) != len(ops) {
+		return fmt.Errorf("guard: TakeAll: %d results for %d ops", len(out), len(ops))
+	}
+	var now int64
+	if s.deny != nil {
+		now = s.mono()
+		if s.deny.lookupGroup(ops, out, now) {
+			s.hits.Add(1)
+			return nil
+		}
+	}
+	probe, ok := s.admit(&now)
+	if !ok {
+		return s.degradeAll(ctx, ops, out)
+	}
+	s.calls.Add(1)
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	err := s.takeAll(cctx, ops, out)
+	cancel()
+	if err != nil {
+		if passThrough(ctx, err) {
+			s.release(probe)
+			return err
+		}
+		s.fail(ctx, err, probe)
+		return s.degradeAll(ctx, ops, out)
+	}
+	s.succeed(probe)
+	if s.deny != nil {
+		if now == 0 {
+			now = s.mono()
+		}
+		s.deny.storeGroup(ops, out, now)
+	}
+	return nil
+}
+
+func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
+	if s.batch != nil {
+		return s.batch.TakeAll(ctx, ops, out)
+	}
+	for i, op := range ops {
+		res, err := s.backend.Take(ctx, op.Key, op.Limit, op.Cost)
+		if err != nil {
+			return err
+		}
+		out[i] = res
+	}
+	return nil
+}
+
+// Refund gives units back through the backend. A failed refund is dropped
+// (counted as a failure): the units stay consumed, which errs on the safe
+// side.
+func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64) error {
+	if s.deny != nil {
+		s.deny.forget(key)
+	}
+	if s.batch == nil {
+		return errors.New("guard: Refund: the backend cannot refund")
+	}
+	if s.circuit.Load() != uint32(Closed) {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	err := s.batch.Refund(cctx, key, l, cost)
+	cancel()
+	if err != nil && !passThrough(ctx, err) {
+		s.report(err)
+		return nil
+	}
+	return err
+}
+
+// Reset forgets key in the backend, the deny cache and the fallback
+// limiter. Unlike decisions, a failed Reset is returned: an operator asked
+// for it.
+func (s *Store) Reset(ctx context.Context, key string, l core.Limit) error {
+	if s.deny != nil {
+		s.deny.forget(key)
+	}
+	if s.local != nil {
+		if err := s.local.Reset(ctx, key, s.divide(l)); err != nil {
+			return fmt.Errorf("guard: fallback: %w", err)
+		}
+	}
+	return s.backend.Reset(ctx, key, l)
+}
+
+// SetOverride sets an override in the backend, which must be a
+// core.OverrideStore, and drops key from the deny cache.
+func (s *Store) SetOverride(ctx context.Context, key string, o core.Override) error {
+	os, ok := s.backend.(core.OverrideStore)
+	if !ok {
+		return errors.New("guard: SetOverride: the backend has no overrides")
+	}
+	if s.deny != nil {
+		s.deny.forget(key)
+	}
+	return os.SetOverride(ctx, key, o)
+}
+
+// ClearOverride clears an override in the backend and drops key from the
+// deny cache.
+func (s *Store) ClearOverride(ctx context.Context, key string) error {
+	os, ok := s.backend.(core.OverrideStore)
+	if !ok {
+		return errors.New("guard: ClearOverride: the backend has no overrides")
+	}
+	if s.deny != nil {
+		s.deny.forget(key)
+	}
+	return os.ClearOverride(ctx, key)
+}
+
+// passThrough reports whether err belongs to the caller rather than the
+// backend: an invalid call, or the caller's own context ending.
+func passThrough(ctx context.Context, err error) bool {
+	return errors.Is(err, core.ErrInvalidLimit) || errors.Is(err, core.ErrInvalidCost) ||
+		errors.Is(err, core.ErrNoKey) || ctx.Err() != nil
+}
+
+// deniedFor reports whether res is a denial worth caching: by the store,
+// with a finite wait.
+func deniedFor(res core.Result) bool {
+	return !res.Allowed && res.Source == core.FromStore && res.RetryAfter > 0 && res.RetryAfter != core.RetryNever
+}
+
+// mono returns the monotonic nanoseconds since the Store was built, plus
+// one so that 0 can mean "not read yet".
+func (s *Store) mono() int64 { return int64(s.cfg.clock().Sub(s.epoch)) + 1 }
+
+var (
+	_ core.BatchStore    = (*Store)(nil)
+	_ core.OverrideStore = (*Store)(nil)
+)
