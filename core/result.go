@@ -144,3 +144,15 @@ func (t Thresholds) Validate() error {
 	}
 	return nil
 }
+
+// Degraded reports whether the store failed for some policy of d and a
+// failure policy answered instead (see Source): the Decision did not come
+// from the shared limit.
+func (d *Decision) Degraded() bool {
+	for i := range d.Results {
+		if d.Results[i].Source.Degraded() {
+			return true
+		}
+	}
+	return false
+}
