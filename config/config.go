@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -25,6 +26,33 @@ func Load(path string) ([]core.Policy, error) {
 
 // Parse reads policies from data; name is used in error messages.
 func Parse(name string, data []byte) ([]core.Policy, error) {
+	f, err := ParseFile(name, data)
+	if err != nil {
+		return nil, err
+	}
+	return f.Policies, nil
+}
+
+// File is everything a config file holds.
+type File struct {
+	// Policies are the file's policies, in order.
+	Policies []core.Policy
+	// Guard holds the options of the file's failure section, for
+	// guard.New; it is nil when the file has none.
+	Guard []guard.Option
+}
+
+// LoadFile reads a whole config file: its policies and its failure section.
+func LoadFile(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return ParseFile(path, data)
+}
+
+// ParseFile is LoadFile on data; name is used in error messages.
+func ParseFile(name string, data []byte) (*File, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", name, err)
@@ -33,11 +61,11 @@ func Parse(name string, data []byte) ([]core.Policy, error) {
 		return nil, fmt.Errorf("config: %s: empty file", name)
 	}
 	p := &parser{file: name}
-	ps := p.file_(root.Content[0])
+	f := p.file_(root.Content[0])
 	if len(p.errs) > 0 {
 		return nil, errors.Join(p.errs...)
 	}
-	return ps, nil
+	return f, nil
 }
 
 type parser struct {
@@ -80,14 +108,23 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-func (p *parser) file_(n *yaml.Node) []core.Policy {
-	f := p.fields(n, "file", "policies", "client_ip")
+func (p *parser) file_(n *yaml.Node) *File {
+	f := p.fields(n, "file", "policies", "client_ip", "failure")
 	if f == nil {
 		return nil
 	}
 	if ci := f["client_ip"]; ci != nil {
 		p.clientIP(ci)
 	}
+	out := &File{}
+	if fn := f["failure"]; fn != nil {
+		out.Guard = p.failure(fn)
+	}
+	out.Policies = p.policies(n, f)
+	return out
+}
+
+func (p *parser) policies(n *yaml.Node, f map[string]*yaml.Node) []core.Policy {
 	list := f["policies"]
 	if list == nil || list.Kind != yaml.SequenceNode || len(list.Content) == 0 {
 		p.fail(n, "policies", "at least one policy is required")
@@ -320,4 +357,84 @@ func (p *parser) key(v, hash *yaml.Node, n *yaml.Node, path string) keyfunc.Func
 		}
 	}
 	return f
+}
+
+// failure reads the failure section into guard options.
+func (p *parser) failure(n *yaml.Node) []guard.Option {
+	f := p.fields(n, "failure", "mode", "instances", "retry_after", "timeout", "breaker", "deny_cache")
+	if f == nil {
+		return nil
+	}
+	var opts []guard.Option
+	mode := "open"
+	if v := f["mode"]; v != nil {
+		mode = v.Value
+	}
+	instances := 0
+	if v := f["instances"]; v != nil {
+		if mode != "fallback" {
+			p.fail(v, "failure.instances", "only with mode: fallback")
+		} else if v.Decode(&instances) != nil || instances < 1 {
+			p.fail(v, "failure.instances", "must be a whole number >= 1, got %q", v.Value)
+		}
+	}
+	retry := time.Duration(0)
+	if v := f["retry_after"]; v != nil {
+		if mode != "closed" {
+			p.fail(v, "failure.retry_after", "only with mode: closed")
+		} else {
+			retry = p.duration(v, "failure.retry_after")
+		}
+	}
+	switch mode {
+	case "open":
+		opts = append(opts, guard.WithFailOpen())
+	case "closed":
+		opts = append(opts, guard.WithFailClosed(retry))
+	case "fallback":
+		if f["instances"] == nil {
+			p.fail(n, "failure.instances", "required with mode: fallback (how many instances share the limits)")
+		}
+		opts = append(opts, guard.WithFallback(max(instances, 1)))
+	default:
+		p.fail(f["mode"], "failure.mode", "must be open, closed or fallback, got %q", mode)
+	}
+	if v := f["timeout"]; v != nil {
+		opts = append(opts, guard.WithTimeout(p.duration(v, "failure.timeout")))
+	}
+	if b := f["breaker"]; b != nil {
+		bf := p.fields(b, "failure.breaker", "failures", "cooldown")
+		var br guard.Breaker
+		if v := bf["failures"]; v != nil && (v.Decode(&br.Failures) != nil || br.Failures < 1) {
+			p.fail(v, "failure.breaker.failures", "must be a whole number >= 1, got %q", v.Value)
+		}
+		if v := bf["cooldown"]; v != nil {
+			br.Cooldown = p.duration(v, "failure.breaker.cooldown")
+		}
+		opts = append(opts, guard.WithBreaker(br))
+	}
+	if d := f["deny_cache"]; d != nil {
+		df := p.fields(d, "failure.deny_cache", "max_keys", "max_ttl")
+		var dc guard.DenyCache
+		if v := df["max_keys"]; v == nil {
+			p.fail(d, "failure.deny_cache.max_keys", "required")
+		} else if v.Decode(&dc.MaxKeys) != nil || dc.MaxKeys < 1 {
+			p.fail(v, "failure.deny_cache.max_keys", "must be a whole number >= 1, got %q", v.Value)
+		}
+		if v := df["max_ttl"]; v != nil {
+			dc.MaxTTL = p.duration(v, "failure.deny_cache.max_ttl")
+		}
+		opts = append(opts, guard.WithDenyCache(dc))
+	}
+	return opts
+}
+
+// duration reads a positive duration.
+func (p *parser) duration(v *yaml.Node, path string) time.Duration {
+	d, err := time.ParseDuration(v.Value)
+	if err != nil || d <= 0 {
+		p.fail(v, path, "must be a positive duration such as 5ms or 1s, got %q", v.Value)
+		return 0
+	}
+	return d
 }
