@@ -6,7 +6,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # Under `make test` a Redis test that cannot start its server fails.
 export SLUICE_REQUIRE_REDIS ?= 1
 
-.PHONY: test deps lint bench demo fuzz
+.PHONY: test deps lint bench demo fuzz accuracy
 
 ## test: install what the tests need, then run every module's tests with -race
 test: deps
@@ -27,6 +27,11 @@ lint:
 ## bench: sluice against its peers, side by side in one run
 bench: deps
 	cd bench && $(GO) run ./cmd/report
+
+## accuracy: replay traffic traces against the six algorithms and an exact
+## sliding log; rewrites the results in docs/algorithms.md and its SVG chart
+accuracy:
+	cd bench && $(GO) run ./cmd/accuracy -scale full -out ../docs
 
 ## demo: run the net/http example (in memory; REDIS_ADDR=host:port for Redis)
 ## and fire a burst at it, showing Normal, Warning and Throttled
