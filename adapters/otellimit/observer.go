@@ -100,7 +100,7 @@ func annotate(span trace.Span, d *core.Decision, at time.Time) {
 		attrs = append(attrs, KeyRepeat.Bool(true))
 	}
 	if d.Binding < len(d.Results) {
-		attrs = policyAttributes(attrs, d, &d.Results[d.Binding])
+		attrs = policyAttributes(attrs, d, d.Binding)
 	}
 	span.SetAttributes(attrs...)
 	if len(d.Results) < 2 {
@@ -108,15 +108,16 @@ func annotate(span trace.Span, d *core.Decision, at time.Time) {
 	}
 	for i := range d.Results {
 		span.AddEvent(EventName, trace.WithTimestamp(at),
-			trace.WithAttributes(policyAttributes(make([]attribute.KeyValue, 0, 8), d, &d.Results[i])...))
+			trace.WithAttributes(policyAttributes(make([]attribute.KeyValue, 0, 8), d, i)...))
 	}
 }
 
-// policyAttributes appends the attributes of one policy result.
-func policyAttributes(attrs []attribute.KeyValue, d *core.Decision, p *core.PolicyResult) []attribute.KeyValue {
+// policyAttributes appends the attributes of d.Results[i].
+func policyAttributes(attrs []attribute.KeyValue, d *core.Decision, i int) []attribute.KeyValue {
+	p := &d.Results[i]
 	attrs = append(attrs,
 		KeyPolicy.String(p.Policy),
-		KeyOutcome.String(outcomeOf(d, p)),
+		KeyOutcome.String(d.Outcome(i).String()),
 		KeyRemaining.Int64(p.Remaining),
 		KeyLimit.Int64(capacity(p)),
 		KeyRetryAfter.Int64(retryMillis(p.RetryAfter)),
@@ -145,28 +146,6 @@ func retryMillis(d time.Duration) int64 {
 		return -1
 	}
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-// outcomeOf names what happened to one policy result of d: the same names,
-// tested in the same order, as the outcome label of adapters/promlimit.
-func outcomeOf(d *core.Decision, p *core.PolicyResult) string {
-	switch {
-	case p.Source == core.FailedOpen:
-		return "failed_open"
-	case p.Source == core.FailedClosed:
-		return "failed_closed"
-	case p.Source == core.FromFallback:
-		return "fallback"
-	case d.Repeat:
-		return "repeat"
-	case p.ShadowDenied():
-		return "shadow_denied"
-	case !p.Allowed:
-		return "denied"
-	case p.State == core.Warning:
-		return "warning"
-	}
-	return "allowed"
 }
 
 var _ core.Observer = (*Observer)(nil)

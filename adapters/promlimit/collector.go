@@ -25,66 +25,6 @@ var defaultBuckets = [...]float64{
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 }
 
-// outcome is the label value of one policy result in
-// sluice_decisions_total (see the package documentation).
-type outcome uint8
-
-// The outcomes of a policy result; outcomeOf tests them from the last to
-// the first.
-const (
-	// allowed: admitted, the key in the Normal state.
-	allowed outcome = iota
-	// warning: admitted, the key in the Warning state.
-	warning
-	// denied: denied by the policy.
-	denied
-	// shadowDenied: a shadow policy would have denied the request.
-	shadowDenied
-	// repeat: the request repeated an admitted one (same idempotency key)
-	// and passed without being counted.
-	repeat
-	// failedOpen: the store failed and the guard allowed the request.
-	failedOpen
-	// failedClosed: the store failed and the guard denied the request.
-	failedClosed
-	// fallback: the store failed and the guard's local limiter decided.
-	fallback
-	numOutcomes
-)
-
-var outcomeNames = [numOutcomes]string{
-	allowed:      "allowed",
-	warning:      "warning",
-	denied:       "denied",
-	shadowDenied: "shadow_denied",
-	repeat:       "repeat",
-	failedOpen:   "failed_open",
-	failedClosed: "failed_closed",
-	fallback:     "fallback",
-}
-
-// outcomeOf classifies one policy result of d (repeat is a property of the
-// whole decision, so it takes d too).
-func outcomeOf(d *core.Decision, p *core.PolicyResult) outcome {
-	switch {
-	case p.Source == core.FailedOpen:
-		return failedOpen
-	case p.Source == core.FailedClosed:
-		return failedClosed
-	case p.Source == core.FromFallback:
-		return fallback
-	case d.Repeat:
-		return repeat
-	case p.ShadowDenied():
-		return shadowDenied
-	case !p.Allowed:
-		return denied
-	case p.State == core.Warning:
-		return warning
-	}
-	return allowed
-}
-
 // The reasons of sluice_check_errors_total.
 const (
 	reasonNoKey = iota
@@ -175,7 +115,7 @@ type Collector struct {
 
 // policySeries are the series of one policy, resolved once.
 type policySeries struct {
-	outcomes [numOutcomes]prometheus.Counter
+	outcomes [core.NumOutcomes]prometheus.Counter
 	denyHits prometheus.Counter
 }
 
@@ -303,7 +243,7 @@ func (m *Collector) Decided(_ context.Context, _ keyfunc.Request, d *core.Decisi
 	for i := range d.Results {
 		p := &d.Results[i]
 		s := m.series(p.Policy)
-		s.outcomes[outcomeOf(d, p)].Inc()
+		s.outcomes[d.Outcome(i)].Inc()
 		if p.Source == core.FromDenyCache {
 			s.denyHits.Inc()
 		}
@@ -323,7 +263,7 @@ func (m *Collector) series(policy string) *policySeries {
 	}
 	s := &policySeries{denyHits: m.denyHits.WithLabelValues(policy)}
 	for o := range s.outcomes {
-		s.outcomes[o] = m.decisions.WithLabelValues(policy, outcomeNames[o])
+		s.outcomes[o] = m.decisions.WithLabelValues(policy, core.Outcome(o).String())
 	}
 	next := make(map[string]*policySeries, len(old)+1)
 	maps.Copy(next, old)

@@ -116,10 +116,9 @@ func (s *Store) admit(now *int64) (probe, ok bool) {
 		if *now-s.openedAt.Load() < int64(s.cfg.breaker.Cooldown) {
 			return false, false
 		}
-		if !s.circuit.CompareAndSwap(uint32(Open), uint32(HalfOpen)) {
+		if !s.move(Open, HalfOpen, nil, 0) {
 			return false, false // another caller is the probe
 		}
-		s.transition(Open, HalfOpen, nil)
 		return true, true
 	}
 	return false, false // half-open: the probe is out
@@ -127,14 +126,11 @@ func (s *Store) admit(now *int64) (probe, ok bool) {
 
 // succeed records a call that reached the backend and got an answer.
 func (s *Store) succeed(probe bool) {
-	if probe {
-		s.failures.Store(0)
-		s.circuit.Store(uint32(Closed))
-		s.transition(HalfOpen, Closed, nil)
-		return
-	}
 	if s.failures.Load() != 0 {
 		s.failures.Store(0)
+	}
+	if probe {
+		s.move(HalfOpen, Closed, nil, 0)
 	}
 }
 
@@ -142,9 +138,7 @@ func (s *Store) succeed(probe bool) {
 // the next call probes at once.
 func (s *Store) release(probe bool) {
 	if probe {
-		s.openedAt.Store(s.mono() - int64(s.cfg.breaker.Cooldown))
-		s.circuit.Store(uint32(Open))
-		s.transition(HalfOpen, Open, nil)
+		s.move(HalfOpen, Open, nil, s.mono()-int64(s.cfg.breaker.Cooldown))
 	}
 }
 
@@ -153,20 +147,33 @@ func (s *Store) release(probe bool) {
 func (s *Store) fail(_ context.Context, err error, probe bool) {
 	s.report(err)
 	if probe {
-		s.openedAt.Store(s.mono())
-		s.circuit.Store(uint32(Open))
-		s.transition(HalfOpen, Open, err)
+		s.move(HalfOpen, Open, err, s.mono())
 		return
 	}
-	if s.failures.Add(1) < int64(s.cfg.breaker.Failures) {
-		return
+	if s.failures.Add(1) >= int64(s.cfg.breaker.Failures) {
+		s.move(Closed, Open, err, s.mono())
 	}
-	now := s.mono()
-	s.openedAt.Store(now)
-	if s.circuit.CompareAndSwap(uint32(Closed), uint32(Open)) {
-		s.downSince.Store(now)
-		s.transition(Closed, Open, err)
+}
+
+// move changes the circuit from one state to another, if it is still in
+// the first, and reports the transition; opened is the instant an Open
+// circuit counts its cooldown from. Transitions are serialized, so
+// observers see them in the order they happened.
+func (s *Store) move(from, to Circuit, err error, opened int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if Circuit(s.circuit.Load()) != from {
+		return false
 	}
+	if to == Open {
+		s.openedAt.Store(opened)
+		if from == Closed {
+			s.downSince.Store(opened)
+		}
+	}
+	s.circuit.Store(uint32(to))
+	s.transition(from, to, err)
+	return true
 }
 
 func (s *Store) report(err error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,6 +77,7 @@ type Store struct {
 	deny    *denyCache         // nil unless WithDenyCache
 	epoch   time.Time          // origin of the monotonic nanoseconds below
 
+	mu        sync.Mutex    // serializes circuit transitions
 	circuit   atomic.Uint32 // a Circuit
 	failures  atomic.Int64  // consecutive failures while closed
 	openedAt  atomic.Int64  // ns since epoch when the circuit last opened
