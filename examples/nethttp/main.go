@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/examples/internal/demo"
 )
 
@@ -22,17 +23,22 @@ func main() {
 	store, name, _ := demo.Store()            // the server runs until it is killed
 	hello, login := demo.HelloAndLogin(store) // 10 and 3 requests per minute per client IP
 
+	addr := demo.Addr(":8080")
+	log.Printf("sluice net/http example listening on %s, store: %s", addr, name)
+	srv := &http.Server{Addr: addr, Handler: routes(hello, login), ReadHeaderTimeout: 5 * time.Second}
+	log.Fatal(srv.ListenAndServe())
+}
+
+// routes serves the example's three endpoints, /hello and /login behind
+// their limiters; opts configure both middlewares.
+func routes(hello, login *core.Limiter, opts ...httplimit.Option) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("GET /hello", httplimit.New(hello)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /hello", httplimit.New(hello, opts...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "hello")
 	})))
-	mux.Handle("GET /login", httplimit.New(login)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /login", httplimit.New(login, opts...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "login form")
 	})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
-
-	addr := demo.Addr(":8080")
-	log.Printf("sluice net/http example listening on %s, store: %s", addr, name)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	log.Fatal(srv.ListenAndServe())
+	return mux
 }

@@ -11,21 +11,36 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
 // Store opens the store of the examples and names it for the log; close it
-// with the returned func.
+// with the returned func. Redis is used through a guard (package
+// core/guard): while it is down each instance enforces the limits locally,
+// and a client flooding past its limit is answered from the deny cache.
 func Store() (store core.Store, name string, closeFn func()) {
 	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
-		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-		s, err := redisstore.New(client)
+		client := redis.NewClient(&redis.Options{
+			Addr:                  addr,
+			ContextTimeoutEnabled: true,
+			// The guard decides what a failure means: let a refused
+			// connection fail at once instead of being retried until the
+			// timeout.
+			MaxRetries:    -1,
+			DialerRetries: 1,
+		})
+		rs, err := redisstore.New(client)
 		if err != nil {
 			log.Fatal(err)
 		}
-		return s, "redis at " + addr, func() { s.Close(); client.Close() }
+		g, err := guard.New(rs, guard.WithFallback(1), guard.WithDenyCache(guard.DenyCache{MaxKeys: 100_000}))
+		if err != nil {
+			log.Fatal(err)
+		}
+		return g, "redis at " + addr, func() { g.Close(); rs.Close(); client.Close() }
 	}
 	s, err := memorystore.New()
 	if err != nil {
