@@ -6,7 +6,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # Under `make test` a Redis test that cannot start its server fails.
 export SLUICE_REQUIRE_REDIS ?= 1
 
-.PHONY: test deps lint bench demo fuzz accuracy
+.PHONY: test deps lint bench load demo fuzz accuracy
 
 ## test: install what the tests need, then run every module's tests with -race
 test: deps
@@ -24,14 +24,23 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
 
-## bench: sluice against its peers, side by side in one run
+## bench: sluice against its peers, side by side in one run; writes
+## docs/benchmarks.md and docs/benchmarks.svg (about 5 minutes; a quick look:
+## make bench BENCHFLAGS=-quick)
+BENCHFLAGS ?=
 bench: deps
-	cd bench && $(GO) run ./cmd/report
+	cd bench && $(GO) run ./cmd/report -out ../docs $(BENCHFLAGS)
 
 ## accuracy: replay traffic traces against the six algorithms and an exact
 ## sliding log; rewrites the results in docs/algorithms.md and its SVG chart
 accuracy:
 	cd bench && $(GO) run ./cmd/accuracy -scale full -out ../docs
+
+## load: 200 concurrent clients for 30 s against the net/http example on a
+## real Redis (behind the guard); prints the status counts, p99, heap and
+## goroutines (SLUICE_LOAD_DURATION and SLUICE_LOAD_CLIENTS change the run)
+load: deps
+	cd examples && SLUICE_LOAD_DURATION=$${SLUICE_LOAD_DURATION:-30s} $(GO) test -run '^TestLoad$$' -count=1 -v -timeout 10m ./nethttp
 
 ## demo: run the net/http example (in memory; REDIS_ADDR=host:port for Redis)
 ## and fire a burst at it, showing Normal, Warning and Throttled

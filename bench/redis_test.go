@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/bench/redisbench"
@@ -16,5 +17,18 @@ func BenchmarkRedis64Callers(b *testing.B) {
 	srv := redisbench.StartServerTB(b)
 	for _, impl := range redisbench.Impls() {
 		b.Run(impl.Name, func(b *testing.B) { redisbench.Benchmark(b, srv, impl) })
+	}
+}
+
+// BenchmarkRedisMemoryPerKey: redis-server's used_memory growth per
+// identity after 100k identities took one decision each, every
+// implementation at 60 per hour; run it with -benchtime=1x.
+func BenchmarkRedisMemoryPerKey(b *testing.B) {
+	srv := redisbench.StartServerTB(b)
+	for _, impl := range redisbench.Impls() {
+		if impl.Kind == redisbench.Ceiling || strings.HasSuffix(impl.Name, "-nopipe") {
+			continue
+		}
+		b.Run(impl.Name, func(b *testing.B) { redisbench.MemoryBenchmark(b, srv, impl, redisbench.MemoryIdentities) })
 	}
 }

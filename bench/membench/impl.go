@@ -9,12 +9,15 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sethvargo "github.com/sethvargo/go-limiter"
 	sethmem "github.com/sethvargo/go-limiter/memorystore"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/throttled/throttled/v2"
+	throttledmem "github.com/throttled/throttled/v2/store/memstore"
 	ulule "github.com/ulule/limiter/v3"
 	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
 	"golang.org/x/time/rate"
@@ -53,7 +56,8 @@ type Config struct {
 
 // Impl is one implementation under comparison.
 type Impl struct {
-	// Name is the sub-benchmark name: sluice, xrate, sethvargo or ulule.
+	// Name is the sub-benchmark name: sluice, xrate, sethvargo, ulule or
+	// throttled.
 	Name string
 	// Module is the module path whose version the report prints.
 	Module string
@@ -70,6 +74,7 @@ func Impls() []Impl {
 		{Name: "xrate", Module: "golang.org/x/time", Peer: true, New: newXRate},
 		{Name: "sethvargo", Module: "github.com/sethvargo/go-limiter", Peer: true, New: newSethvargo},
 		{Name: "ulule", Module: "github.com/ulule/limiter/v3", Peer: true, New: newUlule},
+		{Name: "throttled", Module: "github.com/throttled/throttled/v2", Peer: true, New: newThrottled},
 	}
 }
 
@@ -82,7 +87,7 @@ type sluiceLimiter struct {
 }
 
 func newSluice(c Config) (Limiter, error) {
-	opts := []memorystore.Option{memorystore.WithMaxKeys(4 << 20)}
+	opts := []memorystore.Option{memorystore.WithMaxKeys(MaxKeys)}
 	if c.NoCleanup {
 		opts = append(opts, memorystore.WithSweepInterval(0))
 	}
@@ -193,3 +198,54 @@ func (l *ululeLimiter) Allow(key string) bool {
 }
 
 func (l *ululeLimiter) Close() error { return nil }
+
+// throttled: github.com/throttled/throttled/v2, its GCRA rate limiter on
+// store/memstore bounded like sluice's store (an LRU of MaxKeys keys, the
+// configuration its README shows; unbounded it is a plain map), burst Rate.
+// It has no background cleanup, so NoCleanup changes nothing.
+//
+// Its GCRA retries a lost compare-and-swap up to 10 times and then returns
+// an error (a 500 in its HTTP middleware); Allow counts that as a denial
+// rather than a harness bug, in Errors.
+
+// MaxKeys bounds the key count of the limiters that take a bound (sluice and
+// throttled), far above what a scenario inserts.
+const MaxKeys = 4 << 20
+
+type throttledLimiter struct {
+	lim    *throttled.GCRARateLimiterCtx
+	ctx    context.Context
+	errors atomic.Int64
+}
+
+func newThrottled(Config) (Limiter, error) {
+	st, err := throttledmem.NewCtx(MaxKeys)
+	if err != nil {
+		return nil, err
+	}
+	lim, err := throttled.NewGCRARateLimiterCtx(st, ThrottledQuota(Rate, Period))
+	if err != nil {
+		return nil, err
+	}
+	return &throttledLimiter{lim: lim, ctx: context.Background()}, nil
+}
+
+// ThrottledQuota is throttled's quota for n events per period with a burst
+// of n: its GCRA admits MaxBurst+1 at once.
+func ThrottledQuota(n int, period time.Duration) throttled.RateQuota {
+	return throttled.RateQuota{MaxRate: throttled.PerDuration(n, period), MaxBurst: n - 1}
+}
+
+func (l *throttledLimiter) Allow(key string) bool {
+	limited, _, err := l.lim.RateLimitCtx(l.ctx, key, 1)
+	if err != nil {
+		l.errors.Add(1)
+		return false
+	}
+	return !limited
+}
+
+func (l *throttledLimiter) Close() error { return nil }
+
+// Errors returns the number of decisions that failed (lost races).
+func (l *throttledLimiter) Errors() int64 { return l.errors.Load() }

@@ -7,12 +7,17 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
-// ParallelKeys is the size of the key set of the parallel scenario.
+// ParallelKeys is the size of the key set of the Keys100k scenarios.
 const ParallelKeys = 100_000
+
+// ManyKeys is the key count the Keys100k scenarios use: ParallelKeys, lowered
+// by the package's tests to keep them short.
+var ManyKeys = ParallelKeys
 
 // HeapKeys is the number of distinct keys the heap scenario inserts. The
 // report program lowers it for quick runs.
@@ -31,10 +36,12 @@ type Scenario struct {
 	Run func(b *testing.B, impl Impl)
 }
 
-// Scenarios returns the three scenarios in report order.
+// Scenarios returns the scenarios in report order.
 func Scenarios() []Scenario {
 	return []Scenario{
 		{Name: "HotKeySerial", Title: "hot key, serial", Run: HotKeySerial},
+		{Name: "HotKeyParallel", Title: "hot key, parallel", Run: HotKeyParallel},
+		{Name: "Keys100kSerial", Title: "100k keys, serial", Run: Keys100kSerial},
 		{Name: "Keys100kParallel", Title: "100k keys, parallel", Run: Keys100kParallel},
 		{Name: "HeapPerKey", Title: "heap per key", Heap: true, Run: HeapPerKey},
 	}
@@ -48,60 +55,138 @@ func RunAll(b *testing.B, scenario func(*testing.B, Impl)) {
 	}
 }
 
+// HotKey is the key of the hot-key scenarios.
+const HotKey = "user:hot"
+
 // HotKeySerial makes b.N decisions for one key from one goroutine. After the
 // first Rate decisions almost all are denials, so it mostly measures the
 // deny path of a hot, existing key.
 func HotKeySerial(b *testing.B, impl Impl) {
 	l := newLimiter(b, impl, Config{})
 	defer l.Close()
-	const key = "user:hot"
 	allowed := 0
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; i < b.N; i++ {
-		if l.Allow(key) {
+		if l.Allow(HotKey) {
 			allowed++
 		}
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	// Every implementation must admit the first burst and, even as a fixed
-	// window straddling a boundary, no more than two windows' worth plus
-	// the refill: this catches a limiter configured to a different limit.
-	lo := min(b.N, Rate)
-	hi := 2*Rate + int(Rate*elapsed.Seconds()) + 1
+	checkHot(b, impl, int64(allowed), int64(b.N), elapsed)
+}
+
+// HotKeyParallel makes b.N decisions for one key from GOMAXPROCS goroutines
+// (b.RunParallel): the contention of one hot key, again mostly denials.
+func HotKeyParallel(b *testing.B, impl Impl) {
+	l := newLimiter(b, impl, Config{})
+	defer l.Close()
+	var allowed atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		n := int64(0)
+		for pb.Next() {
+			if l.Allow(HotKey) {
+				n++
+			}
+		}
+		allowed.Add(n)
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	checkHot(b, impl, allowed.Load(), int64(b.N), elapsed)
+}
+
+// checkHot fails b unless allowed of n decisions on one key in elapsed is
+// plausible for the shared limit: every implementation must admit the first
+// burst and, even as a fixed window straddling a boundary, no more than two
+// windows' worth plus the refill. This catches a limiter configured to a
+// different limit.
+func checkHot(b *testing.B, impl Impl, allowed, n int64, elapsed time.Duration) {
+	b.Helper()
+	lo := min(n, Rate)
+	hi := 2*Rate + int64(Rate*elapsed.Seconds()/Period.Seconds()) + 1
 	if allowed < lo || allowed > hi {
-		fatalf(b, "%s: %d of %d decisions allowed in %s, want between %d and %d", impl.Name, allowed, b.N, elapsed, lo, hi)
+		fatalf(b, "%s: %d of %d decisions on one key allowed in %s, want between %d and %d", impl.Name, allowed, n, elapsed, lo, hi)
 	}
+}
+
+// Keys100kSerial makes b.N decisions from one goroutine over ParallelKeys
+// existing keys, walked in order from a random offset.
+func Keys100kSerial(b *testing.B, impl Impl) {
+	keys, l := warmKeys(b, impl)
+	defer l.Close()
+	n := len(keys)
+	i := rand.IntN(n)
+	allowed := int64(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if l.Allow(keys[i]) {
+			allowed++
+		}
+		if i++; i == n {
+			i = 0
+		}
+	}
+	b.StopTimer()
+	checkKeys(b, impl, allowed, int64(b.N), n, 1)
 }
 
 // Keys100kParallel makes decisions from GOMAXPROCS goroutines over
 // ParallelKeys existing keys: each goroutine walks the pre-built, pre-warmed
 // key set from its own random offset.
 func Keys100kParallel(b *testing.B, impl Impl) {
-	keys := Keys(ParallelKeys)
-	l := newLimiter(b, impl, Config{})
+	keys, l := warmKeys(b, impl)
 	defer l.Close()
-	for _, k := range keys {
-		if !l.Allow(k) {
-			fatalf(b, "%s: first decision for %q denied", impl.Name, k)
-		}
-	}
-	runtime.GC() // do not charge the warm-up's garbage to the measurement
+	var allowed atomic.Int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		n := len(keys)
 		i := rand.IntN(n)
+		a := int64(0)
 		for pb.Next() {
-			l.Allow(keys[i])
+			if l.Allow(keys[i]) {
+				a++
+			}
 			if i++; i == n {
 				i = 0
 			}
 		}
+		allowed.Add(a)
 	})
 	b.StopTimer()
+	checkKeys(b, impl, allowed.Load(), int64(b.N), len(keys), runtime.GOMAXPROCS(0))
+}
+
+// warmKeys returns the ManyKeys keys and a fresh limiter in which each
+// has been used once (and admitted).
+func warmKeys(b *testing.B, impl Impl) ([]string, Limiter) {
+	keys := Keys(ManyKeys)
+	l := newLimiter(b, impl, Config{})
+	for _, k := range keys {
+		if !l.Allow(k) {
+			l.Close()
+			fatalf(b, "%s: first decision for %q denied", impl.Name, k)
+		}
+	}
+	runtime.GC() // do not charge the warm-up's garbage to the measurement
+	return keys, l
+}
+
+// checkKeys fails b if a decision over many keys was denied while no key
+// can have reached the limit: n decisions by walkers goroutines over nkeys
+// keys use a key at most n/nkeys+walkers+1 times, besides its warm-up.
+func checkKeys(b *testing.B, impl Impl, allowed, n int64, nkeys, walkers int) {
+	b.Helper()
+	if n/int64(nkeys)+int64(walkers)+2 <= Rate && allowed != n {
+		fatalf(b, "%s: %d of %d decisions over %d keys denied, none may be", impl.Name, n-allowed, n, nkeys)
+	}
 }
 
 // HeapPerKey inserts HeapKeys distinct keys once each into a fresh limiter

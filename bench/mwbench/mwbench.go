@@ -1,11 +1,14 @@
-// Package mwbench holds the HTTP middleware benchmark shared by the go test
+// Package mwbench holds the HTTP middleware benchmarks shared by the go test
 // benchmarks of module github.com/sluicehq/sluice/bench and by its report
-// program (cmd/report): the per-request cost of net/http rate-limit
-// middleware around a bare handler, each middleware on its library's
-// in-memory store with the same limit, called directly through ServeHTTP.
+// program (cmd/report): the per-request cost of rate-limit middleware around
+// a bare handler, each middleware on its library's in-memory store with the
+// same limit: net/http middleware called directly through ServeHTTP
+// (Overhead), and Fiber middleware through the app's fasthttp handler
+// (FiberOverhead).
 package mwbench
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,10 +17,14 @@ import (
 	"time"
 
 	"github.com/go-chi/httprate"
+	sethvargohttp "github.com/sethvargo/go-limiter/httplimit"
+	sethvargomem "github.com/sethvargo/go-limiter/memorystore"
 	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/throttled/throttled/v2"
+	throttledmem "github.com/throttled/throttled/v2/store/memstore"
 	ulule "github.com/ulule/limiter/v3"
 	ululestdlib "github.com/ulule/limiter/v3/drivers/middleware/stdlib"
 	ululemem "github.com/ulule/limiter/v3/drivers/store/memory"
@@ -46,8 +53,9 @@ type Impl struct {
 	Baseline, Peer bool
 	// Headers lists the header fields it sets on an allowed response.
 	Headers string
-	// Wrap returns the middleware around next (a fresh store each time).
-	Wrap func(next http.Handler) (http.Handler, error)
+	// Wrap returns the middleware around next (a fresh store each time) and
+	// a function that releases its store's background goroutines.
+	Wrap func(next http.Handler) (http.Handler, func(), error)
 }
 
 // Impls returns the baseline, sluice (all its headers, then only the family
@@ -56,7 +64,7 @@ func Impls() []Impl {
 	const xrl = "X-RateLimit-Limit, -Remaining, -Reset"
 	return []Impl{
 		{Name: "bare", Label: "bare handler (baseline)", Baseline: true, Headers: "none",
-			Wrap: func(next http.Handler) (http.Handler, error) { return next, nil }},
+			Wrap: func(next http.Handler) (http.Handler, func(), error) { return next, func() {}, nil }},
 		{Name: "sluice", Label: "sluice httplimit (default headers)", Module: "github.com/sluicehq/sluice",
 			Headers: "RateLimit-Policy, RateLimit, " + xrl + ", X-RateLimit-State", Wrap: sluice(httplimit.HeaderConfig{})},
 		{Name: "sluice-xrl", Label: "sluice httplimit, X-RateLimit-* only", Module: "github.com/sluicehq/sluice",
@@ -65,42 +73,91 @@ func Impls() []Impl {
 			Headers: xrl, Wrap: ululeMiddleware},
 		{Name: "httprate", Label: "go-chi/httprate LimitByIP", Module: "github.com/go-chi/httprate", Peer: true,
 			Headers: xrl, Wrap: httprateMiddleware},
+		{Name: "throttled", Label: "throttled HTTPRateLimiterCtx + memstore (GCRA)", Module: "github.com/throttled/throttled/v2", Peer: true,
+			Headers: xrl, Wrap: throttledMiddleware},
+		{Name: "sethvargo", Label: "sethvargo/go-limiter httplimit + memorystore", Module: "github.com/sethvargo/go-limiter", Peer: true,
+			Headers: xrl + " (an HTTP date)", Wrap: sethvargoMiddleware},
 	}
 }
 
 // sluice: httplimit.New on a core.Limiter with one keyfunc.IP() policy on
 // the default memory store (token bucket).
-func sluice(h httplimit.HeaderConfig) func(http.Handler) (http.Handler, error) {
-	return func(next http.Handler) (http.Handler, error) {
-		ip, err := keyfunc.IP()
+func sluice(h httplimit.HeaderConfig) func(http.Handler) (http.Handler, func(), error) {
+	return func(next http.Handler) (http.Handler, func(), error) {
+		l, done, err := SluiceLimiter()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		st, err := memorystore.New()
-		if err != nil {
-			return nil, err
-		}
-		l, err := core.NewLimiter(st, []core.Policy{{Name: "per-ip", Key: ip, Limit: core.Per(Rate, Period)}})
-		if err != nil {
-			return nil, err
-		}
-		return httplimit.New(l, httplimit.WithHeaders(h))(next), nil
+		return httplimit.New(l, httplimit.WithHeaders(h))(next), done, nil
 	}
+}
+
+// SluiceLimiter returns the core.Limiter of sluice's middlewares: one
+// keyfunc.IP() policy of Rate per Period on a default memory store, and the
+// function that closes the store.
+func SluiceLimiter() (*core.Limiter, func(), error) {
+	ip, err := keyfunc.IP()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := memorystore.New()
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := core.NewLimiter(st, []core.Policy{{Name: "per-ip", Key: ip, Limit: core.Per(Rate, Period)}})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return l, func() { st.Close() }, nil
 }
 
 // ulule: drivers/middleware/stdlib with drivers/store/memory (a fixed
 // window), keyed by the client IP (its default key getter).
-func ululeMiddleware(next http.Handler) (http.Handler, error) {
+// Its store's cleaner stops only through a finalizer.
+func ululeMiddleware(next http.Handler) (http.Handler, func(), error) {
 	lim := ulule.New(ululemem.NewStore(), ulule.Rate{Period: Period, Limit: Rate})
-	return ululestdlib.NewMiddleware(lim).Handler(next), nil
+	return ululestdlib.NewMiddleware(lim).Handler(next), func() {}, nil
 }
 
 // httprate: LimitByIP, a sliding window counter in memory keyed by
 // RemoteAddr's IP. (httprate v0.16 marks it deprecated in favour of LimitBy
 // with a key read from chi's ClientIP middleware; LimitByIP is exactly
 // LimitBy(rate, period, KeyByIP), the same work without a router.)
-func httprateMiddleware(next http.Handler) (http.Handler, error) {
-	return httprate.LimitByIP(Rate, Period)(next), nil
+func httprateMiddleware(next http.Handler) (http.Handler, func(), error) {
+	return httprate.LimitByIP(Rate, Period)(next), func() {}, nil
+}
+
+// throttled: HTTPRateLimiterCtx with its GCRA limiter on store/memstore
+// (the LRU of 65536 keys its README shows), burst Rate, varying by
+// RemoteAddr's IP.
+func throttledMiddleware(next http.Handler) (http.Handler, func(), error) {
+	st, err := throttledmem.NewCtx(65536)
+	if err != nil {
+		return nil, nil, err
+	}
+	lim, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerDuration(Rate, Period), MaxBurst: Rate - 1})
+	if err != nil {
+		return nil, nil, err
+	}
+	h := &throttled.HTTPRateLimiterCtx{RateLimiter: lim, VaryBy: &throttled.VaryBy{RemoteAddr: true}}
+	return h.RateLimit(next), func() {}, nil
+}
+
+// sethvargo: httplimit.NewMiddleware on memorystore (a token bucket of
+// Rate per Period), keyed by IPKeyFunc() (RemoteAddr's IP, no headers).
+func sethvargoMiddleware(next http.Handler) (http.Handler, func(), error) {
+	st, err := sethvargomem.New(&sethvargomem.Config{Tokens: Rate, Interval: Period})
+	if err != nil {
+		return nil, nil, err
+	}
+	done := func() { _ = st.Close(context.Background()) }
+	m, err := sethvargohttp.NewMiddleware(st, sethvargohttp.IPKeyFunc())
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return m.Handle(next), done, nil
 }
 
 // Bare is the handler every middleware wraps: it only writes the status.
@@ -153,10 +210,11 @@ func NewRequest() *http.Request {
 // response is not 200 or, for a middleware, lacks X-RateLimit-Remaining (a
 // configuration check).
 func Overhead(b *testing.B, impl Impl) {
-	h, err := impl.Wrap(Bare())
+	h, done, err := impl.Wrap(Bare())
 	if err != nil {
 		fatalf(b, "%s: %v", impl.Name, err)
 	}
+	defer done()
 	w, r := NewWriter(), NewRequest()
 	if err := Check(h, w, r, !impl.Baseline); err != nil { // also creates the client's key
 		fatalf(b, "%s: %v", impl.Name, err)

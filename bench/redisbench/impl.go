@@ -3,7 +3,8 @@
 // report program (cmd/report): many concurrent callers taking decisions on
 // one local redis-server, for sluice's redisstore (every algorithm, with and
 // without automatic pipelining), its peers, a raw EVALSHA yardstick and the
-// ceiling redis-benchmark reaches on the same server.
+// ceiling redis-benchmark reaches on the same server; and the memory each
+// implementation's state takes in redis-server per identity (RunMemory).
 package redisbench
 
 import (
@@ -15,6 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/throttled/throttled/v2"
+	throttledredis "github.com/throttled/throttled/v2/store/goredisstore.v9"
 	ulule "github.com/ulule/limiter/v3"
 	ululeredis "github.com/ulule/limiter/v3/drivers/store/redis"
 )
@@ -25,9 +28,31 @@ const (
 	Callers = 64
 	// Identities is the number of distinct keys the callers spread over.
 	Identities = 1000
-	// Rate is the limit, per second, of every implementation: high enough
-	// that no decision is ever denied (see SluiceLimit for the one exception).
+	// Rate is the limit, per second, of every implementation in the
+	// throughput scenario: high enough that no decision is ever denied (see
+	// SluiceLimit for the one exception).
 	Rate = 1_000_000
+)
+
+// Quota is the limit an implementation is built with: N events per Period,
+// with a burst of N for the bucket algorithms.
+type Quota struct {
+	N      int64
+	Period time.Duration
+}
+
+// String returns "N/Period", e.g. "1000000/1s".
+func (q Quota) String() string { return fmt.Sprintf("%d/%s", q.N, q.Period) }
+
+var (
+	// ThroughputQuota is the limit of the throughput scenario: Rate per
+	// second, never reached.
+	ThroughputQuota = Quota{N: Rate, Period: time.Second}
+	// MemoryQuota is the limit of the memory scenario: 60 per hour, a
+	// realistic API quota whose state, after one decision, lives for a
+	// minute (a bucket refills one token in Period/N) or more (a window lasts
+	// Period), well past the end of a run.
+	MemoryQuota = Quota{N: 60, Period: time.Hour}
 )
 
 // Decider takes one rate-limit decision of cost 1 for key.
@@ -54,8 +79,8 @@ type Impl struct {
 	Kind   Kind
 	// Algorithm is what one decision computes, for the report.
 	Algorithm string
-	// New returns a Decider on client (not for Ceiling).
-	New func(client *redis.Client) (Decider, error)
+	// New returns a Decider on client configured to q (not for Ceiling).
+	New func(client *redis.Client, q Quota) (Decider, error)
 	// Pipeline is redis-benchmark's -P (Ceiling only).
 	Pipeline int
 }
@@ -72,7 +97,7 @@ func Impls() []Impl {
 				name += "-nopipe"
 			}
 			out = append(out, Impl{Name: name, Module: "github.com/sluicehq/sluice", Kind: Sluice,
-				Algorithm: SluiceLimit(a).String(), New: newSluice(a, pipelined)})
+				Algorithm: SluiceLimit(a, ThroughputQuota).String(), New: newSluice(a, pipelined)})
 		}
 	}
 	return append(out,
@@ -80,6 +105,8 @@ func Impls() []Impl {
 			Algorithm: fmt.Sprintf("fixed window %d/s (INCRBY+PEXPIRE script)", Rate), New: newUlule},
 		Impl{Name: "redis_rate", Module: "github.com/go-redis/redis_rate/v10", Kind: Peer,
 			Algorithm: fmt.Sprintf("GCRA %d/s burst %d", Rate, Rate), New: newRedisRate},
+		Impl{Name: "throttled", Module: "github.com/throttled/throttled/v2", Kind: Peer,
+			Algorithm: fmt.Sprintf("GCRA %d/s burst %d (TIME+GET pipeline, then a compare-and-swap EVAL)", Rate, Rate), New: newThrottled},
 		Impl{Name: "evalsha", Module: "github.com/redis/go-redis/v9", Kind: Yardstick,
 			Algorithm: "GET + SET PX script, 5 integers back", New: newRaw},
 		Impl{Name: "redis-benchmark", Kind: Ceiling, Algorithm: "the same script, C client, -c 64", Pipeline: 1},
@@ -87,15 +114,16 @@ func Impls() []Impl {
 	)
 }
 
-// SluiceLimit is sluice's limit for algorithm a: Rate per second, except the
-// sliding window log, which keeps one entry per admitted request and is
-// capped at core.MaxLogRate (65536) per period. No decision is denied at the
-// request rates a local Redis sustains.
-func SluiceLimit(a core.Algorithm) core.Limit {
+// SluiceLimit is sluice's limit for algorithm a and quota q, except that the
+// sliding window log, which keeps one entry per admitted request, is capped
+// at core.MaxLogRate (65536) per period. With ThroughputQuota no decision is
+// denied at the request rates a local Redis sustains.
+func SluiceLimit(a core.Algorithm, q Quota) core.Limit {
+	n := q.N
 	if a == core.SlidingWindowLog {
-		return core.PerSecond(core.MaxLogRate).WithAlgorithm(a)
+		n = min(n, core.MaxLogRate)
 	}
-	return core.PerSecond(Rate).WithAlgorithm(a)
+	return core.Per(n, q.Period).WithAlgorithm(a)
 }
 
 // NewClient returns the go-redis client every Go implementation gets: a
@@ -118,8 +146,8 @@ type sluiceDecider struct {
 	lim core.Limit
 }
 
-func newSluice(a core.Algorithm, pipelined bool) func(*redis.Client) (Decider, error) {
-	return func(c *redis.Client) (Decider, error) {
+func newSluice(a core.Algorithm, pipelined bool) func(*redis.Client, Quota) (Decider, error) {
+	return func(c *redis.Client, q Quota) (Decider, error) {
 		opts := []redisstore.Option{redisstore.WithTimeout(time.Second)}
 		if !pipelined {
 			opts = append(opts, redisstore.WithPipelining(0, 0))
@@ -128,7 +156,7 @@ func newSluice(a core.Algorithm, pipelined bool) func(*redis.Client) (Decider, e
 		if err != nil {
 			return nil, err
 		}
-		return &sluiceDecider{st: st, lim: SluiceLimit(a)}, nil
+		return &sluiceDecider{st: st, lim: SluiceLimit(a, q)}, nil
 	}
 }
 
@@ -142,12 +170,12 @@ func (d *sluiceDecider) Decide(ctx context.Context, key string) (bool, error) {
 
 type ululeDecider struct{ lim *ulule.Limiter }
 
-func newUlule(c *redis.Client) (Decider, error) {
+func newUlule(c *redis.Client, q Quota) (Decider, error) {
 	st, err := ululeredis.NewStoreWithOptions(c, ulule.StoreOptions{Prefix: ulule.DefaultPrefix, MaxRetry: ulule.DefaultMaxRetry})
 	if err != nil {
 		return nil, err
 	}
-	return &ululeDecider{lim: ulule.New(st, ulule.Rate{Period: time.Second, Limit: Rate})}, nil
+	return &ululeDecider{lim: ulule.New(st, ulule.Rate{Period: q.Period, Limit: q.N})}, nil
 }
 
 func (d *ululeDecider) Decide(ctx context.Context, key string) (bool, error) {
@@ -162,8 +190,9 @@ type redisRateDecider struct {
 	limit redisrate.Limit
 }
 
-func newRedisRate(c *redis.Client) (Decider, error) {
-	return &redisRateDecider{lim: redisrate.NewLimiter(c), limit: redisrate.PerSecond(Rate)}, nil
+func newRedisRate(c *redis.Client, q Quota) (Decider, error) {
+	n := int(q.N)
+	return &redisRateDecider{lim: redisrate.NewLimiter(c), limit: redisrate.Limit{Rate: n, Burst: n, Period: q.Period}}, nil
 }
 
 func (d *redisRateDecider) Decide(ctx context.Context, key string) (bool, error) {
@@ -172,6 +201,33 @@ func (d *redisRateDecider) Decide(ctx context.Context, key string) (bool, error)
 		return false, err
 	}
 	return r.Allowed > 0, nil
+}
+
+// throttled: github.com/throttled/throttled/v2, its GCRA rate limiter on
+// store/goredisstore.v9 (the go-redis v9 store) with key prefix
+// "throttled:". A decision is a pipeline of TIME and GET, then an EVAL
+// (the script's text every time) of a compare-and-swap script, or SETNX and
+// EXPIRE for a new key: two or three round trips. A compare-and-swap lost to
+// a concurrent caller is retried, up to 10 times, and then is an error.
+
+type throttledDecider struct{ lim *throttled.GCRARateLimiterCtx }
+
+func newThrottled(c *redis.Client, q Quota) (Decider, error) {
+	st, err := throttledredis.NewCtx(c, "throttled:")
+	if err != nil {
+		return nil, err
+	}
+	n := int(q.N)
+	lim, err := throttled.NewGCRARateLimiterCtx(st, throttled.RateQuota{MaxRate: throttled.PerDuration(n, q.Period), MaxBurst: n - 1})
+	if err != nil {
+		return nil, err
+	}
+	return &throttledDecider{lim: lim}, nil
+}
+
+func (d *throttledDecider) Decide(ctx context.Context, key string) (bool, error) {
+	limited, _, err := d.lim.RateLimitCtx(ctx, key, 1)
+	return !limited, err
 }
 
 // evalsha: the yardstick. One go-redis Script.Run (EVALSHA, EVAL on
@@ -188,7 +244,7 @@ var rawScript = redis.NewScript(RawScript)
 
 type rawDecider struct{ c *redis.Client }
 
-func newRaw(c *redis.Client) (Decider, error) { return rawDecider{c}, nil }
+func newRaw(c *redis.Client, _ Quota) (Decider, error) { return rawDecider{c}, nil }
 
 func (d rawDecider) Decide(ctx context.Context, key string) (bool, error) {
 	res, err := rawScript.Run(ctx, d.c, []string{key}).Int64Slice()

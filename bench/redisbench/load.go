@@ -122,8 +122,8 @@ type Sample struct {
 	ClientCPU time.Duration
 	// ServerCPU is the CPU time of redis-server's main thread.
 	ServerCPU time.Duration
-	// ScriptCalls and ScriptTime: EVAL/EVALSHA calls and the time the server
-	// spent executing them (INFO commandstats).
+	// ScriptCalls and ScriptTime: EVAL/EVALSHA/FCALL calls and the time the
+	// server spent executing them (INFO commandstats).
 	ScriptCalls int64
 	ScriptTime  time.Duration
 	// Commands and RoundTrips the go-redis client sent: a pipeline is one
@@ -137,8 +137,10 @@ type Sample struct {
 
 // RunConfig tunes Run.
 type RunConfig struct {
-	Callers  int
-	Keys     []string
+	Callers int
+	Keys    []string
+	// Quota is the implementations' limit (zero: ThroughputQuota).
+	Quota    Quota
 	Warmup   time.Duration // untimed load before the measured one (0: Callers*16 decisions)
 	Duration time.Duration // measured load, duration mode
 	N        int64         // measured load, count mode (go test's b.N)
@@ -163,7 +165,11 @@ func Run(ctx context.Context, admin *redis.Client, addr string, impl Impl, cfg R
 	defer client.Close()
 	var rt roundTrips
 	client.AddHook(&rt)
-	d, err := impl.New(client)
+	q := cfg.Quota
+	if q == (Quota{}) {
+		q = ThroughputQuota
+	}
+	d, err := impl.New(client, q)
 	if err != nil {
 		return Sample{}, fmt.Errorf("%s: new: %w", impl.Name, err)
 	}
@@ -265,7 +271,7 @@ func serverStats(ctx context.Context, admin *redis.Client) (stats, error) {
 		case "used_cpu_sys", "used_cpu_user":
 			f, _ := strconv.ParseFloat(v, 64)
 			total += time.Duration(f * 1e9)
-		case "cmdstat_evalsha", "cmdstat_eval":
+		case "cmdstat_evalsha", "cmdstat_eval", "cmdstat_fcall":
 			// calls=N,usec=N,usec_per_call=...
 			for _, kv := range strings.Split(v, ",") {
 				name, val, _ := strings.Cut(kv, "=")

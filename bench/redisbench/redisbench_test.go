@@ -69,3 +69,28 @@ func TestImpls(t *testing.T) {
 		})
 	}
 }
+
+// TestMemory runs the memory scenario briefly for every implementation: each
+// identity leaves at least one Redis key and a plausible number of bytes.
+func TestMemory(t *testing.T) {
+	srv := redisbench.StartServerTB(t)
+	ctx := context.Background()
+	keys := membench.Keys(2000)
+	for _, impl := range redisbench.Impls() {
+		if impl.Kind == redisbench.Ceiling {
+			continue
+		}
+		t.Run(impl.Name, func(t *testing.T) {
+			s, err := redisbench.RunMemory(ctx, srv.Admin(), srv.Addr, impl, 8, keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Identities != len(keys) || s.KeysPerIdentity() < 1 || s.KeysPerIdentity() > 3 {
+				t.Errorf("%d identities, %.2f Redis keys per identity", s.Identities, s.KeysPerIdentity())
+			}
+			if b := s.BytesPerIdentity(); b < 16 || b > 4096 {
+				t.Errorf("%.1f bytes per identity (used_memory %d -> %d)", b, s.Before, s.After)
+			}
+		})
+	}
+}

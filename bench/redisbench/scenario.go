@@ -58,3 +58,26 @@ func report(b *testing.B, s Sample) {
 		b.ReportMetric(float64(s.Commands)/float64(s.RoundTrips), "cmds/roundtrip")
 	}
 }
+
+// MemoryBenchmark is the go test form of the memory scenario: each iteration
+// inserts Identities identities (b.N is usually 1) with impl configured to
+// MemoryQuota, and reports the growth of redis-server's used_memory per
+// identity as bytes/identity and the Redis keys per identity as
+// keys/identity. A Ceiling is skipped (it has no state of its own).
+func MemoryBenchmark(b *testing.B, srv *Server, impl Impl, identities int) {
+	if impl.Kind == Ceiling {
+		b.Skip("a ceiling keeps no rate-limit state")
+	}
+	keys := membench.Keys(identities)
+	var bytes, perKey float64
+	for range b.N {
+		s, err := RunMemory(context.Background(), srv.Admin(), srv.Addr, impl, Callers, keys)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bytes += s.BytesPerIdentity()
+		perKey += s.KeysPerIdentity()
+	}
+	b.ReportMetric(bytes/float64(b.N), "bytes/identity")
+	b.ReportMetric(perKey/float64(b.N), "keys/identity")
+}

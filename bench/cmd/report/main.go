@@ -1,29 +1,34 @@
 // Command report runs the benchmarks of module
 // github.com/sluicehq/sluice/bench for sluice and its peers several times,
-// interleaving the implementations, and prints the medians as Markdown tables
-// with the environment and the peers' module versions. Three areas:
+// interleaving the implementations, and writes the medians as Markdown tables
+// with the targets, the ratios, the machine, the peers' module versions and
+// the commands, plus an SVG chart of the ratios. Four areas:
 //
-//   - in memory (package membench): HotKeySerial, Keys100kParallel, HeapPerKey;
-//   - HTTP middleware (package mwbench): MiddlewareOverhead;
-//   - Redis (package redisbench): Redis64Callers, on a redis-server the
-//     report starts and stops itself.
+//   - in memory (package membench): HotKeySerial, HotKeyParallel,
+//     Keys100kSerial, Keys100kParallel, HeapPerKey;
+//   - middleware (package mwbench): MiddlewareOverhead (net/http) and
+//     FiberMiddlewareOverhead (Fiber);
+//   - Redis (package redisbench): Redis64Callers and RedisMemoryPerKey, on a
+//     redis-server the report starts and stops itself.
 //
 // Usage (from the bench directory):
 //
-//	go run ./cmd/report [-scenarios hot,parallel,heap,middleware,redis] [-impls sluice,ulule,...]
-//	    [-count 5] [-heapcount 3] [-benchtime 500ms] [-heapkeys 1000000]
-//	    [-rediscount 3] [-redistime 2s] [-rediswarmup 250ms] [-callers 64] [-ceilingn 200000]
+//	go run ./cmd/report [-out ../docs] [-quick] [-scenarios hot,parallel,heap,middleware,fiber,redis,...]
+//	    [-impls sluice,ulule,...] [-count 5] [-heapcount 3] [-benchtime 400ms] [-heapkeys 1000000]
+//	    [-rediscount 3] [-redistime 1500ms] [-rediswarmup 250ms] [-callers 64] [-ceilingn 150000]
+//	    [-rediskeys 50000]
+//
+// Without -out the Markdown goes to stdout (and no chart is written); with
+// -out DIR it goes to DIR/benchmarks.md and the chart to DIR/benchmarks.svg.
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"runtime"
-	"runtime/debug"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -31,70 +36,189 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/bench/membench"
-	"github.com/sluicehq/sluice/bench/mwbench"
 	"github.com/sluicehq/sluice/bench/redisbench"
 )
 
 // Names of the scenarios outside package membench.
 const (
-	middlewareScenario = "MiddlewareOverhead"
-	redisScenario      = "Redis64Callers"
+	middlewareScenario  = "MiddlewareOverhead"
+	fiberScenario       = "FiberMiddlewareOverhead"
+	redisScenario       = "Redis64Callers"
+	redisMemoryScenario = "RedisMemoryPerKey"
 )
 
-func main() {
-	fs := flag.NewFlagSet("report", flag.ExitOnError)
-	scenarios := fs.String("scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead, Redis64Callers:\ne.g. hot,parallel,heap,middleware,redis), or all")
-	impls := fs.String("impls", "all", "comma-separated implementations to run, or all. A name selects itself and the variants\nnamed after it (sluice selects sluice-xrl and sluice-gcra-nopipe too). In memory: sluice, xrate,\nsethvargo, ulule. Middleware: bare (always run), sluice, sluice-xrl, ulule, httprate. Redis:\nsluice-<algorithm>[-nopipe], ulule, redis_rate, evalsha, redis-benchmark, redis-benchmark-P16")
-	count := fs.Int("count", 5, "runs of each in-memory throughput and middleware benchmark; the tables show the medians")
-	heapCount := fs.Int("heapcount", 3, "runs of each heap benchmark (its bytes/key barely varies; each run fills -heapkeys keys)")
-	benchtime := fs.Duration("benchtime", 500*time.Millisecond, "target duration of each run of the in-memory throughput and middleware scenarios\n(the heap scenario always does one fill per run)")
-	heapKeys := fs.Int("heapkeys", membench.HeapKeys, "distinct keys the heap scenario inserts")
-	redisCount := fs.Int("rediscount", 3, "runs of each Redis implementation")
-	redisTime := fs.Duration("redistime", 2*time.Second, "measured duration of each Redis run")
-	redisWarmup := fs.Duration("rediswarmup", 250*time.Millisecond, "unmeasured load before each Redis run (fills the pool, loads the scripts)")
-	callers := fs.Int("callers", redisbench.Callers, "concurrent callers of the Redis scenario")
-	ceilingN := fs.Int("ceilingn", redisbench.CeilingRequests, "requests (-n) of each redis-benchmark run")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole report to this file")
+// Output file names under -out.
+const (
+	mdName  = "benchmarks.md"
+	svgName = "benchmarks.svg"
+)
+
+// options are the parsed flags.
+type options struct {
+	out                   string
+	quick                 bool
+	count, heapCount      int
+	benchtime             time.Duration
+	heapKeys              int
+	redisCount            int
+	redisTime, redisWarm  time.Duration
+	callers, ceilingN     int
+	redisKeys             int
+	scenarios, impls      string
+	cpuProfile            string
+	args                  []string // as given, for the Commands section
+	quickDefaults, chosen []string // flags -quick lowered; flags set explicitly
+}
+
+// quickValues are the flag values -quick uses unless a flag is set
+// explicitly: about a minute for a look at the ranking, not for figures.
+var quickValues = map[string]string{
+	"count": "2", "heapcount": "1", "benchtime": "100ms", "heapkeys": "200000",
+	"rediscount": "1", "redistime": "500ms", "rediswarmup": "100ms", "ceilingn": "40000", "rediskeys": "10000",
+}
+
+// parseFlags parses the command line, printing usage and errors to stderr.
+func parseFlags(args []string) (options, error) { return parseFlagsTo(os.Stderr, args) }
+
+func parseFlagsTo(out io.Writer, args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("report", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&o.out, "out", "", "directory to write "+mdName+" and "+svgName+" to (e.g. ../docs); without it the Markdown goes to stdout")
+	fs.BoolVar(&o.quick, "quick", false, "a quick run (about a minute): "+quickSummary()+", unless set explicitly")
+	fs.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, HotKeyParallel, Keys100kSerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead,\nFiberMiddlewareOverhead, Redis64Callers, RedisMemoryPerKey: e.g. hot,parallel,heap,middleware,fiber,redis), or all")
+	fs.StringVar(&o.impls, "impls", "default", "comma-separated implementations to run, default or all. A name selects itself and the variants\nnamed after it (sluice selects sluice-xrl and sluice-gcra-nopipe too). default is all but the\nunpipelined Redis variants of sluice's algorithms other than token_bucket. In memory: sluice, xrate,\nsethvargo, ulule, throttled. Middleware: bare (always run), sluice, sluice-xrl, ulule, httprate,\nthrottled, sethvargo; Fiber: bare, sluice, sluice-xrl, fiber, fiber-sliding. Redis: sluice-<algorithm>[-nopipe],\nulule, redis_rate, throttled, evalsha, redis-benchmark, redis-benchmark-P16")
+	fs.IntVar(&o.count, "count", 5, "runs of each in-memory throughput and middleware benchmark; the tables show the medians")
+	fs.IntVar(&o.heapCount, "heapcount", 3, "runs of each heap benchmark (its bytes/key barely varies; each run fills -heapkeys keys)")
+	fs.DurationVar(&o.benchtime, "benchtime", 400*time.Millisecond, "target duration of each run of the in-memory throughput and middleware scenarios\n(the heap scenario always does one fill per run)")
+	fs.IntVar(&o.heapKeys, "heapkeys", membench.HeapKeys, "distinct keys the heap scenario inserts")
+	fs.IntVar(&o.redisCount, "rediscount", 3, "runs of each Redis implementation in the throughput scenario")
+	fs.DurationVar(&o.redisTime, "redistime", 1500*time.Millisecond, "measured duration of each Redis run")
+	fs.DurationVar(&o.redisWarm, "rediswarmup", 250*time.Millisecond, "unmeasured load before each Redis run (fills the pool, loads the scripts)")
+	fs.IntVar(&o.callers, "callers", redisbench.Callers, "concurrent callers of the Redis scenarios")
+	fs.IntVar(&o.ceilingN, "ceilingn", 150_000, "requests (-n) of each redis-benchmark run")
+	fs.IntVar(&o.redisKeys, "rediskeys", 50_000, "identities the Redis memory scenario inserts")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole report to this file")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/report [flags]\n\nRuns the rate-limiter benchmarks and prints Markdown tables.\n\n")
+		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/report [flags]\n\nRuns the rate-limiter benchmarks of sluice and its peers and writes Markdown tables\n(and, with -out, an SVG chart).\n\n")
 		fs.PrintDefaults()
 	}
-	_ = fs.Parse(os.Args[1:])
-	if fs.NArg() > 0 || *count < 1 || *heapCount < 1 || *benchtime <= 0 || *heapKeys < 1 ||
-		*redisCount < 1 || *redisTime <= 0 || *redisWarmup < 0 || *callers < 1 || *ceilingN < 1 {
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	fs.Visit(func(f *flag.Flag) { o.chosen = append(o.chosen, f.Name) })
+	if o.quick {
+		for name, v := range quickValues {
+			if !slices.Contains(o.chosen, name) {
+				if err := fs.Set(name, v); err != nil {
+					return o, err
+				}
+				o.quickDefaults = append(o.quickDefaults, name)
+			}
+		}
+		slices.Sort(o.quickDefaults)
+	}
+	o.args = args
+	if fs.NArg() > 0 || o.count < 1 || o.heapCount < 1 || o.benchtime <= 0 || o.heapKeys < 1 ||
+		o.redisCount < 1 || o.redisTime <= 0 || o.redisWarm < 0 || o.callers < 1 || o.ceilingN < 1 || o.redisKeys < o.callers {
 		fs.Usage()
-		os.Exit(2)
+		return o, fmt.Errorf("invalid arguments")
 	}
-	scs, mw, rd, err := selectScenarios(*scenarios)
+	return o, nil
+}
+
+func quickSummary() string {
+	names := make([]string, 0, len(quickValues))
+	for k := range quickValues {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var parts []string
+	for _, k := range names {
+		parts = append(parts, "-"+k+" "+quickValues[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// selection is what the flags selected.
+type selection struct {
+	mem            []membench.Scenario
+	memImpls       []membench.Impl
+	mwImpls        []mwImpl
+	fiberImpls     []mwImpl
+	rdImpls        []redisbench.Impl
+	rdMemImpls     []redisbench.Impl
+	redis, rdMem   bool
+	mw, fiber      bool
+	scenarioTokens string
+}
+
+func selectAll(o options) (selection, error) {
+	var s selection
+	var err error
+	s.mem, s.mw, s.fiber, s.redis, s.rdMem, err = selectScenarios(o.scenarios)
 	if err != nil {
-		fatal(err)
+		return s, err
 	}
-	sel, err := newImplFilter(*impls)
+	f, err := newImplFilter(o.impls)
 	if err != nil {
-		fatal(err)
+		return s, err
 	}
-	var memImpls []membench.Impl
-	if len(scs) > 0 {
-		memImpls = filterImpls(sel, membench.Impls(), func(im membench.Impl) string { return im.Name })
+	if len(s.mem) > 0 {
+		s.memImpls = filterImpls(f, membench.Impls(), func(im membench.Impl) string { return im.Name })
 	}
-	var mwImpls []mwbench.Impl
-	if mw {
-		mwImpls = filterImpls(sel, mwbench.Impls(), func(im mwbench.Impl) string { return im.Name })
-		if !slices.ContainsFunc(mwImpls, func(im mwbench.Impl) bool { return im.Baseline }) {
-			mwImpls = append([]mwbench.Impl{mwbench.Impls()[0]}, mwImpls...) // the baseline always runs
+	if s.mw {
+		s.mwImpls = withBaseline(filterImpls(f, httpImpls(), func(im mwImpl) string { return im.Name }), httpImpls())
+	}
+	if s.fiber {
+		s.fiberImpls = withBaseline(filterImpls(f, fiberImpls(), func(im mwImpl) string { return im.Name }), fiberImpls())
+	}
+	if s.redis {
+		s.rdImpls = filterImpls(f, redisbench.Impls(), func(im redisbench.Impl) string { return im.Name })
+		if f.curated {
+			s.rdImpls = slices.DeleteFunc(s.rdImpls, func(im redisbench.Impl) bool {
+				return strings.HasSuffix(im.Name, "-nopipe") && im.Name != "sluice-token_bucket-nopipe"
+			})
 		}
 	}
-	var rdImpls []redisbench.Impl
-	if rd {
-		rdImpls = filterImpls(sel, redisbench.Impls(), func(im redisbench.Impl) string { return im.Name })
+	if s.rdMem {
+		s.rdMemImpls = filterImpls(f, memoryImpls(), func(im redisbench.Impl) string { return im.Name })
 	}
-	if err := sel.unused(); err != nil {
+	return s, f.unused()
+}
+
+// memoryImpls are the Redis implementations with state of their own: every
+// one but the ceilings and the unpipelined variants (their keys are the same).
+func memoryImpls() []redisbench.Impl {
+	return slices.DeleteFunc(redisbench.Impls(), func(im redisbench.Impl) bool {
+		return im.Kind == redisbench.Ceiling || strings.HasSuffix(im.Name, "-nopipe")
+	})
+}
+
+func withBaseline(sel, all []mwImpl) []mwImpl {
+	if slices.ContainsFunc(sel, func(im mwImpl) bool { return im.Baseline }) {
+		return sel
+	}
+	return append([]mwImpl{all[0]}, sel...) // the baseline always runs
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if err == flag.ErrHelp {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(2)
+	}
+	sel, err := selectAll(o)
+	if err != nil {
 		fatal(err)
 	}
-	membench.HeapKeys = *heapKeys
+	membench.HeapKeys = o.heapKeys
 	testing.Init() // registers test.benchtime, which testing.Benchmark reads
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
 		if err != nil {
 			fatal(err)
 		}
@@ -103,356 +227,146 @@ func main() {
 		}
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
-
-	start, loadBefore := time.Now(), loadAvg()
-	var sections []func(io.Writer)
-	if len(scs) > 0 && len(memImpls) > 0 {
-		t0, l0 := time.Now(), loadAvg()
-		var rows []row
-		for _, sc := range scs {
-			n := *count
-			if sc.Heap {
-				n = *heapCount
-			}
-			rows = append(rows, runScenario(sc, memImpls, n, *benchtime)...)
+	if o.out != "" {
+		if st, err := os.Stat(o.out); err != nil || !st.IsDir() {
+			fatal(fmt.Errorf("-out %s: not a directory", o.out))
 		}
-		took, load := time.Since(t0), l0+" → "+loadAvg()
-		sections = append(sections, func(w io.Writer) {
-			printMemory(w, rows, scs, *count, *heapCount, *benchtime, *heapKeys, took, load)
+	}
+
+	r := &report{opts: o, sel: sel, start: time.Now(), loadBefore: loadAvg()}
+	r.run()
+	r.took, r.loadAfter = time.Since(r.start), loadAvg()
+
+	var md bytes.Buffer
+	r.write(&md)
+	if o.out == "" {
+		os.Stdout.Write(md.Bytes())
+		return
+	}
+	var svg bytes.Buffer
+	writeChart(&svg, r.chartRows(), r.chartTitle())
+	for _, f := range []struct {
+		name string
+		b    []byte
+	}{{mdName, md.Bytes()}, {svgName, svg.Bytes()}} {
+		p := filepath.Join(o.out, f.name)
+		if err := os.WriteFile(p, f.b, 0o644); err != nil {
+			fatal(err)
+		}
+		fmt.Fprintf(os.Stderr, "report: wrote %s\n", p)
+	}
+	for _, t := range r.targets() {
+		fmt.Fprintf(os.Stderr, "report: target %s: %s (%s)\n", t.name, t.verdict(), t.measured)
+	}
+}
+
+// report holds one run's results.
+type report struct {
+	opts  options
+	sel   selection
+	start time.Time
+	took  time.Duration
+
+	loadBefore, loadAfter string
+
+	mem      *memSection
+	mw       *mwSection
+	fiber    *mwSection
+	redis    *redisSection
+	redisMem *redisMemSection
+	env      environment
+}
+
+// section timing shared by every area.
+type timing struct {
+	took time.Duration
+	load string // 1-minute load average before → after
+}
+
+func timed(f func()) timing {
+	t0, l0 := time.Now(), loadAvg()
+	f()
+	return timing{took: time.Since(t0), load: l0 + " → " + loadAvg()}
+}
+
+func (r *report) run() {
+	o, s := r.opts, r.sel
+	r.env = readEnvironment()
+	if len(s.mem) > 0 && len(s.memImpls) > 0 {
+		r.mem = &memSection{scs: s.mem}
+		r.mem.timing = timed(func() {
+			for _, sc := range s.mem {
+				n := o.count
+				if sc.Heap {
+					n = o.heapCount
+				}
+				r.mem.rows = append(r.mem.rows, runScenario(sc, s.memImpls, n, o.benchtime)...)
+			}
 		})
 	}
-	if len(mwImpls) > 0 {
-		t0, l0 := time.Now(), loadAvg()
-		rows := runMiddleware(mwImpls, *count, *benchtime)
-		took, load := time.Since(t0), l0+" → "+loadAvg()
-		sections = append(sections, func(w io.Writer) { printMiddleware(w, rows, *count, *benchtime, took, load) })
+	if len(s.mwImpls) > 0 {
+		r.mw = &mwSection{scenario: middlewareScenario}
+		r.mw.timing = timed(func() { r.mw.rows = runMiddleware(middlewareScenario, s.mwImpls, o.count, o.benchtime) })
 	}
-	if len(rdImpls) > 0 {
-		t0, l0 := time.Now(), loadAvg()
-		res, err := runRedis(rdImpls, redisOptions{count: *redisCount, measure: *redisTime, warmup: *redisWarmup, callers: *callers, ceilingN: *ceilingN})
-		took, load := time.Since(t0), l0+" → "+loadAvg()
-		sections = append(sections, func(w io.Writer) { printRedis(w, res, err, took, load) })
+	if len(s.fiberImpls) > 0 {
+		r.fiber = &mwSection{scenario: fiberScenario}
+		r.fiber.timing = timed(func() { r.fiber.rows = runMiddleware(fiberScenario, s.fiberImpls, o.count, o.benchtime) })
 	}
-	took := time.Since(start)
-	var modules []string
-	for _, im := range memImpls {
-		modules = append(modules, im.Module)
-	}
-	for _, im := range mwImpls {
-		modules = append(modules, im.Module)
-	}
-	for _, im := range rdImpls {
-		modules = append(modules, im.Module)
-	}
-	printHeader(os.Stdout, modules, took, loadBefore+" → "+loadAvg())
-	for _, s := range sections {
-		s(os.Stdout)
+	if len(s.rdImpls) > 0 || len(s.rdMemImpls) > 0 {
+		r.runRedis()
 	}
 }
 
-// sample is one run's metrics.
-type sample struct {
-	ns, allocs, bytes float64 // per op; for the heap scenario per key
-}
-
-// row is the median of the runs of one (scenario, implementation).
-type row struct {
-	sc     membench.Scenario
-	impl   membench.Impl
-	med    sample
-	bestNs float64 // the fastest run's ns
-	spread float64 // (max-min)/median of the primary metric
-	runs   int
-	failed string
-}
-
-// primary is the metric the heap scenario compares (bytes/key); the others
-// compare time.
-func (r row) primary() float64 {
-	if r.sc.Heap {
-		return r.med.bytes
-	}
-	return r.med.ns
-}
-
-func runScenario(sc membench.Scenario, ims []membench.Impl, count int, benchtime time.Duration) []row {
-	bt := benchtime.String()
-	if sc.Heap {
-		bt = "1x"
-	}
-	if err := flag.Set("test.benchtime", bt); err != nil {
-		fatal(err)
-	}
-	samples := make([][]sample, len(ims))
-	failed := make([]string, len(ims))
-	for rep := range count {
-		// Rotate the order so that no implementation always runs first,
-		// right after a GC, or right after a given other one.
-		for j := range ims {
-			i := (j + rep) % len(ims)
-			if failed[i] != "" {
-				continue
-			}
-			impl := ims[i]
-			runtime.GC()
-			r := testing.Benchmark(func(b *testing.B) { sc.Run(b, impl) })
-			if r.N == 0 {
-				failed[i] = membench.LastFailure()
-				if failed[i] == "" {
-					failed[i] = "benchmark failed"
-				}
-				fmt.Fprintf(os.Stderr, "%s/%s run %d/%d: FAILED: %s\n", sc.Name, impl.Name, rep+1, count, failed[i])
-				continue
-			}
-			s := toSample(sc, r)
-			samples[i] = append(samples[i], s)
-			if sc.Heap {
-				fmt.Fprintf(os.Stderr, "%s/%s run %d/%d: %.1f bytes/key, %.0f ns/key\n", sc.Name, impl.Name, rep+1, count, s.bytes, s.ns)
-			} else {
-				fmt.Fprintf(os.Stderr, "%s/%s run %d/%d: %.1f ns/op (N=%d)\n", sc.Name, impl.Name, rep+1, count, s.ns, r.N)
-			}
-		}
-	}
-	rows := make([]row, len(ims))
-	for i, impl := range ims {
-		rows[i] = row{sc: sc, impl: impl, runs: len(samples[i]), failed: failed[i]}
-		if len(samples[i]) == 0 {
-			continue
-		}
-		rows[i].med = sample{
-			ns:     median(samples[i], func(s sample) float64 { return s.ns }),
-			allocs: median(samples[i], func(s sample) float64 { return s.allocs }),
-			bytes:  median(samples[i], func(s sample) float64 { return s.bytes }),
-		}
-		prim := func(s sample) float64 { return s.ns }
-		if sc.Heap {
-			prim = func(s sample) float64 { return s.bytes }
-		}
-		lo, hi := math.Inf(1), math.Inf(-1)
-		rows[i].bestNs = math.Inf(1)
-		for _, s := range samples[i] {
-			lo, hi = min(lo, prim(s)), max(hi, prim(s))
-			rows[i].bestNs = min(rows[i].bestNs, s.ns)
-		}
-		if m := prim(rows[i].med); m > 0 {
-			rows[i].spread = (hi - lo) / m
-		}
-	}
-	return rows
-}
-
-func toSample(sc membench.Scenario, r testing.BenchmarkResult) sample {
-	if sc.Heap {
-		return sample{ns: r.Extra["ns/key"], allocs: r.Extra["allocs/key"], bytes: r.Extra["bytes/key"]}
-	}
-	n := float64(r.N)
-	return sample{ns: float64(r.T.Nanoseconds()) / n, allocs: float64(r.MemAllocs) / n, bytes: float64(r.MemBytes) / n}
-}
-
-func median(ss []sample, f func(sample) float64) float64 {
-	v := make([]float64, len(ss))
-	for i, s := range ss {
-		v[i] = f(s)
-	}
-	slices.Sort(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
-}
-
-// printHeader prints the title and the environment every section shares.
-func printHeader(w io.Writer, modules []string, took time.Duration, load string) {
-	fmt.Fprintf(w, "## sluice benchmarks\n\n")
-	fmt.Fprintf(w, "- Go %s, %s/%s, %d CPUs (GOMAXPROCS %d)%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), cpuModel())
-	fmt.Fprintf(w, "- modules:")
-	var seen []string
-	for _, m := range modules {
-		if m == "" || slices.Contains(seen, m) {
-			continue
-		}
-		sep := ","
-		if len(seen) == 0 {
-			sep = ""
-		}
-		seen = append(seen, m)
-		fmt.Fprintf(w, "%s %s %s", sep, m, moduleVersion(m))
-	}
-	fmt.Fprintf(w, "\n- %s, took %s; 1-minute load average %s (other jobs on this machine compete for its CPUs: see each section's own)\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second), load)
-}
-
-func printMemory(w io.Writer, rows []row, scs []membench.Scenario, count, heapCount int, benchtime time.Duration, heapKeys int, took time.Duration, load string) {
-	fmt.Fprintf(w, "\n### In memory\n\n")
-	fmt.Fprintf(w, "- limit: %d events per %s, burst %d, in memory, for every implementation\n", membench.Rate, membench.Period, membench.Rate)
-	fmt.Fprintf(w, "- each cell is the median of %d run(s) (%d for the heap scenario), implementations interleaved; throughput runs target %s each, a heap run inserts %d keys\n", count, heapCount, benchtime, heapKeys)
-	fmt.Fprintf(w, "- took %s; 1-minute load average %s\n\n", took.Round(time.Second), load)
-
-	fmt.Fprintln(w, "| scenario | implementation | ns/op | allocs/op | B/op or bytes/key | spread | best ns/op | sluice ÷ fastest peer |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---|")
-	for _, sc := range scs {
-		var scRows []row
-		for _, r := range rows {
-			if r.sc.Name == sc.Name {
-				scRows = append(scRows, r)
-			}
-		}
-		ratio := ratioCell(scRows)
-		title := sc.Title
-		if sc.Heap {
-			title = fmt.Sprintf("%s (%s keys)", sc.Title, humanCount(heapKeys))
-		}
-		for _, r := range scRows {
-			cells := []string{title, r.impl.Name}
-			switch {
-			case r.failed != "":
-				cells = append(cells, "FAILED", "", "", "", "", strings.ReplaceAll(r.failed, "|", "/"))
-			case sc.Heap:
-				cells = append(cells,
-					fmt.Sprintf("%s per key", num(r.med.ns)),
-					fmt.Sprintf("%s per key", num(r.med.allocs)),
-					fmt.Sprintf("%s bytes/key", num(r.med.bytes)),
-					fmt.Sprintf("%.0f%%", 100*r.spread), num(r.bestNs)+" per key", "")
-			default:
-				cells = append(cells, num(r.med.ns), perOp(r.med.allocs, "%.2f"), perOp(r.med.bytes, "%.0f")+" B/op", fmt.Sprintf("%.0f%%", 100*r.spread), num(r.bestNs), "")
-			}
-			if !r.impl.Peer && r.failed == "" {
-				cells[len(cells)-1] = ratio
-			}
-			fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
-		}
-	}
+// write writes the whole Markdown document.
+func (r *report) write(w io.Writer) {
+	fmt.Fprintln(w, "# Benchmarks: sluice and the Go rate limiters you would pick instead")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "ns/op and allocs/op are per decision; in the heap rows they are per inserted key, and bytes/key is the growth of the live heap")
-	fmt.Fprintln(w, "after GC per resident key (key strings excluded). spread is (max−min)/median over the runs, of ns/op (of bytes/key for the heap);")
-	fmt.Fprintln(w, "best ns/op is the fastest run, the least disturbed by other load on a shared machine.")
-	fmt.Fprintln(w, "The ratio is sluice's median over the best peer's: time for the throughput scenarios, bytes/key (and time) for the heap; below 1× sluice is better.")
-}
-
-// ratioCell compares sluice's medians with the best peer's: time for the
-// throughput scenarios; bytes/key, then time, for the heap scenario.
-func ratioCell(rows []row) string {
-	var self *row
-	var peers []*row
-	for i := range rows {
-		r := &rows[i]
-		switch {
-		case r.failed != "" || r.runs == 0:
-		case r.impl.Peer:
-			peers = append(peers, r)
-		default:
-			self = r
-		}
+	fmt.Fprintf(w, "Generated by `make bench` (the program `bench/cmd/report`) on %s in %s", time.Now().UTC().Format("2006-01-02 15:04 UTC"), r.took.Round(time.Second))
+	if r.opts.quick {
+		fmt.Fprint(w, ", **in quick mode** (few and short runs: the ranking only, not figures to quote)")
 	}
-	if self == nil || len(peers) == 0 {
-		return "—"
+	fmt.Fprintln(w, ". Do not edit by hand: rerun it. Every implementation ran in the same process (and, for Redis, on the same redis-server) in one run, interleaved, so compare rows within a table, not with figures from other machines.")
+	r.writeSummary(w)
+	r.writeMachine(w)
+	r.writeCommands(w)
+	if r.mem != nil {
+		r.mem.write(w, r.opts)
 	}
-	cmp := func(label string, f func(sample) float64) string {
-		best := peers[0]
-		for _, p := range peers[1:] {
-			if f(p.med) < f(best.med) {
-				best = p
-			}
-		}
-		if f(best.med) <= 0 {
-			return "—"
-		}
-		return fmt.Sprintf("%.2f×%s (vs %s)", f(self.med)/f(best.med), label, best.impl.Name)
+	if r.mw != nil {
+		r.mw.write(w, r.opts)
 	}
-	ns := func(s sample) float64 { return s.ns }
-	if self.sc.Heap {
-		return cmp(" bytes", func(s sample) float64 { return s.bytes }) + ", " + cmp(" time", ns)
+	if r.fiber != nil {
+		r.fiber.write(w, r.opts)
 	}
-	return cmp("", ns)
-}
-
-func perOp(v float64, format string) string {
-	if v < 0.005 {
-		return "0"
+	if r.redis != nil {
+		r.redis.write(w)
 	}
-	return fmt.Sprintf(format, v)
-}
-
-func num(v float64) string {
-	switch {
-	case v == 0:
-		return "0"
-	case v < 0.01:
-		return fmt.Sprintf("%.4f", v)
-	case v < 10:
-		return fmt.Sprintf("%.2f", v)
-	case v < 1000:
-		return fmt.Sprintf("%.1f", v)
-	default:
-		return fmt.Sprintf("%.0f", v)
+	if r.redisMem != nil {
+		r.redisMem.write(w)
 	}
 }
 
-func humanCount(n int) string {
-	switch {
-	case n%1_000_000 == 0:
-		return fmt.Sprintf("%dM", n/1_000_000)
-	case n%1000 == 0:
-		return fmt.Sprintf("%dk", n/1000)
-	}
-	return fmt.Sprint(n)
-}
-
-// moduleVersion reports the version of module path linked into this binary,
-// with its replacement if any.
-func moduleVersion(path string) string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
-	}
-	for _, d := range bi.Deps {
-		if d.Path != path {
-			continue
-		}
-		if d.Replace != nil {
-			return fmt.Sprintf("%s => %s %s", d.Version, d.Replace.Path, d.Replace.Version)
-		}
-		return d.Version
-	}
-	return "(not linked)"
-}
-
-// loadAvg returns the 1-minute load average from /proc/loadavg, or "?".
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	if f := strings.Fields(string(b)); len(f) > 0 {
-		return f[0]
-	}
-	return "?"
-}
-
-// cpuModel returns ", <model name>" from /proc/cpuinfo, or "".
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
-			return ", " + strings.TrimSpace(v)
-		}
-	}
-	return ""
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "report:", err)
+	os.Exit(2)
 }
 
 // selectScenarios returns the in-memory scenarios selected by spec and
-// whether the middleware and Redis scenarios are.
-func selectScenarios(spec string) (mem []membench.Scenario, mw, rd bool, err error) {
+// whether the net/http, Fiber, Redis throughput and Redis memory scenarios
+// are.
+func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem bool, err error) {
 	all := membench.Scenarios()
 	if spec == "all" || spec == "" {
-		return all, true, true, nil
+		return all, true, true, true, true, nil
 	}
-	allNames := append(names2(all), middlewareScenario, redisScenario)
+	others := []struct {
+		name string
+		on   *bool
+	}{{middlewareScenario, &mw}, {fiberScenario, &fiber}, {redisScenario, &rd}, {redisMemoryScenario, &rdMem}}
+	allNames := scenarioNames(all)
+	for _, o := range others {
+		allNames = append(allNames, o.name)
+	}
 	for _, tok := range strings.Split(spec, ",") {
 		tok = strings.ToLower(strings.TrimSpace(tok))
 		found := false
@@ -464,20 +378,24 @@ func selectScenarios(spec string) (mem []membench.Scenario, mw, rd bool, err err
 				}
 			}
 		}
-		if strings.Contains(strings.ToLower(middlewareScenario), tok) {
-			found, mw = true, true
-		}
-		if strings.Contains(strings.ToLower(redisScenario), tok) {
-			found, rd = true, true
+		for _, o := range others {
+			if strings.Contains(strings.ToLower(o.name), tok) {
+				found, *o.on = true, true
+			}
 		}
 		if !found {
-			return nil, false, false, fmt.Errorf("-scenarios: %q matches none of %s", tok, strings.Join(allNames, ", "))
+			return nil, false, false, false, false, fmt.Errorf("-scenarios: %q matches none of %s", tok, strings.Join(allNames, ", "))
 		}
 	}
-	return mem, mw, rd, nil
+	// Keep the report order whatever the order of the tokens.
+	slices.SortStableFunc(mem, func(a, b membench.Scenario) int {
+		return slices.IndexFunc(all, func(s membench.Scenario) bool { return s.Name == a.Name }) -
+			slices.IndexFunc(all, func(s membench.Scenario) bool { return s.Name == b.Name })
+	})
+	return mem, mw, fiber, rd, rdMem, nil
 }
 
-func names2(scs []membench.Scenario) []string {
+func scenarioNames(scs []membench.Scenario) []string {
 	out := make([]string, len(scs))
 	for i, sc := range scs {
 		out[i] = sc.Name
@@ -489,16 +407,21 @@ func names2(scs []membench.Scenario) []string {
 // selects the implementation of that name and its variants (name-...),
 // case-insensitively.
 type implFilter struct {
-	all  bool
-	toks []string
-	used map[string]bool
-	seen []string // every name offered, for the error message
+	all     bool
+	curated bool // "default": all, less the rarely needed variants
+	toks    []string
+	used    map[string]bool
+	seen    []string // every name offered, for the error message
 }
 
 func newImplFilter(spec string) (*implFilter, error) {
 	f := &implFilter{used: map[string]bool{}}
-	if spec == "all" || spec == "" {
+	switch spec {
+	case "all":
 		f.all = true
+		return f, nil
+	case "default", "":
+		f.all, f.curated = true, true
 		return f, nil
 	}
 	for _, tok := range strings.Split(spec, ",") {
@@ -545,9 +468,4 @@ func filterImpls[T any](f *implFilter, all []T, name func(T) string) []T {
 		}
 	}
 	return out
-}
-
-func fatal(err error) {
-	fmt.Fprintln(os.Stderr, "report:", err)
-	os.Exit(2)
 }

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+)
+
+// target is one of the issue's targets, evaluated on this run.
+type target struct {
+	name     string  // what is compared
+	goal     string  // e.g. "< 1×"
+	ratio    float64 // sluice ÷ reference, in the metric of the goal
+	measured string  // the figures behind the ratio
+	met      bool
+	close    bool   // the runs of the two overlap: the verdict may flip on a rerun
+	why      string // where the difference comes from
+	missing  string // why it could not be evaluated, if so
+}
+
+func (t target) verdict() string {
+	switch {
+	case t.missing != "":
+		return "not measured"
+	case t.met && t.close:
+		return "met (runs overlap)"
+	case t.met:
+		return "met"
+	case t.close:
+		return "not met (runs overlap)"
+	}
+	return "not met"
+}
+
+// Goals of the targets.
+const (
+	ceilingGoal = 0.8 // sluice's Redis store ÷ redis-benchmark
+)
+
+// targets evaluates the issue's targets on the results present.
+func (r *report) targets() []target {
+	var out []target
+	if r.mem != nil {
+		for _, sc := range r.mem.scs {
+			if sc.Heap {
+				continue
+			}
+			t := target{name: "in memory, " + sc.Title + ": sluice faster than the fastest peer", goal: "< 1×"}
+			self, best := compare(r.mem.scenarioRows(sc.Name))
+			if self == nil {
+				t.missing = "sluice or every peer failed or was not run"
+				out = append(out, t)
+				continue
+			}
+			t.ratio = self.med.ns / best.med.ns
+			t.met = t.ratio < 1
+			t.close = (t.met && self.med.ns > best.bestNs) || (!t.met && self.bestNs < best.med.ns)
+			t.measured = fmt.Sprintf("sluice %s ns/op vs %s %s ns/op", num(self.med.ns), best.impl.Name, num(best.med.ns))
+			t.why = fmt.Sprintf("allocs/op %s vs %s; spread %.0f%% vs %.0f%%", perOp(self.med.allocs, "%.2f"), perOp(best.med.allocs, "%.2f"), 100*self.spread, 100*best.spread)
+			out = append(out, t)
+		}
+	}
+	for _, m := range []*mwSection{r.mw, r.fiber} {
+		if m == nil {
+			continue
+		}
+		label := "net/http"
+		if m.scenario == fiberScenario {
+			label = "Fiber"
+		}
+		t := target{name: label + " middleware: sluice's overhead below every peer's", goal: "< 1×"}
+		self, peer := m.find("sluice"), m.fastestPeer()
+		so, sok := sample{}, false
+		po, pok := sample{}, false
+		if self != nil {
+			so, sok = m.overhead(self)
+		}
+		if peer != nil {
+			po, pok = m.overhead(peer)
+		}
+		if !sok || !pok || po.ns <= 0 {
+			t.missing = "sluice, the baseline or every peer failed or was not run"
+			out = append(out, t)
+			continue
+		}
+		t.ratio = so.ns / po.ns
+		t.met = t.ratio < 1
+		base := m.base()
+		t.close = (t.met && self.med.ns > peer.bestNs) || (!t.met && self.bestNs < peer.med.ns)
+		t.measured = fmt.Sprintf("sluice +%s ns/request vs %s +%s ns (bare %s ns)", num(so.ns), peer.impl.Name, num(po.ns), num(base.med.ns))
+		t.why = fmt.Sprintf("sluice %s allocs, %s B per request vs %s allocs, %s B", perOp(so.allocs, "%.1f"), perOp(so.bytes, "%.0f"), perOp(po.allocs, "%.1f"), perOp(po.bytes, "%.0f"))
+		if xrl := m.find("sluice-xrl"); xrl != nil {
+			if xo, ok := m.overhead(xrl); ok {
+				t.why += fmt.Sprintf("; with the peers' header family only (`sluice-xrl`) +%s ns, %.2f×", num(xo.ns), xo.ns/po.ns)
+			}
+		}
+		out = append(out, t)
+	}
+	if r.redis != nil {
+		self := r.redis.find(defaultSluice)
+		peer := r.redis.bestPeer()
+		t := target{name: "Redis, 64 callers: sluice's store (token bucket, pipelined) ahead of every Redis-backed peer", goal: "> 1×"}
+		switch {
+		case r.redis.err != nil:
+			t.missing = r.redis.err.Error()
+		case self == nil || peer == nil:
+			t.missing = defaultSluice + " or every peer failed or was not run"
+		default:
+			t.ratio = self.perSec / peer.perSec
+			t.met = t.ratio > 1
+			t.close = (t.met && self.perSec < peer.best) || (!t.met && self.best > peer.perSec)
+			t.measured = fmt.Sprintf("sluice %.0f decisions/s vs %s %.0f/s", self.perSec, peer.impl.Name, peer.perSec)
+			t.why = cpuWhy(self, peer)
+		}
+		out = append(out, t)
+		for _, c := range []struct{ name, label string }{
+			{"redis-benchmark", "redis-benchmark -c 64: one request in flight per connection, as a caller has"},
+			{"redis-benchmark-P16", "redis-benchmark -c 64 -P 16: pipelined, the stricter reading"},
+		} {
+			ceil := r.redis.find(c.name)
+			t := target{name: "Redis, 64 callers: sluice's store at least 0.8× the server's own ceiling (" + c.label + "; the same script as `evalsha`)", goal: "≥ 0.80×"}
+			switch {
+			case r.redis.err != nil:
+				t.missing = r.redis.err.Error()
+			case self == nil || ceil == nil:
+				t.missing = defaultSluice + " or " + c.name + " failed or was not run"
+			default:
+				t.ratio = self.perSec / ceil.perSec
+				t.met = t.ratio >= ceilingGoal
+				t.close = (t.met && self.perSec < ceilingGoal*ceil.best) || (!t.met && self.best >= ceilingGoal*ceil.perSec)
+				t.measured = fmt.Sprintf("sluice %.0f decisions/s vs %s %.0f requests/s", self.perSec, c.name, ceil.perSec)
+				t.why = cpuWhy(self, ceil)
+				t.why += fmt.Sprintf("; server time inside the script %.1f µs vs %.1f µs per call", self.scriptUs, ceil.scriptUs)
+			}
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// cpuWhy says where the CPU of one decision goes for a and b.
+func cpuWhy(a, b *redisRow) string {
+	return fmt.Sprintf("CPU per decision: client %.1f µs vs %.1f µs, redis-server %.1f µs vs %.1f µs (%.1f vs %.1f commands per round trip); client and server share %d CPUs",
+		a.clientUs, b.clientUs, a.serverUs, b.serverUs, a.perTrip, b.perTrip, runtime.NumCPU())
+}
+
+func (r *report) writeSummary(w io.Writer) {
+	ts := r.targets()
+	fmt.Fprintf(w, "\n## Targets\n\n")
+	if len(ts) == 0 {
+		fmt.Fprintln(w, "No scenario with a target was run.")
+	} else {
+		fmt.Fprintln(w, "| target | ratio | goal | result | measured (medians) | where the difference comes from |")
+		fmt.Fprintln(w, "|---|---:|---|---|---|---|")
+		for _, t := range ts {
+			if t.missing != "" {
+				fmt.Fprintf(w, "| %s | — | %s | not measured | %s | |\n", t.name, t.goal, cell(t.missing))
+				continue
+			}
+			v := t.verdict()
+			if t.met {
+				v = "**" + v + "**"
+			}
+			fmt.Fprintf(w, "| %s | %.2f× | %s | %s | %s | %s |\n", t.name, t.ratio, t.goal, v, t.measured, t.why)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Ratios are sluice's median over the reference's: for time and overhead below 1× is better, for throughput above. \"runs overlap\" means the fastest run of the slower side beat the median of the other: on this shared machine a rerun may flip the verdict.")
+	}
+	if rows := r.chartRows(); len(rows) > 0 && r.opts.out != "" {
+		fmt.Fprintf(w, "\n![%s](%s)\n\n", r.chartTitle(), svgName)
+		fmt.Fprintln(w, "The chart shows every ratio as sluice's advantage, higher is better for sluice: the reference's time (overhead, bytes) ÷ sluice's, or sluice's throughput ÷ the reference's, on a log scale; a tick marks the target where there is one (green: met, red: not met, grey: no target).")
+	}
+}
+
+func (r *report) chartTitle() string {
+	return "sluice against the best peer and the Redis ceiling (higher is better for sluice)"
+}
+
+// chartRows are the ratios of the chart, oriented so that above 1 sluice is
+// better.
+func (r *report) chartRows() []bar {
+	var out []bar
+	if r.mem != nil {
+		for _, sc := range r.mem.scs {
+			self, best := compare(r.mem.scenarioRows(sc.Name))
+			if self == nil {
+				continue
+			}
+			b := bar{group: "in memory", label: sc.Title, value: best.primary() / self.primary(), target: 1}
+			unit := "time"
+			if sc.Heap {
+				b.target, unit = 0, "bytes/key"
+			}
+			b.note = fmt.Sprintf("vs %s (%s)", best.impl.Name, unit)
+			out = append(out, b)
+		}
+	}
+	for _, m := range []*mwSection{r.mw, r.fiber} {
+		if m == nil {
+			continue
+		}
+		self, peer := m.find("sluice"), m.fastestPeer()
+		if self == nil || peer == nil {
+			continue
+		}
+		so, ok1 := m.overhead(self)
+		po, ok2 := m.overhead(peer)
+		if !ok1 || !ok2 || so.ns <= 0 || po.ns <= 0 {
+			continue
+		}
+		label := "net/http overhead"
+		if m.scenario == fiberScenario {
+			label = "Fiber overhead"
+		}
+		out = append(out, bar{group: "middleware", label: label, value: po.ns / so.ns, target: 1, note: "vs " + peer.impl.Name})
+	}
+	if r.redis != nil && r.redis.err == nil {
+		if self := r.redis.find(defaultSluice); self != nil {
+			if p := r.redis.bestPeer(); p != nil {
+				out = append(out, bar{group: "Redis", label: "64 callers vs best peer", value: self.perSec / p.perSec, target: 1, note: "vs " + p.impl.Name})
+			}
+			if c := r.redis.find("redis-benchmark"); c != nil {
+				out = append(out, bar{group: "Redis", label: "64 callers vs ceiling", value: self.perSec / c.perSec, target: ceilingGoal, note: "vs redis-benchmark -c 64"})
+			}
+			if c := r.redis.find("redis-benchmark-P16"); c != nil {
+				out = append(out, bar{group: "Redis", label: "64 callers vs pipelined ceiling", value: self.perSec / c.perSec, target: ceilingGoal, note: "vs redis-benchmark -c 64 -P 16"})
+			}
+		}
+	}
+	if r.redisMem != nil && r.redisMem.err == nil {
+		if self, best := r.redisMem.compare(); self != nil && best != nil && self.s.BytesPerIdentity() > 0 {
+			out = append(out, bar{group: "Redis", label: "memory per identity", value: best.s.BytesPerIdentity() / self.s.BytesPerIdentity(), note: "vs " + best.impl.Name + " (bytes)"})
+		}
+	}
+	return out
+}
