@@ -4,8 +4,9 @@
 //   - Limit (which algorithm, how many events per period, how large a burst),
 //     the Result of one decision and the per-key warning State.
 //   - Store, the interface the in-memory and Redis stores implement, with its
-//     extensions BatchStore (several keys all or nothing, refunds) and
-//     OverrideStore (per-key limits and blocks until an instant).
+//     extensions BatchStore (several keys all or nothing, refunds),
+//     OverrideStore (per-key limits and blocks until an instant) and
+//     SplitKeyStore (a key taken as identity and policy, never joined).
 //   - Limiter: Policies (a name, a key function, a Limit, what requests they
 //     match, tiers, shadow, refunds) checked all or nothing per request, with
 //     hooks on warning-state transitions and shadow denials, admin calls

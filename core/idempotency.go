@@ -52,7 +52,7 @@ func (l *Limiter) idempotent(ctx context.Context, r keyfunc.Request, c Call, cos
 	if err := l.decide(ctx, r, c.Key, 0, d); err != nil || len(d.Results) == 0 {
 		return err
 	}
-	key := "idem:" + value + "\x00" + d.Results[0].key
+	key := "idem:" + value + "\x00" + d.Results[0].storeKey()
 	seen, err := l.store.Take(ctx, key, rec, 0)
 	if err != nil {
 		return fmt.Errorf("sluice: idempotency: %w", err)

@@ -60,11 +60,14 @@ type PolicyResult struct {
 	Tier string
 	// Shadow: the policy is on trial; its denial did not deny the request.
 	Shadow bool
+	refund RefundWhen // next to Shadow: one word for both
 	Result
-	key    string
-	cost   int64
-	refund RefundWhen
+	id   string // the identity; the store key is id + "\x00" + Policy (see storeKey)
+	cost int64
 }
+
+// storeKey is the key of p's state in the store: identity, NUL, policy name.
+func (p *PolicyResult) storeKey() string { return p.id + "\x00" + p.Policy }
 
 // ShadowDenied reports whether a shadow policy would have denied the request.
 func (p *PolicyResult) ShadowDenied() bool { return p.Shadow && !p.Allowed }
@@ -123,6 +126,7 @@ type Observer interface {
 // NewLimiter; it is safe for concurrent use. Every adapter calls Check.
 type Limiter struct {
 	store Store
+	split SplitKeyStore // store, when it takes keys in parts
 	set   atomic.Pointer[policySet]
 	tiers *tierCache
 	cfg   limiterConfig
@@ -197,6 +201,7 @@ func NewLimiter(store Store, policies []Policy, opts ...LimiterOption) (*Limiter
 		o(&c)
 	}
 	l := &Limiter{store: store, cfg: c}
+	l.split, _ = store.(SplitKeyStore)
 	if c.tiering != nil {
 		if c.tiering.Key == nil || c.tiering.Resolve == nil {
 			return nil, errors.New("sluice: WithTiering: Key and Resolve are required")
@@ -397,7 +402,10 @@ func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfun
 	} else {
 		idx = set.matched(r)
 	}
-	*d = Decision{Allowed: true}
+	// Reset d field by field: Results[:len(idx)] are all written below, and
+	// clearing d.buf too would cost a request a second zeroing of memory
+	// the allocator has just zeroed.
+	d.Allowed, d.Binding, d.Repeat = true, 0, false
 	if len(idx) <= len(d.buf) {
 		d.Results = d.buf[:len(idx)]
 	} else {
@@ -416,7 +424,7 @@ func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfun
 	}
 	for j, i := range idx {
 		p := &set.policies[i]
-		key, err := p.key(r, override)
+		id, err := p.identity(r, override)
 		if err != nil {
 			return err
 		}
@@ -425,19 +433,28 @@ func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfun
 			lim = tl
 		}
 		if ops != nil {
-			ops[j] = Op{Key: key, Limit: lim, Cost: cost, Shadow: p.Shadow}
+			ops[j] = Op{Key: id + p.suffix, Limit: lim, Cost: cost, Shadow: p.Shadow}
 		}
-		d.Results[j] = PolicyResult{Policy: p.Name, Limit: lim, Shadow: p.Shadow, key: key, cost: cost, refund: p.Refund}
+		// Field by field: Result is written by the store below.
+		pr := &d.Results[j]
+		pr.Policy, pr.Limit, pr.Tier, pr.Shadow, pr.refund, pr.id, pr.cost = p.Name, lim, "", p.Shadow, p.Refund, id, cost
 		if len(p.Tiers) > 0 {
-			d.Results[j].Tier = tier
+			pr.Tier = tier
 		}
 	}
 	if ops == nil { // one policy: one Take
-		res, err := l.store.Take(ctx, d.Results[0].key, d.Results[0].Limit, cost)
-		if err != nil {
-			return fmt.Errorf("sluice: policy %q: %w", d.Results[0].Policy, err)
+		p := &d.Results[0]
+		var res Result
+		var err error
+		if l.split != nil { // no key string built
+			res, err = l.split.TakeSplit(ctx, p.id, p.Policy, p.Limit, cost)
+		} else {
+			res, err = l.store.Take(ctx, p.storeKey(), p.Limit, cost)
 		}
-		d.Results[0].Result = res
+		if err != nil {
+			return fmt.Errorf("sluice: policy %q: %w", p.Policy, err)
+		}
+		p.Result = res
 	} else if err := l.take(ctx, ops, d.Results); err != nil {
 		return err
 	}
@@ -525,7 +542,7 @@ func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 	for i := range d.Results {
 		p := &d.Results[i]
 		if p.cost > 0 && p.Allowed && p.refund.matches(status) {
-			if err := bs.Refund(ctx, p.key, p.Limit, p.cost); err != nil {
+			if err := bs.Refund(ctx, p.storeKey(), p.Limit, p.cost); err != nil {
 				return fmt.Errorf("sluice: policy %q: refund: %w", p.Policy, err)
 			}
 		}
@@ -564,9 +581,9 @@ func (l *Limiter) Reset(ctx context.Context, policy, identity string) error {
 	return fmt.Errorf("sluice: Reset: no policy %q", policy)
 }
 
-// key returns the store key of a request under p: its identity, NUL, and
-// the policy's name.
-func (p *compiledPolicy) key(r keyfunc.Request, override keyfunc.Func) (string, error) {
+// identity returns the identity of a request under p (its store key is the
+// identity, NUL, and the policy's name).
+func (p *compiledPolicy) identity(r keyfunc.Request, override keyfunc.Func) (string, error) {
 	f := p.Key
 	if override != nil {
 		f = override
@@ -578,7 +595,7 @@ func (p *compiledPolicy) key(r keyfunc.Request, override keyfunc.Func) (string, 
 	if err != nil {
 		return "", fmt.Errorf("sluice: policy %q: key: %w", p.Name, err)
 	}
-	return id + p.suffix, nil
+	return id, nil
 }
 
 func (l *Limiter) hooks(ctx context.Context, r keyfunc.Request, d *Decision) {

@@ -22,6 +22,17 @@ type Store interface {
 	Reset(ctx context.Context, key string, l Limit) error
 }
 
+// SplitKeyStore is a Store that also takes a Limiter's key in its two parts,
+// so that no key string is built per decision. TakeSplit(ctx, identity,
+// policy, l, cost) must decide exactly as Take(ctx, identity+"\x00"+policy,
+// l, cost) does, on the same state (Reset, Refund and overrides use the
+// joined key). The Limiter calls it, when its store implements it, for a
+// request that one policy applies to. The memory store implements it.
+type SplitKeyStore interface {
+	Store
+	TakeSplit(ctx context.Context, identity, policy string, l Limit, cost int64) (Result, error)
+}
+
 // Op is one decision of a group made by BatchStore.TakeAll.
 type Op struct {
 	Key   string

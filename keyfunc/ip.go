@@ -282,25 +282,32 @@ func IP(opts ...IPOption) (Func, error) {
 // addresses are folded to IPv4 and zones are removed. The error, if any,
 // wraps ErrNoKey.
 func (e *IPExtractor) ClientIP(r Request) (netip.Addr, error) {
+	a, _, err := e.clientIP(r)
+	return a, err
+}
+
+// clientIP is ClientIP that also returns the RemoteAddr the address was
+// parsed from when it is the transport peer's ("" when a header gave it).
+func (e *IPExtractor) clientIP(r Request) (netip.Addr, string, error) {
 	remote := r.RemoteAddr()
 	peer, peerOK := parseAddrPort(remote, false)
 	switch {
 	case e.hops > 0:
 		if a, ok := e.walkHops(r); ok {
-			return a, nil
+			return a, "", nil
 		}
 	case peerOK && e.trusts(peer) || !peerOK && e.trustUnix && isUnixAddr(remote):
 		if a, ok := e.fromHeader(r); ok {
-			return a, nil
+			return a, "", nil
 		}
 	}
 	if !peerOK {
 		if len(remote) > 64 {
 			remote = remote[:64] + "..."
 		}
-		return netip.Addr{}, fmt.Errorf("keyfunc: no client IP: transport peer %q is not an IP address and no trusted header gave one: %w", remote, ErrNoKey)
+		return netip.Addr{}, "", fmt.Errorf("keyfunc: no client IP: transport peer %q is not an IP address and no trusted header gave one: %w", remote, ErrNoKey)
 	}
-	return peer, nil
+	return peer, remote, nil
 }
 
 // Key returns the rate-limit key of r's client address: the address itself
@@ -308,9 +315,22 @@ func (e *IPExtractor) ClientIP(r Request) (netip.Addr, error) {
 // and the IPv6 network ("2001:db8:1:2::/64"), or the address with
 // IPv6Prefix(128). The error, if any, wraps ErrNoKey.
 func (e *IPExtractor) Key(r Request) (string, error) {
-	a, err := e.ClientIP(r)
+	whole4 := e.v4bits == 0 || e.v4bits == 32
+	if whole4 && e.hops == 0 && len(e.trusted) == 0 && !e.trustUnix {
+		// Only the peer is used: most peers are "a.b.c.d:port", whose key
+		// is already in the request (no parsing, no allocation).
+		if host, ok := dottedPeer(r.RemoteAddr()); ok {
+			return host, nil
+		}
+	}
+	a, remote, err := e.clientIP(r)
 	if err != nil {
 		return "", err
+	}
+	if whole4 && remote != "" && a.Is4() {
+		if host, ok := dottedPeer(remote); ok { // an untrusted peer
+			return host, nil
+		}
 	}
 	bits := e.v4bits
 	if !a.Is4() {
@@ -333,6 +353,41 @@ func (e *IPExtractor) Key(r Request) (string, error) {
 	b = append(b, '/')
 	b = strconv.AppendInt(b, int64(bits), 10)
 	return string(b), nil
+}
+
+// dottedPeer returns the host of remote when remote is an IPv4 address in
+// dotted-quad form, with or without a port ("203.0.113.7:52310"), read
+// without a netip round trip. netip accepts an IPv4 address only in this
+// form (four decimal fields of at most 255, no leading zeros), so the host
+// is the address's String: its key when it is not grouped. Anything else
+// (IPv6, IPv4-mapped IPv6, zones, names) is not taken.
+func dottedPeer(remote string) (string, bool) {
+	fields, digits, val := 0, 0, 0
+	for i := 0; i < len(remote); i++ {
+		switch c := remote[i]; {
+		case c >= '0' && c <= '9':
+			if digits == 1 && val == 0 { // a leading zero
+				return "", false
+			}
+			if val = val*10 + int(c-'0'); val > 255 {
+				return "", false
+			}
+			digits++
+		case c == '.':
+			if digits == 0 || fields == 3 {
+				return "", false
+			}
+			fields, digits, val = fields+1, 0, 0
+		case c == ':':
+			if digits == 0 || fields != 3 || !validPort(remote[i+1:], false) {
+				return "", false
+			}
+			return remote[:i], true
+		default:
+			return "", false
+		}
+	}
+	return remote, digits > 0 && fields == 3
 }
 
 func (e *IPExtractor) trusts(a netip.Addr) bool {

@@ -468,3 +468,72 @@ func TestStaticRequest(t *testing.T) {
 	require.Empty(t, r.Query("KEY"))
 	require.Equal(t, "192.0.2.1:1", r.RemoteAddr())
 }
+
+// A dotted-quad peer is keyed by the host part of RemoteAddr itself, with
+// no allocation; every other form goes through netip. Either way the key is
+// the ClientIP's String, and an invalid peer has no key.
+func TestIPKeyOfDottedPeers(t *testing.T) {
+	configs := map[string][]keyfunc.IPOption{
+		"peer only":         nil,
+		"untrusted peer":    {keyfunc.TrustProxies("10.0.0.0/8")},
+		"grouped by /24":    {keyfunc.IPv4Prefix(24)},
+		"whole IPv4 by /32": {keyfunc.IPv4Prefix(32)},
+	}
+	cases := []struct {
+		remote  string
+		key     string // with IPv4 keyed whole; "" for no key
+		noAlloc bool
+	}{
+		{"203.0.113.7:52310", "203.0.113.7", true},
+		{"203.0.113.7", "203.0.113.7", true},
+		{"0.0.0.0:0", "0.0.0.0", true},
+		{"255.255.255.255:65535", "255.255.255.255", true},
+		{"192.0.2.1:0080", "192.0.2.1", true},
+		{"[::ffff:192.0.2.1]:80", "192.0.2.1", false},
+		{"::ffff:192.0.2.1", "192.0.2.1", false},
+		{"[2001:db8::1]:443", "2001:db8::/64", false},
+		{"01.2.3.4:80", "", false},
+		{"1.2.3.4:65536", "", false},
+		{"1.2.3.4:", "", false},
+		{"1.2.3.4:8x", "", false},
+		{"1.2.3.4:80:80", "", false},
+		{"256.1.1.1:80", "", false},
+		{"1.2.3:80", "", false},
+		{"1.2.3.4.5:80", "", false},
+		{"1..2.3:80", "", false},
+		{".1.2.3:80", "", false},
+		{"1.2.3.:80", "", false},
+		{"1.2.3.4%eth0:80", "", false},
+		{"", "", false},
+		{"@", "", false},
+		{"example.com:80", "", false},
+	}
+	for name, opts := range configs {
+		e, err := keyfunc.NewIPExtractor(opts...)
+		require.NoError(t, err)
+		for _, tc := range cases {
+			r := keyfunc.Static{Remote: tc.remote}
+			key, err := e.Key(r)
+			a, ipErr := e.ClientIP(r)
+			if tc.key == "" {
+				require.ErrorIs(t, err, keyfunc.ErrNoKey, "%s: %q", name, tc.remote)
+				require.ErrorIs(t, ipErr, keyfunc.ErrNoKey, "%s: %q", name, tc.remote)
+				continue
+			}
+			require.NoError(t, err, "%s: %q", name, tc.remote)
+			require.NoError(t, ipErr)
+			want := tc.key
+			if name == "grouped by /24" && a.Is4() {
+				want = netip.PrefixFrom(a, 24).Masked().String()
+			}
+			require.Equal(t, want, key, "%s: %q", name, tc.remote)
+			if a.Is4() && name != "grouped by /24" {
+				require.Equal(t, a.String(), key)
+			}
+			if tc.noAlloc && name != "grouped by /24" {
+				var rq keyfunc.Request = &r // boxed once, outside the count
+				require.Zero(t, testing.AllocsPerRun(100, func() { _, _ = e.Key(rq) }), "%s: %q", name, tc.remote)
+			}
+		}
+	}
+}

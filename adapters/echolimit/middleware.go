@@ -3,7 +3,6 @@ package echolimit
 import (
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -76,6 +75,7 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
+	f := httplimit.NewFormatter(c.headers)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(ec echo.Context) error {
 			if c.skip != nil && c.skip(ec) {
@@ -86,22 +86,23 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 				call.Cost = c.cost(ec)
 			}
 			ctx := ec.Request().Context()
-			// One allocation holds the view and the Decision stored below.
+			// One allocation holds the view and the Scratch: the Decision,
+			// its context, the request and the header values.
 			v := &request{c: ec}
-			if err := l.Decide(ctx, v, call, &v.d); err != nil {
+			if err := l.Decide(ctx, v, call, &v.s.Decision); err != nil {
 				if c.onError != nil {
 					return c.onError(ec, err)
 				}
 				c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: request not rate limited", slog.String("error", err.Error()))
 				return next(ec)
 			}
-			d := &v.d
+			d := &v.s.Decision
 			if !d.Limited() { // no policy applies to this request
 				return next(ec)
 			}
-			httplimit.SetHeaders(ec.Response().Header(), c.headers.Format(d, time.Now()))
+			f.SetHeaders(ec.Response().Header(), &v.s, f.Now())
 			ec.Set(DecisionKey, d)
-			ec.SetRequest(ec.Request().WithContext(httplimit.NewContext(ctx, d)))
+			ec.SetRequest(v.s.Request(ec.Request()))
 			if !d.Allowed {
 				return c.denied(ec, d)
 			}

@@ -7,16 +7,17 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
 // request is the keyfunc.Request view of an echo.Context. echo.Context is an
 // interface, so the view is a pointer to a struct holding it; the middleware
-// keeps the request's Decision in the same allocation.
+// keeps the request's Scratch (its Decision, context, request and header
+// values) in the same allocation.
 type request struct {
 	c echo.Context
-	d core.Decision
+	s httplimit.Scratch
 }
 
 func (r *request) Context() context.Context { return r.c.Request().Context() }

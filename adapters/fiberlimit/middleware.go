@@ -3,7 +3,7 @@ package fiberlimit
 import (
 	"errors"
 	"log/slog"
-	"time"
+	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -73,6 +73,7 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
+	hf := httplimit.NewFormatter(c.headers)
 	return func(fc *fiber.Ctx) error {
 		if c.skip != nil && c.skip(fc) {
 			return fc.Next()
@@ -96,9 +97,14 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 		if !d.Limited() { // no policy applies to this request
 			return fc.Next()
 		}
-		f := c.headers.Format(d, time.Now())
+		var buf [128]byte
+		f, _ := hf.Append(buf[:0], d, hf.Now())
+		h := &fc.Response().Header
 		for i := range f.N {
-			fc.Set(f.Name[i], f.Value[i]) // fasthttp copies name and value
+			// As fc.Set, less its scan of the value for line breaks: a
+			// formatted value has none. fasthttp copies name and value, so
+			// buf may be on the stack and the value read in place.
+			h.SetBytesV(f.Name[i], unsafe.Slice(unsafe.StringData(f.Value[i]), len(f.Value[i])))
 		}
 		// d holds no request memory (policy names are the Limiter's), so a
 		// handler may keep the pointer after the request.

@@ -3,7 +3,6 @@ package ginlimit
 import (
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -73,6 +72,7 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
+	f := httplimit.NewFormatter(c.headers)
 	return func(gc *gin.Context) {
 		if c.skip != nil && c.skip(gc) {
 			gc.Next()
@@ -83,7 +83,8 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 			call.Cost = c.cost(gc)
 		}
 		ctx := gc.Request.Context()
-		d := new(core.Decision)
+		s := new(httplimit.Scratch) // the one allocation: Decision, context, request, header values
+		d := &s.Decision
 		if err := l.Decide(ctx, (*request)(gc), call, d); err != nil {
 			if c.onError != nil {
 				c.onError(gc, err)
@@ -98,9 +99,9 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 			gc.Next()
 			return
 		}
-		httplimit.SetHeaders(gc.Writer.Header(), c.headers.Format(d, time.Now()))
+		f.SetHeaders(gc.Writer.Header(), s, f.Now())
 		gc.Set(DecisionKey, d)
-		gc.Request = gc.Request.WithContext(httplimit.NewContext(ctx, d))
+		gc.Request = s.Request(gc.Request)
 		if !d.Allowed {
 			c.denied(gc)
 			gc.Abort()

@@ -27,6 +27,12 @@
 // the warning state; core.OnWarning and core.OnStateChange hooks fire on
 // transitions, for every adapter alike.
 //
+// Cost: on the memory store, an allowed request under one policy keyed by
+// keyfunc.IP (an IPv4 peer) takes one allocation, a Scratch holding its
+// Decision, the context and request that carry it, and its header values;
+// a Formatter keeps the text that depends only on the policies from one
+// request to the next. The other adapters build on the same two types.
+//
 // Failure: if the limiter cannot decide (no identity for the request, or the
 // store failed), the default is to fail open: the request proceeds without
 // rate-limit headers and the error is logged (WithLogger). WithErrorHandler

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
@@ -66,6 +65,7 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	if c.logger == nil {
 		c.logger = slog.Default()
 	}
+	f := NewFormatter(c.headers)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if c.skip != nil && c.skip(r) {
@@ -76,7 +76,8 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 			if c.cost != nil {
 				call.Cost = c.cost(r)
 			}
-			d := new(core.Decision) // one allocation: it holds the results and goes into the context
+			s := new(Scratch) // the one allocation: Decision, context, request, header values
+			d := &s.Decision
 			if err := l.Decide(r.Context(), request{r}, call, d); err != nil {
 				if c.onError != nil {
 					c.onError(w, r, err)
@@ -90,8 +91,8 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			SetHeaders(w.Header(), c.headers.Format(d, time.Now()))
-			r = r.WithContext(NewContext(r.Context(), d))
+			f.SetHeaders(w.Header(), s, f.Now())
+			r = s.Request(r)
 			if !d.Allowed {
 				c.denied.ServeHTTP(w, r)
 				return
@@ -141,19 +142,10 @@ func SetHeaders(h http.Header, f Fields) {
 }
 
 func canonical(name string) string {
-	switch name {
-	case HeaderRateLimitPolicy:
-		return "Ratelimit-Policy"
-	case HeaderRateLimit:
-		return "Ratelimit"
-	case HeaderLimit:
-		return "X-Ratelimit-Limit"
-	case HeaderRemaining:
-		return "X-Ratelimit-Remaining"
-	case HeaderReset:
-		return "X-Ratelimit-Reset"
-	case HeaderState:
-		return "X-Ratelimit-State"
+	for i, n := range fieldNames {
+		if n == name {
+			return fieldKeys[i]
+		}
 	}
 	return http.CanonicalHeaderKey(name)
 }

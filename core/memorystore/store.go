@@ -170,6 +170,28 @@ func (s *Store) Evictions() int64 { return s.evictions.Load() }
 // Take decides one request for key under l; see core.Store. The context is
 // not consulted: a decision never waits.
 func (s *Store) Take(_ context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+	return s.take(key, l, cost)
+}
+
+// splitMax is the longest key TakeSplit joins on the stack.
+const splitMax = 128
+
+// TakeSplit is Take of identity+"\x00"+policy (see core.SplitKeyStore): the
+// same state, with no key string allocated when the key has at most 128
+// bytes.
+func (s *Store) TakeSplit(_ context.Context, identity, policy string, l core.Limit, cost int64) (core.Result, error) {
+	n := len(identity) + 1 + len(policy)
+	if n > splitMax {
+		return s.take(identity+"\x00"+policy, l, cost)
+	}
+	var buf [splitMax]byte
+	b := append(append(append(buf[:0], identity...), 0), policy...)
+	// The key is only hashed and looked up, never kept, so it may point
+	// into this frame; b is not written again.
+	return s.take(unsafe.String(&b[0], n), l, cost)
+}
+
+func (s *Store) take(key string, l core.Limit, cost int64) (core.Result, error) {
 	sp, h, err := s.prepare(key, l, cost)
 	if err != nil {
 		return core.Result{}, err
