@@ -8,13 +8,19 @@ import (
 )
 
 // degradeOne answers one key by the Mode.
-func (s *Store) degradeOne(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+func (s *Store) degradeOne(ctx context.Context, k *keyParts, l core.Limit, cost int64) (core.Result, error) {
 	s.degraded.Add(1)
 	switch s.cfg.mode {
 	case ModeClosed:
 		return s.closed(l), nil
 	case ModeFallback:
-		res, err := s.local.Take(ctx, key, s.divide(l), cost)
+		var res core.Result
+		var err error
+		if !k.whole {
+			res, err = s.local.TakeSplit(ctx, k.id, k.policy, s.divide(l), cost)
+		} else {
+			res, err = s.local.Take(ctx, k.joined, s.divide(l), cost)
+		}
 		if err != nil {
 			return core.Result{}, fmt.Errorf("guard: fallback: %w", err)
 		}

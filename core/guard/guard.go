@@ -278,21 +278,51 @@ func (s *Store) Stats() Stats {
 // Take decides one key: from the deny cache, from the backend, or by the
 // Mode when the backend fails or the circuit is open.
 func (s *Store) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+	return s.take(ctx, keyParts{joined: key, whole: true}, l, cost)
+}
+
+// TakeSplit is Take of identity+"\x00"+policy, without building that string
+// when neither the deny cache nor the backend needs it (a core.SplitKeyStore
+// backend, or the local fallback limiter with the circuit open).
+func (s *Store) TakeSplit(ctx context.Context, identity, policy string, l core.Limit, cost int64) (core.Result, error) {
+	return s.take(ctx, keyParts{id: identity, policy: policy}, l, cost)
+}
+
+// keyParts is a key given whole or in a Limiter's two parts.
+type keyParts struct {
+	id, policy, joined string
+	whole              bool // joined is set
+}
+
+func (k *keyParts) key() string {
+	if !k.whole {
+		k.joined, k.whole = k.id+"\x00"+k.policy, true
+	}
+	return k.joined
+}
+
+func (s *Store) take(ctx context.Context, k keyParts, l core.Limit, cost int64) (core.Result, error) {
 	var now int64
 	if s.deny != nil && cost > 0 {
 		now = s.mono()
-		if res, ok := s.deny.lookupOne(key, l, cost, now); ok {
+		if res, ok := s.deny.lookupOne(k.key(), l, cost, now); ok {
 			s.hits.Add(1)
 			return res, nil
 		}
 	}
 	probe, ok := s.admit(&now)
 	if !ok {
-		return s.degradeOne(ctx, key, l, cost)
+		return s.degradeOne(ctx, &k, l, cost)
 	}
 	s.calls.Add(1)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	res, err := s.backend.Take(cctx, key, l, cost)
+	var res core.Result
+	var err error
+	if sp, ok := s.backend.(core.SplitKeyStore); ok && !k.whole {
+		res, err = sp.TakeSplit(cctx, k.id, k.policy, l, cost)
+	} else {
+		res, err = s.backend.Take(cctx, k.key(), l, cost)
+	}
 	cancel()
 	if err != nil {
 		if passThrough(ctx, err) {
@@ -300,14 +330,14 @@ func (s *Store) Take(ctx context.Context, key string, l core.Limit, cost int64) 
 			return core.Result{}, err
 		}
 		s.fail(ctx, err, probe)
-		return s.degradeOne(ctx, key, l, cost)
+		return s.degradeOne(ctx, &k, l, cost)
 	}
 	s.succeed(probe)
 	if s.deny != nil && cost > 0 && deniedFor(res) {
 		if now == 0 {
 			now = s.mono()
 		}
-		s.deny.storeOne(key, l, cost, res, now)
+		s.deny.storeOne(k.key(), l, cost, res, now)
 	}
 	return res, nil
 }
@@ -450,4 +480,5 @@ func (s *Store) mono() int64 { return int64(s.cfg.clock().Sub(s.epoch)) + 1 }
 var (
 	_ core.BatchStore    = (*Store)(nil)
 	_ core.OverrideStore = (*Store)(nil)
+	_ core.SplitKeyStore = (*Store)(nil)
 )
