@@ -149,6 +149,9 @@ func (fb *fieldsBuilder) format(c HeaderConfig, fm *Formatter, d *core.Decision,
 	if b.Shadow { // shadow policies are trials: clients do not see them
 		return out
 	}
+	if b.Source == core.FailedOpen { // the store failed: the quota is unknown
+		return out
+	}
 	// The cached text of the binding policy, and of the first visible one
 	// while its item is not copied (the whole value if it is the only one).
 	var bt, only *policyText
