@@ -15,28 +15,29 @@ local function bucketLoad(key, Q)
   if expire <= now then
     return 0, 0, 0, 0
   end
-  return math.min(expire - now, idiv(MAXEXACT, Q)) * Q - v, expire, v, lv
+  return min(expire - now, idiv(MAXEXACT, Q)) * Q - v, expire, v, lv
 end
 
 local function bucketSave(key, Q, d, lv)
   if d <= 0 then
-    redis.call('DEL', key)
+    call('DEL', key)
     return
   end
   local units = idiv(d + Q - 1, Q)
   local v = units * Q - d
-  save(key, now + units, function(off) return off + 1000 * v end, lv)
+  save(key, now + units, 1, 1000 * v, lv)
 end
 
--- bucket decides one op; it returns the reply and the write to make if the
--- op is applied (nil when nothing would change).
-local function bucket(key, cost, p)
+-- bucket decides one op. It returns the six values of the reply, then,
+-- unless apply is set, the write to make if the op is applied (a function;
+-- nil when nothing would change). With apply set it makes that write itself.
+local function bucket(key, cost, p, apply)
   local Q, T, full, cap, warn, clear = p[1], p[2], p[3], p[4], p[5], p[6]
   local d, expire, v, lv = bucketLoad(key, Q)
   if cost > cap then
-    return {0, idiv(math.max(full - d, 0), T), -1, d, 2, lv}, nil
+    return 0, idiv(max(full - d, 0), T), -1, d, 2, lv
   end
-  local need = math.max(cost, 1) * T
+  local need = max(cost, 1) * T
   local allowed = d + need <= full
   local retry = 0
   local d2 = d
@@ -48,9 +49,13 @@ local function bucket(key, cost, p)
   local lv2 = level(lv, allowed, d2, warn, clear)
   local write = nil
   if cost > 0 and (d2 ~= d or lv2 ~= lv) then
-    write = function() bucketSave(key, Q, d2, lv2) end
+    if apply then
+      bucketSave(key, Q, d2, lv2)
+    else
+      write = function() bucketSave(key, Q, d2, lv2) end
+    end
   end
-  return {allowed and 1 or 0, idiv(math.max(full - d2, 0), T), retry, d2, lv2, lv}, write
+  return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, d2, lv2, lv, write
 end
 
 -- bucketRefund gives back cost units, never below a fresh bucket; the level
@@ -61,7 +66,7 @@ local function bucketRefund(key, cost, p, restore)
   if d == 0 then
     return
   end
-  local d2 = math.max(d - cost * T, 0)
+  local d2 = max(d - cost * T, 0)
   if restore < 0 then
     restore = level(lv, true, d2, warn, clear)
   end

@@ -1,9 +1,19 @@
 -- Shared prelude of sluice's scripts (prepended by lua.go).
 --
--- A script decides one or more ops atomically. ARGV[1] is the instant in µs,
+-- The entry points (decide.lua, refund.lua) are functions of (KEYS, ARGV),
+-- run either as a Redis Function of one library (defined once, at FUNCTION
+-- LOAD) or from a script that defines everything and calls one of them (EVAL,
+-- where every definition is made again on each call). No state of the
+-- limits is kept from one call to the next (now is set at the start of each
+-- call); what is kept (builtins bound below, parsed limits in decide.lua) is
+-- the same whatever the calls.
+--
+-- A call decides one or more ops atomically. ARGV[1] is the instant in µs,
 -- or -1 to read Redis TIME (the default: one clock for every instance). Every
--- key a script touches is in KEYS. The limit of each op is compiled in Go by
--- core/algo and passed as integers, so both stores share one definition.
+-- key a call touches is in KEYS. The limit of each op is compiled in Go by
+-- core/algo and passed as integers, so both stores share one definition:
+-- one argument holds an algorithm's code and its six parameters, separated
+-- by spaces (see limit in decide.lua).
 --
 -- Numbers are Lua doubles: every value is an integer below 2^53 (checked by
 -- core.Limit.Validate), and idiv/imod below are exact where a plain division
@@ -15,8 +25,20 @@
 -- and the warning level in its two low bits. Small values use Redis's shared
 -- integers, so most keys cost no value object at all.
 
+-- Redis lets a library use math, string and redis.call only while one of
+-- its functions runs, not while it loads, so the ones used on every call are
+-- bound to locals (quicker than a lookup in the globals each time) by bind,
+-- at the start of the first call (of every call, for a script).
+local floor, max, min, format, byte, find, sub, call
+
+local function bind()
+  floor, max, min = math.floor, math.max, math.min
+  format, byte, find, sub = string.format, string.byte, string.find, string.sub
+  call = redis.call
+end
+
 local function idiv(a, b)
-  local q = math.floor(a / b)
+  local q = floor(a / b)
   if q * b > a then
     q = q - 1
   elseif (q + 1) * b <= a then
@@ -30,15 +52,27 @@ local function imod(a, b)
 end
 
 local function fmt(n)
-  return string.format('%d', n)
+  return format('%d', n)
 end
 
 local MAXEXACT = 9007199254740992
 
-local now = tonumber(ARGV[1])
-if now < 0 then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- now is the instant of the current call, in µs (see clock).
+local now = 0
+
+-- clock sets now from ARGV[1]: the caller's instant, or Redis TIME when it
+-- is negative ("-1" by default).
+local function clock(arg)
+  if not call then
+    bind()
+  end
+  if arg ~= '-1' then
+    now = tonumber(arg)
+  end
+  if arg == '-1' or now < 0 then
+    local t = call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
 end
 
 -- level is the warning-state machine of core/algo (Spec.level).
@@ -57,13 +91,13 @@ end
 -- load returns a key's expiry in ms (0 for a fresh key), its value without
 -- the level, and the level.
 local function load(key)
-  local raw = redis.call('GET', key)
+  local raw = call('GET', key)
   if not raw then
     return 0, 0, 0
   end
   local n = tonumber(raw)
   local lv = imod(n, 4)
-  return redis.call('PEXPIRETIME', key), (n - lv) / 4, lv
+  return call('PEXPIRETIME', key), (n - lv) / 4, lv
 end
 
 local function expiryMs(expire)
@@ -74,13 +108,14 @@ local function expiryMs(expire)
   return x
 end
 
--- save writes a non-fresh state: expire (µs), the value's payload fn(off),
--- and the level. A fresh state deletes the key.
-local function save(key, expire, payload, lv)
+-- save writes a non-fresh state: expire (µs), the value's payload
+-- off*scale + add (off is the sub-ms rest of expire), and the level. A fresh
+-- state deletes the key.
+local function save(key, expire, scale, add, lv)
   if expire == 0 then
-    redis.call('DEL', key)
+    call('DEL', key)
     return
   end
   local x = expiryMs(expire)
-  redis.call('SET', key, fmt(payload(x * 1000 - expire) * 4 + lv), 'PXAT', fmt(x))
+  call('SET', key, fmt(((x * 1000 - expire) * scale + add) * 4 + lv), 'PXAT', fmt(x))
 end

@@ -1,9 +1,8 @@
 -- decide: the ops of one request on the keys of one identity, all or
--- nothing. ARGV[2] is the number of ops; then 9 values per op: shadow (0/1),
--- algorithm (b bucket, f fixed window, c counter, l log), cost, and six
--- parameters. KEYS[3i-2] is op i's state key, KEYS[3i-1] its override key,
--- KEYS[3i] the state key used while an override limit applies (an override
--- counts on its own, so a raise really raises).
+-- nothing. ARGV[2] is the number of ops; then 3 values per op: shadow (0/1),
+-- limit (see limit below) and cost. KEYS[3i-2] is op i's state key,
+-- KEYS[3i-1] its override key, KEYS[3i] the state key used while an override
+-- limit applies (an override counts on its own, so a raise really raises).
 --
 -- An override key holds "x <until µs>" (blocked until then) or
 -- "o <until µs> <code> <six parameters> <algorithm> <rate> <period µs>
@@ -16,18 +15,41 @@
 -- allowed, remaining, retry, reset, level, previous level, then the
 -- override used (0 none, 1 a limit, 2 a block) and that limit's algorithm
 -- number, rate, period (µs) and burst. A block's retry and reset are in µs.
+--
+-- decide1 is the same for one op, with shorter arguments and reply, and
+-- decideMany decides many independent ops at once.
 
 local algos = {b = bucket, f = fixed, c = counter, l = slidingLog}
-local n = tonumber(ARGV[2])
-local ops, replies, writes = {}, {}, {}
-local denied = false
-for i = 1, n do
-  local base = 2 + (i - 1) * 9
-  local op = {shadow = ARGV[base + 1] == '1', fn = algos[ARGV[base + 2]], cost = tonumber(ARGV[base + 3]), p = {}, ov = {0, 0, 0, 0, 0}, key = KEYS[3 * i - 2]}
-  for j = 1, 6 do
-    op.p[j] = tonumber(ARGV[base + 3 + j])
+
+-- A limit is one argument: the code of its algorithm (b bucket, f fixed
+-- window, c counter, l log) and six parameters, separated by spaces, as in
+-- "b 1 1 1000000 1000000 800000 700000". limit returns the code, the
+-- algorithm and the parameters. A server sees few distinct limits, so each
+-- is parsed once and kept in parsed, which lives as long as the library (a
+-- script's lives one call) and is emptied when it holds 1024 limits.
+local parsed, nparsed = {}, 0
+local function limit(s)
+  local l = parsed[s]
+  if not l then
+    local f = {}
+    for w in string.gmatch(s, '%S+') do
+      f[#f + 1] = w
+    end
+    l = {f[1], algos[f[1]], {tonumber(f[2]), tonumber(f[3]), tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), tonumber(f[7])}}
+    if nparsed >= 1024 then
+      parsed, nparsed = {}, 0
+    end
+    parsed[s], nparsed = l, nparsed + 1
   end
-  local raw = redis.call('GET', KEYS[3 * i - 1])
+  return l[1], l[2], l[3]
+end
+
+-- prepare reads the override of op i, whose limit is lim. It returns the
+-- algorithm, the state key and the parameters that apply, then the
+-- override's five reply values (all 0 when none applies). A block returns
+-- nil and the time it has left in µs.
+local function prepare(KEYS, i, lim)
+  local raw = call('GET', KEYS[3 * i - 1])
   if raw then
     local f = {}
     for w in string.gmatch(raw, '%S+') do
@@ -36,41 +58,105 @@ for i = 1, n do
     local untilUs = tonumber(f[2])
     if untilUs > now then
       if f[1] == 'x' then
-        op.blocked = true
-        op.ov = {2, 0, 0, 0, 0}
-        replies[i] = {0, 0, untilUs - now, untilUs - now, 2, 2}
-      else
-        op.fn, op.key = algos[f[3]], KEYS[3 * i]
-        for j = 1, 6 do
-          op.p[j] = tonumber(f[3 + j])
-        end
-        op.ov = {1, tonumber(f[10]), tonumber(f[11]), tonumber(f[12]), tonumber(f[13])}
+        return nil, untilUs - now
       end
+      local p = {tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), tonumber(f[7]), tonumber(f[8]), tonumber(f[9])}
+      return algos[f[3]], KEYS[3 * i], p, 1, tonumber(f[10]), tonumber(f[11]), tonumber(f[12]), tonumber(f[13])
     end
   end
-  if not op.blocked then
-    replies[i], writes[i] = op.fn(op.key, op.cost, op.p)
-  end
-  ops[i] = op
-  if replies[i][1] == 0 and op.cost > 0 and not op.shadow then
-    denied = true
-  end
+  local _, fn, p = limit(lim)
+  return fn, KEYS[3 * i - 2], p, 0, 0, 0, 0, 0
 end
-local out = {}
-for i = 1, n do
-  local r = replies[i]
-  if denied and r[1] == 1 and ops[i].cost > 0 then
-    -- allowed by its policy, but the request was denied: nothing consumed
-    r = ops[i].fn(ops[i].key, 0, ops[i].p)
-    r[1], r[3] = 1, 0
-  elseif writes[i] then
-    writes[i]()
+
+-- decideOne decides op i of KEYS at the instant t (see clock) under the
+-- limit lim, for cost. One op is all or nothing by itself (shadow or not, a
+-- denied op writes only its own Throttled state), so its write is made as
+-- soon as it is decided, with no closure and no table but the reply: the
+-- op's 11 integers, or only the first 6 when no override applies.
+local function decideOne(KEYS, i, t, lim, cost)
+  clock(t)
+  local fn, key, p, o1, o2, o3, o4, o5 = prepare(KEYS, i, lim)
+  if not fn then
+    local left = key
+    return {0, 0, left, left, 2, 2, 2, 0, 0, 0, 0}
   end
-  for j = 1, 6 do
-    out[#out + 1] = r[j]
+  local allowed, remaining, retry, reset, lv2, lv = fn(key, tonumber(cost), p, true)
+  if o1 == 0 then
+    return {allowed, remaining, retry, reset, lv2, lv}
   end
-  for j = 1, 5 do
-    out[#out + 1] = ops[i].ov[j]
-  end
+  return {allowed, remaining, retry, reset, lv2, lv, o1, o2, o3, o4, o5}
 end
-return out
+
+-- decide1 decides one op: ARGV[1] is the instant, ARGV[2] the limit, ARGV[3]
+-- the cost (no op count, no shadow flag); KEYS are the op's three.
+local function decide1(KEYS, ARGV)
+  return decideOne(KEYS, 1, ARGV[1], ARGV[2], ARGV[3])
+end
+
+-- decideMany decides independent ops one after the other, each exactly as
+-- decide1 would (its own instant, its own write): KEYS holds three keys per
+-- op and ARGV three values per op, as decide1's. One call instead of one per
+-- op saves the server the cost of a command each, when a client has many
+-- ready at once on one server. An op that fails does not stop the others:
+-- as it fails before it writes, the client learns its error by sending it
+-- again alone. The reply is, per op, the length of its reply (6 or 11) and
+-- that reply, or -1 for an op that failed.
+local function decideMany(KEYS, ARGV)
+  local out = {}
+  for i = 1, #KEYS / 3 do
+    local b = 3 * (i - 1)
+    local ok, r = pcall(decideOne, KEYS, i, ARGV[b + 1], ARGV[b + 2], ARGV[b + 3])
+    if ok then
+      out[#out + 1] = #r
+      for j = 1, #r do
+        out[#out + 1] = r[j]
+      end
+    else
+      out[#out + 1] = -1
+    end
+  end
+  return out
+end
+
+local function decide(KEYS, ARGV)
+  clock(ARGV[1])
+  local n = tonumber(ARGV[2])
+  local ops, replies, writes = {}, {}, {}
+  local denied = false
+  for i = 1, n do
+    local base = 2 + (i - 1) * 3
+    local fn, key, p, o1, o2, o3, o4, o5 = prepare(KEYS, i, ARGV[base + 2])
+    local op = {cost = tonumber(ARGV[base + 3]), fn = fn, key = key, p = p, ov = {o1, o2, o3, o4, o5}}
+    local r
+    if not fn then
+      local left = key
+      r = {0, 0, left, left, 2, 2}
+      op.ov = {2, 0, 0, 0, 0}
+    else
+      r = {fn(key, op.cost, p, false)}
+      writes[i] = r[7]
+    end
+    replies[i], ops[i] = r, op
+    if r[1] == 0 and op.cost > 0 and ARGV[base + 1] ~= '1' then
+      denied = true
+    end
+  end
+  local out = {}
+  for i = 1, n do
+    local r, op = replies[i], ops[i]
+    if denied and r[1] == 1 and op.cost > 0 then
+      -- allowed by its policy, but the request was denied: nothing consumed
+      r = {op.fn(op.key, 0, op.p, false)}
+      r[1], r[3] = 1, 0
+    elseif writes[i] then
+      writes[i]()
+    end
+    for j = 1, 6 do
+      out[#out + 1] = r[j]
+    end
+    for j = 1, 5 do
+      out[#out + 1] = op.ov[j]
+    end
+  end
+  return out
+end

@@ -5,72 +5,110 @@
 -- its newest entry leaves the window. Cost: O(entries in the window), at most
 -- Rate (capped by core.MaxLogRate).
 
+-- entryAt and entryN read the instant and the count of a member
+-- "<at>:<n>".
+local function entryAt(m)
+  return tonumber(sub(m, 1, find(m, ':', 1, true) - 1))
+end
+
+local function entryN(m)
+  local colon, one = byte(m, -2, -1)
+  if colon == 58 and one == 49 then -- ":1", the usual count
+    return 1
+  end
+  return tonumber(sub(m, find(m, ':', 1, true) + 1))
+end
+
 -- logLoad returns the decision instant (the newest entry's if the clock
--- stepped back), the live entries (instants and counts), their total and the
--- level.
+-- stepped back), the members and the index of the first live entry (the
+-- live ones are members[first..#members], oldest first), their total, the
+-- level, and what logSave needs to skip writes that change nothing: the
+-- number of entries that left the window (they stay until the next write)
+-- and the level stored (nil if none).
+-- One ZRANGE reads every member ("lv" first: its score is negative), without
+-- scores (formatting them is most of the cost of a ZRANGE, and a member
+-- holds its instant); counts are parsed only where they are not 1.
 local function logLoad(key, P)
-  local lv = 0
-  local ls = redis.call('ZSCORE', key, 'lv')
-  if ls then
-    lv = -1 - tonumber(ls)
+  local members = call('ZRANGE', key, 0, -1)
+  local first, stored = 1, nil
+  if members[1] == 'lv' then
+    stored = -1 - tonumber(call('ZSCORE', key, 'lv'))
+    first = 2
   end
+  local k = #members
   local at = now
-  local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  if #last == 2 and last[1] ~= 'lv' and tonumber(last[2]) > at then
-    at = tonumber(last[2])
+  if k >= first then
+    local newest = entryAt(members[k])
+    if newest > at then
+      at = newest
+    end
   end
-  local raw = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(at - P), '+inf', 'WITHSCORES')
-  local ats, ns, total = {}, {}, 0
-  for i = 1, #raw, 2 do
-    local m = raw[i]
-    local n = tonumber(string.sub(m, string.find(m, ':', 1, true) + 1))
-    ats[#ats + 1], ns[#ns + 1] = tonumber(raw[i + 1]), n
-    total = total + n
+  -- entries are sorted by instant, and those that left the window are
+  -- few: each write removes them
+  local from = at - P
+  local live = first
+  while live <= k and entryAt(members[live]) <= from do
+    live = live + 1
   end
-  if #ats == 0 then
+  local total = 0
+  for i = live, k do
+    total = total + entryN(members[i])
+  end
+  local lv = stored or 0
+  if live > k then
     lv = 0
   end
-  return at, ats, ns, total, lv
+  return at, members, live, total, lv, live - first, stored
 end
 
 -- logSave prunes what left the window and writes the entries' changes: the
--- entry at instant at now counts n (0: removed), old is its previous count.
-local function logSave(key, P, at, ats, lv, entryAt, old, n)
-  redis.call('ZREMRANGEBYSCORE', key, 0, fmt(at - P))
+-- entry at instant entryAt now counts n (0: removed), old is its previous
+-- count, and last is the newest instant left (nil: none). stale and stored
+-- are logLoad's.
+local function logSave(key, P, at, last, lv, entryAt, old, n, stale, stored)
+  if stale > 0 then
+    call('ZREMRANGEBYSCORE', key, 0, fmt(at - P))
+  end
   if old > 0 then
-    redis.call('ZREM', key, fmt(entryAt) .. ':' .. fmt(old))
+    call('ZREM', key, fmt(entryAt) .. ':' .. fmt(old))
   end
-  if n > 0 then
-    redis.call('ZADD', key, fmt(entryAt), fmt(entryAt) .. ':' .. fmt(n))
-  end
-  if #ats == 0 then
-    redis.call('DEL', key)
+  if not last then
+    call('DEL', key)
     return
   end
-  redis.call('ZADD', key, fmt(-1 - lv), 'lv')
-  redis.call('PEXPIREAT', key, fmt(expiryMs(ats[#ats] + P)))
+  -- the new entry and the level in one ZADD; the level only if it changed
+  if n > 0 and stored ~= lv then
+    call('ZADD', key, fmt(entryAt), fmt(entryAt) .. ':' .. fmt(n), fmt(-1 - lv), 'lv')
+  elseif n > 0 then
+    call('ZADD', key, fmt(entryAt), fmt(entryAt) .. ':' .. fmt(n))
+  elseif stored ~= lv then
+    call('ZADD', key, fmt(-1 - lv), 'lv')
+  end
+  call('PEXPIREAT', key, fmt(expiryMs(last + P)))
 end
 
-local function slidingLog(key, cost, p)
+local function slidingLog(key, cost, p, apply)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
-  local at, ats, ns, total, lv = logLoad(key, P)
+  local at, members, live, total, lv, stale, stored = logLoad(key, P)
+  local k = #members
   local skew = at - now
-  local reset = 0
-  if #ats > 0 then
-    reset = ats[#ats] + P - now
+  local last, reset = nil, 0
+  if live <= k then
+    last = entryAt(members[k])
+    reset = last + P - now
   end
   if cost > rate then
-    return {0, rate - total, -1, reset, 2, lv}, nil
+    return 0, rate - total, -1, reset, 2, lv
   end
-  local need = math.max(cost, 1)
+  local need = max(cost, 1)
   local allowed = total + need <= rate
   local retry = 0
   if not allowed then
     local freed = 0
-    for i = 1, #ats do
-      freed = freed + ns[i]
+    for i = live, k do
+      freed = freed + entryN(members[i])
       if total - freed + need <= rate then
-        retry = ats[i] + P - at + skew
+        retry = entryAt(members[i]) + P - at + skew
         break
       end
     end
@@ -78,46 +116,50 @@ local function slidingLog(key, cost, p)
   local old, n = 0, 0
   local total2 = total
   if allowed and cost > 0 then
-    local k = #ats
-    if k > 0 and ats[k] == at then
-      old = ns[k]
-      ns[k] = old + cost
-    else
-      ats[k + 1], ns[k + 1] = at, cost
+    if last == at then
+      old = entryN(members[k])
     end
-    n = ns[#ns]
+    n = old + cost
+    last = at
     total2 = total + cost
     reset = at + P - now
   end
   local lv2 = level(lv, allowed, total2, warn, clear)
   local write = nil
   if cost > 0 then
-    write = function() logSave(key, P, at, ats, lv2, at, old, n) end
+    if apply then
+      logSave(key, P, at, last, lv2, at, old, n, stale, stored)
+    else
+      write = function() logSave(key, P, at, last, lv2, at, old, n, stale, stored) end
+    end
   end
-  return {allowed and 1 or 0, rate - total2, retry, reset, lv2, lv}, write
+  return allowed and 1 or 0, rate - total2, retry, reset, lv2, lv, write
 end
 
 -- slidingLogRefund takes cost back from the newest entries.
 local function slidingLogRefund(key, cost, p, restore)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
-  local at, ats, ns, total, lv = logLoad(key, P)
-  while cost > 0 and #ats > 0 do
-    local k = #ats
-    local take = math.min(cost, ns[k])
+  local at, members, live, total, lv, stale, stored = logLoad(key, P)
+  while cost > 0 and #members >= live do
+    local m = members[#members]
+    local t, old = entryAt(m), entryN(m)
+    local take = min(cost, old)
     cost = cost - take
-    local entryAt, old = ats[k], ns[k]
-    ns[k] = old - take
     total = total - take
-    if ns[k] == 0 then
-      ats[k], ns[k] = nil, nil
+    if old == take then
+      members[#members] = nil
     end
-    redis.call('ZREM', key, fmt(entryAt) .. ':' .. fmt(old))
-    if old - take > 0 then
-      redis.call('ZADD', key, fmt(entryAt), fmt(entryAt) .. ':' .. fmt(old - take))
+    call('ZREM', key, m)
+    if old > take then
+      call('ZADD', key, fmt(t), fmt(t) .. ':' .. fmt(old - take))
     end
   end
   if restore < 0 then
     restore = level(lv, true, total, warn, clear)
   end
-  logSave(key, P, at, ats, restore, 0, 0, 0)
+  local last = nil
+  if #members >= live then
+    last = entryAt(members[#members])
+  end
+  logSave(key, P, at, last, restore, 0, 0, 0, stale, stored)
 end

@@ -23,13 +23,13 @@ end
 
 local function fixedSave(key, rate, wend, count, lv)
   if count == 0 then
-    redis.call('DEL', key)
+    call('DEL', key)
     return
   end
-  save(key, wend, function(off) return off * FW_RADIX + count end, lv)
+  save(key, wend, FW_RADIX, count, lv)
 end
 
-local function fixed(key, cost, p)
+local function fixed(key, cost, p, apply)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
   local wend, count, lv = fixedLoad(key, P, rate)
   local reset = 0
@@ -37,9 +37,9 @@ local function fixed(key, cost, p)
     reset = wend - now
   end
   if cost > rate then
-    return {0, rate - count, -1, reset, 2, lv}, nil
+    return 0, rate - count, -1, reset, 2, lv
   end
-  local allowed = count + math.max(cost, 1) <= rate
+  local allowed = count + max(cost, 1) <= rate
   local retry, c2 = 0, count
   if allowed and cost > 0 then
     c2, reset = count + cost, wend - now
@@ -50,9 +50,13 @@ local function fixed(key, cost, p)
   local lv2 = level(lv, allowed, c2, warn, clear)
   local write = nil
   if cost > 0 and (c2 ~= count or lv2 ~= lv) then
-    write = function() fixedSave(key, rate, wend, c2, lv2) end
+    if apply then
+      fixedSave(key, rate, wend, c2, lv2)
+    else
+      write = function() fixedSave(key, rate, wend, c2, lv2) end
+    end
   end
-  return {allowed and 1 or 0, rate - c2, retry, reset, lv2, lv}, write
+  return allowed and 1 or 0, rate - c2, retry, reset, lv2, lv, write
 end
 
 local function fixedRefund(key, cost, p, restore)
@@ -61,7 +65,7 @@ local function fixedRefund(key, cost, p, restore)
   if count == 0 then
     return
   end
-  local c2 = math.max(count - cost, 0)
+  local c2 = max(count - cost, 0)
   if restore < 0 then
     restore = level(lv, true, c2, warn, clear)
   end
@@ -74,6 +78,7 @@ end
 -- core.MaxCounterRate = 2^20); the expiry is (w+2)*Period, w the window of
 -- cur.
 local SWC_RADIX = 1048577
+local SWC_RADIX2 = SWC_RADIX * SWC_RADIX
 
 -- counterLoad returns the window w the request falls in (the stored one if
 -- the clock stepped back), the counts p and c as seen from w, and the level.
@@ -99,29 +104,31 @@ end
 
 local function counterSave(key, P, rate, w, p, c, lv)
   if p == 0 and c == 0 then
-    redis.call('DEL', key)
+    call('DEL', key)
     return
   end
-  local M = SWC_RADIX
-  save(key, (w + 2) * P, function(off) return (off * M + p) * M + c end, lv)
+  save(key, (w + 2) * P, SWC_RADIX2, p * SWC_RADIX + c, lv)
 end
 
-local function counter(key, cost, p_)
+-- counterReset is the time until the counts p and c are all gone, e into
+-- their window (skew ahead of now when the clock stepped back).
+local function counterReset(p, c, P, e, skew)
+  if c > 0 then return skew + 2 * P - e end
+  if p > 0 then return skew + P - e end
+  return 0
+end
+
+local function counter(key, cost, p_, apply)
   local P, rate, full, warn, clear = p_[1], p_[2], p_[3], p_[4], p_[5]
   local w, p, c, lv = counterLoad(key, P, rate)
   local start = w * P
-  local e = math.max(now - start, 0)
-  local skew = math.max(start - now, 0)
+  local e = max(now - start, 0)
+  local skew = max(start - now, 0)
   local used = p * (P - e) + c * P
-  local function resetAfter(c)
-    if c > 0 then return skew + 2 * P - e end
-    if p > 0 then return skew + P - e end
-    return 0
-  end
   if cost > rate then
-    return {0, idiv(math.max(full - used, 0), P), -1, resetAfter(c), 2, lv}, nil
+    return 0, idiv(max(full - used, 0), P), -1, counterReset(p, c, P, e, skew), 2, lv
   end
-  local need = math.max(cost, 1)
+  local need = max(cost, 1)
   local allowed = used + need * P <= full
   local c2, used2 = c, used
   if allowed and cost > 0 then
@@ -138,9 +145,13 @@ local function counter(key, cost, p_)
   local lv2 = level(lv, allowed, used2, warn, clear)
   local write = nil
   if cost > 0 and (c2 ~= c or lv2 ~= lv) then
-    write = function() counterSave(key, P, rate, w, p, c2, lv2) end
+    if apply then
+      counterSave(key, P, rate, w, p, c2, lv2)
+    else
+      write = function() counterSave(key, P, rate, w, p, c2, lv2) end
+    end
   end
-  return {allowed and 1 or 0, idiv(math.max(full - used2, 0), P), retry, resetAfter(c2), lv2, lv}, write
+  return allowed and 1 or 0, idiv(max(full - used2, 0), P), retry, counterReset(p, c2, P, e, skew), lv2, lv, write
 end
 
 -- counterRefund takes cost from the current window's count, then from the
@@ -148,10 +159,10 @@ end
 local function counterRefund(key, cost, p_, restore)
   local P, rate, warn, clear = p_[1], p_[2], p_[4], p_[5]
   local w, p, c, lv = counterLoad(key, P, rate)
-  local fromC = math.min(c, cost)
+  local fromC = min(c, cost)
   c = c - fromC
-  p = math.max(p - (cost - fromC), 0)
-  local e = math.max(now - w * P, 0)
+  p = max(p - (cost - fromC), 0)
+  local e = max(now - w * P, 0)
   if restore < 0 then
     restore = level(lv, true, p * (P - e) + c * P, warn, clear)
   end

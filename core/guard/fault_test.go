@@ -709,7 +709,9 @@ func newFlood(t *testing.T, srv *redistest.Server, opts ...guard.Option) *flood 
 	f := &flood{admin: srv.Client(t)}
 	require.NoError(t, f.admin.ConfigResetStat(context.Background()).Err())
 	client := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = true })
-	rs, err := redisstore.New(client, redisstore.WithTimeout(time.Second))
+	// Every decision on its own call, so that INFO commandstats counts
+	// decisions (pipelined, several go in one FCALL).
+	rs, err := redisstore.New(client, redisstore.WithTimeout(time.Second), redisstore.WithPipelining(0, 0))
 	require.NoError(t, err)
 	f.g, err = guard.New(rs, append([]guard.Option{guard.WithTimeout(time.Second), guard.WithFailClosed(0)}, opts...)...)
 	require.NoError(t, err)

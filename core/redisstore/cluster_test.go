@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -87,62 +88,105 @@ func TestClusterDistributedExactness(t *testing.T) {
 			require.Greater(t, ttl, time.Duration(0), "key %s on %s has no TTL", iter.Val(), addr)
 		}
 		require.NoError(t, iter.Err())
+		calls := scriptCalls(t, node)
+		require.Positive(t, calls["fcall"], "the library was loaded on %s", addr)
+		require.Zero(t, calls["evalsha"]+calls["eval"], "no script on %s", addr)
 		node.Close()
 	}
 	require.Equal(t, 3, nodesWithKeys, "keys spread over every master")
 }
 
-// SCRIPT FLUSH in the middle of traffic costs nothing; a restart costs only
-// the calls made while the server was down.
-func TestScriptFlushAndRestart(t *testing.T) {
+// FUNCTION FLUSH (or SCRIPT FLUSH, for a store on scripts) in the middle of
+// traffic costs nothing; a restart costs only the calls made while the
+// server was down. A store on functions keeps using them.
+func TestFlushAndRestart(t *testing.T) {
 	srv := redistest.StartServer(t)
 	client := srv.Client(t)
-	for _, pipelined := range []bool{true, false} {
-		t.Run(fmt.Sprintf("pipelined=%v", pipelined), func(t *testing.T) {
-			opts := []redisstore.Option{redisstore.WithTimeout(time.Second)}
-			if !pipelined {
-				opts = append(opts, redisstore.WithPipelining(0, 0))
-			}
-			s := newStore(t, client, opts...)
-			ctx := context.Background()
-			l := core.PerSecond(1_000_000)
-			traffic := func(n int) (fails int) {
-				var wg sync.WaitGroup
-				var failed atomic.Int64
-				for g := range 16 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for i := range n {
-							if _, err := s.Take(ctx, fmt.Sprintf("k%d-%d", g, i%7), l, 1); err != nil {
-								failed.Add(1)
-							}
-						}
-					}()
+	ctx := context.Background()
+	for _, functions := range []bool{true, false} {
+		for _, pipelined := range []bool{true, false} {
+			t.Run(fmt.Sprintf("functions=%v/pipelined=%v", functions, pipelined), func(t *testing.T) {
+				opts := []redisstore.Option{redisstore.WithTimeout(time.Second), redisstore.WithFunctions(functions)}
+				if !pipelined {
+					opts = append(opts, redisstore.WithPipelining(0, 0))
 				}
-				wg.Wait()
-				return int(failed.Load())
-			}
-			require.Zero(t, traffic(50))
-			// SCRIPT FLUSH while traffic runs: not one failure.
-			done := make(chan int)
-			go func() { done <- traffic(200) }()
-			for range 5 {
-				require.NoError(t, client.ScriptFlush(ctx).Err())
-				time.Sleep(2 * time.Millisecond)
-			}
-			require.Zero(t, <-done, "failures across SCRIPT FLUSH")
-			// A restart: calls fail while the server is down, then every call
-			// succeeds again without any action of ours.
-			srv.Kill()
-			_, err := s.Take(ctx, "down", l, 1)
-			require.Error(t, err)
-			require.NotContains(t, err.Error(), "panic")
-			srv.Restart(t)
-			require.Eventually(t, func() bool { _, err := s.Take(ctx, "up", l, 1); return err == nil }, 5*time.Second, 10*time.Millisecond)
-			require.Zero(t, traffic(50), "failures after the restart window")
-		})
+				s := newStore(t, client, opts...)
+				flush := func() error { return client.ScriptFlush(ctx).Err() }
+				if functions {
+					flush = func() error { return client.FunctionFlush(ctx).Err() }
+				}
+				l := core.PerSecond(1_000_000)
+				traffic := func(n int) (fails int) {
+					var wg sync.WaitGroup
+					var failed atomic.Int64
+					for g := range 16 {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for i := range n {
+								if _, err := s.Take(ctx, fmt.Sprintf("k%d-%d", g, i%7), l, 1); err != nil {
+									failed.Add(1)
+								}
+							}
+						}()
+					}
+					wg.Wait()
+					return int(failed.Load())
+				}
+				require.Zero(t, traffic(50))
+				// Flushes while traffic runs: not one failure.
+				done := make(chan int)
+				go func() { done <- traffic(200) }()
+				for range 5 {
+					require.NoError(t, flush())
+					time.Sleep(2 * time.Millisecond)
+				}
+				require.Zero(t, <-done, "failures across the flushes")
+				before := scriptCalls(t, client)
+				require.Zero(t, traffic(20))
+				after := scriptCalls(t, client)
+				// Pipelined one-op calls may go several to a call.
+				if functions {
+					require.Greater(t, after["fcall"], before["fcall"], "still on functions")
+					require.LessOrEqual(t, after["fcall"], before["fcall"]+16*20)
+					require.Equal(t, before["evalsha"]+before["eval"], after["evalsha"]+after["eval"], "no script")
+				} else {
+					require.Greater(t, after["evalsha"], before["evalsha"], "on scripts")
+					require.LessOrEqual(t, after["evalsha"], before["evalsha"]+16*20)
+					require.Equal(t, before["fcall"], after["fcall"], "no function called")
+				}
+				// A restart: calls fail while the server is down, then every
+				// call succeeds again without any action of ours.
+				srv.Kill()
+				_, err := s.Take(ctx, "down", l, 1)
+				require.Error(t, err)
+				require.NotContains(t, err.Error(), "panic")
+				srv.Restart(t)
+				require.Eventually(t, func() bool { _, err := s.Take(ctx, "up", l, 1); return err == nil }, 5*time.Second, 10*time.Millisecond)
+				require.Zero(t, traffic(50), "failures after the restart window")
+			})
+		}
 	}
+}
+
+// scriptCalls returns the calls of FCALL, EVALSHA and EVAL the server has
+// run (INFO commandstats), by lower-case command name.
+func scriptCalls(t *testing.T, c *redis.Client) map[string]int64 {
+	t.Helper()
+	text, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	out := map[string]int64{}
+	for _, line := range strings.Split(text, "\r\n") {
+		name, stats, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		require.NoError(t, err, line)
+		out[name] = n
+	}
+	return out
 }
 
 // A Sentinel failover during traffic: the store follows the new master by

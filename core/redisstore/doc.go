@@ -1,6 +1,6 @@
 // Package redisstore is the core.Store for several instances sharing one
-// limit: every decision is one atomic Lua script (package lua) run on Redis,
-// on Redis server time, with exactly the semantics of the memory store.
+// limit: every decision is atomic Lua (package lua) run on Redis, on Redis
+// server time, with exactly the semantics of the memory store.
 //
 // It takes any redis.UniversalClient: a single node (redis.Client), Sentinel
 // (redis.NewFailoverClient) or Redis Cluster (redis.ClusterClient). A
@@ -14,11 +14,14 @@
 // percent-escaped so they cannot break the tag; a key longer than 200 bytes is
 // replaced by its SHA-256 (22 base64url characters) rather than stored raw.
 //
-// Scripts run with EVALSHA and fall back to EVAL on NOSCRIPT, so a SCRIPT
-// FLUSH, a restart or a failover costs one extra round trip. Concurrent
-// decisions are pipelined automatically: a call on an idle store is sent at
-// once; calls that arrive while pipelines are in flight queue and leave
-// together in the next one. Each decision stays its own atomic script.
+// On Redis 7 and later the code runs as Redis Functions (one library, loaded
+// on first use and again after FUNCTION FLUSH, a restart or a failover);
+// elsewhere, or WithFunctions(false), as scripts with EVALSHA that fall back
+// to EVAL on NOSCRIPT. Concurrent decisions are pipelined automatically: a
+// call on an idle store is sent at once; calls that arrive while pipelines
+// are in flight queue and leave together in the next one, and on a
+// standalone server the one-op decisions among them go as one call. Each
+// decision stays atomic on its own.
 //
 // The state of a key is its Redis expiry and one integer (see lua/common.lua),
 // about 110-120 bytes of Redis memory per identity for the O(1) algorithms on

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,30 +28,32 @@ type Store struct {
 	timeout time.Duration
 	th      core.Thresholds
 	clock   func() time.Time
-	decide  *redis.Script
-	refund  *redis.Script
+	r       *runner
 	specs   [64]atomic.Pointer[compiled]
 	batch   *batcher
+	calls   sync.Pool // of *call, for Take (see newCall1)
 	closed  atomic.Bool
 	// deadlines: the client honours context deadlines on its sockets.
 	deadlines bool
 }
 
-// compiled is a Spec with its script arguments prepared: the algorithm's
-// code and six parameters, as strings and boxed once for go-redis.
+// compiled is a Spec with its script argument prepared: the algorithm's
+// code and six parameters, separated by spaces (see limit in
+// lua/decide.lua), as a string and boxed once for go-redis.
 type compiled struct {
 	sp    algo.Spec
-	args  [7]string
-	boxed [7]any
+	limit string
+	boxed any
 }
 
 type config struct {
-	prefix   string
-	timeout  time.Duration
-	th       core.Thresholds
-	clock    func() time.Time
-	inflight int
-	maxBatch int
+	prefix    string
+	timeout   time.Duration
+	th        core.Thresholds
+	clock     func() time.Time
+	inflight  int
+	maxBatch  int
+	functions bool
 }
 
 // Option configures a Store.
@@ -82,10 +85,21 @@ func WithPipelining(inflight, maxBatch int) Option {
 	return func(c *config) { c.inflight, c.maxBatch = inflight, maxBatch }
 }
 
-// New returns a Store on client. It does not contact Redis: scripts are
-// loaded on first use.
+// WithFunctions says whether the store runs its code as Redis Functions
+// (default true). With functions, the code is loaded once into Redis (FUNCTION
+// LOAD of one library whose name carries a digest of its code; Redis keeps it
+// across restarts when it persists data, and copies it to replicas) and every
+// decision is an FCALL, which costs the server less than running a script:
+// the code is not defined again on every call. Where functions are
+// unavailable (Redis before 7, or an ACL or a proxy that refuses FUNCTION or
+// FCALL) the store switches to scripts by itself. WithFunctions(false) uses
+// scripts only: EVALSHA, and EVAL when the server does not have the script.
+func WithFunctions(enabled bool) Option { return func(c *config) { c.functions = enabled } }
+
+// New returns a Store on client. It does not contact Redis: the library (or
+// the scripts) are loaded on first use.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
-	c := config{prefix: "sluice", timeout: 50 * time.Millisecond, inflight: 2, maxBatch: 256}
+	c := config{prefix: "sluice", timeout: 50 * time.Millisecond, inflight: 2, maxBatch: 256, functions: true}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -103,9 +117,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
 	s := &Store{client: client, prefix: c.prefix, timeout: c.timeout, th: c.th, clock: c.clock, deadlines: honoursDeadlines(client)}
-	s.decide, s.refund = redis.NewScript(lua.Decide()), redis.NewScript(lua.Refund())
+	s.r = newRunner(client, c.functions)
 	if c.inflight > 0 {
-		s.batch = &batcher{s: s, maxActive: c.inflight, maxBatch: c.maxBatch}
+		s.batch = newBatcher(s, c.inflight, c.maxBatch)
 	}
 	return s, nil
 }
@@ -118,21 +132,67 @@ func (s *Store) Close() error {
 
 // Take decides one request for key under l; see core.Store.
 func (s *Store) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
-	cp, err := s.prepare(key, l, cost)
+	cp, err := s.prepare(key != "", l, cost)
 	if err != nil {
 		return core.Result{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	c := &call{script: s.decide, keys: s.opKeys(nil, key, l.Algorithm), args: s.args([]*compiled{cp}, []core.Op{{Cost: cost}})}
-	if err := s.run(ctx, c); err != nil {
+	id, policy := split(key)
+	return s.take(ctx, cp, id, policy, l.Algorithm, cost)
+}
+
+// TakeSplit is Take of identity+"\x00"+policy (see core.SplitKeyStore): the
+// same keys, built without joining the two.
+func (s *Store) TakeSplit(ctx context.Context, identity, policy string, l core.Limit, cost int64) (core.Result, error) {
+	if strings.IndexByte(policy, 0) >= 0 { // split would cut the joined key elsewhere
+		return s.Take(ctx, identity+"\x00"+policy, l, cost)
+	}
+	cp, err := s.prepare(true, l, cost) // the joined key is never empty
+	if err != nil {
 		return core.Result{}, err
 	}
+	return s.take(ctx, cp, identity, policy, l.Algorithm, cost)
+}
+
+// take decides one op on the keys of identity id and policy.
+func (s *Store) take(ctx context.Context, cp *compiled, id, policy string, a core.Algorithm, cost int64) (core.Result, error) {
+	c := s.newCall1(time.Now().Add(s.timeout))
+	c.argv = s.opKeys(c.argv, id, policy, a)
+	c.argv = append(c.argv, s.now(), cp.boxed, cost)
+	err := s.run(ctx, c)
 	var d decided
-	if err := s.decode(c.res, cp, &d); err != nil {
+	if err == nil {
+		err = s.decode(c.res, cp, &d)
+	}
+	s.putCall1(c)
+	if err != nil {
 		return core.Result{}, err
 	}
 	return d.result(), nil
+}
+
+// newCall1 returns a call of decide1 (one op) due by deadline, from a pool
+// of calls whose argv lives in the call itself.
+func (s *Store) newCall1(deadline time.Time) *call {
+	c, _ := s.calls.Get().(*call)
+	if c == nil {
+		c = &call{e: &s.r.decide1, done: make(chan struct{}, 1)}
+	}
+	c.argv = append(c.space[:0], nil, nil, 3)
+	c.deadline = deadline
+	return c
+}
+
+// putCall1 returns c to the pool once nothing else can use it: it was
+// answered (a call that expired or was abandoned may still be in a queue or
+// a pipeline).
+func (s *Store) putCall1(c *call) {
+	if c.state.Load() != answered {
+		return
+	}
+	clear(c.space[:])
+	c.argv, c.res, c.err = nil, nil, nil
+	c.state.Store(waiting)
+	s.calls.Put(c)
 }
 
 // decided is one op's reply: its outcome under the limit that applied.
@@ -152,12 +212,19 @@ func (d *decided) result() core.Result {
 	return d.cp.sp.Result(&d.o)
 }
 
-// decode reads one op's 11-integer reply (see lua/decide.lua).
+// decode reads one op's reply (see lua/decide.lua): 11 integers, or 6 when
+// no override applies.
 func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
-	if len(res) != 11 {
+	if len(res) != 11 && len(res) != 6 {
 		return fmt.Errorf("redisstore: unexpected script reply %v", res)
 	}
 	d.cp = cp
+	if len(res) == 6 {
+		if err := outcome(res, &d.o); err != nil {
+			return fmt.Errorf("redisstore: %w", err)
+		}
+		return nil
+	}
 	switch res[6] {
 	case 2:
 		d.blocked, d.blockUs = true, res[2]
@@ -177,12 +244,13 @@ func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
 	return nil
 }
 
+// run runs c, bounded by its deadline and ctx.
 func (s *Store) run(ctx context.Context, c *call) error {
 	var err error
 	if s.batch != nil {
 		err = s.batch.do(ctx, c)
 	} else {
-		err = s.send(ctx, c)
+		err = s.direct(ctx, c)
 	}
 	if err != nil {
 		return fmt.Errorf("redisstore: %w", err)
@@ -200,13 +268,14 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	}
 	cps := make([]*compiled, len(ops))
 	for i, op := range ops {
-		cp, err := s.prepare(op.Key, op.Limit, op.Cost)
+		cp, err := s.prepare(op.Key != "", op.Limit, op.Cost)
 		if err != nil {
 			return err
 		}
 		cps[i] = cp
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	deadline := time.Now().Add(s.timeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	// One call per identity, in the order identities first appear.
 	var groups [][]int
@@ -223,13 +292,23 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	}
 	calls := make([]*call, len(groups))
 	for g, idx := range groups {
-		c := &call{script: s.decide, keys: make([]string, 0, 3*len(idx))}
+		if len(idx) == 1 { // one op: decide1
+			i := idx[0]
+			c := newCall(&s.r.decide1, 3, 3, deadline)
+			id, policy := split(ops[i].Key)
+			c.argv = s.opKeys(c.argv, id, policy, ops[i].Limit.Algorithm)
+			c.argv = append(c.argv, s.now(), cps[i].boxed, ops[i].Cost)
+			calls[g] = c
+			continue
+		}
+		c := newCall(&s.r.decide, 3*len(idx), 2+3*len(idx), deadline)
 		gcps, gops := make([]*compiled, len(idx)), make([]core.Op, len(idx))
 		for j, i := range idx {
-			c.keys = s.opKeys(c.keys, ops[i].Key, ops[i].Limit.Algorithm)
+			id, policy := split(ops[i].Key)
+			c.argv = s.opKeys(c.argv, id, policy, ops[i].Limit.Algorithm)
 			gcps[j], gops[j] = cps[i], ops[i]
 		}
-		c.args = s.args(gcps, gops)
+		c.argv = s.args(c.argv, gcps, gops)
 		calls[g] = c
 	}
 	if err := s.runAll(ctx, calls); err != nil {
@@ -240,12 +319,16 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	consumed := make([]bool, len(ops))
 	denied := false
 	for g, idx := range groups {
-		if len(calls[g].res) != 11*len(idx) {
-			return fmt.Errorf("redisstore: unexpected script reply %v", calls[g].res)
+		res := calls[g].res
+		if len(idx) > 1 && len(res) != 11*len(idx) {
+			return fmt.Errorf("redisstore: unexpected script reply %v", res)
 		}
 		groupDenied := false
 		for j, i := range idx {
-			if err := s.decode(calls[g].res[11*j:11*j+11], cps[i], &ds[i]); err != nil {
+			if len(idx) > 1 {
+				res = calls[g].res[11*j : 11*j+11]
+			}
+			if err := s.decode(res, cps[i], &ds[i]); err != nil {
 				return err
 			}
 			if !ds[i].o.Allowed && ops[i].Cost > 0 && !ops[i].Shadow {
@@ -273,6 +356,7 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 // their previous warning state are restored, and they are reported as the
 // memory store reports them, allowed by their policy but unconsumed.
 func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, consumed []bool) error {
+	deadline, _ := ctx.Deadline()
 	var calls []*call
 	var which []int
 	for i, op := range ops {
@@ -283,8 +367,10 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 		if ds[i].cp != nil && ds[i].overridden {
 			key = s.overrideKey(op.Key) + ":s"
 		}
-		c := &call{script: s.refund, keys: []string{key}, args: s.args([]*compiled{ds[i].cp}, ops[i:i+1])}
-		c.args[2] = strconv.Itoa(int(ds[i].o.Prev)) // the level to restore
+		c := newCall(&s.r.refund, 1, 5, deadline)
+		c.argv = append(c.argv, key)
+		c.argv = s.args(c.argv, []*compiled{ds[i].cp}, ops[i:i+1])
+		c.argv[refundLevel] = strconv.Itoa(int(ds[i].o.Prev)) // the level to restore
 		calls, which = append(calls, c), append(which, i)
 	}
 	if len(calls) == 0 {
@@ -322,7 +408,7 @@ func (s *Store) SetOverride(ctx context.Context, key string, o core.Override) er
 		if err != nil {
 			return fmt.Errorf("redisstore: %w", err)
 		}
-		val = "o " + strconv.FormatInt(until, 10) + " " + strings.Join(cp.args[:], " ") + fmt.Sprintf(" %d %d %d %d", o.Limit.Algorithm, o.Limit.Rate, o.Limit.Period/time.Microsecond, o.Limit.Burst)
+		val = "o " + strconv.FormatInt(until, 10) + " " + cp.limit + fmt.Sprintf(" %d %d %d %d", o.Limit.Algorithm, o.Limit.Rate, o.Limit.Period/time.Microsecond, o.Limit.Burst)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -349,12 +435,38 @@ func (s *Store) ClearOverride(ctx context.Context, key string) error {
 	return nil
 }
 
-// opKeys appends the three keys of one op of lua/decide.lua: its state, its
-// override, and its state while an override limit applies.
-func (s *Store) opKeys(keys []string, key string, a core.Algorithm) []string {
-	b := s.base(key)
-	return append(keys, b+algoCode[a], b+"ovr", b+"ovr:s")
+// opKeys appends the three keys of one op of lua/decide.lua, for the key
+// split into identity and policy: its state, its override, and its state
+// while an override limit applies. They share one allocation: the
+// override's key is a prefix of the third.
+func (s *Store) opKeys(argv []any, id, policy string, a core.Algorithm) []any {
+	id, policy = tag(id), tag(policy)
+	code := algoCode[a]
+	n := len(s.prefix) + len(":{") + len(id) + len("}:")
+	if policy != "" {
+		n += len(policy) + len(":")
+	}
+	var b strings.Builder
+	b.Grow(2*n + len(code) + len("ovr:s"))
+	for _, end := range [2]string{code, "ovr:s"} {
+		b.WriteString(s.prefix)
+		b.WriteString(":{")
+		b.WriteString(id)
+		b.WriteString("}:")
+		if policy != "" {
+			b.WriteString(policy)
+			b.WriteByte(':')
+		}
+		b.WriteString(end)
+	}
+	all := b.String()
+	state, ovrState := all[:n+len(code)], all[n+len(code):]
+	return append(argv, state, ovrState[:len(ovrState)-len(":s")], ovrState)
 }
+
+// refundLevel is where a refund call of one op has the level to restore:
+// after the command, function, key count, key, instant and op count.
+const refundLevel = 6
 
 // overrideKey is the Redis key of key's override, in the identity's slot.
 func (s *Store) overrideKey(key string) string {
@@ -383,20 +495,23 @@ func (s *Store) runAll(ctx context.Context, calls []*call) error {
 // Refund gives back cost units of key's earlier admissions; see
 // core.BatchStore.
 func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64) error {
-	cp, err := s.prepare(key, l, cost)
+	cp, err := s.prepare(key != "", l, cost)
 	if err != nil || cost == 0 {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	deadline := time.Now().Add(s.timeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	c := &call{script: s.refund, keys: []string{s.Key(key, l.Algorithm)}, args: s.args([]*compiled{cp}, []core.Op{{Cost: cost}})}
-	c.args[2] = "-1" // the warning state follows the lower usage
+	c := newCall(&s.r.refund, 1, 5, deadline)
+	c.argv = append(c.argv, s.Key(key, l.Algorithm))
+	c.argv = s.args(c.argv, []*compiled{cp}, []core.Op{{Cost: cost}})
+	c.argv[refundLevel] = "-1" // the warning state follows the lower usage
 	return s.run(ctx, c)
 }
 
 // Reset deletes key's state under l.
 func (s *Store) Reset(ctx context.Context, key string, l core.Limit) error {
-	if _, err := s.prepare(key, l, 0); err != nil {
+	if _, err := s.prepare(key != "", l, 0); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -407,11 +522,13 @@ func (s *Store) Reset(ctx context.Context, key string, l core.Limit) error {
 	return nil
 }
 
-func (s *Store) prepare(key string, l core.Limit, cost int64) (*compiled, error) {
+// prepare checks a call on a key (hasKey: it is not empty) and returns its
+// limit compiled.
+func (s *Store) prepare(hasKey bool, l core.Limit, cost int64) (*compiled, error) {
 	switch {
 	case s.closed.Load():
 		return nil, fmt.Errorf("redisstore: %w", core.ErrClosed)
-	case key == "":
+	case !hasKey:
 		return nil, fmt.Errorf("redisstore: %w", core.ErrNoKey)
 	case cost < 0:
 		return nil, fmt.Errorf("redisstore: %w: %d", core.ErrInvalidCost, cost)
@@ -433,17 +550,15 @@ func (s *Store) compile(l core.Limit) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp := &compiled{sp: sp, args: scriptArgs(&sp)}
-	for i, a := range cp.args {
-		cp.boxed[i] = a
-	}
+	cp := &compiled{sp: sp, limit: scriptLimit(&sp)}
+	cp.boxed = cp.limit
 	slot.Store(cp)
 	return cp, nil
 }
 
-// scriptArgs returns the algorithm code and the six parameters of a limit,
-// as lua/decide.lua reads them.
-func scriptArgs(sp *algo.Spec) [7]string {
+// scriptLimit returns the algorithm code and the six parameters of a limit,
+// separated by spaces, as lua/decide.lua reads them.
+func scriptLimit(sp *algo.Spec) string {
 	var code string
 	var n [6]int64
 	switch sp.Algorithm {
@@ -456,29 +571,31 @@ func scriptArgs(sp *algo.Spec) [7]string {
 	default:
 		code, n = lua.CodeBucket, [6]int64{sp.Q, sp.T, sp.Full, sp.Capacity, sp.WarnAbove, sp.ClearBelow}
 	}
-	args := [7]string{code}
-	for i, v := range n {
-		args[i+1] = strconv.FormatInt(v, 10)
+	b := []byte(code)
+	for _, v := range n {
+		b = strconv.AppendInt(append(b, ' '), v, 10)
 	}
-	return args
+	return string(b)
 }
 
-// args builds ARGV of decide.lua and refund.lua: the instant, the number of
-// ops, and for each op shadow, code, cost and six parameters.
-func (s *Store) args(cps []*compiled, ops []core.Op) []any {
-	now := int64(-1)
+// now is ARGV[1] of every script: the instant in µs, or -1 for Redis TIME.
+func (s *Store) now() any {
 	if s.clock != nil {
-		now = s.clock().UnixMicro()
+		return s.clock().UnixMicro()
 	}
-	args := make([]any, 0, 2+9*len(ops))
-	args = append(args, now, len(ops))
+	return "-1" // a constant: boxing it allocates nothing
+}
+
+// args appends ARGV of decide and refund (lua/decide.lua, lua/refund.lua):
+// the instant, the number of ops, and for each op shadow, limit and cost.
+func (s *Store) args(args []any, cps []*compiled, ops []core.Op) []any {
+	args = append(args, s.now(), len(ops))
 	for i, op := range ops {
 		shadow := any("0") // a constant: boxing it allocates nothing
 		if op.Shadow {
 			shadow = any("1")
 		}
-		args = append(args, shadow, cps[i].boxed[0], op.Cost)
-		args = append(args, cps[i].boxed[1:]...)
+		args = append(args, shadow, cps[i].boxed, op.Cost)
 	}
 	return args
 }

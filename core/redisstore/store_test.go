@@ -157,3 +157,31 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 		mem.Close()
 	}
 }
+
+var _ core.SplitKeyStore = (*redisstore.Store)(nil)
+
+// TakeSplit(identity, policy) and Take(identity+"\x00"+policy) share one
+// state, whichever is called; a policy holding a NUL too.
+func TestTakeSplitIsTakeOfTheJoinedKey(t *testing.T) {
+	s := newStore(t, redistest.StartServer(t).Client(t))
+	ctx := context.Background()
+	for _, policy := range []string{"per-ip", "", "a\x00b", "{x}"} {
+		id := limitertest.Key(t) + "{%}"
+		l := core.PerMinute(4)
+		for i := range 5 {
+			var r core.Result
+			var err error
+			if i%2 == 0 {
+				r, err = s.TakeSplit(ctx, id, policy, l, 1)
+			} else {
+				r, err = s.Take(ctx, id+"\x00"+policy, l, 1)
+			}
+			require.NoError(t, err)
+			require.Equal(t, i < 4, r.Allowed, "policy %q take %d", policy, i)
+			require.Equal(t, int64(max(3-i, 0)), r.Remaining)
+		}
+	}
+	s.Close()
+	_, err := s.TakeSplit(ctx, "", "", core.PerMinute(1), 1)
+	require.ErrorIs(t, err, core.ErrClosed)
+}

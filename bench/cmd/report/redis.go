@@ -33,7 +33,7 @@ type redisRow struct {
 	p50, p99, p999       time.Duration
 	clientUs, serverUs   float64 // CPU µs per decision
 	clientBusy, busy     float64 // CPU time ÷ wall time
-	scriptUs             float64 // server time in EVAL/EVALSHA/FCALL per call
+	scriptUs             float64 // server time in EVAL/EVALSHA/FCALL per decision
 	perTrip              float64 // commands per round trip
 	allocs, bytes        float64 // per decision
 }
@@ -225,7 +225,7 @@ func aggregate(r *redisRow) {
 	r.clientBusy = med(func(s redisbench.Sample) float64 { return float64(s.ClientCPU) / float64(s.Elapsed) })
 	r.busy = med(func(s redisbench.Sample) float64 { return float64(s.ServerCPU) / float64(s.Elapsed) })
 	r.scriptUs = med(func(s redisbench.Sample) float64 {
-		return float64(s.ScriptTime) / 1e3 / math.Max(float64(s.ScriptCalls), 1)
+		return float64(s.ScriptTime) / 1e3 / math.Max(float64(s.Decisions), 1)
 	})
 	r.perTrip = med(func(s redisbench.Sample) float64 { return ratio(s.Commands, s.RoundTrips) })
 	r.allocs = med(func(s redisbench.Sample) float64 { return float64(s.Allocs) / float64(s.Decisions) })
@@ -287,7 +287,7 @@ func (res *redisSection) write(w io.Writer) {
 		o.callers, o.ceilingN, redisbench.Identities)
 	fmt.Fprintf(w, "- each cell is the median of %d run(s), implementations interleaved and rotated each round; took %s\n\n", o.count, res.took.Round(time.Second))
 
-	fmt.Fprintln(w, "| implementation | one decision | decisions/s | spread | best | p50 | p99 | p99.9 | client CPU µs/decision | redis CPU µs/decision | redis busy | script µs/call | commands/round trip | allocs/decision | B/decision |")
+	fmt.Fprintln(w, "| implementation | one decision | decisions/s | spread | best | p50 | p99 | p99.9 | client CPU µs/decision | redis CPU µs/decision | redis busy | script µs/decision | commands/round trip | allocs/decision | B/decision |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for i := range res.rows {
 		r := &res.rows[i]
@@ -360,8 +360,8 @@ func (res *redisSection) write(w io.Writer) {
 	fmt.Fprintln(w, "highest run. Latency is one decision as its caller saw it (queueing in the client included), recorded for every call in a log-linear histogram (≤1.6% error);")
 	fmt.Fprintln(w, "redis-benchmark -q prints only its p50. With a closed loop of N callers the mean latency is N ÷ throughput (Little's law). client CPU is this Go process's")
 	fmt.Fprintln(w, "CPU time (user+system, whatever its goroutines do) per decision, or redis-benchmark's own, and in parentheses its share of one CPU; redis CPU is")
-	fmt.Fprintln(w, "redis-server's main thread (INFO cpu) per decision and redis busy its share of wall time (100% = the server is the bottleneck); script µs/call is the time the")
-	fmt.Fprintln(w, "server spent inside EVAL/EVALSHA/FCALL (INFO commandstats), the rest of its CPU being network I/O and protocol. commands/round trip is what the go-redis client sent")
+	fmt.Fprintln(w, "redis-server's main thread (INFO cpu) per decision and redis busy its share of wall time (100% = the server is the bottleneck); script µs/decision is the time the")
+	fmt.Fprintln(w, "server spent inside EVAL/EVALSHA/FCALL (INFO commandstats) per decision (one call may decide several: sluice sends the one-op decisions of a pipeline as one FCALL), the rest of its CPU being network I/O and protocol. commands/round trip is what the go-redis client sent")
 	fmt.Fprintln(w, "per write (1 without pipelining; throttled sends a TIME+GET pipeline, then its EVAL). allocs and B per decision are the Go process's (runtime.MemStats).")
 	fmt.Fprintln(w, "The ceiling is what redis-server itself sustains for a script of this size with the same 64 connections and one request in flight on each; `-P 16`")
 	fmt.Fprintln(w, "lets each connection pipeline 16, the most a client can get from batching. A Go client on the same 2 CPUs competes with the server for them, which redis-benchmark,")

@@ -130,7 +130,7 @@ func (r *report) targets() []target {
 				t.close = (t.met && self.perSec < ceilingGoal*ceil.best) || (!t.met && self.best >= ceilingGoal*ceil.perSec)
 				t.measured = fmt.Sprintf("sluice %.0f decisions/s vs %s %.0f requests/s", self.perSec, c.name, ceil.perSec)
 				t.why = cpuWhy(self, ceil)
-				t.why += fmt.Sprintf("; server time inside the script %.1f µs vs %.1f µs per call", self.scriptUs, ceil.scriptUs)
+				t.why += fmt.Sprintf("; server time inside the script %.1f µs vs %.1f µs per decision", self.scriptUs, ceil.scriptUs)
 			}
 			out = append(out, t)
 		}
