@@ -40,7 +40,7 @@ type runner struct {
 	// batching says whether the one-op calls of a pipeline may go as one
 	// decideMany call (see canBatch).
 	batching atomic.Int32
-	groups   sync.Pool // of decideMany calls, with their argv and members
+	groups   sync.Pool   // of decideMany calls, with their argv and members
 	useFunc  atomic.Bool // false: scripts only
 	loadMu   sync.Mutex  // one FUNCTION LOAD at a time
 	loads    atomic.Uint64
