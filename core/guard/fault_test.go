@@ -814,12 +814,15 @@ func TestDenyCacheCutsRedisCalls(t *testing.T) {
 			wg.Wait()
 			off.count(t)
 			on.count(t)
-			// Without the cache every request is a Redis call (the first one
-			// also loads the script: EVALSHA, then EVAL).
-			require.InDelta(t, off.requests, off.redisCalls, 2, "without the cache: %+v", off)
+			// Without the cache every request is a Redis call. On a fresh
+			// server the first call of each of the 4 workers may find no
+			// function library yet and be sent again after FUNCTION LOAD
+			// (or as EVALSHA, then EVAL): a few calls more.
+			const firstCalls = 8
+			require.InDelta(t, off.requests, off.redisCalls, firstCalls, "without the cache: %+v", off)
 			require.Zero(t, off.fromCache)
 			// With it, INFO commandstats agrees with the guard's count.
-			require.InDelta(t, int(on.stats.BackendCalls), on.redisCalls, 2, "with the cache: %+v", on)
+			require.InDelta(t, int(on.stats.BackendCalls), on.redisCalls, firstCalls, "with the cache: %+v", on)
 
 			totalCut := 1 - float64(on.redisCalls)/float64(off.redisCalls)
 			local := float64(on.fromCache) / float64(on.denied)
@@ -832,7 +835,7 @@ func TestDenyCacheCutsRedisCalls(t *testing.T) {
 			// The bound on the total: every admission plus the denials Redis
 			// gave.
 			require.LessOrEqual(t, deniedByRedis, tc.perAdmission*on.allowed+12, "denials that reached Redis")
-			require.LessOrEqual(t, on.redisCalls, on.allowed+deniedByRedis+2)
+			require.LessOrEqual(t, on.redisCalls, on.allowed+deniedByRedis+firstCalls)
 			// The flood is at 10x: the admissions through the cache are about
 			// those without it (same limit, same clock, runs side by side).
 			require.InDelta(t, off.allowed, on.allowed, float64(off.allowed)/4+10, "admitted without %d, with %d", off.allowed, on.allowed)
