@@ -71,7 +71,8 @@ const (
 // Close releases the fallback limiter (it does not close the backend).
 type Store struct {
 	backend core.Store
-	batch   core.BatchStore // backend as a BatchStore, or nil
+	batch   core.BatchStore    // backend as a BatchStore, or nil
+	split   core.SplitKeyStore // backend as a SplitKeyStore, or nil
 	cfg     config
 	local   *memorystore.Store // ModeFallback only
 	deny    *denyCache         // nil unless WithDenyCache
@@ -217,6 +218,7 @@ func New(backend core.Store, opts ...Option) (*Store, error) {
 	}
 	s := &Store{backend: backend, cfg: c, epoch: c.clock()}
 	s.batch, _ = backend.(core.BatchStore)
+	s.split, _ = backend.(core.SplitKeyStore)
 	if c.denyCache != nil {
 		d := *c.denyCache
 		switch {
@@ -318,8 +320,8 @@ func (s *Store) take(ctx context.Context, k keyParts, l core.Limit, cost int64) 
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	var res core.Result
 	var err error
-	if sp, ok := s.backend.(core.SplitKeyStore); ok && !k.whole {
-		res, err = sp.TakeSplit(cctx, k.id, k.policy, l, cost)
+	if s.split != nil && !k.whole {
+		res, err = s.split.TakeSplit(cctx, k.id, k.policy, l, cost)
 	} else {
 		res, err = s.backend.Take(cctx, k.key(), l, cost)
 	}

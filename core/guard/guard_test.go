@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
+	"github.com/sluicehq/sluice/core/limitertest"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -56,26 +57,7 @@ func (s *switchable) TakeAll(ctx context.Context, ops []core.Op, out []core.Resu
 	return s.Store.TakeAll(ctx, ops, out)
 }
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Unix(1_800_000_000, 0)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newBackend(t *testing.T, c *clock) *switchable {
+func newBackend(t *testing.T, c *limitertest.Clock) *switchable {
 	t.Helper()
 	m, err := memorystore.New(memorystore.WithClock(c.Now))
 	require.NoError(t, err)
@@ -180,7 +162,7 @@ func TestModesAnswerFailures(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			clk := newClock()
+			clk := limitertest.NewClock()
 			b := newBackend(t, clk)
 			b.failWith(down)
 			var obs transitions
@@ -203,7 +185,7 @@ func TestModesAnswerFailures(t *testing.T) {
 }
 
 func TestCallerErrorsPassThrough(t *testing.T) {
-	clk := newClock()
+	clk := limitertest.NewClock()
 	b := newBackend(t, clk)
 	g := newGuard(t, b)
 	_, err := g.Take(context.Background(), "k", core.Limit{}, 1)
@@ -220,7 +202,7 @@ func TestCallerErrorsPassThrough(t *testing.T) {
 }
 
 func TestBreakerOpensProbesAndCloses(t *testing.T) {
-	clk := newClock()
+	clk := limitertest.NewClock()
 	b := newBackend(t, clk)
 	var obs transitions
 	var logs bytes.Buffer
@@ -273,7 +255,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 }
 
 func TestOneProbeAtATime(t *testing.T) {
-	clk := newClock()
+	clk := limitertest.NewClock()
 	b := newBackend(t, clk)
 	g := newGuard(t, b, guard.WithClock(clk.Now), guard.WithBreaker(guard.Breaker{Failures: 1, Cooldown: time.Second}),
 		guard.WithLogger(slog.New(slog.DiscardHandler)))
@@ -297,7 +279,7 @@ func TestOneProbeAtATime(t *testing.T) {
 }
 
 func TestTimeoutIsAFailure(t *testing.T) {
-	clk := newClock()
+	clk := limitertest.NewClock()
 	b := newBackend(t, clk)
 	slow := &stalling{switchable: b}
 	var obs transitions
@@ -320,7 +302,7 @@ func (s *stalling) Take(ctx context.Context, _ string, _ core.Limit, _ int64) (c
 }
 
 func TestFallbackGroupsAndRecovery(t *testing.T) {
-	clk := newClock()
+	clk := limitertest.NewClock()
 	b := newBackend(t, clk)
 	g := newGuard(t, b, guard.WithClock(clk.Now), guard.WithFallback(2),
 		guard.WithBreaker(guard.Breaker{Failures: 1, Cooldown: time.Second}),
@@ -358,10 +340,9 @@ func TestFallbackGroupsAndRecovery(t *testing.T) {
 // one instance, a cached denial is exactly what the store would have said,
 // so every decision matches, while the backend sees far fewer calls.
 func TestDenyCacheIsExact(t *testing.T) {
-	for _, alg := range []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.FixedWindow,
-		core.SlidingWindowLog, core.SlidingWindowCounter, core.GCRA} {
+	for _, alg := range limitertest.Algorithms {
 		t.Run(alg.String(), func(t *testing.T) {
-			clk := newClock()
+			clk := limitertest.NewClock()
 			plainStore := newBackend(t, clk)
 			cached := newBackend(t, clk)
 			g := newGuard(t, cached, guard.WithClock(clk.Now), guard.WithDenyCache(guard.DenyCache{MaxKeys: 64}))
@@ -418,7 +399,7 @@ func TestDenyCacheIsExact(t *testing.T) {
 }
 
 func TestDenyCacheBoundsAndForgets(t *testing.T) {
-	clk := newClock()
+	clk := limitertest.NewClock()
 	b := newBackend(t, clk)
 	g := newGuard(t, b, guard.WithClock(clk.Now), guard.WithDenyCache(guard.DenyCache{MaxKeys: 32, MaxTTL: time.Second}))
 	ctx := context.Background()
@@ -464,7 +445,7 @@ func TestDenyCacheBoundsAndForgets(t *testing.T) {
 }
 
 func TestOverridesGoThrough(t *testing.T) {
-	clk := newClock()
+	clk := limitertest.NewClock()
 	b := newBackend(t, clk)
 	g := newGuard(t, b, guard.WithClock(clk.Now), guard.WithDenyCache(guard.DenyCache{MaxKeys: 8}))
 	ctx := context.Background()
