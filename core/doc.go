@@ -11,6 +11,10 @@
 //     match, tiers, shadow, refunds) checked all or nothing per request, with
 //     hooks on warning-state transitions and shadow denials, admin calls
 //     (Peek, Reset, SetOverride, Block, SetPolicies) and idempotent retries.
+//   - Observer: sees every decision with its duration (metrics, tracing);
+//     Decision.Outcome names what happened under each policy, and
+//     Result.Source says whether the store decided or, behind a store from
+//     package core/guard, its deny cache or its failure mode.
 //
 // A denial is a value, not an error: Store.Take returns a Result whose Allowed
 // field is false. An error always means the backend failed or the input was
