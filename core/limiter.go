@@ -529,8 +529,11 @@ func (set *policySet) anyTiers(idx []int) bool {
 }
 
 // Refund gives back the units of a checked request to the policies whose
-// Refund matches the response status (and that counted it). Adapters call it
-// after the response when the Decision is Refundable.
+// Refund matches the response status (and that counted it): each policy's
+// admission, named by its Result.At, is undone exactly or not at all (see
+// BatchStore.Refund). A Decision is refunded at most once: calling Refund
+// again gives nothing more. Adapters call it after the response when the
+// Decision is Refundable.
 func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 	if !d.Allowed {
 		return nil
@@ -542,9 +545,10 @@ func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 	for i := range d.Results {
 		p := &d.Results[i]
 		if p.cost > 0 && p.Allowed && p.refund.matches(status) {
-			if err := bs.Refund(ctx, p.storeKey(), p.Limit, p.cost); err != nil {
+			if err := bs.Refund(ctx, p.storeKey(), p.Limit, p.cost, p.At); err != nil {
 				return fmt.Errorf("sluice: policy %q: refund: %w", p.Policy, err)
 			}
+			p.cost = 0 // an admission is refunded once
 		}
 	}
 	return nil

@@ -65,6 +65,14 @@ type Result struct {
 	// or, under a guard (package core/guard), its deny cache or its failure
 	// policy.
 	Source Source
+	// At is the instant the decision was made at on the store's clock, in
+	// µs since the Unix epoch: Redis TIME for the Redis store, the clock
+	// option when one is set. When the clock stepped back behind the key's
+	// state, it is the instant the state records (see docs/algorithms.md,
+	// "Clock steps"): the instant the admission was recorded at. It names
+	// the admission to BatchStore.Refund. Zero when no store decided (a
+	// failure policy).
+	At int64
 }
 
 // Source says who made a decision.

@@ -52,9 +52,15 @@ type BatchStore interface {
 	// record their Throttled state, and the others report Allowed with their
 	// unconsumed state. len(out) must be len(ops).
 	TakeAll(ctx context.Context, ops []Op, out []Result) error
-	// Refund gives back cost units of earlier admissions of key, never taking
-	// it below its fresh state.
-	Refund(ctx context.Context, key string, l Limit, cost int64) error
+	// Refund gives back the cost units of the admission of key decided at
+	// instant at (its Result.At), exactly; when that is impossible (its
+	// window has passed, its log entry has expired, its units have drained
+	// from the bucket) it gives back nothing, or, for the buckets, only the
+	// part of it provably still held. It never takes the key below its fresh
+	// state and never lets the key admit more than its Limit promises. Each
+	// admission may be refunded once: the caller must not refund the same
+	// admission twice (Limiter.Refund refunds a Decision at most once).
+	Refund(ctx context.Context, key string, l Limit, cost int64, at int64) error
 }
 
 // Override replaces the Limit of one key until an instant: a temporary raise

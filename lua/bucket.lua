@@ -28,14 +28,16 @@ local function bucketSave(key, Q, d, lv)
   save(key, now + units, 1, 1000 * v, lv)
 end
 
--- bucket decides one op. It returns the six values of the reply, then,
--- unless apply is set, the write to make if the op is applied (a function;
--- nil when nothing would change). With apply set it makes that write itself.
+-- bucket decides one op. It returns the seven values of the reply (the
+-- last is the instant decided at), then, unless apply is set, the write to
+-- make if the op is applied (a function; nil when nothing would change).
+-- With apply set it makes that write itself. Every algorithm's function
+-- returns the same.
 local function bucket(key, cost, p, apply)
   local Q, T, full, cap, warn, clear = p[1], p[2], p[3], p[4], p[5], p[6]
   local d, expire, v, lv = bucketLoad(key, Q)
   if cost > cap then
-    return 0, idiv(max(full - d, 0), T), -1, d, 2, lv
+    return 0, idiv(max(full - d, 0), T), -1, d, 2, lv, now
   end
   local need = max(cost, 1) * T
   local allowed = d + need <= full
@@ -55,7 +57,7 @@ local function bucket(key, cost, p, apply)
       write = function() bucketSave(key, Q, d2, lv2) end
     end
   end
-  return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, d2, lv2, lv, write
+  return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, d2, lv2, lv, now, write
 end
 
 -- bucketRefund gives back cost units, never below a fresh bucket; the level

@@ -11,10 +11,13 @@
 -- Every op is decided first. If an op that is not shadow is denied, no op
 -- consumes: the denied ones store their Throttled state, and the others
 -- report their state as it is (unconsumed, but allowed by their policy).
--- Otherwise every op's write is applied. The reply is 11 integers per op:
--- allowed, remaining, retry, reset, level, previous level, then the
--- override used (0 none, 1 a limit, 2 a block) and that limit's algorithm
--- number, rate, period (µs) and burst. A block's retry and reset are in µs.
+-- Otherwise every op's write is applied. The reply is 12 integers per op:
+-- allowed, remaining, retry, reset, level, previous level, the instant the
+-- op was decided at (µs: now, or the instant the key's state records when
+-- the clock stepped back behind it; a refund names the admission by it),
+-- then the override used (0 none, 1 a limit, 2 a block) and that limit's
+-- algorithm number, rate, period (µs) and burst. A block's retry and reset
+-- are in µs.
 --
 -- decide1 is the same for one op, with shorter arguments and reply, and
 -- decideMany decides many independent ops at once.
@@ -72,19 +75,19 @@ end
 -- limit lim, for cost. One op is all or nothing by itself (shadow or not, a
 -- denied op writes only its own Throttled state), so its write is made as
 -- soon as it is decided, with no closure and no table but the reply: the
--- op's 11 integers, or only the first 6 when no override applies.
+-- op's 12 integers, or only the first 7 when no override applies.
 local function decideOne(KEYS, i, t, lim, cost)
   clock(t)
   local fn, key, p, o1, o2, o3, o4, o5 = prepare(KEYS, i, lim)
   if not fn then
     local left = key
-    return {0, 0, left, left, 2, 2, 2, 0, 0, 0, 0}
+    return {0, 0, left, left, 2, 2, now, 2, 0, 0, 0, 0}
   end
-  local allowed, remaining, retry, reset, lv2, lv = fn(key, tonumber(cost), p, true)
+  local allowed, remaining, retry, reset, lv2, lv, at = fn(key, tonumber(cost), p, true)
   if o1 == 0 then
-    return {allowed, remaining, retry, reset, lv2, lv}
+    return {allowed, remaining, retry, reset, lv2, lv, at}
   end
-  return {allowed, remaining, retry, reset, lv2, lv, o1, o2, o3, o4, o5}
+  return {allowed, remaining, retry, reset, lv2, lv, at, o1, o2, o3, o4, o5}
 end
 
 -- decide1 decides one op: ARGV[1] is the instant, ARGV[2] the limit, ARGV[3]
@@ -99,7 +102,7 @@ end
 -- op saves the server the cost of a command each, when a client has many
 -- ready at once on one server. An op that fails does not stop the others:
 -- as it fails before it writes, the client learns its error by sending it
--- again alone. The reply is, per op, the length of its reply (6 or 11) and
+-- again alone. The reply is, per op, the length of its reply (7 or 12) and
 -- that reply, or -1 for an op that failed.
 local function decideMany(KEYS, ARGV)
   local out = {}
@@ -130,11 +133,11 @@ local function decide(KEYS, ARGV)
     local r
     if not fn then
       local left = key
-      r = {0, 0, left, left, 2, 2}
+      r = {0, 0, left, left, 2, 2, now}
       op.ov = {2, 0, 0, 0, 0}
     else
       r = {fn(key, op.cost, p, false)}
-      writes[i] = r[7]
+      writes[i] = r[8]
     end
     replies[i], ops[i] = r, op
     if r[1] == 0 and op.cost > 0 and ARGV[base + 1] ~= '1' then
@@ -151,7 +154,7 @@ local function decide(KEYS, ARGV)
     elseif writes[i] then
       writes[i]()
     end
-    for j = 1, 6 do
+    for j = 1, 7 do
       out[#out + 1] = r[j]
     end
     for j = 1, 5 do

@@ -98,7 +98,7 @@ local function slidingLog(key, cost, p, apply)
     reset = last + P - now
   end
   if cost > rate then
-    return 0, rate - total, -1, reset, 2, lv
+    return 0, rate - total, -1, reset, 2, lv, at
   end
   local need = max(cost, 1)
   local allowed = total + need <= rate
@@ -133,7 +133,7 @@ local function slidingLog(key, cost, p, apply)
       write = function() logSave(key, P, at, last, lv2, at, old, n, stale, stored) end
     end
   end
-  return allowed and 1 or 0, rate - total2, retry, reset, lv2, lv, write
+  return allowed and 1 or 0, rate - total2, retry, reset, lv2, lv, at, write
 end
 
 -- slidingLogRefund takes cost back from the newest entries.

@@ -37,7 +37,7 @@ local function fixed(key, cost, p, apply)
     reset = wend - now
   end
   if cost > rate then
-    return 0, rate - count, -1, reset, 2, lv
+    return 0, rate - count, -1, reset, 2, lv, max(now, wend - P)
   end
   local allowed = count + max(cost, 1) <= rate
   local retry, c2 = 0, count
@@ -56,7 +56,7 @@ local function fixed(key, cost, p, apply)
       write = function() fixedSave(key, rate, wend, c2, lv2) end
     end
   end
-  return allowed and 1 or 0, rate - c2, retry, reset, lv2, lv, write
+  return allowed and 1 or 0, rate - c2, retry, reset, lv2, lv, max(now, wend - P), write
 end
 
 local function fixedRefund(key, cost, p, restore)
@@ -126,7 +126,7 @@ local function counter(key, cost, p_, apply)
   local skew = max(start - now, 0)
   local used = p * (P - e) + c * P
   if cost > rate then
-    return 0, idiv(max(full - used, 0), P), -1, counterReset(p, c, P, e, skew), 2, lv
+    return 0, idiv(max(full - used, 0), P), -1, counterReset(p, c, P, e, skew), 2, lv, now + skew
   end
   local need = max(cost, 1)
   local allowed = used + need * P <= full
@@ -151,7 +151,7 @@ local function counter(key, cost, p_, apply)
       write = function() counterSave(key, P, rate, w, p, c2, lv2) end
     end
   end
-  return allowed and 1 or 0, idiv(max(full - used2, 0), P), retry, counterReset(p, c2, P, e, skew), lv2, lv, write
+  return allowed and 1 or 0, idiv(max(full - used2, 0), P), retry, counterReset(p, c2, P, e, skew), lv2, lv, now + skew, write
 end
 
 -- counterRefund takes cost from the current window's count, then from the

@@ -18,7 +18,7 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
 		prev = 0 // an expired key is a fresh key
 	}
 	if cost > sp.Capacity {
-		never(o, max(sp.Full-d, 0)/sp.T, d, prev)
+		never(o, max(sp.Full-d, 0)/sp.T, d, prev, now)
 		return
 	}
 	if gap <= 0 {
@@ -38,7 +38,7 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
 			st.Expire, st.V = now+units, units*sp.Q-d
 		}
 	}
-	o.Remaining, o.Reset = max(sp.Full-d, 0)/sp.T, d
+	o.Remaining, o.Reset, o.At = max(sp.Full-d, 0)/sp.T, d, now
 	sp.settle(st, o, cost, d)
 }
 

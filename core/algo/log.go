@@ -46,7 +46,7 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 		reset = live.At[n-1] + P - now
 	}
 	if cost > rate {
-		never(o, rate-total, reset, live.Level)
+		never(o, rate-total, reset, live.Level, at)
 		return
 	}
 	if cost > 0 { // prune for good; a peek only looks
@@ -67,7 +67,7 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 		}
 		total += cost
 	}
-	*o = Outcome{Allowed: allowed, Remaining: rate - total, Level: sp.level(lg.Level, allowed, total), Prev: lg.Level}
+	*o = Outcome{Allowed: allowed, Remaining: rate - total, Level: sp.level(lg.Level, allowed, total), Prev: lg.Level, At: at}
 	if cost > 0 {
 		lg.Level = o.Level
 	}

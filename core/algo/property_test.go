@@ -360,6 +360,8 @@ func TestBucketsMatchExactModels(t *testing.T) {
 				var o algo.Outcome
 				sp.Step(&st, &o, at[i], cost[i])
 				got := sp.Result(&o)
+				require.Equal(t, at[i], got.At, "a bucket decides at now")
+				got.At = 0
 				for mi, m := range models {
 					want, commit := m.decide(at[i], cost[i])
 					require.Equal(t, want, got, "iter %d %s model %d step %d at %d cost %d", iter, l, mi, i, at[i], cost[i])
@@ -382,6 +384,8 @@ func TestWindowsMatchModels(t *testing.T) {
 			for i := range at {
 				resetIfFresh(m, at[i])
 				got := r.take(at[i], cost[i])
+				require.GreaterOrEqual(t, got.At, at[i])
+				got.At = 0
 				want, commit := m.decide(at[i], cost[i])
 				require.Equal(t, want, got, "iter %d %s step %d at %d cost %d", iter, l, i, at[i], cost[i])
 				commit()

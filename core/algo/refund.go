@@ -7,7 +7,7 @@ import "github.com/sluicehq/sluice/core"
 // state follows the lower usage. It is the inverse of an admission made at
 // or before now; it serves all-or-nothing decisions across stores and
 // response-based refunds.
-func (sp *Spec) Refund(st *State, now, cost int64) {
+func (sp *Spec) Refund(st *State, now, cost, at int64) {
 	if cost <= 0 {
 		return
 	}
@@ -73,16 +73,16 @@ func (sp *Spec) counterRefund(st *State, now, cost int64) {
 }
 
 // RefundLog gives back cost units of a log, from its newest entries.
-func (sp *Spec) RefundLog(lg *Log, now, cost int64) {
+func (sp *Spec) RefundLog(lg *Log, now, cost, at int64) {
 	if cost <= 0 {
 		return
 	}
-	at := now
-	if n := len(lg.At); n > 0 && lg.At[n-1] > at {
-		at = lg.At[n-1]
+	t := now
+	if n := len(lg.At); n > 0 && lg.At[n-1] > t {
+		t = lg.At[n-1]
 	}
 	drop := 0
-	for drop < len(lg.At) && lg.At[drop] <= at-sp.Period {
+	for drop < len(lg.At) && lg.At[drop] <= t-sp.Period {
 		drop++
 	}
 	lg.At, lg.N = append(lg.At[:0], lg.At[drop:]...), append(lg.N[:0], lg.N[drop:]...)

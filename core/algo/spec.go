@@ -114,6 +114,11 @@ type Outcome struct {
 	Retry, Reset int64
 	// Level is the warning state after the decision, Prev the one before.
 	Level, Prev core.State
+	// At is the instant (µs) the decision was made at: now, or, when the
+	// clock stepped back behind the key's state, the instant that state
+	// records (see the package doc, "Clock steps"). An admission is recorded
+	// at At, and a refund names it by At.
+	At int64
 }
 
 // Result converts o into a core.Result, rounding durations up to the
@@ -126,7 +131,7 @@ func (sp *Spec) Result(o *Outcome) core.Result {
 	case !o.Allowed:
 		retry = sp.Duration(o.Retry)
 	}
-	return core.Result{Allowed: o.Allowed, Limit: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.Level, Previous: o.Prev}
+	return core.Result{Allowed: o.Allowed, Limit: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.Level, Previous: o.Prev, At: o.At}
 }
 
 // Duration converts x time units into a Duration, rounded up.
@@ -168,8 +173,8 @@ func (sp *Spec) level(prev core.State, allowed bool, used int64) core.State {
 
 // never fills the Outcome of a cost above the capacity: denied, nothing
 // changed, no wait that could help.
-func never(o *Outcome, remaining, reset int64, prev core.State) {
-	*o = Outcome{Remaining: remaining, Retry: -1, Reset: reset, Level: core.Throttled, Prev: prev}
+func never(o *Outcome, remaining, reset int64, prev core.State, at int64) {
+	*o = Outcome{Remaining: remaining, Retry: -1, Reset: reset, Level: core.Throttled, Prev: prev, At: at}
 }
 
 // Step decides one request for every algorithm but SlidingWindowLog (see

@@ -24,13 +24,13 @@ func (sp *Spec) fixedWindow(st *State, o *Outcome, now, cost int64) {
 		if count == 0 {
 			prev = 0
 		}
-		never(o, rate-count, reset, prev)
+		never(o, rate-count, reset, prev, max(now, end-sp.Period))
 		return
 	}
 	if count == 0 {
 		*st = State{}
 	}
-	*o = Outcome{Allowed: st.V+max(cost, 1) <= rate, Reset: reset}
+	*o = Outcome{Allowed: st.V+max(cost, 1) <= rate, Reset: reset, At: max(now, end-sp.Period)}
 	if o.Allowed && cost > 0 {
 		st.Expire, st.V, o.Reset = end, st.V+cost, end-now
 	}
@@ -67,14 +67,14 @@ func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 		if p == 0 && c == 0 {
 			prev = 0
 		}
-		never(o, max(sp.Full-used, 0)/P, reset(), prev)
+		never(o, max(sp.Full-used, 0)/P, reset(), prev, now+skew)
 		return
 	}
 	if p == 0 && c == 0 {
 		*st = State{}
 	}
 	need := max(cost, 1)
-	*o = Outcome{Allowed: used+need*P <= sp.Full}
+	*o = Outcome{Allowed: used+need*P <= sp.Full, At: now + skew}
 	if o.Allowed && cost > 0 {
 		c += cost
 		used += cost * P

@@ -475,9 +475,9 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 	return nil
 }
 
-// Refund gives back cost units of key's earlier admissions; see
-// core.BatchStore.
-func (s *Store) Refund(_ context.Context, key string, l core.Limit, cost int64) error {
+// Refund gives back the cost units of key's admission decided at instant at
+// (its Result.At), or nothing; see core.BatchStore.
+func (s *Store) Refund(_ context.Context, key string, l core.Limit, cost int64, at int64) error {
 	sp, h, err := s.prepare(key, l, cost)
 	if err != nil || cost == 0 {
 		return err
@@ -491,9 +491,9 @@ func (s *Store) Refund(_ context.Context, key string, l core.Limit, cost int64) 
 	}
 	st, lg := sh.load(sp, h)
 	if lg != nil {
-		sp.RefundLog(lg, now, cost)
+		sp.RefundLog(lg, now, cost, at)
 	} else {
-		sp.Refund(&st, now, cost)
+		sp.Refund(&st, now, cost, at)
 	}
 	sh.commit(sp, h, st, lg, now, s)
 	return nil

@@ -207,38 +207,38 @@ type decided struct {
 func (d *decided) result() core.Result {
 	if d.blocked {
 		wait := time.Duration(d.blockUs) * time.Microsecond
-		return core.Result{Limit: d.cp.sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled}
+		return core.Result{Limit: d.cp.sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled, At: d.o.At}
 	}
 	return d.cp.sp.Result(&d.o)
 }
 
-// decode reads one op's reply (see lua/decide.lua): 11 integers, or 6 when
+// decode reads one op's reply (see lua/decide.lua): 12 integers, or 7 when
 // no override applies.
 func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
-	if len(res) != 11 && len(res) != 6 {
+	if len(res) != 12 && len(res) != 7 {
 		return fmt.Errorf("redisstore: unexpected script reply %v", res)
 	}
 	d.cp = cp
-	if len(res) == 6 {
+	if len(res) == 7 {
 		if err := outcome(res, &d.o); err != nil {
 			return fmt.Errorf("redisstore: %w", err)
 		}
 		return nil
 	}
-	switch res[6] {
+	switch res[7] {
 	case 2:
 		d.blocked, d.blockUs = true, res[2]
-		d.o = algo.Outcome{Retry: res[2], Reset: res[3], Level: core.Throttled, Prev: core.Throttled}
+		d.o = algo.Outcome{Retry: res[2], Reset: res[3], Level: core.Throttled, Prev: core.Throttled, At: res[6]}
 		return nil
 	case 1:
-		ol := core.Limit{Algorithm: core.Algorithm(res[7]), Rate: res[8], Period: time.Duration(res[9]) * time.Microsecond, Burst: res[10]}
+		ol := core.Limit{Algorithm: core.Algorithm(res[8]), Rate: res[9], Period: time.Duration(res[10]) * time.Microsecond, Burst: res[11]}
 		ocp, err := s.compile(ol)
 		if err != nil {
 			return fmt.Errorf("redisstore: override: %w", err)
 		}
 		d.cp, d.overridden = ocp, true
 	}
-	if err := outcome(res[:6], &d.o); err != nil {
+	if err := outcome(res[:7], &d.o); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	return nil
@@ -320,13 +320,13 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	denied := false
 	for g, idx := range groups {
 		res := calls[g].res
-		if len(idx) > 1 && len(res) != 11*len(idx) {
+		if len(idx) > 1 && len(res) != 12*len(idx) {
 			return fmt.Errorf("redisstore: unexpected script reply %v", res)
 		}
 		groupDenied := false
 		for j, i := range idx {
 			if len(idx) > 1 {
-				res = calls[g].res[11*j : 11*j+11]
+				res = calls[g].res[12*j : 12*j+12]
 			}
 			if err := s.decode(res, cps[i], &ds[i]); err != nil {
 				return err
@@ -367,10 +367,10 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 		if ds[i].cp != nil && ds[i].overridden {
 			key = s.overrideKey(op.Key) + ":s"
 		}
-		c := newCall(&s.r.refund, 1, 5, deadline)
+		c := newCall(&s.r.refund, 1, 6, deadline)
 		c.argv = append(c.argv, key)
-		c.argv = s.args(c.argv, []*compiled{ds[i].cp}, ops[i:i+1])
-		c.argv[refundLevel] = strconv.Itoa(int(ds[i].o.Prev)) // the level to restore
+		// the admission decided at ds[i].o.At, and the level to restore
+		c.argv = s.refundArgs(c.argv, ds[i].cp, strconv.Itoa(int(ds[i].o.Prev)), op.Cost, ds[i].o.At)
 		calls, which = append(calls, c), append(which, i)
 	}
 	if len(calls) == 0 {
@@ -464,9 +464,12 @@ func (s *Store) opKeys(argv []any, id, policy string, a core.Algorithm) []any {
 	return append(argv, state, ovrState[:len(ovrState)-len(":s")], ovrState)
 }
 
-// refundLevel is where a refund call of one op has the level to restore:
-// after the command, function, key count, key, instant and op count.
-const refundLevel = 6
+// refundArgs appends ARGV of a refund of one op (lua/refund.lua): the
+// instant, one op, the level to restore ("-1": follow the lower usage), the
+// limit, the cost and the instant of the admission refunded.
+func (s *Store) refundArgs(args []any, cp *compiled, level string, cost, at int64) []any {
+	return append(args, s.now(), 1, level, cp.boxed, cost, at)
+}
 
 // overrideKey is the Redis key of key's override, in the identity's slot.
 func (s *Store) overrideKey(key string) string {
@@ -492,9 +495,9 @@ func (s *Store) runAll(ctx context.Context, calls []*call) error {
 	return first
 }
 
-// Refund gives back cost units of key's earlier admissions; see
-// core.BatchStore.
-func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64) error {
+// Refund gives back the cost units of key's admission decided at instant at
+// (its Result.At), or nothing; see core.BatchStore.
+func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64, at int64) error {
 	cp, err := s.prepare(key != "", l, cost)
 	if err != nil || cost == 0 {
 		return err
@@ -502,10 +505,9 @@ func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64
 	deadline := time.Now().Add(s.timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	c := newCall(&s.r.refund, 1, 5, deadline)
+	c := newCall(&s.r.refund, 1, 6, deadline)
 	c.argv = append(c.argv, s.Key(key, l.Algorithm))
-	c.argv = s.args(c.argv, []*compiled{cp}, []core.Op{{Cost: cost}})
-	c.argv[refundLevel] = "-1" // the warning state follows the lower usage
+	c.argv = s.refundArgs(c.argv, cp, "-1", cost, at)
 	return s.run(ctx, c)
 }
 
@@ -586,7 +588,7 @@ func (s *Store) now() any {
 	return "-1" // a constant: boxing it allocates nothing
 }
 
-// args appends ARGV of decide and refund (lua/decide.lua, lua/refund.lua):
+// args appends ARGV of decide (lua/decide.lua):
 // the instant, the number of ops, and for each op shadow, limit and cost.
 func (s *Store) args(args []any, cps []*compiled, ops []core.Op) []any {
 	args = append(args, s.now(), len(ops))
@@ -601,12 +603,12 @@ func (s *Store) args(args []any, cps []*compiled, ops []core.Op) []any {
 }
 
 // outcome decodes one op's reply {allowed, remaining, retry, reset, level,
-// previous level}.
+// previous level, instant}.
 func outcome(res []int64, o *algo.Outcome) error {
-	if len(res) != 6 || res[4] < 0 || res[4] > 2 || res[5] < 0 || res[5] > 2 {
+	if len(res) != 7 || res[4] < 0 || res[4] > 2 || res[5] < 0 || res[5] > 2 {
 		return fmt.Errorf("unexpected script reply %v", res)
 	}
-	*o = algo.Outcome{Allowed: res[0] == 1, Remaining: res[1], Retry: res[2], Reset: res[3], Level: core.State(res[4]), Prev: core.State(res[5])}
+	*o = algo.Outcome{Allowed: res[0] == 1, Remaining: res[1], Retry: res[2], Reset: res[3], Level: core.State(res[4]), Prev: core.State(res[5]), At: res[6]}
 	return nil
 }
 

@@ -121,6 +121,7 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 			ps = append(ps, policy{fmt.Sprintf("%s\x00p%d", ident, j), l})
 		}
 		var history []string
+		admitted := map[string][]int64{}
 		for step := range 60 {
 			clock.Advance(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
 			if rng.IntN(12) == 0 { // an override: a raise, or a block
@@ -137,9 +138,13 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 			if rng.IntN(6) == 0 {
 				p := ps[rng.IntN(len(ps))]
 				cost := 1 + rng.Int64N(3)
-				require.NoError(t, mem.Refund(ctx, p.key, p.limit, cost))
-				require.NoError(t, red.Refund(ctx, p.key, p.limit, cost))
-				history = append(history, fmt.Sprintf("at %d refund %q %d", clock.Now().UnixMicro(), p.key, cost))
+				var at int64 // an earlier decision's instant, or a stranger
+				if ats := admitted[p.key]; len(ats) > 0 {
+					at = ats[rng.IntN(len(ats))]
+				}
+				require.NoError(t, mem.Refund(ctx, p.key, p.limit, cost, at))
+				require.NoError(t, red.Refund(ctx, p.key, p.limit, cost, at))
+				history = append(history, fmt.Sprintf("at %d refund %q %d of %d", clock.Now().UnixMicro(), p.key, cost, at))
 				continue
 			}
 			ops := make([]core.Op, len(ps))
@@ -150,6 +155,11 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 			require.NoError(t, mem.TakeAll(ctx, ops, want))
 			require.NoError(t, red.TakeAll(ctx, ops, got))
 			history = append(history, fmt.Sprintf("at %d ops %+v\n    -> %+v", clock.Now().UnixMicro(), ops, want))
+			for i, op := range ops {
+				if op.Cost > 0 && want[i].Allowed {
+					admitted[op.Key] = append(admitted[op.Key], want[i].At)
+				}
+			}
 			if !assert.Equal(t, want, got, "iter %d step %d", iter, step) {
 				t.Fatalf("history:\n%s", strings.Join(history[max(0, len(history)-12):], "\n"))
 			}
