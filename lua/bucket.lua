@@ -40,7 +40,8 @@ local function bucket(key, cost, p, apply)
     return 0, idiv(max(full - d, 0), T), -1, d, 2, lv, now
   end
   local need = max(cost, 1) * T
-  local allowed = d + need <= full
+  -- a state beyond the clamp of a large backward step is far beyond full
+  local allowed = d + need <= full and expire - now <= idiv(MAXEXACT, Q)
   local retry = 0
   local d2 = d
   if not allowed then
@@ -50,25 +51,44 @@ local function bucket(key, cost, p, apply)
   end
   local lv2 = level(lv, allowed, d2, warn, clear)
   local write = nil
-  if cost > 0 and (d2 ~= d or lv2 ~= lv) then
+  if cost > 0 and d2 ~= d then
     if apply then
       bucketSave(key, Q, d2, lv2)
     else
       write = function() bucketSave(key, Q, d2, lv2) end
     end
+  elseif cost > 0 and lv2 ~= lv then
+    -- only the level changes: the TAT is kept as stored, never rebuilt
+    -- from a debt clamped after a backward step
+    if apply then
+      save(key, expire, 1, 1000 * v, lv2)
+    else
+      write = function() save(key, expire, 1, 1000 * v, lv2) end
+    end
   end
   return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, d2, lv2, lv, now, write
 end
 
--- bucketRefund gives back cost units, never below a fresh bucket; the level
--- becomes restore, or follows the lower usage when restore is -1.
-local function bucketRefund(key, cost, p, restore)
-  local Q, T, warn, clear = p[1], p[2], p[5], p[6]
+-- bucketRefund undoes the admission of cost units decided at instant at
+-- (core/algo/refund.go): the TAT moves back by the part of it not yet
+-- drained, cost*T - (max(now, at) - at)*Q clamped to [0, cost*T], never
+-- below now. The level becomes restore, or follows the lower usage when
+-- restore is -1.
+local function bucketRefund(key, cost, p, restore, at)
+  local Q, T, cap, warn, clear = p[1], p[2], p[4], p[5], p[6]
   local d, expire, v, lv = bucketLoad(key, Q)
-  if d == 0 then
+  if d == 0 or expire - now > idiv(MAXEXACT, Q) then
     return
   end
-  local d2 = max(d - cost * T, 0)
+  local r = min(cost, cap) * T
+  local el = max(now, at) - at
+  if el > 0 then
+    if el >= idiv(r + Q - 1, Q) then
+      return -- drained
+    end
+    r = r - el * Q
+  end
+  local d2 = max(d - r, 0)
   if restore < 0 then
     restore = level(lv, true, d2, warn, clear)
   end

@@ -61,13 +61,16 @@ local function logLoad(key, P)
   return at, members, live, total, lv, live - first, stored
 end
 
--- logSave prunes what left the window and writes the entries' changes: the
--- entry at instant entryAt now counts n (0: removed), old is its previous
--- count, and last is the newest instant left (nil: none). stale and stored
--- are logLoad's.
+-- logSave prunes what can never count again and writes the entries'
+-- changes: the entry at instant entryAt now counts n (0: removed), old is
+-- its previous count, and last is the newest instant left (nil: none). An
+-- entry leaves for good only once it is a Period older than the newest
+-- (core/algo/log.go): a decision is never made behind the newest entry, but
+-- after a backward step it can be made behind at. stale and stored are
+-- logLoad's.
 local function logSave(key, P, at, last, lv, entryAt, old, n, stale, stored)
-  if stale > 0 then
-    call('ZREMRANGEBYSCORE', key, 0, fmt(at - P))
+  if stale > 0 and last then
+    call('ZREMRANGEBYSCORE', key, 0, fmt(last - P))
   end
   if old > 0 then
     call('ZREM', key, fmt(entryAt) .. ':' .. fmt(old))
@@ -136,30 +139,40 @@ local function slidingLog(key, cost, p, apply)
   return allowed and 1 or 0, rate - total2, retry, reset, lv2, lv, at, write
 end
 
--- slidingLogRefund takes cost back from the newest entries.
-local function slidingLogRefund(key, cost, p, restore)
+-- slidingLogRefund takes cost units from the entry at instant at, if it
+-- is still in the window; from no other (core/algo/refund.go).
+local function slidingLogRefund(key, cost, p, restore, at)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
-  local at, members, live, total, lv, stale, stored = logLoad(key, P)
-  while cost > 0 and #members >= live do
-    local m = members[#members]
-    local t, old = entryAt(m), entryN(m)
-    local take = min(cost, old)
-    cost = cost - take
-    total = total - take
-    if old == take then
-      members[#members] = nil
+  local t, members, live, total, lv, stale, stored = logLoad(key, P)
+  local k = #members
+  local idx = nil
+  for i = k, live, -1 do
+    local ti = entryAt(members[i])
+    if ti == at then
+      idx = i
+      break
+    elseif ti < at then
+      break
     end
-    call('ZREM', key, m)
-    if old > take then
-      call('ZADD', key, fmt(t), fmt(t) .. ':' .. fmt(old - take))
+  end
+  if not idx then
+    return -- gone, or never there
+  end
+  local old = entryN(members[idx])
+  local take = min(cost, old)
+  total = total - take
+  local last = entryAt(members[k])
+  if idx == k and old == take then
+    last = nil
+    if k - 1 >= live then
+      last = entryAt(members[k - 1])
     end
   end
   if restore < 0 then
     restore = level(lv, true, total, warn, clear)
   end
-  local last = nil
-  if #members >= live then
-    last = entryAt(members[#members])
+  if not last then
+    restore = 0
   end
-  logSave(key, P, at, last, restore, 0, 0, 0, stale, stored)
+  logSave(key, P, t, last, restore, at, old, old - take, stale, stored)
 end

@@ -59,11 +59,13 @@ local function fixed(key, cost, p, apply)
   return allowed and 1 or 0, rate - c2, retry, reset, lv2, lv, max(now, wend - P), write
 end
 
-local function fixedRefund(key, cost, p, restore)
+-- fixedRefund takes cost from the count if at is in the key's current
+-- window (the stored one, if the clock stepped back behind it).
+local function fixedRefund(key, cost, p, restore, at)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
   local wend, count, lv = fixedLoad(key, P, rate)
-  if count == 0 then
-    return
+  if count == 0 or at < 0 or (idiv(at, P) + 1) * P ~= wend then
+    return -- not an admission of this window
   end
   local c2 = max(count - cost, 0)
   if restore < 0 then
@@ -154,14 +156,22 @@ local function counter(key, cost, p_, apply)
   return allowed and 1 or 0, idiv(max(full - used2, 0), P), retry, counterReset(p, c2, P, e, skew), lv2, lv, now + skew, write
 end
 
--- counterRefund takes cost from the current window's count, then from the
--- previous one's, never below zero.
-local function counterRefund(key, cost, p_, restore)
+-- counterRefund takes cost from the count of the window at fell in, the
+-- current one or the previous one; an older admission no longer counts.
+local function counterRefund(key, cost, p_, restore, at)
   local P, rate, warn, clear = p_[1], p_[2], p_[4], p_[5]
   local w, p, c, lv = counterLoad(key, P, rate)
-  local fromC = min(c, cost)
-  c = c - fromC
-  p = max(p - (cost - fromC), 0)
+  if at < 0 or (p == 0 and c == 0) then
+    return
+  end
+  local aw = idiv(at, P)
+  if aw == w then
+    c = c - min(c, cost)
+  elseif aw == w - 1 then
+    p = p - min(p, cost)
+  else
+    return
+  end
   local e = max(now - w * P, 0)
   if restore < 0 then
     restore = level(lv, true, p * (P - e) + c * P, warn, clear)

@@ -10,7 +10,8 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
 	gap := st.Expire - now
 	if gap > 0 {
 		// A clock stepped back by years could overflow the product: such a
-		// key is far beyond full either way.
+		// key is far beyond full either way (it is denied below, and its
+		// TAT is never rewritten from the clamped debt).
 		d = min(gap, sp.maxGap)*sp.Q - st.V
 	}
 	prev := st.Level
@@ -25,7 +26,7 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
 		*st = State{}
 	}
 	need := max(cost, 1) * sp.T
-	o.Allowed, o.Retry = d+need <= sp.Full, 0
+	o.Allowed, o.Retry = d+need <= sp.Full && gap <= sp.maxGap, 0
 	switch {
 	case !o.Allowed:
 		o.Retry = d + need - sp.Full

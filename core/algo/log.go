@@ -20,8 +20,12 @@ func (lg *Log) Expire(sp *Spec) int64 {
 }
 
 // StepLog decides one request of a SlidingWindowLog key, updating lg in
-// place and writing the decision to o. Entries older than the window are
-// dropped first, except by a peek, which changes nothing.
+// place and writing the decision to o. A decision is made at at = max(now,
+// newest entry): the log never goes back behind its newest admission. It
+// counts the entries of (at-Period, at]; an entry leaves the log for good
+// only once it is a Period older than the newest entry (after a backward
+// step, an entry older than now-Period may count again), and a peek changes
+// nothing.
 func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 	P, rate := sp.Period, sp.Limit.Rate
 	at := now
@@ -29,59 +33,74 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 		at = lg.At[n-1]
 	}
 	skew := at - now
-	drop := 0
-	for drop < len(lg.At) && lg.At[drop] <= at-P {
-		drop++
-	}
-	live := Log{At: lg.At[drop:], N: lg.N[drop:], Level: lg.Level}
-	if len(live.At) == 0 {
-		live.Level = 0
+	first := 0 // the first live entry
+	for first < len(lg.At) && lg.At[first] <= at-P {
+		first++
 	}
 	var total int64
-	for _, n := range live.N {
+	for _, n := range lg.N[first:] {
 		total += n
 	}
+	prev := lg.Level
+	if first == len(lg.At) {
+		prev = 0
+	}
 	var reset int64
-	if n := len(live.At); n > 0 {
-		reset = live.At[n-1] + P - now
+	if n := len(lg.At); n > first {
+		reset = lg.At[n-1] + P - now
 	}
 	if cost > rate {
-		never(o, rate-total, reset, live.Level, at)
+		never(o, rate-total, reset, prev, at)
 		return
-	}
-	if cost > 0 { // prune for good; a peek only looks
-		if drop > 0 {
-			lg.At, lg.N = append(lg.At[:0], live.At...), append(lg.N[:0], live.N...)
-		}
-		lg.Level = live.Level
-	} else {
-		lg = &live
 	}
 	need := max(cost, 1)
 	allowed := total+need <= rate
+	total2 := total
 	if allowed && cost > 0 {
-		if n := len(lg.At); n > 0 && lg.At[n-1] == at {
-			lg.N[n-1] += cost
-		} else {
-			lg.At, lg.N = append(lg.At, at), append(lg.N, cost)
-		}
-		total += cost
+		total2 += cost
 	}
-	*o = Outcome{Allowed: allowed, Remaining: rate - total, Level: sp.level(lg.Level, allowed, total), Prev: lg.Level, At: at}
-	if cost > 0 {
-		lg.Level = o.Level
-	}
-	if n := len(lg.At); n > 0 {
-		o.Reset = lg.At[n-1] + P - now
+	*o = Outcome{Allowed: allowed, Remaining: rate - total2, Level: sp.level(prev, allowed, total2), Prev: prev, At: at}
+	if allowed && cost > 0 {
+		o.Reset = at + P - now
+	} else {
+		o.Reset = reset
 	}
 	if !allowed {
 		freed := int64(0)
-		for i, n := range lg.N {
-			freed += n
+		for i := first; i < len(lg.N); i++ {
+			freed += lg.N[i]
 			if total-freed+need <= rate {
 				o.Retry = lg.At[i] + P - at + skew
 				break
 			}
 		}
+	}
+	if cost == 0 {
+		return // a peek only looks
+	}
+	lg.Level = o.Level
+	if allowed {
+		if n := len(lg.At); n > 0 && lg.At[n-1] == at {
+			lg.N[n-1] += cost
+		} else {
+			lg.At, lg.N = append(lg.At, at), append(lg.N, cost)
+		}
+	}
+	lg.prune(P)
+}
+
+// prune drops the entries a Period older than the newest: no instant a
+// decision can be made at (never behind the newest entry) counts them.
+func (lg *Log) prune(P int64) {
+	n := len(lg.At)
+	if n == 0 {
+		return
+	}
+	drop := 0
+	for drop < n && lg.At[drop] <= lg.At[n-1]-P {
+		drop++
+	}
+	if drop > 0 {
+		lg.At, lg.N = append(lg.At[:0], lg.At[drop:]...), append(lg.N[:0], lg.N[drop:]...)
 	}
 }

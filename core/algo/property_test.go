@@ -22,14 +22,14 @@ type model interface {
 	decide(now, cost int64) (core.Result, func())
 }
 
-// ceilNs converts a rational number of µs into nanoseconds, rounded up.
-func ceilNs(x *big.Rat) time.Duration {
-	ns := new(big.Rat).Mul(x, big.NewRat(1000, 1))
-	q, r := new(big.Int).QuoRem(ns.Num(), ns.Denom(), new(big.Int))
+// ceilUs converts a rational number of µs into a Duration, rounded up to
+// the whole µs (the clock's resolution).
+func ceilUs(x *big.Rat) time.Duration {
+	q, r := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
 	if r.Sign() > 0 {
 		q.Add(q, big.NewInt(1))
 	}
-	return time.Duration(q.Int64())
+	return time.Duration(q.Int64()) * time.Microsecond
 }
 
 func floorRat(x *big.Rat) int64 {
@@ -82,7 +82,7 @@ func (m *tokenModel) decide(now, cost int64) (core.Result, func()) {
 		after = new(big.Rat).Sub(tok, need)
 	}
 	res.Remaining = floorRat(after)
-	wait := func(x *big.Rat) time.Duration { return ceilNs(new(big.Rat).Quo(x, perUs)) }
+	wait := func(x *big.Rat) time.Duration { return ceilUs(new(big.Rat).Quo(x, perUs)) }
 	res.ResetAfter = wait(new(big.Rat).Sub(b, after))
 	switch {
 	case cost > m.l.Capacity():
@@ -129,7 +129,7 @@ func (m *leakyModel) decide(now, cost int64) (core.Result, func()) {
 		after = new(big.Rat).Add(lvl, need)
 	}
 	res.Remaining = floorRat(new(big.Rat).Sub(b, after))
-	drain := func(x *big.Rat) time.Duration { return ceilNs(new(big.Rat).Quo(x, perUs)) }
+	drain := func(x *big.Rat) time.Duration { return ceilUs(new(big.Rat).Quo(x, perUs)) }
 	res.ResetAfter = drain(after)
 	switch {
 	case cost > m.l.Capacity():
@@ -174,12 +174,12 @@ func (m *gcraModel) decide(now, cost int64) (core.Result, func()) {
 		after = newDebt
 	}
 	res.Remaining = floorRat(new(big.Rat).Quo(new(big.Rat).Sub(tau, after), T))
-	res.ResetAfter = ceilNs(after)
+	res.ResetAfter = ceilUs(after)
 	switch {
 	case cost > m.l.Capacity():
 		res.RetryAfter, res.Allowed = core.RetryNever, false
 	case !res.Allowed:
-		res.RetryAfter = ceilNs(new(big.Rat).Sub(newDebt, tau))
+		res.RetryAfter = ceilUs(new(big.Rat).Sub(newDebt, tau))
 	}
 	res.State = m.lv.next(res.Allowed, new(big.Rat).Quo(after, tau))
 	return res, func() {

@@ -2,34 +2,50 @@ package algo
 
 import "github.com/sluicehq/sluice/core"
 
-// Refund gives back cost units of earlier admissions to a key's state, as if
-// they had not been made, never taking it below its fresh state. The warning
-// state follows the lower usage. It is the inverse of an admission made at
-// or before now; it serves all-or-nothing decisions across stores and
-// response-based refunds.
+// Refund undoes the admission of cost units that a step decided at instant
+// at (its Outcome.At), on a key's state at now: exactly that admission, or,
+// when that is impossible, nothing (see the package doc, "Refunds"). It
+// never takes a key below its fresh state and never lets it admit more than
+// its Limit promises. The warning state follows the lower usage. An
+// admission must be refunded at most once: the state does not record which
+// admissions were refunded.
 func (sp *Spec) Refund(st *State, now, cost, at int64) {
 	if cost <= 0 {
 		return
 	}
 	switch sp.Algorithm {
 	case core.FixedWindow:
-		sp.fixedRefund(st, now, cost)
+		sp.fixedRefund(st, now, cost, at)
 	case core.SlidingWindowCounter:
-		sp.counterRefund(st, now, cost)
+		sp.counterRefund(st, now, cost, at)
 	case core.SlidingWindowLog:
 		panic("algo: Refund called for sliding_window_log; use RefundLog")
 	default:
-		sp.bucketRefund(st, now, cost)
+		sp.bucketRefund(st, now, cost, at)
 	}
 }
 
-func (sp *Spec) bucketRefund(st *State, now, cost int64) {
+// bucketRefund moves the TAT back by the part of the admission that has not
+// drained yet, as if it had been poured into an empty bucket at at:
+// cost×T - (max(now, at) - at)×Q, clamped to [0, cost×T]. That is never more
+// than the admission still holds, whatever came before or after it (see the
+// package doc), so the bucket never ends below the state it would have had
+// without the admission. A state beyond the clamp of a large backward step
+// gives nothing.
+func (sp *Spec) bucketRefund(st *State, now, cost, at int64) {
 	gap := st.Expire - now
-	if gap <= 0 {
+	if gap <= 0 || gap > sp.maxGap {
 		return
 	}
-	d := min(gap, sp.maxGap)*sp.Q - st.V
-	d2 := max(d-cost*sp.T, 0)
+	r := min(cost, sp.Capacity) * sp.T
+	if el := max(now, at) - at; el > 0 {
+		if el >= (r+sp.Q-1)/sp.Q {
+			return // drained
+		}
+		r -= el * sp.Q
+	}
+	d := gap*sp.Q - st.V
+	d2 := max(d-r, 0)
 	if d2 == 0 {
 		*st = State{}
 		return
@@ -39,19 +55,20 @@ func (sp *Spec) bucketRefund(st *State, now, cost int64) {
 	*st = State{Expire: now + units, V: units*sp.Q - d2, Level: lvl}
 }
 
-func (sp *Spec) fixedRefund(st *State, now, cost int64) {
+// fixedRefund takes cost from the count if at is in the key's current
+// window (the stored one, if the clock stepped back behind it).
+func (sp *Spec) fixedRefund(st *State, now, cost, at int64) {
 	end := (now/sp.Period + 1) * sp.Period
-	count := st.V
 	switch {
 	case st.Expire > end:
 		end = st.Expire
 	case st.Expire < end:
-		count = 0
+		return // the stored window is over
 	}
-	if count == 0 {
-		return
+	if st.V == 0 || at < 0 || (at/sp.Period+1)*sp.Period != end {
+		return // not an admission of this window
 	}
-	c2 := max(count-cost, 0)
+	c2 := max(st.V-cost, 0)
 	if c2 == 0 {
 		*st = State{}
 		return
@@ -59,11 +76,21 @@ func (sp *Spec) fixedRefund(st *State, now, cost int64) {
 	*st = State{Expire: end, V: c2, Level: sp.level(st.Level, true, c2)}
 }
 
-func (sp *Spec) counterRefund(st *State, now, cost int64) {
+// counterRefund takes cost from the count of the window at fell in: the
+// current one or the previous one; an older admission no longer counts.
+func (sp *Spec) counterRefund(st *State, now, cost, at int64) {
 	w, p, c, lvl := sp.counterLoad(st, now)
-	fromC := min(c, cost)
-	c -= fromC
-	p = max(p-(cost-fromC), 0)
+	if at < 0 || p == 0 && c == 0 {
+		return
+	}
+	switch at / sp.Period {
+	case w:
+		c -= min(c, cost)
+	case w - 1:
+		p -= min(p, cost)
+	default:
+		return
+	}
 	if p == 0 && c == 0 {
 		*st = State{}
 		return
@@ -72,39 +99,33 @@ func (sp *Spec) counterRefund(st *State, now, cost int64) {
 	*st = State{Expire: (w + 2) * sp.Period, V: p<<32 | c, Level: sp.level(lvl, true, p*(sp.Period-e)+c*sp.Period)}
 }
 
-// RefundLog gives back cost units of a log, from its newest entries.
+// RefundLog is Refund for SlidingWindowLog: it takes cost units from the
+// entry at instant at, if that entry still counts (it is in the window of
+// max(now, newest entry)); from no other.
 func (sp *Spec) RefundLog(lg *Log, now, cost, at int64) {
-	if cost <= 0 {
+	if cost <= 0 || len(lg.At) == 0 {
 		return
 	}
-	t := now
-	if n := len(lg.At); n > 0 && lg.At[n-1] > t {
-		t = lg.At[n-1]
+	t := max(now, lg.At[len(lg.At)-1])
+	k := len(lg.At) - 1
+	for k >= 0 && lg.At[k] > at {
+		k--
 	}
-	drop := 0
-	for drop < len(lg.At) && lg.At[drop] <= t-sp.Period {
-		drop++
+	if k < 0 || lg.At[k] != at || at <= t-sp.Period {
+		return // gone, or never there
 	}
-	lg.At, lg.N = append(lg.At[:0], lg.At[drop:]...), append(lg.N[:0], lg.N[drop:]...)
-	if len(lg.At) == 0 {
-		lg.Level = 0
-		return
+	if lg.N[k] -= min(cost, lg.N[k]); lg.N[k] == 0 {
+		lg.At, lg.N = append(lg.At[:k], lg.At[k+1:]...), append(lg.N[:k], lg.N[k+1:]...)
 	}
+	lg.prune(sp.Period)
 	var total int64
-	for _, n := range lg.N {
-		total += n
-	}
-	for cost > 0 && len(lg.At) > 0 {
-		k := len(lg.At) - 1
-		take := min(cost, lg.N[k])
-		cost -= take
-		total -= take
-		if lg.N[k] -= take; lg.N[k] == 0 {
-			lg.At, lg.N = lg.At[:k], lg.N[:k]
+	for i, n := range lg.N {
+		if lg.At[i] > t-sp.Period {
+			total += n
 		}
 	}
-	if len(lg.At) == 0 {
-		lg.Level = 0
+	if total == 0 { // nothing counts any more: the key is fresh
+		lg.At, lg.N, lg.Level = lg.At[:0], lg.N[:0], 0
 		return
 	}
 	lg.Level = sp.level(lg.Level, true, total)

@@ -3,7 +3,6 @@ package algo
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -121,8 +120,10 @@ type Outcome struct {
 	At int64
 }
 
-// Result converts o into a core.Result, rounding durations up to the
-// nanosecond.
+// Result converts o into a core.Result, rounding durations up to the whole
+// microsecond (the clock's resolution), so that a request of the same cost
+// at exactly now+RetryAfter is admitted and the key is fresh at exactly
+// now+ResetAfter.
 func (sp *Spec) Result(o *Outcome) core.Result {
 	var retry time.Duration
 	switch {
@@ -134,23 +135,24 @@ func (sp *Spec) Result(o *Outcome) core.Result {
 	return core.Result{Allowed: o.Allowed, Limit: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.Level, Previous: o.Prev, At: o.At}
 }
 
-// Duration converts x time units into a Duration, rounded up.
+// Duration converts x time units into a Duration, rounded up to the whole
+// microsecond: instants are whole µs, so a wait that ends between two of
+// them ends, for the store, at the later one.
 func (sp *Spec) Duration(x int64) time.Duration {
 	if x <= 0 {
 		return 0
 	}
-	if sp.Q == 1 && x <= math.MaxInt64/1000 { // whole µs: no division
-		return time.Duration(x * 1000)
+	us := x
+	if sp.Q != 1 {
+		us = x / sp.Q
+		if x%sp.Q != 0 {
+			us++
+		}
 	}
-	hi, lo := bits.Mul64(uint64(x), 1000)
-	q, r := bits.Div64(hi, lo, uint64(sp.Q))
-	if r != 0 {
-		q++
-	}
-	if q > math.MaxInt64 {
+	if us > math.MaxInt64/1000 {
 		return core.RetryNever
 	}
-	return time.Duration(q)
+	return time.Duration(us * 1000)
 }
 
 // level is the warning-state machine: used is the consumption after the

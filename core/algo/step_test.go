@@ -85,13 +85,13 @@ func TestBucketFractionalInterval(t *testing.T) {
 	// 3 per second, burst 1: the interval is 333333.33µs, exact in units of 1/3µs.
 	l := core.PerSecond(3).WithBurst(1).WithAlgorithm(core.GCRA)
 	steps := []step{
-		{0, 1, true, 0, 0, 333333334 * time.Nanosecond, core.Warning}, // burst 1: any use is 100%
-		{333_333, 1, false, 0, 334 * time.Nanosecond, 334 * time.Nanosecond, core.Throttled},
+		{0, 1, true, 0, 0, 333334 * us, core.Warning}, // burst 1: any use is 100%
+		{333_333, 1, false, 0, 1 * us, 1 * us, core.Throttled},
 		// 2/3µs late: the TAT moves to 666667⅓µs, carried exactly.
-		{333_334, 1, true, 0, 0, 333333334 * time.Nanosecond, core.Warning},
-		{666_667, 1, false, 0, 334 * time.Nanosecond, 334 * time.Nanosecond, core.Throttled},
-		{666_668, 1, true, 0, 0, 333333334 * time.Nanosecond, core.Warning},
-		{1_000_001, 1, false, 0, 334 * time.Nanosecond, 334 * time.Nanosecond, core.Throttled},
+		{333_334, 1, true, 0, 0, 333334 * us, core.Warning},
+		{666_667, 1, false, 0, 1 * us, 1 * us, core.Throttled},
+		{666_668, 1, true, 0, 0, 333334 * us, core.Warning},
+		{1_000_001, 1, false, 0, 1 * us, 1 * us, core.Throttled},
 	}
 	runSteps(t, l, steps)
 	// Three thousand requests at the 1/3s instants (rounded up to the µs)

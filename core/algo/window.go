@@ -90,6 +90,11 @@ func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 	}
 	o.Remaining = max(sp.Full-used, 0) / P
 	sp.settle(st, o, cost, used)
+	if cost > 0 && !o.Allowed && o.Level != o.Prev {
+		// the level is written with the window decided in, so the key
+		// records that instant (as the script does: one write of both)
+		st.Expire, st.V = (w+2)*P, p<<32|c
+	}
 }
 
 // counterLoad returns the window w a request at now falls in (the stored one

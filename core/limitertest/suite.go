@@ -15,17 +15,19 @@ import (
 )
 
 // Clock is a manual clock shared by the suite and the store under test. It
-// starts one hour after the real time, aligned to the hour (stores with
-// absolute expiries, such as Redis, keep keys alive in real time), and moves
-// only when the suite advances it.
+// starts at least one hour after the real time, aligned to the hour (stores
+// with absolute expiries, such as Redis, keep keys alive in real time, so a
+// test may step it back by up to half an hour), and moves only when the
+// suite advances it.
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
-// NewClock returns a Clock set one hour ahead of the real time, on the hour.
+// NewClock returns a Clock set one to two hours ahead of the real time, on
+// the hour.
 func NewClock() *Clock {
-	return &Clock{now: time.Now().Add(time.Hour).Truncate(time.Hour)}
+	return &Clock{now: time.Now().Add(2 * time.Hour).Truncate(time.Hour)}
 }
 
 // Now returns the clock's instant; pass it to the store as its time source.
@@ -56,8 +58,11 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, newStore) })
 	t.Run("Reset", func(t *testing.T) { testReset(t, newStore) })
 	t.Run("Isolation", func(t *testing.T) { testIsolation(t, newStore) })
+	t.Run("ClockSteps", func(t *testing.T) { testClockSteps(t, newStore) })
+	t.Run("Waits", func(t *testing.T) { testWaits(t, newStore) })
 	if _, ok := newStore(t, NewClock().Now).(core.BatchStore); ok {
 		t.Run("Batch", func(t *testing.T) { testBatch(t, newStore) })
+		t.Run("Refunds", func(t *testing.T) { testRefundsExact(t, newStore) })
 	}
 	if _, ok := newStore(t, NewClock().Now).(core.OverrideStore); ok {
 		t.Run("Overrides", func(t *testing.T) { testOverrides(t, newStore) })

@@ -1,0 +1,335 @@
+package limitertest
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// Admission is one admitted decision: the instant it was decided at (its
+// Result.At) and its cost.
+type Admission struct {
+	At, N int64
+}
+
+// CheckPromise reports the first way the admissions break l's promise, or
+// nil. It is an exact model of what each algorithm promises, independent of
+// how it keeps its state:
+//   - buckets: at most Capacity + Rate×t/Period in any interval of t µs;
+//   - sliding window log: at most Rate in any trailing Period (t-Period, t];
+//   - fixed window and sliding window counter: at most Rate in any aligned
+//     window [kP, (k+1)P).
+//
+// Instants are the decisions' Result.At: a decision at an instant behind the
+// key's state is recorded at the instant the state records (see
+// docs/algorithms.md, "Clock steps").
+func CheckPromise(l core.Limit, adm []Admission) error {
+	P := int64(l.Period / time.Microsecond)
+	adm = slices.Clone(adm)
+	slices.SortStableFunc(adm, func(a, b Admission) int { return cmpInt(a.At, b.At) })
+	switch {
+	case l.Algorithm.Bucket():
+		for i := range adm {
+			var sum int64
+			for j := i; j < len(adm); j++ {
+				sum += adm[j].N
+				span := adm[j].At - adm[i].At
+				// sum×P > Capacity×P + Rate×span, in exact integers
+				lhs := new(big.Int).Mul(big.NewInt(sum), big.NewInt(P))
+				rhs := new(big.Int).Mul(big.NewInt(l.Rate), big.NewInt(span))
+				if lhs.Cmp(rhs.Add(rhs, new(big.Int).Mul(big.NewInt(l.Capacity()), big.NewInt(P)))) > 0 {
+					return fmt.Errorf("%s: %d admitted in the %dµs from %d", l, sum, span, adm[i].At)
+				}
+			}
+		}
+	case l.Algorithm == core.SlidingWindowLog:
+		for j := range adm {
+			var sum int64
+			for i := j; i >= 0 && adm[i].At > adm[j].At-P; i-- {
+				sum += adm[i].N
+			}
+			for k := j + 1; k < len(adm) && adm[k].At == adm[j].At; k++ {
+				sum += adm[k].N
+			}
+			if sum > l.Rate {
+				return fmt.Errorf("%s: %d admitted in the window ending %d", l, sum, adm[j].At)
+			}
+		}
+	default:
+		per := map[int64]int64{}
+		for _, a := range adm {
+			w := a.At / P
+			if per[w] += a.N; per[w] > l.Rate {
+				return fmt.Errorf("%s: %d admitted in window %d", l, per[w], w)
+			}
+		}
+	}
+	return nil
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// testRefundsExact: a refund undoes exactly the admission it names, or
+// nothing; the cases of issue 12, item 9.
+func testRefundsExact(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	take := func(t *testing.T, s core.Store, key string, l core.Limit, cost int64) core.Result {
+		t.Helper()
+		r, err := s.Take(ctx, key, l, cost)
+		if err != nil {
+			t.Fatalf("Take: %v", err)
+		}
+		return r
+	}
+	refund := func(t *testing.T, s core.Store, key string, l core.Limit, cost, at int64) {
+		t.Helper()
+		if err := s.(core.BatchStore).Refund(ctx, key, l, cost, at); err != nil {
+			t.Fatalf("Refund: %v", err)
+		}
+	}
+	t.Run("fixed-window/previous-window", func(t *testing.T) {
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		l := core.Per(2, time.Second).WithAlgorithm(core.FixedWindow)
+		key := Key(t)
+		clock.Advance(900 * time.Millisecond)
+		old := take(t, s, key, l, 1)
+		clock.Advance(200 * time.Millisecond) // the next window
+		a, b := take(t, s, key, l, 1), take(t, s, key, l, 1)
+		if !old.Allowed || !a.Allowed || !b.Allowed {
+			t.Fatalf("setup: %+v %+v %+v", old, a, b)
+		}
+		refund(t, s, key, l, 1, old.At) // its window has passed: nothing
+		if r := take(t, s, key, l, 1); r.Allowed {
+			t.Fatalf("a refund of the previous window's admission freed room in this one: %+v", r)
+		}
+		refund(t, s, key, l, 1, a.At) // this window's: one unit back
+		if r := take(t, s, key, l, 1); !r.Allowed {
+			t.Fatalf("a refund of this window's admission gave nothing: %+v", r)
+		}
+	})
+	t.Run("sliding-window-log/refunded-entry", func(t *testing.T) {
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		l := core.Per(2, time.Second).WithAlgorithm(core.SlidingWindowLog)
+		key := Key(t)
+		a := take(t, s, key, l, 1)
+		clock.Advance(600 * time.Millisecond)
+		b := take(t, s, key, l, 1)
+		refund(t, s, key, l, 1, a.At) // the older entry goes, not the newest
+		clock.Advance(100 * time.Millisecond)
+		c := take(t, s, key, l, 1)
+		if !a.Allowed || !b.Allowed || !c.Allowed {
+			t.Fatalf("setup: %+v %+v %+v", a, b, c)
+		}
+		// 1.1 s after a: b (at 0.6 s) and c (at 0.7 s) fill the window until
+		// b leaves it at 1.6 s.
+		clock.Advance(400 * time.Millisecond)
+		if r := take(t, s, key, l, 1); r.Allowed {
+			t.Fatalf("three admissions in one trailing second: the refund removed the wrong entry: %+v", r)
+		}
+		clock.Advance(500 * time.Millisecond)
+		if r := take(t, s, key, l, 1); !r.Allowed {
+			t.Fatalf("b left the window: %+v", r)
+		}
+		refund(t, s, key, l, 1, b.At) // expired entry: nothing
+		if r := take(t, s, key, l, 1); r.Allowed {
+			t.Fatalf("the refund of an expired entry gave back a unit: %+v", r)
+		}
+	})
+	t.Run("sliding-window-counter/older-window", func(t *testing.T) {
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		l := core.Per(2, time.Second).WithAlgorithm(core.SlidingWindowCounter)
+		key := Key(t)
+		old := take(t, s, key, l, 2)
+		clock.Advance(2500 * time.Millisecond) // two windows later: old counts no more
+		a := take(t, s, key, l, 2)
+		refund(t, s, key, l, 2, old.At)
+		if r := take(t, s, key, l, 1); !old.Allowed || !a.Allowed || r.Allowed {
+			t.Fatalf("a refund of a forgotten window freed room: %+v %+v %+v", old, a, r)
+		}
+		refund(t, s, key, l, 2, a.At)
+		if r := take(t, s, key, l, 0); r.Remaining != 2 {
+			t.Fatalf("a refund of this window's admission: %+v", r)
+		}
+	})
+	for _, a := range []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.GCRA} {
+		t.Run(a.String()+"/drained", func(t *testing.T) {
+			clock := NewClock()
+			s := newStore(t, clock.Now)
+			l := core.Per(1, time.Second).WithBurst(2).WithAlgorithm(a)
+			key := Key(t)
+			first := take(t, s, key, l, 1) // TAT: +1 s
+			clock.Advance(3 * time.Second) // drained
+			second := take(t, s, key, l, 1)
+			refund(t, s, key, l, 1, first.At) // nothing of it is left
+			if r := take(t, s, key, l, 0); !first.Allowed || !second.Allowed || r.Remaining != 1 {
+				t.Fatalf("the refund of a drained admission gave back another's unit: %+v", r)
+			}
+			refund(t, s, key, l, 1, second.At) // all of it is left
+			if r := take(t, s, key, l, 0); r.Remaining != 2 || r.ResetAfter != 0 {
+				t.Fatalf("an immediate refund did not restore the bucket: %+v", r)
+			}
+		})
+	}
+}
+
+// testClockSteps: random traces of takes, refunds of earlier admissions (in
+// any order) and clock steps forwards and backwards, small and large and
+// across windows; no algorithm ever admits more than its promise, and every
+// result is in range.
+func testClockSteps(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	for _, a := range Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewClock()
+			s := newStore(t, clock.Now)
+			bs, _ := s.(core.BatchStore)
+			rng := rand.New(rand.NewPCG(uint64(a), 1212))
+			limits := Limits(a)
+			if a.Bucket() { // a large rate: the TAT clamp of large backward steps
+				limits = append(limits, core.Limit{Algorithm: a, Rate: 999_999_937, Period: 1000 * time.Second, Burst: 9_000_000})
+			}
+			var back time.Duration // how far behind its start the clock is
+			for li, l := range limits {
+				key := Key(t)
+				P := int64(l.Period / time.Microsecond)
+				step := max(P/l.Rate*2, 2)
+				var adm []Admission
+				var refunded []bool
+				for i := range 300 {
+					var d time.Duration
+					switch rng.IntN(14) {
+					case 0:
+						d = time.Duration(rng.Int64N(3*P)) * time.Microsecond
+					case 1:
+						d = -time.Duration(rng.Int64N(step)) * time.Microsecond
+					case 2:
+						d = -time.Duration(rng.Int64N(2*P)) * time.Microsecond // across windows
+					case 3:
+						d = -time.Duration(rng.Int64N(int64(10 * time.Minute))).Truncate(time.Microsecond)
+					case 4, 5:
+					default:
+						d = time.Duration(rng.Int64N(step)) * time.Microsecond
+					}
+					if back-d > 30*time.Minute { // stores with real expiries: stay ahead of real time
+						d = -d
+					}
+					back -= d
+					clock.Advance(d)
+					if bs != nil && len(adm) > 0 && rng.IntN(5) == 0 {
+						j := rng.IntN(len(adm))
+						if !refunded[j] {
+							refunded[j] = true
+							if err := bs.Refund(ctx, key, l, adm[j].N, adm[j].At); err != nil {
+								t.Fatalf("Refund: %v", err)
+							}
+						}
+						continue
+					}
+					cost := int64(1)
+					switch rng.IntN(8) {
+					case 0:
+						cost = 0
+					case 1:
+						cost = rng.Int64N(min(l.Capacity(), 20) + 2)
+					case 2:
+						cost = l.Capacity()
+					}
+					now := clock.Now().UnixMicro()
+					r, err := s.Take(ctx, key, l, cost)
+					if err != nil {
+						t.Fatalf("Take: %v", err)
+					}
+					if r.At < now || r.Remaining < 0 || r.Remaining > l.Capacity() || r.ResetAfter < 0 || (!r.Allowed && r.RetryAfter <= 0) {
+						t.Fatalf("%s step %d at %d cost %d: out of range: %+v", l, i, now, cost, r)
+					}
+					if l.Algorithm.Bucket() && r.At != now {
+						t.Fatalf("%s: a bucket decides at now: %+v", l, r)
+					}
+					if r.Allowed && cost > 0 {
+						adm, refunded = append(adm, Admission{At: r.At, N: cost}), append(refunded, false)
+					}
+				}
+				var kept []Admission
+				for j := range adm {
+					if !refunded[j] {
+						kept = append(kept, adm[j])
+					}
+				}
+				if err := CheckPromise(l, kept); err != nil {
+					t.Fatalf("limit %d: %v", li, err)
+				}
+			}
+		})
+	}
+}
+
+// testWaits: RetryAfter and ResetAfter are whole microseconds, rounded up,
+// so that a request of the same cost at exactly now+RetryAfter is admitted
+// and the key is fresh at exactly now+ResetAfter.
+func testWaits(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	for _, a := range Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewClock()
+			s := newStore(t, clock.Now)
+			rng := rand.New(rand.NewPCG(uint64(a), 1213))
+			for range 6 {
+				l := core.Per(1+rng.Int64N(12), time.Duration(1+rng.Int64N(2_000_000))*time.Microsecond).WithAlgorithm(a)
+				if a.Bucket() {
+					l.Burst = rng.Int64N(10)
+				}
+				key := Key(t)
+				P := int64(l.Period / time.Microsecond)
+				for i := range 120 {
+					clock.Advance(time.Duration(rng.Int64N(P/l.Rate*2+1)) * time.Microsecond)
+					cost := 1 + rng.Int64N(l.Capacity())
+					r, err := s.Take(ctx, key, l, cost)
+					if err != nil {
+						t.Fatalf("Take: %v", err)
+					}
+					if r.RetryAfter%time.Microsecond != 0 || r.ResetAfter%time.Microsecond != 0 {
+						t.Fatalf("%s step %d: not whole µs: %+v", l, i, r)
+					}
+					switch {
+					case !r.Allowed:
+						clock.Advance(r.RetryAfter)
+						again, err := s.Take(ctx, key, l, cost)
+						if err != nil || !again.Allowed {
+							t.Fatalf("%s step %d: cost %d denied at exactly now+RetryAfter (%s): %+v %v", l, i, cost, r.RetryAfter, again, err)
+						}
+						if rng.IntN(3) == 0 {
+							clock.Advance(again.ResetAfter)
+							fresh, err := s.Take(ctx, key, l, 0)
+							if err != nil || fresh.Remaining != l.Capacity() || fresh.ResetAfter != 0 {
+								t.Fatalf("%s step %d: not fresh at exactly now+ResetAfter (%s): %+v %v", l, i, again.ResetAfter, fresh, err)
+							}
+						}
+					case rng.IntN(8) == 0:
+						clock.Advance(r.ResetAfter)
+						fresh, err := s.Take(ctx, key, l, 0)
+						if err != nil || fresh.Remaining != l.Capacity() || fresh.ResetAfter != 0 {
+							t.Fatalf("%s step %d: not fresh at exactly now+ResetAfter (%s): %+v %v", l, i, r.ResetAfter, fresh, err)
+						}
+					}
+				}
+			}
+		})
+	}
+}
