@@ -71,17 +71,20 @@ end
 
 -- bucketRefund undoes the admission of cost units decided at instant at
 -- (core/algo/refund.go): the TAT moves back by the part of it not yet
--- drained, cost*T - (max(now, at) - at)*Q clamped to [0, cost*T], never
--- below now. The level becomes restore, or follows the lower usage when
--- restore is -1.
+-- drained, cost*T - (t - at)*Q clamped to [0, cost*T], never below now, where
+-- t = max(now, at, TAT - Full). The level becomes restore, or follows the
+-- lower usage when restore is -1.
 local function bucketRefund(key, cost, p, restore, at)
-  local Q, T, cap, warn, clear = p[1], p[2], p[4], p[5], p[6]
+  local Q, T, full, cap, warn, clear = p[1], p[2], p[3], p[4], p[5], p[6]
   local d, expire, v, lv = bucketLoad(key, Q)
   if d == 0 or expire - now > idiv(MAXEXACT, Q) then
     return
   end
-  local r = min(cost, cap) * T
   local el = max(now, at) - at
+  if d > full then -- the clock stepped back behind the last admission
+    el = max(el, now + idiv(d - full + Q - 1, Q) - at)
+  end
+  local r = min(cost, cap) * T
   if el > 0 then
     if el >= idiv(r + Q - 1, Q) then
       return -- drained

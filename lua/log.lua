@@ -63,7 +63,8 @@ end
 
 -- logSave prunes what can never count again and writes the entries'
 -- changes: the entry at instant entryAt now counts n (0: removed), old is
--- its previous count, and last is the newest instant left (nil: none). An
+-- its previous count (nil: there was none; 0: an emptied newest entry), and
+-- last is the newest instant left (nil: none). An
 -- entry leaves for good only once it is a Period older than the newest
 -- (core/algo/log.go): a decision is never made behind the newest entry, but
 -- after a backward step it can be made behind at. stale and stored are
@@ -72,7 +73,7 @@ local function logSave(key, P, at, last, lv, entryAt, old, n, stale, stored)
   if stale > 0 and last then
     call('ZREMRANGEBYSCORE', key, 0, fmt(last - P))
   end
-  if old > 0 then
+  if old then
     call('ZREM', key, fmt(entryAt) .. ':' .. fmt(old))
   end
   if not last then
@@ -116,13 +117,13 @@ local function slidingLog(key, cost, p, apply)
       end
     end
   end
-  local old, n = 0, 0
+  local old, n = nil, 0
   local total2 = total
   if allowed and cost > 0 then
     if last == at then
       old = entryN(members[k])
     end
-    n = old + cost
+    n = (old or 0) + cost
     last = at
     total2 = total + cost
     reset = at + P - now
@@ -140,7 +141,9 @@ local function slidingLog(key, cost, p, apply)
 end
 
 -- slidingLogRefund takes cost units from the entry at instant at, if it
--- is still in the window; from no other (core/algo/refund.go).
+-- is still in the window; from no other (core/algo/refund.go). The newest
+-- entry stays, even emptied ("<at>:0"), while others count: it is the
+-- instant the key records.
 local function slidingLogRefund(key, cost, p, restore, at)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
   local t, members, live, total, lv, stale, stored = logLoad(key, P)
@@ -161,18 +164,16 @@ local function slidingLogRefund(key, cost, p, restore, at)
   local old = entryN(members[idx])
   local take = min(cost, old)
   total = total - take
-  local last = entryAt(members[k])
-  if idx == k and old == take then
-    last = nil
-    if k - 1 >= live then
-      last = entryAt(members[k - 1])
-    end
+  if total == 0 then
+    call('DEL', key) -- nothing counts any more: the key is fresh
+    return
+  end
+  call('ZREM', key, members[idx])
+  if old > take or idx == k then
+    call('ZADD', key, fmt(at), fmt(at) .. ':' .. fmt(old - take))
   end
   if restore < 0 then
     restore = level(lv, true, total, warn, clear)
   end
-  if not last then
-    restore = 0
-  end
-  logSave(key, P, t, last, restore, at, old, old - take, stale, stored)
+  logSave(key, P, t, entryAt(members[k]), restore, 0, nil, 0, stale, stored)
 end

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
+	"github.com/sluicehq/sluice/core/limitertest"
 )
 
 // model is an independent, naive implementation of one algorithm in exact
@@ -514,4 +515,127 @@ func FuzzStep(f *testing.F) {
 		}
 		runPromise(t, l, rand.New(rand.NewPCG(seed, uint64(len(ops)))), len(ops), 0)
 	})
+}
+
+// refund undoes the admission of cost decided at at, on the runner's key.
+func (r *runner) refund(now, cost, at int64) {
+	if r.sp.Algorithm == core.SlidingWindowLog {
+		r.sp.RefundLog(&r.lg, now, cost, at)
+	} else {
+		r.sp.Refund(&r.st, now, cost, at)
+	}
+}
+
+// Random traces of takes, refunds of earlier admissions (in any order) and
+// clock steps both ways, small and large, within and across windows: no
+// algorithm ever admits more than its promise (limitertest.CheckPromise, an
+// exact model of each promise), every decision is made at or after now, and
+// a refund made at once restores exactly what a peek saw before the
+// admission.
+func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	all := []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.GCRA, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter}
+	steps := 0
+	for iter := range 60 {
+		for _, a := range all {
+			l := core.Per(1+rng.Int64N(20), time.Duration(1+rng.Int64N(3_000_000))*time.Microsecond).WithAlgorithm(a)
+			if a.Bucket() {
+				l.Burst = rng.Int64N(25)
+				if iter%5 == 4 { // a large rate: the TAT clamp is a few seconds away
+					l = core.Limit{Algorithm: a, Rate: 999_999_937, Period: 1000 * time.Second, Burst: 1 + rng.Int64N(9_000_000)}
+				}
+			}
+			r := &runner{sp: algo.MustCompile(l)}
+			P := int64(l.Period / time.Microsecond)
+			step := max(P/l.Rate*2, 2)
+			now := int64(1_700_000_000_000_000) + rng.Int64N(P)
+			var adm []limitertest.Admission
+			var refunded []bool
+			// A key whose state is gone (fresh: expired, or refunded to
+			// nothing) records no instant: what it admits next is checked as
+			// a new key's (see docs/algorithms.md, "Clock steps").
+			var epochs [][]limitertest.Admission
+			freshAt := int64(0)
+			newEpoch := func() {
+				var kept []limitertest.Admission
+				for j := range adm {
+					if !refunded[j] {
+						kept = append(kept, adm[j])
+					}
+				}
+				epochs, adm, refunded = append(epochs, kept), nil, nil
+			}
+			for i := range 400 {
+				steps++
+				switch rng.IntN(14) {
+				case 0:
+					now += rng.Int64N(3 * P)
+				case 1:
+					now -= rng.Int64N(step)
+				case 2:
+					now -= rng.Int64N(3 * P)
+				case 3:
+					now -= rng.Int64N(int64(time.Hour / time.Microsecond))
+				case 4, 5:
+				default:
+					now += rng.Int64N(step)
+				}
+				if now >= freshAt { // the store may have forgotten the key
+					newEpoch()
+				}
+				if len(adm) > 0 && rng.IntN(5) == 0 {
+					j := rng.IntN(len(adm))
+					if !refunded[j] {
+						refunded[j] = true
+						r.refund(now, adm[j].N, adm[j].At)
+						peek := r.take(now, 0)
+						if freshAt = now + int64(peek.ResetAfter/time.Microsecond); peek.ResetAfter == 0 {
+							newEpoch()
+						}
+					}
+					continue
+				}
+				cost := int64(1)
+				switch rng.IntN(8) {
+				case 0:
+					cost = 0
+				case 1:
+					cost = rng.Int64N(min(l.Capacity(), 30) + 2)
+				case 2:
+					cost = l.Capacity()
+				}
+				before := r.take(now, 0)
+				res := r.take(now, cost)
+				require.GreaterOrEqual(t, res.At, now, "%s step %d", l, i)
+				freshAt = now + int64(res.ResetAfter/time.Microsecond) // the key's, whatever came before
+				if !res.Allowed || cost == 0 {
+					continue
+				}
+				if rng.IntN(6) == 0 { // refunded at once: as if it had not been
+					r.refund(now, cost, res.At)
+					after := r.take(now, 0)
+					before.State, before.Previous, after.State, after.Previous = 0, 0, 0, 0
+					if a == core.SlidingWindowLog {
+						// the emptied newest entry stays while others count (the
+						// key is fresh no sooner), and goes with the last of them
+						if after.Remaining < l.Rate {
+							require.GreaterOrEqual(t, after.ResetAfter, before.ResetAfter)
+						}
+						after.ResetAfter = before.ResetAfter
+					}
+					require.Equal(t, before, after, "%s step %d: an immediate refund of %d", l, i, cost)
+					if freshAt = now + int64(after.ResetAfter/time.Microsecond); after.ResetAfter == 0 {
+						newEpoch()
+					}
+					continue
+				}
+				adm, refunded = append(adm, limitertest.Admission{At: res.At, N: cost}), append(refunded, false)
+			}
+			newEpoch()
+			for _, kept := range epochs {
+				require.NoError(t, limitertest.CheckPromise(l, kept), "iter %d", iter)
+			}
+		}
+	}
+	t.Logf("%d steps", steps)
 }

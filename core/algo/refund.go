@@ -27,9 +27,12 @@ func (sp *Spec) Refund(st *State, now, cost, at int64) {
 
 // bucketRefund moves the TAT back by the part of the admission that has not
 // drained yet, as if it had been poured into an empty bucket at at:
-// cost×T - (max(now, at) - at)×Q, clamped to [0, cost×T]. That is never more
-// than the admission still holds, whatever came before or after it (see the
-// package doc), so the bucket never ends below the state it would have had
+// cost×T - (t - at)×Q, clamped to [0, cost×T], where t is the latest instant
+// the key is known to have seen: now, at, or TAT - Full (the last admission
+// left the TAT at most Full ahead of its instant). That is never more than
+// the admission still holds, whatever came before or after it, as long as no
+// admission after it was made at an instant after t (see the package doc,
+// "Refunds"), so the bucket never ends below the state it would have had
 // without the admission. A state beyond the clamp of a large backward step
 // gives nothing.
 func (sp *Spec) bucketRefund(st *State, now, cost, at int64) {
@@ -37,14 +40,18 @@ func (sp *Spec) bucketRefund(st *State, now, cost, at int64) {
 	if gap <= 0 || gap > sp.maxGap {
 		return
 	}
+	d := gap*sp.Q - st.V
+	el := max(now, at) - at
+	if d > sp.Full { // the clock stepped back behind the last admission
+		el = max(el, now+(d-sp.Full+sp.Q-1)/sp.Q-at)
+	}
 	r := min(cost, sp.Capacity) * sp.T
-	if el := max(now, at) - at; el > 0 {
+	if el > 0 {
 		if el >= (r+sp.Q-1)/sp.Q {
 			return // drained
 		}
 		r -= el * sp.Q
 	}
-	d := gap*sp.Q - st.V
 	d2 := max(d-r, 0)
 	if d2 == 0 {
 		*st = State{}
@@ -101,7 +108,9 @@ func (sp *Spec) counterRefund(st *State, now, cost, at int64) {
 
 // RefundLog is Refund for SlidingWindowLog: it takes cost units from the
 // entry at instant at, if that entry still counts (it is in the window of
-// max(now, newest entry)); from no other.
+// max(now, newest entry)); from no other. The newest entry stays, even
+// emptied, while others count: it is the instant the key records, and a
+// decision after a backward step must not be made behind it.
 func (sp *Spec) RefundLog(lg *Log, now, cost, at int64) {
 	if cost <= 0 || len(lg.At) == 0 {
 		return
@@ -114,7 +123,7 @@ func (sp *Spec) RefundLog(lg *Log, now, cost, at int64) {
 	if k < 0 || lg.At[k] != at || at <= t-sp.Period {
 		return // gone, or never there
 	}
-	if lg.N[k] -= min(cost, lg.N[k]); lg.N[k] == 0 {
+	if lg.N[k] -= min(cost, lg.N[k]); lg.N[k] == 0 && k < len(lg.At)-1 {
 		lg.At, lg.N = append(lg.At[:k], lg.At[k+1:]...), append(lg.N[:k], lg.N[k+1:]...)
 	}
 	lg.prune(sp.Period)
