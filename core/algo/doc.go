@@ -11,9 +11,27 @@
 // algorithms measure time in units of 1/Q µs, where Q = Rate/gcd(Period, Rate),
 // so that the emission interval T = Period/Rate is a whole number of units and
 // nothing drifts. Every bound is checked by core.Limit.Validate to stay below
-// 2^53, so the Lua ports compute the same integers. A clock that steps
-// backwards never moves state backwards: the steps treat such an instant as
-// the latest one they have seen.
+// 2^53, so the Lua ports compute the same integers.
+//
+// # Clock steps
+//
+// Per key, time never runs backwards: a decision at an instant earlier than
+// the latest instant the key's state records is decided at that instant (the
+// log's newest entry, the start of a window's stored window), and
+// Outcome.At says which instant that was. A bucket records no instant: its
+// debt TAT-now only grows when now moves back, so it is already at least as
+// full as at any later instant. A key whose state is gone (fresh again)
+// records nothing. The Lua ports follow the same rule; docs/algorithms.md
+// gives the details.
+//
+// # Refunds
+//
+// Refund and RefundLog undo exactly the admission decided at a given
+// instant, or give back nothing: a window's count only if the admission is in
+// a window that still counts, a log's entry at that very instant, a bucket's
+// TAT by the part of the admission not drained yet, bounded by the latest
+// instant the key is known to have seen (max(now, at, TAT-Full)). Each
+// admission may be refunded once.
 //
 // # Common contract
 //
@@ -22,7 +40,8 @@
 // the capacity is denied with RetryAfter core.RetryNever and changes nothing.
 // Remaining is whole events usable now; RetryAfter is the exact wait until
 // this cost would be admitted; ResetAfter is the time until the key equals a
-// fresh key (so its stored state can expire then).
+// fresh key (so its stored state can expire then). Both are whole µs, rounded
+// up, so a retry at exactly now+RetryAfter passes.
 //
 // # Token bucket, leaky bucket, GCRA
 //
