@@ -352,3 +352,55 @@ func testWaits(t *testing.T, newStore Factory) {
 		})
 	}
 }
+
+// testClockStepCases: the backward steps of issue 12, item 11.
+func testClockStepCases(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	take := func(t *testing.T, s core.Store, key string, l core.Limit, cost int64) core.Result {
+		t.Helper()
+		r, err := s.Take(ctx, key, l, cost)
+		if err != nil {
+			t.Fatalf("Take: %v", err)
+		}
+		return r
+	}
+	t.Run("sliding-window-log/step-back-after-a-denial", func(t *testing.T) {
+		clock := NewClock()
+		s := newStore(t, clock.Now)
+		l := core.Per(2, time.Second).WithAlgorithm(core.SlidingWindowLog)
+		key := Key(t)
+		a := take(t, s, key, l, 1)
+		clock.Advance(900 * time.Millisecond)
+		b := take(t, s, key, l, 1)
+		clock.Advance(600 * time.Millisecond) // 1.5 s: a has left the window
+		c := take(t, s, key, l, 2)            // denied: b still counts
+		if !a.Allowed || !b.Allowed || c.Allowed {
+			t.Fatalf("setup: %+v %+v %+v", a, b, c)
+		}
+		clock.Advance(-550 * time.Millisecond) // back to 0.95 s: a counts again
+		if r := take(t, s, key, l, 1); r.Allowed {
+			t.Fatalf("3 admitted within one second after a backward step: %+v", r)
+		}
+	})
+	for _, a := range []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.GCRA} {
+		t.Run(a.String()+"/large-rate-far-back", func(t *testing.T) {
+			clock := NewClock()
+			s := newStore(t, clock.Now)
+			// about 10^6 per second, with units of about 10^-9 µs: the debt
+			// is clamped when the clock steps back by more than about 9 s
+			l := core.Limit{Algorithm: a, Rate: 999_999_937, Period: 1000 * time.Second, Burst: 9_000_000}
+			key := Key(t)
+			if r := take(t, s, key, l, l.Burst); !r.Allowed {
+				t.Fatalf("the first burst: %+v", r)
+			}
+			clock.Advance(-time.Minute)
+			if r := take(t, s, key, l, 1); r.Allowed {
+				t.Fatalf("admitted a minute before a full burst: %+v", r)
+			}
+			clock.Advance(time.Minute + time.Second)
+			if r := take(t, s, key, l, l.Burst); r.Allowed {
+				t.Fatalf("a second full burst one second after the first: %+v", r)
+			}
+		})
+	}
+}

@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("Reset", func(t *testing.T) { testReset(t, newStore) })
 	t.Run("Isolation", func(t *testing.T) { testIsolation(t, newStore) })
 	t.Run("ClockSteps", func(t *testing.T) { testClockSteps(t, newStore) })
+	t.Run("ClockStepCases", func(t *testing.T) { testClockStepCases(t, newStore) })
 	t.Run("Waits", func(t *testing.T) { testWaits(t, newStore) })
 	if _, ok := newStore(t, NewClock().Now).(core.BatchStore); ok {
 		t.Run("Batch", func(t *testing.T) { testBatch(t, newStore) })
