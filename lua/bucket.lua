@@ -69,12 +69,28 @@ local function bucket(key, cost, p, apply)
   return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, d2, lv2, lv, now, write
 end
 
+-- undrained returns x - el*Q, at least 0, without forming a product that
+-- could leave the exact range.
+local function undrained(x, el, Q)
+  if el <= 0 then
+    return x
+  end
+  if el >= idiv(x + Q - 1, Q) then
+    return 0
+  end
+  return x - el * Q
+end
+
 -- bucketRefund undoes the admission of cost units decided at instant at
 -- (core/algo/refund.go): the TAT moves back by the part of it not yet
 -- drained, cost*T - (t - at)*Q clamped to [0, cost*T], never below now, where
--- t = max(now, at, TAT - Full). The level becomes restore, or follows the
--- lower usage when restore is -1.
-local function bucketRefund(key, cost, p, restore, at)
+-- t = max(now, at, TAT - Full). When the caller has just received the
+-- decision (after >= 0: the debt it left, in units), the TAT that admission
+-- left minus t is a bound too (every later admission was made by t and added
+-- to the TAT), and the larger of the two is given back, at most cost*T: an
+-- admission made behind a deep debt has drained nothing yet. The level
+-- becomes restore, or follows the lower usage when restore is -1.
+local function bucketRefund(key, cost, p, restore, at, after)
   local Q, T, full, cap, warn, clear = p[1], p[2], p[3], p[4], p[5], p[6]
   local d, expire, v, lv = bucketLoad(key, Q)
   if d == 0 or expire - now > idiv(MAXEXACT, Q) then
@@ -84,12 +100,13 @@ local function bucketRefund(key, cost, p, restore, at)
   if d > full then -- the clock stepped back behind the last admission
     el = max(el, now + idiv(d - full + Q - 1, Q) - at)
   end
-  local r = min(cost, cap) * T
-  if el > 0 then
-    if el >= idiv(r + Q - 1, Q) then
-      return -- drained
-    end
-    r = r - el * Q
+  local whole = min(cost, cap) * T
+  local r = undrained(whole, el, Q)
+  if after and after >= 0 then
+    r = max(r, min(whole, undrained(after, el, Q)))
+  end
+  if r == 0 then
+    return -- drained
   end
   local d2 = max(d - r, 0)
   if restore < 0 then

@@ -143,8 +143,9 @@ end
 -- slidingLogRefund takes cost units from the entry at instant at, if it
 -- is still in the window; from no other (core/algo/refund.go). The newest
 -- entry stays, even emptied ("<at>:0"), while others count: it is the
--- instant the key records.
-local function slidingLogRefund(key, cost, p, restore, at)
+-- instant the key records; except when the caller undoes a decision it has
+-- just received (after >= 0), which is as if it had not been made.
+local function slidingLogRefund(key, cost, p, restore, at, after)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
   local t, members, live, total, lv, stale, stored = logLoad(key, P)
   local k = #members
@@ -169,7 +170,7 @@ local function slidingLogRefund(key, cost, p, restore, at)
     return
   end
   call('ZREM', key, members[idx])
-  if old > take or idx == k then
+  if old > take or (idx == k and after < 0) then
     call('ZADD', key, fmt(at), fmt(at) .. ':' .. fmt(old - take))
   end
   if restore < 0 then

@@ -61,7 +61,7 @@ end
 
 -- fixedRefund takes cost from the count if at is in the key's current
 -- window (the stored one, if the clock stepped back behind it).
-local function fixedRefund(key, cost, p, restore, at)
+local function fixedRefund(key, cost, p, restore, at, after)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
   local wend, count, lv = fixedLoad(key, P, rate)
   if count == 0 or at < 0 or (idiv(at, P) + 1) * P ~= wend then
@@ -158,7 +158,7 @@ end
 
 -- counterRefund takes cost from the count of the window at fell in, the
 -- current one or the previous one; an older admission no longer counts.
-local function counterRefund(key, cost, p_, restore, at)
+local function counterRefund(key, cost, p_, restore, at, after)
   local P, rate, warn, clear = p_[1], p_[2], p_[4], p_[5]
   local w, p, c, lv = counterLoad(key, P, rate)
   if at < 0 or (p == 0 and c == 0) then

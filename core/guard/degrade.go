@@ -24,7 +24,9 @@ func (s *Store) degradeOne(ctx context.Context, k *keyParts, l core.Limit, cost 
 		if err != nil {
 			return core.Result{}, fmt.Errorf("guard: fallback: %w", err)
 		}
-		res.Source = core.FromFallback
+		// At names no admission of the shared store: a refund of it gives
+		// nothing back there
+		res.Source, res.At = core.FromFallback, 0
 		return res, nil
 	}
 	return core.Result{Allowed: true, Source: core.FailedOpen}, nil
@@ -49,7 +51,7 @@ func (s *Store) degradeAll(ctx context.Context, ops []core.Op, out []core.Result
 			return fmt.Errorf("guard: fallback: %w", err)
 		}
 		for i := range out {
-			out[i].Source = core.FromFallback
+			out[i].Source, out[i].At = core.FromFallback, 0
 		}
 		return nil
 	}

@@ -367,10 +367,12 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 		if ds[i].cp != nil && ds[i].overridden {
 			key = s.overrideKey(op.Key) + ":s"
 		}
-		c := newCall(&s.r.refund, 1, 6, deadline)
+		c := newCall(&s.r.refund, 1, 7, deadline)
 		c.argv = append(c.argv, key)
-		// the admission decided at ds[i].o.At, and the level to restore
-		c.argv = s.refundArgs(c.argv, ds[i].cp, strconv.Itoa(int(ds[i].o.Prev)), op.Cost, ds[i].o.At)
+		// the admission decided at ds[i].o.At, undone as a decision just
+		// received (its reset: a bucket's debt after it), and the level to
+		// restore
+		c.argv = s.refundArgs(c.argv, ds[i].cp, strconv.Itoa(int(ds[i].o.Prev)), op.Cost, ds[i].o.At, max(ds[i].o.Reset, 0))
 		calls, which = append(calls, c), append(which, i)
 	}
 	if len(calls) == 0 {
@@ -466,9 +468,11 @@ func (s *Store) opKeys(argv []any, id, policy string, a core.Algorithm) []any {
 
 // refundArgs appends ARGV of a refund of one op (lua/refund.lua): the
 // instant, one op, the level to restore ("-1": follow the lower usage), the
-// limit, the cost and the instant of the admission refunded.
-func (s *Store) refundArgs(args []any, cp *compiled, level string, cost, at int64) []any {
-	return append(args, s.now(), 1, level, cp.boxed, cost, at)
+// limit, the cost, the instant of the admission refunded, and after: -1 for
+// an admission named by its instant only, or the reset of the decision just
+// received that is being undone.
+func (s *Store) refundArgs(args []any, cp *compiled, level string, cost, at, after int64) []any {
+	return append(args, s.now(), 1, level, cp.boxed, cost, at, after)
 }
 
 // overrideKey is the Redis key of key's override, in the identity's slot.
@@ -505,9 +509,9 @@ func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64
 	deadline := time.Now().Add(s.timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	c := newCall(&s.r.refund, 1, 6, deadline)
+	c := newCall(&s.r.refund, 1, 7, deadline)
 	c.argv = append(c.argv, s.Key(key, l.Algorithm))
-	c.argv = s.refundArgs(c.argv, cp, "-1", cost, at)
+	c.argv = s.refundArgs(c.argv, cp, "-1", cost, at, -1)
 	return s.run(ctx, c)
 }
 
