@@ -55,7 +55,7 @@ local function logLoad(key, P)
     total = total + entryN(members[i])
   end
   local lv = stored or 0
-  if live > k then
+  if total == 0 then -- nothing counts: a fresh key (an emptied entry may remain)
     lv = 0
   end
   return at, members, live, total, lv, live - first, stored
@@ -99,7 +99,12 @@ local function slidingLog(key, cost, p, apply)
   local last, reset = nil, 0
   if live <= k then
     last = entryAt(members[k])
-    reset = last + P - now
+    for i = k, live, -1 do
+      if entryN(members[i]) > 0 then -- the newest entry that counts
+        reset = entryAt(members[i]) + P - now
+        break
+      end
+    end
   end
   if cost > rate then
     return 0, rate - total, -1, reset, 2, lv, at
@@ -143,8 +148,7 @@ end
 -- slidingLogRefund takes cost units from the entry at instant at, if it
 -- is still in the window; from no other (core/algo/refund.go). The newest
 -- entry stays, even emptied ("<at>:0"), while others count: it is the
--- instant the key records; except when the caller undoes a decision it has
--- just received (after >= 0), which is as if it had not been made.
+-- instant the key records (it counts nothing and changes no reply).
 local function slidingLogRefund(key, cost, p, restore, at, after)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
   local t, members, live, total, lv, stale, stored = logLoad(key, P)
@@ -170,7 +174,7 @@ local function slidingLogRefund(key, cost, p, restore, at, after)
     return
   end
   call('ZREM', key, members[idx])
-  if old > take or (idx == k and after < 0) then
+  if old > take or idx == k then
     call('ZADD', key, fmt(at), fmt(at) .. ':' .. fmt(old - take))
   end
   if restore < 0 then

@@ -42,12 +42,15 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 		total += n
 	}
 	prev := lg.Level
-	if first == len(lg.At) {
+	if total == 0 { // nothing counts: a fresh key (an emptied entry may remain)
 		prev = 0
 	}
 	var reset int64
-	if n := len(lg.At); n > first {
-		reset = lg.At[n-1] + P - now
+	for i := len(lg.At) - 1; i >= first; i-- {
+		if lg.N[i] > 0 { // the newest entry that counts
+			reset = lg.At[i] + P - now
+			break
+		}
 	}
 	if cost > rate {
 		never(o, rate-total, reset, prev, at)

@@ -21,8 +21,43 @@ func (sp *Spec) Refund(st *State, now, cost, at int64) {
 	case core.SlidingWindowLog:
 		panic("algo: Refund called for sliding_window_log; use RefundLog")
 	default:
-		sp.bucketRefund(st, now, cost, at)
+		sp.bucketRefund(st, now, cost, at, -1)
 	}
+}
+
+// Undo undoes the admission of cost that a step has just decided on a key
+// (o is its Outcome): as Refund of o.At, except that a bucket also uses the
+// debt the admission left (o.Reset), which bounds what it still holds: an
+// admission made behind a deep debt comes back whole. The Redis store's
+// all-or-nothing decisions across identities undo an admission this way
+// (lua/refund.lua); the memory store decides such groups atomically.
+func (sp *Spec) Undo(st *State, now, cost int64, o *Outcome) {
+	if cost <= 0 {
+		return
+	}
+	if sp.Algorithm.Bucket() {
+		sp.bucketRefund(st, now, cost, o.At, max(o.Reset, 0))
+		return
+	}
+	sp.Refund(st, now, cost, o.At)
+}
+
+// UndoLog is Undo for SlidingWindowLog: RefundLog of o.At. (An emptied
+// newest entry stays, as for any refund: it counts nothing and changes no
+// Result, but keeps the instant the key records.)
+func (sp *Spec) UndoLog(lg *Log, now, cost int64, o *Outcome) {
+	sp.RefundLog(lg, now, cost, o.At)
+}
+
+// undrained returns x - el×Q, at least 0, without overflow.
+func (sp *Spec) undrained(x, el int64) int64 {
+	switch {
+	case el <= 0:
+		return x
+	case el >= (x+sp.Q-1)/sp.Q:
+		return 0
+	}
+	return x - el*sp.Q
 }
 
 // bucketRefund moves the TAT back by the part of the admission that has not
@@ -35,7 +70,7 @@ func (sp *Spec) Refund(st *State, now, cost, at int64) {
 // "Refunds"), so the bucket never ends below the state it would have had
 // without the admission. A state beyond the clamp of a large backward step
 // gives nothing.
-func (sp *Spec) bucketRefund(st *State, now, cost, at int64) {
+func (sp *Spec) bucketRefund(st *State, now, cost, at, after int64) {
 	gap := st.Expire - now
 	if gap <= 0 || gap > sp.maxGap {
 		return
@@ -45,12 +80,13 @@ func (sp *Spec) bucketRefund(st *State, now, cost, at int64) {
 	if d > sp.Full { // the clock stepped back behind the last admission
 		el = max(el, now+(d-sp.Full+sp.Q-1)/sp.Q-at)
 	}
-	r := min(cost, sp.Capacity) * sp.T
-	if el > 0 {
-		if el >= (r+sp.Q-1)/sp.Q {
-			return // drained
-		}
-		r -= el * sp.Q
+	whole := min(cost, sp.Capacity) * sp.T
+	r := sp.undrained(whole, el)
+	if after >= 0 { // Undo: the debt the admission left bounds it too
+		r = max(r, min(whole, sp.undrained(after, el)))
+	}
+	if r == 0 {
+		return // drained
 	}
 	d2 := max(d-r, 0)
 	if d2 == 0 {
@@ -110,7 +146,9 @@ func (sp *Spec) counterRefund(st *State, now, cost, at int64) {
 // entry at instant at, if that entry still counts (it is in the window of
 // max(now, newest entry)); from no other. The newest entry stays, even
 // emptied, while others count: it is the instant the key records, and a
-// decision after a backward step must not be made behind it.
+// decision after a backward step must not be made behind it. An emptied
+// entry counts nothing and changes no Result (ResetAfter is measured from
+// the newest entry that counts).
 func (sp *Spec) RefundLog(lg *Log, now, cost, at int64) {
 	if cost <= 0 || len(lg.At) == 0 {
 		return
