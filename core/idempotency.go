@@ -2,6 +2,10 @@ package core
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,73 +14,161 @@ import (
 
 // Idempotency counts retries of one request once.
 type Idempotency struct {
-	// Header carries the idempotency key (default "X-Idempotency-Key").
+	// Header carries the idempotency key (default "X-Idempotency-Key"). It
+	// must be an RFC 9110 token.
 	Header string
-	// TTL is how long a key is remembered after its first admission
-	// (default 5 minutes).
+	// TTL is how long a request is remembered after its admission (default
+	// 5 minutes): a whole number of microseconds, at least one second.
 	TTL time.Duration
-	// MaxRepeats is how many repeats are free (default 3); later ones are
-	// counted like any request, so the header cannot bypass a limit.
+	// MaxRepeats is how many repeats within the TTL are free (default 3, at
+	// most MaxIdempotentRepeats); later ones are counted like any request,
+	// so the header cannot bypass a limit.
 	MaxRepeats int64
 }
 
-// WithIdempotency makes requests that repeat an admitted request of the same
-// identity (same idempotency key, within the TTL) free, up to MaxRepeats.
-// An idempotent request costs up to two more store calls.
+// MaxIdempotentRepeats bounds Idempotency.MaxRepeats.
+const MaxIdempotentRepeats = 1000
+
+// WithIdempotency makes a request that repeats an admitted one free, up to
+// MaxRepeats times within the TTL. A repeat is the same request: the same
+// idempotency key, method, route and path, cost, and identity under every
+// policy that applies; anything else is counted. NewLimiter rejects invalid
+// settings, naming the field, and a store that is not a BatchStore.
+//
+// The first attempt is counted and its record written in one all-or-nothing
+// store call (TakeAll), so a denied first attempt leaves no record and two
+// first attempts that race are both counted; a repeat costs one or two more
+// store calls. With the Redis store the record lives in the slot of the
+// first policy's identity and is decided in the same atomic script; see
+// docs/redis.md for groups whose identities sit in different Cluster slots.
 func WithIdempotency(i Idempotency) LimiterOption {
 	if i.Header == "" {
 		i.Header = "X-Idempotency-Key"
 	}
-	if i.TTL <= 0 {
+	if i.TTL == 0 {
 		i.TTL = 5 * time.Minute
 	}
-	if i.MaxRepeats <= 0 {
+	if i.MaxRepeats == 0 {
 		i.MaxRepeats = 3
 	}
 	return func(c *limiterConfig) { c.idem = &i }
 }
 
-// idempotent decides a request that carries an idempotency key. The key's
-// record is an exact sliding log of 1+MaxRepeats events per TTL, written
-// only when a request is admitted: a record with room left means an
-// admitted original, so this repeat passes uncounted (Peek's Decision).
-// Concurrent first attempts may both be counted: never fewer counts than
-// requests admitted, so never a bypass.
-func (l *Limiter) idempotent(ctx context.Context, r keyfunc.Request, c Call, cost int64, d *Decision, value string) error {
-	i := l.cfg.idem
-	rec := Limit{Algorithm: SlidingWindowLog, Rate: 1 + i.MaxRepeats, Period: i.TTL}
-	if err := rec.Validate(); err != nil {
-		return fmt.Errorf("sluice: WithIdempotency: %w", err)
+// validate reports why i cannot be used with store, naming the field.
+func (i *Idempotency) validate(store Store) error {
+	for k := 0; k < len(i.Header); k++ {
+		if !tchar(i.Header[k]) {
+			return fmt.Errorf("sluice: WithIdempotency: Header: %q is not a header name (an RFC 9110 token)", i.Header)
+		}
 	}
-	// The identity: the first matching policy's.
-	if err := l.decide(ctx, r, c.Key, 0, d); err != nil || len(d.Results) == 0 {
+	switch {
+	case i.TTL < time.Second || i.TTL%time.Microsecond != 0:
+		return fmt.Errorf("sluice: WithIdempotency: TTL: must be at least 1s and a whole number of microseconds, got %s", i.TTL)
+	case i.MaxRepeats < 1 || i.MaxRepeats > MaxIdempotentRepeats:
+		return fmt.Errorf("sluice: WithIdempotency: MaxRepeats: must be 1 to %d, got %d", MaxIdempotentRepeats, i.MaxRepeats)
+	}
+	if err := i.first().Validate(); err != nil {
+		return fmt.Errorf("sluice: WithIdempotency: TTL: %w", err)
+	}
+	if err := i.repeats().Validate(); err != nil {
+		return fmt.Errorf("sluice: WithIdempotency: MaxRepeats: %w", err)
+	}
+	if _, ok := store.(BatchStore); !ok {
+		return errors.New("sluice: WithIdempotency: the store must be a BatchStore (both sluice stores and the guard are)")
+	}
+	return nil
+}
+
+// first is the limit of a request's record: one admission per TTL.
+func (i *Idempotency) first() Limit {
+	return Limit{Algorithm: SlidingWindowLog, Rate: 1, Period: i.TTL}
+}
+
+// repeats is the limit of a request's repeat counter.
+func (i *Idempotency) repeats() Limit {
+	return Limit{Algorithm: SlidingWindowLog, Rate: i.MaxRepeats, Period: i.TTL}
+}
+
+// idempotent decides a request that carries an idempotency key; d holds
+// its prepared Results.
+//
+// The request's record is a log of one event per TTL, taken in the same
+// all-or-nothing group as the policies: it is written exactly when an
+// original is admitted. If the record is already taken, an original of
+// this very request was admitted within the TTL, and this one is a repeat:
+// one Take on the repeat counter (MaxRepeats per TTL) says whether it is
+// free. A repeat over MaxRepeats is decided like any request.
+func (l *Limiter) idempotent(ctx context.Context, r keyfunc.Request, cost int64, d *Decision, value string) error {
+	i := l.cfg.idem
+	anchor := -1 // the record lives with the first identified policy
+	for j := range d.Results {
+		if p := &d.Results[j]; !p.Unidentified {
+			anchor = j
+			break
+		}
+	}
+	if anchor < 0 || d.Results[anchor].cost == 0 { // denied already: nothing to repeat
+		return l.run(ctx, d, nil, nil)
+	}
+	rec := recordKey(r, cost, d, anchor, value)
+	first := Op{Key: rec, Limit: i.first(), Cost: 1}
+	var seen Result
+	if err := l.run(ctx, d, &first, &seen); err != nil {
 		return err
 	}
-	key := "idem:" + value + "\x00" + d.Results[0].storeKey()
-	seen, err := l.store.Take(ctx, key, rec, 0)
+	if seen.Allowed {
+		if d.Allowed { // the original, counted: its record is written
+			d.idem, d.idemAt = rec, seen.At
+		}
+		return nil
+	}
+	// The record is taken: an original of this request was admitted.
+	rep, err := l.store.Take(ctx, rec+"/n", i.repeats(), 1)
 	if err != nil {
 		return fmt.Errorf("sluice: idempotency: %w", err)
 	}
-	fresh := seen.Remaining == rec.Rate
-	if !fresh && seen.Remaining > 0 { // a repeat of an admitted request, with repeats left
-		if _, err := l.store.Take(ctx, key, rec, 1); err != nil {
-			return fmt.Errorf("sluice: idempotency: %w", err)
-		}
+	if !rep.Allowed { // over MaxRepeats: counted like any request
 		d.Allowed = true
-		for j := range d.Results {
-			d.Results[j].Allowed, d.Results[j].RetryAfter = true, 0
-			d.Results[j].cost = 0 // nothing to refund
-		}
-		d.Repeat = true
-		return nil
+		return l.run(ctx, d, nil, nil)
 	}
-	if err := l.decide(ctx, r, c.Key, cost, d); err != nil {
-		return err
+	d.Allowed, d.Repeat = true, true
+	for j := range d.Results {
+		p := &d.Results[j]
+		p.Allowed, p.RetryAfter, p.cost = true, 0, 0 // nothing counted, nothing to refund
 	}
-	if fresh && d.Allowed {
-		if _, err := l.store.Take(ctx, key, rec, 1); err != nil {
-			return fmt.Errorf("sluice: idempotency: %w", err)
-		}
-	}
+	d.Binding = binding(d.Results)
 	return nil
+}
+
+// recordKey returns the store key of a request's idempotency record. It is
+// the anchor policy's identity, NUL, and "idem/" with a digest of an
+// unambiguous (length-prefixed) encoding of everything that makes the
+// request the same: the idempotency key, method, route, path, cost, and
+// every applying policy with its identity. Policy names cannot contain "/",
+// so a record key is never a policy's key; and two different requests get
+// different digests.
+func recordKey(r keyfunc.Request, cost int64, d *Decision, anchor int, value string) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	field := func(s string) {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	field("sluice-idempotency-1")
+	field(value)
+	field(r.Method())
+	field(r.Route())
+	field(r.Path())
+	h.Write(n[:binary.PutUvarint(n[:], uint64(cost))])
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(d.Results)))])
+	for j := range d.Results {
+		field(d.Results[j].Policy)
+		field(d.Results[j].id)
+	}
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(d.Skipped)))])
+	for _, s := range d.Skipped {
+		field(s)
+	}
+	var sum [sha256.Size]byte
+	return d.Results[anchor].id + "\x00idem/" + base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0]))
 }

@@ -33,6 +33,37 @@ type Policy struct {
 	// Refund gives a request's units back after the response, when the
 	// response matches: RefundFailed (status >= 400) or RefundSuccessful.
 	Refund RefundWhen
+	// MissingKey says what a request gets when Key finds no identity for it
+	// (ErrNoKey, an empty key, any other error, or a panic): SkipPolicy (the
+	// default) decides the request under the other policies only;
+	// DenyRequest denies it.
+	MissingKey MissingKey
+}
+
+// MissingKey says what a policy does with a request it has no identity for.
+type MissingKey uint8
+
+const (
+	// SkipPolicy leaves the policy out of the request's decision (the
+	// default): the other policies still apply, and Decision.Skipped names
+	// it. A request that every matching policy skips cannot be decided:
+	// Check returns the key error.
+	SkipPolicy MissingKey = iota
+	// DenyRequest denies the request: its PolicyResult is Unidentified,
+	// denied with RetryAfter RetryNever (no wait helps; an identity does),
+	// and the other policies count nothing.
+	DenyRequest
+)
+
+// String returns "skip" or "deny".
+func (m MissingKey) String() string {
+	switch m {
+	case SkipPolicy:
+		return "skip"
+	case DenyRequest:
+		return "deny"
+	}
+	return fmt.Sprintf("MissingKey(%d)", uint8(m))
 }
 
 // RefundWhen says which responses a policy does not count.
@@ -54,16 +85,24 @@ func (w RefundWhen) matches(status int) bool {
 // PolicyResult is the decision of one policy for one request.
 type PolicyResult struct {
 	Policy string
-	// Limit is the limit applied: the policy's, or its tier's.
+	// Limit is the limit applied: the policy's, its tier's, or the
+	// identity's override (see Limiter.SetOverride). A blocked identity (see
+	// Limiter.Block) is described by the policy's (or tier's) limit, with
+	// nothing remaining and RetryAfter and ResetAfter until the block ends.
 	Limit Limit
 	// Tier is the caller's tier when the policy has tiers.
 	Tier string
 	// Shadow: the policy is on trial; its denial did not deny the request.
 	Shadow bool
-	refund RefundWhen // next to Shadow: one word for both
+	// Unidentified: the policy's Key found no identity for the request and
+	// its MissingKey is DenyRequest. The store was not asked: the Result is
+	// a denial with RetryAfter RetryNever.
+	Unidentified bool
+	refund       RefundWhen // next to Shadow: one word for them all
 	Result
 	id   string // the identity; the store key is id + "\x00" + Policy (see storeKey)
 	cost int64
+	base Limit // the policy's (or tier's) limit: the key's state is stored under it
 }
 
 // storeKey is the key of p's state in the store: identity, NUL, policy name.
@@ -78,17 +117,40 @@ type Decision struct {
 	Allowed bool
 	// Results holds one entry per policy, in the Limiter's order.
 	Results []PolicyResult
-	// Binding is the index in Results of the most constraining policy: among
-	// those that denied, the one with the longest wait; otherwise the one
-	// with the smallest share of its capacity left. It drives the headers.
+	// Binding is the index in Results of the most constraining policy: if
+	// some policy denied, the denying one with the longest RetryAfter;
+	// otherwise the one with the fewest requests Remaining (on a tie, the
+	// longest ResetAfter). Shadow policies bind only when every policy is a
+	// shadow. It drives the headers.
 	Binding int
 
 	// Repeat: the request repeated an admitted one (same idempotency key)
 	// and passed without being counted.
 	Repeat bool
 
-	buf [2]PolicyResult // Results of up to two policies, without an allocation
+	// Skipped names the policies that matched the request but were left out
+	// of its decision because their Key found no identity for it (see
+	// MissingKey); nil if none. The names are the policies' own strings.
+	Skipped []string
+
+	buf     [2]PolicyResult // Results of up to two policies, without an allocation
+	skipBuf [2]string       // Skipped, likewise
+	idem    string          // the idempotency record a counted original wrote
+	idemAt  int64           // and the instant it was written at
+	sctx    detached        // the context of store calls (see storeContext)
 }
+
+// detached is a context with the values of its parent but not its
+// cancellation or deadline: a decision that has begun is finished even when
+// the client goes away, so that a request is always counted or refused. It
+// lives in the Decision so that detaching costs no allocation.
+type detached struct{ parent context.Context }
+
+func (c *detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *detached) Done() <-chan struct{}       { return nil }
+func (c *detached) Err() error                  { return nil }
+func (c *detached) Value(key any) any           { return c.parent.Value(key) }
+func (c *detached) String() string              { return "sluice.detached" }
 
 // Limited reports whether any policy applied to the request.
 func (d *Decision) Limited() bool { return len(d.Results) > 0 }
@@ -101,16 +163,23 @@ func (d *Decision) Bound() PolicyResult {
 	return PolicyResult{}
 }
 
-// State returns the most severe warning state over all policies.
+// State returns the most severe warning state over the policies that are
+// not shadows: a policy on trial never changes what a client sees, so a
+// Decision of shadow policies only is Normal.
 func (d *Decision) State() State {
 	s := Normal
 	for i := range d.Results {
-		s = max(s, d.Results[i].State)
+		if !d.Results[i].Shadow {
+			s = max(s, d.Results[i].State)
+		}
 	}
 	return s
 }
 
-// Hook observes a policy result, with the request that caused it.
+// Hook observes a policy result, with the request that caused it. ctx is the
+// caller's context. r and the strings it returns are valid only during the
+// call (under Fiber they alias buffers the next request overwrites): a hook
+// that keeps one must copy it (strings.Clone).
 type Hook func(ctx context.Context, r keyfunc.Request, p PolicyResult)
 
 // Observer sees every decision of a Limiter: metrics and tracing modules
@@ -118,7 +187,8 @@ type Hook func(ctx context.Context, r keyfunc.Request, p PolicyResult)
 type Observer interface {
 	// Decided is called in the requesting goroutine after each Check,
 	// CheckWith or Decide, with the time it took. err is the error the
-	// caller got (d is then meaningless). It must not keep d.
+	// caller got (d is then meaningless). It must not keep d or r, nor any
+	// string from r without copying it (see Hook).
 	Decided(ctx context.Context, r keyfunc.Request, d *Decision, took time.Duration, err error)
 }
 
@@ -144,7 +214,39 @@ type policySet struct {
 
 type compiledPolicy struct {
 	Policy
-	suffix string // "\x00" + name: the store key is identity + suffix
+	suffix  string   // "\x00" + name: the store key is identity + suffix
+	methods []string // Match.Methods; nil when any method matches ("*")
+}
+
+// ValidMethod reports why m cannot be one of Match.Methods: it must be an
+// RFC 9110 method token (GET, POST, PROPFIND, ...) written in one case, or
+// "*" for any method. "ANY" and "ALL" are refused as the mistakes they
+// usually are (write "*", or leave Methods empty), as are lists such as
+// "GET,POST" or "GET POST" (give each method its own entry).
+func ValidMethod(m string) error {
+	if m == "*" {
+		return nil
+	}
+	if m == "" {
+		return errors.New("Methods: an empty method")
+	}
+	for i := 0; i < len(m); i++ {
+		if !tchar(m[i]) {
+			return fmt.Errorf("Methods: %q is not a method token (one method per entry; \"*\" for any)", m)
+		}
+	}
+	if strings.ToUpper(m) != m && strings.ToLower(m) != m {
+		return fmt.Errorf("Methods: %q mixes cases", m)
+	}
+	if strings.EqualFold(m, "ANY") || strings.EqualFold(m, "ALL") {
+		return fmt.Errorf("Methods: %q is not a method (\"*\" or no Methods at all match every method)", m)
+	}
+	return nil
+}
+
+// tchar reports whether c may appear in an RFC 9110 token.
+func tchar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 type limiterConfig struct {
@@ -153,6 +255,7 @@ type limiterConfig struct {
 	tiering                                *Tiering
 	observers                              []Observer
 	idem                                   *Idempotency
+	storeTimeout                           time.Duration
 }
 
 // LimiterOption configures a Limiter.
@@ -181,6 +284,17 @@ func WithObserver(o Observer) LimiterOption {
 	}
 }
 
+// WithStoreTimeout bounds each store call a decision or a refund makes
+// (none by default). A decision runs on a context detached from the
+// caller's cancellation, so that a client that disconnects is still counted:
+// the bound is then the store's own. The sluice stores bound every call (the
+// Redis store by its WithTimeout, a guard by its WithTimeout; the memory
+// store never waits), so this is for a Store of your own that may block.
+// Zero means no bound; a negative d is an error from NewLimiter.
+func WithStoreTimeout(d time.Duration) LimiterOption {
+	return func(c *limiterConfig) { c.storeTimeout = d }
+}
+
 // WithShadow puts every policy of the Limiter on trial (see Policy.Shadow).
 func WithShadow() LimiterOption { return func(c *limiterConfig) { c.shadow = true } }
 
@@ -199,6 +313,14 @@ func NewLimiter(store Store, policies []Policy, opts ...LimiterOption) (*Limiter
 	var c limiterConfig
 	for _, o := range opts {
 		o(&c)
+	}
+	if c.storeTimeout < 0 {
+		return nil, fmt.Errorf("sluice: WithStoreTimeout: must be positive, got %s", c.storeTimeout)
+	}
+	if c.idem != nil {
+		if err := c.idem.validate(store); err != nil {
+			return nil, err
+		}
 	}
 	l := &Limiter{store: store, cfg: c}
 	l.split, _ = store.(SplitKeyStore)
@@ -239,7 +361,13 @@ func (l *Limiter) SetPolicies(policies []Policy) error {
 		if err := p.Limit.Validate(); err != nil {
 			return fmt.Errorf("sluice: policy %q: %w", p.Name, err)
 		}
+		if p.MissingKey > DenyRequest {
+			return fmt.Errorf("sluice: policy %q: MissingKey: must be SkipPolicy or DenyRequest, got %d", p.Name, p.MissingKey)
+		}
 		for tier, tl := range p.Tiers {
+			if tier == "" {
+				return fmt.Errorf("sluice: policy %q: Tiers: a tier named \"\" (callers without a tier get Limit)", p.Name)
+			}
 			if err := tl.Validate(); err != nil {
 				return fmt.Errorf("sluice: policy %q: tier %q: %w", p.Name, tier, err)
 			}
@@ -256,13 +384,19 @@ func (l *Limiter) SetPolicies(policies []Policy) error {
 			}
 			set.routes.insert(route, i)
 		}
+		anyMethod := false
 		for _, m := range p.Match.Methods {
-			if m == "" || strings.ToUpper(m) != m && strings.ToLower(m) != m {
-				return fmt.Errorf("sluice: policy %q: Methods: %q is not a method", p.Name, m)
+			if err := ValidMethod(m); err != nil {
+				return fmt.Errorf("sluice: policy %q: %w", p.Name, err)
 			}
+			anyMethod = anyMethod || m == "*"
 		}
 		p.Shadow = p.Shadow || c.shadow
-		set.policies = append(set.policies, compiledPolicy{Policy: p, suffix: "\x00" + p.Name})
+		cp := compiledPolicy{Policy: p, suffix: "\x00" + p.Name}
+		if !anyMethod {
+			cp.methods = p.Match.Methods
+		}
+		set.policies = append(set.policies, cp)
 	}
 	set.everyRequest = len(set.routes.all) == len(set.policies) && !set.anyMethods()
 	l.set.Store(set)
@@ -281,7 +415,7 @@ func (set *policySet) matched(r keyfunc.Request) []int {
 		if !ok {
 			continue
 		}
-		if ms := set.policies[i].Match.Methods; len(ms) > 0 {
+		if ms := set.policies[i].methods; len(ms) > 0 {
 			if method == "" {
 				method = r.Method()
 			}
@@ -327,9 +461,17 @@ type Call struct {
 	Key keyfunc.Func
 }
 
-// Check decides r under every policy with cost 1. An error means the request
-// could not be decided (no identity, or a store failure): the caller chooses
-// to fail open or closed; the Decision is then meaningless.
+// Check decides r under every policy with cost 1. A policy whose Key finds
+// no identity for r is skipped or denies r, as its MissingKey says. An
+// error means the request could not be decided: every matching policy was
+// skipped (the error is the first key error, wrapping ErrNoKey when no key
+// was found), the cost was negative, or the store failed. The caller then
+// chooses to fail open or closed; the Decision is meaningless.
+//
+// The store is called on a context detached from ctx's cancellation (its
+// values are kept), so a client that goes away mid-decision is still
+// counted: each call is bounded by the store's own timeout (see
+// WithStoreTimeout). Hooks and Observers get ctx itself.
 func (l *Limiter) Check(ctx context.Context, r keyfunc.Request) (Decision, error) {
 	return l.CheckWith(ctx, r, Call{})
 }
@@ -340,7 +482,7 @@ func (l *Limiter) CheckWith(ctx context.Context, r keyfunc.Request, c Call) (Dec
 	if err := l.Decide(ctx, r, c, &d); err != nil {
 		return Decision{}, err
 	}
-	d.Results = slices.Clone(d.Results) // d is returned by value: no aliasing of d.buf
+	d.detach() // d is returned by value: no aliasing of d.buf
 	return d, nil
 }
 
@@ -368,33 +510,80 @@ func (l *Limiter) decideCall(ctx context.Context, r keyfunc.Request, c Call, d *
 	case cost < 0:
 		return fmt.Errorf("sluice: %w: %d", ErrInvalidCost, cost)
 	}
-	if l.cfg.idem != nil {
-		if v := r.Header(l.cfg.idem.Header); v != "" {
-			if err := l.idempotent(ctx, r, c, cost, d, v); err != nil {
+	sctx, cancel := l.storeContext(ctx, d)
+	if cancel != nil {
+		defer cancel()
+	}
+	if err := l.prepare(ctx, r, c.Key, cost, d); err != nil {
+		return err
+	}
+	if i := l.cfg.idem; i != nil && len(d.Results) > 0 {
+		if v := r.Header(i.Header); v != "" {
+			if err := l.idempotent(sctx, r, cost, d, v); err != nil {
 				return err
 			}
 			l.hooks(ctx, r, d)
 			return nil
 		}
 	}
-	if err := l.decide(ctx, r, c.Key, cost, d); err != nil {
+	if err := l.run(sctx, d, nil, nil); err != nil {
 		return err
 	}
 	l.hooks(ctx, r, d)
 	return nil
 }
 
+// storeContext returns the context of d's store calls: ctx's values without
+// its cancellation (see detached), bounded by WithStoreTimeout if set. It
+// allocates nothing unless the Limiter has a store timeout.
+func (l *Limiter) storeContext(ctx context.Context, d *Decision) (context.Context, context.CancelFunc) {
+	if ctx.Done() == nil { // nothing to detach from (context.Background, say)
+		if l.cfg.storeTimeout > 0 {
+			return context.WithTimeout(ctx, l.cfg.storeTimeout)
+		}
+		return ctx, nil
+	}
+	d.sctx.parent = ctx
+	if l.cfg.storeTimeout > 0 {
+		return context.WithTimeout(&d.sctx, l.cfg.storeTimeout)
+	}
+	return &d.sctx, nil
+}
+
 // Peek reports r's state under every matching policy without counting it.
+// Its Decision's Allowed reports whether a request of cost 1 would be
+// admitted now by every policy that is not a shadow.
 func (l *Limiter) Peek(ctx context.Context, r keyfunc.Request) (Decision, error) {
 	var d Decision
-	if err := l.decide(ctx, r, nil, 0, &d); err != nil {
+	sctx, cancel := l.storeContext(ctx, &d)
+	if cancel != nil {
+		defer cancel()
+	}
+	if err := l.prepare(ctx, r, nil, 0, &d); err != nil {
 		return Decision{}, err
 	}
-	d.Results = slices.Clone(d.Results)
+	if err := l.run(sctx, &d, nil, nil); err != nil {
+		return Decision{}, err
+	}
+	d.detach()
 	return d, nil
 }
 
-func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfunc.Func, cost int64, d *Decision) error {
+// detach makes d safe to copy: its slices no longer point into d itself.
+func (d *Decision) detach() {
+	d.Results = slices.Clone(d.Results)
+	if d.Skipped != nil {
+		d.Skipped = slices.Clone(d.Skipped)
+	}
+}
+
+// prepare resets d and fills its Results for the policies that apply to r,
+// up to the store call: each policy's identity, limit and tier. A policy
+// without an identity for r is skipped (named in d.Skipped) or, with
+// DenyRequest, gets its Unidentified denial; the request is then denied, so
+// the other policies only peek (cost 0). When every matching policy was
+// skipped, prepare returns the first key error: no decision can be made.
+func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfunc.Func, cost int64, d *Decision) error {
 	set := l.set.Load()
 	var idx []int
 	if set.everyRequest {
@@ -402,10 +591,10 @@ func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfun
 	} else {
 		idx = set.matched(r)
 	}
-	// Reset d field by field: Results[:len(idx)] are all written below, and
+	// Reset d field by field: Results[:n] are all written below, and
 	// clearing d.buf too would cost a request a second zeroing of memory
 	// the allocator has just zeroed.
-	d.Allowed, d.Binding, d.Repeat = true, 0, false
+	d.Allowed, d.Binding, d.Repeat, d.Skipped, d.idem = true, 0, false, nil, ""
 	if len(idx) <= len(d.buf) {
 		d.Results = d.buf[:len(idx)]
 	} else {
@@ -418,48 +607,93 @@ func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfun
 	if l.tiers != nil && set.anyTiers(idx) {
 		tier = l.tiers.tier(ctx, r)
 	}
-	var ops []Op
-	if len(idx) > 1 {
-		ops = make([]Op, len(idx))
-	}
-	for j, i := range idx {
+	n, denied := 0, false
+	var keyErr error
+	for _, i := range idx {
 		p := &set.policies[i]
 		id, err := p.identity(r, override)
-		if err != nil {
-			return err
+		if err != nil && p.MissingKey == SkipPolicy {
+			if d.Skipped == nil {
+				d.Skipped = d.skipBuf[:0]
+			}
+			d.Skipped = append(d.Skipped, p.Name)
+			if keyErr == nil {
+				keyErr = err
+			}
+			continue
 		}
 		lim := p.Limit
 		if tl, ok := p.Tiers[tier]; ok {
 			lim = tl
 		}
-		if ops != nil {
-			ops[j] = Op{Key: id + p.suffix, Limit: lim, Cost: cost, Shadow: p.Shadow}
-		}
-		// Field by field: Result is written by the store below.
-		pr := &d.Results[j]
-		pr.Policy, pr.Limit, pr.Tier, pr.Shadow, pr.refund, pr.id, pr.cost = p.Name, lim, "", p.Shadow, p.Refund, id, cost
+		// Field by field: Result is written by the store, or below.
+		pr := &d.Results[n]
+		n++
+		pr.Policy, pr.Limit, pr.base, pr.Tier, pr.Shadow, pr.refund, pr.id, pr.cost = p.Name, lim, lim, "", p.Shadow, p.Refund, id, cost
+		pr.Unidentified = err != nil
 		if len(p.Tiers) > 0 {
 			pr.Tier = tier
 		}
+		if pr.Unidentified {
+			pr.cost = 0
+			pr.Result = Result{Limit: lim.Capacity(), RetryAfter: RetryNever, State: Throttled, Previous: Throttled}
+			denied = denied || !p.Shadow
+		}
 	}
-	if ops == nil { // one policy: one Take
-		p := &d.Results[0]
+	d.Results = d.Results[:n]
+	if n == 0 {
+		return keyErr
+	}
+	if denied { // the request is denied: the others count nothing
+		for j := range d.Results {
+			d.Results[j].cost = 0
+		}
+	}
+	return nil
+}
+
+// run asks the store about every identified result of d (and about extra,
+// if not nil, as one more op of the same all-or-nothing group, its Result
+// written to extraRes), then sets d.Allowed and d.Binding.
+func (l *Limiter) run(ctx context.Context, d *Decision, extra *Op, extraRes *Result) error {
+	m := 0 // results the store decides
+	for j := range d.Results {
+		if !d.Results[j].Unidentified {
+			m++
+		}
+	}
+	switch {
+	case m == 0:
+	case m == 1 && extra == nil: // one Take
+		var p *PolicyResult
+		for j := range d.Results {
+			if !d.Results[j].Unidentified {
+				p = &d.Results[j]
+			}
+		}
 		var res Result
 		var err error
 		if l.split != nil { // no key string built
-			res, err = l.split.TakeSplit(ctx, p.id, p.Policy, p.Limit, cost)
+			res, err = l.split.TakeSplit(ctx, p.id, p.Policy, p.base, p.cost)
 		} else {
-			res, err = l.store.Take(ctx, p.storeKey(), p.Limit, cost)
+			res, err = l.store.Take(ctx, p.storeKey(), p.base, p.cost)
 		}
 		if err != nil {
 			return fmt.Errorf("sluice: policy %q: %w", p.Policy, err)
 		}
 		p.Result = res
-	} else if err := l.take(ctx, ops, d.Results); err != nil {
-		return err
+	default:
+		if err := l.take(ctx, d.Results, m, extra, extraRes); err != nil {
+			return err
+		}
 	}
 	for j := range d.Results {
-		if !d.Results[j].Allowed && !d.Results[j].Shadow && cost > 0 {
+		p := &d.Results[j]
+		p.Limit = p.base
+		if p.Applied != nil { // an override's limit applied
+			p.Limit = *p.Applied
+		}
+		if !p.Allowed && !p.Shadow {
 			d.Allowed = false
 		}
 	}
@@ -467,26 +701,47 @@ func (l *Limiter) decide(ctx context.Context, r keyfunc.Request, override keyfun
 	return nil
 }
 
-// take decides several ops: all or nothing when the store is a BatchStore
-// (a request denied by one policy consumes nothing from the others), one
-// after another otherwise.
-func (l *Limiter) take(ctx context.Context, ops []Op, out []PolicyResult) error {
+// take decides the m identified results of rs, and extra: all or nothing
+// when the store is a BatchStore (a request denied by one policy consumes
+// nothing from the others), one after another otherwise.
+func (l *Limiter) take(ctx context.Context, rs []PolicyResult, m int, extra *Op, extraRes *Result) error {
+	n := m
+	if extra != nil {
+		n++
+	}
+	ops := make([]Op, 0, n)
+	where := make([]int, 0, n) // ops[k] decides rs[where[k]]
+	for j := range rs {
+		if p := &rs[j]; !p.Unidentified {
+			ops = append(ops, Op{Key: p.storeKey(), Limit: p.base, Cost: p.cost, Shadow: p.Shadow})
+			where = append(where, j)
+		}
+	}
+	if extra != nil {
+		ops = append(ops, *extra)
+	}
 	results := make([]Result, len(ops))
 	if bs, ok := l.store.(BatchStore); ok {
 		if err := bs.TakeAll(ctx, ops, results); err != nil {
 			return fmt.Errorf("sluice: %w", err)
 		}
 	} else {
-		for i, op := range ops {
+		for k, op := range ops {
 			res, err := l.store.Take(ctx, op.Key, op.Limit, op.Cost)
 			if err != nil {
-				return fmt.Errorf("sluice: policy %q: %w", out[i].Policy, err)
+				if k < len(where) {
+					return fmt.Errorf("sluice: policy %q: %w", rs[where[k]].Policy, err)
+				}
+				return fmt.Errorf("sluice: %w", err)
 			}
-			results[i] = res
+			results[k] = res
 		}
 	}
-	for i := range out {
-		out[i].Result = results[i]
+	for k, j := range where {
+		rs[j].Result = results[k]
+	}
+	if extra != nil {
+		*extraRes = results[len(ops)-1]
 	}
 	return nil
 }
@@ -512,7 +767,7 @@ func (set *policySet) allIdx() []int {
 
 func (set *policySet) anyMethods() bool {
 	for i := range set.policies {
-		if len(set.policies[i].Match.Methods) > 0 {
+		if len(set.policies[i].methods) > 0 {
 			return true
 		}
 	}
@@ -533,7 +788,10 @@ func (set *policySet) anyTiers(idx []int) bool {
 // admission, named by its Result.At, is undone exactly or not at all (see
 // BatchStore.Refund). A Decision is refunded at most once: calling Refund
 // again gives nothing more. Adapters call it after the response when the
-// Decision is Refundable.
+// Decision is Refundable. Like a decision, it runs on a context detached
+// from ctx's cancellation. A request whose idempotency record was written
+// (see WithIdempotency) also gives the record back, so a retry of a request
+// that was not counted is counted.
 func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 	if !d.Allowed {
 		return nil
@@ -542,13 +800,28 @@ func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 	if !ok {
 		return errors.New("sluice: Refund: the store cannot refund")
 	}
+	ctx = context.WithoutCancel(ctx)
+	if l.cfg.storeTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.cfg.storeTimeout)
+		defer cancel()
+	}
+	refunded := false
 	for i := range d.Results {
 		p := &d.Results[i]
 		if p.cost > 0 && p.Allowed && p.refund.matches(status) {
-			if err := bs.Refund(ctx, p.storeKey(), p.Limit, p.cost, p.At); err != nil {
+			if err := bs.Refund(ctx, p.storeKey(), p.base, p.cost, p.At); err != nil {
 				return fmt.Errorf("sluice: policy %q: refund: %w", p.Policy, err)
 			}
 			p.cost = 0 // an admission is refunded once
+			refunded = true
+		}
+	}
+	if refunded && d.idem != "" && l.cfg.idem != nil {
+		rec := d.idem
+		d.idem = "" // refunded once
+		if err := bs.Refund(ctx, rec, l.cfg.idem.first(), 1, d.idemAt); err != nil {
+			return fmt.Errorf("sluice: idempotency: refund: %w", err)
 		}
 	}
 	return nil
@@ -586,13 +859,14 @@ func (l *Limiter) Reset(ctx context.Context, policy, identity string) error {
 }
 
 // identity returns the identity of a request under p (its store key is the
-// identity, NUL, and the policy's name).
+// identity, NUL, and the policy's name). A key function that panics is a key
+// error: one bad request must not bring the process down.
 func (p *compiledPolicy) identity(r keyfunc.Request, override keyfunc.Func) (string, error) {
 	f := p.Key
 	if override != nil {
 		f = override
 	}
-	id, err := f(r)
+	id, err := callKey(f, r)
 	if err == nil && id == "" {
 		err = ErrNoKey
 	}
@@ -600,6 +874,16 @@ func (p *compiledPolicy) identity(r keyfunc.Request, override keyfunc.Func) (str
 		return "", fmt.Errorf("sluice: policy %q: key: %w", p.Name, err)
 	}
 	return id, nil
+}
+
+// callKey calls f, turning a panic into an error.
+func callKey(f keyfunc.Func, r keyfunc.Request) (id string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			id, err = "", fmt.Errorf("key function panicked: %v", v)
+		}
+	}()
+	return f(r)
 }
 
 func (l *Limiter) hooks(ctx context.Context, r keyfunc.Request, d *Decision) {
@@ -623,8 +907,9 @@ func (l *Limiter) hooks(ctx context.Context, r keyfunc.Request, d *Decision) {
 	}
 }
 
-// binding picks the most constraining result; shadow policies bind only
-// when every policy is a shadow.
+// binding picks the most constraining result: among denials, the longest
+// RetryAfter; among admissions, the fewest Remaining, then the longest
+// ResetAfter. Shadow policies bind only when every policy is a shadow.
 func binding(rs []PolicyResult) int {
 	best := 0
 	for i := 1; i < len(rs); i++ {
@@ -634,22 +919,24 @@ func binding(rs []PolicyResult) int {
 			}
 			continue
 		}
-		a, b := &rs[i].Result, &rs[best].Result
-		switch {
-		case !a.Allowed && b.Allowed:
+		if tighter(&rs[i].Result, &rs[best].Result) {
 			best = i
-		case !a.Allowed && !b.Allowed:
-			if a.RetryAfter > b.RetryAfter {
-				best = i
-			}
-		case a.Allowed && b.Allowed:
-			// a.Remaining/a.Limit < b.Remaining/b.Limit, in integers
-			if a.Remaining*b.Limit < b.Remaining*a.Limit {
-				best = i
-			}
 		}
 	}
 	return best
+}
+
+// tighter reports whether a constrains a request more than b.
+func tighter(a, b *Result) bool {
+	switch {
+	case a.Allowed != b.Allowed:
+		return !a.Allowed
+	case !a.Allowed:
+		return a.RetryAfter > b.RetryAfter
+	case a.Remaining != b.Remaining:
+		return a.Remaining < b.Remaining
+	}
+	return a.ResetAfter > b.ResetAfter
 }
 
 // SetOverride gives identity a different limit under policy until until (a

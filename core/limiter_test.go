@@ -69,9 +69,18 @@ func TestLimiterIsAllOrNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, d.Allowed)
 	require.Equal(t, int64(2), d.Results[0].Remaining)
-	// No identity: an error wrapping ErrNoKey, never a shared bucket.
-	_, err = l.Check(ctx, &keyfunc.Static{Remote: "192.0.2.1:1"})
-	require.ErrorIs(t, err, core.ErrNoKey)
+	// No user: per-user is skipped (never a shared bucket), per-ip still
+	// counts the request.
+	d, err = l.Check(ctx, &keyfunc.Static{Remote: "192.0.2.1:1"})
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	require.Equal(t, []string{"per-user"}, d.Skipped)
+	require.Len(t, d.Results, 1)
+	require.Equal(t, "per-ip", d.Results[0].Policy)
+	require.Equal(t, int64(1), d.Results[0].Remaining)
+	// No identity at all: an error wrapping ErrNoKey.
+	_, err = l.Check(ctx, &keyfunc.Static{Remote: "garbage"})
+	require.Error(t, err)
 }
 
 type recordingObserver struct {

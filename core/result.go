@@ -73,6 +73,12 @@ type Result struct {
 	// the admission to BatchStore.Refund. Zero when no store decided (a
 	// failure policy).
 	At int64
+	// Applied is the limit the store applied when it is not the one it was
+	// given: an override's (see OverrideStore), which Limit, Remaining and
+	// the waits then describe. nil means the given limit (a block is
+	// described by the given limit too). It points to a value the store
+	// shares: never modify it.
+	Applied *Limit
 }
 
 // Source says who made a decision.

@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,12 +30,24 @@ type tierEntry struct {
 }
 
 // tierCache caches Resolve's answers. A caller with no identity, or whose
-// lookup fails, gets the default limits (and the failure is not cached), so
-// an outage of the tier source never blocks requests.
+// lookup fails (or panics, as Key may too), gets the default limits (and the
+// failure is not cached), so an outage of the tier source never blocks
+// requests. The cache keeps copies of the identities it is given.
 type tierCache struct {
 	t  Tiering
 	mu sync.Mutex
 	m  map[string]tierEntry
+}
+
+// resolve calls Resolve, turning a panic into an error (the default
+// limits apply).
+func (c *tierCache) resolve(ctx context.Context, id string) (tier string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			tier, err = "", fmt.Errorf("sluice: Tiering.Resolve panicked: %v", v)
+		}
+	}()
+	return c.t.Resolve(ctx, id)
 }
 
 func newTierCache(t *Tiering) *tierCache {
@@ -48,7 +62,7 @@ func newTierCache(t *Tiering) *tierCache {
 }
 
 func (c *tierCache) tier(ctx context.Context, r keyfunc.Request) string {
-	id, err := c.t.Key(r)
+	id, err := callKey(c.t.Key, r)
 	if err != nil || id == "" {
 		return ""
 	}
@@ -59,10 +73,13 @@ func (c *tierCache) tier(ctx context.Context, r keyfunc.Request) string {
 	if ok && now.Before(e.expires) {
 		return e.tier
 	}
-	tier, err := c.t.Resolve(ctx, id)
+	tier, err := c.resolve(ctx, id)
 	if err != nil {
 		return ""
 	}
+	// id may alias the request's buffers (under Fiber it does), which the
+	// next request overwrites: the cache keeps a copy.
+	id = strings.Clone(id)
 	c.mu.Lock()
 	if len(c.m) >= c.t.MaxEntries { // drop about an eighth, expired first
 		n := 0

@@ -3,6 +3,7 @@ package guard
 import (
 	"hash/maphash"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,9 +129,10 @@ func (e *denyEntry) sameGroup(ops []core.Op) bool {
 	return true
 }
 
-// storeOne remembers a single Take's denial.
+// storeOne remembers a single Take's denial, under a copy of key (which may
+// alias a request's buffers).
 func (c *denyCache) storeOne(key string, l core.Limit, cost int64, res core.Result, now int64) {
-	c.put(key, &denyEntry{until: c.until(res, now), at: now, cost: cost, limit: l, res: res})
+	c.put(strings.Clone(key), &denyEntry{until: c.until(res, now), at: now, cost: cost, limit: l, res: res})
 }
 
 // storeGroup remembers a denied group under each op that denied it.
@@ -146,11 +148,13 @@ func (c *denyCache) storeGroup(ops []core.Op, out []core.Result, now int64) {
 			keys = make([]string, len(ops))
 			limits = make([]core.Limit, len(ops))
 			for j := range ops {
-				keys[j], limits[j] = ops[j].Key, ops[j].Limit
+				// Keys outlive the call: copy them, since a caller's may
+				// alias request buffers (Fiber's do).
+				keys[j], limits[j] = strings.Clone(ops[j].Key), ops[j].Limit
 			}
 			results = slices.Clone(out)
 		}
-		c.put(ops[i].Key, &denyEntry{until: c.until(out[i], now), at: now, cost: ops[i].Cost,
+		c.put(keys[i], &denyEntry{until: c.until(out[i], now), at: now, cost: ops[i].Cost,
 			idx: i, keys: keys, limits: limits, results: results})
 	}
 }

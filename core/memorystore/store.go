@@ -197,19 +197,23 @@ func (s *Store) take(key string, l core.Limit, cost int64) (core.Result, error) 
 		return core.Result{}, err
 	}
 	now := s.clock()
+	var applied *core.Limit
 	if ov, ok := s.overridden(key, now); ok {
 		if ov.spec == nil {
 			return blocked(sp, ov.until, now), nil
 		}
 		sp = ov.spec
 		h = s.overrideHash(key, sp.Algorithm, ov.gen)
+		applied = &sp.Limit
 	}
 	sh := &s.shards[h&s.mask]
 	var o algo.Outcome
 	sh.mu.Lock()
 	sh.take(sp, &o, h, now, cost, s)
 	sh.mu.Unlock()
-	return sp.Result(&o), nil
+	res := sp.Result(&o)
+	res.Applied = applied // the override's limit, which the Result describes
+	return res, nil
 }
 
 // Reset forgets key under l: its next request sees a fresh key.
@@ -408,6 +412,7 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 		st      algo.State
 		lg      *algo.Log
 		blocked bool
+		applied *core.Limit // an override's limit
 		res     core.Result
 	}
 	ps := make([]pending, len(ops))
@@ -424,6 +429,8 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 			}
 			sp = ov.spec
 			h = s.overrideHash(op.Key, sp.Algorithm, ov.gen)
+			ps[i] = pending{sp: sp, h: h, sh: &s.shards[h&s.mask], applied: &sp.Limit}
+			continue
 		}
 		ps[i] = pending{sp: sp, h: h, sh: &s.shards[h&s.mask]}
 	}
@@ -471,6 +478,7 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 			p.sh.commit(p.sp, p.h, p.st, p.lg, now, s)
 		}
 		out[i] = p.sp.Result(&p.o)
+		out[i].Applied = p.applied
 	}
 	return nil
 }

@@ -209,7 +209,11 @@ func (d *decided) result() core.Result {
 		wait := time.Duration(d.blockUs) * time.Microsecond
 		return core.Result{Limit: d.cp.sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled, At: d.o.At}
 	}
-	return d.cp.sp.Result(&d.o)
+	res := d.cp.sp.Result(&d.o)
+	if d.overridden { // the override's limit, which the Result describes
+		res.Applied = &d.cp.sp.Limit
+	}
+	return res
 }
 
 // decode reads one op's reply (see lua/decide.lua): 12 integers, or 7 when
