@@ -609,6 +609,7 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 	}
 	n, denied := 0, false
 	var keyErr error
+	keyPolicy := ""
 	for _, i := range idx {
 		p := &set.policies[i]
 		id, err := p.identity(r, override)
@@ -618,7 +619,7 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 			}
 			d.Skipped = append(d.Skipped, p.Name)
 			if keyErr == nil {
-				keyErr = err
+				keyErr, keyPolicy = err, p.Name
 			}
 			continue
 		}
@@ -642,7 +643,7 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 	}
 	d.Results = d.Results[:n]
 	if n == 0 {
-		return keyErr
+		return fmt.Errorf("sluice: policy %q: key: %w", keyPolicy, keyErr)
 	}
 	if denied { // the request is denied: the others count nothing
 		for j := range d.Results {
@@ -870,8 +871,8 @@ func (p *compiledPolicy) identity(r keyfunc.Request, override keyfunc.Func) (str
 	if err == nil && id == "" {
 		err = ErrNoKey
 	}
-	if err != nil {
-		return "", fmt.Errorf("sluice: policy %q: key: %w", p.Name, err)
+	if err != nil { // wrapped by the caller, only if it returns it
+		return "", err
 	}
 	return id, nil
 }
