@@ -231,3 +231,40 @@ func (s *scripted) TakeAll(_ context.Context, ops []core.Op, out []core.Result) 
 	return nil
 }
 func (s *scripted) Refund(context.Context, string, core.Limit, int64) error { return nil }
+
+// Property (item 16): whatever shadow policies report, the client-visible
+// parts of a Decision (Allowed, State, the binding policy) are those of the
+// Decision without them.
+func TestShadowNeverLeaksProperty(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 2000 {
+		n := 2 + rng.IntN(4)
+		rs := make([]core.Result, n)
+		ps := make([]core.Policy, n)
+		var real []core.Result
+		var realPs []core.Policy
+		for i := range rs {
+			allowed := rng.IntN(2) == 0
+			st := core.State(rng.IntN(2))
+			if !allowed {
+				st = core.Throttled
+			}
+			rs[i] = core.Result{Allowed: allowed, Limit: 10, Remaining: rng.Int64N(10), RetryAfter: time.Duration(rng.IntN(3)) * time.Second, State: st}
+			ps[i] = core.Policy{Name: fmt.Sprint("p", i), Key: keyfunc.Const("k"), Limit: core.PerHour(10), Shadow: i > 0 && rng.IntN(2) == 0}
+			if !ps[i].Shadow {
+				real, realPs = append(real, rs[i]), append(realPs, ps[i])
+			}
+		}
+		check := func(ps []core.Policy, rs []core.Result) core.Decision {
+			l, err := core.NewLimiter(&scripted{rs: rs}, ps)
+			require.NoError(t, err)
+			d, err := l.Check(context.Background(), keyfunc.Static{})
+			require.NoError(t, err)
+			return d
+		}
+		all, only := check(ps, rs), check(realPs, real)
+		require.Equal(t, only.Allowed, all.Allowed)
+		require.Equal(t, only.State(), all.State())
+		require.Equal(t, only.Bound().Policy, all.Bound().Policy)
+	}
+}
