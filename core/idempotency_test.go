@@ -40,35 +40,49 @@ func testConcurrentRepeats(t *testing.T, s core.Store) {
 		{Name: name + "-ip", Key: keyfunc.Const("ip"), Limit: core.PerHour(1000)},
 	}, idem)
 	require.NoError(t, err)
-	var admitted, repeats atomic.Int64
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for range 64 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			d, err := l.Check(context.Background(), idemReq("alice", "k1", "POST", "/pay"))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if d.Allowed {
-				admitted.Add(1)
-			}
-			if d.Repeat {
-				repeats.Add(1)
-			}
-		}()
+	burst := func(user string) (admitted, repeats int64) {
+		var a, r atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				d, err := l.Check(context.Background(), idemReq(user, "k1", "POST", "/pay"))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					a.Add(1)
+				}
+				if d.Repeat {
+					r.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		return a.Load(), r.Load()
 	}
-	close(start)
-	wg.Wait()
-	require.Equal(t, int64(4), admitted.Load(), "the original and MaxRepeats repeats")
-	require.Equal(t, int64(3), repeats.Load())
-	// The original was counted: alice's hourly quota is spent.
-	d, err := l.Check(context.Background(), idemReq("alice", "", "POST", "/pay"))
+	// The original is among the 64.
+	admitted, repeats := burst("alice")
+	require.Equal(t, int64(4), admitted, "the original and MaxRepeats repeats")
+	require.Equal(t, int64(3), repeats)
+	// The original passed before: 64 concurrent repeats.
+	d, err := l.Check(context.Background(), idemReq("bob", "k1", "POST", "/pay"))
 	require.NoError(t, err)
-	require.False(t, d.Allowed)
+	require.True(t, d.Allowed)
+	admitted, repeats = burst("bob")
+	require.Equal(t, int64(3), admitted, "MaxRepeats repeats, not 64")
+	require.Equal(t, int64(3), repeats)
+	// The originals were counted: the hourly quotas are spent.
+	for _, u := range []string{"alice", "bob"} {
+		d, err := l.Check(context.Background(), idemReq(u, "", "POST", "/pay"))
+		require.NoError(t, err)
+		require.False(t, d.Allowed, u)
+	}
 }
 
 // Issue 12 item 1: a key admitted on a cheap route does not pass a throttled
