@@ -230,7 +230,9 @@ func (s *scripted) TakeAll(_ context.Context, ops []core.Op, out []core.Result) 
 	copy(out, s.rs)
 	return nil
 }
-func (s *scripted) Refund(context.Context, string, core.Limit, int64) error { return nil }
+func (s *scripted) Refund(context.Context, string, core.Limit, int64, int64) error { return nil }
+
+var _ core.BatchStore = (*scripted)(nil)
 
 // Property (item 16): whatever shadow policies report, the client-visible
 // parts of a Decision (Allowed, State, the binding policy) are those of the
