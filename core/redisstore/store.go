@@ -262,10 +262,18 @@ func (s *Store) run(ctx context.Context, c *call) error {
 	return nil
 }
 
-// TakeAll decides ops all or nothing; see core.BatchStore. The ops of one
-// identity (one hash tag) are decided by one atomic script; the scripts of
-// different identities go out together (pipelined), and when one of them
-// denies, the others' admissions are refunded in a second round trip.
+// TakeAll decides ops all or nothing; see core.BatchStore.
+//
+// On a standalone server (a plain client, or Sentinel's failover client,
+// that INFO shows talking to a Redis not in cluster mode) every key lives on
+// one server, so the whole group, all identities, is decided by one atomic
+// script: exactly as the memory store decides it under its lock.
+//
+// Elsewhere (Cluster, Ring, a proxy) the ops of one identity (one hash tag)
+// are decided by one atomic script; the scripts of different identities go
+// out together, and when one of them denies, the others' admissions are
+// undone in a second round trip (see compensate). A failure of that second
+// round trip never changes the decision: the group stays denied.
 func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
 	if len(out) != len(ops) {
 		return fmt.Errorf("redisstore: TakeAll: %d results for %d ops", len(out), len(ops))
@@ -293,6 +301,14 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 			groups = append(groups, nil)
 		}
 		groups[g] = append(groups[g], i)
+	}
+	if len(groups) > 1 && s.r.canBatch(ctx) {
+		// One server holds every key: one script decides them all.
+		all := make([]int, len(ops))
+		for i := range all {
+			all[i] = i
+		}
+		groups = [][]int{all}
 	}
 	calls := make([]*call, len(groups))
 	for g, idx := range groups {

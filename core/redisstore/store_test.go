@@ -148,13 +148,17 @@ func TestSameAnswersAsMemory(t *testing.T) {
 	require.Zero(t, mismatches)
 }
 
-// Random groups of ops (one or two identities, shadow ops, refunds) through
-// the memory store and the Redis store: identical Results at every step.
+// Random groups of ops (one to four policies over up to four identities,
+// hostile identities among them, shadow ops, overrides, refunds) through the
+// memory store and the Redis store: identical Results at every step. The
+// memory store decides a group all or nothing under its lock; a standalone
+// Redis decides it in one script, cross-identity groups included.
 func TestBatchSameAnswersAsMemory(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(21, 22))
-	for iter := range 40 {
+	idents := []string{"", "-b", "-{c}", "-%d#"}
+	for iter := range 60 {
 		clock := limitertest.NewClock()
 		mem, err := memorystore.New(memorystore.WithClock(clock.Now))
 		require.NoError(t, err)
@@ -165,13 +169,10 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 			limit core.Limit
 		}
 		var ps []policy
-		for j := range 1 + rng.IntN(3) {
+		for j := range 1 + rng.IntN(4) {
 			a := limitertest.Algorithms[rng.IntN(6)]
 			l := core.Per(1+rng.Int64N(8), time.Duration(100_000+rng.Int64N(2_000_000))*time.Microsecond).WithAlgorithm(a)
-			ident := base
-			if rng.IntN(2) == 0 {
-				ident = fmt.Sprintf("%s-%d", base, j)
-			}
+			ident := base + idents[rng.IntN(len(idents))]
 			ps = append(ps, policy{fmt.Sprintf("%s\x00p%d", ident, j), l})
 		}
 		var history []string

@@ -1,0 +1,189 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// groupRun counts what a hammering of one cross-identity group saw.
+type groupRun struct {
+	admitted atomic.Int64
+	// phantom: groups denied although the tight policy (the only one
+	// that can ever fill) allowed them, and denials of a loose policy.
+	phantom atomic.Int64
+	// unexplained: denied groups with no op reported denied.
+	unexplained atomic.Int64
+	// exhausted: in a denied group, an op reported allowed without room
+	// for its cost, or reported Throttled.
+	exhausted atomic.Int64
+}
+
+// hammerGroup sends each of callers goroutines each times the group ops
+// (ops[0] the tight policy, the others loose ones that can never fill: their
+// capacity exceeds the tight one's plus every request in flight), through
+// stores in turn.
+func hammerGroup(t *testing.T, stores []*redisstore.Store, ops []core.Op, callers, each int) *groupRun {
+	t.Helper()
+	ctx := context.Background()
+	run := &groupRun{}
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for g := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := make([]core.Result, len(ops))
+			for range each {
+				if err := stores[g%len(stores)].TakeAll(ctx, ops, out); err != nil {
+					errs <- err
+					return
+				}
+				all := true
+				for _, r := range out {
+					all = all && r.Allowed
+				}
+				if all {
+					run.admitted.Add(1)
+					continue
+				}
+				anyDenied := false
+				for i, r := range out {
+					switch {
+					case !r.Allowed:
+						anyDenied = true
+						if i > 0 {
+							run.phantom.Add(1)
+						}
+					case r.Remaining < ops[i].Cost || r.State == core.Throttled:
+						run.exhausted.Add(1)
+					}
+				}
+				if out[0].Allowed {
+					run.phantom.Add(1)
+				}
+				if !anyDenied {
+					run.unexplained.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// crossIdentityOps returns a group of three identities: a tight policy of
+// capacity tight first, then two loose ones of capacity loose.
+func crossIdentityOps(t *testing.T, tight, loose int64, a core.Algorithm) []core.Op {
+	id := limitertest.Key(t)
+	return []core.Op{
+		{Key: "user:" + id + "\x00per-user", Limit: core.Per(tight, time.Hour).WithAlgorithm(a), Cost: 1},
+		{Key: "ip:" + id + "\x00per-ip", Limit: core.Per(loose, time.Hour).WithAlgorithm(a), Cost: 1},
+		{Key: "{org}:" + id + "\x00per-org", Limit: core.Per(loose, time.Hour).WithAlgorithm(core.GCRA), Cost: 1},
+	}
+}
+
+// On a standalone server and behind Sentinel every key lives on one server,
+// and a group of several identities is decided by one script: hammered by 64
+// goroutines through 4 store instances (each with its own client), exactly
+// the tight policy's capacity is admitted, no group is denied while the
+// tight policy had room, the loose policies are never reported denied (they
+// cannot fill), and they consumed exactly what was admitted.
+func TestCrossIdentityGroupsHaveNoPhantomDenials(t *testing.T) {
+	srv := redistest.StartServer(t)
+	sen := redistest.StartSentinel(t)
+	for _, tc := range []struct {
+		name   string
+		client func(t *testing.T) redis.UniversalClient
+	}{
+		{"standalone", func(t *testing.T) redis.UniversalClient { return srv.Client(t) }},
+		{"sentinel", func(t *testing.T) redis.UniversalClient { return sen.Client(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stores := make([]*redisstore.Store, 4)
+			for i := range stores {
+				stores[i] = newStore(t, tc.client(t), redisstore.WithTimeout(5*time.Second))
+			}
+			for _, a := range limitertest.Algorithms {
+				const tight, loose = 60, 70
+				ops := crossIdentityOps(t, tight, loose, a)
+				run := hammerGroup(t, stores, ops, 64, 6)
+				require.Equal(t, int64(tight), run.admitted.Load(), "%s: admitted", a)
+				require.Zero(t, run.phantom.Load(), "%s: phantom denials", a)
+				require.Zero(t, run.unexplained.Load(), "%s: denied groups with no denied op", a)
+				require.Zero(t, run.exhausted.Load(), "%s: allowed ops reported exhausted", a)
+				for _, op := range ops[1:] {
+					r, err := stores[0].Take(context.Background(), op.Key, op.Limit, 0)
+					require.NoError(t, err)
+					require.Equal(t, int64(loose-tight), r.Remaining, "%s: %q consumed exactly what was admitted", a, op.Key)
+				}
+			}
+		})
+	}
+}
+
+// On a Cluster the identities of a group sit in different slots: each is
+// decided by its own script and a denial is compensated. Hammered by 64
+// goroutines through 4 store instances, exactly the tight capacity is
+// admitted, every reported denial is a policy's own denial (the loose
+// policies, which cannot fill even counting every request in flight, are
+// never reported denied), and the compensation gives back exactly what it
+// took: the loose policies consumed what was admitted.
+func TestClusterCrossIdentityDenialsAreReal(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	stores := make([]*redisstore.Store, 4)
+	for i := range stores {
+		stores[i] = newStore(t, cluster.Client(t), redisstore.WithTimeout(5*time.Second))
+	}
+	for _, a := range limitertest.Algorithms {
+		const tight, loose = 60, 60 + 64 + 10
+		ops := crossIdentityOps(t, tight, loose, a)
+		slots := map[int]bool{}
+		for _, op := range ops {
+			slots[redistest.Slot(stores[0].Key(op.Key, a))] = true
+		}
+		require.Len(t, slots, 3, "the identities live in different slots")
+		run := hammerGroup(t, stores, ops, 64, 5)
+		require.Equal(t, int64(tight), run.admitted.Load(), "%s: admitted", a)
+		require.Zero(t, run.phantom.Load(), "%s: denials not made by the tight policy", a)
+		require.Zero(t, run.unexplained.Load(), "%s: denied groups with no denied op", a)
+		for _, op := range ops[1:] {
+			r, err := stores[0].Take(context.Background(), op.Key, op.Limit, 0)
+			require.NoError(t, err)
+			require.Equal(t, int64(loose-tight), r.Remaining, "%s: %q consumed exactly what was admitted", a, op.Key)
+		}
+	}
+}
+
+// A group of identities on a standalone server is decided by one call.
+func TestCrossIdentityGroupIsOneCall(t *testing.T) {
+	srv := redistest.StartServer(t)
+	s := newStore(t, srv.Client(t), redisstore.WithTimeout(5*time.Second))
+	ctx := context.Background()
+	ops := crossIdentityOps(t, 5, 10, core.TokenBucket)
+	out := make([]core.Result, len(ops))
+	require.NoError(t, s.TakeAll(ctx, ops, out)) // loads the library
+	before := scriptCalls(t, srv.Client(t))
+	for i := range 8 {
+		require.NoError(t, s.TakeAll(ctx, ops, out))
+		require.Equal(t, i < 4, out[0].Allowed, "take %d", i)
+		require.True(t, out[1].Allowed && out[2].Allowed, "take %d: %+v", i, out)
+	}
+	after := scriptCalls(t, srv.Client(t))
+	require.Equal(t, int64(8), after["fcall"]-before["fcall"], "one FCALL per group: %v", fmt.Sprint(after))
+}
