@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/core/limitertest"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -186,4 +187,64 @@ func TestCrossIdentityGroupIsOneCall(t *testing.T) {
 	}
 	after := scriptCalls(t, srv.Client(t))
 	require.Equal(t, int64(8), after["fcall"]-before["fcall"], "one FCALL per group: %v", fmt.Sprint(after))
+}
+
+// A group denied by one identity while another admitted stays denied when
+// the round trip that gives the admission back times out (a proxy adds 30ms
+// to every reply; the timeout is 50ms): through the store and through a
+// fail-open guard, every request is denied by the store, none fails open,
+// and the failed compensations are counted. The server refuses INFO, so the
+// store cannot know it is standalone and compensates as on a Cluster.
+func TestDeniedGroupStaysDeniedWhenCompensationFails(t *testing.T) {
+	srv := redistest.StartServer(t)
+	ctx := context.Background()
+	require.NoError(t, srv.Client(t).Do(ctx, "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info").Err())
+	proxy := redistest.NewProxy(t, srv.Addr)
+	client := redis.NewClient(&redis.Options{Addr: proxy.Addr, Username: "noinfo", Password: "pw"})
+	t.Cleanup(func() { _ = client.Close() })
+	s := newStore(t, client, redisstore.WithTimeout(50*time.Millisecond))
+	g, err := guard.New(s, guard.WithTimeout(50*time.Millisecond), guard.WithFailOpen(), guard.WithBreaker(guard.Breaker{Failures: 1000}))
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 4 { // four connections in the pool: none is dialed through the latency (the client ignores context deadlines, so a call that times out keeps its connection)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			require.NoError(t, client.Do(ctx, "DEBUG", "SLEEP", "0.05").Err())
+		}()
+	}
+	wg.Wait()
+	ops := crossIdentityOps(t, 2, 1000, core.TokenBucket)[:2] // two round trips at once: both in flight
+	out := make([]core.Result, len(ops))
+	for range 2 { // the tight policy is used up
+		require.NoError(t, s.TakeAll(ctx, ops, out))
+		require.True(t, out[0].Allowed)
+	}
+	for _, latency := range []time.Duration{0, 30 * time.Millisecond} {
+		proxy.SetLatency(latency)
+		before := s.Stats().FailedCompensations
+		for i := range 12 {
+			// The late replies of the refunds that timed out arrive first.
+			time.Sleep(40 * time.Millisecond)
+			var err error
+			start := time.Now()
+			if i%2 == 0 {
+				err = s.TakeAll(ctx, ops, out)
+			} else {
+				err = g.TakeAll(ctx, ops, out)
+			}
+			require.Less(t, time.Since(start), 80*time.Millisecond, "bounded by the timeout")
+			require.NoError(t, err, "latency %s request %d", latency, i)
+			require.False(t, out[0].Allowed, "latency %s request %d: the tight policy denies: %+v", latency, i, out)
+			require.Equal(t, core.FromStore, out[0].Source, "latency %s request %d: %+v", latency, i, out)
+			require.True(t, out[1].Allowed, "latency %s request %d: the loose policy allowed by its own decision: %+v", latency, i, out)
+		}
+		failed := s.Stats().FailedCompensations - before
+		if latency == 0 {
+			require.Zero(t, failed)
+		} else {
+			require.Equal(t, uint64(12), failed, "the loose admission of every request could not be given back")
+		}
+	}
+	require.Zero(t, g.Stats().Degraded, "no decision was answered by the failure mode")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,12 @@ type Store struct {
 	batch   *batcher
 	calls   sync.Pool // of *call, for Take (see newCall1)
 	closed  atomic.Bool
+	log     *slog.Logger
+	// failedComp counts refunds of denied groups that failed; lastCompLog
+	// is when one was last logged (ns since the epoch).
+	failedComp  atomic.Uint64
+	lastCompLog atomic.Int64
+	reloads     atomic.Uint64
 	// deadlines: the client honours context deadlines on its sockets.
 	deadlines bool
 }
@@ -54,6 +61,7 @@ type config struct {
 	inflight  int
 	maxBatch  int
 	functions bool
+	log       *slog.Logger
 }
 
 // Option configures a Store.
@@ -96,6 +104,11 @@ func WithPipelining(inflight, maxBatch int) Option {
 // scripts only: EVALSHA, and EVAL when the server does not have the script.
 func WithFunctions(enabled bool) Option { return func(c *config) { c.functions = enabled } }
 
+// WithLogger sets the logger of the store's own events, such as a denied
+// group whose admissions could not be given back (slog.Default() if unset).
+// They are logged at most once a second; Stats counts them all.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
 // New returns a Store on client. It does not contact Redis: the library (or
 // the scripts) are loaded on first use.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
@@ -116,7 +129,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	if err := c.th.Validate(); err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
 	}
-	s := &Store{client: client, prefix: c.prefix, timeout: c.timeout, th: c.th, clock: c.clock, deadlines: honoursDeadlines(client)}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	s := &Store{client: client, prefix: c.prefix, timeout: c.timeout, th: c.th, clock: c.clock, deadlines: honoursDeadlines(client), log: c.log}
 	s.r = newRunner(client, c.functions)
 	if c.inflight > 0 {
 		s.batch = newBatcher(s, c.inflight, c.maxBatch)
@@ -361,9 +377,9 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 		denied = denied || groupDenied
 	}
 	if denied && len(groups) > 1 {
-		if err := s.compensate(ctx, ops, ds, consumed); err != nil {
-			return err
-		}
+		// The decision is made: a failure of the bookkeeping after it never
+		// changes it (the units it could not give back stay consumed).
+		s.compensate(ctx, ops, ds, consumed)
 	}
 	for i := range ops {
 		out[i] = ds[i].result()
@@ -374,8 +390,11 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 // compensate undoes the admissions of the ops that consumed (their group was
 // not denied itself; a denying group consumed nothing): their units and
 // their previous warning state are restored, and they are reported as the
-// memory store reports them, allowed by their policy but unconsumed.
-func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, consumed []bool) error {
+// memory store reports them, allowed by their policy but unconsumed. It runs
+// on ctx's deadline but not its cancellation (the caller leaving does not
+// stop it). An op whose refund fails keeps its admission, is reported as its
+// policy decided it (allowed), and is counted in Stats and logged.
+func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, consumed []bool) {
 	deadline, _ := ctx.Deadline()
 	var calls []*call
 	var which []int
@@ -396,18 +415,64 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 		calls, which = append(calls, c), append(which, i)
 	}
 	if len(calls) == 0 {
-		return nil
+		return
 	}
-	if err := s.runAll(ctx, calls); err != nil {
-		return err
-	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	errs := s.runEach(ctx, calls)
+	var failed int
+	var first error
 	for j, i := range which {
-		if err := outcome(calls[j].res, &ds[i].o); err != nil {
-			return fmt.Errorf("redisstore: %w", err)
+		err := errs[j]
+		var o algo.Outcome
+		if err == nil {
+			if err = outcome(calls[j].res, &o); err != nil {
+				err = fmt.Errorf("redisstore: %w", err)
+			}
 		}
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		ds[i].o = o
 		ds[i].o.Allowed, ds[i].o.Retry = true, 0
 	}
-	return nil
+	if failed > 0 {
+		s.compensationFailed(failed, first)
+	}
+}
+
+// compensationFailed counts refunds of a denied group that failed, and logs
+// them at most once a second.
+func (s *Store) compensationFailed(n int, err error) {
+	total := s.failedComp.Add(uint64(n))
+	now := time.Now().UnixNano()
+	last := s.lastCompLog.Load()
+	if now-last < int64(time.Second) || !s.lastCompLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("sluice: redisstore: a denied group's admissions could not all be given back; they stay consumed",
+		"failed", n, "failed_total", total, "err", err)
+}
+
+// Stats counts what a Store did since New.
+type Stats struct {
+	// FailedCompensations is the number of admissions of denied groups
+	// (Cluster, Ring, proxies: see TakeAll) that could not be given back
+	// because the refund failed or ran out of time. The group was denied
+	// all the same; those units stay consumed until the key refills.
+	FailedCompensations uint64
+	// SlotReloads is the number of times the store asked a Cluster client
+	// to reload its slot map after a fault (see Store).
+	SlotReloads uint64
+}
+
+// Stats returns the counts so far.
+func (s *Store) Stats() Stats {
+	return Stats{FailedCompensations: s.failedComp.Load(), SlotReloads: s.reloads.Load()}
 }
 
 // SetOverride replaces key's limit until o.Until, in Redis next to the key,
@@ -503,20 +568,31 @@ func (s *Store) overrideKey(key string) string {
 // runAll sends calls concurrently (the batcher pipelines them together) and
 // returns the first error.
 func (s *Store) runAll(ctx context.Context, calls []*call) error {
-	if len(calls) == 1 {
-		return s.run(ctx, calls[0])
-	}
-	errs := make(chan error, len(calls))
-	for _, c := range calls {
-		go func() { errs <- s.run(ctx, c) }()
-	}
-	var first error
-	for range calls {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+	for _, err := range s.runEach(ctx, calls) {
+		if err != nil {
+			return err
 		}
 	}
-	return first
+	return nil
+}
+
+// runEach sends calls concurrently and returns the error of each.
+func (s *Store) runEach(ctx context.Context, calls []*call) []error {
+	errs := make([]error, len(calls))
+	if len(calls) == 1 {
+		errs[0] = s.run(ctx, calls[0])
+		return errs
+	}
+	var wg sync.WaitGroup
+	for j, c := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[j] = s.run(ctx, c)
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // Refund gives back the cost units of key's admission decided at instant at
