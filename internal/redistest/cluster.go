@@ -24,6 +24,8 @@ type Cluster struct {
 	// Nodes are the masters, in slot order: Nodes[i] was given the i-th
 	// contiguous share of the 16384 slots.
 	Nodes []*Server
+	// Replicas[i] are the replicas of Nodes[i] (StartClusterWithReplicas).
+	Replicas [][]*Server
 
 	ranges [][2]int // initial slot range [first, last] of each node
 }
