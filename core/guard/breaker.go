@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -98,25 +100,129 @@ type Observer interface {
 	BackendFailed(kind ErrorKind, err error)
 }
 
-// Circuit returns the breaker's current state.
-func (s *Store) Circuit() Circuit { return Circuit(s.circuit.Load()) }
+// breaker is the circuit of the whole backend, or of one of its nodes.
+type breaker struct {
+	node      string        // "" for the whole backend
+	mu        sync.Mutex    // serializes transitions
+	circuit   atomic.Uint32 // a Circuit
+	failures  atomic.Int64  // consecutive failures while closed
+	openedAt  atomic.Int64  // ns since epoch when the circuit last opened
+	downSince atomic.Int64  // ns since epoch when it opened after being closed
+}
 
-// admit decides whether a call may reach the backend. probe reports that
-// this call is the half-open probe, which must end in succeed, fail or
-// release. *now is the monotonic time if the caller already read it (0
-// otherwise); admit fills it when it needs it.
-func (s *Store) admit(now *int64) (probe, ok bool) {
-	switch Circuit(s.circuit.Load()) {
+// Sharded is a backend whose keys live on nodes that fail independently,
+// such as the Redis store on a Cluster. The Store keeps one circuit breaker
+// per node of such a backend, so a dead node costs its own keys
+// microseconds (its circuit opens) and the other nodes' keys nothing.
+type Sharded interface {
+	// Node returns the node that serves key (a Limiter key: identity, NUL,
+	// policy; or all identity), or "" when the backend cannot tell or all
+	// keys share one server. It must be quick: it is called on every
+	// decision.
+	Node(key string) string
+}
+
+// NodeError is implemented by backend errors that name the node that
+// failed; a failure without it counts against every node of the call.
+type NodeError interface {
+	error
+	FailedNode() string
+}
+
+// NodeObserver is an Observer that is also told which node's circuit
+// changed ("" for the whole backend).
+type NodeObserver interface {
+	NodeCircuitChanged(node string, from, to Circuit)
+}
+
+// maxNodes bounds the breakers kept per Store; past it, closed breakers of
+// nodes are forgotten (nodes come and go with failovers).
+const maxNodes = 1024
+
+// breakerFor returns the breaker of node ("" for the whole backend).
+func (s *Store) breakerFor(node string) *breaker {
+	if node == "" {
+		return &s.whole
+	}
+	if m := s.nodes.Load(); m != nil {
+		if b := (*m)[node]; b != nil {
+			return b
+		}
+	}
+	s.nodesMu.Lock()
+	defer s.nodesMu.Unlock()
+	old := map[string]*breaker{}
+	if m := s.nodes.Load(); m != nil {
+		if b := (*m)[node]; b != nil {
+			return b
+		}
+		old = *m
+	}
+	next := make(map[string]*breaker, len(old)+1)
+	for k, b := range old {
+		if len(old) < maxNodes || Circuit(b.circuit.Load()) != Closed {
+			next[k] = b
+		}
+	}
+	b := &breaker{node: node}
+	next[node] = b
+	s.nodes.Store(&next)
+	return b
+}
+
+// nodeOf returns the breaker of key's node.
+func (s *Store) nodeOf(key string) *breaker {
+	if s.sharded == nil {
+		return &s.whole
+	}
+	return s.breakerFor(s.sharded.Node(key))
+}
+
+// Circuit returns the breaker's current state: for a Sharded backend, the
+// most open of its nodes' circuits (Open, then HalfOpen, then Closed).
+func (s *Store) Circuit() Circuit {
+	c := Circuit(s.whole.circuit.Load())
+	if m := s.nodes.Load(); m != nil {
+		for _, b := range *m {
+			switch n := Circuit(b.circuit.Load()); {
+			case n == Open:
+				return Open
+			case n == HalfOpen:
+				c = HalfOpen
+			}
+		}
+	}
+	return c
+}
+
+// Circuits returns the state of every node's circuit of a Sharded backend
+// (the whole backend's under ""), for diagnostics.
+func (s *Store) Circuits() map[string]Circuit {
+	out := map[string]Circuit{"": Circuit(s.whole.circuit.Load())}
+	if m := s.nodes.Load(); m != nil {
+		for k, b := range *m {
+			out[k] = Circuit(b.circuit.Load())
+		}
+	}
+	return out
+}
+
+// admit decides whether a call may reach the backend through b. probe
+// reports that this call is the half-open probe, which must end in succeed,
+// fail or release. *now is the monotonic time if the caller already read it
+// (0 otherwise); admit fills it when it needs it.
+func (s *Store) admit(b *breaker, now *int64) (probe, ok bool) {
+	switch Circuit(b.circuit.Load()) {
 	case Closed:
 		return false, true
 	case Open:
 		if *now == 0 {
 			*now = s.mono()
 		}
-		if *now-s.openedAt.Load() < int64(s.cfg.breaker.Cooldown) {
+		if *now-b.openedAt.Load() < int64(s.cfg.breaker.Cooldown) {
 			return false, false
 		}
-		if !s.move(Open, HalfOpen, nil, 0) {
+		if !s.move(b, Open, HalfOpen, nil, 0) {
 			return false, false // another caller is the probe
 		}
 		return true, true
@@ -124,55 +230,55 @@ func (s *Store) admit(now *int64) (probe, ok bool) {
 	return false, false // half-open: the probe is out
 }
 
-// succeed records a call that reached the backend and got an answer.
-func (s *Store) succeed(probe bool) {
-	if s.failures.Load() != 0 {
-		s.failures.Store(0)
+// succeed records a call through b that reached the backend and got an
+// answer.
+func (s *Store) succeed(b *breaker, probe bool) {
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
 	}
 	if probe {
-		s.move(HalfOpen, Closed, nil, 0)
+		s.move(b, HalfOpen, Closed, nil, 0)
 	}
 }
 
 // release returns the probe token unused (the caller's context ended), so
 // the next call probes at once.
-func (s *Store) release(probe bool) {
+func (s *Store) release(b *breaker, probe bool) {
 	if probe {
-		s.move(HalfOpen, Open, nil, s.mono()-int64(s.cfg.breaker.Cooldown))
+		s.move(b, HalfOpen, Open, nil, s.mono()-int64(s.cfg.breaker.Cooldown))
 	}
 }
 
-// fail records a failed backend call and opens the circuit when the
-// failures reach the threshold (or the probe failed).
-func (s *Store) fail(_ context.Context, err error, probe bool) {
-	s.report(err)
+// fail records a failed backend call through b and opens its circuit when
+// the failures reach the threshold (or the probe failed).
+func (s *Store) fail(b *breaker, err error, probe bool) {
 	if probe {
-		s.move(HalfOpen, Open, err, s.mono())
+		s.move(b, HalfOpen, Open, err, s.mono())
 		return
 	}
-	if s.failures.Add(1) >= int64(s.cfg.breaker.Failures) {
-		s.move(Closed, Open, err, s.mono())
+	if b.failures.Add(1) >= int64(s.cfg.breaker.Failures) {
+		s.move(b, Closed, Open, err, s.mono())
 	}
 }
 
-// move changes the circuit from one state to another, if it is still in
-// the first, and reports the transition; opened is the instant an Open
-// circuit counts its cooldown from. Transitions are serialized, so
-// observers see them in the order they happened.
-func (s *Store) move(from, to Circuit, err error, opened int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if Circuit(s.circuit.Load()) != from {
+// move changes b's circuit from one state to another, if it is still in the
+// first, and reports the transition; opened is the instant an Open circuit
+// counts its cooldown from. Transitions are serialized, so observers see
+// them in the order they happened.
+func (s *Store) move(b *breaker, from, to Circuit, err error, opened int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if Circuit(b.circuit.Load()) != from {
 		return false
 	}
 	if to == Open {
-		s.openedAt.Store(opened)
+		b.openedAt.Store(opened)
 		if from == Closed {
-			s.downSince.Store(opened)
+			b.downSince.Store(opened)
 		}
 	}
-	s.circuit.Store(uint32(to))
-	s.transition(from, to, err)
+	b.circuit.Store(uint32(to))
+	s.transition(b, from, to, err)
 	return true
 }
 
@@ -188,8 +294,11 @@ func (s *Store) report(err error) {
 }
 
 // transition logs a breaker transition and tells the observers.
-func (s *Store) transition(from, to Circuit, err error) {
+func (s *Store) transition(b *breaker, from, to Circuit, err error) {
 	log := s.cfg.log
+	if b.node != "" {
+		log = log.With("node", b.node)
+	}
 	fallback := s.cfg.mode == ModeFallback
 	switch to {
 	case Open:
@@ -206,12 +315,15 @@ func (s *Store) transition(from, to Circuit, err error) {
 		log.Info("sluice: circuit half-open, probing the backend")
 	case Closed:
 		log.Info("sluice: backend recovered, circuit closed", "down",
-			time.Duration(s.mono()-s.downSince.Load()).Round(time.Millisecond))
+			time.Duration(s.mono()-b.downSince.Load()).Round(time.Millisecond))
 		if fallback {
 			log.Info("sluice: local fallback off")
 		}
 	}
 	for _, o := range s.cfg.observers {
 		o.CircuitChanged(from, to)
+		if no, ok := o.(NodeObserver); ok {
+			no.NodeCircuitChanged(b.node, from, to)
+		}
 	}
 }

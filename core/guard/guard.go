@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,11 +79,13 @@ type Store struct {
 	deny    *denyCache         // nil unless WithDenyCache
 	epoch   time.Time          // origin of the monotonic nanoseconds below
 
-	mu        sync.Mutex    // serializes circuit transitions
-	circuit   atomic.Uint32 // a Circuit
-	failures  atomic.Int64  // consecutive failures while closed
-	openedAt  atomic.Int64  // ns since epoch when the circuit last opened
-	downSince atomic.Int64  // ns since epoch when it opened after being closed
+	sharded Sharded // backend as a Sharded, or nil
+	// whole is the circuit of the backend, or of the keys whose node a
+	// Sharded backend cannot tell; nodes holds one per node of a Sharded
+	// backend (copied on write: nodes are few and rarely new).
+	whole   breaker
+	nodes   atomic.Pointer[map[string]*breaker]
+	nodesMu sync.Mutex
 
 	// The counters are written by every call: keep them off the cache line
 	// of the circuit state, which every call reads.
@@ -222,6 +225,7 @@ func New(backend core.Store, opts ...Option) (*Store, error) {
 	s := &Store{backend: backend, cfg: c, epoch: c.clock()}
 	s.batch, _ = backend.(core.BatchStore)
 	s.split, _ = backend.(core.SplitKeyStore)
+	s.sharded, _ = backend.(Sharded)
 	if c.denyCache != nil {
 		d := *c.denyCache
 		switch {
@@ -315,7 +319,14 @@ func (s *Store) take(ctx context.Context, k keyParts, l core.Limit, cost int64) 
 			return res, nil
 		}
 	}
-	probe, ok := s.admit(&now)
+	b := &s.whole
+	if s.sharded != nil {
+		b = s.breakerFor(s.sharded.Node(k.id)) // the identity: a key without NUL
+		if k.whole {
+			b = s.nodeOf(k.joined)
+		}
+	}
+	probe, ok := s.admit(b, &now)
 	if !ok {
 		return s.degradeOne(ctx, &k, l, cost)
 	}
@@ -331,13 +342,14 @@ func (s *Store) take(ctx context.Context, k keyParts, l core.Limit, cost int64) 
 	cancel()
 	if err != nil {
 		if passThrough(ctx, err) {
-			s.release(probe)
+			s.release(b, probe)
 			return core.Result{}, err
 		}
-		s.fail(ctx, err, probe)
+		s.report(err)
+		s.fail(b, err, probe)
 		return s.degradeOne(ctx, &k, l, cost)
 	}
-	s.succeed(probe)
+	s.succeed(b, probe)
 	if s.deny != nil && cost > 0 && deniedFor(res) {
 		if now == 0 {
 			now = s.mono()
@@ -361,9 +373,28 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 			return nil
 		}
 	}
-	probe, ok := s.admit(&now)
-	if !ok {
-		return s.degradeAll(ctx, ops, out)
+	// The circuits of the ops' nodes: all must let the group through.
+	var one [4]*breaker
+	var two [4]bool
+	bs, probes := one[:0], two[:0]
+	if s.sharded == nil {
+		bs = append(bs, &s.whole)
+	} else {
+		for _, op := range ops {
+			if b := s.nodeOf(op.Key); !slices.Contains(bs, b) {
+				bs = append(bs, b)
+			}
+		}
+	}
+	for i, b := range bs {
+		probe, ok := s.admit(b, &now)
+		if !ok {
+			for j, b := range bs[:i] {
+				s.release(b, probes[j])
+			}
+			return s.degradeAll(ctx, ops, out)
+		}
+		probes = append(probes, probe)
 	}
 	s.calls.Add(1)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
@@ -371,13 +402,30 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	cancel()
 	if err != nil {
 		if passThrough(ctx, err) {
-			s.release(probe)
+			for j, b := range bs {
+				s.release(b, probes[j])
+			}
 			return err
 		}
-		s.fail(ctx, err, probe)
+		s.report(err)
+		var ne NodeError
+		failed := ""
+		if errors.As(err, &ne) {
+			failed = ne.FailedNode()
+		}
+		for j, b := range bs {
+			switch probe := probes[j]; {
+			case failed == "" || b.node == failed || b.node == "":
+				s.fail(b, err, probe)
+			default: // another node failed: this one's answer is unknown
+				s.release(b, probe)
+			}
+		}
 		return s.degradeAll(ctx, ops, out)
 	}
-	s.succeed(probe)
+	for j, b := range bs {
+		s.succeed(b, probes[j])
+	}
 	if s.deny != nil {
 		if now == 0 {
 			now = s.mono()
@@ -411,7 +459,7 @@ func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64
 	if s.batch == nil {
 		return errors.New("guard: Refund: the backend cannot refund")
 	}
-	if s.circuit.Load() != uint32(Closed) {
+	if s.nodeOf(key).circuit.Load() != uint32(Closed) {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)

@@ -32,9 +32,24 @@ type Store struct {
 	r       *runner
 	specs   [64]atomic.Pointer[compiled]
 	batch   *batcher
-	calls   sync.Pool // of *call, for Take (see newCall1)
-	closed  atomic.Bool
-	log     *slog.Logger
+	// cluster is client as a Cluster client, or nil. A Cluster store
+	// pipelines the calls of each node apart (batchers, by address), so a
+	// dead node's calls never share a pipeline or a deadline with a live
+	// node's, and follows failovers (see fault).
+	cluster  *redis.ClusterClient
+	batchers atomic.Pointer[map[string]*batcher]
+	bmu      sync.Mutex
+	inflight int
+	maxBatch int
+	// stateOK: the Cluster client has loaded its slot map once.
+	stateOK atomic.Bool
+	// lastFault and lastReload are when a call last met a fault that may
+	// mean the slot map changed, and when the store last asked the client
+	// to reload it (ns since the epoch; 0: never, or long enough ago).
+	lastFault, lastReload atomic.Int64
+	calls                 sync.Pool // of *call, for Take (see newCall1)
+	closed                atomic.Bool
+	log                   *slog.Logger
 	// failedComp counts refunds of denied groups that failed; lastCompLog
 	// is when one was last logged (ns since the epoch).
 	failedComp  atomic.Uint64
@@ -134,6 +149,8 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	}
 	s := &Store{client: client, prefix: c.prefix, timeout: c.timeout, th: c.th, clock: c.clock, deadlines: honoursDeadlines(client), log: c.log}
 	s.r = newRunner(client, c.functions)
+	s.cluster, _ = client.(*redis.ClusterClient)
+	s.inflight, s.maxBatch = c.inflight, c.maxBatch
 	if c.inflight > 0 {
 		s.batch = newBatcher(s, c.inflight, c.maxBatch)
 	}
@@ -264,18 +281,176 @@ func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
 	return nil
 }
 
-// run runs c, bounded by its deadline and ctx.
+// run runs c, bounded by its deadline and ctx. On a Cluster, c goes
+// through the batcher of its node, and a failure names that node (see
+// NodeError).
 func (s *Store) run(ctx context.Context, c *call) error {
 	var err error
-	if s.batch != nil {
+	node := ""
+	switch {
+	case s.cluster != nil:
+		node = s.nodeOfKey(c.argv[3].(string)) // the first key: every key of a call shares its slot
+		if s.batch != nil {
+			err = s.batcherFor(node).do(ctx, c)
+		} else {
+			err = s.direct(ctx, c)
+		}
+	case s.batch != nil:
 		err = s.batch.do(ctx, c)
-	} else {
+	default:
 		err = s.direct(ctx, c)
 	}
 	if err != nil {
+		s.fault(err)
+		if node != "" {
+			return &NodeError{Node: node, Err: err}
+		}
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	return nil
+}
+
+// NodeError is the failure of a call on one node of a Cluster. It unwraps
+// to the cause, and names the node (its address) so that a caller such as
+// core/guard can keep failure state per node.
+type NodeError struct {
+	Node string
+	Err  error
+}
+
+// Error returns "redisstore: node <address>: " and the cause.
+func (e *NodeError) Error() string { return "redisstore: node " + e.Node + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// FailedNode returns the address of the node that failed.
+func (e *NodeError) FailedNode() string { return e.Node }
+
+// Node returns the address of the Cluster master that serves key's
+// identity (key as the Limiter builds it: identity, NUL, policy; or all
+// identity), as the client's slot map has it now, or "" when the client is
+// not a Cluster client or does not know yet. It lets core/guard keep one
+// circuit breaker per node. While faults are recent it also asks the client
+// to reload its slot map now and then (see fault), so that a failover is
+// followed even when no call reaches the failed node.
+func (s *Store) Node(key string) string {
+	if s.cluster == nil {
+		return ""
+	}
+	s.reloadIfFaulted()
+	id, _ := split(key)
+	t := tag(id)
+	if t == "" {
+		return ""
+	}
+	return s.nodeOfKey(t) // a tag has no braces: its slot is the slot of "{tag}"
+}
+
+// nodeOfKey returns the address of the master that serves the Redis key k
+// on a Cluster, or "" if the client cannot tell.
+func (s *Store) nodeOfKey(k string) string {
+	ctx := context.Background()
+	if !s.stateOK.Load() { // the first call loads the slot map: bound it
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		defer cancel()
+	}
+	c, err := s.cluster.MasterForKey(ctx, k)
+	if err != nil {
+		return ""
+	}
+	s.stateOK.Store(true)
+	return c.Options().Addr
+}
+
+// batcherFor returns the batcher of a Cluster node ("": calls whose node is
+// unknown).
+func (s *Store) batcherFor(node string) *batcher {
+	if m := s.batchers.Load(); m != nil {
+		if b := (*m)[node]; b != nil {
+			return b
+		}
+	}
+	s.bmu.Lock()
+	defer s.bmu.Unlock()
+	old := map[string]*batcher{}
+	if m := s.batchers.Load(); m != nil {
+		if b := (*m)[node]; b != nil {
+			return b
+		}
+		old = *m
+	}
+	next := make(map[string]*batcher, len(old)+1)
+	if len(old) < maxNodes { // nodes come and go with failovers: bound them
+		for k, b := range old {
+			next[k] = b
+		}
+	}
+	b := newBatcher(s, s.inflight, s.maxBatch)
+	next[node] = b
+	s.batchers.Store(&next)
+	return b
+}
+
+// maxNodes bounds the batchers of a Cluster store.
+const maxNodes = 1024
+
+// Fault handling on a Cluster: how long after the last fault the store
+// keeps asking for the slot map, and how often.
+const (
+	faultWindow    = 30 * time.Second
+	reloadInterval = 100 * time.Millisecond
+)
+
+// fault notes a failed call. On a Cluster, a failure that may mean the slot
+// map changed (a connection error, a timeout, CLUSTERDOWN, MOVED, ASK,
+// TRYAGAIN, LOADING, READONLY, MASTERDOWN) asks the client to reload it at
+// once (go-redis otherwise reloads it on its own schedule, every minute by
+// default), and then every reloadInterval while faults keep coming and for
+// faultWindow after the last: a replica promoted after a master died is
+// followed within about reloadInterval of the cluster agreeing on it.
+func (s *Store) fault(err error) {
+	if s.cluster == nil {
+		return
+	}
+	var re redis.Error
+	if errors.As(err, &re) && !topologyErr(err) {
+		return // an answer about the call itself (WRONGTYPE, say)
+	}
+	s.lastFault.Store(time.Now().UnixNano())
+	s.reloadIfFaulted()
+}
+
+// topologyErr reports a Redis error reply that may mean the slot map moved.
+func topologyErr(err error) bool {
+	for _, p := range [...]string{"CLUSTERDOWN", "MOVED", "ASK", "TRYAGAIN", "LOADING", "READONLY", "MASTERDOWN"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// reloadIfFaulted asks the Cluster client to reload its slot map (in the
+// background) if a fault is recent and the last request is reloadInterval
+// old.
+func (s *Store) reloadIfFaulted() {
+	f := s.lastFault.Load()
+	if f == 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	if now-f > int64(faultWindow) {
+		s.lastFault.CompareAndSwap(f, 0)
+		return
+	}
+	last := s.lastReload.Load()
+	if now-last < int64(reloadInterval) || !s.lastReload.CompareAndSwap(last, now) {
+		return
+	}
+	s.reloads.Add(1)
+	s.cluster.ReloadState(context.Background())
 }
 
 // TakeAll decides ops all or nothing; see core.BatchStore.

@@ -1,0 +1,261 @@
+package guard_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/guard"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+var _ guard.Sharded = (*redisstore.Store)(nil)
+
+// nodeRecorder counts circuit transitions per node.
+type nodeRecorder struct {
+	mu     sync.Mutex
+	opened map[string]int // Closed -> Open, per node
+}
+
+func (r *nodeRecorder) CircuitChanged(from, to guard.Circuit) {}
+func (r *nodeRecorder) BackendFailed(guard.ErrorKind, error)  {}
+func (r *nodeRecorder) NodeCircuitChanged(node string, from, to guard.Circuit) {
+	if from == guard.Closed && to == guard.Open {
+		r.mu.Lock()
+		r.opened[node]++
+		r.mu.Unlock()
+	}
+}
+
+func (r *nodeRecorder) opens() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps(r.opened)
+}
+
+func maps(m map[string]int) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// clusterLoad drives decisions for identities from several goroutines, each
+// with its own guard over its own store and Cluster client (as separate
+// instances would), and records, per identity, where each decision came
+// from and how long it took.
+type clusterLoad struct {
+	ids     []string
+	guards  []*guard.Store
+	stores  []*redisstore.Store
+	rec     *nodeRecorder
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	samples []sample
+}
+
+type sample struct {
+	id     int
+	at     time.Time
+	took   time.Duration
+	source core.Source
+}
+
+func startClusterLoad(t *testing.T, c *redistest.Cluster, ids []string, instances, goroutines int) *clusterLoad {
+	t.Helper()
+	l := &clusterLoad{ids: ids, rec: &nodeRecorder{opened: map[string]int{}}, stop: make(chan struct{})}
+	for range instances {
+		client := c.Client(t, func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = true })
+		s, err := redisstore.New(client, redisstore.WithTimeout(faultTimeout))
+		require.NoError(t, err)
+		g, err := guard.New(s, guard.WithTimeout(faultTimeout), guard.WithFailOpen(),
+			guard.WithBreaker(guard.Breaker{Failures: faultFailures, Cooldown: faultCooldown}),
+			guard.WithObserver(l.rec), guard.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+		require.NoError(t, err)
+		l.stores, l.guards = append(l.stores, s), append(l.guards, g)
+	}
+	lim := core.PerSecond(1_000_000)
+	for w := range goroutines {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			g := l.guards[w%instances]
+			for i := w; ; i++ {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				id := i % len(ids)
+				start := time.Now()
+				r, err := g.TakeSplit(context.Background(), ids[id], "per-id", lim, 1)
+				if err != nil {
+					panic(err) // never: the guard answers every backend failure
+				}
+				took := time.Since(start)
+				l.mu.Lock()
+				l.samples = append(l.samples, sample{id: id, at: start, took: took, source: r.Source})
+				l.mu.Unlock()
+				time.Sleep(200 * time.Microsecond)
+			}
+		}()
+	}
+	t.Cleanup(l.end)
+	return l
+}
+
+func (l *clusterLoad) end() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+}
+
+// stats summarizes the samples of the identities keep picks, started in
+// [from, to): how many, how many failed open, and the p99 latency.
+func (l *clusterLoad) stats(keep func(id int) bool, from, to time.Time) (n, failedOpen int, p99 time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var took []time.Duration
+	for _, s := range l.samples {
+		if !keep(s.id) || s.at.Before(from) || !s.at.Before(to) {
+			continue
+		}
+		n++
+		if s.source == core.FailedOpen {
+			failedOpen++
+		}
+		took = append(took, s.took)
+	}
+	if n == 0 {
+		return 0, 0, 0
+	}
+	slices.Sort(took)
+	return n, failedOpen, took[(len(took)*99)/100]
+}
+
+// firstFromStore returns the first sample of an identity keep picks,
+// started after from, that the store decided.
+func (l *clusterLoad) firstFromStore(keep func(id int) bool, from time.Time) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first time.Time
+	for _, s := range l.samples {
+		if keep(s.id) && s.at.After(from) && s.source == core.FromStore && (first.IsZero() || s.at.Before(first)) {
+			first = s.at
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// identities returns n identities served by each master of c, by master.
+func identities(t *testing.T, c *redistest.Cluster, s *redisstore.Store, n int) ([]string, map[string]int) {
+	t.Helper()
+	var ids []string
+	master := map[string]int{}
+	count := make([]int, len(c.Nodes))
+	for i := 0; len(ids) < n*len(c.Nodes); i++ {
+		id := fmt.Sprintf("%s-%d", t.Name(), i)
+		node := c.NodeForKey(s.Key(id+"\x00per-id", core.TokenBucket))
+		m := slices.Index(c.Nodes, node)
+		if count[m] < n {
+			count[m]++
+			master[id] = m
+			ids = append(ids, id)
+		}
+	}
+	return ids, master
+}
+
+// One of three Cluster masters is SIGKILLed under load from four instances:
+// the identities on the two live masters keep being decided by the store
+// (none fails open) with a p99 near the one before the kill, the dead
+// master's circuit opens once (in each instance) and no live master's
+// circuit opens. The cluster keeps serving the live masters' slots
+// (cluster-require-full-coverage no).
+func TestClusterDeadMasterCostsOnlyItsIdentities(t *testing.T) {
+	c := redistest.StartCluster(t, 3, "--cluster-require-full-coverage", "no")
+	probe, err := redisstore.New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()}))
+	require.NoError(t, err)
+	ids, master := identities(t, c, probe, 10)
+	const dead = 2
+	deadAddr := c.Nodes[dead].Addr
+	onDead := func(id int) bool { return master[ids[id]] == dead }
+	onLive := func(id int) bool { return master[ids[id]] != dead }
+	load := startClusterLoad(t, c, ids, 4, 8)
+	time.Sleep(1500 * time.Millisecond)
+	killed := time.Now()
+	c.Nodes[dead].Kill()
+	time.Sleep(4 * time.Second)
+	load.end()
+
+	n0, open0, p990 := load.stats(onLive, killed.Add(-time.Second), killed)
+	n1, open1, p991 := load.stats(onLive, killed, killed.Add(4*time.Second))
+	nd, openD, _ := load.stats(onDead, killed.Add(500*time.Millisecond), killed.Add(4*time.Second))
+	t.Logf("live masters' identities: before the kill %d decisions, p99 %s; after %d decisions, %d failed open, p99 %s", n0, p990, n1, open1, p991)
+	t.Logf("dead master's identities after the kill: %d decisions, %d failed open; circuits opened: %v", nd, openD, load.rec.opens())
+	require.Positive(t, n0)
+	require.Zero(t, open0)
+	require.Greater(t, n1, n0, "live identities kept being decided")
+	require.Zero(t, open1, "no decision of a live identity failed open")
+	require.Less(t, p991, max(4*p990, 5*time.Millisecond), "the live identities' p99 stays near normal")
+	require.Greater(t, openD, nd*9/10, "the dead master's identities are answered by the failure mode")
+	opens := load.rec.opens()
+	require.Equal(t, len(load.guards), opens[deadAddr], "the dead master's circuit opened once per instance: %v", opens)
+	for node, n := range opens {
+		require.Equal(t, deadAddr, node, "only the dead master's circuit opened (%d times)", n)
+	}
+	for _, g := range load.guards {
+		require.Equal(t, guard.Open, g.Circuits()[deadAddr])
+	}
+}
+
+// A master is SIGKILLed in a Cluster where each master has a replica: once
+// the cluster agrees that the replica serves the slots, the identities of
+// those slots are decided by the store again within about a second (the
+// store asks the client to reload its slot map after the faults, instead of
+// waiting for go-redis's own refresh, every minute by default).
+func TestClusterFailoverIsFollowed(t *testing.T) {
+	c := redistest.StartClusterWithReplicas(t, 3, 1, "--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no")
+	probe, err := redisstore.New(redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()}))
+	require.NoError(t, err)
+	ids, master := identities(t, c, probe, 8)
+	const dead = 0
+	onDead := func(id int) bool { return master[ids[id]] == dead }
+	onLive := func(id int) bool { return master[ids[id]] != dead }
+	load := startClusterLoad(t, c, ids, 2, 6)
+	time.Sleep(time.Second)
+	killed := time.Now()
+	c.Nodes[dead].Kill()
+	promoted, agreed := c.AwaitFailover(t, dead)
+	var back time.Time
+	require.Eventually(t, func() bool {
+		var ok bool
+		back, ok = load.firstFromStore(onDead, agreed)
+		return ok
+	}, 10*time.Second, 10*time.Millisecond, "the promoted replica decides the dead master's identities")
+	time.Sleep(300 * time.Millisecond)
+	load.end()
+	_, openLive, _ := load.stats(onLive, killed, agreed)
+	t.Logf("killed master %s; cluster agreed on %s after %s; its identities decided by the store again %s after that; live identities failed open meanwhile: %d; slot map reloads asked: %d",
+		c.Replicas[dead][len(c.Replicas[dead])-1].Addr, promoted.Addr, agreed.Sub(killed).Round(time.Millisecond), back.Sub(agreed).Round(time.Millisecond), openLive, load.stores[0].Stats().SlotReloads)
+	require.Less(t, back.Sub(agreed), 2*time.Second)
+	require.Zero(t, openLive, "the live masters' identities were decided by the store throughout")
+	n, open, _ := load.stats(onDead, back.Add(200*time.Millisecond), time.Now())
+	require.Positive(t, n)
+	require.Zero(t, open, "once followed, the failover is followed for good")
+}
