@@ -222,6 +222,35 @@ func TestClusterDeadMasterCostsOnlyItsIdentities(t *testing.T) {
 	for _, g := range load.guards {
 		require.Equal(t, guard.Open, g.Circuits()[deadAddr])
 	}
+
+	// A group of an identity on a live master and one on the dead master:
+	// the live one is still decided by the store (here, denied), the dead
+	// one fails open.
+	var liveID, deadID string
+	for _, id := range ids {
+		if master[id] == dead {
+			deadID = id
+		} else {
+			liveID = id
+		}
+	}
+	ctx := context.Background()
+	ops := []core.Op{
+		{Key: liveID + "\x00tight", Limit: core.PerHour(1), Cost: 1},
+		{Key: deadID + "\x00tight", Limit: core.PerHour(1), Cost: 1},
+	}
+	_, err = load.stores[0].Take(ctx, ops[0].Key, ops[0].Limit, 1)
+	require.NoError(t, err)
+	out := make([]core.Result, 2)
+	for range 3 { // the first call after a cooldown is the dead master's probe
+		require.NoError(t, load.guards[0].TakeAll(ctx, ops, out))
+		if out[1].Source == core.FailedOpen && out[0].Source == core.FromStore {
+			break
+		}
+	}
+	require.Equal(t, core.FromStore, out[0].Source, "%+v", out)
+	require.False(t, out[0].Allowed, "the live identity's policy still denies: %+v", out)
+	require.Equal(t, core.FailedOpen, out[1].Source, "%+v", out)
 }
 
 // A master is SIGKILLed in a Cluster where each master has a replica: once

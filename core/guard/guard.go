@@ -386,15 +386,14 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 			}
 		}
 	}
-	for i, b := range bs {
+	blocked := false
+	for _, b := range bs {
 		probe, ok := s.admit(b, &now)
-		if !ok {
-			for j, b := range bs[:i] {
-				s.release(b, probes[j])
-			}
-			return s.degradeAll(ctx, ops, out)
-		}
 		probes = append(probes, probe)
+		blocked = blocked || !ok
+	}
+	if blocked {
+		return s.takeSome(ctx, ops, out, bs, probes, now)
 	}
 	s.calls.Add(1)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
@@ -407,20 +406,7 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 			}
 			return err
 		}
-		s.report(err)
-		var ne NodeError
-		failed := ""
-		if errors.As(err, &ne) {
-			failed = ne.FailedNode()
-		}
-		for j, b := range bs {
-			switch probe := probes[j]; {
-			case failed == "" || b.node == failed || b.node == "":
-				s.fail(b, err, probe)
-			default: // another node failed: this one's answer is unknown
-				s.release(b, probe)
-			}
-		}
+		s.failGroup(err, bs, probes)
 		return s.degradeAll(ctx, ops, out)
 	}
 	for j, b := range bs {
@@ -431,6 +417,90 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 			now = s.mono()
 		}
 		s.deny.storeGroup(ops, out, now)
+	}
+	return nil
+}
+
+// failGroup records the failure of a group's call through the circuits bs
+// (probes[j]: the call is bs[j]'s probe): the failed node's circuit fails,
+// or every circuit when the error names no node.
+func (s *Store) failGroup(err error, bs []*breaker, probes []bool) {
+	s.report(err)
+	var ne NodeError
+	failed := ""
+	if errors.As(err, &ne) {
+		failed = ne.FailedNode()
+	}
+	for j, b := range bs {
+		switch probe := probes[j]; {
+		case failed == "" || b.node == failed || b.node == "":
+			s.fail(b, err, probe)
+		default: // another node failed: this one's answer is unknown
+			s.release(b, probe)
+		}
+	}
+}
+
+// takeSome answers a group some of whose nodes have their circuit open. In
+// ModeOpen, the ops on the nodes whose circuit lets them through are still
+// decided by the backend (all or nothing among themselves) and the others
+// fail open: a dead node does not take enforcement away from the live
+// ones. Other modes answer the whole group by the Mode (ModeClosed denies
+// it anyway, and a fallback decides the group locally).
+func (s *Store) takeSome(ctx context.Context, ops []core.Op, out []core.Result, bs []*breaker, probes []bool, now int64) error {
+	var open []*breaker // the circuits that refused
+	var live []int      // the ops whose circuit let them through
+	for j, b := range bs {
+		if !probes[j] && Circuit(b.circuit.Load()) != Closed {
+			open = append(open, b)
+		}
+	}
+	for i, op := range ops {
+		if !slices.Contains(open, s.nodeOf(op.Key)) {
+			live = append(live, i)
+		}
+	}
+	if s.cfg.mode != ModeOpen || len(live) == 0 {
+		for j, b := range bs {
+			s.release(b, probes[j])
+		}
+		return s.degradeAll(ctx, ops, out)
+	}
+	sub, subOut := make([]core.Op, len(live)), make([]core.Result, len(live))
+	for k, i := range live {
+		sub[k] = ops[i]
+	}
+	s.calls.Add(1)
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	err := s.takeAll(cctx, sub, subOut)
+	cancel()
+	if err != nil {
+		if passThrough(ctx, err) {
+			for j, b := range bs {
+				s.release(b, probes[j])
+			}
+			return err
+		}
+		s.failGroup(err, bs, probes)
+		return s.degradeAll(ctx, ops, out)
+	}
+	for j, b := range bs {
+		if !slices.Contains(open, b) {
+			s.succeed(b, probes[j])
+		}
+	}
+	s.degraded.Add(1)
+	for i := range out {
+		out[i] = core.Result{Allowed: true, Source: core.FailedOpen}
+	}
+	for k, i := range live {
+		out[i] = subOut[k]
+	}
+	if s.deny != nil {
+		if now == 0 {
+			now = s.mono()
+		}
+		s.deny.storeGroup(sub, subOut, now)
 	}
 	return nil
 }
