@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,6 +39,12 @@ type groupRun struct {
 // stores in turn.
 func hammerGroup(t *testing.T, stores []*redisstore.Store, ops []core.Op, callers, each int) *groupRun {
 	t.Helper()
+	run, err := hammer(stores, ops, callers, each)
+	require.NoError(t, err)
+	return run
+}
+
+func hammer(stores []*redisstore.Store, ops []core.Op, callers, each int) (*groupRun, error) {
 	ctx := context.Background()
 	run := &groupRun{}
 	var wg sync.WaitGroup
@@ -83,15 +91,18 @@ func hammerGroup(t *testing.T, stores []*redisstore.Store, ops []core.Op, caller
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Fatal(err)
+		return nil, err
 	}
-	return run
+	return run, nil
 }
 
 // crossIdentityOps returns a group of three identities: a tight policy of
 // capacity tight first, then two loose ones of capacity loose.
 func crossIdentityOps(t *testing.T, tight, loose int64, a core.Algorithm) []core.Op {
-	id := limitertest.Key(t)
+	return groupOps(limitertest.Key(t), tight, loose, a)
+}
+
+func groupOps(id string, tight, loose int64, a core.Algorithm) []core.Op {
 	return []core.Op{
 		{Key: "user:" + id + "\x00per-user", Limit: core.Per(tight, time.Hour).WithAlgorithm(a), Cost: 1},
 		{Key: "ip:" + id + "\x00per-ip", Limit: core.Per(loose, time.Hour).WithAlgorithm(a), Cost: 1},
@@ -247,4 +258,73 @@ func TestDeniedGroupStaysDeniedWhenCompensationFails(t *testing.T) {
 		}
 	}
 	require.Zero(t, g.Stats().Degraded, "no decision was answered by the failure mode")
+}
+
+func TestMain(m *testing.M) {
+	if task, i, ok := redistest.Child(); ok {
+		if err := child(task, i); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// child runs a task of a process started by redistest.StartProcesses.
+func child(task string, _ int) error {
+	if task != "groups" {
+		return fmt.Errorf("unknown task %q", task)
+	}
+	// Two instances, each with its own client, 32 goroutines between them.
+	var stores []*redisstore.Store
+	for range 2 {
+		client := redis.NewClient(&redis.Options{Addr: os.Getenv("SLUICE_GROUP_ADDR")})
+		defer client.Close()
+		s, err := redisstore.New(client, redisstore.WithTimeout(5*time.Second))
+		if err != nil {
+			return err
+		}
+		stores = append(stores, s)
+	}
+	a, err := strconv.Atoi(os.Getenv("SLUICE_GROUP_ALGO"))
+	if err != nil {
+		return err
+	}
+	ops := groupOps(os.Getenv("SLUICE_GROUP_ID"), 60, 70, core.Algorithm(a))
+	run, err := hammer(stores, ops, 32, 3)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d %d %d %d\n", run.admitted.Load(), run.phantom.Load(), run.unexplained.Load(), run.exhausted.Load())
+	return nil
+}
+
+// The same hammering from three processes at once (two instances and 32
+// goroutines each): exactly the tight capacity admitted across them, and no
+// phantom denial.
+func TestCrossIdentityGroupsFromProcesses(t *testing.T) {
+	srv := redistest.StartServer(t)
+	for _, a := range []core.Algorithm{core.TokenBucket, core.SlidingWindowLog} {
+		id := limitertest.Key(t)
+		outs := redistest.StartProcesses(t, 3, "groups", []string{
+			"SLUICE_GROUP_ADDR=" + srv.Addr, "SLUICE_GROUP_ID=" + id, "SLUICE_GROUP_ALGO=" + strconv.Itoa(int(a)),
+		}, 60*time.Second)
+		var sum [4]int64
+		for _, out := range outs {
+			var v [4]int64
+			_, err := fmt.Sscanf(out, "%d %d %d %d", &v[0], &v[1], &v[2], &v[3])
+			require.NoError(t, err, "child output %q", out)
+			for i := range v {
+				sum[i] += v[i]
+			}
+		}
+		require.Equal(t, [4]int64{60, 0, 0, 0}, sum, "%s: admitted, phantom denials, unexplained denials, allowed ops reported exhausted", a)
+		s := newStore(t, srv.Client(t))
+		for _, op := range groupOps(id, 60, 70, a)[1:] {
+			r, err := s.Take(context.Background(), op.Key, op.Limit, 0)
+			require.NoError(t, err)
+			require.Equal(t, int64(10), r.Remaining, "%s: %q consumed exactly what was admitted", a, op.Key)
+		}
+	}
 }
