@@ -26,6 +26,13 @@
 // backend resumes by itself. Every transition is logged with log/slog and
 // reported to the Observers.
 //
+// A backend whose keys live on nodes that fail independently (the Redis
+// store on a Cluster implements Sharded) gets one circuit per node: a dead
+// master opens its own circuit and costs its own keys microseconds, while
+// the keys of the live masters keep being decided by the backend. In
+// ModeOpen, a group of keys spanning a node whose circuit is open still has
+// its other keys decided by the backend.
+//
 // The deny cache (opt-in) remembers the backend's denials: a key denied
 // until an instant is denied locally until then, so a single key flooding
 // the service costs one backend call per denial period instead of one per

@@ -23,6 +23,15 @@
 // standalone server the one-op decisions among them go as one call. Each
 // decision stays atomic on its own.
 //
+// A group of policies of several identities (TakeAll) is decided by one
+// script on a standalone server or Sentinel, where every key lives on one
+// server; on a Cluster, by one script per identity and, when one denies, a
+// second round trip that undoes the others' admissions (see docs/redis.md).
+// On a Cluster each master's calls are pipelined apart, errors name their
+// master (NodeError), Node tells core/guard which master serves a key, and
+// faults make the client reload its slot map, so a failover is followed
+// within about 100 ms of the cluster agreeing on it.
+//
 // The state of a key is its Redis expiry and one integer (see lua/common.lua),
 // about 110-120 bytes of Redis memory per identity for the O(1) algorithms on
 // Redis 7.0 — as long as Redis shares small integers, which it does unless
