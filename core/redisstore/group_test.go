@@ -3,19 +3,23 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -327,5 +331,61 @@ func TestCrossIdentityGroupsFromProcesses(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(10), r.Remaining, "%s: %q consumed exactly what was admitted", a, op.Key)
 		}
+	}
+}
+
+// Random cross-identity groups (two to four identities in different slots,
+// shadow ops, overrides, random costs) through the memory store and a
+// Cluster store, one request at a time: the Cluster decides each identity
+// apart and gives back the admissions of a denied group, and still reports
+// exactly what the memory store does, warning levels included.
+func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	client := cluster.Client(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(31, 32))
+	for iter := range 25 {
+		clock := limitertest.NewClock()
+		mem, err := memorystore.New(memorystore.WithClock(clock.Now))
+		require.NoError(t, err)
+		red := newStore(t, client, redisstore.WithClock(clock.Now), redisstore.WithTimeout(10*time.Second))
+		base := limitertest.Key(t)
+		type policy struct {
+			key   string
+			limit core.Limit
+		}
+		var ps []policy
+		for j := range 2 + rng.IntN(3) {
+			a := limitertest.Algorithms[rng.IntN(6)]
+			l := core.Per(1+rng.Int64N(8), time.Duration(100_000+rng.Int64N(2_000_000))*time.Microsecond).WithAlgorithm(a)
+			ps = append(ps, policy{fmt.Sprintf("%s-%d\x00p%d", base, j, j), l})
+		}
+		var history []string
+		for step := range 50 {
+			clock.Advance(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
+			if rng.IntN(12) == 0 { // an override: a raise, or a block
+				p := ps[rng.IntN(len(ps))]
+				o := core.Override{Until: clock.Now().Add(time.Duration(1+rng.Int64N(800_000)) * time.Microsecond)}
+				if rng.IntN(2) == 0 {
+					o.Limit = core.Per(1+rng.Int64N(8), p.limit.Period).WithAlgorithm(p.limit.Algorithm)
+				}
+				require.NoError(t, mem.SetOverride(ctx, p.key, o))
+				require.NoError(t, red.SetOverride(ctx, p.key, o))
+				history = append(history, fmt.Sprintf("at %d override %q %+v", clock.Now().UnixMicro(), p.key, o))
+				continue
+			}
+			ops := make([]core.Op, len(ps))
+			for i, p := range ps {
+				ops[i] = core.Op{Key: p.key, Limit: p.limit, Cost: rng.Int64N(3), Shadow: rng.IntN(5) == 0}
+			}
+			want, got := make([]core.Result, len(ops)), make([]core.Result, len(ops))
+			require.NoError(t, mem.TakeAll(ctx, ops, want))
+			require.NoError(t, red.TakeAll(ctx, ops, got))
+			history = append(history, fmt.Sprintf("at %d ops %+v\n    -> %+v", clock.Now().UnixMicro(), ops, want))
+			if !assert.Equal(t, want, got, "iter %d step %d", iter, step) {
+				t.Fatalf("history:\n%s", strings.Join(history[max(0, len(history)-12):], "\n"))
+			}
+		}
+		mem.Close()
 	}
 }
