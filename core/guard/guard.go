@@ -320,11 +320,12 @@ func (s *Store) take(ctx context.Context, k keyParts, l core.Limit, cost int64) 
 		}
 	}
 	b := &s.whole
-	if s.sharded != nil {
+	switch {
+	case s.sharded == nil:
+	case k.whole:
+		b = s.nodeOf(k.joined)
+	default:
 		b = s.breakerFor(s.sharded.Node(k.id)) // the identity: a key without NUL
-		if k.whole {
-			b = s.nodeOf(k.joined)
-		}
 	}
 	probe, ok := s.admit(b, &now)
 	if !ok {
