@@ -743,6 +743,9 @@ func (s *Store) overrideKey(key string) string {
 // runAll sends calls concurrently (the batcher pipelines them together) and
 // returns the first error.
 func (s *Store) runAll(ctx context.Context, calls []*call) error {
+	if len(calls) == 1 {
+		return s.run(ctx, calls[0])
+	}
 	for _, err := range s.runEach(ctx, calls) {
 		if err != nil {
 			return err
