@@ -1,13 +1,17 @@
 package guard_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,6 +72,7 @@ type clusterLoad struct {
 	ids     []string
 	guards  []*guard.Store
 	stores  []*redisstore.Store
+	clients []*redis.ClusterClient
 	rec     *nodeRecorder
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -85,17 +90,31 @@ type sample struct {
 
 func startClusterLoad(t *testing.T, c *redistest.Cluster, ids []string, instances, goroutines int) *clusterLoad {
 	t.Helper()
+	l, err := newClusterLoad(c.Addrs(), ids, instances, goroutines)
+	require.NoError(t, err)
+	t.Cleanup(l.close)
+	return l
+}
+
+// newClusterLoad starts the load on a cluster of addrs; end stops it, and
+// close also closes its clients.
+func newClusterLoad(addrs, ids []string, instances, goroutines int) (*clusterLoad, error) {
 	l := &clusterLoad{ids: ids, rec: &nodeRecorder{opened: map[string]int{}}, stop: make(chan struct{})}
 	for range instances {
-		client := c.Client(t, func(o *redis.ClusterOptions) { o.ContextTimeoutEnabled = true })
+		client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+		l.clients = append(l.clients, client)
 		// A timeout well above this loaded machine's stalls: a dead master
 		// refuses connections, and nothing here is about slowness.
 		s, err := redisstore.New(client, redisstore.WithTimeout(4*faultTimeout))
-		require.NoError(t, err)
+		if err != nil {
+			return nil, err
+		}
 		g, err := guard.New(s, guard.WithTimeout(4*faultTimeout), guard.WithFailOpen(),
 			guard.WithBreaker(guard.Breaker{Failures: faultFailures, Cooldown: faultCooldown}),
 			guard.WithObserver(l.rec), guard.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-		require.NoError(t, err)
+		if err != nil {
+			return nil, err
+		}
 		l.stores, l.guards = append(l.stores, s), append(l.guards, g)
 	}
 	lim := core.PerSecond(1_000_000)
@@ -124,8 +143,7 @@ func startClusterLoad(t *testing.T, c *redistest.Cluster, ids []string, instance
 			}
 		}()
 	}
-	t.Cleanup(l.end)
-	return l
+	return l, nil
 }
 
 func (l *clusterLoad) end() {
@@ -135,6 +153,14 @@ func (l *clusterLoad) end() {
 		close(l.stop)
 	}
 	l.wg.Wait()
+}
+
+// close ends the load and closes its clients.
+func (l *clusterLoad) close() {
+	l.end()
+	for _, c := range l.clients {
+		_ = c.Close()
+	}
 }
 
 // stats summarizes the samples of the identities keep picks, started in
@@ -199,7 +225,8 @@ func identities(t *testing.T, c *redistest.Cluster, s *redisstore.Store, n int) 
 	return ids, master
 }
 
-// One of three Cluster masters is SIGKILLed under load from four instances:
+// One of three Cluster masters is SIGKILLed under load from eight instances
+// (four in the test's process, two in each of two more processes):
 // the identities on the two live masters keep being decided by the store
 // (none fails open) with a p99 near the one before the kill, the dead
 // master's circuit opens once (in each instance) and no live master's
@@ -218,16 +245,29 @@ func TestClusterDeadMasterCostsOnlyItsIdentities(t *testing.T) {
 	load.rec.mu.Lock()
 	load.rec.dead = deadAddr
 	load.rec.mu.Unlock()
-	time.Sleep(1500 * time.Millisecond)
-	killed := time.Now()
-	c.Nodes[dead].Kill()
-	time.Sleep(4 * time.Second)
+	// Two more processes, two instances and four goroutines each, run the
+	// same load for 6 s; the master is killed 2.5 s after they start.
+	var killedAt atomic.Int64
+	go func() {
+		time.Sleep(2500 * time.Millisecond)
+		killedAt.Store(time.Now().UnixNano())
+		c.Nodes[dead].Kill()
+	}()
+	outs := redistest.StartProcesses(t, 2, "clusterload", []string{
+		"SLUICE_CLUSTER_ADDRS=" + strings.Join(c.Addrs(), ","),
+		"SLUICE_CLUSTER_IDS=" + strings.Join(ids, ","),
+		"SLUICE_LOAD_FOR=6s",
+	}, 60*time.Second)
 	load.end()
-
+	killed := time.Unix(0, killedAt.Load())
+	require.False(t, killed.Equal(time.Unix(0, 0)), "the master was killed while the processes ran")
+	for p, out := range outs {
+		require.NoError(t, load.addChild(out, len(load.guards)+2*p), "process %d", p)
+	}
 	n0, open0, p990 := load.stats(onLive, killed.Add(-time.Second), killed)
-	n1, open1, p991 := load.stats(onLive, killed, killed.Add(4*time.Second))
-	nd, openD, _ := load.stats(onDead, killed.Add(500*time.Millisecond), killed.Add(4*time.Second))
-	t.Logf("live masters' identities: before the kill %d decisions, p99 %s; after %d decisions, %d failed open, p99 %s", n0, p990, n1, open1, p991)
+	n1, open1, p991 := load.stats(onLive, killed, killed.Add(3*time.Second))
+	nd, openD, _ := load.stats(onDead, killed.Add(500*time.Millisecond), killed.Add(3*time.Second))
+	t.Logf("8 instances in 3 processes; live masters' identities: before the kill %d decisions, p99 %s; after %d decisions, %d failed open, p99 %s", n0, p990, n1, open1, p991)
 	t.Logf("dead master's identities after the kill: %d decisions, %d failed open; circuits opened: %v", nd, openD, load.rec.opens())
 	load.rec.mu.Lock()
 	t.Logf("killed at %s; first failures not of the dead master: %q", killed.Format("15:04:05.000"), load.rec.errs)
@@ -239,7 +279,7 @@ func TestClusterDeadMasterCostsOnlyItsIdentities(t *testing.T) {
 	require.Less(t, p991, max(4*p990, 5*time.Millisecond), "the live identities' p99 stays near normal")
 	require.Greater(t, openD, nd*9/10, "the dead master's identities are answered by the failure mode")
 	opens := load.rec.opens()
-	require.Equal(t, len(load.guards), opens[deadAddr], "the dead master's circuit opened once per instance: %v", opens)
+	require.Equal(t, len(load.guards)+4, opens[deadAddr], "the dead master's circuit opened once per instance (4 here, 2 in each process): %v", opens)
 	for node, n := range opens {
 		require.Equal(t, deadAddr, node, "only the dead master's circuit opened (%d times)", n)
 	}
@@ -319,4 +359,79 @@ func TestClusterFailoverIsFollowed(t *testing.T) {
 	n, open, _ := load.stats(onDead, back.Add(300*time.Millisecond), time.Now())
 	require.Positive(t, n)
 	require.Zero(t, open, "once followed, the failover is followed for good")
+}
+
+// addChild adds the samples and circuit openings a child process printed
+// (see child), numbering its instances from inst.
+func (l *clusterLoad) addChild(out string, inst int) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 6 && f[0] == "s":
+			var v [5]int64
+			for i := range v {
+				n, err := strconv.ParseInt(f[i+1], 10, 64)
+				if err != nil {
+					return fmt.Errorf("line %q: %w", line, err)
+				}
+				v[i] = n
+			}
+			l.samples = append(l.samples, sample{inst: inst + int(v[0]), id: int(v[1]), at: time.Unix(0, v[2]), took: time.Duration(v[3]), source: core.Source(v[4])})
+		case len(f) == 3 && f[0] == "o":
+			n, err := strconv.Atoi(f[2])
+			if err != nil {
+				return fmt.Errorf("line %q: %w", line, err)
+			}
+			l.rec.mu.Lock()
+			l.rec.opened[f[1]] += n
+			l.rec.mu.Unlock()
+		default:
+			return fmt.Errorf("unexpected line %q", line)
+		}
+	}
+	return nil
+}
+
+func TestMain(m *testing.M) {
+	if task, _, ok := redistest.Child(); ok {
+		if err := child(task); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// child runs a task of a process started by redistest.StartProcesses:
+// "clusterload" runs the load of newClusterLoad (two instances, four
+// goroutines) for SLUICE_LOAD_FOR on the cluster at SLUICE_CLUSTER_ADDRS,
+// over the identities SLUICE_CLUSTER_IDS, and prints each decision ("s
+// instance identity start-ns took-ns source") and the circuit openings ("o
+// node count").
+func child(task string) error {
+	if task != "clusterload" {
+		return fmt.Errorf("unknown task %q", task)
+	}
+	d, err := time.ParseDuration(os.Getenv("SLUICE_LOAD_FOR"))
+	if err != nil {
+		return err
+	}
+	l, err := newClusterLoad(strings.Split(os.Getenv("SLUICE_CLUSTER_ADDRS"), ","), strings.Split(os.Getenv("SLUICE_CLUSTER_IDS"), ","), 2, 4)
+	if err != nil {
+		return err
+	}
+	time.Sleep(d)
+	l.close()
+	w := bufio.NewWriter(os.Stdout)
+	defer w.Flush()
+	for _, s := range l.samples {
+		fmt.Fprintf(w, "s %d %d %d %d %d\n", s.inst, s.id, s.at.UnixNano(), int64(s.took), int(s.source))
+	}
+	for node, n := range l.rec.opens() {
+		fmt.Fprintf(w, "o %s %d\n", node, n)
+	}
+	return nil
 }
