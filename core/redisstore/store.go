@@ -289,7 +289,7 @@ func (s *Store) run(ctx context.Context, c *call) error {
 	node := ""
 	switch {
 	case s.cluster != nil:
-		node = s.nodeOfKey(c.argv[3].(string)) // the first key: every key of a call shares its slot
+		node = s.nodeOfKey(c.argv[3].(string), c.deadline) // the first key: every key of a call shares its slot
 		if s.batch != nil {
 			err = s.batcherFor(node).do(ctx, c)
 		} else {
@@ -330,13 +330,13 @@ func (e *NodeError) FailedNode() string { return e.Node }
 // Node returns the address of the Cluster master that serves key's
 // identity (key as the Limiter builds it: identity, NUL, policy; or all
 // identity), as the client's slot map has it now, or "" when the client is
-// not a Cluster client or does not know yet. It lets core/guard keep one
+// not a Cluster client or has not loaded its slot map yet (a call does). It lets core/guard keep one
 // circuit breaker per node. While faults are recent it also asks the client
 // to reload its slot map now and then (see fault), so that a failover is
 // followed even when no call reaches the failed node.
 func (s *Store) Node(key string) string {
-	if s.cluster == nil {
-		return ""
+	if s.cluster == nil || !s.stateOK.Load() {
+		return "" // not before a call has loaded the slot map: Node never waits
 	}
 	s.reloadIfFaulted()
 	id, _ := split(key)
@@ -344,16 +344,20 @@ func (s *Store) Node(key string) string {
 	if t == "" {
 		return ""
 	}
-	return s.nodeOfKey(t) // a tag has no braces: its slot is the slot of "{tag}"
+	return s.nodeOfKey(t, time.Time{}) // a tag has no braces: its slot is the slot of "{tag}"
 }
 
 // nodeOfKey returns the address of the master that serves the Redis key k
-// on a Cluster, or "" if the client cannot tell.
-func (s *Store) nodeOfKey(k string) string {
+// on a Cluster, or "" if the client cannot tell. Until the client has
+// loaded its slot map, it loads it, by deadline.
+func (s *Store) nodeOfKey(k string, deadline time.Time) string {
 	ctx := context.Background()
-	if !s.stateOK.Load() { // the first call loads the slot map: bound it
+	if !s.stateOK.Load() {
+		if deadline.IsZero() {
+			deadline = time.Now().Add(s.timeout)
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.timeout)
+		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
 	c, err := s.cluster.MasterForKey(ctx, k)
