@@ -435,3 +435,30 @@ func child(task string) error {
 	}
 	return nil
 }
+
+// A Cluster unreachable from the start: the store cannot tell a key's node,
+// so the whole store's circuit opens after the first failures, and then
+// every decision is answered by the mode in microseconds: asking a key's
+// node never waits for a slot map that cannot load.
+func TestUnreachableClusterOpensTheWholeCircuit(t *testing.T) {
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1", "127.0.0.1:2"}, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	s, err := redisstore.New(client, redisstore.WithTimeout(faultTimeout))
+	require.NoError(t, err)
+	g := newGuard(t, s, guard.WithTimeout(faultTimeout), guard.WithBreaker(guard.Breaker{Failures: faultFailures, Cooldown: time.Hour}),
+		guard.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ctx := context.Background()
+	for i := range faultFailures {
+		r, err := g.TakeSplit(ctx, fmt.Sprintf("id-%d", i), "p", core.PerSecond(10), 1)
+		require.NoError(t, err)
+		require.Equal(t, core.FailedOpen, r.Source)
+	}
+	require.Equal(t, guard.Open, g.Circuits()[""], "the whole store's circuit")
+	start := time.Now()
+	for i := range 1000 {
+		r, err := g.TakeSplit(ctx, fmt.Sprintf("id-%d", i), "p", core.PerSecond(10), 1)
+		require.NoError(t, err)
+		require.Equal(t, core.FailedOpen, r.Source)
+	}
+	require.Less(t, time.Since(start), 100*time.Millisecond, "1000 decisions with the circuit open")
+}
