@@ -330,10 +330,11 @@ func (e *NodeError) FailedNode() string { return e.Node }
 // Node returns the address of the Cluster master that serves key's
 // identity (key as the Limiter builds it: identity, NUL, policy; or all
 // identity), as the client's slot map has it now, or "" when the client is
-// not a Cluster client or has not loaded its slot map yet (a call does). It lets core/guard keep one
-// circuit breaker per node. While faults are recent it also asks the client
-// to reload its slot map now and then (see fault), so that a failover is
-// followed even when no call reaches the failed node.
+// not a Cluster client or has not loaded its slot map yet (a call does). It
+// lets core/guard keep one circuit breaker per node. While faults are
+// recent it also asks the client to reload its slot map now and then (see
+// fault), so that a failover is followed even when no call reaches the
+// failed node.
 func (s *Store) Node(key string) string {
 	if s.cluster == nil || !s.stateOK.Load() {
 		return "" // not before a call has loaded the slot map: Node never waits
@@ -415,8 +416,8 @@ const (
 // faultWindow after the last: a replica promoted after a master died is
 // followed within about reloadInterval of the cluster agreeing on it.
 func (s *Store) fault(err error) {
-	if s.cluster == nil {
-		return
+	if s.cluster == nil || errors.Is(err, context.Canceled) {
+		return // a caller that left says nothing about the cluster
 	}
 	var re redis.Error
 	if errors.As(err, &re) && !topologyErr(err) {
