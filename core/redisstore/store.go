@@ -646,7 +646,7 @@ type Stats struct {
 	// all the same; those units stay consumed until the key refills.
 	FailedCompensations uint64
 	// SlotReloads is the number of times the store asked a Cluster client
-	// to reload its slot map after a fault (see Store).
+	// to reload its slot map after a fault (see Node).
 	SlotReloads uint64
 }
 
