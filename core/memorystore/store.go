@@ -33,6 +33,13 @@ type Store struct {
 	sweepChunk int
 	evictions  atomic.Int64
 
+	// Every limit a key is stored under gets a small id (1 to maxSpecIDs,
+	// kept beside the key), through which eviction finds its compiled
+	// limit. Ids are never reused; keys of further limits get id 0.
+	regMu    sync.Mutex
+	regIDs   map[core.Limit]uint8
+	regSpecs [maxSpecIDs + 1]atomic.Pointer[algo.Spec]
+
 	ovMu       sync.RWMutex
 	overrides  map[string]override
 	nOverrides atomic.Int64
@@ -50,8 +57,12 @@ type shardState struct {
 	logs   []*algo.Log
 	free   []int64
 	sweep  int    // sweeper cursor
-	sparse int    // consecutive sweeps that found the table sparse
+	swept  int    // slots the sweeper has visited in its current pass
+	sparse int    // consecutive passes that found the table sparse
 	rng    uint64 // eviction sampling
+	// The id of the last limit a key was inserted under.
+	lastSpec *algo.Spec
+	lastID   uint8
 }
 
 type config struct {
@@ -66,7 +77,9 @@ type config struct {
 type Option func(*config)
 
 // WithMaxKeys bounds the number of live keys (default 1<<20). When a shard
-// is full, the key closest to its fresh state is evicted.
+// is full, a key is evicted to make room: of a sample of its keys, one that
+// is not throttled if there is any, and of those the one that has used the
+// smallest share of its capacity (see the package documentation).
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithShards sets the number of shards, rounded up to a power of two
@@ -119,7 +132,7 @@ func New(opts ...Option) (*Store, error) {
 		th:         c.th,
 		perShard:   (c.maxKeys + n - 1) / n,
 		sweepEvery: c.sweepEvery,
-		sweepChunk: 4096,
+		sweepChunk: sweepChunk,
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -251,7 +264,7 @@ func (s *Store) prepare(key string, l core.Limit, cost int64) (*algo.Spec, uint6
 // (never 0).
 func (s *Store) overrideHash(key string, a core.Algorithm, gen uint64) uint64 {
 	h := s.hash(key, a) ^ gen*0xd6e8feb86659fd93
-	if h == 0 {
+	if h == 0 || h == tomb {
 		h = 1
 	}
 	return h
@@ -260,7 +273,7 @@ func (s *Store) overrideHash(key string, a core.Algorithm, gen uint64) uint64 {
 // hash is the table key of key under algorithm a (never 0).
 func (s *Store) hash(key string, a core.Algorithm) uint64 {
 	h := maphash.String(s.seed, key) ^ uint64(a)*0x9e3779b97f4a7c15
-	if h == 0 {
+	if h == 0 || h == tomb {
 		h = 1
 	}
 	return h
@@ -302,7 +315,7 @@ func (sh *shard) take(sp *algo.Spec, o *algo.Outcome, h uint64, now, cost int64,
 	case found:
 		sh.t.slots[i].set(st)
 	case st.Expire != 0:
-		i = sh.insert(h, now, s)
+		i = sh.insert(sp, h, now, s)
 		sh.t.slots[i].set(st)
 	}
 }
@@ -323,12 +336,12 @@ func (sh *shard) takeLog(sp *algo.Spec, o *algo.Outcome, h uint64, i int, found 
 	case found:
 		sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, Level: lg.Level})
 	case exp != 0:
-		sh.insertLog(h, lg, exp, now, s)
+		sh.insertLog(sp, h, lg, exp, now, s)
 	}
 }
 
 // insertLog stores a new log for h.
-func (sh *shard) insertLog(h uint64, lg *algo.Log, exp, now int64, s *Store) {
+func (sh *shard) insertLog(sp *algo.Spec, h uint64, lg *algo.Log, exp, now int64, s *Store) {
 	var idx int64
 	if n := len(sh.free); n > 0 {
 		idx, sh.free = sh.free[n-1], sh.free[:n-1]
@@ -337,65 +350,48 @@ func (sh *shard) insertLog(h uint64, lg *algo.Log, exp, now int64, s *Store) {
 		idx = int64(len(sh.logs))
 		sh.logs = append(sh.logs, lg)
 	}
-	i := sh.insert(h, now, s)
+	i := sh.insert(sp, h, now, s)
 	sh.t.slots[i].exp = logFlag
 	sh.t.slots[i].set(algo.State{Expire: exp, V: idx, Level: lg.Level})
 }
 
-// insert claims a slot for h (not present), evicting or growing as needed.
-func (sh *shard) insert(h uint64, now int64, s *Store) int {
+// insert claims a slot for h (not present), stored under sp, evicting or
+// growing as needed. A table being resized moves a few more of its old keys.
+func (sh *shard) insert(sp *algo.Spec, h uint64, now int64, s *Store) int {
 	if sh.t.n >= s.perShard {
-		sh.evict(now)
+		sh.evict(now, s)
 		s.evictions.Add(1)
 	}
 	if sh.t.full() {
 		sh.t.grow()
 	}
+	sh.t.migrate(sh.t.step)
 	i, _ := sh.t.find(h)
 	sh.t.slots[i].h = h
+	sh.t.ids[i] = sh.specID(sp, s)
 	sh.t.n++
 	return i
 }
 
-// evict removes one key: among a sample of slots, the one that expires first,
-// whose state is closest to fresh and so the least worth keeping.
-func (sh *shard) evict(now int64) {
-	best, bestExp := -1, int64(0)
-	n := len(sh.t.slots)
-	for tries := 0; tries < 64 && (best < 0 || tries < 16); tries++ {
-		sh.rng ^= sh.rng << 13
-		sh.rng ^= sh.rng >> 7
-		sh.rng ^= sh.rng << 17
-		i := int(sh.rng % uint64(n))
-		if sh.t.slots[i].h == 0 {
-			continue
-		}
-		if e := sh.t.slots[i].expire(); best < 0 || e < bestExp {
-			best, bestExp = i, e
-			if e <= now {
-				break
-			}
-		}
-	}
-	if best < 0 { // a sparse table: take the first key
-		for i := range sh.t.slots {
-			if sh.t.slots[i].h != 0 {
-				best = i
-				break
-			}
-		}
-	}
-	sh.remove(best)
-}
-
 // remove deletes slot i, releasing its log if it has one.
 func (sh *shard) remove(i int) {
-	if sh.t.slots[i].exp&logFlag != 0 {
-		v := sh.t.slots[i].v
+	sh.release(&sh.t.slots[i])
+	sh.t.del(i)
+}
+
+// removeOld deletes old slot j of a table being resized.
+func (sh *shard) removeOld(j int) {
+	sh.release(&sh.t.old[j])
+	sh.t.delOld(j)
+}
+
+// release frees the log of sl, if it has one.
+func (sh *shard) release(sl *slot) {
+	if sl.exp&logFlag != 0 {
+		v := sl.v
 		sh.logs[v] = nil
 		sh.free = append(sh.free, v)
 	}
-	sh.t.del(i)
 }
 
 // TakeAll decides ops all or nothing; see core.BatchStore. The shards of all
@@ -547,7 +543,7 @@ func (sh *shard) commit(sp *algo.Spec, h uint64, st algo.State, lg *algo.Log, no
 			*sh.logs[sh.t.slots[i].v] = *lg
 			sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, Level: lg.Level})
 		default:
-			sh.insertLog(h, lg, exp, now, s)
+			sh.insertLog(sp, h, lg, exp, now, s)
 		}
 		return
 	}
@@ -558,7 +554,7 @@ func (sh *shard) commit(sp *algo.Spec, h uint64, st algo.State, lg *algo.Log, no
 	case found:
 		sh.t.slots[i].set(st)
 	default:
-		i = sh.insert(h, now, s)
+		i = sh.insert(sp, h, now, s)
 		sh.t.slots[i].set(st)
 	}
 }

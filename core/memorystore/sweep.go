@@ -1,9 +1,22 @@
 package memorystore
 
-import "time"
+import (
+	"runtime"
+	"time"
+)
 
-// sweeper deletes expired keys incrementally: every interval it visits each
-// shard in turn, holding its lock for at most sweepChunk slots.
+// sweepChunk is how many slots the sweeper examines (or, while a table is
+// resized, moves) per hold of a shard lock; a deletion counts as
+// sweepDeleteCost slots. A hold then lasts a few µs at most.
+const (
+	sweepChunk      = 256
+	sweepDeleteCost = 4
+)
+
+// sweeper deletes expired keys incrementally: every interval it makes one
+// pass over every shard in turn, in chunks of sweepChunk slots, releasing
+// the shard's lock (and yielding) between chunks, so that no decision waits
+// for more than one chunk.
 func (s *Store) sweeper() {
 	defer close(s.done)
 	tick := time.NewTicker(s.sweepEvery)
@@ -15,47 +28,72 @@ func (s *Store) sweeper() {
 		case <-tick.C:
 		}
 		for i := range s.shards {
-			select {
-			case <-s.stop:
-				return
-			default:
+			sh := &s.shards[i]
+			for {
+				select {
+				case <-s.stop:
+					return
+				default:
+				}
+				if _, done := sh.sweepChunk(s.clock(), s.sweepChunk); done {
+					break
+				}
+				runtime.Gosched()
 			}
-			s.shards[i].sweepChunk(s.clock(), s.sweepChunk)
 		}
 	}
 }
 
-// sweepChunk examines up to n slots from the shard's cursor, deleting the
-// expired ones, and shrinks a table that has become sparse.
-func (sh *shard) sweepChunk(now int64, n int) (deleted int) {
+// sweepChunk does one bounded step of the sweeper's pass over the shard:
+// while the table is being resized, it moves up to n old slots; otherwise it
+// examines up to n slots from the cursor, deleting the expired ones (each
+// deletion counting as sweepDeleteCost slots). It reports whether the pass
+// is over. At the end of a pass it starts shrinking a table that stayed
+// sparse for two passes in a row.
+func (sh *shard) sweepChunk(now int64, n int) (deleted int, done bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if sh.t.migrating() {
+		sh.t.migrate(n)
+		return 0, false
+	}
 	size := len(sh.t.slots)
 	if size == 0 {
-		return 0
+		return 0, true
 	}
 	i := sh.sweep % size
-	for k := 0; k < n && k < size; k++ {
-		// A deletion may shift another key into slot i: look at it again.
-		for sh.t.slots[i].h != 0 && sh.t.slots[i].expire() <= now {
+	for work := 0; work < n && sh.swept < size; {
+		sl := &sh.t.slots[i]
+		if sl.h != 0 && sl.expire() <= now {
+			// The deletion may shift another key into slot i: look at
+			// it again.
 			sh.remove(i)
 			deleted++
+			work += sweepDeleteCost
+			continue
 		}
+		work++
+		sh.swept++
 		if i++; i == size {
 			i = 0
 		}
 	}
 	sh.sweep = i
-	// Shrink a table that stayed sparse for two sweeps in a row, to half
-	// full and never below 256 slots, so that keys coming back after
-	// expiring do not make it regrow from scratch.
+	if sh.swept < size {
+		return deleted, false
+	}
+	sh.swept = 0
+	// Shrink a table that stayed sparse for two passes in a row, to half
+	// full, never below 256 slots (keys coming back after expiring need not
+	// regrow it from scratch) and by at most 8× at a time (its keys move
+	// over the following inserts and sweeper chunks at a bounded rate).
 	if size > 256 && sh.t.n*8 < size {
 		if sh.sparse++; sh.sparse >= 2 {
-			sh.t.resize(max(256, sh.t.n*2))
+			sh.t.resize(max(256, sh.t.n*2, size/8))
 			sh.sweep, sh.sparse = 0, 0
 		}
 	} else {
 		sh.sparse = 0
 	}
-	return deleted
+	return deleted, true
 }

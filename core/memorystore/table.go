@@ -20,6 +20,10 @@ const (
 	levelShift = 61
 	expMask    = 1<<levelShift - 1
 	logFlag    = 1 << 63 // the slot's v is the index of a sliding-window log
+
+	// tomb marks a slot of a table being migrated whose key has moved or
+	// gone (no key hashes to it; see Store.hash).
+	tomb = ^uint64(0)
 )
 
 func (s *slot) state() algo.State {
@@ -35,22 +39,54 @@ func (s *slot) expire() int64 { return int64(s.exp & expMask) }
 
 // table is a linear-probing hash table with backward-shift deletion (no
 // tombstones). Its capacity need not be a power of two: a hash's home slot is
-// its high bits scaled to the length.
+// its high bits scaled to the length. Each slot has a byte beside it, the id
+// of the limit its key was stored under (0: unknown), which eviction uses to
+// tell how used the key is.
+//
+// Growing or shrinking never rehashes the whole table at once: resize
+// allocates the new slots and keeps the old ones, which are moved over a few
+// at a time (migrate) by every insert and by the sweeper. Until then a key
+// may still be in old: find moves it over when it looks it up. Old slots are
+// never shifted; a key that leaves them leaves a tomb.
 type table struct {
 	slots []slot
-	n     int
+	ids   []uint8
+	n     int // keys in slots and old together
+
+	old    []slot
+	oldIDs []uint8
+	moved  int // old[:moved] has been migrated
+	step   int // old slots to migrate per insert
+
+	rehashed int // old slots visited by migrations, ever (for tests)
 }
 
-func (t *table) home(h uint64) int {
-	i, _ := bits.Mul64(h, uint64(len(t.slots)))
+func home(h uint64, n int) int {
+	i, _ := bits.Mul64(h, uint64(n))
 	return int(i)
 }
 
-// find returns the index of h, or of the empty slot where h would go.
+func (t *table) home(h uint64) int { return home(h, len(t.slots)) }
+
+// find returns the index of h in slots, or of the empty slot where h would
+// go. A key found in the old slots of a migration is moved into slots first.
 func (t *table) find(h uint64) (int, bool) {
 	if len(t.slots) == 0 {
 		return -1, false
 	}
+	i, ok := t.probe(h)
+	if ok || t.old == nil {
+		return i, ok
+	}
+	if j, ok := t.probeOld(h); ok {
+		t.slots[i], t.ids[i] = t.old[j], t.oldIDs[j]
+		t.old[j].h = tomb
+		return i, true
+	}
+	return i, false
+}
+
+func (t *table) probe(h uint64) (int, bool) {
 	i := t.home(h)
 	for {
 		switch t.slots[i].h {
@@ -65,20 +101,69 @@ func (t *table) find(h uint64) (int, bool) {
 	}
 }
 
-// full reports whether one more key would pass the 7/8 load factor.
-func (t *table) full() bool { return (t.n+1)*8 > len(t.slots)*7 }
-
-// resize rehashes every key into a table of n slots.
-func (t *table) resize(n int) {
-	old := t.slots
-	t.slots = make([]slot, n)
-	for i := range old {
-		if old[i].h != 0 {
-			j, _ := t.find(old[i].h)
-			t.slots[j] = old[i]
+// probeOld looks h up among the old slots.
+func (t *table) probeOld(h uint64) (int, bool) {
+	n := len(t.old)
+	i := home(h, n)
+	for {
+		switch t.old[i].h {
+		case h: // moved keys leave a tomb: this one is still here
+			return i, true
+		case 0:
+			return -1, false
+		}
+		if i++; i == n {
+			i = 0
 		}
 	}
 }
+
+// full reports whether one more key would pass the 7/8 load factor.
+func (t *table) full() bool { return (t.n+1)*8 > len(t.slots)*7 }
+
+// resize starts moving every key into a table of n slots (n leaves room for
+// them all); the keys still in the previous table are moved first, at once.
+// The move is spread over the following inserts (migrate), fast enough to
+// end before the new table is full.
+func (t *table) resize(n int) {
+	t.finish()
+	if t.n == 0 {
+		t.slots, t.ids = make([]slot, n), make([]uint8, n)
+		return
+	}
+	t.old, t.oldIDs, t.moved = t.slots, t.ids, 0
+	t.slots, t.ids = make([]slot, n), make([]uint8, n)
+	room := max(n*7/8-t.n, 1)
+	t.step = (len(t.old)+room-1)/room + 2
+}
+
+// migrate moves up to k old slots into slots; it reports whether the
+// migration is over.
+func (t *table) migrate(k int) bool {
+	if t.old == nil {
+		return true
+	}
+	end := min(t.moved+k, len(t.old))
+	t.rehashed += end - t.moved
+	for j := t.moved; j < end; j++ {
+		if h := t.old[j].h; h != 0 && h != tomb {
+			i, _ := t.probe(h)
+			t.slots[i], t.ids[i] = t.old[j], t.oldIDs[j]
+			t.old[j].h = tomb
+		}
+	}
+	if t.moved = end; end == len(t.old) {
+		t.old, t.oldIDs, t.moved, t.step = nil, nil, 0, 0
+		return true
+	}
+	return false
+}
+
+// finish completes a migration in progress.
+func (t *table) finish() { t.migrate(len(t.old)) }
+
+// migrating reports whether old slots remain to be moved.
+func (t *table) migrating() bool { return t.old != nil }
 
 // grow makes room for one more key.
 func (t *table) grow() {
@@ -108,10 +193,16 @@ func (t *table) del(i int) {
 		// The key at j may move to i unless its home lies in (i, j].
 		k := t.home(h)
 		if (i <= j && (k <= i || k > j)) || (i > j && k <= i && k > j) {
-			t.slots[i] = t.slots[j]
+			t.slots[i], t.ids[i] = t.slots[j], t.ids[j]
 			i = j
 		}
 	}
-	t.slots[i] = slot{}
+	t.slots[i], t.ids[i] = slot{}, 0
+	t.n--
+}
+
+// delOld forgets the key at old slot j.
+func (t *table) delOld(j int) {
+	t.old[j].h = tomb
 	t.n--
 }

@@ -12,16 +12,18 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// The table against a map, through inserts, deletes and resizes, with hashes
-// drawn from a small range so that probe chains collide and wrap around.
+// The table against a map, through inserts, deletes and resizes (spread
+// over the following inserts), with hashes drawn from a small range so that
+// probe chains collide and wrap around.
 func TestTableMatchesMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	var tab table
 	ref := map[uint64]int64{}
+	migrations := 0
 	for i := range 200_000 {
 		h := 1 + rng.Uint64N(3000)
 		if rng.IntN(5) == 0 {
-			h = ^rng.Uint64N(50) // near the end of the table: wrap-around
+			h = ^(1 + rng.Uint64N(50)) // near the end of the table: wrap-around
 		}
 		idx, found := tab.find(h)
 		_, inRef := ref[h]
@@ -29,21 +31,34 @@ func TestTableMatchesMap(t *testing.T) {
 		switch {
 		case found && rng.IntN(2) == 0:
 			require.Equal(t, ref[h], tab.slots[idx].v)
+			require.Equal(t, uint8(h), tab.ids[idx], "the id moves with its key")
 			tab.del(idx)
 			delete(ref, h)
 		case !found:
 			if tab.full() {
 				tab.grow()
-				idx, _ = tab.find(h)
+				migrations++
 			}
+			tab.migrate(tab.step)
+			idx, _ = tab.find(h)
 			tab.slots[idx] = slot{h: h, v: int64(i)}
+			tab.ids[idx] = uint8(h)
 			tab.n++
 			ref[h] = int64(i)
 		}
 		if i%50_000 == 0 && tab.n*4 < len(tab.slots) {
 			tab.resize(max(8, tab.n*2))
+			migrations++
+		}
+		if i%1000 == 0 {
+			for h, v := range ref { // every key is in the new or the old slots
+				idx, found := tab.find(h)
+				require.True(t, found, "op %d hash %d", i, h)
+				require.Equal(t, v, tab.slots[idx].v)
+			}
 		}
 	}
+	require.Greater(t, migrations, 5)
 	require.Equal(t, len(ref), tab.n)
 	for h, v := range ref {
 		idx, found := tab.find(h)
@@ -113,12 +128,17 @@ func TestSweepDeletesExpiredKeys(t *testing.T) {
 	now += 3_000_000 // every key is fresh again
 	deleted := 0
 	for i := range s.shards {
-		for n := 0; s.shards[i].t.n > 0; n++ { // small chunks: incremental
+		sh := &s.shards[i]
+		for n := 0; sh.t.n > 0; n++ { // small chunks: incremental
 			require.Less(t, n, 100, "shard %d never emptied", i)
-			deleted += s.shards[i].sweepChunk(now, 64)
+			d, _ := sh.sweepChunk(now, 64)
+			deleted += d
 		}
-		for range 2 { // two sparse sweeps in a row shrink the table
-			s.shards[i].sweepChunk(now, 64)
+		// Passes that find the table sparse shrink it, by at most 8× at a
+		// time, moving its keys in chunks.
+		for n := 0; len(sh.t.slots) > 256 || sh.t.migrating(); n++ {
+			require.Less(t, n, 1000, "shard %d never shrank", i)
+			sh.sweepChunk(now, 64)
 		}
 	}
 	require.Equal(t, 20_000, deleted)
