@@ -3,6 +3,7 @@ package memorystore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -39,7 +40,8 @@ func (s *Store) SetOverride(_ context.Context, key string, o core.Override) erro
 	if s.overrides == nil {
 		s.overrides = map[string]override{}
 	}
-	s.overrides[key] = ov
+	// The key may alias a request buffer that is reused (Fiber): keep a copy.
+	s.overrides[strings.Clone(key)] = ov
 	s.nOverrides.Store(int64(len(s.overrides)))
 	return nil
 }
