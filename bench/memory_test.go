@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/bench/membench"
 )
@@ -22,3 +23,22 @@ func BenchmarkKeys100kParallel(b *testing.B) { membench.RunAll(b, membench.Keys1
 // BenchmarkHeapPerKey: live heap per key after inserting 1M distinct keys;
 // run it with -benchtime=1x.
 func BenchmarkHeapPerKey(b *testing.B) { membench.RunAll(b, membench.HeapPerKey) }
+
+// BenchmarkChurnLatency: hot-key decision latency (p99, p999, max) while
+// short-lived keys churn, sweeper on and off; each iteration is a 2 s run.
+func BenchmarkChurnLatency(b *testing.B) {
+	for _, sweeper := range []bool{true, false} {
+		b.Run(map[bool]string{true: "sweeper=on", false: "sweeper=off"}[sweeper], func(b *testing.B) {
+			for b.Loop() {
+				r, err := membench.Churn(2*time.Second, sweeper)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(r.P99.Nanoseconds()), "p99-ns")
+				b.ReportMetric(float64(r.P999.Nanoseconds()), "p999-ns")
+				b.ReportMetric(float64(r.Max.Nanoseconds()), "max-ns")
+				b.ReportMetric(float64(r.ChurnKeys), "churn-keys")
+			}
+		})
+	}
+}

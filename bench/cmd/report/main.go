@@ -9,14 +9,16 @@
 //   - middleware (package mwbench): MiddlewareOverhead (net/http) and
 //     FiberMiddlewareOverhead (Fiber);
 //   - Redis (package redisbench): Redis64Callers and RedisMemoryPerKey, on a
-//     redis-server the report starts and stops itself.
+//     redis-server the report starts and stops itself;
+//   - churn (membench.Churn): ChurnLatency, sluice's hot-key decision latency
+//     while millions of short-lived keys churn, with the sweeper on and off.
 //
 // Usage (from the bench directory):
 //
 //	go run ./cmd/report [-out ../docs] [-quick] [-scenarios hot,parallel,heap,middleware,fiber,redis,...]
 //	    [-impls sluice,ulule,...] [-count 5] [-heapcount 3] [-benchtime 400ms] [-heapkeys 1000000]
 //	    [-rediscount 3] [-redistime 1500ms] [-rediswarmup 250ms] [-callers 64] [-ceilingn 150000]
-//	    [-rediskeys 50000]
+//	    [-rediskeys 50000] [-churntime 10s] [-churncount 1]
 //
 // Without -out the Markdown goes to stdout (and no chart is written); with
 // -out DIR it goes to DIR/benchmarks.md and the chart to DIR/benchmarks.svg.
@@ -45,6 +47,7 @@ const (
 	fiberScenario       = "FiberMiddlewareOverhead"
 	redisScenario       = "Redis64Callers"
 	redisMemoryScenario = "RedisMemoryPerKey"
+	churnScenario       = "ChurnLatency"
 )
 
 // Output file names under -out.
@@ -64,6 +67,8 @@ type options struct {
 	redisTime, redisWarm  time.Duration
 	callers, ceilingN     int
 	redisKeys             int
+	churnTime             time.Duration
+	churnCount            int
 	scenarios, impls      string
 	cpuProfile            string
 	args                  []string // as given, for the Commands section
@@ -75,6 +80,7 @@ type options struct {
 var quickValues = map[string]string{
 	"count": "2", "heapcount": "1", "benchtime": "100ms", "heapkeys": "200000",
 	"rediscount": "1", "redistime": "500ms", "rediswarmup": "100ms", "ceilingn": "40000", "rediskeys": "10000",
+	"churntime": "2s",
 }
 
 // parseFlags parses the command line, printing usage and errors to stderr.
@@ -86,7 +92,7 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.SetOutput(out)
 	fs.StringVar(&o.out, "out", "", "directory to write "+mdName+" and "+svgName+" to (e.g. ../docs); without it the Markdown goes to stdout")
 	fs.BoolVar(&o.quick, "quick", false, "a quick run (about a minute): "+quickSummary()+", unless set explicitly")
-	fs.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, HotKeyParallel, Keys100kSerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead,\nFiberMiddlewareOverhead, Redis64Callers, RedisMemoryPerKey: e.g. hot,parallel,heap,middleware,fiber,redis), or all")
+	fs.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, HotKeyParallel, Keys100kSerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead,\nFiberMiddlewareOverhead, Redis64Callers, RedisMemoryPerKey, ChurnLatency: e.g. hot,parallel,heap,middleware,fiber,redis,churn), or all")
 	fs.StringVar(&o.impls, "impls", "default", "comma-separated implementations to run, default or all. A name selects itself and the variants\nnamed after it (sluice selects sluice-xrl and sluice-gcra-nopipe too). default is all but the\nunpipelined Redis variants of sluice's algorithms other than token_bucket. In memory: sluice, xrate,\nsethvargo, ulule, throttled. Middleware: bare (always run), sluice, sluice-xrl, ulule, httprate,\nthrottled, sethvargo; Fiber: bare, sluice, sluice-xrl, fiber, fiber-sliding. Redis: sluice-<algorithm>[-nopipe],\nulule, redis_rate, throttled, evalsha, redis-benchmark, redis-benchmark-P16")
 	fs.IntVar(&o.count, "count", 5, "runs of each in-memory throughput and middleware benchmark; the tables show the medians")
 	fs.IntVar(&o.heapCount, "heapcount", 3, "runs of each heap benchmark (its bytes/key barely varies; each run fills -heapkeys keys)")
@@ -98,6 +104,8 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.IntVar(&o.callers, "callers", redisbench.Callers, "concurrent callers of the Redis scenarios")
 	fs.IntVar(&o.ceilingN, "ceilingn", 150_000, "requests (-n) of each redis-benchmark run")
 	fs.IntVar(&o.redisKeys, "rediskeys", 50_000, "identities the Redis memory scenario inserts")
+	fs.DurationVar(&o.churnTime, "churntime", 10*time.Second, "timed duration of each churn run (sweeper on, then off)")
+	fs.IntVar(&o.churnCount, "churncount", 1, "runs of each churn variant; the table shows the medians")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole report to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/report [flags]\n\nRuns the rate-limiter benchmarks of sluice and its peers and writes Markdown tables\n(and, with -out, an SVG chart).\n\n")
@@ -120,7 +128,8 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	}
 	o.args = args
 	if fs.NArg() > 0 || o.count < 1 || o.heapCount < 1 || o.benchtime <= 0 || o.heapKeys < 1 ||
-		o.redisCount < 1 || o.redisTime <= 0 || o.redisWarm < 0 || o.callers < 1 || o.ceilingN < 1 || o.redisKeys < o.callers {
+		o.redisCount < 1 || o.redisTime <= 0 || o.redisWarm < 0 || o.callers < 1 || o.ceilingN < 1 || o.redisKeys < o.callers ||
+		o.churnTime <= 0 || o.churnCount < 1 {
 		fs.Usage()
 		return o, fmt.Errorf("invalid arguments")
 	}
@@ -150,13 +159,14 @@ type selection struct {
 	rdMemImpls     []redisbench.Impl
 	redis, rdMem   bool
 	mw, fiber      bool
+	churn          bool // sluice only
 	scenarioTokens string
 }
 
 func selectAll(o options) (selection, error) {
 	var s selection
 	var err error
-	s.mem, s.mw, s.fiber, s.redis, s.rdMem, err = selectScenarios(o.scenarios)
+	s.mem, s.mw, s.fiber, s.redis, s.rdMem, s.churn, err = selectScenarios(o.scenarios)
 	if err != nil {
 		return s, err
 	}
@@ -180,6 +190,9 @@ func selectAll(o options) (selection, error) {
 				return strings.HasSuffix(im.Name, "-nopipe") && im.Name != "sluice-token_bucket-nopipe"
 			})
 		}
+	}
+	if s.churn {
+		s.churn = f.match("sluice")
 	}
 	if s.rdMem {
 		s.rdMemImpls = filterImpls(f, memoryImpls(), func(im redisbench.Impl) string { return im.Name })
@@ -274,6 +287,7 @@ type report struct {
 	fiber    *mwSection
 	redis    *redisSection
 	redisMem *redisMemSection
+	churn    *churnSection
 	env      environment
 }
 
@@ -315,6 +329,10 @@ func (r *report) run() {
 	if len(s.rdImpls) > 0 || len(s.rdMemImpls) > 0 {
 		r.runRedis()
 	}
+	if s.churn {
+		r.churn = &churnSection{}
+		r.churn.timing = timed(func() { r.churn.run(o.churnTime, o.churnCount) })
+	}
 }
 
 // write writes the whole Markdown document.
@@ -344,6 +362,9 @@ func (r *report) write(w io.Writer) {
 	if r.redisMem != nil {
 		r.redisMem.write(w)
 	}
+	if r.churn != nil {
+		r.churn.write(w, r.opts)
+	}
 }
 
 func fatal(err error) {
@@ -352,17 +373,17 @@ func fatal(err error) {
 }
 
 // selectScenarios returns the in-memory scenarios selected by spec and
-// whether the net/http, Fiber, Redis throughput and Redis memory scenarios
-// are.
-func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem bool, err error) {
+// whether the net/http, Fiber, Redis throughput, Redis memory and churn
+// scenarios are.
+func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem, churn bool, err error) {
 	all := membench.Scenarios()
 	if spec == "all" || spec == "" {
-		return all, true, true, true, true, nil
+		return all, true, true, true, true, true, nil
 	}
 	others := []struct {
 		name string
 		on   *bool
-	}{{middlewareScenario, &mw}, {fiberScenario, &fiber}, {redisScenario, &rd}, {redisMemoryScenario, &rdMem}}
+	}{{middlewareScenario, &mw}, {fiberScenario, &fiber}, {redisScenario, &rd}, {redisMemoryScenario, &rdMem}, {churnScenario, &churn}}
 	allNames := scenarioNames(all)
 	for _, o := range others {
 		allNames = append(allNames, o.name)
@@ -384,7 +405,7 @@ func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem
 			}
 		}
 		if !found {
-			return nil, false, false, false, false, fmt.Errorf("-scenarios: %q matches none of %s", tok, strings.Join(allNames, ", "))
+			return nil, false, false, false, false, false, fmt.Errorf("-scenarios: %q matches none of %s", tok, strings.Join(allNames, ", "))
 		}
 	}
 	// Keep the report order whatever the order of the tokens.
@@ -392,7 +413,7 @@ func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem
 		return slices.IndexFunc(all, func(s membench.Scenario) bool { return s.Name == a.Name }) -
 			slices.IndexFunc(all, func(s membench.Scenario) bool { return s.Name == b.Name })
 	})
-	return mem, mw, fiber, rd, rdMem, nil
+	return mem, mw, fiber, rd, rdMem, churn, nil
 }
 
 func scenarioNames(scs []membench.Scenario) []string {

@@ -69,7 +69,7 @@ func TestSelect(t *testing.T) {
 		{name: "hot selects both hot-key scenarios", scenarios: "hot", impls: "sluice,xrate", check: func(t *testing.T, s selection) {
 			require.Equal(t, []string{"HotKeySerial", "HotKeyParallel"}, scenarioNames(s.mem))
 			require.Len(t, s.memImpls, 2)
-			require.False(t, s.mw || s.fiber || s.redis || s.rdMem)
+			require.False(t, s.mw || s.fiber || s.redis || s.rdMem || s.churn)
 		}},
 		{name: "report order whatever the token order", scenarios: "heap,hotkeyserial", impls: "default", check: func(t *testing.T, s selection) {
 			require.Equal(t, []string{"HotKeySerial", "HeapPerKey"}, scenarioNames(s.mem))
@@ -102,6 +102,17 @@ func TestSelect(t *testing.T) {
 				require.NotEqual(t, redisbench.Ceiling, im.Kind)
 				require.False(t, strings.HasSuffix(im.Name, "-nopipe"))
 			}
+		}},
+		{name: "churn alone, sluice only", scenarios: "churn", impls: "default", check: func(t *testing.T, s selection) {
+			require.True(t, s.churn)
+			require.Empty(t, s.mem)
+			require.False(t, s.mw || s.fiber || s.redis || s.rdMem)
+		}},
+		{name: "churn skipped without sluice", scenarios: "churn,hot", impls: "xrate", check: func(t *testing.T, s selection) {
+			require.False(t, s.churn)
+		}},
+		{name: "all selects churn", scenarios: "all", impls: "default", check: func(t *testing.T, s selection) {
+			require.True(t, s.churn)
 		}},
 		{name: "unknown scenario", scenarios: "nosuch", impls: "all", wantErr: true},
 		{name: "impl absent from the scenarios", scenarios: "hot", impls: "redis_rate", wantErr: true},

@@ -135,6 +135,9 @@ func (r *report) targets() []target {
 			out = append(out, t)
 		}
 	}
+	if r.churn != nil {
+		out = append(out, r.churn.target())
+	}
 	return out
 }
 
