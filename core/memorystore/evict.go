@@ -57,12 +57,12 @@ func (sh *shard) evict(now int64, s *Store) {
 		sh.rng ^= sh.rng >> 7
 		sh.rng ^= sh.rng << 17
 		i := int(sh.rng % uint64(total))
-		sl, id := sh.slotAt(i)
-		if sl.h == 0 || sl.h == tomb {
+		sl := sh.slotAt(i)
+		if !sl.live() {
 			continue
 		}
 		seen++
-		u := sh.usage(sl, id, now, s)
+		u := sh.usage(sl, now, s)
 		if best < 0 || u.less(bu) {
 			best, bu = i, u
 			if u.reset <= 0 { // fresh already: nothing is lost
@@ -74,7 +74,7 @@ func (sh *shard) evict(now int64, s *Store) {
 		start := int(sh.rng % uint64(total))
 		for k := range total {
 			i := (start + k) % total
-			if sl, _ := sh.slotAt(i); sl.h != 0 && sl.h != tomb {
+			if sh.slotAt(i).live() {
 				best = i
 				break
 			}
@@ -87,24 +87,23 @@ func (sh *shard) evict(now int64, s *Store) {
 	}
 }
 
-// slotAt returns slot i of the table followed by its old slots, and its
-// limit's id.
-func (sh *shard) slotAt(i int) (*slot, uint8) {
+// slotAt returns slot i of the table followed by its old slots.
+func (sh *shard) slotAt(i int) *slot {
 	if n := len(sh.t.slots); i >= n {
-		return &sh.t.old[i-n], sh.t.oldIDs[i-n]
+		return &sh.t.old[i-n]
 	}
-	return &sh.t.slots[i], sh.t.ids[i]
+	return &sh.t.slots[i]
 }
 
 // usage computes how far the key of sl is from fresh at now: by a peek
 // through its limit's step function, or, when its limit is unknown, from
 // its stored warning state.
-func (sh *shard) usage(sl *slot, id uint8, now int64, s *Store) usage {
+func (sh *shard) usage(sl *slot, now int64, s *Store) usage {
 	reset := sl.expire() - now
 	if reset <= 0 {
 		return usage{}
 	}
-	sp := s.regSpecs[id].Load()
+	sp := s.regSpecs[sl.id()].Load()
 	isLog := sl.exp&logFlag != 0
 	if sp == nil || (isLog && len(sh.logs[sl.v].At) > maxLogPeek) {
 		switch core.State(sl.exp >> levelShift & 3) {

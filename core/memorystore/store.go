@@ -260,21 +260,25 @@ func (s *Store) prepare(key string, l core.Limit, cost int64) (*algo.Spec, uint6
 	return sp, s.hash(key, l.Algorithm), nil
 }
 
-// overrideHash is the table key of key's state while override gen applies
-// (never 0).
+// overrideHash is the hash of key's state while override gen applies (see
+// hash).
 func (s *Store) overrideHash(key string, a core.Algorithm, gen uint64) uint64 {
 	h := s.hash(key, a) ^ gen*0xd6e8feb86659fd93
-	if h == 0 || h == tomb {
-		h = 1
+	if h&^idMask == 0 {
+		h |= idMask + 1
 	}
 	return h
 }
 
-// hash is the table key of key under algorithm a (never 0).
+// hash is the hash of key under algorithm a. Its low bits pick the shard;
+// the table keys on the rest (h&^idMask, never 0), as the low byte of a
+// slot holds the id of the key's limit. Within a shard the low bits are the
+// same for every key anyway: with at least 256 shards nothing of the hash is
+// lost, with the default 64 two bits.
 func (s *Store) hash(key string, a core.Algorithm) uint64 {
 	h := maphash.String(s.seed, key) ^ uint64(a)*0x9e3779b97f4a7c15
-	if h == 0 || h == tomb {
-		h = 1
+	if h&^idMask == 0 {
+		h |= idMask + 1
 	}
 	return h
 }
@@ -315,7 +319,7 @@ func (sh *shard) take(sp *algo.Spec, o *algo.Outcome, h uint64, now, cost int64,
 	case found:
 		sh.t.slots[i].set(st)
 	case st.Expire != 0:
-		i = sh.insert(sp, h, now, s)
+		i = sh.insert(sp, h, i, now, s)
 		sh.t.slots[i].set(st)
 	}
 }
@@ -336,12 +340,12 @@ func (sh *shard) takeLog(sp *algo.Spec, o *algo.Outcome, h uint64, i int, found 
 	case found:
 		sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, Level: lg.Level})
 	case exp != 0:
-		sh.insertLog(sp, h, lg, exp, now, s)
+		sh.insertLog(sp, h, i, lg, exp, now, s)
 	}
 }
 
-// insertLog stores a new log for h.
-func (sh *shard) insertLog(sp *algo.Spec, h uint64, lg *algo.Log, exp, now int64, s *Store) {
+// insertLog stores a new log for h; i is where find said h would go.
+func (sh *shard) insertLog(sp *algo.Spec, h uint64, i int, lg *algo.Log, exp, now int64, s *Store) {
 	var idx int64
 	if n := len(sh.free); n > 0 {
 		idx, sh.free = sh.free[n-1], sh.free[:n-1]
@@ -350,25 +354,33 @@ func (sh *shard) insertLog(sp *algo.Spec, h uint64, lg *algo.Log, exp, now int64
 		idx = int64(len(sh.logs))
 		sh.logs = append(sh.logs, lg)
 	}
-	i := sh.insert(sp, h, now, s)
+	i = sh.insert(sp, h, i, now, s)
 	sh.t.slots[i].exp = logFlag
 	sh.t.slots[i].set(algo.State{Expire: exp, V: idx, Level: lg.Level})
 }
 
 // insert claims a slot for h (not present), stored under sp, evicting or
-// growing as needed. A table being resized moves a few more of its old keys.
-func (sh *shard) insert(sp *algo.Spec, h uint64, now int64, s *Store) int {
+// growing as needed; i is where find last said h would go. A table being
+// resized moves a few more of its old keys.
+func (sh *shard) insert(sp *algo.Spec, h uint64, i int, now int64, s *Store) int {
+	moved := false
 	if sh.t.n >= s.perShard {
 		sh.evict(now, s)
 		s.evictions.Add(1)
+		moved = true
 	}
 	if sh.t.full() {
 		sh.t.grow()
+		moved = true
 	}
-	sh.t.migrate(sh.t.step)
-	i, _ := sh.t.find(h)
-	sh.t.slots[i].h = h
-	sh.t.ids[i] = sh.specID(sp, s)
+	if sh.t.migrating() {
+		sh.t.migrate(sh.t.step)
+		moved = true
+	}
+	if moved || i < 0 {
+		i, _ = sh.t.find(h)
+	}
+	sh.t.slots[i].h = h&^idMask | uint64(sh.specID(sp, s))
 	sh.t.n++
 	return i
 }
@@ -543,7 +555,7 @@ func (sh *shard) commit(sp *algo.Spec, h uint64, st algo.State, lg *algo.Log, no
 			*sh.logs[sh.t.slots[i].v] = *lg
 			sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, Level: lg.Level})
 		default:
-			sh.insertLog(sp, h, lg, exp, now, s)
+			sh.insertLog(sp, h, i, lg, exp, now, s)
 		}
 		return
 	}
@@ -554,7 +566,7 @@ func (sh *shard) commit(sp *algo.Spec, h uint64, st algo.State, lg *algo.Log, no
 	case found:
 		sh.t.slots[i].set(st)
 	default:
-		i = sh.insert(sp, h, now, s)
+		i = sh.insert(sp, h, i, now, s)
 		sh.t.slots[i].set(st)
 	}
 }

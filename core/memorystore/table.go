@@ -7,9 +7,10 @@ import (
 	"github.com/sluicehq/sluice/core/algo"
 )
 
-// slot is one key of a shard: its hash (0 marks an empty slot), its expiry
-// in µs with the warning state in the top bits, and the algorithm's value
-// (for the sliding log, the index of its Log).
+// slot is one key of a shard: its hash, whose low byte is replaced by the
+// id of the limit the key was stored under (0: unknown; h == 0 marks an
+// empty slot), its expiry in µs with the warning state in the top bits, and
+// the algorithm's value (for the sliding log, the index of its Log).
 type slot struct {
 	h   uint64
 	exp uint64
@@ -21,10 +22,19 @@ const (
 	expMask    = 1<<levelShift - 1
 	logFlag    = 1 << 63 // the slot's v is the index of a sliding-window log
 
-	// tomb marks a slot of a table being migrated whose key has moved or
-	// gone (no key hashes to it; see Store.hash).
-	tomb = ^uint64(0)
+	// idMask is the part of a slot's h that holds its limit's id; the
+	// rest is the key's hash, never 0 (see Store.hash).
+	idMask = 0xff
+	// tomb marks a slot of a table being migrated whose key has gone (its
+	// hash part is 0: it matches no key, and probes go on past it).
+	tomb = uint64(idMask)
 )
+
+// id returns the id of the slot's limit.
+func (s *slot) id() uint8 { return uint8(s.h) }
+
+// live reports whether the slot holds a key.
+func (s *slot) live() bool { return s.h&^idMask != 0 }
 
 func (s *slot) state() algo.State {
 	return algo.State{Expire: int64(s.exp & expMask), V: s.v, Level: core.State(s.exp >> levelShift & 3)}
@@ -38,38 +48,37 @@ func (s *slot) set(st algo.State) {
 func (s *slot) expire() int64 { return int64(s.exp & expMask) }
 
 // table is a linear-probing hash table with backward-shift deletion (no
-// tombstones). Its capacity need not be a power of two: a hash's home slot is
-// its high bits scaled to the length. Each slot has a byte beside it, the id
-// of the limit its key was stored under (0: unknown), which eviction uses to
-// tell how used the key is.
+// tombstones), keyed by the hash part of h (h&^idMask). Its capacity need
+// not be a power of two: a hash's home slot is its high bits scaled to the
+// length.
 //
 // Growing or shrinking never rehashes the whole table at once: resize
-// allocates the new slots and keeps the old ones, which are moved over a few
-// at a time (migrate) by every insert and by the sweeper. Until then a key
-// may still be in old: find moves it over when it looks it up. Old slots are
-// never shifted; a key that leaves them leaves a tomb.
+// allocates the new slots and keeps the old ones, which are moved over in
+// order, a few at a time (migrate), by every insert and by the sweeper.
+// Until then a key may still be in old: find moves it over when it looks it
+// up. Old slots are never shifted: a key that leaves them before the cursor
+// reaches it leaves a tomb.
 type table struct {
 	slots []slot
-	ids   []uint8
 	n     int // keys in slots and old together
 
-	old    []slot
-	oldIDs []uint8
-	moved  int // old[:moved] has been migrated
-	step   int // old slots to migrate per insert
+	old   []slot
+	moved int // old[:moved] has been migrated
+	step  int // old slots to migrate per insert
 
 	rehashed int // old slots visited by migrations, ever (for tests)
 }
 
 func home(h uint64, n int) int {
-	i, _ := bits.Mul64(h, uint64(n))
+	i, _ := bits.Mul64(h&^idMask, uint64(n))
 	return int(i)
 }
 
 func (t *table) home(h uint64) int { return home(h, len(t.slots)) }
 
-// find returns the index of h in slots, or of the empty slot where h would
-// go. A key found in the old slots of a migration is moved into slots first.
+// find returns the index of the key of hash h (its id byte ignored) in
+// slots, or of the empty slot where it would go. A key found in the old
+// slots of a migration is moved into slots first.
 func (t *table) find(h uint64) (int, bool) {
 	if len(t.slots) == 0 {
 		return -1, false
@@ -79,7 +88,7 @@ func (t *table) find(h uint64) (int, bool) {
 		return i, ok
 	}
 	if j, ok := t.probeOld(h); ok {
-		t.slots[i], t.ids[i] = t.old[j], t.oldIDs[j]
+		t.slots[i] = t.old[j]
 		t.old[j].h = tomb
 		return i, true
 	}
@@ -87,12 +96,14 @@ func (t *table) find(h uint64) (int, bool) {
 }
 
 func (t *table) probe(h uint64) (int, bool) {
-	i := t.home(h)
+	k := h &^ idMask
+	i := t.home(k)
 	for {
-		switch t.slots[i].h {
-		case h:
+		x := t.slots[i].h
+		if x&^idMask == k {
 			return i, true
-		case 0:
+		}
+		if x == 0 {
 			return i, false
 		}
 		if i++; i == len(t.slots) {
@@ -101,15 +112,18 @@ func (t *table) probe(h uint64) (int, bool) {
 	}
 }
 
-// probeOld looks h up among the old slots.
+// probeOld looks h up among the old slots not migrated yet.
 func (t *table) probeOld(h uint64) (int, bool) {
-	n := len(t.old)
-	i := home(h, n)
+	k, n := h&^idMask, len(t.old)
+	i := home(k, n)
 	for {
-		switch t.old[i].h {
-		case h: // moved keys leave a tomb: this one is still here
-			return i, true
-		case 0:
+		x := t.old[i].h
+		if x&^idMask == k {
+			// Below the cursor every key has moved (its old slot keeps
+			// its hash, so that probes go on past it).
+			return i, i >= t.moved
+		}
+		if x == 0 {
 			return -1, false
 		}
 		if i++; i == n {
@@ -124,17 +138,19 @@ func (t *table) full() bool { return (t.n+1)*8 > len(t.slots)*7 }
 // resize starts moving every key into a table of n slots (n leaves room for
 // them all); the keys still in the previous table are moved first, at once.
 // The move is spread over the following inserts (migrate), fast enough to
-// end before the new table is full.
+// end long before the new table is full.
 func (t *table) resize(n int) {
 	t.finish()
 	if t.n == 0 {
-		t.slots, t.ids = make([]slot, n), make([]uint8, n)
+		t.slots = make([]slot, n)
 		return
 	}
-	t.old, t.oldIDs, t.moved = t.slots, t.ids, 0
-	t.slots, t.ids = make([]slot, n), make([]uint8, n)
+	t.old, t.moved = t.slots, 0
+	t.slots = make([]slot, n)
+	// Finish within the first eighth of the room: until then, inserting a
+	// new key costs a second probe (in old).
 	room := max(n*7/8-t.n, 1)
-	t.step = (len(t.old)+room-1)/room + 2
+	t.step = (8*len(t.old)+room-1)/room + 2
 }
 
 // migrate moves up to k old slots into slots; it reports whether the
@@ -146,14 +162,13 @@ func (t *table) migrate(k int) bool {
 	end := min(t.moved+k, len(t.old))
 	t.rehashed += end - t.moved
 	for j := t.moved; j < end; j++ {
-		if h := t.old[j].h; h != 0 && h != tomb {
-			i, _ := t.probe(h)
-			t.slots[i], t.ids[i] = t.old[j], t.oldIDs[j]
-			t.old[j].h = tomb
+		if t.old[j].live() {
+			i, _ := t.probe(t.old[j].h)
+			t.slots[i] = t.old[j]
 		}
 	}
 	if t.moved = end; end == len(t.old) {
-		t.old, t.oldIDs, t.moved, t.step = nil, nil, 0, 0
+		t.old, t.moved, t.step = nil, 0, 0
 		return true
 	}
 	return false
@@ -193,11 +208,11 @@ func (t *table) del(i int) {
 		// The key at j may move to i unless its home lies in (i, j].
 		k := t.home(h)
 		if (i <= j && (k <= i || k > j)) || (i > j && k <= i && k > j) {
-			t.slots[i], t.ids[i] = t.slots[j], t.ids[j]
+			t.slots[i] = t.slots[j]
 			i = j
 		}
 	}
-	t.slots[i], t.ids[i] = slot{}, 0
+	t.slots[i] = slot{}
 	t.n--
 }
 
