@@ -62,3 +62,44 @@ func TestLockHoldsAreBounded(t *testing.T) {
 	require.LessOrEqual(t, maxMoved, s.sweepChunk, "slots moved by one sweeper chunk")
 	t.Logf("worst insert %s, worst hold %s over %d sweeper chunks", insertWorst, worst, chunks)
 }
+
+// pass runs one whole sweeper pass over sh.
+func pass(sh *shard, now int64) {
+	for {
+		if _, done := sh.sweepChunk(now, sweepChunk); done {
+			return
+		}
+	}
+}
+
+// A table that churn refills between sweeper passes keeps its size: the
+// sweeper empties it every pass, but shrinking it would only make the
+// next inserts grow it again. One left alone shrinks.
+func TestChurnedTableIsNotShrunk(t *testing.T) {
+	now := int64(1_700_000_000_000_000)
+	s := newTestStore(t, &now, WithShards(1))
+	ctx := context.Background()
+	sh := &s.shards[0]
+	l := core.Per(1, time.Millisecond)
+	key := 0
+	size := 0
+	for cycle := range 6 {
+		for range 20_000 {
+			key++
+			_, err := s.Take(ctx, "k"+strconv.Itoa(key), l, 1)
+			require.NoError(t, err)
+		}
+		now += 1_000_000
+		pass(sh, now)
+		require.Zero(t, sh.t.n, "cycle %d: the pass deleted every expired key", cycle)
+		if cycle == 0 {
+			size = len(sh.t.slots)
+		}
+		require.Equal(t, size, len(sh.t.slots), "cycle %d: the table kept its size", cycle)
+		require.False(t, sh.t.migrating())
+	}
+	for range 20 {
+		pass(sh, now)
+	}
+	require.LessOrEqual(t, len(sh.t.slots), 256, "left alone, the table shrank")
+}

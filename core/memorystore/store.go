@@ -59,6 +59,7 @@ type shardState struct {
 	sweep  int    // sweeper cursor
 	swept  int    // slots the sweeper has visited in its current pass
 	sparse int    // consecutive passes that found the table sparse
+	peak   int    // most keys held since the sweeper's last pass
 	rng    uint64 // eviction sampling
 	// The id of the last limit a key was inserted under.
 	lastSpec *algo.Spec
@@ -382,6 +383,7 @@ func (sh *shard) insert(sp *algo.Spec, h uint64, i int, now int64, s *Store) int
 	}
 	sh.t.slots[i].h = h&^idMask | uint64(sh.specID(sp, s))
 	sh.t.n++
+	sh.peak = max(sh.peak, sh.t.n)
 	return i
 }
 

@@ -83,11 +83,14 @@ func (sh *shard) sweepChunk(now int64, n int) (deleted int, done bool) {
 		return deleted, false
 	}
 	sh.swept = 0
-	// Shrink a table that stayed sparse for two passes in a row, to half
-	// full, never below 256 slots (keys coming back after expiring need not
-	// regrow it from scratch) and by at most 8× at a time (its keys move
-	// over the following inserts and sweeper chunks at a bounded rate).
-	if size > 256 && sh.t.n*8 < size {
+	// Shrink a table that stayed sparse for two passes in a row, even at
+	// its fullest in between (a table that churn refills between passes
+	// would only grow again), to half full, never below 256 slots, and by
+	// at most 8× at a time (its keys move over the following inserts and
+	// sweeper chunks at a bounded rate).
+	peak := max(sh.peak, sh.t.n)
+	sh.peak = sh.t.n
+	if size > 256 && peak*8 < size {
 		if sh.sparse++; sh.sparse >= 2 {
 			sh.t.resize(max(256, sh.t.n*2, size/8))
 			sh.sweep, sh.sparse = 0, 0
