@@ -54,7 +54,8 @@ func Churn(d time.Duration, sweeper bool) (ChurnResult, error) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	hotL := core.PerSecond(1_000_000_000) // admitted: the existing-key path
+	// Admitted, and alive all along: the existing-key path.
+	hotL := core.PerHour(1_000_000)
 	hot := make([]string, ChurnHotKeys)
 	for i := range hot {
 		hot[i] = "hot:" + strconv.Itoa(i)
@@ -92,11 +93,15 @@ func Churn(d time.Duration, sweeper bool) (ChurnResult, error) {
 	var herr error
 	for i := 0; ; i++ {
 		t0 := time.Now()
-		if _, err := s.Take(ctx, hot[i%ChurnHotKeys], hotL, 1); err != nil {
+		r, err := s.Take(ctx, hot[i%ChurnHotKeys], hotL, 1)
+		t1 := time.Now()
+		if err == nil && !r.Allowed {
+			err = fmt.Errorf("hot key %s denied", hot[i%ChurnHotKeys])
+		}
+		if err != nil {
 			herr = err
 			break
 		}
-		t1 := time.Now()
 		h.Add(t1.Sub(t0))
 		if i%1024 == 0 && t1.Sub(start) >= d {
 			break

@@ -71,7 +71,7 @@ func BenchmarkChurnHotKeyLatency(b *testing.B) {
 			}
 			defer s.Close()
 			ctx := context.Background()
-			hotL := core.PerSecond(1_000_000_000)
+			hotL := core.PerHour(1_000_000) // admitted, and alive all along
 			hot := make([]string, 1024)
 			for i := range hot {
 				hot[i] = "hot:" + strconv.Itoa(i)

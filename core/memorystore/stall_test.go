@@ -2,6 +2,7 @@ package memorystore
 
 import (
 	"context"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 	"time"
@@ -102,4 +103,44 @@ func TestChurnedTableIsNotShrunk(t *testing.T) {
 		pass(sh, now)
 	}
 	require.LessOrEqual(t, len(sh.t.slots), 256, "left alone, the table shrank")
+}
+
+// One sweeper pass, in chunks of any size, deletes exactly the expired keys
+// whatever their mix with live ones in the probe clusters (deletions shift
+// later keys back, across the end of the table too), and keeps every live
+// key's state.
+func TestSweepPassDeletesExactlyTheExpired(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		now := int64(1_700_000_000_000_000)
+		s := newTestStore(t, &now, WithShards(1))
+		ctx := context.Background()
+		short, long := core.Per(1, time.Second), core.PerHour(10)
+		live := map[string]bool{}
+		n := 500 + rng.IntN(5000)
+		for i := range n {
+			key := "k" + strconv.Itoa(i)
+			l := short
+			if rng.IntN(3) == 0 {
+				l, live[key] = long, true
+			}
+			_, err := s.Take(ctx, key, l, 1)
+			require.NoError(t, err)
+		}
+		now += 2_000_000 // the short keys have expired
+		sh := &s.shards[0]
+		sh.sweep = rng.IntN(len(sh.t.slots)) // start anywhere
+		chunk := 1 + rng.IntN(300)
+		for {
+			if _, done := sh.sweepChunk(now, chunk); done {
+				break
+			}
+		}
+		require.Equal(t, len(live), s.Len(), "seed %d", seed)
+		for key := range live {
+			r, err := s.Take(ctx, key, long, 0)
+			require.NoError(t, err)
+			require.Equal(t, int64(9), r.Remaining, "seed %d: %s kept its state", seed, key)
+		}
+	}
 }

@@ -61,12 +61,25 @@ func (sh *shard) sweepChunk(now int64, n int) (deleted int, done bool) {
 	if size == 0 {
 		return 0, true
 	}
+	// The pass walks the table backwards: when a key is deleted, the keys
+	// of its cluster that follow it have been swept already, so an expired
+	// run is deleted without shifting the run itself (forwards, deleting a
+	// run of k keys would shift it k times).
 	i := sh.sweep % size
+	if sh.swept == 0 {
+		// Start a pass on an empty slot, so that no cluster spans its
+		// start and end: deletions then only shift keys already seen.
+		for k := 0; k < size && sh.t.slots[i].h != 0; k++ {
+			if i++; i == size {
+				i = 0
+			}
+		}
+	}
 	for work := 0; work < n && sh.swept < size; {
 		sl := &sh.t.slots[i]
 		if sl.h != 0 && sl.expire() <= now {
-			// The deletion may shift another key into slot i: look at
-			// it again.
+			// The deletion may shift a later (live) key into slot i:
+			// look at it again.
 			sh.remove(i)
 			deleted++
 			work += sweepDeleteCost
@@ -74,8 +87,8 @@ func (sh *shard) sweepChunk(now int64, n int) (deleted int, done bool) {
 		}
 		work++
 		sh.swept++
-		if i++; i == size {
-			i = 0
+		if i--; i < 0 {
+			i = size - 1
 		}
 	}
 	sh.sweep = i
