@@ -379,7 +379,9 @@ func (sh *shard) insert(sp *algo.Spec, h uint64, i int, now int64, s *Store) int
 		moved = true
 	}
 	if moved || i < 0 {
-		i, _ = sh.t.find(h)
+		// h is in neither table (the caller looked): its place in the new
+		// one is all that is needed.
+		i, _ = sh.t.probe(h)
 	}
 	sh.t.slots[i].h = h&^idMask | uint64(sh.specID(sp, s))
 	sh.t.n++
