@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/limitertest"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/keyfunc"
 )
 
 // fixedClock is a clock the test moves by hand.
@@ -153,4 +154,41 @@ func TestEvictionNeverForgetsAThrottledKey(t *testing.T) {
 			require.Greater(t, s.Evictions(), int64(10*maxKeys))
 		})
 	}
+}
+
+// The same through a Limiter whose policies share the store: a user
+// throttled by a fixed window stays throttled while a flood of new clients
+// (new addresses and users, twice the bound) fills the store with keys of
+// both policies.
+func TestLimiterFloodKeepsAThrottledUser(t *testing.T) {
+	const maxKeys = 512
+	c := &fixedClock{now: time.Date(2026, 1, 1, 0, 0, 30, 0, time.UTC)}
+	s := newBoundedStore(t, c, maxKeys)
+	ip, err := keyfunc.IP()
+	require.NoError(t, err)
+	l, err := core.NewLimiter(s, []core.Policy{
+		{Name: "per-ip", Key: ip, Limit: core.Per(1000, 24*time.Hour)},
+		{Name: "per-user", Key: keyfunc.Header("X-User"), Limit: core.PerMinute(5).WithAlgorithm(core.FixedWindow)},
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	alice := &keyfunc.Static{Remote: "192.0.2.1:1", Headers: map[string][]string{"X-User": {"alice"}}}
+	for i := range 6 {
+		d, err := l.Check(ctx, alice)
+		require.NoError(t, err)
+		require.Equal(t, i < 5, d.Allowed, "request %d", i)
+	}
+	for i := range 2 * maxKeys {
+		r := &keyfunc.Static{Remote: fmt.Sprintf("10.%d.%d.%d:1", i>>16&255, i>>8&255, i&255),
+			Headers: map[string][]string{"X-User": {"u" + strconv.Itoa(i)}}}
+		d, err := l.Check(ctx, r)
+		require.NoError(t, err)
+		require.True(t, d.Allowed)
+		c.now = c.now.Add(time.Microsecond)
+	}
+	require.Positive(t, s.Evictions())
+	d, err := l.Check(ctx, alice)
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "alice was forgotten after %d evictions", s.Evictions())
+	require.Equal(t, "per-user", d.Bound().Policy)
 }
