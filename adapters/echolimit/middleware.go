@@ -1,12 +1,14 @@
 package echolimit
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -20,7 +22,7 @@ type config struct {
 	cost    func(echo.Context) int64
 	skip    func(echo.Context) bool
 	denied  func(echo.Context, *core.Decision) error
-	onError func(echo.Context, error) error
+	onError func(echo.Context, error) (bool, error)
 	headers httplimit.HeaderConfig
 	logger  *slog.Logger
 }
@@ -47,18 +49,23 @@ func WithDeniedHandler(f func(echo.Context, *core.Decision) error) Option {
 	return func(c *config) { c.denied = f }
 }
 
-// WithErrorHandler answers requests the limiter could not decide (no
-// identity, store failure) instead of letting them through; the middleware
-// returns what f returns, and the handler does not run.
-func WithErrorHandler(f func(echo.Context, error) error) Option {
+// WithErrorHandler decides what a request the limiter could not decide
+// gets (a store failure, a key function or callback that panicked): f
+// returns proceed true to let it continue to the next handler uncounted, or
+// false to end it, with rerr as the middleware's result (an *echo.HTTPError
+// such as echo.ErrServiceUnavailable for Echo's error handler to write, or
+// nil when f wrote the response). Without it the request continues and the
+// error is logged, at most once a second. Every sluice adapter has this
+// option, with this shape.
+func WithErrorHandler(f func(c echo.Context, err error) (proceed bool, rerr error)) Option {
 	return func(c *config) { c.onError = f }
 }
 
 // WithHeaders chooses the header families and the reset format.
 func WithHeaders(h httplimit.HeaderConfig) Option { return func(c *config) { c.headers = h } }
 
-// WithLogger sets where undecided requests are logged when no error handler
-// is set (default slog.Default()).
+// WithLogger sets where undecided requests and failed refunds are logged
+// (default slog.Default()), each kind at most once a second.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // New returns Echo middleware that limits requests with l. Register it with
@@ -72,31 +79,43 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 	for _, o := range opts {
 		o(&c)
 	}
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
+	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
 	f := httplimit.NewFormatter(c.headers)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(ec echo.Context) error {
-			if c.skip != nil && c.skip(ec) {
-				return next(ec)
-			}
 			call := core.Call{Key: c.key}
-			if c.cost != nil {
-				call.Cost = c.cost(ec)
+			var err error
+			if c.skip != nil {
+				var skip bool
+				if skip, err = mw.Skip(c.skip, ec); skip {
+					return next(ec)
+				}
+			}
+			if c.cost != nil && err == nil {
+				call.Cost, err = mw.Cost(c.cost, ec)
 			}
 			ctx := ec.Request().Context()
 			// One allocation holds the view and the Scratch: the Decision,
 			// its context, the request and the header values.
 			v := &request{c: ec}
-			if err := l.Decide(ctx, v, call, &v.s.Decision); err != nil {
+			d := &v.s.Decision
+			if err == nil {
+				err = mw.Decide(ctx, l, v, call, d)
+			}
+			if mw.Gone(ctx, d, err) {
+				return nil // the client left before its request was counted: it does not run
+			}
+			if err != nil {
 				if c.onError != nil {
-					return c.onError(ec, err)
+					proceed, rerr := c.onError(ec, err)
+					if proceed {
+						return next(ec)
+					}
+					return rerr
 				}
-				c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: request not rate limited", slog.String("error", err.Error()))
+				undecided.Undecided(ctx, err)
 				return next(ec)
 			}
-			d := &v.s.Decision
 			if !d.Limited() { // no policy applies to this request
 				return next(ec)
 			}
@@ -109,15 +128,15 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 			if !d.Refundable() {
 				return next(ec)
 			}
-			err := next(ec)
+			err = next(ec)
 			status := ec.Response().Status
 			if he, ok := err.(*echo.HTTPError); ok && !ec.Response().Committed {
 				status = he.Code // the error handler has not written it yet
 			} else if err != nil && !ec.Response().Committed {
 				status = http.StatusInternalServerError
 			}
-			if rerr := l.Refund(ctx, d, status); rerr != nil {
-				c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: refund failed", slog.String("error", rerr.Error()))
+			if rerr := l.Refund(context.WithoutCancel(ctx), d, status); rerr != nil {
+				refunds.RefundFailed(ctx, rerr)
 			}
 			return err
 		}

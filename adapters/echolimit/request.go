@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -31,7 +32,27 @@ func (r *request) Route() string {
 	}
 	return r.c.Request().URL.Path
 }
-func (r *request) Path() string                      { return r.c.Request().URL.Path }
+
+// Path is the path as Echo's router matched it: the request path as Echo
+// routes it (RawPath when set), when the matched route template matches
+// that path; else the template itself, so that a variant of a path that
+// reached a route's handlers is counted as that route. When no route
+// matched, it is the cleaned path.
+func (r *request) Path() string {
+	req := r.c.Request()
+	p := mw.RoutedPath(req.URL)
+	tmpl := r.c.Path()
+	switch {
+	case tmpl == "":
+		return mw.CleanPath(p)
+	case mw.Conforms(tmpl, p):
+		return p
+	case mw.Conforms(tmpl, req.URL.Path):
+		return req.URL.Path
+	}
+	return tmpl
+}
+
 func (r *request) Header(name string) string         { return r.c.Request().Header.Get(name) }
 func (r *request) HeaderValues(name string) []string { return r.c.Request().Header.Values(name) }
 func (r *request) Query(name string) string          { return r.c.QueryParam(name) }

@@ -55,7 +55,7 @@ func Example() {
 	// Output:
 	// 200 RateLimit: "per-ip";r=1;t=30 Retry-After: ""
 	// hello, state normal
-	// 200 RateLimit: "per-ip";r=0;t=60 Retry-After: ""
+	// 200 RateLimit: "per-ip";r=0;t=30 Retry-After: ""
 	// hello, state warning
 	// 429 RateLimit: "per-ip";r=0;t=30 Retry-After: "30"
 	// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"Rate limit exceeded; retry in 30 seconds.","violated-policies":["per-ip"]}

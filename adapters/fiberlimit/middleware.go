@@ -1,6 +1,7 @@
 package fiberlimit
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"unsafe"
@@ -8,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -17,7 +19,7 @@ type config struct {
 	cost    func(*fiber.Ctx) int64
 	skip    func(*fiber.Ctx) bool
 	denied  fiber.Handler
-	onError func(*fiber.Ctx, error) error
+	onError func(*fiber.Ctx, error) (bool, error)
 	headers httplimit.HeaderConfig
 	logger  *slog.Logger
 }
@@ -42,18 +44,22 @@ func WithSkip(f func(*fiber.Ctx) bool) Option { return func(c *config) { c.skip 
 // when it runs, and the Decision is in c.Locals.
 func WithDeniedHandler(h fiber.Handler) Option { return func(c *config) { c.denied = h } }
 
-// WithErrorHandler answers requests the limiter could not decide (no
-// identity, store failure) instead of letting them through. Its error, if
-// any, goes to Fiber's ErrorHandler.
-func WithErrorHandler(f func(*fiber.Ctx, error) error) Option {
+// WithErrorHandler decides what a request the limiter could not decide
+// gets (a store failure, a key function or callback that panicked): f
+// returns proceed true to let it continue to the next handler uncounted, or
+// false to end it, with rerr as the middleware's result (a *fiber.Error for
+// Fiber's ErrorHandler, or nil when f wrote the response). Without it the
+// request continues and the error is logged, at most once a second. Every
+// sluice adapter has this option, with this shape.
+func WithErrorHandler(f func(c *fiber.Ctx, err error) (proceed bool, rerr error)) Option {
 	return func(c *config) { c.onError = f }
 }
 
 // WithHeaders chooses the header families and the reset format.
 func WithHeaders(h httplimit.HeaderConfig) Option { return func(c *config) { c.headers = h } }
 
-// WithLogger sets where undecided requests are logged when no error handler
-// is set (default slog.Default()).
+// WithLogger sets where undecided requests and failed refunds are logged
+// (default slog.Default()), each kind at most once a second.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // LocalsKey is the c.Locals key under which the middleware stores the
@@ -70,28 +76,42 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 	for _, o := range opts {
 		o(&c)
 	}
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
+	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
 	hf := httplimit.NewFormatter(c.headers)
 	return func(fc *fiber.Ctx) error {
-		if c.skip != nil && c.skip(fc) {
-			return fc.Next()
-		}
 		call := core.Call{Key: c.key}
-		if c.cost != nil {
-			call.Cost = c.cost(fc)
+		var err error
+		if c.skip != nil {
+			var skip bool
+			if skip, err = mw.Skip(c.skip, fc); skip {
+				return fc.Next()
+			}
+		}
+		if c.cost != nil && err == nil {
+			call.Cost, err = mw.Cost(c.cost, fc)
 		}
 		r := (*request)(fc)
 		// The pooled *fasthttp.RequestCtx must not reach the store: a Redis
 		// call can outlive the request after a timeout. UserContext cannot.
 		ctx := fc.UserContext()
 		d := new(core.Decision)
-		if err := l.Decide(ctx, r, call, d); err != nil {
+		if err == nil {
+			// fasthttp does not recover handlers: a panicking key function
+			// would take the process down.
+			err = mw.Decide(ctx, l, r, call, d)
+		}
+		if mw.Gone(ctx, d, err) {
+			return nil // the client left before its request was counted: it does not run
+		}
+		if err != nil {
 			if c.onError != nil {
-				return c.onError(fc, err)
+				proceed, rerr := c.onError(fc, err)
+				if proceed {
+					return fc.Next()
+				}
+				return rerr
 			}
-			c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: request not rate limited", slog.String("error", err.Error()))
+			undecided.Undecided(ctx, err)
 			return fc.Next()
 		}
 		if !d.Limited() { // no policy applies to this request
@@ -115,7 +135,7 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 		if !d.Refundable() {
 			return fc.Next()
 		}
-		err := fc.Next()
+		err = fc.Next()
 		status := fc.Response().StatusCode()
 		var fe *fiber.Error
 		if errors.As(err, &fe) {
@@ -123,8 +143,8 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 		} else if err != nil {
 			status = fiber.StatusInternalServerError
 		}
-		if rerr := l.Refund(ctx, d, status); rerr != nil {
-			c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: refund failed", slog.String("error", rerr.Error()))
+		if rerr := l.Refund(context.WithoutCancel(ctx), d, status); rerr != nil {
+			refunds.RefundFailed(ctx, rerr)
 		}
 		return err
 	}

@@ -143,7 +143,7 @@ func (s *recordingStore) Take(ctx context.Context, key string, l core.Limit, cos
 
 var (
 	sfPolicy    = regexp.MustCompile(`^"([A-Za-z0-9_.:-]{1,64})";q=([0-9]{1,15});w=([0-9]{1,15})$`)
-	sfRateLimit = regexp.MustCompile(`^"([A-Za-z0-9_.:-]{1,64})";r=([0-9]{1,15});t=([0-9]{1,15})$`)
+	sfRateLimit = regexp.MustCompile(`^"([A-Za-z0-9_.:-]{1,64})";r=([0-9]{1,15})(?:;t=([0-9]{1,15}))?$`)
 	sfListSep   = regexp.MustCompile(`[ \t]*,[ \t]*`)
 )
 
@@ -174,6 +174,9 @@ func parseRateLimit(t testing.TB, v string) (name string, r, tt int64) {
 	t.Helper()
 	m := sfRateLimit.FindStringSubmatch(v)
 	require.NotNil(t, m, "RateLimit %q", v)
+	if m[3] == "" {
+		return m[1], atoi(t, m[2]), -1 // no t: no wait brings more quota
+	}
 	return m[1], atoi(t, m[2]), atoi(t, m[3])
 }
 
@@ -207,12 +210,22 @@ func requireHeaders(t testing.TB, res response, d *core.Decision, before, after 
 	name, r, tt := parseRateLimit(t, res.header.Get(httplimit.HeaderRateLimit))
 	require.Equal(t, b.Policy, name)
 	require.Equal(t, b.Remaining, r)
-	if !b.Allowed && !b.Never() {
-		require.Equal(t, ceilSeconds(b.RetryAfter), tt)
+	switch {
+	case b.Never():
+		require.Equal(t, int64(-1), tt, "no t when no wait lets the request through")
+		require.Empty(t, res.header.Values(httplimit.HeaderRetryAfter))
+	case !b.Allowed:
+		// t is the wait, but never more than the window; Retry-After is
+		// the exact wait (the draft: never earlier than t).
+		require.Equal(t, min(ceilSeconds(b.RetryAfter), ps[d.Binding].w), tt)
 		require.Positive(t, tt, "t is never 0 while limited")
-		require.Equal(t, strconv.FormatInt(tt, 10), res.header.Get(httplimit.HeaderRetryAfter), "Retry-After == t")
-	} else {
-		require.Equal(t, ceilSeconds(b.ResetAfter), tt)
+		require.Equal(t, strconv.FormatInt(ceilSeconds(b.RetryAfter), 10), res.header.Get(httplimit.HeaderRetryAfter))
+	default:
+		// t is until more quota is available: never later than the key is
+		// whole again, nor than the window (exact values per algorithm:
+		// httplimit's TestTUntilMoreQuota).
+		require.Positive(t, tt)
+		require.LessOrEqual(t, tt, ceilSeconds(b.ResetAfter))
 		require.Empty(t, res.header.Values(httplimit.HeaderRetryAfter))
 	}
 
@@ -384,7 +397,7 @@ func TestCostAboveCapacity(t *testing.T) {
 	res := get(t, app, "/")
 	requireHeaders(t, res, d, before, time.Now())
 	p := requireProblem(t, res, "per-ip")
-	require.Contains(t, p.Detail, "cannot succeed")
+	require.Contains(t, p.Detail, "can never succeed")
 	require.Empty(t, res.header.Get("Retry-After"))
 	require.True(t, d.Bound().Never())
 }
@@ -412,7 +425,7 @@ func TestStoreFailure(t *testing.T) {
 			require.Empty(t, res.header.Get("RateLimit"))
 			require.Empty(t, res.header.Get("RateLimit-Policy"))
 		}
-		require.Equal(t, 3, strings.Count(logs.String(), "sluice: request not rate limited"))
+		require.Equal(t, 1, strings.Count(logs.String(), "sluice: request not rate limited"), "at most a line a second")
 		require.Contains(t, logs.String(), "backend unreachable")
 
 		store.down.Store(false) // recovery needs nothing
@@ -427,9 +440,9 @@ func TestStoreFailure(t *testing.T) {
 		l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(1)})
 		var got error
 		app := fiber.New()
-		app.Use(fiberlimit.New(l, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) error {
+		app.Use(fiberlimit.New(l, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) (bool, error) {
 			got = err
-			return c.Status(fiber.StatusServiceUnavailable).SendString("try later")
+			return false, c.Status(fiber.StatusServiceUnavailable).SendString("try later")
 		})))
 		handled := false
 		app.Get("/", func(c *fiber.Ctx) error { handled = true; return nil })
@@ -447,8 +460,8 @@ func TestStoreFailure(t *testing.T) {
 		store.down.Store(true)
 		l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(1)})
 		app := fiber.New()
-		app.Use(fiberlimit.New(l, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) error {
-			return fiber.ErrServiceUnavailable // to Fiber's ErrorHandler
+		app.Use(fiberlimit.New(l, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) (bool, error) {
+			return false, fiber.ErrServiceUnavailable // to Fiber's ErrorHandler
 		})))
 		app.Get("/", ok)
 		res := get(t, app, "/")
@@ -463,9 +476,9 @@ func TestUndecided(t *testing.T) {
 	store, _ := newStore(t)
 	l := newLimiter(t, store, core.Policy{Name: "per-key", Key: keyfunc.Header("X-API-Key"), Limit: core.PerMinute(1)})
 	var errs []error
-	onError := fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) error {
+	onError := fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) (bool, error) {
 		errs = append(errs, err)
-		return c.SendStatus(fiber.StatusUnauthorized)
+		return false, c.SendStatus(fiber.StatusUnauthorized)
 	})
 	app := fiber.New()
 	app.Get("/key", fiberlimit.New(l, onError), ok)

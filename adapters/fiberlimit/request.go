@@ -27,7 +27,30 @@ func (r *request) Method() string           { return r.ctx().Method() }
 // Route is the template of the route the middleware runs on ("/users/:id");
 // under app.Use, the Use prefix.
 func (r *request) Route() string { return r.ctx().Route().Path }
-func (r *request) Path() string  { return r.ctx().Path() }
+
+// Path is the path as Fiber's router matches it: c.Path() (decoded when
+// Config.UnescapePath is set), in lower case unless Config.CaseSensitive,
+// without trailing slashes unless Config.StrictRouting. Fiber routes
+// "/LOGIN" and "/login/" to "/login" by default, so a route policy must see
+// "/login" for both; write Match.Routes in lower case for such an app.
+func (r *request) Path() string {
+	c := r.ctx()
+	p := c.Path()
+	cfg := c.App().Config()
+	if !cfg.StrictRouting {
+		for len(p) > 1 && p[len(p)-1] == '/' {
+			p = p[:len(p)-1]
+		}
+	}
+	if !cfg.CaseSensitive {
+		for i := 0; i < len(p); i++ {
+			if 'A' <= p[i] && p[i] <= 'Z' {
+				return lowerASCII(p, i)
+			}
+		}
+	}
+	return p
+}
 
 func (r *request) Header(name string) string {
 	c := r.ctx()
@@ -122,4 +145,16 @@ func IP() keyfunc.Func {
 		}
 		return c.Context().RemoteIP().String(), nil
 	}
+}
+
+// lowerASCII returns p with ASCII letters in lower case, as Fiber's router
+// folds paths (utils.ToLowerBytes); p[:i] has none in upper case.
+func lowerASCII(p string, i int) string {
+	b := []byte(p)
+	for ; i < len(b); i++ {
+		if 'A' <= b[i] && b[i] <= 'Z' {
+			b[i] += 'a' - 'A'
+		}
+	}
+	return string(b)
 }

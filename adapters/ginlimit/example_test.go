@@ -47,8 +47,8 @@ func ExampleNew() {
 	}
 	// Output:
 	// 200 "per-ip";r=2;t=20 normal []
-	// 200 "per-ip";r=1;t=40 normal []
-	// 200 "per-ip";r=0;t=60 warning []
+	// 200 "per-ip";r=1;t=20 normal []
+	// 200 "per-ip";r=0;t=20 warning []
 	// 429 "per-ip";r=0;t=20 throttled [20]
 }
 

@@ -1,12 +1,14 @@
 package ginlimit
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -20,7 +22,7 @@ type config struct {
 	cost    func(*gin.Context) int64
 	skip    func(*gin.Context) bool
 	denied  gin.HandlerFunc
-	onError func(*gin.Context, error)
+	onError func(*gin.Context, error) bool
 	headers httplimit.HeaderConfig
 	logger  *slog.Logger
 }
@@ -47,16 +49,21 @@ func WithSkip(f func(*gin.Context) bool) Option { return func(c *config) { c.ski
 // through anyway, as a shadow mode would).
 func WithDeniedHandler(h gin.HandlerFunc) Option { return func(c *config) { c.denied = h } }
 
-// WithErrorHandler answers requests the limiter could not decide (no
-// identity, store failure) instead of letting them through. The chain is
-// aborted after f unless f calls c.Next itself.
-func WithErrorHandler(f func(*gin.Context, error)) Option { return func(c *config) { c.onError = f } }
+// WithErrorHandler decides what a request the limiter could not decide
+// gets (a store failure, a key function or callback that panicked): f
+// returns true to let it continue to the next handler uncounted, or false
+// when it has answered the request itself (the chain is then aborted).
+// Without it the request continues and the error is logged, at most once a
+// second. Every sluice adapter has this option, with this shape.
+func WithErrorHandler(f func(c *gin.Context, err error) (proceed bool)) Option {
+	return func(c *config) { c.onError = f }
+}
 
 // WithHeaders chooses the header families and the reset format.
 func WithHeaders(h httplimit.HeaderConfig) Option { return func(c *config) { c.headers = h } }
 
-// WithLogger sets where undecided requests are logged when no error handler
-// is set (default slog.Default()).
+// WithLogger sets where undecided requests and failed refunds are logged
+// (default slog.Default()), each kind at most once a second.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // New returns gin middleware that limits requests with l. It panics if l is
@@ -69,29 +76,41 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 	for _, o := range opts {
 		o(&c)
 	}
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
+	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
 	f := httplimit.NewFormatter(c.headers)
 	return func(gc *gin.Context) {
-		if c.skip != nil && c.skip(gc) {
-			gc.Next()
-			return
-		}
 		call := core.Call{Key: c.key}
-		if c.cost != nil {
-			call.Cost = c.cost(gc)
+		var err error
+		if c.skip != nil {
+			var skip bool
+			if skip, err = mw.Skip(c.skip, gc); skip {
+				gc.Next()
+				return
+			}
+		}
+		if c.cost != nil && err == nil {
+			call.Cost, err = mw.Cost(c.cost, gc)
 		}
 		ctx := gc.Request.Context()
 		s := new(httplimit.Scratch) // the one allocation: Decision, context, request, header values
 		d := &s.Decision
-		if err := l.Decide(ctx, (*request)(gc), call, d); err != nil {
+		if err == nil {
+			err = mw.Decide(ctx, l, (*request)(gc), call, d)
+		}
+		if mw.Gone(ctx, d, err) {
+			gc.Abort() // the client left before its request was counted: it does not run
+			return
+		}
+		if err != nil {
 			if c.onError != nil {
-				c.onError(gc, err)
-				gc.Abort()
+				if c.onError(gc, err) {
+					gc.Next()
+				} else {
+					gc.Abort()
+				}
 				return
 			}
-			c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: request not rate limited", slog.String("error", err.Error()))
+			undecided.Undecided(ctx, err)
 			gc.Next()
 			return
 		}
@@ -109,8 +128,8 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 		}
 		gc.Next()
 		if d.Refundable() { // policies that do not count failed (or successful) responses
-			if err := l.Refund(ctx, d, gc.Writer.Status()); err != nil {
-				c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: refund failed", slog.String("error", err.Error()))
+			if err := l.Refund(context.WithoutCancel(ctx), d, gc.Writer.Status()); err != nil {
+				refunds.RefundFailed(ctx, err)
 			}
 		}
 	}

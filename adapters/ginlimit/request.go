@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -25,7 +26,31 @@ func (r *request) Route() string {
 	}
 	return r.Request.URL.Path
 }
-func (r *request) Path() string                      { return r.Request.URL.Path }
+
+// Path is the path as gin's router matched it. When a route matched (global
+// middleware runs after routing), it is the request path if that is one the
+// route template matches, else the path as gin cleans it (RemoveExtraSlash),
+// else the template itself: a variant of a path that reached a route's
+// handlers is counted as that route. When no route matched, it is the
+// cleaned path.
+func (r *request) Path() string {
+	p := mw.RoutedPath(r.Request.URL)
+	tmpl := (*gin.Context)(r).FullPath()
+	if tmpl == "" || mw.Conforms(tmpl, p) {
+		if tmpl == "" {
+			return mw.CleanPath(p)
+		}
+		return p
+	}
+	if c := mw.CleanPath(p); mw.Conforms(tmpl, c) {
+		return c
+	}
+	if c := mw.CleanPath(r.Request.URL.Path); mw.Conforms(tmpl, c) {
+		return c
+	}
+	return tmpl
+}
+
 func (r *request) Header(name string) string         { return r.Request.Header.Get(name) }
 func (r *request) HeaderValues(name string) []string { return r.Request.Header.Values(name) }
 func (r *request) Query(name string) string          { return (*gin.Context)(r).Query(name) }

@@ -16,7 +16,12 @@ import (
 func UnaryClientInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryClientInterceptor {
 	c := newConfig("UnaryClientInterceptor", l, opts)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-		if lim, _ := c.limiter(ctx, method); lim != nil {
+		lim, _, err := c.limiter(ctx, method)
+		if err != nil {
+			if err := c.undecided(ctx, method, err); err != nil {
+				return err
+			}
+		} else if lim != nil {
 			if err := c.outgoing(lim, &call{parent: ctx, method: method, client: true}, req, callOpts); err != nil {
 				return err
 			}
@@ -32,7 +37,13 @@ func UnaryClientInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryClientInt
 func StreamClientInterceptor(l *core.Limiter, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig("StreamClientInterceptor", l, opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
-		lim, skip := c.limiter(ctx, method)
+		lim, skip, err := c.limiter(ctx, method)
+		if err != nil {
+			if err := c.undecided(ctx, method, err); err != nil {
+				return nil, err
+			}
+			return streamer(ctx, desc, cc, method, callOpts...)
+		}
 		if skip {
 			return streamer(ctx, desc, cc, method, callOpts...)
 		}

@@ -41,7 +41,7 @@ func TestUnaryClientDirect(t *testing.T) {
 	require.Equal(t, 2, invoked, "a denied call never reaches the invoker")
 	det := denial(t, err)
 	d := rec.last(t)
-	require.Equal(t, d.Bound().RetryAfter, det.retry.GetRetryDelay().AsDuration())
+	require.Equal(t, ceilMSDuration(d.Bound().RetryAfter), det.retry.GetRetryDelay().AsDuration(), "RetryInfo is the wait rounded up to whole ms")
 	require.Equal(t, "policy:provider", det.quota.GetViolations()[0].GetSubject())
 	requireFields(t, trailer, deltaHeaders.Format(&d, time.Time{}), grpclimit.MetadataPushback, ceilMS(d.Bound().RetryAfter))
 

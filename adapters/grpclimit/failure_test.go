@@ -30,19 +30,20 @@ func TestFailingStore(t *testing.T) {
 	custom := status.Error(codes.Internal, "limiter says no")
 	tests := []struct {
 		name     string
-		handler  func(context.Context, string, error) error
+		handler  func(context.Context, string, error) (bool, error)
 		wantCode codes.Code
 		wantMsg  string
 		logged   bool
 	}{
 		{name: "default fails open", wantCode: codes.OK, logged: true},
 		{name: "FailClosed", handler: grpclimit.FailClosed, wantCode: codes.Unavailable, wantMsg: "rate limit unavailable"},
-		{name: "handler lets through", handler: func(context.Context, string, error) error { return nil }, wantCode: codes.OK},
-		{name: "raw error is replaced", handler: func(_ context.Context, _ string, err error) error { return err }, wantCode: codes.Unavailable, wantMsg: "rate limit unavailable"},
-		{name: "wrapped status is replaced", handler: func(_ context.Context, _ string, err error) error {
-			return errors.Join(custom, err)
+		{name: "handler lets through", handler: func(context.Context, string, error) (bool, error) { return true, nil }, wantCode: codes.OK},
+		{name: "refusing with nil is Unavailable", handler: func(context.Context, string, error) (bool, error) { return false, nil }, wantCode: codes.Unavailable, wantMsg: "rate limit unavailable"},
+		{name: "raw error is replaced", handler: func(_ context.Context, _ string, err error) (bool, error) { return false, err }, wantCode: codes.Unavailable, wantMsg: "rate limit unavailable"},
+		{name: "wrapped status is replaced", handler: func(_ context.Context, _ string, err error) (bool, error) {
+			return false, errors.Join(custom, err)
 		}, wantCode: codes.Unavailable, wantMsg: "rate limit unavailable"},
-		{name: "status passes", handler: func(context.Context, string, error) error { return custom }, wantCode: codes.Internal, wantMsg: "limiter says no"},
+		{name: "status passes", handler: func(context.Context, string, error) (bool, error) { return false, custom }, wantCode: codes.Internal, wantMsg: "limiter says no"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,7 +53,7 @@ func TestFailingStore(t *testing.T) {
 			var mu sync.Mutex
 			opts := []grpclimit.Option{grpclimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), grpclimit.WithMessageLimit(newLimiter(t, store, "messages", core.PerHour(10), nil))}
 			if tc.handler != nil {
-				opts = append(opts, grpclimit.WithErrorHandler(func(ctx context.Context, m string, err error) error {
+				opts = append(opts, grpclimit.WithErrorHandler(func(ctx context.Context, m string, err error) (bool, error) {
 					mu.Lock()
 					seen = append(seen, err)
 					mu.Unlock()
@@ -96,7 +97,7 @@ func TestFailingStore(t *testing.T) {
 
 			require.Positive(t, store.calls.Load())
 			if tc.logged {
-				require.Contains(t, logs.String(), "sluice: gRPC call not rate limited")
+				require.Contains(t, logs.String(), "sluice: request not rate limited")
 				require.Contains(t, logs.String(), "method=/sluice.test.Echo/Unary")
 				require.Contains(t, logs.String(), "hunter2", "the operator sees the error")
 			} else {
@@ -138,7 +139,7 @@ func TestNoPeer(t *testing.T) {
 			require.Contains(t, logs.String(), "empty key")
 			requireNoRateLimitMetadata(t, sts.header)
 
-			closed := grpclimit.UnaryServerInterceptor(lim, grpclimit.WithErrorHandler(func(_ context.Context, _ string, err error) error {
+			closed := grpclimit.UnaryServerInterceptor(lim, grpclimit.WithErrorHandler(func(_ context.Context, _ string, err error) (bool, error) {
 				require.ErrorIs(t, err, keyfunc.ErrNoKey)
 				return grpclimit.FailClosed(nil, "", err)
 			}))

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -22,10 +23,12 @@ type config struct {
 	cost    func(ctx context.Context, fullMethod string, req any) int64
 	skip    func(ctx context.Context, fullMethod string) bool
 	denied  func(ctx context.Context, fullMethod string, d *core.Decision) error
-	onError func(ctx context.Context, fullMethod string, err error) error
+	onError func(ctx context.Context, fullMethod string, err error) (bool, error)
 	headers httplimit.HeaderConfig
 	msgHdrs httplimit.HeaderConfig // headers without the Draft family, for trailers
 	logger  *slog.Logger
+	undec   *mw.Logger // undecided calls, at most a line a second
+	refunds *mw.Logger // failed refunds, likewise
 }
 
 // Option configures an interceptor. The same options, with the framework's
@@ -81,12 +84,16 @@ func WithDeniedHandler(f func(ctx context.Context, fullMethod string, d *core.De
 	return func(c *config) { c.denied = f }
 }
 
-// WithErrorHandler decides what a call the limiter could not decide (no
-// identity, negative cost, store failure) gets: nil lets it through, an error
-// ends it. The error should be a gRPC status with a generic message (see
-// FailClosed); anything else is replaced by codes.Unavailable "rate limit
-// unavailable", so that no store error text reaches the client.
-func WithErrorHandler(f func(ctx context.Context, fullMethod string, err error) error) Option {
+// WithErrorHandler decides what a call the limiter could not decide gets (a
+// store failure, a negative cost, a key function or callback that
+// panicked): f returns proceed true to let it through uncounted, or false to
+// end it with rerr. rerr should be a gRPC status with a generic message (see
+// FailClosed); anything else, nil included, is replaced by
+// codes.Unavailable "rate limit unavailable", so that no store error text
+// reaches the client. Without it the call proceeds and the error is logged,
+// at most once a second. Every sluice adapter has this option, with this
+// shape: the call, the error, and whether to continue.
+func WithErrorHandler(f func(ctx context.Context, fullMethod string, err error) (proceed bool, rerr error)) Option {
 	return func(c *config) { c.onError = f }
 }
 
@@ -94,13 +101,14 @@ func WithErrorHandler(f func(ctx context.Context, fullMethod string, err error) 
 // HTTP (httplimit.HeaderConfig). The zero value sends them all.
 func WithHeaders(h httplimit.HeaderConfig) Option { return func(c *config) { c.headers = h } }
 
-// WithLogger sets where undecided calls are logged when no error handler is
-// set (default slog.Default()).
+// WithLogger sets where undecided calls and failed refunds are logged
+// (default slog.Default()), each kind at most once a second, with the number
+// of lines dropped since the last one.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // FailClosed is an error handler (WithErrorHandler) that refuses calls the
 // limiter could not decide with codes.Unavailable and a generic message.
-func FailClosed(context.Context, string, error) error { return errUnavailable }
+func FailClosed(context.Context, string, error) (bool, error) { return false, errUnavailable }
 
 var errUnavailable = status.Error(codes.Unavailable, "rate limit unavailable")
 
@@ -111,9 +119,7 @@ func newConfig(fn string, l *core.Limiter, opts []Option) *config {
 			o(c)
 		}
 	}
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
+	c.undec, c.refunds = mw.NewLogger(c.logger), mw.NewLogger(c.logger)
 	limited := l != nil || c.message != nil
 	for _, rl := range c.routes {
 		limited = limited || rl != nil
@@ -146,26 +152,33 @@ func validMethod(m string) bool {
 }
 
 // limiter returns the limiter of a call's opening, and whether the call is
-// exempt altogether.
-func (c *config) limiter(ctx context.Context, method string) (l *core.Limiter, skip bool) {
-	if c.skip != nil && c.skip(ctx, method) {
-		return nil, true
+// exempt altogether. err is a skip callback that panicked.
+func (c *config) limiter(ctx context.Context, method string) (l *core.Limiter, skip bool, err error) {
+	if skip, err := c.skipped(ctx, method); skip || err != nil {
+		return c.def, skip, err
 	}
 	if c.routes != nil {
 		if l, ok := c.routes[method]; ok {
-			return l, l == nil
+			return l, l == nil, nil
 		}
 		if i := strings.LastIndexByte(method, '/'); i > 0 {
 			if l, ok := c.routes[method[:i+1]]; ok {
-				return l, l == nil
+				return l, l == nil, nil
 			}
 		}
 	}
-	return c.def, false
+	return c.def, false, nil
 }
 
-// check decides one call or message.
-func (c *config) check(l *core.Limiter, r *call, req any) (core.Decision, error) {
+// check decides one call or message. A panic in the cost callback, a key
+// function or a hook becomes an error: grpc-go does not recover handlers,
+// so it would take the process down.
+func (c *config) check(l *core.Limiter, r *call, req any) (d core.Decision, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			d, err = core.Decision{}, fmt.Errorf("sluice: %s %w: %v", "limiter", mw.ErrPanic, v)
+		}
+	}()
 	call := core.Call{Key: c.key}
 	if c.cost != nil {
 		call.Cost = c.cost(r.parent, r.method, req)
@@ -173,19 +186,29 @@ func (c *config) check(l *core.Limiter, r *call, req any) (core.Decision, error)
 	return l.CheckWith(r.parent, r, call)
 }
 
+// skipped calls the skip callback, turning a panic into an error.
+func (c *config) skipped(ctx context.Context, method string) (bool, error) {
+	if c.skip == nil {
+		return false, nil
+	}
+	return mw.Skip(func(ctx context.Context) bool { return c.skip(ctx, method) }, ctx)
+}
+
 // undecided handles a call the limiter could not decide: nil lets it
-// through.
+// through. A call whose client has gone is ended (it was not counted).
 func (c *config) undecided(ctx context.Context, method string, err error) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
 	if c.onError == nil {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: gRPC call not rate limited",
-			slog.String("method", method), slog.String("error", err.Error()))
+		c.undec.Undecided(ctx, err, slog.String("method", method))
 		return nil
 	}
-	e := c.onError(ctx, method, err)
-	if e == nil {
+	proceed, e := c.onError(ctx, method, err)
+	if proceed {
 		return nil
 	}
-	if _, ok := e.(interface{ GRPCStatus() *status.Status }); !ok {
+	if _, ok := e.(interface{ GRPCStatus() *status.Status }); !ok || e == nil {
 		return errUnavailable
 	}
 	return e

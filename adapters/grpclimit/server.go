@@ -2,7 +2,6 @@ package grpclimit
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"google.golang.org/grpc"
@@ -18,12 +17,18 @@ import (
 func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
 	c := newConfig("UnaryServerInterceptor", l, opts)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		lim, _ := c.limiter(ctx, info.FullMethod)
-		if lim == nil {
+		lim, _, err := c.limiter(ctx, info.FullMethod)
+		if lim == nil && err == nil {
 			return handler(ctx, req)
 		}
 		r := &call{parent: ctx, method: info.FullMethod}
-		d, err := c.check(lim, r, req)
+		var d core.Decision
+		if err == nil {
+			d, err = c.check(lim, r, req)
+		}
+		if err == nil && d.Degraded() && ctx.Err() != nil {
+			err = ctx.Err() // the client left before its call was counted: it does not run
+		}
 		if err != nil {
 			if err := c.undecided(ctx, info.FullMethod, err); err != nil {
 				return nil, err
@@ -41,7 +46,7 @@ func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInt
 		f := c.headers.Format(&r.d, now)
 		resp, err := handler((*callContext)(r), req)
 		if f.N > 0 {
-			attachUnary(ctx, Metadata(f), err)
+			attach(ctx, grpc.ServerTransportStreamFromContext(ctx), Metadata(f), err)
 		}
 		refund(ctx, c, lim, &r.d, err)
 		return resp, err
@@ -59,25 +64,48 @@ func refund(ctx context.Context, c *config, l *core.Limiter, d *core.Decision, e
 	if err != nil {
 		status = 500
 	}
-	if rerr := l.Refund(ctx, d, status); rerr != nil {
-		c.logger.LogAttrs(ctx, slog.LevelWarn, "sluice: refund failed", slog.String("error", rerr.Error()))
+	if rerr := l.Refund(context.WithoutCancel(ctx), d, status); rerr != nil {
+		c.refunds.RefundFailed(ctx, rerr)
 	}
 }
 
-// attachUnary sends an admitted call's metadata after its handler returned
-// (the response is written after the interceptors return): in the header on
-// success; in the trailer on error, which keeps a response without headers
-// Trailers-Only (retryable).
-func attachUnary(ctx context.Context, md metadata.MD, handlerErr error) {
+// attach sends an admitted call's metadata once its handler returned: in
+// the header on success; in the trailer on error, which keeps a response
+// without headers Trailers-Only (retryable). RateLimit and RateLimit-Policy
+// never go out in a real HTTP/2 trailer, which the draft forbids: when the
+// handler sent the header itself, they are dropped.
+func attach(ctx context.Context, st grpc.ServerTransportStream, md metadata.MD, handlerErr error) {
 	if handlerErr == nil {
 		if grpc.SetHeader(ctx, md) == nil {
 			return
 		}
-		// The handler sent the header itself: this is a real trailer.
-		delete(md, MetadataRateLimit)
-		delete(md, MetadataRateLimitPolicy)
+		dropDraft(md) // the handler sent the header itself: this is a real trailer
+	} else if headerSent(st) {
+		dropDraft(md)
 	}
 	_ = grpc.SetTrailer(ctx, md)
+}
+
+func dropDraft(md metadata.MD) {
+	delete(md, MetadataRateLimit)
+	delete(md, MetadataRateLimitPolicy)
+}
+
+// headerSent reports whether the header of a server call was sent already,
+// so that its trailer is a real HTTP/2 trailer section rather than the one
+// header block of a Trailers-Only response. grpc-go's transport stream
+// refuses a send compressor once the header is out, and setting the one it
+// has changes nothing; a stream that cannot tell counts as sent (the
+// RateLimit fields are then left out rather than risked in a trailer).
+func headerSent(st grpc.ServerTransportStream) bool {
+	cs, ok := st.(interface {
+		SendCompress() string
+		SetSendCompress(string) error
+	})
+	if !ok {
+		return true
+	}
+	return cs.SetSendCompress(cs.SendCompress()) != nil
 }
 
 // StreamServerInterceptor returns an interceptor that limits streams with l
@@ -88,13 +116,22 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 	c := newConfig("StreamServerInterceptor", l, opts)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
-		lim, skip := c.limiter(ctx, info.FullMethod)
+		lim, skip, err := c.limiter(ctx, info.FullMethod)
+		if err != nil {
+			if err := c.undecided(ctx, info.FullMethod, err); err != nil {
+				return err
+			}
+			return handler(srv, ss)
+		}
 		if skip || lim == nil && c.message == nil {
 			return handler(srv, ss)
 		}
 		s := &serverStream{ServerStream: ss, c: c, r: call{parent: ctx, method: info.FullMethod}}
 		if lim != nil {
 			d, err := c.check(lim, &s.r, nil)
+			if err == nil && d.Degraded() && ctx.Err() != nil {
+				err = ctx.Err() // the client left before its call was counted
+			}
 			if err != nil {
 				if err := c.undecided(ctx, info.FullMethod, err); err != nil {
 					return err
@@ -109,7 +146,7 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 				s.header = c.headers.Format(&s.r.d, now)
 			}
 		}
-		err := handler(srv, s)
+		err = handler(srv, s)
 		s.finish(err)
 		return err
 	}
@@ -172,7 +209,10 @@ func (s *serverStream) finish(err error) {
 		if err == nil {
 			s.flushHeader()
 		} else {
-			trailer = Metadata(s.header) // Trailers-Only
+			trailer = Metadata(s.header) // Trailers-Only, unless the handler sent the header
+			if headerSent(grpc.ServerTransportStreamFromContext(s.r.parent)) {
+				dropDraft(trailer)
+			}
 		}
 	}
 	if s.msgSet {

@@ -55,7 +55,7 @@ func TestUnaryAllowedAndDenied(t *testing.T) {
 
 			det := denial(t, r.err)
 			require.NotNil(t, det.retry)
-			require.Equal(t, b.RetryAfter, det.retry.GetRetryDelay().AsDuration(), "RetryInfo is the exact wait")
+			require.Equal(t, ceilMSDuration(b.RetryAfter), det.retry.GetRetryDelay().AsDuration(), "RetryInfo is the wait rounded up to whole ms, as the pushback")
 			require.Len(t, det.quota.GetViolations(), 1)
 			v := det.quota.GetViolations()[0]
 			require.Equal(t, "policy:per-ip", v.GetSubject())
@@ -218,7 +218,7 @@ func TestStreamOpen(t *testing.T) {
 			err = cs.RecvMsg(new(wrapperspb.StringValue))
 			det := denial(t, err)
 			d := rec.last(t)
-			require.Equal(t, d.Bound().RetryAfter, det.retry.GetRetryDelay().AsDuration())
+			require.Equal(t, ceilMSDuration(d.Bound().RetryAfter), det.retry.GetRetryDelay().AsDuration(), "RetryInfo is the wait rounded up to whole ms")
 			h, _ := cs.Header()
 			requireNoRateLimitMetadata(t, h)
 			requireFields(t, cs.Trailer(), deltaHeaders.Format(&d, time.Time{}), grpclimit.MetadataPushback, ceilMS(d.Bound().RetryAfter))
@@ -259,7 +259,7 @@ func TestStreamMessages(t *testing.T) {
 			det := denial(t, err)
 			d := rec.last(t)
 			require.Equal(t, "messages", d.Bound().Policy)
-			require.Equal(t, d.Bound().RetryAfter, det.retry.GetRetryDelay().AsDuration())
+			require.Equal(t, ceilMSDuration(d.Bound().RetryAfter), det.retry.GetRetryDelay().AsDuration(), "RetryInfo is the wait rounded up to whole ms")
 			trl := cs.Trailer()
 			requireFields(t, trl, httplimit.HeaderConfig{Reset: httplimit.ResetDelta, Omit: httplimit.Draft}.Format(&d, time.Time{}),
 				grpclimit.MetadataPushback, ceilMS(d.Bound().RetryAfter))
@@ -390,4 +390,9 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	require.Equal(t, map[codes.Code]int{codes.OK: 25, codes.ResourceExhausted: 35}, codesSeen)
+}
+
+// ceilMSDuration rounds d up to whole milliseconds.
+func ceilMSDuration(d time.Duration) time.Duration {
+	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
 }

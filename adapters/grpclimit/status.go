@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 )
 
@@ -71,16 +72,17 @@ func metadataKey(name string) string {
 	return strings.ToLower(name)
 }
 
-// Pushback returns the grpc-retry-pushback-ms value of a denied Decision: the
-// wait of its most constraining policy in milliseconds, rounded up and capped
-// at the largest int32, or "-1" (do not retry) when the call can never be
-// admitted.
+// Pushback returns the grpc-retry-pushback-ms value of a denied Decision:
+// the wait until every policy that denied it admits the call
+// (httplimit.Retry), in milliseconds rounded up and capped at the largest
+// int32, or "-1" (do not retry) when the call can never be admitted. A
+// client that retries exactly the pushback after it was denied is admitted.
 func Pushback(d *core.Decision) string {
-	b := d.Bound()
-	if b.Never() {
+	wait, never := httplimit.Retry(d)
+	if never {
 		return "-1"
 	}
-	return strconv.FormatInt(min(ceilMillis(b.RetryAfter), math.MaxInt32), 10)
+	return strconv.FormatInt(min(ceilMillis(wait), math.MaxInt32), 10)
 }
 
 // DeniedError returns DeniedStatus(d) as an error.
@@ -92,46 +94,46 @@ func DeniedError(d *core.Decision) error { return DeniedStatus(d).Err() }
 // custom denied handler to keep the standard details.
 func DeniedStatus(d *core.Decision) *status.Status {
 	b := d.Bound()
+	wait, never := httplimit.Retry(d)
 	var msg string
-	if b.Never() {
-		msg = fmt.Sprintf("rate limit: the call costs more than policy %q allows (%d); it can never be admitted", b.Policy, b.Limit.Capacity())
+	if never {
+		msg = fmt.Sprintf("rate limit: the call costs more than policy %q allows at once; it can never be admitted", b.Policy)
 	} else {
-		msg = fmt.Sprintf("rate limit exceeded (policy %q); retry in %s", b.Policy, roundUp(b.RetryAfter))
+		msg = fmt.Sprintf("rate limit exceeded (policy %q); retry in %s", b.Policy, time.Duration(ceilMillis(wait))*time.Millisecond)
 	}
 	st := status.New(codes.ResourceExhausted, msg)
 	details := make([]protoadapt.MessageV1, 0, 3)
-	if !b.Never() {
-		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(b.RetryAfter)})
+	if !never {
+		// Whole milliseconds, rounded up, as the pushback: a client that
+		// waits exactly this long is admitted.
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(ceilMillis(wait)) * time.Millisecond)})
 	}
 	qf := &errdetails.QuotaFailure{}
 	for _, p := range d.Results {
 		if p.Allowed || p.Shadow { // shadow policies are trials: not violations
 			continue
 		}
+		// p.Limit is the limit applied: an override's or a tier's.
 		desc := fmt.Sprintf("%d per %s (%s) exceeded", p.Limit.Rate, p.Limit.Period, p.Limit.Algorithm)
 		if p.Never() {
-			desc = fmt.Sprintf("cost exceeds the capacity %d; the call can never be admitted", p.Limit.Capacity())
+			desc = fmt.Sprintf("cost exceeds the capacity %d; the call can never be admitted", mw.Capacity(&p))
 		}
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 			Subject:     "policy:" + p.Policy,
 			Description: desc,
 			QuotaId:     p.Policy,
-			QuotaValue:  p.Limit.Capacity(),
+			QuotaValue:  mw.Capacity(&p),
 		})
-	}
-	retry := "-1"
-	if !b.Never() {
-		retry = Pushback(d)
 	}
 	details = append(details, qf, &errdetails.ErrorInfo{
 		Reason: ErrorReason,
 		Domain: ErrorDomain,
 		Metadata: map[string]string{
 			"policy":         b.Policy,
-			"limit":          strconv.FormatInt(b.Limit.Capacity(), 10),
+			"limit":          strconv.FormatInt(mw.Capacity(&b), 10),
 			"remaining":      strconv.FormatInt(b.Remaining, 10),
 			"reset_after_ms": strconv.FormatInt(ceilMillis(b.ResetAfter), 10),
-			"retry_after_ms": retry,
+			"retry_after_ms": Pushback(d),
 			"state":          d.State().String(),
 		},
 	})
@@ -146,17 +148,6 @@ func ceilMillis(d time.Duration) int64 {
 		return 0
 	}
 	return int64((d-1)/time.Millisecond) + 1
-}
-
-// roundUp shortens d for a message, never below the real wait.
-func roundUp(d time.Duration) time.Duration {
-	switch {
-	case d >= time.Second:
-		return (d + time.Millisecond - 1).Truncate(time.Millisecond)
-	case d >= time.Millisecond:
-		return (d + time.Microsecond - 1).Truncate(time.Microsecond)
-	}
-	return d
 }
 
 // denialMetadata is the trailer of a denied call: its rate-limit metadata

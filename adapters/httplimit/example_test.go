@@ -32,7 +32,7 @@ func ExampleNew() {
 	}
 	// Output:
 	// 200 "per-ip";r=1;t=30 retry-after=""
-	// 200 "per-ip";r=0;t=60 retry-after=""
+	// 200 "per-ip";r=0;t=30 retry-after=""
 	// 429 "per-ip";r=0;t=30 retry-after="30"
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 )
 
@@ -32,10 +33,10 @@ const textSlots = 64
 // policyText is the text of one policy under one limit.
 type policyText struct {
 	name     string
-	limit    string // X-RateLimit-Limit: the capacity
-	item     string // the member of RateLimit-Policy
-	lim      core.Limit
-	capacity int64
+	limit    string     // X-RateLimit-Limit: the capacity
+	item     string     // the member of RateLimit-Policy
+	lim      core.Limit // the limit applied
+	capacity int64      // the capacity applied (mw.Capacity)
 }
 
 // NewFormatter returns a Formatter of the headers c selects.
@@ -114,10 +115,12 @@ func (f *Formatter) Append(buf []byte, d *core.Decision, now time.Time) (Fields,
 	return fields, out
 }
 
-// text returns the cached text of p's policy under its limit, or nil if it
-// is not cached (it is then cached for the next request when its slot is
-// free, or now and then when not, so that alternating limits never turn
-// every request into an allocation). f may be nil: no cache.
+// text returns the cached text of p's policy under the limit applied to
+// it (p.Limit: an override's or a tier's when there is one, so the cache
+// keys on it, never on the policy alone), or nil if it is not cached (it is
+// then cached for the next request when its slot is free, or now and then
+// when not, so that alternating limits never turn every request into an
+// allocation). f may be nil: no cache.
 func (f *Formatter) text(p *core.PolicyResult) *policyText {
 	if f == nil {
 		return nil
@@ -126,23 +129,23 @@ func (f *Formatter) text(p *core.PolicyResult) *policyText {
 	// A policy's name is the Limiter's string, the same for every request:
 	// its address identifies it (the name is compared below anyway).
 	h := uint64(uintptr(unsafe.Pointer(unsafe.StringData(p.Policy))))*0xff51afd7ed558ccd ^ uint64(len(p.Policy)) ^
-		uint64(p.Result.Limit)*0x9e3779b97f4a7c15 ^ uint64(l.Rate)*0xc2b2ae3d27d4eb4f ^
+		uint64(mw.Capacity(p))*0x9e3779b97f4a7c15 ^ uint64(l.Rate)*0xc2b2ae3d27d4eb4f ^
 		uint64(l.Period)*0x165667b19e3779f9 ^ uint64(l.Burst)*0xd6e8feb86659fd93 ^ uint64(l.Algorithm)
 	h ^= h >> 29
 	h *= 0xbf58476d1ce4e5b9
 	h ^= h >> 32
 	slot := &f.slots[h%textSlots]
 	t := slot.Load()
-	if t != nil && t.capacity == p.Result.Limit && t.lim == l && t.name == p.Policy {
+	if t != nil && t.capacity == mw.Capacity(p) && t.lim == l && t.name == p.Policy {
 		return t
 	}
 	if t == nil || f.miss.Add(1)%16 == 0 {
 		slot.Store(&policyText{
 			name:     p.Policy,
-			limit:    strconv.FormatInt(p.Result.Limit, 10),
+			limit:    strconv.FormatInt(mw.Capacity(p), 10),
 			item:     string(appendItem(nil, p)),
 			lim:      l,
-			capacity: p.Result.Limit,
+			capacity: mw.Capacity(p),
 		})
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 )
 
@@ -198,8 +199,10 @@ func (fb *fieldsBuilder) format(c HeaderConfig, fm *Formatter, d *core.Decision,
 		if b.Remaining <= sfMax {
 			rTo = len(out)
 		}
-		out = append(out, ";t="...)
-		out = strconv.AppendInt(out, min(seconds(untilMore(b.Result)), sfMax), 10)
+		if t, ok := UntilMore(b); ok {
+			out = append(out, ";t="...)
+			out = strconv.AppendInt(out, min(seconds(t), sfMax), 10)
+		}
 		fb.span(fieldRateLimit, from, len(out))
 	}
 	if c.Omit&XRateLimit == 0 {
@@ -210,7 +213,7 @@ func (fb *fieldsBuilder) format(c HeaderConfig, fm *Formatter, d *core.Decision,
 			fb.put(fieldLimit, bt.limit)
 		} else {
 			from := len(out)
-			out = strconv.AppendInt(out, b.Result.Limit, 10)
+			out = strconv.AppendInt(out, mw.Capacity(b), 10)
 			fb.span(fieldLimit, from, len(out))
 		}
 		if rTo == 0 {
@@ -222,7 +225,7 @@ func (fb *fieldsBuilder) format(c HeaderConfig, fm *Formatter, d *core.Decision,
 		from := len(out)
 		reset := seconds(b.ResetAfter)
 		if c.Reset == ResetEpoch {
-			reset = seconds(time.Duration(now.UnixNano()%1e9)+b.ResetAfter) + now.Unix()
+			reset = epochReset(now, b.ResetAfter)
 		}
 		out = strconv.AppendInt(out, reset, 10)
 		fb.span(fieldReset, from, len(out))
@@ -230,66 +233,136 @@ func (fb *fieldsBuilder) format(c HeaderConfig, fm *Formatter, d *core.Decision,
 	if c.Omit&State == 0 {
 		fb.put(fieldState, d.State().String())
 	}
-	if c.Omit&RetryAfter == 0 && !d.Allowed && !b.Never() {
-		from := len(out)
-		out = strconv.AppendInt(out, seconds(b.RetryAfter), 10)
-		fb.span(fieldRetryAfter, from, len(out))
+	if c.Omit&RetryAfter == 0 && !d.Allowed {
+		if wait, never := Retry(d); !never {
+			from := len(out)
+			out = strconv.AppendInt(out, seconds(wait), 10)
+			fb.span(fieldRetryAfter, from, len(out))
+		}
 	}
 	return out
 }
 
-// appendItem appends p's member of RateLimit-Policy.
+// appendItem appends p's member of RateLimit-Policy: the limit applied (an
+// override's, a tier's or a guard fallback's, if any), never the policy's
+// configured one.
 func appendItem(out []byte, p *core.PolicyResult) []byte {
 	out = append(out, '"')
 	out = append(out, p.Policy...)
 	out = append(out, `";q=`...)
-	out = strconv.AppendInt(out, min(p.Result.Limit, sfMax), 10) // the capacity applied (an override's, if any)
+	out = strconv.AppendInt(out, min(mw.Capacity(p), sfMax), 10)
 	out = append(out, ";w="...)
-	return strconv.AppendInt(out, window(p.Limit), 10)
+	return strconv.AppendInt(out, min(window(p.Limit), sfMax), 10)
 }
 
-// untilMore is the t of RateLimit: when denied, the wait until this request
-// would pass (so Retry-After == t); when allowed, until the quota is whole.
-func untilMore(r core.Result) time.Duration {
-	if !r.Allowed && !r.Never() {
-		return r.RetryAfter
+// UntilMore is the t of RateLimit for p, as
+// draft-ietf-httpapi-ratelimit-headers-10 defines it: the time until more
+// quota is available, not until the quota is whole (that is
+// X-RateLimit-Reset). ok is false when no t applies: the key is fresh (no
+// more quota can come), or the request costs more than the capacity (no wait
+// lets it through).
+//
+//   - denied: RetryAfter, the wait until this request would pass;
+//   - token bucket, leaky bucket, GCRA: the time until the next whole unit
+//     is back, from ResetAfter and the emission interval Period/Rate;
+//   - fixed window: until the window ends (ResetAfter);
+//   - sliding window log: until the newest admission leaves the window
+//     (ResetAfter), an upper bound: the oldest may leave sooner;
+//   - sliding window counter: ResetAfter, at most one Period.
+//
+// t is never more than w of RateLimit-Policy (the window).
+func UntilMore(p *core.PolicyResult) (t time.Duration, ok bool) {
+	if p.Never() {
+		return 0, false
 	}
-	return r.ResetAfter
+	l := p.Limit
+	if !p.Allowed {
+		t = p.RetryAfter
+	} else {
+		if p.ResetAfter <= 0 {
+			return 0, false
+		}
+		t = p.ResetAfter
+		if l.Algorithm.Bucket() && l.Rate > 0 && l.Period > 0 {
+			// The bucket is back to Remaining+1 whole units when ResetAfter
+			// has shrunk to (capacity - Remaining - 1) emission intervals.
+			ahead := float64(l.Capacity()-p.Remaining-1) * float64(l.Period) / float64(l.Rate)
+			if ahead > 0 {
+				t = time.Duration(max(float64(p.ResetAfter)-ahead, 1))
+			}
+		}
+	}
+	return min(t, windowDuration(l)), true
+}
+
+// Retry is the wait of a denied Decision: the longest RetryAfter among the
+// policies that denied it (a request passes only once every one of them
+// admits it), and never when one of them can never admit it (its cost
+// exceeds the capacity). It is zero for an allowed Decision.
+func Retry(d *core.Decision) (wait time.Duration, never bool) {
+	for i := range d.Results {
+		p := &d.Results[i]
+		if p.Allowed || p.Shadow {
+			continue
+		}
+		if p.Never() {
+			return core.RetryNever, true
+		}
+		wait = max(wait, p.RetryAfter)
+	}
+	return wait, false
 }
 
 // window is w of RateLimit-Policy: the seconds in which the capacity is
 // restored.
 func window(l core.Limit) int64 {
-	d := l.Period
-	if l.Algorithm.Bucket() && l.Capacity() != l.Rate {
-		d = time.Duration(float64(l.Period) * float64(l.Capacity()) / float64(l.Rate))
-	}
-	return max(seconds(d), 1)
+	return max(seconds(windowDuration(l)), 1)
 }
 
-// seconds rounds d up to whole seconds (delay-seconds never round down: a
-// client told 0 while limited would spin).
-func seconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
+// windowDuration is the time in which l's capacity is restored: Period for
+// windows, Capacity×Period/Rate for buckets.
+func windowDuration(l core.Limit) time.Duration {
+	d := l.Period
+	if l.Algorithm.Bucket() && l.Capacity() != l.Rate && l.Rate > 0 {
+		f := float64(l.Period) * float64(l.Capacity()) / float64(l.Rate)
+		if f >= math.MaxInt64 {
+			return time.Duration(math.MaxInt64)
+		}
+		d = time.Duration(f)
 	}
-	if d > math.MaxInt64-time.Second {
-		return int64(math.MaxInt64 / time.Second)
+	return d
+}
+
+// epochReset is X-RateLimit-Reset in epoch seconds: now plus after, rounded
+// up, saturating rather than overflowing for a very long period.
+func epochReset(now time.Time, after time.Duration) int64 {
+	frac := time.Duration(now.Nanosecond()) // now = now.Unix() + frac
+	var d int64
+	if after > math.MaxInt64-frac {
+		d = int64(math.MaxInt64/time.Second) + 1
+	} else {
+		d = seconds(frac + after)
 	}
-	return int64((d + time.Second - 1) / time.Second)
+	sec := now.Unix()
+	if sec > 0 && d > math.MaxInt64-sec {
+		return math.MaxInt64
+	}
+	return sec + d
 }
 
 // Problem returns the RFC 9457 application/problem+json body of a denied
-// request: type quota-exceeded, with the policies that denied it.
+// request: type quota-exceeded, with the policies that denied it. When a
+// policy can never admit the request (its cost exceeds the capacity), the
+// detail says so and no retry time is given.
 func Problem(d *core.Decision) []byte {
-	b := d.Bound()
+	wait, never := Retry(d)
 	out := make([]byte, 0, 256)
 	out = append(out, `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"`...)
-	if b.Never() {
-		out = append(out, "The request costs more than the limit allows; it cannot succeed."...)
+	if never {
+		out = append(out, "The request costs more than the limit allows at once; it can never succeed: do not retry it."...)
 	} else {
 		out = append(out, "Rate limit exceeded; retry in "...)
-		out = strconv.AppendInt(out, seconds(b.RetryAfter), 10)
+		out = strconv.AppendInt(out, seconds(wait), 10)
 		out = append(out, " seconds."...)
 	}
 	out = append(out, `","violated-policies":[`...)
@@ -306,8 +379,24 @@ func Problem(d *core.Decision) []byte {
 		out = append(out, p.Policy...) // policy names are validated: no escaping needed
 		out = append(out, '"')
 	}
-	return append(out, "]}\n"...)
+	out = append(out, ']')
+	if never {
+		out = append(out, `,"retry":false`...)
+	}
+	return append(out, "}\n"...)
 }
 
 // ProblemContentType is the media type of Problem's body.
 const ProblemContentType = "application/problem+json"
+
+// seconds rounds d up to whole seconds (delay-seconds never round down: a
+// client told 0 while limited would spin).
+func seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	if d > math.MaxInt64-time.Second {
+		return int64(math.MaxInt64 / time.Second)
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -15,7 +16,7 @@ type config struct {
 	cost    func(*http.Request) int64
 	skip    func(*http.Request) bool
 	denied  http.Handler
-	onError func(http.ResponseWriter, *http.Request, error)
+	onError func(http.ResponseWriter, *http.Request, error) bool
 	headers HeaderConfig
 	logger  *slog.Logger
 }
@@ -40,17 +41,24 @@ func WithSkip(f func(*http.Request) bool) Option { return func(c *config) { c.sk
 // the Decision is in the request context.
 func WithDeniedHandler(h http.Handler) Option { return func(c *config) { c.denied = h } }
 
-// WithErrorHandler answers requests the limiter could not decide (no
-// identity, store failure) instead of letting them through.
-func WithErrorHandler(f func(http.ResponseWriter, *http.Request, error)) Option {
+// WithErrorHandler decides what a request the limiter could not decide
+// gets (a store failure, a key function or callback that panicked, every
+// identity missing when a policy requires one): f returns true to let it
+// continue to the next handler uncounted, or false when it has answered the
+// request itself (for example 503). Without it the request continues and the
+// error is logged, at most once a second (WithLogger). The error text must
+// not reach the client. Every sluice adapter has this option, with this
+// shape: the framework's request, the error, and whether to continue.
+func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error) (proceed bool)) Option {
 	return func(c *config) { c.onError = f }
 }
 
 // WithHeaders chooses the header families and the reset format.
 func WithHeaders(h HeaderConfig) Option { return func(c *config) { c.headers = h } }
 
-// WithLogger sets where undecided requests are logged when no error handler
-// is set (default slog.Default()).
+// WithLogger sets where undecided requests and failed refunds are logged
+// (default slog.Default()). Each kind of line is written at most once a
+// second, with the number of lines dropped since the last one.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // New returns middleware that limits requests with l. It panics if l is nil.
@@ -62,28 +70,38 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	for _, o := range opts {
 		o(&c)
 	}
-	if c.logger == nil {
-		c.logger = slog.Default()
-	}
+	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
 	f := NewFormatter(c.headers)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if c.skip != nil && c.skip(r) {
-				next.ServeHTTP(w, r)
-				return
-			}
 			call := core.Call{Key: c.key}
-			if c.cost != nil {
-				call.Cost = c.cost(r)
+			var err error
+			if c.skip != nil {
+				var skip bool
+				if skip, err = mw.Skip(c.skip, r); skip {
+					next.ServeHTTP(w, r)
+					return
+				}
+			}
+			if c.cost != nil && err == nil {
+				call.Cost, err = mw.Cost(c.cost, r)
 			}
 			s := new(Scratch) // the one allocation: Decision, context, request, header values
 			d := &s.Decision
-			if err := l.Decide(r.Context(), request{r}, call, d); err != nil {
+			if err == nil {
+				err = mw.Decide(r.Context(), l, request{r}, call, d)
+			}
+			if mw.Gone(r.Context(), d, err) {
+				return // the client left before its request was counted: it does not run
+			}
+			if err != nil {
 				if c.onError != nil {
-					c.onError(w, r, err)
+					if c.onError(w, r, err) {
+						next.ServeHTTP(w, r)
+					}
 					return
 				}
-				c.logger.LogAttrs(r.Context(), slog.LevelWarn, "sluice: request not rate limited", slog.String("error", err.Error()))
+				undecided.Undecided(r.Context(), err)
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -103,8 +121,8 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 			}
 			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 			next.ServeHTTP(sw, r)
-			if err := l.Refund(r.Context(), d, sw.status); err != nil {
-				c.logger.LogAttrs(r.Context(), slog.LevelWarn, "sluice: refund failed", slog.String("error", err.Error()))
+			if err := l.Refund(context.WithoutCancel(r.Context()), d, sw.status); err != nil {
+				refunds.RefundFailed(r.Context(), err)
 			}
 		})
 	}
@@ -194,7 +212,15 @@ func (v request) Route() string {
 	}
 	return v.r.URL.Path
 }
-func (v request) Path() string                      { return v.r.URL.Path }
+
+// Path is the path as a Go 1.22+ ServeMux (or chi) matches it: each
+// segment decoded, but an encoded slash ("%2F") kept inside its segment, so
+// that "/files/a%2Fb" is the one segment the router saw and not two. It is
+// r.URL.Path unless the request path has such escapes. Paths the ServeMux
+// would not serve as they are ("//login", "/./login", "/login/..") are
+// redirected by it to their clean form, which is then counted.
+func (v request) Path() string { return mw.RoutedPath(v.r.URL) }
+
 func (v request) Header(name string) string         { return v.r.Header.Get(name) }
 func (v request) HeaderValues(name string) []string { return v.r.Header.Values(name) }
 func (v request) Query(name string) string {

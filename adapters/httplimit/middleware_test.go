@@ -130,8 +130,10 @@ func TestHeadersFollowTheDecision(t *testing.T) {
 			require.Equal(t, int64(10-i), rl[0].params["r"])
 			require.Equal(t, strconv.Itoa(10-i), hdr.Get("X-RateLimit-Remaining"))
 			require.Equal(t, seen.Bound().Remaining, rl[0].params["r"])
-			// t: until the quota is whole again, 6s per request used, rounded up
-			require.Equal(t, int64(6*i), rl[0].params["t"])
+			// t: until more quota is available (the draft's meaning): the
+			// next token, 6s away on a frozen clock; X-RateLimit-Reset
+			// below is until the quota is whole again.
+			require.Equal(t, int64(6), rl[0].params["t"])
 			require.Empty(t, hdr.Get("Retry-After"))
 			// epoch seconds from the host clock: now + 6s per request used
 			reset, err := strconv.ParseInt(hdr.Get("X-RateLimit-Reset"), 10, 64)
@@ -276,9 +278,10 @@ func TestStoreFailure(t *testing.T) {
 	require.Empty(t, w.Result().Header.Get("RateLimit"))
 	// An error handler decides otherwise.
 	var got error
-	h := httplimit.New(l, httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
+	h := httplimit.New(l, httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) bool {
 		got = err
 		w.WriteHeader(http.StatusServiceUnavailable)
+		return false
 	}))(ok)
 	w = get(h, "/", "192.0.2.1:1")
 	require.Equal(t, http.StatusServiceUnavailable, w.Code)
@@ -293,7 +296,7 @@ func TestCostAboveCapacityNeverRetries(t *testing.T) {
 	w := get(h, "/", "192.0.2.1:1")
 	require.Equal(t, http.StatusTooManyRequests, w.Code)
 	require.Empty(t, w.Result().Header.Get("Retry-After"), "no wait would help")
-	require.Contains(t, w.Body.String(), "cannot succeed")
+	require.Contains(t, w.Body.String(), "can never succeed")
 }
 
 func TestSpoofedAddressesKeepTheirOwnBucket(t *testing.T) {
