@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"runtime"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -147,21 +149,48 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 // it returns an *echo.HTTPError with Code 429 for the request to take Echo's
 // error path, so that e.HTTPErrorHandler, logging and error middleware see
 // the denial like any other error. The error's Message marshals to the RFC
-// 9457 problem document of httplimit.Problem; Echo's DefaultHTTPErrorHandler
-// writes it with c.JSON, and when that 429 goes out DeniedHandler labels it
-// application/problem+json and Cache-Control: no-store. A custom
-// HTTPErrorHandler may render the error its own way (the Message's String
-// is "Too Many Requests"); the rate-limit headers are already set.
+// 9457 problem document of httplimit.Problem. When Echo's
+// DefaultHTTPErrorHandler writes that 429 (directly, or called by a custom
+// handler that passes the error on), the response is labelled
+// application/problem+json, for HEAD requests too, as in every other
+// adapter; a custom HTTPErrorHandler that renders the error its own way
+// keeps its own Content-Type (the Message's String is "Too Many
+// Requests"). Every 429 of the request gets Cache-Control: no-store unless
+// the handler set one. The rate-limit headers are already set.
 func DeniedHandler(c echo.Context, d *core.Decision) error {
 	p := &problem{body: httplimit.Problem(d)}
 	res := c.Response()
+	head := c.Request().Method == http.MethodHead
 	res.Before(func() {
-		if p.marshaled && res.Status == http.StatusTooManyRequests {
-			res.Header().Set(echo.HeaderContentType, httplimit.ProblemContentType)
-			res.Header().Set("Cache-Control", "no-store")
+		if res.Status != http.StatusTooManyRequests {
+			return
+		}
+		h := res.Header()
+		if h.Get("Cache-Control") == "" {
+			h.Set("Cache-Control", "no-store")
+		}
+		if (p.marshaled || head) && fromDefaultHandler() {
+			h.Set(echo.HeaderContentType, httplimit.ProblemContentType)
 		}
 	})
 	return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: p}
+}
+
+// fromDefaultHandler reports whether Echo's DefaultHTTPErrorHandler is
+// writing the response: it writes the problem document itself as the body
+// (or no body, for HEAD), where a custom handler may write anything.
+func fromDefaultHandler() bool {
+	var pcs [64]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "/echo/v4.(*Echo).DefaultHTTPErrorHandler") {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 // problem is the Message of the error DeniedHandler returns. It records that

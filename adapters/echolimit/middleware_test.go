@@ -362,6 +362,43 @@ func TestDenialTakesTheErrorPath(t *testing.T) {
 		require.Equal(t, http.StatusTooManyRequests, w.Code)
 		require.Empty(t, w.Body.String())
 		require.Equal(t, "60", w.Header().Get(httplimit.HeaderRetryAfter))
+		// As in every other adapter (issue 12 item 17d).
+		require.Equal(t, httplimit.ProblemContentType, w.Header().Get(echo.HeaderContentType))
+		require.Equal(t, "no-store", w.Header().Get("Cache-Control"))
+	})
+
+	// A custom handler that puts the problem inside its own JSON envelope
+	// writes a body that is not a problem document: it must not be
+	// labelled application/problem+json (issue 12 item 17d).
+	t.Run("custom JSON envelope is not relabelled", func(t *testing.T) {
+		for _, method := range []string{http.MethodGet, http.MethodHead} {
+			e := newEcho()
+			e.HTTPErrorHandler = func(err error, c echo.Context) {
+				var he *echo.HTTPError
+				require.ErrorAs(t, err, &he)
+				if c.Request().Method == http.MethodHead {
+					require.NoError(t, c.NoContent(he.Code))
+					return
+				}
+				require.NoError(t, c.JSON(he.Code, map[string]any{"error": he.Message, "app": "mine"}))
+			}
+			e.Use(echolimit.New(l))
+			e.Any("/", hello)
+			remote := "203.0.113.9:1"
+			if method == http.MethodHead {
+				remote = "203.0.113.10:1"
+			}
+			do(e, req{method: method, target: "/", remote: remote})
+			w := do(e, req{method: method, target: "/", remote: remote})
+			require.Equal(t, http.StatusTooManyRequests, w.Code, method)
+			require.NotEqual(t, httplimit.ProblemContentType, w.Header().Get(echo.HeaderContentType), method)
+			require.Equal(t, "no-store", w.Header().Get("Cache-Control"), "a 429 is never stored (%s)", method)
+			if method == http.MethodGet {
+				require.Equal(t, echo.MIMEApplicationJSON, w.Header().Get(echo.HeaderContentType))
+				require.Contains(t, w.Body.String(), `"app":"mine"`)
+				require.Contains(t, w.Body.String(), `"error":{"type":`)
+			}
+		}
 	})
 
 	t.Run("other middleware sees the error", func(t *testing.T) {
