@@ -1,0 +1,388 @@
+package httplimit_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/guard"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// advance moves the fixture's clock.
+func (f *fixture) advance(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+// peekAt returns the remaining quota of the client at remote under l, d
+// after the fixture's now, without counting anything.
+func (f *fixture) peekAt(t *testing.T, l *core.Limiter, remote string, d time.Duration) int64 {
+	t.Helper()
+	f.advance(d)
+	defer f.advance(-d)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = remote
+	dec, err := l.Peek(t.Context(), httplimit.Request(r))
+	require.NoError(t, err)
+	return dec.Bound().Remaining
+}
+
+// firstInstant is the smallest d in (0, hi] (to the microsecond) for which
+// ok(d) holds, or -1; ok must be monotone.
+func firstInstant(hi time.Duration, ok func(time.Duration) bool) time.Duration {
+	if !ok(hi) {
+		return -1
+	}
+	lo := time.Duration(0) // ok(lo) false or lo == 0
+	for hi-lo > time.Microsecond {
+		mid := (lo + hi) / 2 / time.Microsecond * time.Microsecond
+		if mid <= lo {
+			mid = lo + time.Microsecond
+		}
+		if ok(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+func ceilSec(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
+
+// TestTUntilMoreQuota (issue 12 item 13): over random traces on each of the
+// six algorithms, t of RateLimit is the time until more quota is available
+// (draft-ietf-httpapi-ratelimit-headers-10), found independently by peeking
+// at the store at later instants; X-RateLimit-Reset is until the quota is
+// whole again; Retry-After is the wait for the denied request; t never
+// exceeds w; and a request that can never pass gets neither t nor
+// Retry-After.
+func TestTUntilMoreQuota(t *testing.T) {
+	const steps = 120
+	for _, a := range []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.GCRA, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
+		for _, lim := range []core.Limit{core.Per(10, time.Minute), core.Per(7, 50*time.Second).WithBurst(12)} {
+			lim := lim.WithAlgorithm(a)
+			if !a.Bucket() {
+				lim.Burst = 0
+			}
+			t.Run(fmt.Sprintf("%s/%d per %s burst %d", a, lim.Rate, lim.Period, lim.Burst), func(t *testing.T) {
+				f := newFixture(t)
+				l := f.limiter(t, nil, ipPolicy(t, "p", lim))
+				h := httplimit.New(l,
+					httplimit.WithHeaders(httplimit.HeaderConfig{Reset: httplimit.ResetDelta}),
+					httplimit.WithCost(func(r *http.Request) int64 {
+						c, _ := strconv.ParseInt(r.URL.Query().Get("cost"), 10, 64)
+						return c
+					}))(ok)
+				capacity := lim.Capacity()
+				rng := rand.New(rand.NewPCG(uint64(a), uint64(lim.Rate)))
+				const remote = "203.0.113.5:1"
+				var seen [2]int // allowed, denied
+				for step := range steps {
+					f.advance(time.Duration(rng.IntN(9000)) * time.Millisecond)
+					cost := int64(1 + rng.IntN(3))
+					if rng.IntN(25) == 0 {
+						cost = capacity + 1 + int64(rng.IntN(3)) // can never pass
+					}
+					w := get(h, "/?cost="+strconv.FormatInt(cost, 10), remote)
+					hdr := w.Result().Header
+					pol := parseSF(t, hdr.Get("RateLimit-Policy"))
+					require.Len(t, pol, 1)
+					window := pol[0].params["w"]
+					rl := parseSF(t, hdr.Get("RateLimit"))
+					require.Len(t, rl, 1)
+					r := rl[0].params["r"]
+					tv, hasT := rl[0].params["t"]
+					reset, err := strconv.ParseInt(hdr.Get("X-RateLimit-Reset"), 10, 64)
+					require.NoError(t, err)
+					msg := fmt.Sprintf("step %d cost %d: %q %q reset %d", step, cost, hdr.Get("RateLimit"), hdr.Get("Retry-After"), reset)
+					span := 3 * time.Duration(window) * time.Second
+
+					if hasT {
+						require.LessOrEqual(t, tv, window, "t never exceeds w: %s", msg)
+					}
+					// X-RateLimit-Reset: until the quota is whole again.
+					if reset > 0 {
+						require.Equal(t, capacity, f.peekAt(t, l, remote, time.Duration(reset)*time.Second), msg)
+						require.Less(t, f.peekAt(t, l, remote, time.Duration(reset-1)*time.Second), capacity, msg)
+					}
+					switch {
+					case cost > capacity:
+						require.Equal(t, http.StatusTooManyRequests, w.Code, msg)
+						require.False(t, hasT, "no t when no wait helps: %s", msg)
+						require.Empty(t, hdr.Get("Retry-After"), msg)
+						require.Contains(t, w.Body.String(), "can never succeed")
+					case w.Code == http.StatusTooManyRequests:
+						seen[1]++
+						wait := firstInstant(span, func(d time.Duration) bool { return f.peekAt(t, l, remote, d) >= cost })
+						require.Positive(t, wait, msg)
+						require.Equal(t, strconv.FormatInt(ceilSec(wait), 10), hdr.Get("Retry-After"), "Retry-After is the wait: %s", msg)
+						require.True(t, hasT, msg)
+						require.Equal(t, min(ceilSec(wait), window), tv, "t of a denial: the wait, at most w: %s", msg)
+					default:
+						seen[0]++
+						require.Equal(t, http.StatusOK, w.Code, msg)
+						require.Empty(t, hdr.Get("Retry-After"), msg)
+						if r >= capacity {
+							break
+						}
+						more := firstInstant(span, func(d time.Duration) bool { return f.peekAt(t, l, remote, d) > r })
+						require.Positive(t, more, msg)
+						require.True(t, hasT, msg)
+						switch a {
+						case core.TokenBucket, core.LeakyBucket, core.GCRA, core.FixedWindow:
+							require.Equal(t, ceilSec(more), tv, "t is until more quota, exactly: %s", msg)
+						case core.SlidingWindowLog:
+							// An upper bound: the newest entry's departure.
+							require.GreaterOrEqual(t, tv, ceilSec(more), msg)
+						case core.SlidingWindowCounter:
+							// At most w; more quota has come by then unless
+							// it comes later than w.
+							require.True(t, tv >= ceilSec(more) || tv == window, msg)
+						}
+					}
+				}
+				require.Positive(t, seen[0])
+				require.Positive(t, seen[1], "the trace reached denials")
+			})
+		}
+	}
+}
+
+// The 10th of 10/min gets t=6 (the next token), not t=60 (issue 12's
+// example).
+func TestTenthOfTenPerMinute(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(10)))
+	h := httplimit.New(l)(ok)
+	var w *httptest.ResponseRecorder
+	for range 10 {
+		w = get(h, "/", "192.0.2.1:1")
+	}
+	require.Equal(t, `"p";r=0;t=6`, w.Result().Header.Get("RateLimit"))
+}
+
+// TestResetSaturates (issue 12 item 17b): a reset farther away than any
+// Duration can hold does not wrap around to "now".
+func TestResetSaturates(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 500_000_000, time.UTC)
+	for _, after := range []time.Duration{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 - 400_000_000, 200 * 365 * 24 * time.Hour} {
+		d := &core.Decision{Allowed: true, Results: []core.PolicyResult{{
+			Policy: "p", Limit: core.Per(1, 290*365*24*time.Hour),
+			Result: core.Result{Allowed: true, Limit: 1, ResetAfter: after},
+		}}}
+		f := httplimit.HeaderConfig{}.Format(d, now)
+		var reset string
+		for i := range f.N {
+			if f.Name[i] == httplimit.HeaderReset {
+				reset = f.Value[i]
+			}
+		}
+		v, err := strconv.ParseInt(reset, 10, 64)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, v, now.Unix()+int64(after/time.Second), "reset %s after %s", reset, after)
+	}
+}
+
+// TestOverrideAdvertisesTheAppliedLimit (issue 12 item 15): an override
+// of 1000/hour on a 10/min policy is advertised as q=1000;w=3600, and the
+// formatter's cache, keyed by the limit applied, keeps each identity's own
+// values when overridden and plain requests alternate.
+func TestOverrideAdvertisesTheAppliedLimit(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(10)))
+	require.NoError(t, l.SetOverride(t.Context(), "p", "192.0.2.7", core.PerHour(1000), f.now.Add(time.Hour)))
+	h := httplimit.New(l)(ok)
+	for range 20 {
+		w := get(h, "/", "192.0.2.7:1")
+		require.Equal(t, `"p";q=1000;w=3600`, w.Result().Header.Get("RateLimit-Policy"))
+		require.Equal(t, "1000", w.Result().Header.Get("X-RateLimit-Limit"))
+		w = get(h, "/", "192.0.2.8:1")
+		if w.Code == http.StatusOK {
+			require.Equal(t, `"p";q=10;w=60`, w.Result().Header.Get("RateLimit-Policy"))
+			require.Equal(t, "10", w.Result().Header.Get("X-RateLimit-Limit"))
+		}
+	}
+}
+
+// failStore fails every call.
+type failStore struct{ core.Store }
+
+var errDown = errors.New("backend down")
+
+func (failStore) Take(context.Context, string, core.Limit, int64) (core.Result, error) {
+	return core.Result{}, errDown
+}
+
+// TestErrorHandlerCanContinue (issue 12 item 3): the error handler chooses
+// to refuse or to continue.
+func TestErrorHandlerCanContinue(t *testing.T) {
+	l := newLimiterOn(t, failStore{}, ipPolicy(t, "p", core.PerMinute(1)))
+	var ran atomic.Int32
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran.Add(1); fmt.Fprint(w, "hello") })
+	for _, proceed := range []bool{true, false} {
+		ran.Store(0)
+		var got error
+		h := httplimit.New(l, httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) bool {
+			got = err
+			if !proceed {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+			return proceed
+		}))(handler)
+		w := get(h, "/", "192.0.2.1:1")
+		require.ErrorIs(t, got, errDown)
+		if proceed {
+			require.Equal(t, http.StatusOK, w.Code)
+			require.EqualValues(t, 1, ran.Load())
+		} else {
+			require.Equal(t, http.StatusServiceUnavailable, w.Code)
+			require.Zero(t, ran.Load())
+		}
+	}
+}
+
+func newLimiterOn(t *testing.T, s core.Store, ps ...core.Policy) *core.Limiter {
+	l, err := core.NewLimiter(s, ps)
+	require.NoError(t, err)
+	return l
+}
+
+// TestUndecidedLogIsRateLimited (issue 12 item 3): a flood of undecided
+// requests writes one line per second, not one per request.
+func TestUndecidedLogIsRateLimited(t *testing.T) {
+	l := newLimiterOn(t, failStore{}, ipPolicy(t, "p", core.PerMinute(1)))
+	var logs bytes.Buffer
+	h := httplimit.New(l, httplimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))(ok)
+	start := time.Now()
+	for range 500 {
+		require.Equal(t, http.StatusOK, get(h, "/", "192.0.2.1:1").Code)
+	}
+	lines := strings.Count(logs.String(), "request not rate limited")
+	require.LessOrEqual(t, lines, int(time.Since(start)/time.Second)+1, logs.String())
+	require.GreaterOrEqual(t, lines, 1)
+}
+
+// TestPathVariants (issue 12 item 4): every spelling of a path that a Go
+// ServeMux serves from a route's handler is counted by that route's policy.
+func TestPathVariants(t *testing.T) {
+	variants := []string{"/login", "/LOGIN", "/Login", "/login/", "//login", "/./login", "/x/../login", "/log%69n",
+		"/%6Cogin", "/login?a=1", "/login%2F", "/files/a", "/files/a%2Fb", "/files/a%2fb", "/files/%61", "/files//a",
+		"/files/a/", "/FILES/a"}
+	for _, v := range variants {
+		t.Run(v, func(t *testing.T) {
+			f := newFixture(t)
+			l := f.limiter(t, nil,
+				core.Policy{Name: "login", Key: keyfunc.Const("all"), Limit: core.PerHour(1), Match: core.Match{Routes: []string{"/login"}}},
+				core.Policy{Name: "files", Key: keyfunc.Const("all"), Limit: core.PerHour(1), Match: core.Match{Routes: []string{"/files/*"}}},
+			)
+			mux := http.NewServeMux()
+			var ran string
+			mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) { ran = "login" })
+			mux.HandleFunc("GET /files/{name}", func(w http.ResponseWriter, r *http.Request) { ran = "files" })
+			h := httplimit.New(l)(mux)
+			w := get(h, v, "192.0.2.1:1")
+			if ran == "" {
+				require.NotEqual(t, http.StatusOK, w.Code)
+				return
+			}
+			rl := parseSF(t, w.Result().Header.Get("RateLimit"))
+			require.Len(t, rl, 1, "%s reached the %s handler uncounted", v, ran)
+			require.Equal(t, ran, rl[0].name, "%s reached the %s handler", v, ran)
+		})
+	}
+}
+
+// TestPanickingCallbacks (issue 12 item 7): a key function, skip or cost
+// callback that panics does not take the request (or the process) down: it
+// is an undecided request, for the error handler.
+func TestPanickingCallbacks(t *testing.T) {
+	boom := func(keyfunc.Request) (string, error) { panic("boom") }
+	cases := map[string][]httplimit.Option{
+		"key":  {httplimit.WithKey(boom)},
+		"skip": {httplimit.WithSkip(func(*http.Request) bool { panic("boom") })},
+		"cost": {httplimit.WithCost(func(*http.Request) int64 { panic("boom") })},
+	}
+	for name, opts := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(1)))
+			var got error
+			opts := append(opts, httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) bool {
+				got = err
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return false
+			}))
+			h := httplimit.New(l, opts...)(ok)
+			for range 3 {
+				w := get(h, "/", "192.0.2.1:1")
+				if name == "key" && got == nil {
+					// The Limiter may treat the key as missing and skip the
+					// policy: still a decision, never a crash.
+					require.Equal(t, http.StatusOK, w.Code)
+					continue
+				}
+				require.Equal(t, http.StatusServiceUnavailable, w.Code)
+				require.ErrorContains(t, got, "panic")
+			}
+		})
+	}
+}
+
+// TestDisconnectedClient (issue 12 item 2): a client whose request context
+// is cancelled before the decision is either counted or refused: the
+// handler never runs uncounted. Real Redis, alone and behind a guard.
+func TestDisconnectedClient(t *testing.T) {
+	rs := redistest.StartServer(t)
+	for _, behind := range []string{"redis", "guard"} {
+		t.Run(behind, func(t *testing.T) {
+			rstore, err := redisstore.New(rs.Client(t), redisstore.WithPrefix(behind+":"))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = rstore.Close() })
+			var store core.Store = rstore
+			if behind == "guard" {
+				g, err := guard.New(rstore, guard.WithFailOpen(), guard.WithLogger(slog.New(slog.DiscardHandler)))
+				require.NoError(t, err)
+				store = g
+			}
+			const capacity = 5
+			l := newLimiterOn(t, store, ipPolicy(t, "p", core.PerHour(capacity)))
+			var ran atomic.Int32
+			h := httplimit.New(l, httplimit.WithLogger(slog.New(slog.DiscardHandler)))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran.Add(1) }))
+			for range 40 {
+				ctx, cancel := context.WithCancel(t.Context())
+				cancel() // the client is gone before the middleware runs
+				r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
+				r.RemoteAddr = "192.0.2.9:1"
+				h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+			require.LessOrEqual(t, ran.Load(), int32(capacity), "every handler run was counted")
+			// What ran was counted: with live requests after them, the
+			// handler never runs more often than the capacity.
+			for range capacity + 2 {
+				get(h, "/", "192.0.2.9:1")
+			}
+			require.LessOrEqual(t, ran.Load(), int32(capacity), "handler runs never exceed what was counted")
+			require.Positive(t, ran.Load())
+		})
+	}
+}
