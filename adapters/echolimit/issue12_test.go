@@ -166,3 +166,28 @@ func TestDisconnectedClient(t *testing.T) {
 		})
 	}
 }
+
+// TestErrorHandlerCanContinue (issue 12 item 3): Echo's error handler can
+// now let an undecided request through, as in every adapter.
+func TestErrorHandlerCanContinue(t *testing.T) {
+	l := newLimiterOn(t, failingStore{errBackend}, ipPolicy(t, "p", core.PerMinute(1)))
+	for _, proceed := range []bool{true, false} {
+		var ran atomic.Int32
+		var got error
+		r := newEcho()
+		r.Use(echolimit.New(l, echolimit.WithErrorHandler(func(c echo.Context, err error) (bool, error) {
+			got = err
+			return proceed, echo.ErrServiceUnavailable
+		})))
+		r.GET("/", func(c echo.Context) error { ran.Add(1); return c.String(http.StatusOK, "hello") })
+		w := get(r, "/", "192.0.2.1:1")
+		require.ErrorIs(t, got, errBackend)
+		if proceed {
+			require.Equal(t, http.StatusOK, w.Code)
+			require.EqualValues(t, 1, ran.Load())
+		} else {
+			require.Equal(t, http.StatusServiceUnavailable, w.Code)
+			require.Zero(t, ran.Load())
+		}
+	}
+}
