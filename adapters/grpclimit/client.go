@@ -71,14 +71,14 @@ func (c *config) outgoing(lim *core.Limiter, r *call, req any, callOpts []grpc.C
 		return nil
 	}
 	if len(callOpts) > 0 {
-		md := denialMetadata(c.headers, &d, time.Now())
+		md := denialMetadata(c.headers, &d, time.Now(), 0)
 		for _, o := range callOpts {
 			if t, ok := o.(grpc.TrailerCallOption); ok && t.TrailerAddr != nil {
 				*t.TrailerAddr = md.Copy()
 			}
 		}
 	}
-	return c.deny(r.parent, r.method, &d)
+	return c.deny(r.parent, r.method, &d, 0)
 }
 
 // clientStream checks each message before sending it.

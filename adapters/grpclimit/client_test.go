@@ -41,9 +41,9 @@ func TestUnaryClientDirect(t *testing.T) {
 	require.Equal(t, 2, invoked, "a denied call never reaches the invoker")
 	det := denial(t, err)
 	d := rec.last(t)
-	require.Equal(t, ceilMSDuration(d.Bound().RetryAfter), det.retry.GetRetryDelay().AsDuration(), "RetryInfo is the wait rounded up to whole ms")
+	requireWait(t, det.retry.GetRetryDelay().AsDuration(), d.Bound().RetryAfter)
 	require.Equal(t, "policy:provider", det.quota.GetViolations()[0].GetSubject())
-	requireFields(t, trailer, deltaHeaders.Format(&d, time.Time{}), grpclimit.MetadataPushback, ceilMS(d.Bound().RetryAfter))
+	requireFields(t, trailer, deltaHeaders.Format(&d, time.Time{}), grpclimit.MetadataPushback, pushbackIn(t, trailer, d.Bound().RetryAfter))
 
 	// Another tenant has its own quota; a call without the metadata has no
 	// key and fails open.

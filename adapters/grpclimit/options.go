@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -215,11 +216,12 @@ func (c *config) undecided(ctx context.Context, method string, err error) error 
 }
 
 // deny returns the error of a denied call.
-func (c *config) deny(ctx context.Context, method string, d *core.Decision) error {
+// took is how long the decision took, added to the waits sent.
+func (c *config) deny(ctx context.Context, method string, d *core.Decision, took time.Duration) error {
 	if c.denied != nil {
 		if err := c.denied(ctx, method, d); err != nil {
 			return err
 		}
 	}
-	return DeniedError(d)
+	return deniedStatus(d, took).Err()
 }

@@ -23,6 +23,7 @@ func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInt
 		}
 		r := &call{parent: ctx, method: info.FullMethod}
 		var d core.Decision
+		start := time.Now()
 		if err == nil {
 			d, err = c.check(lim, r, req)
 		}
@@ -40,8 +41,9 @@ func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInt
 		if !d.Allowed {
 			// Trailers-Only: nothing in the header, or the client would not
 			// retry nor honour the pushback.
-			_ = grpc.SetTrailer(ctx, denialMetadata(c.headers, &r.d, now))
-			return nil, c.deny((*callContext)(r), info.FullMethod, &r.d)
+			took := now.Sub(start)
+			_ = grpc.SetTrailer(ctx, denialMetadata(c.headers, &r.d, now, took))
+			return nil, c.deny((*callContext)(r), info.FullMethod, &r.d, took)
 		}
 		f := c.headers.Format(&r.d, now)
 		resp, err := handler((*callContext)(r), req)
@@ -128,6 +130,7 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 		}
 		s := &serverStream{ServerStream: ss, c: c, r: call{parent: ctx, method: info.FullMethod}}
 		if lim != nil {
+			start := time.Now()
 			d, err := c.check(lim, &s.r, nil)
 			if err == nil && d.Degraded() && ctx.Err() != nil {
 				err = ctx.Err() // the client left before its call was counted
@@ -140,8 +143,9 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 				s.r.d, s.r.decided = d, true
 				now := time.Now()
 				if !d.Allowed {
-					ss.SetTrailer(denialMetadata(c.headers, &s.r.d, now))
-					return c.deny(s.Context(), info.FullMethod, &s.r.d)
+					took := now.Sub(start)
+					ss.SetTrailer(denialMetadata(c.headers, &s.r.d, now, took))
+					return c.deny(s.Context(), info.FullMethod, &s.r.d, took)
 				}
 				s.header = c.headers.Format(&s.r.d, now)
 			}
@@ -196,7 +200,7 @@ func (s *serverStream) RecvMsg(m any) error {
 	}
 	s.msg, s.msgAt, s.msgSet = d, time.Now(), true
 	if !d.Allowed {
-		return s.c.deny(s.Context(), s.r.method, &d)
+		return s.c.deny(s.Context(), s.r.method, &d, 0)
 	}
 	return nil
 }

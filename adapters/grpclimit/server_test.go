@@ -55,7 +55,7 @@ func TestUnaryAllowedAndDenied(t *testing.T) {
 
 			det := denial(t, r.err)
 			require.NotNil(t, det.retry)
-			require.Equal(t, ceilMSDuration(b.RetryAfter), det.retry.GetRetryDelay().AsDuration(), "RetryInfo is the wait rounded up to whole ms, as the pushback")
+			requireWait(t, det.retry.GetRetryDelay().AsDuration(), b.RetryAfter)
 			require.Len(t, det.quota.GetViolations(), 1)
 			v := det.quota.GetViolations()[0]
 			require.Equal(t, "policy:per-ip", v.GetSubject())
@@ -66,7 +66,7 @@ func TestUnaryAllowedAndDenied(t *testing.T) {
 			require.Equal(t, grpclimit.ErrorDomain, det.info.GetDomain())
 			require.Equal(t, map[string]string{
 				"policy": "per-ip", "limit": "3", "remaining": "0", "state": "throttled",
-				"retry_after_ms": ceilMS(b.RetryAfter), "reset_after_ms": ceilMS(b.ResetAfter),
+				"retry_after_ms": waitMS(t, det.info.GetMetadata()["retry_after_ms"], b.RetryAfter), "reset_after_ms": ceilMS(b.ResetAfter),
 			}, det.info.GetMetadata())
 			require.Contains(t, det.st.Message(), "rate limit exceeded")
 
@@ -74,8 +74,8 @@ func TestUnaryAllowedAndDenied(t *testing.T) {
 			requireNoRateLimitMetadata(t, r.header)
 			f := deltaHeaders.Format(&d, time.Time{})
 			require.Equal(t, 7, f.N, "a denial formats Retry-After too")
-			requireFields(t, r.trailer, f, grpclimit.MetadataPushback, ceilMS(b.RetryAfter))
-			require.Equal(t, []string{ceilMS(b.RetryAfter)}, r.trailer.Get("grpc-retry-pushback-ms"))
+			requireFields(t, r.trailer, f, grpclimit.MetadataPushback, pushbackIn(t, r.trailer, b.RetryAfter))
+			pushbackIn(t, r.trailer, b.RetryAfter)
 		})
 	}
 }
@@ -218,10 +218,10 @@ func TestStreamOpen(t *testing.T) {
 			err = cs.RecvMsg(new(wrapperspb.StringValue))
 			det := denial(t, err)
 			d := rec.last(t)
-			require.Equal(t, ceilMSDuration(d.Bound().RetryAfter), det.retry.GetRetryDelay().AsDuration(), "RetryInfo is the wait rounded up to whole ms")
+			requireWait(t, det.retry.GetRetryDelay().AsDuration(), d.Bound().RetryAfter)
 			h, _ := cs.Header()
 			requireNoRateLimitMetadata(t, h)
-			requireFields(t, cs.Trailer(), deltaHeaders.Format(&d, time.Time{}), grpclimit.MetadataPushback, ceilMS(d.Bound().RetryAfter))
+			requireFields(t, cs.Trailer(), deltaHeaders.Format(&d, time.Time{}), grpclimit.MetadataPushback, pushbackIn(t, cs.Trailer(), d.Bound().RetryAfter))
 			require.EqualValues(t, 2, s.echo.calls.Load())
 		})
 	}
@@ -259,10 +259,10 @@ func TestStreamMessages(t *testing.T) {
 			det := denial(t, err)
 			d := rec.last(t)
 			require.Equal(t, "messages", d.Bound().Policy)
-			require.Equal(t, ceilMSDuration(d.Bound().RetryAfter), det.retry.GetRetryDelay().AsDuration(), "RetryInfo is the wait rounded up to whole ms")
+			requireWait(t, det.retry.GetRetryDelay().AsDuration(), d.Bound().RetryAfter)
 			trl := cs.Trailer()
 			requireFields(t, trl, httplimit.HeaderConfig{Reset: httplimit.ResetDelta, Omit: httplimit.Draft}.Format(&d, time.Time{}),
-				grpclimit.MetadataPushback, ceilMS(d.Bound().RetryAfter))
+				grpclimit.MetadataPushback, pushbackIn(t, trl, d.Bound().RetryAfter))
 			require.Equal(t, []string{"0"}, trl.Get("x-ratelimit-remaining"))
 			require.Equal(t, []string{"throttled"}, trl.Get("x-ratelimit-state"))
 		})
@@ -392,7 +392,31 @@ func TestConcurrent(t *testing.T) {
 	require.Equal(t, map[codes.Code]int{codes.OK: 25, codes.ResourceExhausted: 35}, codesSeen)
 }
 
-// ceilMSDuration rounds d up to whole milliseconds.
-func ceilMSDuration(d time.Duration) time.Duration {
-	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+// waitMS checks that v, the milliseconds sent for a wait of retry, is the
+// wait plus the 1 ms margin rounded up, plus at most the time a decision
+// takes (generously, 100 ms), and returns it.
+func waitMS(t *testing.T, v string, retry time.Duration) string {
+	t.Helper()
+	ms, err := strconv.ParseInt(v, 10, 64)
+	require.NoError(t, err, v)
+	lo := int64((retry + 2*time.Millisecond - 1) / time.Millisecond)
+	require.GreaterOrEqual(t, ms, lo, "the wait %s, rounded up after a 1 ms margin", retry)
+	require.LessOrEqual(t, ms, lo+100)
+	return v
+}
+
+// pushbackIn checks the grpc-retry-pushback-ms of md against retry and
+// returns it.
+func pushbackIn(t *testing.T, md metadata.MD, retry time.Duration) string {
+	t.Helper()
+	v := md.Get(grpclimit.MetadataPushback)
+	require.Len(t, v, 1)
+	return waitMS(t, v[0], retry)
+}
+
+// requireWait checks a RetryInfo delay against the wait retry.
+func requireWait(t *testing.T, got, retry time.Duration) {
+	t.Helper()
+	require.Zero(t, got%time.Millisecond, "whole milliseconds")
+	waitMS(t, strconv.FormatInt(int64(got/time.Millisecond), 10), retry)
 }

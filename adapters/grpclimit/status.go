@@ -72,41 +72,63 @@ func metadataKey(name string) string {
 	return strings.ToLower(name)
 }
 
-// Pushback returns the grpc-retry-pushback-ms value of a denied Decision:
-// the wait until every policy that denied it admits the call
-// (httplimit.Retry), in milliseconds rounded up and capped at the largest
-// int32, or "-1" (do not retry) when the call can never be admitted. A
-// client that retries exactly the pushback after it was denied is admitted.
-func Pushback(d *core.Decision) string {
+// retryMargin is added to every wait sent to a client: a client that
+// counts the pushback from the moment it sent the call (rather than from
+// the moment it got the answer), or whose clock ticks coarsely, is then
+// still not early.
+const retryMargin = time.Millisecond
+
+// retryMillis is the wait of a denied Decision (httplimit.Retry) plus
+// extra (the time the decision took) and retryMargin, in milliseconds
+// rounded up and capped at the largest int32; never is true when no wait
+// lets the call through.
+func retryMillis(d *core.Decision, extra time.Duration) (ms int64, never bool) {
 	wait, never := httplimit.Retry(d)
 	if never {
-		return "-1"
+		return -1, true
 	}
-	return strconv.FormatInt(min(ceilMillis(wait), math.MaxInt32), 10)
+	return min(ceilMillis(wait+max(extra, 0)+retryMargin), math.MaxInt32), false
+}
+
+// Pushback returns the grpc-retry-pushback-ms value of a denied Decision:
+// the wait until every policy that denied it admits the call
+// (httplimit.Retry) plus a millisecond of margin, in milliseconds rounded
+// up and capped at the largest int32, or "-1" (do not retry) when the call
+// can never be admitted. A client that retries the pushback after it sent
+// the denied call is admitted. The interceptors also add the time the
+// decision took.
+func Pushback(d *core.Decision) string { return pushback(d, 0) }
+
+func pushback(d *core.Decision, extra time.Duration) string {
+	ms, _ := retryMillis(d, extra)
+	return strconv.FormatInt(ms, 10)
 }
 
 // DeniedError returns DeniedStatus(d) as an error.
-func DeniedError(d *core.Decision) error { return DeniedStatus(d).Err() }
+func DeniedError(d *core.Decision) error { return deniedStatus(d, 0).Err() }
 
 // DeniedStatus returns the status of a denied call: codes.ResourceExhausted
 // with RetryInfo (unless the call can never be admitted), a QuotaFailure
 // with one violation per policy that denied, and an ErrorInfo. Use it from a
 // custom denied handler to keep the standard details.
-func DeniedStatus(d *core.Decision) *status.Status {
+func DeniedStatus(d *core.Decision) *status.Status { return deniedStatus(d, 0) }
+
+func deniedStatus(d *core.Decision, extra time.Duration) *status.Status {
 	b := d.Bound()
-	wait, never := httplimit.Retry(d)
+	ms, never := retryMillis(d, extra)
+	wait := time.Duration(ms) * time.Millisecond
 	var msg string
 	if never {
 		msg = fmt.Sprintf("rate limit: the call costs more than policy %q allows at once; it can never be admitted", b.Policy)
 	} else {
-		msg = fmt.Sprintf("rate limit exceeded (policy %q); retry in %s", b.Policy, time.Duration(ceilMillis(wait))*time.Millisecond)
+		msg = fmt.Sprintf("rate limit exceeded (policy %q); retry in %s", b.Policy, wait)
 	}
 	st := status.New(codes.ResourceExhausted, msg)
 	details := make([]protoadapt.MessageV1, 0, 3)
 	if !never {
-		// Whole milliseconds, rounded up, as the pushback: a client that
-		// waits exactly this long is admitted.
-		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Duration(ceilMillis(wait)) * time.Millisecond)})
+		// The pushback's whole milliseconds: a client that waits exactly
+		// this long is admitted.
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(wait)})
 	}
 	qf := &errdetails.QuotaFailure{}
 	for _, p := range d.Results {
@@ -133,7 +155,7 @@ func DeniedStatus(d *core.Decision) *status.Status {
 			"limit":          strconv.FormatInt(mw.Capacity(&b), 10),
 			"remaining":      strconv.FormatInt(b.Remaining, 10),
 			"reset_after_ms": strconv.FormatInt(ceilMillis(b.ResetAfter), 10),
-			"retry_after_ms": Pushback(d),
+			"retry_after_ms": strconv.FormatInt(ms, 10),
 			"state":          d.State().String(),
 		},
 	})
@@ -152,8 +174,8 @@ func ceilMillis(d time.Duration) int64 {
 
 // denialMetadata is the trailer of a denied call: its rate-limit metadata
 // and the retry pushback.
-func denialMetadata(h httplimit.HeaderConfig, d *core.Decision, now time.Time) metadata.MD {
+func denialMetadata(h httplimit.HeaderConfig, d *core.Decision, now time.Time, extra time.Duration) metadata.MD {
 	md := Metadata(h.Format(d, now))
-	md[MetadataPushback] = []string{Pushback(d)}
+	md[MetadataPushback] = []string{pushback(d, extra)}
 	return md
 }
