@@ -33,11 +33,19 @@
 // The Decision is stored in the echo.Context (DecisionFrom, or
 // c.Get(DecisionKey)), so handlers and error handlers can see it.
 //
-// Failure: if the limiter cannot decide (no identity for the request, or the
-// store failed), the default is to fail open: the request proceeds without
-// rate-limit headers and the error is logged (WithLogger). WithErrorHandler
-// replaces that, for example to return echo.ErrServiceUnavailable. No error
-// text reaches the client unless the error handler puts it there.
+// Failure: if the limiter cannot decide (a store failure, a key function or
+// callback that panicked, or no policy with an identity for the request),
+// the default is to fail open: the request proceeds without rate-limit
+// headers and the error is logged (WithLogger), at most one line a second.
+// WithErrorHandler replaces that: it returns true to continue to the
+// handler, or false and the middleware's result (echo.ErrServiceUnavailable,
+// say). No error text reaches the client unless the error handler puts it
+// there.
+//
+// Paths: the Path Match.Routes compares is the path as Echo's router matched
+// it (RawPath when set, so "/files/a%2Fb" is one segment); a spelling of a
+// path that reaches a route's handlers is counted as that route. See
+// docs/keys.md.
 //
 // The middleware is safe for concurrent use; its options are read once, by
 // New.

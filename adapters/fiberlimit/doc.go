@@ -19,10 +19,22 @@
 // The Decision is in c.Locals(LocalsKey), and DecisionFrom returns it, so
 // handlers can see the warning state.
 //
-// Failure: if the limiter cannot decide (no identity for the request, or the
-// store failed), the default is to fail open: the request proceeds without
-// rate-limit headers and the error is logged (WithLogger). WithErrorHandler
-// replaces that, for example to answer 503.
+// Failure: if the limiter cannot decide (a store failure, a key function or
+// callback that panicked, or no policy with an identity for the request),
+// the default is to fail open: the request proceeds without rate-limit
+// headers and the error is logged (WithLogger), at most one line a second.
+// WithErrorHandler replaces that: it returns true to continue, or false and
+// the middleware's result (fiber.ErrServiceUnavailable, say). fasthttp does
+// not recover panics: the middleware recovers its own callbacks and key
+// functions, so none of them can take the process down.
+//
+// # Paths
+//
+// Fiber routes "/LOGIN" and "/login/" to "/login" by default
+// (Config.CaseSensitive and Config.StrictRouting are off). The Path that
+// Match.Routes compares follows the same rules: lower case unless
+// CaseSensitive, trailing slashes removed unless StrictRouting, decoded when
+// UnescapePath. Write route policies in lower case for such an app.
 //
 // # Route templates
 //

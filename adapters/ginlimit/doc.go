@@ -27,11 +27,18 @@
 // The Decision is stored in the gin.Context (DecisionFrom, or
 // c.Get(DecisionKey)), so handlers can see the warning state.
 //
-// Failure: if the limiter cannot decide (no identity for the request, or the
-// store failed), the default is to fail open: the request proceeds without
-// rate-limit headers and the error is logged (WithLogger). WithErrorHandler
-// replaces that, for example to answer 503. No error text reaches the client
-// unless the error handler writes it.
+// Failure: if the limiter cannot decide (a store failure, a key function or
+// callback that panicked, or no policy with an identity for the request),
+// the default is to fail open: the request proceeds without rate-limit
+// headers and the error is logged (WithLogger), at most one line a second.
+// WithErrorHandler replaces that: it returns true to continue, or false once
+// it has answered (the chain is then aborted). No error text reaches the
+// client unless the error handler writes it.
+//
+// Paths: the Path Match.Routes compares is the path as gin's router matched
+// it (its RemoveExtraSlash, UseRawPath and UseEscapedPath included): a
+// spelling of a path that reaches a route's handlers is counted as that
+// route. See docs/keys.md.
 //
 // The middleware is safe for concurrent use; its options are read once, by
 // New.

@@ -37,18 +37,23 @@
 // A denied call ends with codes.ResourceExhausted (HTTP 429 through a
 // gateway) whose status carries, as details:
 //
-//   - errdetails.RetryInfo: the exact wait until this call would be admitted;
+//   - errdetails.RetryInfo: the wait until this call would be admitted (the
+//     longest wait of the policies that denied it), as the pushback below;
 //   - errdetails.QuotaFailure: one violation per policy that denied, with
-//     subject "policy:<name>", quota_id the policy and quota_value its
-//     capacity;
+//     subject "policy:<name>", quota_id the policy and quota_value the
+//     capacity applied (an override's or tier's when there is one), and a
+//     description of the limit applied;
 //   - errdetails.ErrorInfo: reason RATE_LIMIT_EXCEEDED, domain sluice.dev, and
 //     metadata policy, limit, remaining, reset_after_ms, retry_after_ms and
 //     state of the most constraining policy.
 //
-// and the trailer grpc-retry-pushback-ms (gRFC A6): the wait in milliseconds,
-// rounded up, so that a grpc-go (or other) client whose retry policy lists
-// RESOURCE_EXHAUSTED retries exactly when the call can pass instead of after
-// its own backoff. A call whose cost exceeds a policy's capacity can never be
+// and the trailer grpc-retry-pushback-ms (gRFC A6): the wait plus the time
+// the decision took plus a millisecond of margin, in milliseconds rounded
+// up, so that a grpc-go (or other) client whose retry policy lists
+// RESOURCE_EXHAUSTED retries when the call can pass instead of after its own
+// backoff, and a client that counts the pushback from the moment it sent the
+// call is not early. RetryInfo and retry_after_ms carry the same
+// milliseconds. A call whose cost exceeds a policy's capacity can never be
 // admitted: it gets ResourceExhausted without RetryInfo, retry_after_ms "-1"
 // and pushback "-1", which tells gRPC clients not to retry.
 //
@@ -81,9 +86,10 @@
 //     -state (and retry-after and grpc-retry-pushback-ms when it was denied).
 //     The RateLimit and RateLimit-Policy fields are left out there because
 //     the ratelimit-headers draft forbids them in trailers.
-//   - If a unary handler sent the header itself (grpc.SendHeader) and then
-//     succeeds, the call's metadata go to the trailer, without ratelimit and
-//     ratelimit-policy.
+//   - If a handler sent the header itself (grpc.SendHeader) and then returns,
+//     with or without an error, the call's metadata go to a real HTTP/2
+//     trailer, without ratelimit and ratelimit-policy, which the draft
+//     forbids in trailers.
 //
 // # Trailers-Only
 //
@@ -113,10 +119,14 @@
 //
 // # Failure
 //
-// If the limiter cannot decide (no identity for the call, a negative cost, or
-// a store failure), the default is to fail open: the call proceeds without
-// rate-limit metadata and the error is logged (WithLogger). WithErrorHandler
-// replaces that; FailClosed answers codes.Unavailable with a generic message.
+// If the limiter cannot decide (a store failure, a negative cost, a key
+// function or callback that panicked, or no policy with an identity for the
+// call), the default is to fail open: the call proceeds without rate-limit
+// metadata and the error is logged (WithLogger), at most one line a second.
+// WithErrorHandler replaces that: it returns true to let the call through,
+// or false and the status to end it with; FailClosed answers
+// codes.Unavailable with a generic message. grpc-go does not recover
+// panics: the interceptors recover their own callbacks and key functions.
 // No error text from a store reaches the client: an error handler's result
 // that is not a gRPC status is replaced by Unavailable "rate limit
 // unavailable".

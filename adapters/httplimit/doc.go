@@ -33,9 +33,19 @@
 // a Formatter keeps the text that depends only on the policies from one
 // request to the next. The other adapters build on the same two types.
 //
-// Failure: if the limiter cannot decide (no identity for the request, or the
-// store failed), the default is to fail open: the request proceeds without
-// rate-limit headers and the error is logged (WithLogger). WithErrorHandler
-// replaces that, for example to answer 503. No error text ever reaches the
-// client unless the error handler writes it.
+// Failure: if the limiter cannot decide (a store failure, a key function or
+// WithSkip/WithCost callback that panicked, or no policy with an identity
+// for the request), the default is to fail open: the request proceeds
+// without rate-limit headers and the error is logged (WithLogger), at most
+// one line a second with the count of lines dropped. WithErrorHandler
+// replaces that: it returns true to let the request continue, or false
+// once it has answered it (503, say). Every adapter has that option with
+// that shape. No error text ever reaches the client unless the error
+// handler writes it. A request whose decision failed because its client
+// left (its context is done) is not run.
+//
+// Paths: the Path of the keyfunc.Request, which Match.Routes compares, is
+// the path as a Go 1.22+ ServeMux matches it: decoded segment by segment,
+// with an encoded slash kept inside its segment ("/files/a%2Fb" is one
+// segment, as the mux routes it). See docs/keys.md.
 package httplimit

@@ -154,9 +154,10 @@ func TestLoad(t *testing.T) {
 	require.True(t, ok, "the example guards its Redis store, got %T", store)
 	hello, login := demo.HelloAndLogin(store)
 	var undecided atomic.Int64
-	handler := routes(hello, login, httplimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, _ error) {
+	handler := routes(hello, login, httplimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, _ error) bool {
 		undecided.Add(1)
 		http.Error(w, "rate limiter failed", http.StatusServiceUnavailable)
+		return false
 	}))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
