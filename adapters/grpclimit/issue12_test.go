@@ -236,3 +236,49 @@ func TestDisconnectedClient(t *testing.T) {
 		})
 	}
 }
+
+// TestNoRateLimitInRealStreamTrailer (issue 12 item 17c), for streams: a
+// stream handler that sent its header (through the stream or through
+// grpc.SendHeader on its context) and then failed gets no RateLimit fields
+// in its trailer; one that failed first is answered Trailers-Only, with them.
+func TestNoRateLimitInRealStreamTrailer(t *testing.T) {
+	for _, how := range []string{"stream", "context", "none"} {
+		t.Run(how, func(t *testing.T) {
+			lim := newLimiter(t, newStore(t), "per-ip", core.PerHour(10), nil)
+			fail := func(_ any, ss grpc.ServerStream) error {
+				switch how {
+				case "stream":
+					require.NoError(t, ss.SendHeader(metadata.Pairs("x-app", "1")))
+				case "context":
+					require.NoError(t, grpc.SendHeader(ss.Context(), metadata.Pairs("x-app", "1")))
+				}
+				return status.Error(codes.Internal, "handler failed")
+			}
+			s := serve(t, bufconnTransport, []grpc.ServerOption{
+				grpc.StreamInterceptor(grpclimit.StreamServerInterceptor(lim)),
+				grpc.UnknownServiceHandler(fail),
+			})
+			cs, err := s.conn.NewStream(t.Context(), &bidiDesc, "/sluice.test.Other/Fail")
+			require.NoError(t, err)
+			require.NoError(t, cs.CloseSend())
+			err = cs.RecvMsg(new(wrapperspb.StringValue))
+			require.Equal(t, codes.Internal, status.Code(err), "%v", err)
+			hdr, _ := cs.Header()
+			tr := cs.Trailer()
+			if how == "stream" {
+				// The metadata rode on the header the handler sent.
+				require.Len(t, hdr.Get(grpclimit.MetadataRateLimit), 1)
+			} else {
+				require.Equal(t, []string{"9"}, tr.Get(grpclimit.MetadataRemaining), "the X- fields may go in the trailer")
+			}
+			if how == "none" {
+				require.Nil(t, hdr.Get("x-app"))
+				require.Len(t, tr.Get(grpclimit.MetadataRateLimit), 1, "Trailers-Only carries them")
+				return
+			}
+			require.Equal(t, []string{"1"}, hdr.Get("x-app"))
+			require.Nil(t, tr.Get(grpclimit.MetadataRateLimit), "RateLimit in a real trailer")
+			require.Nil(t, tr.Get(grpclimit.MetadataRateLimitPolicy), "RateLimit-Policy in a real trailer")
+		})
+	}
+}
