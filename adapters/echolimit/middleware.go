@@ -105,7 +105,9 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 				err = mw.Decide(ctx, l, v, call, d)
 			}
 			if mw.Gone(ctx, d, err) {
-				return nil // the client left before its request was counted: it does not run
+				// The client left (or the request's deadline passed) before
+				// it was counted: it does not run.
+				return echo.ErrServiceUnavailable
 			}
 			if err != nil {
 				if c.onError != nil {

@@ -101,7 +101,9 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 			err = mw.Decide(ctx, l, r, call, d)
 		}
 		if mw.Gone(ctx, d, err) {
-			return nil // the client left before its request was counted: it does not run
+			// The request's context ended (the app ties it to the client or
+			// a deadline) before it was counted: it does not run.
+			return fiber.ErrServiceUnavailable
 		}
 		if err != nil {
 			if c.onError != nil {

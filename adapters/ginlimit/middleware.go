@@ -98,7 +98,9 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 			err = mw.Decide(ctx, l, (*request)(gc), call, d)
 		}
 		if mw.Gone(ctx, d, err) {
-			gc.Abort() // the client left before its request was counted: it does not run
+			// The client left (or the request's deadline passed) before it
+			// was counted: it does not run.
+			gc.AbortWithStatus(http.StatusServiceUnavailable)
 			return
 		}
 		if err != nil {

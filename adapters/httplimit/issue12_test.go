@@ -373,7 +373,12 @@ func TestDisconnectedClient(t *testing.T) {
 				cancel() // the client is gone before the middleware runs
 				r := httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil)
 				r.RemoteAddr = "192.0.2.9:1"
-				h.ServeHTTP(httptest.NewRecorder(), r)
+				before := ran.Load()
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if ran.Load() == before {
+					require.NotEqual(t, http.StatusOK, w.Code, "a request that did not run is not answered 200")
+				}
 			}
 			require.LessOrEqual(t, ran.Load(), int32(capacity), "every handler run was counted")
 			// What ran was counted: with live requests after them, the

@@ -92,7 +92,10 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 				err = mw.Decide(r.Context(), l, request{r}, call, d)
 			}
 			if mw.Gone(r.Context(), d, err) {
-				return // the client left before its request was counted: it does not run
+				// The client left (or the request's deadline passed) before
+				// it was counted: it does not run.
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
 			}
 			if err != nil {
 				if c.onError != nil {
