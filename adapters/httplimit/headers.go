@@ -270,7 +270,9 @@ func appendItem(out []byte, p *core.PolicyResult) []byte {
 //     (ResetAfter), an upper bound: the oldest may leave sooner;
 //   - sliding window counter: ResetAfter, at most one Period.
 //
-// t is never more than w of RateLimit-Policy (the window).
+// For the sliding window counter, t (denied too) is never more than w of
+// RateLimit-Policy; the other algorithms never need more, but for an
+// identity blocked (core.Limiter.Block) until later.
 func UntilMore(p *core.PolicyResult) (t time.Duration, ok bool) {
 	if p.Never() {
 		return 0, false
@@ -292,7 +294,12 @@ func UntilMore(p *core.PolicyResult) (t time.Duration, ok bool) {
 			}
 		}
 	}
-	return min(t, windowDuration(l)), true
+	if l.Algorithm == core.SlidingWindowCounter {
+		// Its fresh instant, and a wait into the next window, can be up to
+		// two windows away: t stays within the window it advertises.
+		t = min(t, windowDuration(l))
+	}
+	return t, true
 }
 
 // Retry is the wait of a denied Decision: the longest RetryAfter among the
