@@ -391,3 +391,16 @@ func TestDisconnectedClient(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockedIdentityT: a blocked identity's t is the time until the block
+// ends, equal to Retry-After, not the window.
+func TestBlockedIdentityT(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(10)))
+	require.NoError(t, l.Block(t.Context(), "p", "192.0.2.3", f.now.Add(2*time.Hour)))
+	w := get(httplimit.New(l)(ok), "/", "192.0.2.3:1")
+	require.Equal(t, http.StatusTooManyRequests, w.Code)
+	require.Equal(t, "7200", w.Result().Header.Get("Retry-After"))
+	rl := parseSF(t, w.Result().Header.Get("RateLimit"))
+	require.Equal(t, int64(7200), rl[0].params["t"])
+}
