@@ -78,12 +78,12 @@ func metadataKey(name string) string {
 // still not early.
 const retryMargin = time.Millisecond
 
-// retryMillis is the wait of a denied Decision (httplimit.Retry) plus
+// retryMillis is the wait of a denied Decision (mw.Retry) plus
 // extra (the time the decision took) and retryMargin, in milliseconds
 // rounded up and capped at the largest int32; never is true when no wait
 // lets the call through.
 func retryMillis(d *core.Decision, extra time.Duration) (ms int64, never bool) {
-	wait, never := httplimit.Retry(d)
+	wait, never := mw.Retry(d)
 	if never {
 		return -1, true
 	}
@@ -92,7 +92,7 @@ func retryMillis(d *core.Decision, extra time.Duration) (ms int64, never bool) {
 
 // Pushback returns the grpc-retry-pushback-ms value of a denied Decision:
 // the wait until every policy that denied it admits the call
-// (httplimit.Retry) plus a millisecond of margin, in milliseconds rounded
+// (mw.Retry) plus a millisecond of margin, in milliseconds rounded
 // up and capped at the largest int32, or "-1" (do not retry) when the call
 // can never be admitted. A client that retries the pushback after it sent
 // the denied call is admitted. The interceptors also add the time the

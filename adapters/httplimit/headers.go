@@ -199,7 +199,7 @@ func (fb *fieldsBuilder) format(c HeaderConfig, fm *Formatter, d *core.Decision,
 		if b.Remaining <= sfMax {
 			rTo = len(out)
 		}
-		if t, ok := UntilMore(b); ok {
+		if t, ok := untilMore(b); ok {
 			out = append(out, ";t="...)
 			out = strconv.AppendInt(out, min(seconds(t), sfMax), 10)
 		}
@@ -234,7 +234,7 @@ func (fb *fieldsBuilder) format(c HeaderConfig, fm *Formatter, d *core.Decision,
 		fb.put(fieldState, d.State().String())
 	}
 	if c.Omit&RetryAfter == 0 && !d.Allowed {
-		if wait, never := Retry(d); !never {
+		if wait, never := mw.Retry(d); !never {
 			from := len(out)
 			out = strconv.AppendInt(out, seconds(wait), 10)
 			fb.span(fieldRetryAfter, from, len(out))
@@ -255,7 +255,7 @@ func appendItem(out []byte, p *core.PolicyResult) []byte {
 	return strconv.AppendInt(out, min(window(p.Limit), sfMax), 10)
 }
 
-// UntilMore is the t of RateLimit for p, as
+// untilMore is the t of RateLimit for p, as
 // draft-ietf-httpapi-ratelimit-headers-10 defines it: the time until more
 // quota is available, not until the quota is whole (that is
 // X-RateLimit-Reset). ok is false when no t applies: the key is fresh (no
@@ -273,7 +273,7 @@ func appendItem(out []byte, p *core.PolicyResult) []byte {
 // For the sliding window counter, t (denied too) is never more than w of
 // RateLimit-Policy; the other algorithms never need more, but for an
 // identity blocked (core.Limiter.Block) until later.
-func UntilMore(p *core.PolicyResult) (t time.Duration, ok bool) {
+func untilMore(p *core.PolicyResult) (t time.Duration, ok bool) {
 	if p.Never() {
 		return 0, false
 	}
@@ -300,24 +300,6 @@ func UntilMore(p *core.PolicyResult) (t time.Duration, ok bool) {
 		t = min(t, windowDuration(l))
 	}
 	return t, true
-}
-
-// Retry is the wait of a denied Decision: the longest RetryAfter among the
-// policies that denied it (a request passes only once every one of them
-// admits it), and never when one of them can never admit it (its cost
-// exceeds the capacity). It is zero for an allowed Decision.
-func Retry(d *core.Decision) (wait time.Duration, never bool) {
-	for i := range d.Results {
-		p := &d.Results[i]
-		if p.Allowed || p.Shadow {
-			continue
-		}
-		if p.Never() {
-			return core.RetryNever, true
-		}
-		wait = max(wait, p.RetryAfter)
-	}
-	return wait, false
 }
 
 // window is w of RateLimit-Policy: the seconds in which the capacity is
@@ -362,7 +344,7 @@ func epochReset(now time.Time, after time.Duration) int64 {
 // policy can never admit the request (its cost exceeds the capacity), the
 // detail says so and no retry time is given.
 func Problem(d *core.Decision) []byte {
-	wait, never := Retry(d)
+	wait, never := mw.Retry(d)
 	out := make([]byte, 0, 256)
 	out = append(out, `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"`...)
 	if never {

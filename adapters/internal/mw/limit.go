@@ -1,6 +1,10 @@
 package mw
 
-import "github.com/sluicehq/sluice/core"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+)
 
 // Capacity is the capacity actually applied to p: the one the store
 // reported deciding with (an override's, or a guard's local fallback's),
@@ -11,4 +15,22 @@ func Capacity(p *core.PolicyResult) int64 {
 		return p.Result.Limit
 	}
 	return p.Limit.Capacity()
+}
+
+// Retry is the wait of a denied Decision: the longest RetryAfter among the
+// policies that denied it (a request passes only once every one of them
+// admits it), and never when one of them can never admit it (its cost
+// exceeds the capacity). It is zero for an allowed Decision.
+func Retry(d *core.Decision) (wait time.Duration, never bool) {
+	for i := range d.Results {
+		p := &d.Results[i]
+		if p.Allowed || p.Shadow {
+			continue
+		}
+		if p.Never() {
+			return core.RetryNever, true
+		}
+		wait = max(wait, p.RetryAfter)
+	}
+	return wait, false
 }
