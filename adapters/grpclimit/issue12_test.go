@@ -282,3 +282,21 @@ func TestNoRateLimitInRealStreamTrailer(t *testing.T) {
 		})
 	}
 }
+
+// TestMissingIdentityDenied (issue 12 items 3 and 17a): a call without the
+// identity a DenyRequest policy requires is refused with pushback -1, no
+// RetryInfo, and a message and violation that say why.
+func TestMissingIdentityDenied(t *testing.T) {
+	lim, err := core.NewLimiter(newStore(t), []core.Policy{
+		{Name: "per-key", Key: keyfunc.Header("x-api-key"), Limit: core.PerMinute(10), MissingKey: core.DenyRequest},
+	})
+	require.NoError(t, err)
+	s := serve(t, bufconnTransport, []grpc.ServerOption{grpc.UnaryInterceptor(grpclimit.UnaryServerInterceptor(lim))})
+	r := s.unary(t, t.Context(), methodUnary)
+	det := denial(t, r.err)
+	require.Nil(t, det.retry)
+	require.Equal(t, []string{"-1"}, r.trailer.Get(grpclimit.MetadataPushback))
+	require.Contains(t, det.st.Message(), "no identity")
+	require.Contains(t, det.quota.GetViolations()[0].GetDescription(), "no identity")
+	require.NoError(t, s.unary(t, metadata.AppendToOutgoingContext(t.Context(), "x-api-key", "k"), methodUnary).err)
+}

@@ -118,9 +118,12 @@ func deniedStatus(d *core.Decision, extra time.Duration) *status.Status {
 	ms, never := retryMillis(d, extra)
 	wait := time.Duration(ms) * time.Millisecond
 	var msg string
-	if never {
+	switch {
+	case b.Unidentified:
+		msg = fmt.Sprintf("rate limit: the call has no identity for policy %q; it cannot be admitted without one", b.Policy)
+	case never:
 		msg = fmt.Sprintf("rate limit: the call costs more than policy %q allows at once; it can never be admitted", b.Policy)
-	} else {
+	default:
 		msg = fmt.Sprintf("rate limit exceeded (policy %q); retry in %s", b.Policy, wait)
 	}
 	st := status.New(codes.ResourceExhausted, msg)
@@ -137,7 +140,10 @@ func deniedStatus(d *core.Decision, extra time.Duration) *status.Status {
 		}
 		// p.Limit is the limit applied: an override's or a tier's.
 		desc := fmt.Sprintf("%d per %s (%s) exceeded", p.Limit.Rate, p.Limit.Period, p.Limit.Algorithm)
-		if p.Never() {
+		switch {
+		case p.Unidentified:
+			desc = "no identity for this policy (a missing key); the call cannot be admitted without one"
+		case p.Never():
 			desc = fmt.Sprintf("cost exceeds the capacity %d; the call can never be admitted", mw.Capacity(&p))
 		}
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{

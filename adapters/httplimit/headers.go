@@ -341,15 +341,21 @@ func epochReset(now time.Time, after time.Duration) int64 {
 
 // Problem returns the RFC 9457 application/problem+json body of a denied
 // request: type quota-exceeded, with the policies that denied it. When a
-// policy can never admit the request (its cost exceeds the capacity), the
-// detail says so and no retry time is given.
+// policy can never admit the request (its cost exceeds the capacity, or the
+// request has no identity for a policy that requires one), the detail says
+// so, no retry time is given, and the member "retry" is false.
 func Problem(d *core.Decision) []byte {
 	wait, never := mw.Retry(d)
 	out := make([]byte, 0, 256)
 	out = append(out, `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"`...)
-	if never {
+	switch unidentified := firstUnidentified(d); {
+	case unidentified != nil:
+		out = append(out, `The request has no identity for policy \"`...)
+		out = append(out, unidentified.Policy...)
+		out = append(out, `\" (a missing key); it cannot succeed without one: do not retry it as it is.`...)
+	case never:
 		out = append(out, "The request costs more than the limit allows at once; it can never succeed: do not retry it."...)
-	} else {
+	default:
 		out = append(out, "Rate limit exceeded; retry in "...)
 		out = strconv.AppendInt(out, seconds(wait), 10)
 		out = append(out, " seconds."...)
@@ -373,6 +379,17 @@ func Problem(d *core.Decision) []byte {
 		out = append(out, `,"retry":false`...)
 	}
 	return append(out, "}\n"...)
+}
+
+// firstUnidentified returns the first policy that denied d because the
+// request had no identity for it (its MissingKey is DenyRequest), or nil.
+func firstUnidentified(d *core.Decision) *core.PolicyResult {
+	for i := range d.Results {
+		if p := &d.Results[i]; p.Unidentified && !p.Allowed && !p.Shadow {
+			return p
+		}
+	}
+	return nil
 }
 
 // ProblemContentType is the media type of Problem's body.

@@ -404,3 +404,21 @@ func TestBlockedIdentityT(t *testing.T) {
 	rl := parseSF(t, w.Result().Header.Get("RateLimit"))
 	require.Equal(t, int64(7200), rl[0].params["t"])
 }
+
+// TestMissingIdentityDenied (issue 12 items 3 and 17a): a policy whose
+// MissingKey is DenyRequest refuses a request without its identity, and
+// says that no wait helps: no Retry-After, no t, a detail naming the policy.
+func TestMissingIdentityDenied(t *testing.T) {
+	f := newFixture(t)
+	l := f.limiter(t, nil,
+		ipPolicy(t, "per-ip", core.PerMinute(100)),
+		core.Policy{Name: "per-key", Key: keyfunc.Header("X-API-Key"), Limit: core.PerMinute(10), MissingKey: core.DenyRequest})
+	h := httplimit.New(l)(ok)
+	w := get(h, "/", "192.0.2.1:1")
+	require.Equal(t, http.StatusTooManyRequests, w.Code)
+	require.Empty(t, w.Result().Header.Get("Retry-After"))
+	require.NotContains(t, w.Result().Header.Get("RateLimit"), ";t=")
+	require.Contains(t, w.Body.String(), `no identity for policy \"per-key\"`)
+	require.Contains(t, w.Body.String(), `"retry":false`)
+	require.Equal(t, http.StatusOK, get(h, "/", "192.0.2.1:1", "X-API-Key", "k").Code)
+}
