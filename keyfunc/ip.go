@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -22,6 +23,7 @@ const (
 
 type ipConfig struct {
 	trusted   []netip.Prefix
+	trustedBy []string // the option that added each trusted prefix
 	hops      int
 	hopsSet   bool
 	trustUnix bool
@@ -41,7 +43,7 @@ func (c *ipConfig) fail(format string, args ...any) {
 // ("192.0.2.10"). Host bits are ignored, and an IPv4-mapped IPv6 prefix
 // ("::ffff:10.0.0.0/104") is folded to IPv4. Addresses are compared after
 // IPv4-mapped IPv6 addresses are folded to IPv4, so IPv4 proxies must be
-// listed as IPv4: "::/0" trusts every IPv6 address but no IPv4 one. An entry
+// listed as IPv4: "::/1" trusts half of the IPv6 addresses but no IPv4 one. An entry
 // that does not parse makes NewIPExtractor fail. Repeated calls add to the
 // list.
 //
@@ -51,6 +53,12 @@ func (c *ipConfig) fail(format string, args ...any) {
 // to the first untrusted one. List every proxy that can append to the header,
 // and nothing else: an address in a trusted network is never taken as a
 // client.
+//
+// A list whose networks together cover every IPv4 address or every IPv6
+// address ("0.0.0.0/0", "::/0", "::ffff:0:0/96", or "0.0.0.0/1" with
+// "128.0.0.0/1") makes NewIPExtractor fail: it would trust every peer, so
+// any client could choose its own key. IPv6 coverage ignores the IPv4-mapped
+// range, whose addresses are compared as IPv4.
 func TrustProxies(cidrs ...string) IPOption {
 	return func(c *ipConfig) {
 		for _, s := range cidrs {
@@ -78,7 +86,8 @@ func TrustProxies(cidrs ...string) IPOption {
 }
 
 // TrustPrefixes is TrustProxies for networks that are already parsed. An
-// invalid (zero) Prefix makes NewIPExtractor fail.
+// invalid (zero) Prefix makes NewIPExtractor fail, and so do networks that,
+// with those of TrustProxies, cover a whole address family.
 func TrustPrefixes(prefixes ...netip.Prefix) IPOption {
 	return func(c *ipConfig) {
 		for _, p := range prefixes {
@@ -100,6 +109,77 @@ func (c *ipConfig) addPrefix(option string, p netip.Prefix) {
 		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 	}
 	c.trusted = append(c.trusted, p.Masked())
+	c.trustedBy = append(c.trustedBy, option)
+}
+
+// checkCoverage fails when the trusted networks together cover every IPv4
+// address or every IPv6 address: every peer would then be a proxy, and any
+// client could choose its own key by writing the forwarding header.
+func (c *ipConfig) checkCoverage() {
+	for _, fam := range []struct {
+		name string
+		v4   bool
+	}{{"IPv4", true}, {"IPv6", false}} {
+		var ps []netip.Prefix
+		var by []string
+		for i, p := range c.trusted {
+			if p.Addr().Is4() == fam.v4 {
+				ps = append(ps, p)
+				if !slices.Contains(by, c.trustedBy[i]) {
+					by = append(by, c.trustedBy[i])
+				}
+			}
+		}
+		if coversFamily(ps, fam.v4) {
+			c.fail("%s: the trusted networks cover every %s address, so every client could pick its own key with a forwarding header; list only your proxies", strings.Join(by, ", "), fam.name)
+		}
+	}
+}
+
+// coversFamily reports whether the union of ps (all of one family, masked)
+// covers the whole IPv4 space (v4) or the whole IPv6 space. IPv4-mapped IPv6
+// addresses (::ffff:0:0/96) never reach a trust check, because they are
+// folded to IPv4 first, so they count as covered in the IPv6 space.
+func coversFamily(ps []netip.Prefix, v4 bool) bool {
+	type span struct{ lo, hi netip.Addr }
+	spans := make([]span, 0, len(ps)+1)
+	for _, p := range ps {
+		spans = append(spans, span{p.Addr(), lastAddr(p)})
+	}
+	first, last := netip.IPv4Unspecified(), netip.AddrFrom4([4]byte{255, 255, 255, 255})
+	if !v4 {
+		mapped := netip.MustParsePrefix("::ffff:0:0/96")
+		spans = append(spans, span{mapped.Addr(), lastAddr(mapped)})
+		first = netip.IPv6Unspecified()
+		last = netip.AddrFrom16([16]byte{0: 0xff, 1: 0xff, 2: 0xff, 3: 0xff, 4: 0xff, 5: 0xff, 6: 0xff, 7: 0xff, 8: 0xff, 9: 0xff, 10: 0xff, 11: 0xff, 12: 0xff, 13: 0xff, 14: 0xff, 15: 0xff})
+	}
+	if len(ps) == 0 {
+		return false
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.lo.Compare(b.lo) })
+	next := first // the lowest address not yet known to be covered
+	for _, s := range spans {
+		if s.lo.Compare(next) > 0 {
+			return false // a gap before s
+		}
+		if s.hi.Compare(next) >= 0 {
+			if s.hi == last {
+				return true
+			}
+			next = s.hi.Next()
+		}
+	}
+	return false
+}
+
+// lastAddr returns the highest address of the masked prefix p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // TrustHops declares that exactly n reverse proxies stand in front of the
@@ -234,6 +314,7 @@ func NewIPExtractor(opts ...IPOption) (*IPExtractor, error) {
 			o(&c)
 		}
 	}
+	c.checkCoverage()
 	if c.hops > 0 && (len(c.trusted) > 0 || c.trustUnix) {
 		c.fail("TrustHops: cannot be combined with TrustProxies, TrustPrefixes or TrustUnixSocket")
 	}

@@ -406,7 +406,7 @@ func TestIPExtractorValidConfigs(t *testing.T) {
 		{keyfunc.TrustProxies()},
 		{keyfunc.TrustHops(keyfunc.MaxHops), keyfunc.FromForwarded()},
 		{keyfunc.TrustHops(3), keyfunc.TrustHops(0), keyfunc.TrustProxies("10.0.0.0/8")}, // last TrustHops wins
-		{keyfunc.TrustProxies("0.0.0.0/0", "::/0")},
+		{keyfunc.TrustProxies("0.0.0.0/1", "128.0.0.0/2", "::/1", "8000::/2")},           // half and a quarter: not everything
 		{keyfunc.TrustUnixSocket(), keyfunc.FromClientIPHeader("X-Real-IP")},
 		{keyfunc.TrustProxies("10.0.0.0/8"), keyfunc.FromClientIPHeader("X-Real-IP"), keyfunc.FromXForwardedFor()}, // last source wins
 		{keyfunc.IPv4Prefix(1), keyfunc.IPv4Prefix(32), keyfunc.IPv6Prefix(1), keyfunc.IPv6Prefix(128)},
