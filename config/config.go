@@ -3,6 +3,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net/netip"
 	"os"
 	"strings"
@@ -15,18 +17,110 @@ import (
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
-// Load reads the policies of a YAML or JSON file (JSON is read as YAML).
-func Load(path string) ([]core.Policy, error) {
-	data, err := os.ReadFile(path)
+// DefaultMaxBytes is the largest config file read unless WithMaxBytes says
+// otherwise: 4 MiB, room for tens of thousands of policies.
+const DefaultMaxBytes = 4 << 20
+
+// DefaultMaxPolicies is the most policies a file may hold unless
+// WithMaxPolicies says otherwise. Every request walks the policies that
+// match it, so a file with millions of them makes each request slow.
+const DefaultMaxPolicies = 10_000
+
+// An Option changes how a file is read: its size and policy limits.
+type Option func(*options)
+
+type options struct {
+	maxBytes    int64
+	maxPolicies int
+	errs        []error
+}
+
+// WithMaxBytes sets the largest file accepted, in bytes (default
+// DefaultMaxBytes). A larger file is rejected after reading n+1 bytes, before
+// any of it is parsed. n must be at least 1.
+func WithMaxBytes(n int64) Option {
+	return func(o *options) {
+		if n < 1 {
+			o.errs = append(o.errs, fmt.Errorf("config: WithMaxBytes: must be at least 1, got %d", n))
+			return
+		}
+		o.maxBytes = n
+	}
+}
+
+// WithMaxPolicies sets the most policies a file may hold (default
+// DefaultMaxPolicies). A file with more is rejected as soon as its policy
+// list is counted, before any policy in it is read. n must be at least 1.
+func WithMaxPolicies(n int) Option {
+	return func(o *options) {
+		if n < 1 {
+			o.errs = append(o.errs, fmt.Errorf("config: WithMaxPolicies: must be at least 1, got %d", n))
+			return
+		}
+		o.maxPolicies = n
+	}
+}
+
+func newOptions(opts []Option) (options, error) {
+	o := options{maxBytes: DefaultMaxBytes, maxPolicies: DefaultMaxPolicies}
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o, errors.Join(o.errs...)
+}
+
+// readFile reads path, failing without reading further once it is larger
+// than o.maxBytes.
+func (o options) readFile(path string) ([]byte, error) {
+	data, err := o.readPrefix(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.checkSize(path, data); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+// readPrefix reads at most o.maxBytes+1 bytes of path: enough to tell that
+// it is too large.
+func (o options) readPrefix(path string) ([]byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	return Parse(path, data)
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, o.maxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return data, nil
 }
 
-// Parse reads policies from data; name is used in error messages.
-func Parse(name string, data []byte) ([]core.Policy, error) {
-	f, err := ParseFile(name, data)
+func (o options) checkSize(name string, data []byte) error {
+	if int64(len(data)) > o.maxBytes {
+		return fmt.Errorf("config: %s: the file is larger than %d bytes (see WithMaxBytes)", name, o.maxBytes)
+	}
+	return nil
+}
+
+// Load reads the policies of a YAML or JSON file (JSON is read as YAML).
+// A file larger than DefaultMaxBytes or with more than DefaultMaxPolicies
+// policies is an error; opts change both limits.
+func Load(path string, opts ...Option) ([]core.Policy, error) {
+	f, err := LoadFile(path, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return f.Policies, nil
+}
+
+// Parse reads policies from data; name is used in error messages. The limits
+// of Load apply.
+func Parse(name string, data []byte, opts ...Option) ([]core.Policy, error) {
+	f, err := ParseFile(name, data, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -43,16 +137,32 @@ type File struct {
 }
 
 // LoadFile reads a whole config file: its policies and its failure section.
-func LoadFile(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+// The limits of Load apply.
+func LoadFile(path string, opts ...Option) (*File, error) {
+	o, err := newOptions(opts)
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, err
 	}
-	return ParseFile(path, data)
+	data, err := o.readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return o.parseFile(path, data)
 }
 
 // ParseFile is LoadFile on data; name is used in error messages.
-func ParseFile(name string, data []byte) (*File, error) {
+func ParseFile(name string, data []byte, opts ...Option) (*File, error) {
+	o, err := newOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.checkSize(name, data); err != nil {
+		return nil, err
+	}
+	return o.parseFile(name, data)
+}
+
+func (o options) parseFile(name string, data []byte) (*File, error) {
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", name, err)
@@ -60,7 +170,7 @@ func ParseFile(name string, data []byte) (*File, error) {
 	if len(root.Content) == 0 {
 		return nil, fmt.Errorf("config: %s: empty file", name)
 	}
-	p := &parser{file: name}
+	p := &parser{file: name, maxPolicies: o.maxPolicies}
 	f := p.file_(root.Content[0])
 	if len(p.errs) > 0 {
 		return nil, errors.Join(p.errs...)
@@ -69,9 +179,10 @@ func ParseFile(name string, data []byte) (*File, error) {
 }
 
 type parser struct {
-	file string
-	errs []error
-	ip   []keyfunc.IPOption
+	file        string
+	maxPolicies int
+	errs        []error
+	ip          []keyfunc.IPOption
 }
 
 func (p *parser) fail(n *yaml.Node, field, format string, args ...any) {
@@ -130,6 +241,10 @@ func (p *parser) policies(n *yaml.Node, f map[string]*yaml.Node) []core.Policy {
 		p.fail(n, "policies", "at least one policy is required")
 		return nil
 	}
+	if len(list.Content) > p.maxPolicies {
+		p.fail(list, "policies", "%d policies, more than the limit of %d (see WithMaxPolicies)", len(list.Content), p.maxPolicies)
+		return nil
+	}
 	var ps []core.Policy
 	seen := map[string]int{}
 	for i, pn := range list.Content {
@@ -169,12 +284,11 @@ func (p *parser) clientIP(n *yaml.Node) {
 			}
 			p.ip = append(p.ip, keyfunc.TrustProxies(cidrs...))
 		case "trusted_hops":
-			var h int
-			if v.Decode(&h) != nil || h < 0 {
-				p.fail(v, path, "must be a whole number >= 0")
+			h, ok := p.whole(v, path, 0)
+			if !ok {
 				continue
 			}
-			p.ip = append(p.ip, keyfunc.TrustHops(h))
+			p.ip = append(p.ip, keyfunc.TrustHops(int(min(h, math.MaxInt32))))
 		case "header":
 			switch strings.ToLower(v.Value) {
 			case "x-forwarded-for":
@@ -185,11 +299,11 @@ func (p *parser) clientIP(n *yaml.Node) {
 				p.ip = append(p.ip, keyfunc.FromClientIPHeader(v.Value))
 			}
 		case "ipv6_prefix", "ipv4_prefix":
-			var bits int
-			if v.Decode(&bits) != nil {
-				p.fail(v, path, "must be a number of bits")
+			b, ok := p.whole(v, path, 1)
+			if !ok {
 				continue
 			}
+			bits := int(min(b, math.MaxInt32))
 			if k == "ipv6_prefix" {
 				p.ip = append(p.ip, keyfunc.IPv6Prefix(bits))
 			} else {
@@ -229,6 +343,11 @@ func (p *parser) policy(n *yaml.Node, path string) (core.Policy, bool) {
 				continue
 			}
 			if k == "methods" {
+				for i, m := range vals {
+					if err := validMethod(m); err != nil {
+						p.fail(v.Content[i], fmt.Sprintf("%s.match.methods[%d]", path, i), "%v", err)
+					}
+				}
 				pol.Match.Methods = vals
 				continue
 			}
@@ -248,6 +367,10 @@ func (p *parser) policy(n *yaml.Node, path string) (core.Policy, bool) {
 			for i := 0; i+1 < len(t.Content); i += 2 {
 				tier, tn := t.Content[i].Value, t.Content[i+1]
 				tp := path + ".tiers." + tier
+				if strings.TrimSpace(tier) == "" {
+					p.fail(t.Content[i], fmt.Sprintf("%s.tiers[%q]", path, tier), "a tier needs a name: an empty tier would replace the policy's limit whenever the tier lookup fails")
+					continue
+				}
 				tf := p.fields(tn, tp, "algorithm", "rate", "period", "burst")
 				if tf == nil {
 					continue
@@ -290,8 +413,8 @@ func (p *parser) limit(n *yaml.Node, f map[string]*yaml.Node, path string) core.
 	}
 	if v := f["rate"]; v == nil {
 		p.fail(n, path+".rate", "required")
-	} else if v.Decode(&l.Rate) != nil || l.Rate < 1 {
-		p.fail(v, path+".rate", "must be a whole number >= 1, got %q", v.Value)
+	} else if r, ok := p.whole(v, path+".rate", 1); ok {
+		l.Rate = r
 	}
 	if v := f["period"]; v == nil {
 		p.fail(n, path+".period", "required (for example 1s, 1m, 1h)")
@@ -300,8 +423,12 @@ func (p *parser) limit(n *yaml.Node, f map[string]*yaml.Node, path string) core.
 	} else {
 		l.Period = d
 	}
-	if v := f["burst"]; v != nil && (v.Decode(&l.Burst) != nil || l.Burst < 0) {
-		p.fail(v, path+".burst", "must be a whole number >= 0, got %q", v.Value)
+	if v := f["burst"]; v != nil {
+		if b, ok := p.whole(v, path+".burst", 0); ok {
+			l.Burst = b
+		} else {
+			l.Burst = -1 // skip the whole-limit check below
+		}
 	}
 	if l.Rate >= 1 && l.Period > 0 && l.Burst >= 0 {
 		if err := l.Validate(); err != nil {
@@ -374,8 +501,8 @@ func (p *parser) failure(n *yaml.Node) []guard.Option {
 	if v := f["instances"]; v != nil {
 		if mode != "fallback" {
 			p.fail(v, "failure.instances", "only with mode: fallback")
-		} else if v.Decode(&instances) != nil || instances < 1 {
-			p.fail(v, "failure.instances", "must be a whole number >= 1, got %q", v.Value)
+		} else if n, ok := p.whole(v, "failure.instances", 1); ok {
+			instances = int(min(n, math.MaxInt32))
 		}
 	}
 	retry := time.Duration(0)
@@ -405,8 +532,10 @@ func (p *parser) failure(n *yaml.Node) []guard.Option {
 	if b := f["breaker"]; b != nil {
 		bf := p.fields(b, "failure.breaker", "failures", "cooldown")
 		var br guard.Breaker
-		if v := bf["failures"]; v != nil && (v.Decode(&br.Failures) != nil || br.Failures < 1) {
-			p.fail(v, "failure.breaker.failures", "must be a whole number >= 1, got %q", v.Value)
+		if v := bf["failures"]; v != nil {
+			if n, ok := p.whole(v, "failure.breaker.failures", 1); ok {
+				br.Failures = int(min(n, math.MaxInt32))
+			}
 		}
 		if v := bf["cooldown"]; v != nil {
 			br.Cooldown = p.duration(v, "failure.breaker.cooldown")
@@ -418,8 +547,8 @@ func (p *parser) failure(n *yaml.Node) []guard.Option {
 		var dc guard.DenyCache
 		if v := df["max_keys"]; v == nil {
 			p.fail(d, "failure.deny_cache.max_keys", "required")
-		} else if v.Decode(&dc.MaxKeys) != nil || dc.MaxKeys < 1 {
-			p.fail(v, "failure.deny_cache.max_keys", "must be a whole number >= 1, got %q", v.Value)
+		} else if n, ok := p.whole(v, "failure.deny_cache.max_keys", 1); ok {
+			dc.MaxKeys = int(min(n, math.MaxInt32))
 		}
 		if v := df["max_ttl"]; v != nil {
 			dc.MaxTTL = p.duration(v, "failure.deny_cache.max_ttl")
@@ -437,4 +566,54 @@ func (p *parser) duration(v *yaml.Node, path string) time.Duration {
 		return 0
 	}
 	return d
+}
+
+// whole reads a whole number >= lo. YAML's decoder truncates a fraction
+// ("rate: 1.5" would load as 1) and accepts a quoted or boolean-looking
+// value in places; only an integer, or a number with no fractional part
+// ("5.0", "1e3" from a JSON generator), is taken here.
+func (p *parser) whole(v *yaml.Node, path string, lo int64) (int64, bool) {
+	var n int64
+	ok := false
+	if v.Kind == yaml.ScalarNode {
+		switch v.ShortTag() {
+		case "!!int":
+			ok = v.Decode(&n) == nil
+		case "!!float":
+			var f float64
+			if v.Decode(&f) == nil && f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
+				n, ok = int64(f), true
+			}
+		}
+	}
+	if !ok || n < lo {
+		p.fail(v, path, "must be a whole number >= %d, got %q", lo, v.Value)
+		return 0, false
+	}
+	return n, true
+}
+
+// validMethod reports why m cannot be one entry of match.methods: each entry
+// is one RFC 9110 method token. A wildcard ("*", "ANY") or a list in one
+// string ("GET,POST", "GET POST") would match no request and silently leave
+// the routes it guards unlimited.
+func validMethod(m string) error {
+	switch {
+	case m == "":
+		return errors.New("an empty method matches no request")
+	case m == "*" || strings.EqualFold(m, "ANY") || strings.EqualFold(m, "ALL"):
+		return fmt.Errorf("%q is not a method: leave methods out to match every method", m)
+	case strings.ContainsAny(m, ", \t|;"):
+		return fmt.Errorf("%q is not one method: list each method on its own (methods: [GET, POST])", m)
+	case strings.ToUpper(m) != m && strings.ToLower(m) != m:
+		return fmt.Errorf("%q mixes cases: write a method in one case (GET or get)", m)
+	}
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return fmt.Errorf("%q is not a method (RFC 9110 token characters only)", m)
+	}
+	return nil
 }

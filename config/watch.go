@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -20,6 +18,7 @@ type Watcher struct {
 	limiter  *core.Limiter
 	every    time.Duration
 	onReload func(error)
+	file     []Option
 	last     [32]byte
 	stop     chan struct{}
 	done     chan struct{}
@@ -36,6 +35,12 @@ func Every(d time.Duration) WatchOption { return func(w *Watcher) { w.every = d 
 // are in force, the reason otherwise (the old ones then stay). The default
 // logs failures with slog.
 func OnReload(f func(error)) WatchOption { return func(w *Watcher) { w.onReload = f } }
+
+// WithFileOptions applies opts (WithMaxBytes, WithMaxPolicies) to every load
+// of the watched file.
+func WithFileOptions(opts ...Option) WatchOption {
+	return func(w *Watcher) { w.file = append(w.file, opts...) }
+}
 
 // Watch loads path into l now (an error here is returned and nothing
 // changes), then reloads it whenever its content changes, until Close. A
@@ -79,15 +84,26 @@ func (w *Watcher) loop() {
 
 // reload loads the file if its content changed since the last good load.
 func (w *Watcher) reload() (changed bool, err error) {
-	data, err := os.ReadFile(w.path)
+	o, err := newOptions(w.file)
 	if err != nil {
-		return false, fmt.Errorf("config: %w", err)
+		return false, err
+	}
+	data, err := o.readPrefix(w.path)
+	if err != nil {
+		return false, err
 	}
 	sum := sha256.Sum256(data)
 	if bytes.Equal(sum[:], w.last[:]) {
 		return false, nil
 	}
-	ps, err := Parse(w.path, data)
+	var ps []core.Policy
+	err = o.checkSize(w.path, data)
+	if err == nil {
+		var f *File
+		if f, err = o.parseFile(w.path, data); err == nil {
+			ps = f.Policies
+		}
+	}
 	if err == nil {
 		err = w.limiter.SetPolicies(ps)
 	}
@@ -106,9 +122,9 @@ func (w *Watcher) Close() error {
 	return nil
 }
 
-// LoadInto loads path and sets it as l's policies.
-func LoadInto(_ context.Context, path string, l *core.Limiter) error {
-	ps, err := Load(path)
+// LoadInto loads path, with the limits of Load, and sets it as l's policies.
+func LoadInto(_ context.Context, path string, l *core.Limiter, opts ...Option) error {
+	ps, err := Load(path, opts...)
 	if err != nil {
 		return err
 	}
