@@ -6,7 +6,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # Under `make test` a Redis test that cannot start its server fails.
 export SLUICE_REQUIRE_REDIS ?= 1
 
-.PHONY: test deps lint bench load demo fuzz accuracy
+.PHONY: test deps lint bench load demo fuzz accuracy attack
 
 ## test: install what the tests need, then run every module's tests with -race
 test: deps
@@ -14,6 +14,13 @@ test: deps
 		echo "==> go test $$m"; \
 		(cd $$m && $(GO) test -race -shuffle=on -count=1 -timeout 9m ./...); \
 	done
+
+## attack: the attack suite (internal/attack, also run by `make test`), verbose:
+## every bypass class of issue 12 part A (idempotency, disconnects, missing
+## keys, path variants, panicking keys, retained strings, spoofed forwarding,
+## key floods) against every adapter, on memory and on a real Redis
+attack: deps
+	cd internal/attack && $(GO) test -race -shuffle=on -count=1 -v -timeout 5m ./...
 
 ## deps: redis-server and redis-cli from Debian's packages when missing
 deps:
