@@ -474,7 +474,11 @@ var prefixSeq atomic.Int64
 func stores(t *testing.T) []storeKind {
 	srv := redistest.StartServer(t)
 	redisStore := func(t *testing.T) *redisstore.Store {
-		rs, err := redisstore.New(srv.Client(t), redisstore.WithPrefix(fmt.Sprintf("atk%d", prefixSeq.Add(1))))
+		// A generous timeout: the suite tests what is decided, not how
+		// fast, on two shared cores under -race, and a timed-out call would
+		// fail open and look like a bypass.
+		rs, err := redisstore.New(srv.Client(t), redisstore.WithPrefix(fmt.Sprintf("atk%d", prefixSeq.Add(1))),
+			redisstore.WithTimeout(2*time.Second))
 		require.NoError(t, err)
 		return rs
 	}
@@ -487,9 +491,15 @@ func stores(t *testing.T) []storeKind {
 		}},
 		{name: "redis", open: func(t *testing.T) core.Store { return redisStore(t) }},
 		{name: "redis+guard", open: func(t *testing.T) core.Store {
-			g, err := guard.New(redisStore(t), guard.WithFailOpen(), guard.WithTimeout(200*time.Millisecond),
-				guard.WithDenyCache(guard.DenyCache{MaxKeys: 10_000}))
+			failures := new(failureCounter)
+			g, err := guard.New(redisStore(t), guard.WithFailOpen(), guard.WithTimeout(2*time.Second),
+				guard.WithDenyCache(guard.DenyCache{MaxKeys: 10_000}), guard.WithObserver(failures))
 			require.NoError(t, err)
+			t.Cleanup(func() {
+				if n := failures.n.Load(); n > 0 || t.Failed() {
+					t.Logf("guard: %d failed backend calls (each failed open)", n)
+				}
+			})
 			t.Cleanup(func() { _ = g.Close() })
 			return g
 		}},
@@ -586,3 +596,9 @@ func (h logCounter) Handle(_ context.Context, r slog.Record) error {
 }
 func (h logCounter) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h logCounter) WithGroup(string) slog.Handler      { return h }
+
+// failureCounter is a guard.Observer counting failed backend calls.
+type failureCounter struct{ n atomic.Int64 }
+
+func (f *failureCounter) CircuitChanged(_, _ guard.Circuit)        {}
+func (f *failureCounter) BackendFailed(_ guard.ErrorKind, _ error) { f.n.Add(1) }
