@@ -127,33 +127,41 @@ func TestIdempotencyBypass(t *testing.T) {
 // reaches the handler.
 func TestDisconnectBeforeDecision(t *testing.T) {
 	each(t, func(t *testing.T, a adapter, st storeKind) {
-		s := st.open(t)
-		base := ip(t)
-		// The key takes a moment, so the client is gone before the store
-		// is asked.
-		slow := func(r keyfunc.Request) (string, error) {
-			time.Sleep(3 * time.Millisecond)
-			return base(r)
-		}
-		const limit = 5
-		l := newLimiter(t, s, []core.Policy{{Name: "work", Key: slow, Limit: core.PerHour(limit)}})
-		srv := a.start(t, spec{limiter: l, routes: []string{"work"}})
-		r := request{method: http.MethodPost, path: a.path("work")}
-		const requests, workers = 120, 6
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for next.Add(1) <= requests {
-					srv.disconnect(r)
+		for _, c := range []struct {
+			name string
+			// keyDelay makes the key take a moment, so the client is gone
+			// before the store is asked.
+			keyDelay time.Duration
+		}{{"at-once", 0}, {"while-deciding", 3 * time.Millisecond}} {
+			t.Run(c.name, func(t *testing.T) {
+				base := ip(t)
+				key := func(r keyfunc.Request) (string, error) {
+					if c.keyDelay > 0 {
+						time.Sleep(c.keyDelay)
+					}
+					return base(r)
 				}
-			}()
+				const limit = 5
+				l := newLimiter(t, st.open(t), []core.Policy{{Name: "work", Key: key, Limit: core.PerHour(limit)}})
+				srv := a.start(t, spec{limiter: l, routes: []string{"work"}})
+				r := request{method: http.MethodPost, path: a.path("work")}
+				const requests, workers = 120, 6
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				for range workers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for next.Add(1) <= requests {
+							srv.disconnect(r)
+						}
+					}()
+				}
+				wg.Wait()
+				srv.stop() // every handler has returned
+				require.LessOrEqual(t, srv.run("work"), int64(limit), "handler runs of %d disconnecting requests under %d/hour", requests, limit)
+			})
 		}
-		wg.Wait()
-		srv.stop() // every handler has returned
-		require.LessOrEqual(t, srv.run("work"), int64(limit), "handler runs of %d disconnecting requests under %d/hour", requests, limit)
 	})
 }
 
