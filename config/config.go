@@ -603,7 +603,7 @@ func validMethod(m string) error {
 		return errors.New("an empty method matches no request")
 	case m == "*" || strings.EqualFold(m, "ANY") || strings.EqualFold(m, "ALL"):
 		return fmt.Errorf("%q is not a method: leave methods out to match every method", m)
-	case strings.ContainsAny(m, ", \t|;"):
+	case strings.ContainsAny(m, ", \t;"):
 		return fmt.Errorf("%q is not one method: list each method on its own (methods: [GET, POST])", m)
 	case strings.ToUpper(m) != m && strings.ToLower(m) != m:
 		return fmt.Errorf("%q mixes cases: write a method in one case (GET or get)", m)

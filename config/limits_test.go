@@ -123,7 +123,7 @@ func TestMethodsMustBeOneToken(t *testing.T) {
 		{`[GET, any]`, `bad.yaml:7: policies[0].match.methods[1]: "any" is not a method`},
 		{`["GET,POST"]`, `bad.yaml:7: policies[0].match.methods[0]: "GET,POST" is not one method`},
 		{`["GET POST"]`, `bad.yaml:7: policies[0].match.methods[0]: "GET POST" is not one method`},
-		{`["GET|POST"]`, `bad.yaml:7: policies[0].match.methods[0]: "GET|POST" is not one method`},
+		{`["GET;POST"]`, `bad.yaml:7: policies[0].match.methods[0]: "GET;POST" is not one method`},
 		{`["GET\tPOST"]`, `bad.yaml:7: policies[0].match.methods[0]: "GET\tPOST" is not one method`},
 		{`[""]`, `bad.yaml:7: policies[0].match.methods[0]: an empty method`},
 		{`[GeT]`, `bad.yaml:7: policies[0].match.methods[0]: "GeT" mixes cases`},
@@ -266,4 +266,48 @@ func TestWatchAppliesFileLimits(t *testing.T) {
 		t.Fatal("no reload")
 	}
 	require.Len(t, l.Policies(), 3)
+}
+
+// TestMethodProperty: for random method strings, config accepts exactly the
+// single-case RFC 9110 tokens that are not wildcards, reports the others at
+// file:line:field, and every method it accepts the Limiter accepts too.
+func TestMethodProperty(t *testing.T) {
+	const alphabet = "GETPOSTgetpost-_.!*~ ,;|\t/\"é0"
+	tchar := func(c rune) bool {
+		return c < 0x80 && (c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", c))
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	s, err := memorystore.New()
+	require.NoError(t, err)
+	defer s.Close()
+	var valid, total int
+	for range 3000 {
+		runes := []rune(alphabet)
+		n := rng.IntN(6)
+		var b strings.Builder
+		for range n {
+			b.WriteRune(runes[rng.IntN(len(runes))])
+		}
+		m := b.String()
+		if rng.IntN(10) == 0 {
+			m = []string{"*", "ANY", "any", "All", "GET", "get", "M-SEARCH"}[rng.IntN(7)]
+		}
+		want := m != "" && strings.IndexFunc(m, func(c rune) bool { return !tchar(c) }) < 0 &&
+			m != "*" && !strings.EqualFold(m, "ANY") && !strings.EqualFold(m, "ALL") &&
+			(strings.ToUpper(m) == m || strings.ToLower(m) == m)
+		doc := fmt.Sprintf("policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    match:\n      methods: [%s]\n", strconv.Quote(m))
+		ps, err := config.Parse("m.yaml", []byte(doc))
+		total++
+		if !want {
+			require.ErrorContains(t, err, "m.yaml:7: policies[0].match.methods[0]: ", "%q", m)
+			continue
+		}
+		valid++
+		require.NoError(t, err, "%q", m)
+		require.Equal(t, []string{m}, ps[0].Match.Methods)
+		_, err = core.NewLimiter(s, ps)
+		require.NoError(t, err, "config accepted %q but the Limiter does not", m)
+	}
+	require.Greater(t, valid, total/10)
+	require.Less(t, valid, total*9/10)
 }
