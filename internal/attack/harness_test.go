@@ -116,7 +116,8 @@ var adapters = []adapter{
 	{name: "gin", path: httpPath, start: startGin},
 	{name: "echo", path: httpPath, start: startEcho},
 	{name: "fiber", path: httpPath, start: startFiber},
-	{name: "grpc", grpc: true, path: grpcPath, start: startGRPC},
+	{name: "grpc", grpc: true, path: grpcPath, start: func(t *testing.T, s spec) *server { return startGRPC(t, s, false) }},
+	{name: "grpc-stream", grpc: true, path: grpcPath, start: func(t *testing.T, s spec) *server { return startGRPC(t, s, true) }},
 }
 
 func newRuns(routes []string) map[string]*atomic.Int64 {
@@ -269,12 +270,32 @@ func startFiber(t *testing.T, s spec) *server {
 	}
 }
 
-func startGRPC(t *testing.T, s spec) *server {
+// startGRPC serves each route as a unary method, or with stream as a
+// bidirectional stream (limited when it opens) that echoes every message.
+func startGRPC(t *testing.T, s spec, stream bool) *server {
 	runs := newRuns(s.routes)
 	desc := grpc.ServiceDesc{ServiceName: grpcService, HandlerType: (*any)(nil)}
 	for _, r := range s.routes {
 		n := runs[r]
 		full := grpcPath(r)
+		if stream {
+			desc.Streams = append(desc.Streams, grpc.StreamDesc{StreamName: r, ServerStreams: true, ClientStreams: true,
+				Handler: func(_ any, ss grpc.ServerStream) error {
+					n.Add(1)
+					for {
+						in := new(wrapperspb.StringValue)
+						if err := ss.RecvMsg(in); err == io.EOF {
+							return nil
+						} else if err != nil {
+							return err
+						}
+						if err := ss.SendMsg(wrapperspb.String("ok")); err != nil {
+							return err
+						}
+					}
+				}})
+			continue
+		}
 		desc.Methods = append(desc.Methods, grpc.MethodDesc{MethodName: r,
 			Handler: func(_ any, ctx context.Context, dec func(any) error, icpt grpc.UnaryServerInterceptor) (any, error) {
 				in := new(wrapperspb.StringValue)
@@ -304,7 +325,8 @@ func startGRPC(t *testing.T, s spec) *server {
 	if s.refuse {
 		opts = append(opts, grpclimit.WithErrorHandler(grpclimit.FailClosed))
 	}
-	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(s.limiter, opts...)))
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(s.limiter, opts...)),
+		grpc.ChainStreamInterceptor(grpclimit.StreamServerInterceptor(s.limiter, opts...)))
 	gs.RegisterService(&desc, struct{}{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -336,13 +358,13 @@ func startGRPC(t *testing.T, s spec) *server {
 	shared := dial()
 	return &server{
 		runs:      runs,
-		newClient: func() client { return &grpcClient{cc: dial()} },
+		newClient: func() client { return &grpcClient{cc: dial(), stream: stream} },
 		disconnect: func(r request) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				_, _ = (&grpcClient{cc: shared}).do(ctx, r)
+				_, _ = (&grpcClient{cc: shared, stream: stream}).do(ctx, r)
 			}()
 			time.Sleep(time.Millisecond) // the call is on the wire
 			cancel()
@@ -425,7 +447,36 @@ func rawDisconnect(addr string, r request) {
 
 // ---- gRPC ----
 
-type grpcClient struct{ cc *grpc.ClientConn }
+// grpcClient calls unary methods, or with stream opens a bidirectional
+// stream, sends one message and reads the answer.
+type grpcClient struct {
+	cc     *grpc.ClientConn
+	stream bool
+}
+
+func (c *grpcClient) call(ctx context.Context, method string) error {
+	if !c.stream {
+		return c.cc.Invoke(ctx, method, wrapperspb.String("x"), new(wrapperspb.StringValue))
+	}
+	st, err := c.cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
+	if err != nil {
+		return err
+	}
+	if err := st.SendMsg(wrapperspb.String("x")); err != nil && err != io.EOF {
+		return err
+	}
+	if err := st.CloseSend(); err != nil {
+		return err
+	}
+	// The answer, or the status the stream ended with; then the end.
+	if err := st.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+		return err
+	}
+	if err := st.RecvMsg(new(wrapperspb.StringValue)); err != io.EOF {
+		return err
+	}
+	return nil
+}
 
 func (c *grpcClient) do(ctx context.Context, r request) (int, error) {
 	for k, v := range r.header {
@@ -433,7 +484,7 @@ func (c *grpcClient) do(ctx context.Context, r request) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	err := c.cc.Invoke(ctx, r.path, wrapperspb.String("x"), new(wrapperspb.StringValue))
+	err := c.call(ctx, r.path)
 	switch status.Code(err) {
 	case codes.OK:
 		return http.StatusOK, nil
