@@ -183,6 +183,7 @@ type parser struct {
 	maxPolicies int
 	errs        []error
 	ip          []keyfunc.IPOption
+	ipBad       bool // client_ip has errors, already reported
 }
 
 func (p *parser) fail(n *yaml.Node, field, format string, args ...any) {
@@ -265,6 +266,7 @@ func (p *parser) policies(n *yaml.Node, f map[string]*yaml.Node) []core.Policy {
 
 // clientIP reads how the "ip" key finds the client address.
 func (p *parser) clientIP(n *yaml.Node) {
+	before := len(p.errs)
 	f := p.fields(n, "client_ip", "trusted_proxies", "trusted_hops", "header", "ipv6_prefix", "ipv4_prefix")
 	for k, v := range f {
 		path := "client_ip." + k
@@ -275,12 +277,23 @@ func (p *parser) clientIP(n *yaml.Node) {
 				p.fail(v, path, "must be a list of CIDRs or addresses")
 				continue
 			}
-			for _, c := range cidrs {
+			bad := false
+			for i, c := range cidrs {
 				if _, err := netip.ParsePrefix(c); err != nil {
 					if _, err2 := netip.ParseAddr(c); err2 != nil {
-						p.fail(v, path, "%q is neither a CIDR nor an address", c)
+						p.fail(v.Content[i], fmt.Sprintf("%s[%d]", path, i), "%q is neither a CIDR nor an address", c)
+						bad = true
 					}
 				}
+			}
+			if bad {
+				continue
+			}
+			// The list on its own: one that trusts every address is
+			// reported here, at its line.
+			if _, err := keyfunc.NewIPExtractor(keyfunc.TrustProxies(cidrs...)); err != nil {
+				p.fail(v, path, "%v", err)
+				continue
 			}
 			p.ip = append(p.ip, keyfunc.TrustProxies(cidrs...))
 		case "trusted_hops":
@@ -311,8 +324,13 @@ func (p *parser) clientIP(n *yaml.Node) {
 			}
 		}
 	}
+	if len(p.errs) > before {
+		p.ipBad = true // the combination, and every "ip" key, would only repeat them
+		return
+	}
 	if _, err := keyfunc.NewIPExtractor(p.ip...); err != nil {
 		p.fail(n, "client_ip", "%v", err)
+		p.ipBad = true
 	}
 }
 
@@ -449,6 +467,8 @@ func (p *parser) key(v, hash *yaml.Node, n *yaml.Node, path string) keyfunc.Func
 	for _, spec := range strings.Split(v.Value, "+") {
 		kind, arg, _ := strings.Cut(strings.TrimSpace(spec), ":")
 		switch {
+		case kind == "ip" && arg == "" && p.ipBad:
+			return nil // client_ip's errors are reported
 		case kind == "ip" && arg == "":
 			f, err := keyfunc.IP(p.ip...)
 			if err != nil {

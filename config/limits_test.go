@@ -311,3 +311,22 @@ func TestMethodProperty(t *testing.T) {
 	require.Greater(t, valid, total/10)
 	require.Less(t, valid, total*9/10)
 }
+
+// TestTrustEverythingInConfig: client_ip.trusted_proxies that cover every
+// address are an error at the list's line, as are entries that do not parse.
+func TestTrustEverythingInConfig(t *testing.T) {
+	pol := "policies:\n  - {name: a, key: ip, rate: 5, period: 1s}\n"
+	cases := []struct{ doc, want string }{
+		{"client_ip:\n  trusted_proxies: [0.0.0.0/0]\n" + pol, `bad.yaml:2: client_ip.trusted_proxies: keyfunc: TrustProxies: the trusted networks cover every IPv4 address`},
+		{"client_ip:\n  trusted_proxies:\n    - 10.0.0.0/8\n    - ::/0\n" + pol, `bad.yaml:3: client_ip.trusted_proxies: keyfunc: TrustProxies: the trusted networks cover every IPv6 address`},
+		{"client_ip:\n  trusted_proxies: [0.0.0.0/1, 128.0.0.0/1]\n  header: forwarded\n" + pol, `bad.yaml:2: client_ip.trusted_proxies: keyfunc: TrustProxies: the trusted networks cover every IPv4 address`},
+		{"client_ip:\n  trusted_proxies:\n    - 10.0.0.0/8\n    - proxy.internal\n" + pol, `bad.yaml:4: client_ip.trusted_proxies[1]: "proxy.internal" is neither a CIDR nor an address`},
+	}
+	for _, c := range cases {
+		_, err := config.Parse("bad.yaml", []byte(c.doc))
+		require.ErrorContains(t, err, c.want, c.doc)
+		require.Equal(t, 1, strings.Count(err.Error(), "config: "), "one error, not repeats: %v", err)
+	}
+	_, err := config.Parse("ok.yaml", []byte("client_ip:\n  trusted_proxies: [0.0.0.0/1, 10.0.0.0/8, \"2001:db8::/32\"]\n"+pol))
+	require.NoError(t, err)
+}
