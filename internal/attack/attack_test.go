@@ -464,3 +464,66 @@ func TestKeyFloodEviction(t *testing.T) {
 		})
 	}
 }
+
+// TestRandomHostileTraces mixes the classes above at random, from many
+// goroutines: path variants, idempotency keys reused across routes, methods
+// and costs, spoofed forwarding headers, a missing API key, and clients
+// that disconnect. Whatever the mix, the throttled route's handler runs at
+// most capacity × (1 + MaxRepeats) times: every counted original takes at
+// least one of its units, and only exact repeats of an admitted original
+// are free, at most MaxRepeats each.
+func TestRandomHostileTraces(t *testing.T) {
+	each(t, func(t *testing.T, a adapter, st storeKind) {
+		const capacity, maxRepeats = 3, 3
+		key := ip(t)
+		l := newLimiter(t, st.open(t), []core.Policy{
+			{Name: "per-key", Key: keyfunc.Header("X-API-Key"), Limit: core.PerHour(100_000)},
+			{Name: "global", Key: key, Limit: core.PerHour(100_000)},
+			{Name: "login", Key: key, Limit: core.PerHour(capacity), Match: routes(a, "login")},
+		}, core.WithIdempotency(core.Idempotency{MaxRepeats: maxRepeats}))
+		srv := a.start(t, spec{limiter: l, routes: []string{"login", "cheap"}, cost: true})
+		variants := pathVariants(a.path("login"))
+		seed := uint64(time.Now().UnixNano())
+		t.Logf("seed %d", seed)
+		const requests, workers = 240, 8
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(seed, uint64(w)))
+				c := srv.newClient()
+				defer c.close()
+				for next.Add(1) <= requests {
+					r := request{method: []string{http.MethodGet, http.MethodPost}[rng.IntN(2)], header: map[string]string{}}
+					if rng.IntN(3) == 0 {
+						r.path = a.path("cheap")
+					} else {
+						r.path = variants[rng.IntN(len(variants))]
+					}
+					if rng.IntN(2) == 0 {
+						r.header = spoofHeaders(rng)
+					}
+					if rng.IntN(2) == 0 {
+						r.header["X-API-Key"] = fmt.Sprintf("key-%d", rng.IntN(1000))
+					}
+					if rng.IntN(2) == 0 {
+						r.header["X-Idempotency-Key"] = fmt.Sprintf("idem-%d", rng.IntN(4))
+					}
+					r.header["X-Cost"] = strconv.Itoa(1 + rng.IntN(3))
+					if rng.IntN(4) == 0 {
+						srv.disconnect(r)
+						continue
+					}
+					if _, err := c.do(context.Background(), r); err != nil {
+						c.close() // a new connection next time
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		srv.stop()
+		require.LessOrEqual(t, srv.run("login"), int64(capacity*(1+maxRepeats)), "login handler runs (seed %d)", seed)
+	})
+}
