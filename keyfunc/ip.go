@@ -43,9 +43,9 @@ func (c *ipConfig) fail(format string, args ...any) {
 // ("192.0.2.10"). Host bits are ignored, and an IPv4-mapped IPv6 prefix
 // ("::ffff:10.0.0.0/104") is folded to IPv4. Addresses are compared after
 // IPv4-mapped IPv6 addresses are folded to IPv4, so IPv4 proxies must be
-// listed as IPv4: "::/1" trusts half of the IPv6 addresses but no IPv4 one. An entry
-// that does not parse makes NewIPExtractor fail. Repeated calls add to the
-// list.
+// listed as IPv4: "::/1" trusts half of the IPv6 addresses but no IPv4
+// one. An entry that does not parse makes NewIPExtractor fail. Repeated
+// calls add to the list.
 //
 // With trusted proxies, the forwarding header (X-Forwarded-For unless another
 // source is chosen) is read only when the transport peer is inside one of
