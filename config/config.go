@@ -613,27 +613,8 @@ func (p *parser) whole(v *yaml.Node, path string, lo int64) (int64, bool) {
 	return n, true
 }
 
-// validMethod reports why m cannot be one entry of match.methods: each entry
-// is one RFC 9110 method token. A wildcard ("*", "ANY") or a list in one
-// string ("GET,POST", "GET POST") would match no request and silently leave
-// the routes it guards unlimited.
-func validMethod(m string) error {
-	switch {
-	case m == "":
-		return errors.New("an empty method matches no request")
-	case m == "*" || strings.EqualFold(m, "ANY") || strings.EqualFold(m, "ALL"):
-		return fmt.Errorf("%q is not a method: leave methods out to match every method", m)
-	case strings.ContainsAny(m, ", \t;"):
-		return fmt.Errorf("%q is not one method: list each method on its own (methods: [GET, POST])", m)
-	case strings.ToUpper(m) != m && strings.ToLower(m) != m:
-		return fmt.Errorf("%q mixes cases: write a method in one case (GET or get)", m)
-	}
-	for i := 0; i < len(m); i++ {
-		c := m[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
-			continue
-		}
-		return fmt.Errorf("%q is not a method (RFC 9110 token characters only)", m)
-	}
-	return nil
-}
+// validMethod reports why m cannot be one entry of match.methods:
+// core.ValidMethod's rule (one RFC 9110 token in one case, or "*" for any
+// method; ANY, ALL and lists such as "GET,POST" are errors), so a file and
+// the Go API accept the same methods.
+func validMethod(m string) error { return core.ValidMethod(m) }

@@ -110,32 +110,31 @@ func mustAtoi(s string) int {
 	return n
 }
 
-// TestMethodsMustBeOneToken: a wildcard or a list in one string matched no
+// TestMethodsMustBeOneToken: "ANY" or a list in one string matched no
 // request, silently leaving the route unlimited. Each is an error naming
-// file:line:field; RFC 9110 tokens in one case pass.
+// file:line:field; RFC 9110 tokens in one case pass, and "*" is any method.
 func TestMethodsMustBeOneToken(t *testing.T) {
 	doc := func(methods string) string {
 		return "policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    match:\n      methods: " + methods + "\n"
 	}
 	bad := []struct{ methods, want string }{
-		{`["*"]`, `bad.yaml:7: policies[0].match.methods[0]: "*" is not a method`},
-		{`[ANY]`, `bad.yaml:7: policies[0].match.methods[0]: "ANY" is not a method`},
-		{`[GET, any]`, `bad.yaml:7: policies[0].match.methods[1]: "any" is not a method`},
-		{`["GET,POST"]`, `bad.yaml:7: policies[0].match.methods[0]: "GET,POST" is not one method`},
-		{`["GET POST"]`, `bad.yaml:7: policies[0].match.methods[0]: "GET POST" is not one method`},
-		{`["GET;POST"]`, `bad.yaml:7: policies[0].match.methods[0]: "GET;POST" is not one method`},
-		{`["GET\tPOST"]`, `bad.yaml:7: policies[0].match.methods[0]: "GET\tPOST" is not one method`},
-		{`[""]`, `bad.yaml:7: policies[0].match.methods[0]: an empty method`},
-		{`[GeT]`, `bad.yaml:7: policies[0].match.methods[0]: "GeT" mixes cases`},
-		{`["GÉT"]`, `bad.yaml:7: policies[0].match.methods[0]: "GÉT" is not a method`},
-		{`["GET/1"]`, `bad.yaml:7: policies[0].match.methods[0]: "GET/1" is not a method`},
+		{`[ANY]`, `bad.yaml:7: policies[0].match.methods[0]: Methods: "ANY" is not a method`},
+		{`[GET, any]`, `bad.yaml:7: policies[0].match.methods[1]: Methods: "any" is not a method`},
+		{`["GET,POST"]`, `bad.yaml:7: policies[0].match.methods[0]: Methods: "GET,POST" is not a method token`},
+		{`["GET POST"]`, `bad.yaml:7: policies[0].match.methods[0]: Methods: "GET POST" is not a method token`},
+		{`["GET;POST"]`, `bad.yaml:7: policies[0].match.methods[0]: Methods: "GET;POST" is not a method token`},
+		{`["GET\tPOST"]`, `bad.yaml:7: policies[0].match.methods[0]: Methods: "GET\tPOST" is not a method token`},
+		{`[""]`, `bad.yaml:7: policies[0].match.methods[0]: Methods: an empty method`},
+		{`[GeT]`, `bad.yaml:7: policies[0].match.methods[0]: Methods: "GeT" mixes cases`},
+		{`["GÉT"]`, `bad.yaml:7: policies[0].match.methods[0]: Methods: "GÉT" is not a method token`},
+		{`["GET/1"]`, `bad.yaml:7: policies[0].match.methods[0]: Methods: "GET/1" is not a method token`},
 		{`GET`, `bad.yaml:7: policies[0].match.methods: must be a list of strings`},
 	}
 	for _, c := range bad {
 		_, err := config.Parse("bad.yaml", []byte(doc(c.methods)))
 		require.ErrorContains(t, err, c.want, c.methods)
 	}
-	for _, ok := range []string{`[GET]`, `[get, post]`, `[PROPFIND, M-SEARCH, PATCH]`, `[POST]`} {
+	for _, ok := range []string{`[GET]`, `[get, post]`, `[PROPFIND, M-SEARCH, PATCH]`, `[POST]`, `["*"]`} {
 		ps, err := config.Parse("ok.yaml", []byte(doc(ok)))
 		require.NoError(t, err, ok)
 		s, err := memorystore.New()
@@ -269,8 +268,9 @@ func TestWatchAppliesFileLimits(t *testing.T) {
 }
 
 // TestMethodProperty: for random method strings, config accepts exactly the
-// single-case RFC 9110 tokens that are not wildcards, reports the others at
-// file:line:field, and every method it accepts the Limiter accepts too.
+// single-case RFC 9110 tokens other than ANY and ALL (and "*"), reports the
+// others at file:line:field, and every method it accepts the Limiter
+// accepts too.
 func TestMethodProperty(t *testing.T) {
 	const alphabet = "GETPOSTgetpost-_.!*~ ,;|\t/\"é0"
 	tchar := func(c rune) bool {
@@ -293,7 +293,7 @@ func TestMethodProperty(t *testing.T) {
 			m = []string{"*", "ANY", "any", "All", "GET", "get", "M-SEARCH"}[rng.IntN(7)]
 		}
 		want := m != "" && strings.IndexFunc(m, func(c rune) bool { return !tchar(c) }) < 0 &&
-			m != "*" && !strings.EqualFold(m, "ANY") && !strings.EqualFold(m, "ALL") &&
+			!strings.EqualFold(m, "ANY") && !strings.EqualFold(m, "ALL") &&
 			(strings.ToUpper(m) == m || strings.ToLower(m) == m)
 		doc := fmt.Sprintf("policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    match:\n      methods: [%s]\n", strconv.Quote(m))
 		ps, err := config.Parse("m.yaml", []byte(doc))
