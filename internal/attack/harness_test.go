@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,8 +177,9 @@ func startNetHTTP(t *testing.T, s spec) *server {
 		opts = append(opts, httplimit.WithCost(func(r *http.Request) int64 { return costOf(r.Header.Get("X-Cost")) }))
 	}
 	if s.refuse {
-		opts = append(opts, refuse(httplimit.WithErrorHandler, nil, func(args []reflect.Value) {
-			args[0].Interface().(http.ResponseWriter).WriteHeader(http.StatusServiceUnavailable)
+		opts = append(opts, httplimit.WithErrorHandler(func(w http.ResponseWriter, _ *http.Request, _ error) bool {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return false
 		}))
 	}
 	return serveHTTP(t, httplimit.New(s.limiter, opts...)(mux), runs)
@@ -193,8 +193,9 @@ func startGin(t *testing.T, s spec) *server {
 		opts = append(opts, ginlimit.WithCost(func(c *gin.Context) int64 { return costOf(c.GetHeader("X-Cost")) }))
 	}
 	if s.refuse {
-		opts = append(opts, refuse(ginlimit.WithErrorHandler, nil, func(args []reflect.Value) {
-			args[0].Interface().(*gin.Context).AbortWithStatus(http.StatusServiceUnavailable)
+		opts = append(opts, ginlimit.WithErrorHandler(func(c *gin.Context, _ error) bool {
+			c.AbortWithStatus(http.StatusServiceUnavailable)
+			return false
 		}))
 	}
 	e.Use(ginlimit.New(s.limiter, opts...))
@@ -217,8 +218,8 @@ func startEcho(t *testing.T, s spec) *server {
 		opts = append(opts, echolimit.WithCost(func(c echo.Context) int64 { return costOf(c.Request().Header.Get("X-Cost")) }))
 	}
 	if s.refuse {
-		opts = append(opts, refuse(echolimit.WithErrorHandler, nil, func(args []reflect.Value) {
-			_ = args[0].Interface().(echo.Context).NoContent(http.StatusServiceUnavailable)
+		opts = append(opts, echolimit.WithErrorHandler(func(c echo.Context, _ error) (bool, error) {
+			return false, c.NoContent(http.StatusServiceUnavailable)
 		}))
 	}
 	e.Use(echolimit.New(s.limiter, opts...))
@@ -239,8 +240,8 @@ func startFiber(t *testing.T, s spec) *server {
 		opts = append(opts, fiberlimit.WithCost(func(c *fiber.Ctx) int64 { return costOf(c.Get("X-Cost")) }))
 	}
 	if s.refuse {
-		opts = append(opts, refuse(fiberlimit.WithErrorHandler, nil, func(args []reflect.Value) {
-			_ = args[0].Interface().(*fiber.Ctx).SendStatus(fiber.StatusServiceUnavailable)
+		opts = append(opts, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, _ error) (bool, error) {
+			return false, c.SendStatus(fiber.StatusServiceUnavailable)
 		}))
 	}
 	app.Use(fiberlimit.New(s.limiter, opts...))
@@ -324,7 +325,7 @@ func startGRPC(t *testing.T, s spec, stream bool) *server {
 		}))
 	}
 	if s.refuse {
-		opts = append(opts, refuse(grpclimit.WithErrorHandler, status.Error(codes.Unavailable, "rate limit unavailable"), nil))
+		opts = append(opts, grpclimit.WithErrorHandler(grpclimit.FailClosed))
 	}
 	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(s.limiter, opts...)),
 		grpc.ChainStreamInterceptor(grpclimit.StreamServerInterceptor(s.limiter, opts...)))
@@ -654,29 +655,3 @@ type failureCounter struct{ n atomic.Int64 }
 
 func (f *failureCounter) CircuitChanged(_, _ guard.Circuit)        {}
 func (f *failureCounter) BackendFailed(_ guard.ErrorKind, _ error) { f.n.Add(1) }
-
-// refuse returns with(f), where f is an error handler that refuses the
-// request: it calls respond (which writes the refusal, if the framework
-// needs that) and returns false for "proceed" and errVal for an error.
-// It is built by reflection because the adapters' WithErrorHandler is
-// changing shape (issue 12 item 3: from returning nothing or an error to
-// also returning whether to continue), and the suite must build on either
-// side of that change.
-func refuse[F, O any](with func(F) O, errVal error, respond func(args []reflect.Value)) O {
-	ft := reflect.TypeFor[F]()
-	errType := reflect.TypeFor[error]()
-	f := reflect.MakeFunc(ft, func(args []reflect.Value) []reflect.Value {
-		if respond != nil {
-			respond(args)
-		}
-		out := make([]reflect.Value, ft.NumOut())
-		for i := range out {
-			out[i] = reflect.Zero(ft.Out(i)) // false: do not proceed
-			if ft.Out(i) == errType && errVal != nil {
-				out[i] = reflect.ValueOf(&errVal).Elem()
-			}
-		}
-		return out
-	})
-	return with(f.Interface().(F))
-}
