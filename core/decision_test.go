@@ -230,7 +230,9 @@ func (s *scripted) TakeAll(_ context.Context, ops []core.Op, out []core.Result) 
 	copy(out, s.rs)
 	return nil
 }
-func (s *scripted) Refund(context.Context, string, core.Limit, int64, int64) error { return nil }
+func (s *scripted) Refund(context.Context, string, core.Limit, int64, int64, uint64) error {
+	return nil
+}
 
 var _ core.BatchStore = (*scripted)(nil)
 

@@ -787,7 +787,10 @@ func (set *policySet) anyTiers(idx []int) bool {
 // Refund gives back the units of a checked request to the policies whose
 // Refund matches the response status (and that counted it): each policy's
 // admission, named by its Result.At, is undone exactly or not at all (see
-// BatchStore.Refund). A Decision is refunded at most once: calling Refund
+// BatchStore.Refund), on the state it was made on: an admission under an
+// identity's override (see SetOverride) goes back to that override's state,
+// under its limit, and gives back nothing once that override has ended or
+// been replaced. A Decision is refunded at most once: calling Refund
 // again gives nothing more. Adapters call it after the response when the
 // Decision is Refundable. Like a decision, it runs on a context detached
 // from ctx's cancellation. A request whose idempotency record was written
@@ -811,7 +814,13 @@ func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 	for i := range d.Results {
 		p := &d.Results[i]
 		if p.cost > 0 && p.Allowed && p.refund.matches(status) {
-			if err := bs.Refund(ctx, p.storeKey(), p.base, p.cost, p.At); err != nil {
+			if p.Applied != nil && p.Override == 0 {
+				// An override the store cannot name: its state cannot be
+				// found, and the key's own state did not count this request.
+				p.cost = 0
+				continue
+			}
+			if err := bs.Refund(ctx, p.storeKey(), p.base, p.cost, p.At, p.Override); err != nil {
 				return fmt.Errorf("sluice: policy %q: refund: %w", p.Policy, err)
 			}
 			p.cost = 0 // an admission is refunded once
@@ -821,7 +830,7 @@ func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 	if refunded && d.idem != "" && l.cfg.idem != nil {
 		rec := d.idem
 		d.idem = "" // refunded once
-		if err := bs.Refund(ctx, rec, l.cfg.idem.first(), 1, d.idemAt); err != nil {
+		if err := bs.Refund(ctx, rec, l.cfg.idem.first(), 1, d.idemAt, 0); err != nil {
 			return fmt.Errorf("sluice: idempotency: refund: %w", err)
 		}
 	}

@@ -79,6 +79,13 @@ type Result struct {
 	// described by the given limit too). It points to a value the store
 	// shares: never modify it.
 	Applied *Limit
+	// Override names the override whose state the decision was made on
+	// when Applied is non-nil: an override counts on its own state, fresh
+	// for each override, and BatchStore.Refund needs this name to find it
+	// (or to learn that it has ended). Zero when no override applied, and
+	// when the store cannot name it (an override written by an older
+	// version): such an admission is not refunded.
+	Override uint64
 }
 
 // Source says who made a decision.

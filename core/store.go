@@ -60,7 +60,15 @@ type BatchStore interface {
 	// state and never lets the key admit more than its Limit promises. Each
 	// admission may be refunded once: the caller must not refund the same
 	// admission twice (Limiter.Refund refunds a Decision at most once).
-	Refund(ctx context.Context, key string, l Limit, cost int64, at int64) error
+	//
+	// override is the admission's Result.Override. Zero: the admission was
+	// made on key's own state under l, and is given back there (whether or
+	// not an override applies now). Nonzero: it was made on that
+	// override's state under the override's limit, and is given back there
+	// while that override is still in force; once it has ended, been
+	// cleared or been replaced, nothing is given back (its state is gone,
+	// and no unit ever moves to another override's state or to key's own).
+	Refund(ctx context.Context, key string, l Limit, cost int64, at int64, override uint64) error
 }
 
 // Override replaces the Limit of one key until an instant: a temporary raise

@@ -6,18 +6,21 @@
 --
 -- An override key holds "x <until µs>" (blocked until then) or
 -- "o <until µs> <code> <six parameters> <algorithm> <rate> <period µs>
--- <burst>" (another limit until then); it is set with a matching PXAT.
+-- <burst> <id>" (another limit until then; id, below 2^53, names this
+-- override among all the key ever had, so that a refund finds its state or
+-- learns it has gone: see refund.lua); it is set with a matching PXAT.
 --
 -- Every op is decided first. If an op that is not shadow is denied, no op
 -- consumes: the denied ones store their Throttled state, and the others
 -- report their state as it is (unconsumed, but allowed by their policy).
--- Otherwise every op's write is applied. The reply is 12 integers per op:
+-- Otherwise every op's write is applied. The reply is 13 integers per op:
 -- allowed, remaining, retry, reset, level, previous level, the instant the
 -- op was decided at (µs: now, or the instant the key's state records when
 -- the clock stepped back behind it; a refund names the admission by it),
 -- then the override used (0 none, 1 a limit, 2 a block) and that limit's
--- algorithm number, rate, period (µs) and burst. A block's retry and reset
--- are in µs.
+-- algorithm number, rate, period (µs) and burst, and the override's id (0
+-- when none, or when the override was written without one). A block's
+-- retry and reset are in µs.
 --
 -- decide1 is the same for one op, with shorter arguments and reply, and
 -- decideMany decides many independent ops at once.
@@ -49,7 +52,7 @@ end
 
 -- prepare reads the override of op i, whose limit is lim. It returns the
 -- algorithm, the state key and the parameters that apply, then the
--- override's five reply values (all 0 when none applies). A block returns
+-- override's six reply values (all 0 when none applies). A block returns
 -- nil and the time it has left in µs.
 local function prepare(KEYS, i, lim)
   local raw = call('GET', KEYS[3 * i - 1])
@@ -64,30 +67,30 @@ local function prepare(KEYS, i, lim)
         return nil, untilUs - now
       end
       local p = {tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), tonumber(f[7]), tonumber(f[8]), tonumber(f[9])}
-      return algos[f[3]], KEYS[3 * i], p, 1, tonumber(f[10]), tonumber(f[11]), tonumber(f[12]), tonumber(f[13])
+      return algos[f[3]], KEYS[3 * i], p, 1, tonumber(f[10]), tonumber(f[11]), tonumber(f[12]), tonumber(f[13]), tonumber(f[14]) or 0
     end
   end
   local _, fn, p = limit(lim)
-  return fn, KEYS[3 * i - 2], p, 0, 0, 0, 0, 0
+  return fn, KEYS[3 * i - 2], p, 0, 0, 0, 0, 0, 0
 end
 
 -- decideOne decides op i of KEYS at the instant t (see clock) under the
 -- limit lim, for cost. One op is all or nothing by itself (shadow or not, a
 -- denied op writes only its own Throttled state), so its write is made as
 -- soon as it is decided, with no closure and no table but the reply: the
--- op's 12 integers, or only the first 7 when no override applies.
+-- op's 13 integers, or only the first 7 when no override applies.
 local function decideOne(KEYS, i, t, lim, cost)
   clock(t)
-  local fn, key, p, o1, o2, o3, o4, o5 = prepare(KEYS, i, lim)
+  local fn, key, p, o1, o2, o3, o4, o5, o6 = prepare(KEYS, i, lim)
   if not fn then
     local left = key
-    return {0, 0, left, left, 2, 2, now, 2, 0, 0, 0, 0}
+    return {0, 0, left, left, 2, 2, now, 2, 0, 0, 0, 0, 0}
   end
   local allowed, remaining, retry, reset, lv2, lv, at = fn(key, tonumber(cost), p, true)
   if o1 == 0 then
     return {allowed, remaining, retry, reset, lv2, lv, at}
   end
-  return {allowed, remaining, retry, reset, lv2, lv, at, o1, o2, o3, o4, o5}
+  return {allowed, remaining, retry, reset, lv2, lv, at, o1, o2, o3, o4, o5, o6}
 end
 
 -- decide1 decides one op: ARGV[1] is the instant, ARGV[2] the limit, ARGV[3]
@@ -102,7 +105,7 @@ end
 -- op saves the server the cost of a command each, when a client has many
 -- ready at once on one server. An op that fails does not stop the others:
 -- as it fails before it writes, the client learns its error by sending it
--- again alone. The reply is, per op, the length of its reply (7 or 12) and
+-- again alone. The reply is, per op, the length of its reply (7 or 13) and
 -- that reply, or -1 for an op that failed.
 local function decideMany(KEYS, ARGV)
   local out = {}
@@ -128,13 +131,13 @@ local function decide(KEYS, ARGV)
   local denied = false
   for i = 1, n do
     local base = 2 + (i - 1) * 3
-    local fn, key, p, o1, o2, o3, o4, o5 = prepare(KEYS, i, ARGV[base + 2])
-    local op = {cost = tonumber(ARGV[base + 3]), fn = fn, key = key, p = p, ov = {o1, o2, o3, o4, o5}}
+    local fn, key, p, o1, o2, o3, o4, o5, o6 = prepare(KEYS, i, ARGV[base + 2])
+    local op = {cost = tonumber(ARGV[base + 3]), fn = fn, key = key, p = p, ov = {o1, o2, o3, o4, o5, o6}}
     local r
     if not fn then
       local left = key
       r = {0, 0, left, left, 2, 2, now}
-      op.ov = {2, 0, 0, 0, 0}
+      op.ov = {2, 0, 0, 0, 0, 0}
     else
       r = {fn(key, op.cost, p, false)}
       writes[i] = r[8]
@@ -157,7 +160,7 @@ local function decide(KEYS, ARGV)
     for j = 1, 7 do
       out[#out + 1] = r[j]
     end
-    for j = 1, 5 do
+    for j = 1, 6 do
       out[#out + 1] = op.ov[j]
     end
   end

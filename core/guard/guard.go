@@ -523,7 +523,7 @@ func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 // Refund gives units back through the backend. A failed refund is dropped
 // (counted as a failure): the units stay consumed, which errs on the safe
 // side.
-func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64, at int64) error {
+func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64, at int64, override uint64) error {
 	if s.deny != nil {
 		s.deny.forget(key)
 	}
@@ -534,7 +534,7 @@ func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	err := s.batch.Refund(cctx, key, l, cost, at)
+	err := s.batch.Refund(cctx, key, l, cost, at, override)
 	cancel()
 	if err != nil && !passThrough(ctx, err) {
 		s.report(err)

@@ -428,7 +428,7 @@ func TestDenyCacheBoundsAndForgets(t *testing.T) {
 	require.Equal(t, time.Hour-time.Second, r.RetryAfter)
 
 	// A refund through the guard forgets the denial at once.
-	require.NoError(t, g.Refund(ctx, "x", lim, 1, first.At))
+	require.NoError(t, g.Refund(ctx, "x", lim, 1, first.At, 0))
 	r, _ = g.Take(ctx, "x", lim, 1)
 	require.True(t, r.Allowed)
 	require.Equal(t, core.FromStore, r.Source)
@@ -464,7 +464,7 @@ func TestOverridesGoThrough(t *testing.T) {
 	var plain core.Store = storeOnly{b}
 	pg := newGuard(t, plain)
 	require.Error(t, pg.SetOverride(ctx, "k", core.Override{}))
-	require.Error(t, pg.Refund(ctx, "k", lim, 1, 0))
+	require.Error(t, pg.Refund(ctx, "k", lim, 1, 0, 0))
 }
 
 // storeOnly hides everything but core.Store.

@@ -40,7 +40,7 @@ func TestDegradedResultsNameNoAdmission(t *testing.T) {
 			require.Zero(t, out[0].At)
 			b.failWith(nil)
 			// the backend's own record: refunding at 0 gives nothing back
-			require.NoError(t, b.Store.Refund(ctx, "k", lim, 1, r.At))
+			require.NoError(t, b.Store.Refund(ctx, "k", lim, 1, r.At, 0))
 			peek, err := b.Store.Take(ctx, "k", lim, 0)
 			require.NoError(t, err)
 			require.Equal(t, int64(1), peek.Remaining)

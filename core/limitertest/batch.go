@@ -65,19 +65,19 @@ func testBatch(t *testing.T, newStore Factory) {
 				if at != clock.Now().UnixMicro() {
 					t.Fatalf("Result.At %d, want the clock's %d", at, clock.Now().UnixMicro())
 				}
-				if err := s.Refund(ctx, ops[0].Key, wide, 1, at); err != nil {
+				if err := s.Refund(ctx, ops[0].Key, wide, 1, at, 0); err != nil {
 					t.Fatal(err)
 				}
 				if r, _ := s.Take(ctx, ops[0].Key, wide, 0); r.Remaining != 3 {
 					t.Fatalf("after a refund of 1: %+v", r)
 				}
-				if err := s.Refund(ctx, ops[0].Key, wide, 100, at); err != nil {
+				if err := s.Refund(ctx, ops[0].Key, wide, 100, at, 0); err != nil {
 					t.Fatal(err)
 				}
 				if r, _ := s.Take(ctx, ops[0].Key, wide, 0); r.Remaining != 5 || r.ResetAfter != 0 || r.State != core.Normal {
 					t.Fatalf("after a refund of everything: %+v", r)
 				}
-				if err := s.Refund(ctx, Key(t), wide, 3, at); err != nil {
+				if err := s.Refund(ctx, Key(t), wide, 3, at, 0); err != nil {
 					t.Fatalf("refund of an unknown key: %v", err)
 				}
 				clock.Advance(time.Hour)

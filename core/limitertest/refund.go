@@ -97,7 +97,7 @@ func testRefundsExact(t *testing.T, newStore Factory) {
 	}
 	refund := func(t *testing.T, s core.Store, key string, l core.Limit, cost, at int64) {
 		t.Helper()
-		if err := s.(core.BatchStore).Refund(ctx, key, l, cost, at); err != nil {
+		if err := s.(core.BatchStore).Refund(ctx, key, l, cost, at, 0); err != nil {
 			t.Fatalf("Refund: %v", err)
 		}
 	}
@@ -255,7 +255,7 @@ func testClockSteps(t *testing.T, newStore Factory) {
 						j := rng.IntN(len(adm))
 						if !refunded[j] {
 							refunded[j] = true
-							if err := bs.Refund(ctx, key, l, adm[j].N, adm[j].At); err != nil {
+							if err := bs.Refund(ctx, key, l, adm[j].N, adm[j].At, 0); err != nil {
 								t.Fatalf("Refund: %v", err)
 							}
 							peek, err := s.Take(ctx, key, l, 0)

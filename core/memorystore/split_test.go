@@ -53,7 +53,7 @@ func TestTakeSplitIsTakeOfTheJoinedKey(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, int64(10), res.Remaining)
 
-			require.NoError(t, s.Refund(ctx, key, l, 1, res.At))
+			require.NoError(t, s.Refund(ctx, key, l, 1, res.At, 0))
 			want++
 			take(true)
 

@@ -212,13 +212,14 @@ func (s *Store) take(key string, l core.Limit, cost int64) (core.Result, error) 
 	}
 	now := s.clock()
 	var applied *core.Limit
+	var gen uint64
 	if ov, ok := s.overridden(key, now); ok {
 		if ov.spec == nil {
 			return blocked(sp, ov.until, now), nil
 		}
 		sp = ov.spec
 		h = s.overrideHash(key, sp.Algorithm, ov.gen)
-		applied = &sp.Limit
+		applied, gen = &sp.Limit, ov.gen
 	}
 	sh := &s.shards[h&s.mask]
 	var o algo.Outcome
@@ -226,7 +227,7 @@ func (s *Store) take(key string, l core.Limit, cost int64) (core.Result, error) 
 	sh.take(sp, &o, h, now, cost, s)
 	sh.mu.Unlock()
 	res := sp.Result(&o)
-	res.Applied = applied // the override's limit, which the Result describes
+	res.Applied, res.Override = applied, gen // the override's limit, which the Result describes
 	return res, nil
 }
 
@@ -425,6 +426,7 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 		lg      *algo.Log
 		blocked bool
 		applied *core.Limit // an override's limit
+		gen     uint64      // and its generation
 		res     core.Result
 	}
 	ps := make([]pending, len(ops))
@@ -441,7 +443,7 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 			}
 			sp = ov.spec
 			h = s.overrideHash(op.Key, sp.Algorithm, ov.gen)
-			ps[i] = pending{sp: sp, h: h, sh: &s.shards[h&s.mask], applied: &sp.Limit}
+			ps[i] = pending{sp: sp, h: h, sh: &s.shards[h&s.mask], applied: &sp.Limit, gen: ov.gen}
 			continue
 		}
 		ps[i] = pending{sp: sp, h: h, sh: &s.shards[h&s.mask]}
@@ -490,20 +492,31 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 			p.sh.commit(p.sp, p.h, p.st, p.lg, now, s)
 		}
 		out[i] = p.sp.Result(&p.o)
-		out[i].Applied = p.applied
+		out[i].Applied, out[i].Override = p.applied, p.gen
 	}
 	return nil
 }
 
 // Refund gives back the cost units of key's admission decided at instant at
-// (its Result.At), or nothing; see core.BatchStore.
-func (s *Store) Refund(_ context.Context, key string, l core.Limit, cost int64, at int64) error {
+// (its Result.At), or nothing; see core.BatchStore. An admission under an
+// override (override: its Result.Override) goes back to that override's
+// state while it is in force, and gives back nothing once it has ended.
+func (s *Store) Refund(_ context.Context, key string, l core.Limit, cost int64, at int64, override uint64) error {
 	sp, h, err := s.prepare(key, l, cost)
 	if err != nil || cost == 0 {
 		return err
 	}
-	sh := &s.shards[h&s.mask]
 	now := s.clock()
+	if override != 0 {
+		ov, ok := s.overridden(key, now)
+		if !ok || ov.gen != override || ov.spec == nil {
+			return nil // that override ended: its state is gone
+		}
+		// Its state is keyed by its generation, never another's: should
+		// it end before the shard is locked, the units go nowhere else.
+		sp, h = ov.spec, s.overrideHash(key, ov.spec.Algorithm, ov.gen)
+	}
+	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if _, found := sh.t.find(h); !found {

@@ -341,7 +341,7 @@ func (r *runner) scatter(ctx context.Context, g *call) {
 			case n == -1:
 				again = append(again, c)
 				k++
-			case (n == 7 || n == 12) && k+1+n <= len(res):
+			case (n == 7 || n == opReply) && k+1+n <= len(res):
 				c.res, c.err = res[k+1:k+1+n:k+1+n], nil
 				k += 1 + n
 			default:

@@ -64,7 +64,7 @@ func TestFunctionsOrScripts(t *testing.T) {
 					require.NoError(t, s.TakeAll(ctx, ops, out))
 					require.True(t, out[0].Allowed && out[1].Allowed)
 					require.Equal(t, int64(1), out[0].Remaining)
-					require.NoError(t, s.Refund(ctx, key+"\x00a", l, 2, out[0].At))
+					require.NoError(t, s.Refund(ctx, key+"\x00a", l, 2, out[0].At, 0))
 					r, err := s.Take(ctx, key+"\x00a", l, 0)
 					require.NoError(t, err)
 					require.Equal(t, int64(3), r.Remaining)

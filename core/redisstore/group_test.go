@@ -343,10 +343,12 @@ func TestCrossIdentityGroupsFromProcesses(t *testing.T) {
 }
 
 // Random cross-identity groups (two to four identities in different slots,
-// shadow ops, overrides, random costs) through the memory store and a
-// Cluster store, one request at a time: the Cluster decides each identity
-// apart and gives back the admissions of a denied group, and still reports
-// exactly what the memory store does, warning levels included.
+// shadow ops, overrides, random costs, refunds of earlier admissions, made
+// under overrides or not) through the memory store and a Cluster store, one
+// request at a time: the Cluster decides each identity apart and gives back
+// the admissions of a denied group, and still reports exactly what the
+// memory store does, warning levels included (each store names its
+// overrides its own way: Result.Override is compared as set or not).
 func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
 	client := cluster.Client(t)
@@ -369,8 +371,24 @@ func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
 			ps = append(ps, policy{fmt.Sprintf("%s-%d\x00p%d", base, j, j), l})
 		}
 		var history []string
+		type admission struct {
+			at         int64
+			memOv, red uint64 // the override each store named
+		}
+		admitted := map[int][]admission{}
 		for step := range 50 {
 			clock.Advance(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
+			if rng.IntN(8) == 0 {
+				j := rng.IntN(len(ps))
+				if as := admitted[j]; len(as) > 0 {
+					adm := as[rng.IntN(len(as))]
+					cost := 1 + rng.Int64N(2)
+					require.NoError(t, mem.Refund(ctx, ps[j].key, ps[j].limit, cost, adm.at, adm.memOv))
+					require.NoError(t, red.Refund(ctx, ps[j].key, ps[j].limit, cost, adm.at, adm.red))
+					history = append(history, fmt.Sprintf("at %d refund %q %d of %+v", clock.Now().UnixMicro(), ps[j].key, cost, adm))
+					continue
+				}
+			}
 			if rng.IntN(12) == 0 { // an override: a raise, or a block
 				p := ps[rng.IntN(len(ps))]
 				o := core.Override{Until: clock.Now().Add(time.Duration(1+rng.Int64N(800_000)) * time.Microsecond)}
@@ -390,6 +408,13 @@ func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
 			require.NoError(t, mem.TakeAll(ctx, ops, want))
 			require.NoError(t, red.TakeAll(ctx, ops, got))
 			history = append(history, fmt.Sprintf("at %d ops %+v\n    -> %+v", clock.Now().UnixMicro(), ops, want))
+			for i, op := range ops {
+				require.Equal(t, want[i].Override != 0, got[i].Override != 0, "iter %d step %d op %d: an override named", iter, step, i)
+				if op.Cost > 0 && want[i].Allowed {
+					admitted[i] = append(admitted[i], admission{want[i].At, want[i].Override, got[i].Override})
+				}
+				want[i].Override, got[i].Override = 0, 0
+			}
 			if !assert.Equal(t, want, got, "iter %d step %d", iter, step) {
 				t.Fatalf("history:\n%s", strings.Join(history[max(0, len(history)-12):], "\n"))
 			}

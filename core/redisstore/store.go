@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -233,6 +234,7 @@ type decided struct {
 	o          algo.Outcome
 	cp         *compiled // the limit applied: the op's, or an override's
 	overridden bool
+	ovID       uint64 // the override's id (0: none, or written without one)
 	blocked    bool
 	blockUs    int64
 }
@@ -244,15 +246,19 @@ func (d *decided) result() core.Result {
 	}
 	res := d.cp.sp.Result(&d.o)
 	if d.overridden { // the override's limit, which the Result describes
-		res.Applied = &d.cp.sp.Limit
+		res.Applied, res.Override = &d.cp.sp.Limit, d.ovID
 	}
 	return res
 }
 
-// decode reads one op's reply (see lua/decide.lua): 12 integers, or 7 when
+// opReply is the length of one op's reply of lua/decide.lua when an
+// override applies (and of each op's in a group).
+const opReply = 13
+
+// decode reads one op's reply (see lua/decide.lua): 13 integers, or 7 when
 // no override applies.
 func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
-	if len(res) != 12 && len(res) != 7 {
+	if len(res) != opReply && len(res) != 7 {
 		return fmt.Errorf("redisstore: unexpected script reply %v", res)
 	}
 	d.cp = cp
@@ -273,7 +279,7 @@ func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
 		if err != nil {
 			return fmt.Errorf("redisstore: override: %w", err)
 		}
-		d.cp, d.overridden = ocp, true
+		d.cp, d.overridden, d.ovID = ocp, true, uint64(max(res[12], 0))
 	}
 	if err := outcome(res[:7], &d.o); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
@@ -536,13 +542,13 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	denied := false
 	for g, idx := range groups {
 		res := calls[g].res
-		if len(idx) > 1 && len(res) != 12*len(idx) {
+		if len(idx) > 1 && len(res) != opReply*len(idx) {
 			return fmt.Errorf("redisstore: unexpected script reply %v", res)
 		}
 		groupDenied := false
 		for j, i := range idx {
 			if len(idx) > 1 {
-				res = calls[g].res[12*j : 12*j+12]
+				res = calls[g].res[opReply*j : opReply*j+opReply]
 			}
 			if err := s.decode(res, cps[i], &ds[i]); err != nil {
 				return err
@@ -582,16 +588,15 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 		if !consumed[i] {
 			continue
 		}
-		key := s.Key(op.Key, op.Limit.Algorithm)
-		if ds[i].cp != nil && ds[i].overridden {
-			key = s.overrideKey(op.Key) + ":s"
+		if ds[i].overridden && ds[i].ovID == 0 {
+			continue // an override written without an id: its state cannot be named
 		}
-		c := newCall(&s.r.refund, 1, 7, deadline)
-		c.argv = append(c.argv, key)
+		c := newCall(&s.r.refund, 2, 8, deadline)
+		c.argv = s.refundKeys(c.argv, op.Key, op.Limit.Algorithm, ds[i].ovID)
 		// the admission decided at ds[i].o.At, undone as a decision just
 		// received (its reset: a bucket's debt after it), and the level to
-		// restore
-		c.argv = s.refundArgs(c.argv, ds[i].cp, strconv.Itoa(int(ds[i].o.Prev)), op.Cost, ds[i].o.At, max(ds[i].o.Reset, 0))
+		// restore; under an override, on its state while it is the same
+		c.argv = s.refundArgs(c.argv, ds[i].cp, strconv.Itoa(int(ds[i].o.Prev)), op.Cost, ds[i].o.At, max(ds[i].o.Reset, 0), ds[i].ovID)
 		calls, which = append(calls, c), append(which, i)
 	}
 	if len(calls) == 0 {
@@ -605,8 +610,12 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 	for j, i := range which {
 		err := errs[j]
 		var o algo.Outcome
-		if err == nil {
-			if err = outcome(calls[j].res, &o); err != nil {
+		var res []int64
+		if err == nil { // a call that failed may still be answered: its res is not ours
+			res = calls[j].res
+			if len(res) != 8 {
+				err = fmt.Errorf("redisstore: unexpected script reply %v", res)
+			} else if err = outcome(res[:7], &o); err != nil {
 				err = fmt.Errorf("redisstore: %w", err)
 			}
 		}
@@ -615,6 +624,11 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 			if first == nil {
 				first = err
 			}
+			continue
+		}
+		if res[7] == 0 {
+			// The override it was made under was replaced in between
+			// (cleared or ended): its state, and the units, are gone.
 			continue
 		}
 		ds[i].o = o
@@ -675,7 +689,11 @@ func (s *Store) SetOverride(ctx context.Context, key string, o core.Override) er
 		if err != nil {
 			return fmt.Errorf("redisstore: %w", err)
 		}
-		val = "o " + strconv.FormatInt(until, 10) + " " + cp.limit + fmt.Sprintf(" %d %d %d %d", o.Limit.Algorithm, o.Limit.Rate, o.Limit.Period/time.Microsecond, o.Limit.Burst)
+		// The id names this override among all the key ever has (a
+		// refund finds its state by it, see lua/refund.lua): random, in
+		// [1, 2^53) so that Lua reads it exactly.
+		id := rand.Uint64N(1<<53-1) + 1
+		val = "o " + strconv.FormatInt(until, 10) + " " + cp.limit + fmt.Sprintf(" %d %d %d %d %d", o.Limit.Algorithm, o.Limit.Rate, o.Limit.Period/time.Microsecond, o.Limit.Burst, id)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -733,11 +751,23 @@ func (s *Store) opKeys(argv []any, id, policy string, a core.Algorithm) []any {
 
 // refundArgs appends ARGV of a refund of one op (lua/refund.lua): the
 // instant, one op, the level to restore ("-1": follow the lower usage), the
-// limit, the cost, the instant of the admission refunded, and after: -1 for
-// an admission named by its instant only, or the reset of the decision just
-// received that is being undone.
-func (s *Store) refundArgs(args []any, cp *compiled, level string, cost, at, after int64) []any {
-	return append(args, s.now(), 1, level, cp.boxed, cost, at, after)
+// limit, the cost, the instant of the admission refunded, after: -1 for an
+// admission named by its instant only, or the reset of the decision just
+// received that is being undone, and the id of the override the admission
+// was made under (0: none).
+func (s *Store) refundArgs(args []any, cp *compiled, level string, cost, at, after int64, ovID uint64) []any {
+	return append(args, s.now(), 1, level, cp.boxed, cost, at, after, strconv.FormatUint(ovID, 10))
+}
+
+// refundKeys appends KEYS of a refund of one op of key (lua/refund.lua):
+// the state the admission was made on (key's own under algorithm a, or,
+// with an override id, the override's), then key's override.
+func (s *Store) refundKeys(args []any, key string, a core.Algorithm, ovID uint64) []any {
+	ovr := s.overrideKey(key)
+	if ovID != 0 {
+		return append(args, ovr+":s", ovr)
+	}
+	return append(args, s.Key(key, a), ovr)
 }
 
 // overrideKey is the Redis key of key's override, in the identity's slot.
@@ -779,8 +809,11 @@ func (s *Store) runEach(ctx context.Context, calls []*call) []error {
 }
 
 // Refund gives back the cost units of key's admission decided at instant at
-// (its Result.At), or nothing; see core.BatchStore.
-func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64, at int64) error {
+// (its Result.At), or nothing; see core.BatchStore. An admission under an
+// override (override: its Result.Override) goes back to that override's
+// state, under its limit, while it is in force, and gives back nothing once
+// it has ended or been replaced; Redis checks which in the same call.
+func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64, at int64, override uint64) error {
 	cp, err := s.prepare(key != "", l, cost)
 	if err != nil || cost == 0 {
 		return err
@@ -788,9 +821,9 @@ func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64
 	deadline := time.Now().Add(s.timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	c := newCall(&s.r.refund, 1, 7, deadline)
-	c.argv = append(c.argv, s.Key(key, l.Algorithm))
-	c.argv = s.refundArgs(c.argv, cp, "-1", cost, at, -1)
+	c := newCall(&s.r.refund, 2, 8, deadline)
+	c.argv = s.refundKeys(c.argv, key, l.Algorithm, override)
+	c.argv = s.refundArgs(c.argv, cp, "-1", cost, at, -1, override)
 	return s.run(ctx, c)
 }
 

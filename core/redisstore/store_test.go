@@ -101,8 +101,8 @@ func TestSameAnswersAsMemory(t *testing.T) {
 					if rng.IntN(8) == 0 {
 						at += rng.Int64N(3) - 1 // an instant no admission has
 					}
-					require.NoError(t, mem.Refund(ctx, key, l, cost, at))
-					require.NoError(t, red.Refund(ctx, key, l, cost, at))
+					require.NoError(t, mem.Refund(ctx, key, l, cost, at, 0))
+					require.NoError(t, red.Refund(ctx, key, l, cost, at, 0))
 					want, err := mem.Take(ctx, key, l, 0)
 					require.NoError(t, err)
 					got, err := red.Take(ctx, key, l, 0)
@@ -149,8 +149,11 @@ func TestSameAnswersAsMemory(t *testing.T) {
 }
 
 // Random groups of ops (one to four policies over up to four identities,
-// hostile identities among them, shadow ops, overrides, refunds) through the
-// memory store and the Redis store: identical Results at every step. The
+// hostile identities among them, shadow ops, overrides, refunds of
+// admissions made under overrides or not, whose overrides may since have
+// been replaced or have ended) through the memory store and the Redis
+// store: identical Results at every step (each store names its overrides
+// its own way: Result.Override is compared as set or not). The
 // memory store decides a group all or nothing under its lock; a standalone
 // Redis decides it in one script, cross-identity groups included.
 func TestBatchSameAnswersAsMemory(t *testing.T) {
@@ -158,6 +161,7 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(21, 22))
 	idents := []string{"", "-b", "-{c}", "-%d#"}
+	overRefunds := 0
 	for iter := range 60 {
 		clock := limitertest.NewClock()
 		mem, err := memorystore.New(memorystore.WithClock(clock.Now))
@@ -176,7 +180,11 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 			ps = append(ps, policy{fmt.Sprintf("%s\x00p%d", ident, j), l})
 		}
 		var history []string
-		admitted := map[string][]int64{}
+		type admission struct {
+			at         int64
+			memOv, red uint64 // the override each store named
+		}
+		admitted := map[string][]admission{}
 		for step := range 60 {
 			clock.Advance(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
 			if rng.IntN(12) == 0 { // an override: a raise, or a block
@@ -193,13 +201,16 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 			if rng.IntN(6) == 0 {
 				p := ps[rng.IntN(len(ps))]
 				cost := 1 + rng.Int64N(3)
-				var at int64 // an earlier decision's instant, or a stranger
-				if ats := admitted[p.key]; len(ats) > 0 {
-					at = ats[rng.IntN(len(ats))]
+				var adm admission // an earlier decision's, or a stranger
+				if as := admitted[p.key]; len(as) > 0 {
+					adm = as[rng.IntN(len(as))]
 				}
-				require.NoError(t, mem.Refund(ctx, p.key, p.limit, cost, at))
-				require.NoError(t, red.Refund(ctx, p.key, p.limit, cost, at))
-				history = append(history, fmt.Sprintf("at %d refund %q %d of %d", clock.Now().UnixMicro(), p.key, cost, at))
+				if adm.memOv != 0 {
+					overRefunds++
+				}
+				require.NoError(t, mem.Refund(ctx, p.key, p.limit, cost, adm.at, adm.memOv))
+				require.NoError(t, red.Refund(ctx, p.key, p.limit, cost, adm.at, adm.red))
+				history = append(history, fmt.Sprintf("at %d refund %q %d of %+v", clock.Now().UnixMicro(), p.key, cost, adm))
 				continue
 			}
 			ops := make([]core.Op, len(ps))
@@ -211,9 +222,12 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 			require.NoError(t, red.TakeAll(ctx, ops, got))
 			history = append(history, fmt.Sprintf("at %d ops %+v\n    -> %+v", clock.Now().UnixMicro(), ops, want))
 			for i, op := range ops {
+				require.Equal(t, want[i].Override != 0, got[i].Override != 0, "iter %d step %d op %d: an override named", iter, step, i)
+				require.Equal(t, want[i].Applied != nil, want[i].Override != 0, "an override applied, and named")
 				if op.Cost > 0 && want[i].Allowed {
-					admitted[op.Key] = append(admitted[op.Key], want[i].At)
+					admitted[op.Key] = append(admitted[op.Key], admission{want[i].At, want[i].Override, got[i].Override})
 				}
+				want[i].Override, got[i].Override = 0, 0
 			}
 			if !assert.Equal(t, want, got, "iter %d step %d", iter, step) {
 				t.Fatalf("history:\n%s", strings.Join(history[max(0, len(history)-12):], "\n"))
@@ -221,6 +235,8 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 		}
 		mem.Close()
 	}
+	t.Logf("%d refunds of admissions under overrides", overRefunds)
+	require.Positive(t, overRefunds, "the traces refund admissions made under overrides")
 }
 
 var _ core.SplitKeyStore = (*redisstore.Store)(nil)
