@@ -35,6 +35,35 @@ func TestIdempotencyConcurrentRepeatsOnRedis(t *testing.T) {
 	})
 }
 
+// Issue 12 item 9, refunds during an override, on real Redis: standalone,
+// behind the guard, and on a Cluster (where a group of two identities is
+// two scripts, and a denied group is undone by compensation).
+func TestRefundUnderOverrideOnRedis(t *testing.T) {
+	factory := func(c redis.UniversalClient, guarded bool) storeFactory {
+		return func(t *testing.T, clock func() time.Time) core.Store {
+			s, err := redisstore.New(c, redisstore.WithTimeout(5*time.Second), redisstore.WithClock(clock))
+			require.NoError(t, err)
+			t.Cleanup(func() { s.Close() })
+			if !guarded {
+				return s
+			}
+			g, err := guard.New(s, guard.WithTimeout(5*time.Second))
+			require.NoError(t, err)
+			t.Cleanup(func() { g.Close() })
+			return g
+		}
+	}
+	standalone := redistest.StartServer(t).Client(t)
+	t.Run("standalone", func(t *testing.T) { testRefundUnderOverride(t, factory(standalone, false)) })
+	t.Run("guard", func(t *testing.T) { testRefundUnderOverride(t, factory(standalone, true)) })
+	t.Run("cluster", func(t *testing.T) {
+		cluster := redistest.StartCluster(t, 3).Client(t)
+		testRefundUnderOverride(t, factory(cluster, false))
+		t.Run("concurrent", func(t *testing.T) { testRefundUnderOverrideConcurrent(t, factory(cluster, false)) })
+	})
+	t.Run("standalone/concurrent", func(t *testing.T) { testRefundUnderOverrideConcurrent(t, factory(standalone, false)) })
+}
+
 // Issue 12 item 15 on real Redis.
 func TestOverrideIsTheLimitDescribedOnRedis(t *testing.T) {
 	testOverrideDescribed(t, redisStore(t, redistest.StartServer(t).Client(t)))
