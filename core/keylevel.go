@@ -1,0 +1,164 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Errors of the key-level API (Allow, Wait and their N forms).
+var (
+	// ErrWouldExceedDeadline means a Wait gave up at once because the
+	// wait it needs ends after its context's deadline: nothing was counted.
+	ErrWouldExceedDeadline = errors.New("sluice: wait would exceed context deadline")
+	// ErrExceedsCapacity means a Wait asked for more units than the
+	// identity's limit admits at once: no wait would ever admit it.
+	ErrExceedsCapacity = errors.New("sluice: cost exceeds the limit's capacity")
+)
+
+// Allow decides one event of identity under the named policy, outside any
+// request: a job, a queue consumer, an outbound client. It is AllowN with n 1.
+func (l *Limiter) Allow(ctx context.Context, policy, identity string) (PolicyResult, error) {
+	return l.AllowN(ctx, policy, identity, 1)
+}
+
+// AllowN decides n events of identity under the named policy at once: all
+// are admitted, and counted, or none is. identity is what the policy's Key
+// would return for a request of that caller, and the state is the one the
+// middleware uses for it (same store, same key), so the two views share
+// one limit. n 0 peeks: it reports whether one event would be admitted now
+// and counts nothing.
+//
+// The policy's Limit applies (its Tiers do not: a key-level call has no
+// tier), and so do the identity's override or block (see SetOverride),
+// applied by the store; the Result's Limit names the limit applied. The
+// policy's Match does not apply: the caller chose the policy. A shadow
+// policy's denial is reported as it is (Allowed false, ShadowDenied true):
+// the caller decides what a trial means for it. Hooks and the Observer
+// are not called (they describe requests).
+//
+// Like a request's decision, the store call runs detached from ctx's
+// cancellation (bounded by WithStoreTimeout), so an event is counted or
+// refused, never half-decided. An unknown policy, an empty identity
+// (ErrNoKey), a negative n (ErrInvalidCost) or a store failure is an error.
+func (l *Limiter) AllowN(ctx context.Context, policy, identity string, n int64) (PolicyResult, error) {
+	p, err := l.keyPolicy("AllowN", policy, identity, n)
+	if err != nil {
+		return PolicyResult{}, err
+	}
+	return l.allowN(ctx, p, identity, n)
+}
+
+// keyPolicy finds the named policy and checks the arguments of a
+// key-level call.
+func (l *Limiter) keyPolicy(fn, policy, identity string, n int64) (*compiledPolicy, error) {
+	if identity == "" {
+		return nil, fmt.Errorf("sluice: %s: %w", fn, ErrNoKey)
+	}
+	if n < 0 {
+		return nil, fmt.Errorf("sluice: %s: %w: %d", fn, ErrInvalidCost, n)
+	}
+	set := l.set.Load()
+	for i := range set.policies {
+		if p := &set.policies[i]; p.Name == policy {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("sluice: %s: no policy %q", fn, policy)
+}
+
+// allowN makes one take of n units of identity under p.
+func (l *Limiter) allowN(ctx context.Context, p *compiledPolicy, identity string, n int64) (PolicyResult, error) {
+	ctx = context.WithoutCancel(ctx)
+	if l.cfg.storeTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.cfg.storeTimeout)
+		defer cancel()
+	}
+	pr := PolicyResult{Policy: p.Name, Limit: p.Limit, base: p.Limit, Shadow: p.Shadow, refund: p.Refund, id: identity, cost: n}
+	var err error
+	if l.split != nil {
+		pr.Result, err = l.split.TakeSplit(ctx, identity, p.Name, p.Limit, n)
+	} else {
+		pr.Result, err = l.store.Take(ctx, identity+p.suffix, p.Limit, n)
+	}
+	if err != nil {
+		return PolicyResult{}, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
+	}
+	if pr.Applied != nil {
+		pr.Limit = *pr.Applied
+	}
+	if !pr.Allowed {
+		pr.cost = 0
+	}
+	return pr, nil
+}
+
+// Wait waits until one event of identity is admitted under the named
+// policy, and counts it. It is WaitN with n 1.
+func (l *Limiter) Wait(ctx context.Context, policy, identity string) (PolicyResult, error) {
+	return l.WaitN(ctx, policy, identity, 1)
+}
+
+// WaitN shapes traffic instead of rejecting it: it blocks until n events of
+// identity are admitted under the named policy (counted as AllowN counts
+// them) and returns the admission's result. It never lets more through
+// than the limit promises, across every instance that shares the store:
+// each attempt is one atomic take, and a denied attempt sleeps the exact
+// RetryAfter the store reported before trying again.
+//
+// Like x/time/rate's WaitN, it returns at once, without counting anything,
+// an error wrapping ErrWouldExceedDeadline when the wait needed ends after
+// ctx's deadline, and one wrapping ErrExceedsCapacity when n exceeds the
+// capacity of the limit applied (no wait admits it); it returns ctx's
+// error when ctx ends while it sleeps. A shadow policy does not shape: a
+// denial on trial returns at once, as AllowN reports it, with no error.
+//
+// Fairness: waiters are not queued. When a slot frees, whichever waiter
+// (on any instance) takes it first gets it, and the others sleep again for
+// the new RetryAfter; under sustained contention one waiter may be
+// overtaken many times, and the store's clock and each instance's sleep
+// timing decide the order. Waiters asking for large n may starve behind a
+// stream of small ones. The limit itself is never exceeded.
+func (l *Limiter) WaitN(ctx context.Context, policy, identity string, n int64) (PolicyResult, error) {
+	p, err := l.keyPolicy("WaitN", policy, identity, n)
+	if err != nil {
+		return PolicyResult{}, err
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return PolicyResult{}, err
+		}
+		pr, err := l.allowN(ctx, p, identity, n)
+		if err != nil || pr.Allowed || pr.Shadow {
+			return pr, err
+		}
+		if pr.Never() {
+			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w %d", n, p.Name, ErrExceedsCapacity, pr.Result.Limit)
+		}
+		wait := pr.RetryAfter
+		if wait <= 0 { // a store never says so when it denies; do not spin
+			wait = time.Microsecond
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w (needs %s)", n, p.Name, ErrWouldExceedDeadline, wait)
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return PolicyResult{}, ctx.Err()
+		}
+	}
+}

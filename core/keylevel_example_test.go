@@ -1,0 +1,74 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// A queue consumer limits what it does per customer with the same Limiter,
+// store and policy as the HTTP middleware: Allow counts under the identity
+// the policy's Key would return.
+func ExampleLimiter_Allow() {
+	s, err := memorystore.New()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	l, err := core.NewLimiter(s, []core.Policy{
+		{Name: "per-customer", Key: keyfunc.Header("X-Customer"), Limit: core.PerMinute(2)},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	for range 3 {
+		r, err := l.Allow(ctx, "per-customer", "acme")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(r.Allowed, r.Remaining, r.RetryAfter.Round(time.Second))
+	}
+	// Output:
+	// true 1 0s
+	// true 0 0s
+	// false 0 30s
+}
+
+// A webhook sender shapes its calls to 10 a second per receiver instead of
+// dropping them: Wait sleeps until the next slot, and gives up at once when
+// the slot is beyond the context's deadline.
+func ExampleLimiter_Wait() {
+	s, err := memorystore.New()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	l, err := core.NewLimiter(s, []core.Policy{
+		{Name: "webhooks", Key: keyfunc.Const("unused"), Limit: core.PerSecond(10).WithBurst(1)},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	start := time.Now()
+	for range 3 {
+		if _, err := l.Wait(ctx, "webhooks", "https://hooks.example/a"); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println(time.Since(start).Round(100 * time.Millisecond))
+
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	_, err = l.Wait(short, "webhooks", "https://hooks.example/a")
+	fmt.Println(errors.Is(err, core.ErrWouldExceedDeadline))
+	// Output:
+	// 200ms
+	// true
+}
