@@ -64,6 +64,9 @@ func StreamClientInterceptor(l *core.Limiter, opts ...Option) grpc.StreamClientI
 // fills the grpc.Trailer call options as a server's denial would.
 func (c *config) outgoing(lim *core.Limiter, r *call, req any, callOpts []grpc.CallOption) error {
 	d, err := c.check(lim, r, req)
+	if err == nil && !d.Allowed && c.wait {
+		d, err = c.await(lim, r, req, d)
+	}
 	if err != nil {
 		return c.undecided(r.parent, r.method, err)
 	}

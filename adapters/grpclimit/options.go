@@ -30,6 +30,7 @@ type config struct {
 	logger  *slog.Logger
 	undec   *mw.Logger // undecided calls, at most a line a second
 	refunds *mw.Logger // failed refunds, likewise
+	wait    bool       // client interceptors wait for a slot (WithWait)
 }
 
 // Option configures an interceptor. The same options, with the framework's
