@@ -31,8 +31,12 @@ func (l *Limiter) Allow(ctx context.Context, policy, identity string) (PolicyRes
 // and counts nothing.
 //
 // The policy's Limit applies (its Tiers do not: a key-level call has no
-// tier), and so do the identity's override or block (see SetOverride),
-// applied by the store; the Result's Limit names the limit applied. The
+// tier, so the state of an identity that requests also reach under a tier's
+// limit is read under two limits: use a policy without Tiers for it), and
+// so do the identity's override or block (see SetOverride), applied by the
+// store; the Result's Limit names the limit applied. Under a guard (package
+// core/guard) a degraded Result (see Source) is returned as its failure
+// policy answered. The
 // policy's Match does not apply: the caller chose the policy. A shadow
 // policy's denial is reported as it is (Allowed false, ShadowDenied true):
 // the caller decides what a trial means for it. Hooks and the Observer
