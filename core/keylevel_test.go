@@ -215,66 +215,75 @@ func TestWaitEveryAlgorithm(t *testing.T) {
 
 // Issue 13 item 7 on real Redis: 16 goroutines in two Limiter instances
 // (each with its own store and connection) wait through one 10/s bucket of
-// burst 10. By the store's own clock (Result.At), no stretch of time sees
-// more admissions than the bucket promises, and the whole run takes close
-// to the ideal time.
+// burst 10, on a single node (three bucket algorithms) and on a Cluster. By
+// the store's own clock (Result.At), no stretch of time sees more
+// admissions than the bucket promises, and the whole run takes close to the
+// ideal time.
 func TestWaitAcrossInstancesOnRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
-	const rate, burst, total = 10, 10, 30
 	for _, a := range []core.Algorithm{core.TokenBucket, core.GCRA, core.LeakyBucket} {
 		t.Run(a.String(), func(t *testing.T) {
 			require.NoError(t, srv.Client(t).FlushAll(context.Background()).Err())
-			lim := core.PerSecond(rate).WithBurst(burst).WithAlgorithm(a)
-			var ls [2]*core.Limiter
-			for i := range ls {
-				var err error
-				ls[i], err = core.NewLimiter(redisStore(t, srv.Client(t, func(o *redis.Options) {})), []core.Policy{{Name: "out", Key: ipKey(t), Limit: lim}})
-				require.NoError(t, err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			var (
-				mu  sync.Mutex
-				ats []int64
-				wg  sync.WaitGroup
-			)
-			next := make(chan struct{}, total)
-			for range total {
-				next <- struct{}{}
-			}
-			close(next)
-			start := time.Now()
-			for g := range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for range next {
-						r, err := ls[g%2].Wait(ctx, "out", "api.example")
-						if !assertNoError(t, err) {
-							return
-						}
-						mu.Lock()
-						ats = append(ats, r.At)
-						mu.Unlock()
-					}
-				}()
-			}
-			wg.Wait()
-			elapsed := time.Since(start)
-			require.Len(t, ats, total)
-			sort.Slice(ats, func(i, j int) bool { return ats[i] < ats[j] })
-			for i := range ats {
-				for j := i; j < len(ats); j++ {
-					allowed := int64(burst) + (ats[j]-ats[i])*rate/int64(time.Second/time.Microsecond)
-					require.LessOrEqualf(t, int64(j-i+1), allowed, "%d admissions in %dµs", j-i+1, ats[j]-ats[i])
-				}
-			}
-			ideal := time.Duration(total-burst) * time.Second / rate // 2s
-			require.GreaterOrEqual(t, elapsed, ideal-50*time.Millisecond)
-			require.Less(t, elapsed, ideal+ideal/2, "waiters idled: %s for an ideal %s", elapsed, ideal)
-			t.Logf("%s: %d admissions through 2 instances in %s (ideal %s)", a, total, elapsed, ideal)
+			testWaitAcross(t, a, func() redis.UniversalClient { return srv.Client(t) })
 		})
 	}
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.StartCluster(t, 3)
+		testWaitAcross(t, core.GCRA, func() redis.UniversalClient { return cl.Client(t) })
+	})
+}
+
+func testWaitAcross(t *testing.T, a core.Algorithm, newClient func() redis.UniversalClient) {
+	const rate, burst, total = 10, 10, 30
+	lim := core.PerSecond(rate).WithBurst(burst).WithAlgorithm(a)
+	var ls [2]*core.Limiter
+	for i := range ls {
+		var err error
+		ls[i], err = core.NewLimiter(redisStore(t, newClient()), []core.Policy{{Name: "out", Key: ipKey(t), Limit: lim}})
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var (
+		mu  sync.Mutex
+		ats []int64
+		wg  sync.WaitGroup
+	)
+	next := make(chan struct{}, total)
+	for range total {
+		next <- struct{}{}
+	}
+	close(next)
+	start := time.Now()
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				r, err := ls[g%2].Wait(ctx, "out", "api.example")
+				if !assertNoError(t, err) {
+					return
+				}
+				mu.Lock()
+				ats = append(ats, r.At)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	require.Len(t, ats, total)
+	sort.Slice(ats, func(i, j int) bool { return ats[i] < ats[j] })
+	for i := range ats {
+		for j := i; j < len(ats); j++ {
+			allowed := int64(burst) + (ats[j]-ats[i])*rate/int64(time.Second/time.Microsecond)
+			require.LessOrEqualf(t, int64(j-i+1), allowed, "%d admissions in %dµs", j-i+1, ats[j]-ats[i])
+		}
+	}
+	ideal := time.Duration(total-burst) * time.Second / rate // 2s
+	require.GreaterOrEqual(t, elapsed, ideal-50*time.Millisecond)
+	require.Less(t, elapsed, ideal+ideal/2, "waiters idled: %s for an ideal %s", elapsed, ideal)
+	t.Logf("%s: %d admissions through 2 instances in %s (ideal %s)", a, total, elapsed, ideal)
 }
 
 func assertNoError(t *testing.T, err error) bool {
