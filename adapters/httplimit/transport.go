@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -28,7 +29,8 @@ type Transport struct {
 	// Key returns the identity the request is counted under (nil: the
 	// request's URL host, so each remote host has its own limit).
 	Key func(*http.Request) (string, error)
-	// Cost returns the units the request takes (nil: 1).
+	// Cost returns the units the request takes (nil, or 0: 1, as the
+	// adapters' WithCost).
 	Cost func(*http.Request) int64
 }
 
@@ -51,7 +53,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 func (t *Transport) wait(req *http.Request) error {
 	if t.Limiter == nil {
-		return fmt.Errorf("no Limiter")
+		return errors.New("no Limiter")
 	}
 	id := req.URL.Host
 	if t.Key != nil {
@@ -62,7 +64,9 @@ func (t *Transport) wait(req *http.Request) error {
 	}
 	cost := int64(1)
 	if t.Cost != nil {
-		cost = t.Cost(req)
+		if c := t.Cost(req); c != 0 {
+			cost = c
+		}
 	}
 	_, err := t.Limiter.WaitN(req.Context(), t.Policy, id, cost)
 	return err

@@ -133,6 +133,17 @@ func TestTransportKeyAndCost(t *testing.T) {
 	require.NoError(t, do("b"))
 	require.ErrorIs(t, do(""), keyfunc.ErrNoKey)
 	require.EqualValues(t, 2, hits.Load())
+
+	// A cost of 0 counts 1, as the adapters' WithCost: it is not a peek
+	// that lets every request through uncounted.
+	tr.Cost = func(*http.Request) int64 { return 0 }
+	for range 3 {
+		require.NoError(t, do("c"))
+	}
+	require.ErrorIs(t, do("c"), core.ErrWouldExceedDeadline)
+	tr.Cost = func(*http.Request) int64 { return -1 }
+	require.ErrorIs(t, do("d"), core.ErrInvalidCost)
+	tr.Cost = func(*http.Request) int64 { return 3 }
 	r, err := l.AllowN(context.Background(), "p", "a", 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 0, r.Remaining, "the Transport counts under the key the Limiter's Allow sees")
