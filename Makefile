@@ -56,6 +56,8 @@ demo:
 	@cd examples && $(GO) build -o ../bin/sluice-nethttp ./nethttp && $(GO) build -o ../bin/sluice-burst ./burst
 	@./bin/sluice-burst -n 12 -path /hello -- ./bin/sluice-nethttp
 
-## fuzz: a short run of every fuzz target
+## fuzz: a short run of every fuzz target of every module (found by
+## scripts/fuzz.sh, not listed here), FUZZTIME each (make fuzz FUZZTIME=1m)
+FUZZTIME ?= 10s
 fuzz:
-	$(GO) test ./core/algo -run XXX -fuzz FuzzStep -fuzztime 30s
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
