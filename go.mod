@@ -3,6 +3,7 @@ module github.com/sluicehq/sluice
 go 1.24.0
 
 require (
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/time v0.14.0

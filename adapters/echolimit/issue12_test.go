@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -85,9 +86,9 @@ func TestPathVariants(t *testing.T) {
 					require.NotEqual(t, http.StatusOK, w.Code)
 					return
 				}
-				rl := parseSF(t, w.Header().Get("RateLimit"))
+				rl := sftest.List(t, w.Header().Get("RateLimit"))
 				require.Len(t, rl, 1, "%s reached the %s handler uncounted", v, ran)
-				require.Equal(t, ran, rl[0].name, "%s reached the %s handler", v, ran)
+				require.Equal(t, ran, rl[0].Name, "%s reached the %s handler", v, ran)
 			})
 		}
 	}

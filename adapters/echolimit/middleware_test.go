@@ -9,9 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -131,34 +130,6 @@ func (rec *recorder) last() *core.Decision {
 
 func hello(c echo.Context) error { return c.String(http.StatusOK, "hello") }
 
-// sfItem is one member of an RFC 9651 List of Strings with Integer
-// parameters, the shape of RateLimit-Policy and RateLimit.
-type sfItem struct {
-	name   string
-	params map[string]int64
-}
-
-var sfMember = regexp.MustCompile(`^"([ !#-\[\]-~]*)"((?:;[a-z*][a-z0-9_.*-]*=-?[0-9]{1,15})*)$`)
-
-func parseSF(t *testing.T, v string) []sfItem {
-	t.Helper()
-	var items []sfItem
-	for _, m := range strings.Split(v, ", ") {
-		g := sfMember.FindStringSubmatch(m)
-		require.NotNil(t, g, "not a structured-field list member: %q in %q", m, v)
-		it := sfItem{name: g[1], params: map[string]int64{}}
-		for _, p := range strings.Split(g[2], ";")[1:] {
-			k, val, _ := strings.Cut(p, "=")
-			n, err := strconv.ParseInt(val, 10, 64)
-			require.NoError(t, err)
-			require.NotContains(t, it.params, k, "duplicate parameter %q", k)
-			it.params[k] = n
-		}
-		items = append(items, it)
-	}
-	return items
-}
-
 func ceilSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
 
 // checkHeaders checks every rate-limit header of w against d.
@@ -167,18 +138,18 @@ func checkHeaders(t *testing.T, w *httptest.ResponseRecorder, d *core.Decision, 
 	h := w.Header()
 	b := d.Bound()
 
-	policies := parseSF(t, h.Get(httplimit.HeaderRateLimitPolicy))
+	policies := sftest.List(t, h.Get(httplimit.HeaderRateLimitPolicy))
 	require.Len(t, policies, len(d.Results))
 	for i, p := range policies {
-		require.Equal(t, d.Results[i].Policy, p.name)
-		require.Equal(t, d.Results[i].Limit.Capacity(), p.params["q"])
-		require.Positive(t, p.params["w"])
+		require.Equal(t, d.Results[i].Policy, p.Name)
+		require.Equal(t, d.Results[i].Limit.Capacity(), p.Params["q"])
+		require.Positive(t, p.Params["w"])
 	}
-	rl := parseSF(t, h.Get(httplimit.HeaderRateLimit))
+	rl := sftest.List(t, h.Get(httplimit.HeaderRateLimit))
 	require.Len(t, rl, 1)
-	require.Equal(t, b.Policy, rl[0].name)
-	require.Equal(t, b.Remaining, rl[0].params["r"])
-	tSec := rl[0].params["t"]
+	require.Equal(t, b.Policy, rl[0].Name)
+	require.Equal(t, b.Remaining, rl[0].Params["r"])
+	tSec := rl[0].Params["t"]
 
 	require.Equal(t, strconv.FormatInt(b.Limit.Capacity(), 10), h.Get(httplimit.HeaderLimit))
 	require.Equal(t, strconv.FormatInt(b.Remaining, 10), h.Get(httplimit.HeaderRemaining))

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +27,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/limitertest"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -139,45 +139,13 @@ func (s *recordingStore) Take(ctx context.Context, key string, l core.Limit, cos
 	return s.Store.Take(ctx, key, l, cost)
 }
 
-// ---- header parsing (RFC 9651 structured fields, as httplimit writes them) ----
-
-var (
-	sfPolicy    = regexp.MustCompile(`^"([A-Za-z0-9_.:-]{1,64})";q=([0-9]{1,15});w=([0-9]{1,15})$`)
-	sfRateLimit = regexp.MustCompile(`^"([A-Za-z0-9_.:-]{1,64})";r=([0-9]{1,15})(?:;t=([0-9]{1,15}))?$`)
-	sfListSep   = regexp.MustCompile(`[ \t]*,[ \t]*`)
-)
+// ---- header parsing: RFC 9651 structured fields, read by internal/sftest ----
 
 func atoi(t testing.TB, s string) int64 {
 	t.Helper()
 	n, err := strconv.ParseInt(s, 10, 64)
 	require.NoError(t, err, s)
 	return n
-}
-
-type policyItem struct {
-	name string
-	q, w int64
-}
-
-func parsePolicies(t testing.TB, v string) []policyItem {
-	t.Helper()
-	var out []policyItem
-	for _, m := range sfListSep.Split(v, -1) {
-		p := sfPolicy.FindStringSubmatch(m)
-		require.NotNil(t, p, "RateLimit-Policy member %q of %q", m, v)
-		out = append(out, policyItem{p[1], atoi(t, p[2]), atoi(t, p[3])})
-	}
-	return out
-}
-
-func parseRateLimit(t testing.TB, v string) (name string, r, tt int64) {
-	t.Helper()
-	m := sfRateLimit.FindStringSubmatch(v)
-	require.NotNil(t, m, "RateLimit %q", v)
-	if m[3] == "" {
-		return m[1], atoi(t, m[2]), -1 // no t: no wait brings more quota
-	}
-	return m[1], atoi(t, m[2]), atoi(t, m[3])
 }
 
 func ceilSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
@@ -197,17 +165,28 @@ func requireHeaders(t testing.TB, res response, d *core.Decision, before, after 
 	require.NotNil(t, d)
 	b := d.Bound()
 
-	ps := parsePolicies(t, res.header.Get(httplimit.HeaderRateLimitPolicy))
+	ps := sftest.List(t, res.header.Get(httplimit.HeaderRateLimitPolicy))
 	require.Len(t, ps, len(d.Results))
 	for i, p := range d.Results {
 		w := p.Limit.Period
 		if p.Limit.Algorithm.Bucket() {
 			w = time.Duration(float64(p.Limit.Period) * float64(p.Limit.Capacity()) / float64(p.Limit.Rate))
 		}
-		require.Equal(t, policyItem{p.Policy, p.Limit.Capacity(), max(ceilSeconds(w), 1)}, ps[i])
+		require.Equal(t, sftest.Member{Name: p.Policy, Params: map[string]int64{"q": p.Limit.Capacity(), "w": max(ceilSeconds(w), 1)}}, ps[i])
 	}
 
-	name, r, tt := parseRateLimit(t, res.header.Get(httplimit.HeaderRateLimit))
+	rl := sftest.List(t, res.header.Get(httplimit.HeaderRateLimit))
+	require.Len(t, rl, 1, "RateLimit names the binding policy only")
+	for k := range rl[0].Params {
+		require.Contains(t, []string{"r", "t"}, k, "RateLimit parameters")
+	}
+	name := rl[0].Name
+	r, hasR := rl[0].Params["r"]
+	require.True(t, hasR, "RateLimit has r")
+	tt, hasT := rl[0].Params["t"]
+	if !hasT {
+		tt = -1 // no t: no wait brings more quota
+	}
 	require.Equal(t, b.Policy, name)
 	require.Equal(t, b.Remaining, r)
 	switch {
@@ -217,7 +196,7 @@ func requireHeaders(t testing.TB, res response, d *core.Decision, before, after 
 	case !b.Allowed:
 		// t is the wait, but never more than the window; Retry-After is
 		// the exact wait (the draft: never earlier than t).
-		require.Equal(t, min(ceilSeconds(b.RetryAfter), ps[d.Binding].w), tt)
+		require.Equal(t, min(ceilSeconds(b.RetryAfter), ps[d.Binding].Params["w"]), tt)
 		require.Positive(t, tt, "t is never 0 while limited")
 		require.Equal(t, strconv.FormatInt(ceilSeconds(b.RetryAfter), 10), res.header.Get(httplimit.HeaderRetryAfter))
 	default:

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -105,13 +106,13 @@ func TestTUntilMoreQuota(t *testing.T) {
 					}
 					w := get(h, "/?cost="+strconv.FormatInt(cost, 10), remote)
 					hdr := w.Result().Header
-					pol := parseSF(t, hdr.Get("RateLimit-Policy"))
+					pol := sftest.List(t, hdr.Get("RateLimit-Policy"))
 					require.Len(t, pol, 1)
-					window := pol[0].params["w"]
-					rl := parseSF(t, hdr.Get("RateLimit"))
+					window := pol[0].Params["w"]
+					rl := sftest.List(t, hdr.Get("RateLimit"))
 					require.Len(t, rl, 1)
-					r := rl[0].params["r"]
-					tv, hasT := rl[0].params["t"]
+					r := rl[0].Params["r"]
+					tv, hasT := rl[0].Params["t"]
 					reset, err := strconv.ParseInt(hdr.Get("X-RateLimit-Reset"), 10, 64)
 					require.NoError(t, err)
 					msg := fmt.Sprintf("step %d cost %d: %q %q reset %d", step, cost, hdr.Get("RateLimit"), hdr.Get("Retry-After"), reset)
@@ -305,9 +306,9 @@ func TestPathVariants(t *testing.T) {
 				require.NotEqual(t, http.StatusOK, w.Code)
 				return
 			}
-			rl := parseSF(t, w.Result().Header.Get("RateLimit"))
+			rl := sftest.List(t, w.Result().Header.Get("RateLimit"))
 			require.Len(t, rl, 1, "%s reached the %s handler uncounted", v, ran)
-			require.Equal(t, ran, rl[0].name, "%s reached the %s handler", v, ran)
+			require.Equal(t, ran, rl[0].Name, "%s reached the %s handler", v, ran)
 		})
 	}
 }
@@ -401,8 +402,8 @@ func TestBlockedIdentityT(t *testing.T) {
 	w := get(httplimit.New(l)(ok), "/", "192.0.2.3:1")
 	require.Equal(t, http.StatusTooManyRequests, w.Code)
 	require.Equal(t, "7200", w.Result().Header.Get("Retry-After"))
-	rl := parseSF(t, w.Result().Header.Get("RateLimit"))
-	require.Equal(t, int64(7200), rl[0].params["t"])
+	rl := sftest.List(t, w.Result().Header.Get("RateLimit"))
+	require.Equal(t, int64(7200), rl[0].Params["t"])
 }
 
 // TestMissingIdentityDenied (issue 12 items 3 and 17a): a policy whose

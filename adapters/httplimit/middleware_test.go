@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,37 +18,9 @@ import (
 	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/keyfunc"
 )
-
-// sfItem is one parsed RFC 9651 List member: a String with Integer params.
-type sfItem struct {
-	name   string
-	params map[string]int64
-}
-
-var sfMember = regexp.MustCompile(`^"([ !#-\[\]-~]*)"((?:;[a-z*][a-z0-9_.*-]*=-?[0-9]{1,15})*)$`)
-
-// parseSF parses a List of String Items with Integer parameters, failing the
-// test on anything RFC 9651 would reject.
-func parseSF(t *testing.T, v string) []sfItem {
-	t.Helper()
-	var items []sfItem
-	for _, m := range strings.Split(v, ", ") {
-		g := sfMember.FindStringSubmatch(m)
-		require.NotNil(t, g, "not a valid structured-field item: %q in %q", m, v)
-		it := sfItem{name: g[1], params: map[string]int64{}}
-		for _, p := range strings.Split(g[2], ";")[1:] {
-			k, val, _ := strings.Cut(p, "=")
-			n, err := strconv.ParseInt(val, 10, 64)
-			require.NoError(t, err)
-			require.NotContains(t, it.params, k, "duplicate parameter")
-			it.params[k] = n
-		}
-		items = append(items, it)
-	}
-	return items
-}
 
 type fixture struct {
 	now   time.Time
@@ -110,11 +81,11 @@ func TestHeadersFollowTheDecision(t *testing.T) {
 	for i := 1; i <= 11; i++ {
 		w := get(h, "/hello", "203.0.113.7:4242")
 		hdr := w.Result().Header
-		pol := parseSF(t, hdr.Get("RateLimit-Policy"))
-		require.Equal(t, []sfItem{{"per-ip", map[string]int64{"q": 10, "w": 60}}}, pol)
-		rl := parseSF(t, hdr.Get("RateLimit"))
+		pol := sftest.List(t, hdr.Get("RateLimit-Policy"))
+		require.Equal(t, []sftest.Member{{Name: "per-ip", Params: map[string]int64{"q": 10, "w": 60}}}, pol)
+		rl := sftest.List(t, hdr.Get("RateLimit"))
 		require.Len(t, rl, 1)
-		require.Equal(t, "per-ip", rl[0].name)
+		require.Equal(t, "per-ip", rl[0].Name)
 		require.Equal(t, "10", hdr.Get("X-RateLimit-Limit"))
 		state := hdr.Get("X-RateLimit-State")
 		switch {
@@ -127,13 +98,13 @@ func TestHeadersFollowTheDecision(t *testing.T) {
 		}
 		if i <= 10 {
 			require.Equal(t, http.StatusOK, w.Code)
-			require.Equal(t, int64(10-i), rl[0].params["r"])
+			require.Equal(t, int64(10-i), rl[0].Params["r"])
 			require.Equal(t, strconv.Itoa(10-i), hdr.Get("X-RateLimit-Remaining"))
-			require.Equal(t, seen.Bound().Remaining, rl[0].params["r"])
+			require.Equal(t, seen.Bound().Remaining, rl[0].Params["r"])
 			// t: until more quota is available (the draft's meaning): the
 			// next token, 6s away on a frozen clock; X-RateLimit-Reset
 			// below is until the quota is whole again.
-			require.Equal(t, int64(6), rl[0].params["t"])
+			require.Equal(t, int64(6), rl[0].Params["t"])
 			require.Empty(t, hdr.Get("Retry-After"))
 			// epoch seconds from the host clock: now + 6s per request used
 			reset, err := strconv.ParseInt(hdr.Get("X-RateLimit-Reset"), 10, 64)
@@ -143,8 +114,8 @@ func TestHeadersFollowTheDecision(t *testing.T) {
 		}
 		require.Equal(t, http.StatusTooManyRequests, w.Code)
 		require.Equal(t, "6", hdr.Get("Retry-After"))
-		require.Equal(t, int64(6), rl[0].params["t"], "Retry-After == t")
-		require.Equal(t, int64(0), rl[0].params["r"])
+		require.Equal(t, int64(6), rl[0].Params["t"], "Retry-After == t")
+		require.Equal(t, int64(0), rl[0].Params["r"])
 		require.Equal(t, "application/problem+json", hdr.Get("Content-Type"))
 		var body map[string]any
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &body))
@@ -170,17 +141,17 @@ func TestSeveralPoliciesAndTheBindingOne(t *testing.T) {
 		w = get(h, "/", "198.51.100.1:1")
 	}
 	hdr := w.Result().Header
-	pol := parseSF(t, hdr.Get("RateLimit-Policy"))
-	require.Equal(t, []sfItem{{"burst", map[string]int64{"q": 5, "w": 1}}, {"hourly", map[string]int64{"q": 8, "w": 3600}}}, pol)
-	rl := parseSF(t, hdr.Get("RateLimit"))
-	require.Equal(t, "burst", rl[0].name, "1/5 left is tighter than 4/8")
+	pol := sftest.List(t, hdr.Get("RateLimit-Policy"))
+	require.Equal(t, []sftest.Member{{Name: "burst", Params: map[string]int64{"q": 5, "w": 1}}, {Name: "hourly", Params: map[string]int64{"q": 8, "w": 3600}}}, pol)
+	rl := sftest.List(t, hdr.Get("RateLimit"))
+	require.Equal(t, "burst", rl[0].Name, "1/5 left is tighter than 4/8")
 	f.now = f.now.Add(2 * time.Second)
 	for range 4 {
 		w = get(h, "/", "198.51.100.1:1")
 	}
 	require.Equal(t, http.StatusOK, w.Code)
-	rl = parseSF(t, w.Result().Header.Get("RateLimit"))
-	require.Equal(t, "hourly", rl[0].name, "0/8 left now binds")
+	rl = sftest.List(t, w.Result().Header.Get("RateLimit"))
+	require.Equal(t, "hourly", rl[0].Name, "0/8 left now binds")
 	w = get(h, "/", "198.51.100.1:1")
 	require.Equal(t, http.StatusTooManyRequests, w.Code)
 	require.Contains(t, w.Body.String(), `"violated-policies":["hourly"]`)
