@@ -99,6 +99,7 @@ type guarded struct {
 	*guard.Store
 	rec    *recorder
 	log    *logBuffer
+	clock  *skewClock // the breaker's clock (the wall clock until advanced)
 	client *redis.Client
 	rs     *redisstore.Store
 }
@@ -120,13 +121,14 @@ func clientOptions(addr string, failFast bool) *redis.Options {
 // fault tests' timeout and breaker, plus opts.
 func newGuarded(t *testing.T, o *redis.Options, opts ...guard.Option) *guarded {
 	t.Helper()
-	g := &guarded{rec: newRecorder(), log: &logBuffer{}}
+	g := &guarded{rec: newRecorder(), log: &logBuffer{}, clock: &skewClock{}}
 	g.client = redis.NewClient(o)
 	rs, err := redisstore.New(g.client, redisstore.WithTimeout(4*faultTimeout))
 	require.NoError(t, err)
 	g.rs = rs
 	all := append([]guard.Option{
 		guard.WithTimeout(faultTimeout),
+		guard.WithClock(g.clock.now),
 		guard.WithBreaker(guard.Breaker{Failures: faultFailures, Cooldown: faultCooldown}),
 		guard.WithObserver(g.rec),
 		guard.WithLogger(slog.New(slog.NewTextHandler(g.log, nil))),
@@ -143,6 +145,19 @@ func (g *guarded) close(t *testing.T) {
 	require.NoError(t, g.rs.Close())
 	require.NoError(t, g.client.Close())
 }
+
+// ---- an explicit clock ----
+
+// skewClock is the wall clock plus an offset the test moves forward: given
+// to a guard (guard.WithClock) it lets the test end a breaker's cooldown at
+// once instead of sleeping through it, while the network deadlines, which
+// the guard measures on the real clock, are unchanged.
+type skewClock struct{ off atomic.Int64 }
+
+func (c *skewClock) now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
+
+// advance moves the clock forward by d.
+func (c *skewClock) advance(d time.Duration) { c.off.Add(int64(d)) }
 
 // ---- traffic ----
 
@@ -162,6 +177,17 @@ type traffic struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	out   []outcome
+	n     atomic.Int64 // decisions made so far
+}
+
+// waitFor waits until the workers have made k more decisions: a phase of
+// the test lasts a number of decisions, not a time that a loaded machine
+// may spend on few of them.
+func (tr *traffic) waitFor(t *testing.T, k int64) {
+	t.Helper()
+	target := tr.n.Load() + k
+	require.Eventually(t, func() bool { return tr.n.Load() >= target }, 10*time.Second, time.Millisecond,
+		"%d decisions of the background traffic", k)
 }
 
 // startTraffic runs workers goroutines, each making a decision every pace
@@ -190,7 +216,8 @@ func startTraffic(stores []*guarded, workers int, pace time.Duration, perWorker 
 				start := time.Now()
 				res, err := g.Take(context.Background(), fmt.Sprintf("steady-%d-%d", w, i%32), l, 1)
 				outs = append(outs, outcome{phase: ph, took: time.Since(start), res: res, err: err})
-				time.Sleep(pace)
+				tr.n.Add(1)
+				time.Sleep(pace) // steady load on a real network: a real pace
 			}
 		}()
 	}
@@ -371,7 +398,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 				}, 2*time.Second, time.Millisecond)
 			}
 			tr := startTraffic([]*guarded{a, b}, 4, 2*time.Millisecond, 3000)
-			time.Sleep(300 * time.Millisecond)
+			tr.waitFor(t, 200)
 
 			// Phase 1: Redis killed (phase 8 while the kill is under way).
 			tr.phase.Store(8)
@@ -391,8 +418,19 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 				}
 				require.Equal(t, tc.downAllowed, allowed, "admitted by one instance while Redis is down")
 			}
-			// Stay down for several cooldowns: the probes fail.
-			time.Sleep(3 * faultCooldown)
+			// Stay down for three cooldowns, ended at once on the guards'
+			// clocks: each time a probe is let through, and fails.
+			for range 3 {
+				for _, g := range []*guarded{a, b} {
+					g.clock.advance(faultCooldown + time.Millisecond)
+					r, err := g.Take(ctx, "down-probe", core.PerSecond(1_000_000), 1)
+					require.NoError(t, err)
+					tc.degraded(t, r)
+					// This call or one of the traffic's was the probe.
+					require.Eventually(t, func() bool { return g.Circuit() == guard.Open }, 2*time.Second, time.Millisecond,
+						"the probe failed: open again")
+				}
+			}
 
 			// Phase 2: Redis restarted.
 			tr.phase.Store(2)
@@ -434,7 +472,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 				}
 				return true
 			}, 5*time.Second, 10*time.Millisecond, "10 per minute, shared by two instances through Redis")
-			time.Sleep(100 * time.Millisecond) // steady traffic after the recovery
+			tr.waitFor(t, 100) // steady traffic after the recovery
 
 			outs := tr.finish()
 			for _, o := range outs {
@@ -556,10 +594,22 @@ func TestFaultyNetwork(t *testing.T) {
 		return time.Since(start)
 	}
 
+	// loadProbeFails ends the load guard's cooldown on its clock, once its
+	// circuit is open, and waits until the probe its traffic then makes has
+	// failed: the circuit is open again after a backend call.
+	loadProbeFails := func() {
+		t.Helper()
+		require.Eventually(t, func() bool { return load.Circuit() == guard.Open }, 3*time.Second, time.Millisecond)
+		calls := load.Stats().BackendCalls
+		load.clock.advance(faultCooldown + time.Millisecond)
+		require.Eventually(t, func() bool { return load.Stats().BackendCalls > calls && load.Circuit() == guard.Open },
+			3*time.Second, time.Millisecond, "the load's probe failed")
+	}
+
 	tr := startTraffic([]*guarded{load}, 3, 2*time.Millisecond, 4000)
 
 	// Phase 0: clean.
-	time.Sleep(300 * time.Millisecond)
+	tr.waitFor(t, 200)
 	require.Eventually(t, func() bool { r, _ := take(probe); return r.Source == core.FromStore }, 2*time.Second, 10*time.Millisecond)
 
 	// Phase 1: 5 ms added to every reply, under the timeout: still Redis,
@@ -572,7 +622,7 @@ func TestFaultyNetwork(t *testing.T) {
 		slowest = took
 		return r.Source == core.FromStore && took >= 5*time.Millisecond
 	}, 2*time.Second, 10*time.Millisecond, "Redis decides, 5 ms later")
-	time.Sleep(300 * time.Millisecond)
+	tr.waitFor(t, 100)
 	requireWalk(t, "closed", probe.rec.transitions())
 	require.Equal(t, guard.Closed, probe.Circuit())
 
@@ -582,7 +632,8 @@ func TestFaultyNetwork(t *testing.T) {
 	proxy.SetLatency(4 * faultTimeout)
 	breakDown()
 	require.Equal(t, []string{"closed->open"}, probe.rec.transitions())
-	time.Sleep(faultCooldown + 50*time.Millisecond)
+	probe.clock.advance(faultCooldown + time.Millisecond)
+	loadProbeFails()
 	r, took := take(probe) // the cooldown is over: this call probes, and times out
 	require.Equal(t, core.FailedOpen, r.Source)
 	require.GreaterOrEqual(t, took, faultTimeout)
@@ -601,7 +652,7 @@ func TestFaultyNetwork(t *testing.T) {
 	tr.phase.Store(4)
 	for range 5 {
 		proxy.Drop()
-		time.Sleep(60 * time.Millisecond)
+		tr.waitFor(t, 20) // the traffic reconnects (or its circuit opens) before the next drop
 	}
 	require.Eventually(t, func() bool {
 		r, _ := take(probe)
@@ -614,7 +665,8 @@ func TestFaultyNetwork(t *testing.T) {
 	tr.phase.Store(5)
 	proxy.Stall()
 	breakDown()
-	time.Sleep(faultCooldown + 50*time.Millisecond)
+	probe.clock.advance(faultCooldown + time.Millisecond)
+	loadProbeFails()
 	r, _ = take(probe) // probes and times out: still stalled
 	require.Equal(t, core.FailedOpen, r.Source)
 	require.Equal(t, guard.Open, probe.Circuit())
@@ -626,7 +678,7 @@ func TestFaultyNetwork(t *testing.T) {
 	require.Equal(t, []string{"closed->open", "open->half_open", "half_open->open"}, trans[:3])
 	require.Equal(t, "closed", requireWalk(t, "closed", trans))
 	require.Eventually(t, func() bool { return load.Circuit() == guard.Closed }, 3*time.Second, 10*time.Millisecond)
-	time.Sleep(100 * time.Millisecond)
+	tr.waitFor(t, 100)
 
 	outs := tr.finish()
 	for _, o := range outs {
@@ -735,7 +787,7 @@ func (f *flood) run(l core.Limit, dur time.Duration) {
 			defer wg.Done()
 			for i := range n {
 				at := start.Add(time.Duration(i)*every + time.Duration(w)*every/workers)
-				time.Sleep(time.Until(at))
+				time.Sleep(time.Until(at)) // a real rate: Redis's own clock (TIME) decides
 				r, err := f.g.Take(context.Background(), "flood", l, 1)
 				if err != nil {
 					errs[w] = err

@@ -116,6 +116,7 @@ func TestFlushAndRestart(t *testing.T) {
 					flush = func() error { return client.FunctionFlush(ctx).Err() }
 				}
 				l := core.PerSecond(1_000_000)
+				var calls atomic.Int64 // every Take of the traffic so far
 				traffic := func(n int) (fails int) {
 					var wg sync.WaitGroup
 					var failed atomic.Int64
@@ -127,6 +128,7 @@ func TestFlushAndRestart(t *testing.T) {
 								if _, err := s.Take(ctx, fmt.Sprintf("k%d-%d", g, i%7), l, 1); err != nil {
 									failed.Add(1)
 								}
+								calls.Add(1)
 							}
 						}()
 					}
@@ -136,10 +138,16 @@ func TestFlushAndRestart(t *testing.T) {
 				require.Zero(t, traffic(50))
 				// Flushes while traffic runs: not one failure.
 				done := make(chan int)
-				go func() { done <- traffic(200) }()
+				var finished atomic.Bool
+				go func() { f := traffic(200); finished.Store(true); done <- f }()
 				for range 5 {
 					require.NoError(t, flush())
-					time.Sleep(2 * time.Millisecond)
+					// The next flush once the traffic has run on the
+					// flushed server (16 more calls), not after a guessed
+					// time.
+					n := calls.Load()
+					require.Eventually(t, func() bool { return calls.Load() >= n+16 || finished.Load() },
+						10*time.Second, 100*time.Microsecond)
 				}
 				require.Zero(t, <-done, "failures across the flushes")
 				before := scriptCalls(t, client)
@@ -210,14 +218,15 @@ func TestSentinelFailover(t *testing.T) {
 				}
 				if _, err := s.Take(ctx, fmt.Sprintf("f%d-%d", g, i%5), core.PerSecond(1_000_000), 1); err != nil {
 					failed.Add(1)
-					time.Sleep(5 * time.Millisecond)
+					time.Sleep(5 * time.Millisecond) // back off while the real servers fail over
 				} else {
 					ok.Add(1)
 				}
 			}
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Traffic is flowing before the failover.
+	require.Eventually(t, func() bool { return ok.Load() >= 100 }, 10*time.Second, time.Millisecond)
 	before, err := sen.CurrentMaster(ctx)
 	require.NoError(t, err)
 	sen.Failover(t)
@@ -262,13 +271,18 @@ func TestErrorsAreWrappedNeverPanics(t *testing.T) {
 		for _, pipelining := range []int{0, 2} {
 			client := srv2.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = honours })
 			s2 := newStore(t, client, redisstore.WithTimeout(100*time.Millisecond), redisstore.WithPipelining(pipelining, pipelining*64))
-			go srv2.Client(t).Do(ctx, "DEBUG", "SLEEP", "0.5")
+			admin := srv2.Client(t)
+			stall := make(chan error, 1)
+			go func() { stall <- admin.Do(ctx, "DEBUG", "SLEEP", "0.5").Err() }()
+			// The one sleep left: the server gives no sign that it has
+			// begun a DEBUG SLEEP (it answers nothing while it sleeps), so
+			// the command is given a moment to reach it.
 			time.Sleep(20 * time.Millisecond)
 			start := time.Now()
 			_, err = s2.Take(ctx, limitertest.Key(t), core.PerSecond(1), 1)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			require.Less(t, time.Since(start), 400*time.Millisecond, "honours %v pipelining %d", honours, pipelining)
-			time.Sleep(500 * time.Millisecond) // let the stall end
+			require.NoError(t, <-stall, "the stall ended") // the reply comes when it ends
 		}
 	}
 	// Closed.
