@@ -155,7 +155,12 @@ func TestQueuedCallsExpireOnTime(t *testing.T) {
 			s := newStore(t, client, redisstore.WithTimeout(100*time.Millisecond))
 			_, err := s.Take(ctx, limitertest.Key(t), core.PerSecond(1), 1) // loads the library
 			require.NoError(t, err)
-			go srv.Client(t).Do(ctx, "DEBUG", "SLEEP", "0.6")
+			admin := srv.Client(t)
+			stall := make(chan error, 1)
+			go func() { stall <- admin.Do(ctx, "DEBUG", "SLEEP", "0.6").Err() }()
+			// The server gives no sign that a DEBUG SLEEP has begun (it
+			// answers nothing while it sleeps): the command gets a moment
+			// to reach it.
 			time.Sleep(20 * time.Millisecond)
 			var wg sync.WaitGroup
 			errs := make(chan error, 16)
@@ -180,7 +185,7 @@ func TestQueuedCallsExpireOnTime(t *testing.T) {
 			for err := range errs {
 				t.Error(err)
 			}
-			time.Sleep(600 * time.Millisecond) // the stall ends
+			require.NoError(t, <-stall, "the stall ended") // its reply comes when it ends
 			require.Eventually(t, func() bool {
 				_, err := s.Take(ctx, limitertest.Key(t), core.PerSecond(1), 1)
 				return err == nil
