@@ -331,7 +331,10 @@ func TestClusterFailoverIsFollowed(t *testing.T) {
 	onDead := func(id int) bool { return master[ids[id]] == dead }
 	onLive := func(id int) bool { return master[ids[id]] != dead }
 	load := startClusterLoad(t, c, ids, 2, 6)
-	time.Sleep(time.Second)
+	// Before the kill, the store decides the doomed master's identities on
+	// every instance (the load is running, not merely started).
+	require.Eventually(t, func() bool { _, ok := load.firstFromStore(onDead, time.Time{}); return ok },
+		10*time.Second, time.Millisecond)
 	killed := time.Now()
 	c.Nodes[dead].Kill()
 	promoted, agreed := c.AwaitFailover(t, dead)
@@ -349,7 +352,12 @@ func TestClusterFailoverIsFollowed(t *testing.T) {
 		}
 		lags = append(lags, f.Sub(agreed).Round(time.Millisecond).String())
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Enough load after the recovery to see it hold (samples started from
+	// 300 ms after it), not a guessed time.
+	require.Eventually(t, func() bool {
+		n, _, _ := load.stats(onDead, back.Add(300*time.Millisecond), time.Now().Add(time.Hour))
+		return n >= 200
+	}, 10*time.Second, 10*time.Millisecond)
 	load.end()
 	_, openLive, _ := load.stats(onLive, killed, agreed)
 	t.Logf("killed master %s; cluster agreed on %s after %s; its identities decided by the store again, per instance, %v after that; live identities failed open meanwhile: %d; slot map reloads asked: %d",
