@@ -19,6 +19,9 @@ import (
 // The Limiter's own behaviour, through its public API on the memory store
 // with a frozen clock: which policies a request matches, tiers, shadow
 // policies and their hooks, refunds, overrides, resets and the admin calls.
+// A policy's capacity is read from PolicyResult.Limit (the limit applied:
+// the policy's, its tier's or an override's), and checked by counting
+// admissions.
 
 // names returns the policy names of d's results, in order.
 func names(d core.Decision) []string {
@@ -204,7 +207,7 @@ func TestTiersTable(t *testing.T) {
 			require.NoError(t, err, c.key)
 			require.Equal(t, c.tier, d.Results[0].Tier, c.key)
 			require.Equal(t, "", d.Results[1].Tier, "a policy without tiers has no tier")
-			require.Equal(t, c.capacity, d.Results[0].Result.Limit, c.key)
+			require.Equal(t, c.capacity, d.Results[0].Limit.Capacity(), c.key)
 			if d.Allowed {
 				admitted++
 			}
@@ -233,7 +236,7 @@ func TestTiersTable(t *testing.T) {
 	d, err := l2.Check(ctx, keyfunc.Static{})
 	require.NoError(t, err)
 	require.Equal(t, "", d.Results[0].Tier)
-	require.Equal(t, int64(3), d.Results[0].Result.Limit)
+	require.Equal(t, int64(3), d.Results[0].Limit.Capacity())
 	require.Equal(t, before, resolves.Load())
 }
 
@@ -280,7 +283,7 @@ func TestTiersNeedTiering(t *testing.T) {
 	}
 	d, err := l.Check(context.Background(), keyfunc.Static{})
 	require.NoError(t, err)
-	require.Equal(t, int64(2), d.Results[0].Result.Limit)
+	require.Equal(t, int64(2), d.Results[0].Limit.Capacity())
 }
 
 // Shadow policies are evaluated, reported and hooked, but never deny.
