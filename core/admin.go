@@ -1,0 +1,97 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// SetPolicies replaces the Limiter's policies at once, after validating them
+// all; on error the current policies stay. Requests in flight finish under
+// the policies they started with. Keys are identity and policy name, so a
+// policy that keeps its name keeps its counts.
+func (l *Limiter) SetPolicies(policies []Policy) error {
+	set, err := compilePolicies(policies, &l.cfg)
+	if err != nil {
+		return err
+	}
+	l.set.Store(set)
+	return nil
+}
+
+// Policies returns a copy of the Limiter's current policies.
+func (l *Limiter) Policies() []Policy {
+	set := l.set.Load()
+	ps := make([]Policy, len(set.policies))
+	for i := range set.policies {
+		ps[i] = set.policies[i].Policy
+	}
+	return ps
+}
+
+// Reset forgets identity's state under policy: its next request sees a
+// fresh key. identity is what the policy's Key returns.
+func (l *Limiter) Reset(ctx context.Context, policy, identity string) error {
+	set := l.set.Load()
+	for i := range set.policies {
+		if p := &set.policies[i]; p.Name == policy {
+			if err := l.store.Reset(ctx, identity+p.suffix, p.Limit); err != nil {
+				return err
+			}
+			for _, tl := range p.Tiers {
+				if err := l.store.Reset(ctx, identity+p.suffix, tl); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("sluice: Reset: no policy %q", policy)
+}
+
+// SetOverride gives identity a different limit under policy until until (a
+// temporary raise for a customer, say). The store must be an
+// OverrideStore; with Redis every instance sees it at once.
+func (l *Limiter) SetOverride(ctx context.Context, policy, identity string, lim Limit, until time.Time) error {
+	return l.override(ctx, policy, identity, func(os OverrideStore, key string) error {
+		if lim == (Limit{}) {
+			return fmt.Errorf("sluice: SetOverride: %w: a zero Limit (use Block)", ErrInvalidLimit)
+		}
+		return os.SetOverride(ctx, key, Override{Limit: lim, Until: until})
+	})
+}
+
+// Block denies every request of identity under policy until until.
+func (l *Limiter) Block(ctx context.Context, policy, identity string, until time.Time) error {
+	return l.override(ctx, policy, identity, func(os OverrideStore, key string) error {
+		return os.SetOverride(ctx, key, Override{Until: until})
+	})
+}
+
+// ClearOverride ends identity's override or block under policy.
+func (l *Limiter) ClearOverride(ctx context.Context, policy, identity string) error {
+	return l.override(ctx, policy, identity, func(os OverrideStore, key string) error {
+		return os.ClearOverride(ctx, key)
+	})
+}
+
+func (l *Limiter) override(_ context.Context, policy, identity string, f func(OverrideStore, string) error) error {
+	os, ok := l.store.(OverrideStore)
+	if !ok {
+		return errors.New("sluice: the store does not keep overrides")
+	}
+	if identity == "" {
+		return fmt.Errorf("sluice: override: %w", ErrNoKey)
+	}
+	set := l.set.Load()
+	for i := range set.policies {
+		if p := &set.policies[i]; p.Name == policy {
+			if err := f(os, identity+p.suffix); err != nil {
+				return fmt.Errorf("sluice: policy %q: %w", policy, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("sluice: override: no policy %q", policy)
+}

@@ -1,0 +1,156 @@
+package core
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// PolicyResult is the decision of one policy for one request.
+type PolicyResult struct {
+	Policy string
+	// Limit is the limit applied: the policy's, its tier's, or the
+	// identity's override (see Limiter.SetOverride). A blocked identity (see
+	// Limiter.Block) is described by the policy's (or tier's) limit, with
+	// nothing remaining and RetryAfter and ResetAfter until the block ends.
+	Limit Limit
+	// Tier is the caller's tier when the policy has tiers.
+	Tier string
+	// Shadow: the policy is on trial; its denial did not deny the request.
+	Shadow bool
+	// Unidentified: the policy's Key found no identity for the request and
+	// its MissingKey is DenyRequest. The store was not asked: the Result is
+	// a denial with RetryAfter RetryNever.
+	Unidentified bool
+	refund       RefundWhen // next to Shadow: one word for them all
+	Result
+	id   string // the identity; the store key is id + "\x00" + Policy (see storeKey)
+	cost int64
+	base Limit // the policy's (or tier's) limit: the key's state is stored under it
+}
+
+// storeKey is the key of p's state in the store: identity, NUL, policy name.
+func (p *PolicyResult) storeKey() string { return p.id + "\x00" + p.Policy }
+
+// ShadowDenied reports whether a shadow policy would have denied the request.
+func (p *PolicyResult) ShadowDenied() bool { return p.Shadow && !p.Allowed }
+
+// Decision is the outcome of a request under every policy of a Limiter.
+type Decision struct {
+	// Allowed is false if any policy denied the request.
+	Allowed bool
+	// Results holds one entry per policy, in the Limiter's order.
+	Results []PolicyResult
+	// Binding is the index in Results of the most constraining policy: if
+	// some policy denied, the denying one with the longest RetryAfter;
+	// otherwise the one with the fewest requests Remaining (on a tie, the
+	// longest ResetAfter). Shadow policies bind only when every policy is a
+	// shadow. It drives the headers.
+	Binding int
+
+	// Repeat: the request repeated an admitted one (same idempotency key)
+	// and passed without being counted.
+	Repeat bool
+
+	// Skipped names the policies that matched the request but were left out
+	// of its decision because their Key found no identity for it (see
+	// MissingKey); nil if none. The names are the policies' own strings.
+	Skipped []string
+
+	buf     [2]PolicyResult // Results of up to two policies, without an allocation
+	skipBuf [2]string       // Skipped, likewise
+	idem    string          // the idempotency record a counted original wrote
+	idemAt  int64           // and the instant it was written at
+	sctx    detached        // the context of store calls (see storeContext)
+}
+
+// detached is a context with the values of its parent but not its
+// cancellation or deadline: a decision that has begun is finished even when
+// the client goes away, so that a request is always counted or refused. It
+// lives in the Decision so that detaching costs no allocation.
+type detached struct{ parent context.Context }
+
+func (c *detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (c *detached) Done() <-chan struct{} { return nil }
+
+func (c *detached) Err() error { return nil }
+
+func (c *detached) Value(key any) any { return c.parent.Value(key) }
+
+func (c *detached) String() string { return "sluice.detached" }
+
+// Limited reports whether any policy applied to the request.
+func (d *Decision) Limited() bool { return len(d.Results) > 0 }
+
+// Bound returns the most constraining result (zero if there is none).
+func (d *Decision) Bound() PolicyResult {
+	if d.Binding < len(d.Results) {
+		return d.Results[d.Binding]
+	}
+	return PolicyResult{}
+}
+
+// State returns the most severe warning state over the policies that are
+// not shadows: a policy on trial never changes what a client sees, so a
+// Decision of shadow policies only is Normal.
+func (d *Decision) State() State {
+	s := Normal
+	for i := range d.Results {
+		if !d.Results[i].Shadow {
+			s = max(s, d.Results[i].State)
+		}
+	}
+	return s
+}
+
+// detach makes d safe to copy: its slices no longer point into d itself.
+func (d *Decision) detach() {
+	d.Results = slices.Clone(d.Results)
+	if d.Skipped != nil {
+		d.Skipped = slices.Clone(d.Skipped)
+	}
+}
+
+// Refundable reports whether some policy of d may give the request back
+// after the response (so the adapter must watch its status).
+func (d *Decision) Refundable() bool {
+	for i := range d.Results {
+		if d.Results[i].refund != RefundNever && d.Results[i].cost > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// binding picks the most constraining result: among denials, the longest
+// RetryAfter; among admissions, the fewest Remaining, then the longest
+// ResetAfter. Shadow policies bind only when every policy is a shadow.
+func binding(rs []PolicyResult) int {
+	best := 0
+	for i := 1; i < len(rs); i++ {
+		if rs[i].Shadow != rs[best].Shadow {
+			if rs[best].Shadow {
+				best = i
+			}
+			continue
+		}
+		if tighter(&rs[i].Result, &rs[best].Result) {
+			best = i
+		}
+	}
+	return best
+}
+
+// tighter reports whether a constrains a request more than b.
+func tighter(a, b *Result) bool {
+	switch {
+	case a.Allowed != b.Allowed:
+		return !a.Allowed
+	case !a.Allowed:
+		return a.RetryAfter > b.RetryAfter
+	case a.Remaining != b.Remaining:
+		return a.Remaining < b.Remaining
+	}
+	return a.ResetAfter > b.ResetAfter
+}

@@ -1,0 +1,295 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// Policy is one limit on requests: the identity it counts by, and how many.
+type Policy struct {
+	// Name identifies the policy in headers, metrics and keys: 1 to 64 of
+	// a-z A-Z 0-9 _ . : - , unique within a Limiter.
+	Name string
+	// Key returns the identity a request is counted under, for example
+	// keyfunc.IP or keyfunc.Header("X-API-Key"). Required.
+	Key keyfunc.Func
+	// Limit is how many requests an identity may make.
+	Limit Limit
+	// Match selects the requests the policy applies to (all by default).
+	Match Match
+	// Tiers, if set, replaces Limit for callers whose tier (see WithTiering)
+	// has an entry; other callers get Limit.
+	Tiers map[string]Limit
+	// Shadow puts the policy on trial: a request it would deny is allowed,
+	// and its result is marked and reported to OnShadowDeny hooks.
+	Shadow bool
+	// Refund gives a request's units back after the response, when the
+	// response matches: RefundFailed (status >= 400) or RefundSuccessful.
+	Refund RefundWhen
+	// MissingKey says what a request gets when Key finds no identity for it
+	// (ErrNoKey, an empty key, any other error, or a panic): SkipPolicy (the
+	// default) decides the request under the other policies only;
+	// DenyRequest denies it.
+	MissingKey MissingKey
+}
+
+// MissingKey says what a policy does with a request it has no identity for.
+type MissingKey uint8
+
+const (
+	// SkipPolicy leaves the policy out of the request's decision (the
+	// default): the other policies still apply, and Decision.Skipped names
+	// it. A request that every matching policy skips cannot be decided:
+	// Check returns the key error.
+	SkipPolicy MissingKey = iota
+	// DenyRequest denies the request: its PolicyResult is Unidentified,
+	// denied with RetryAfter RetryNever (no wait helps; an identity does),
+	// and the other policies count nothing.
+	DenyRequest
+)
+
+// String returns "skip" or "deny".
+func (m MissingKey) String() string {
+	switch m {
+	case SkipPolicy:
+		return "skip"
+	case DenyRequest:
+		return "deny"
+	}
+	return fmt.Sprintf("MissingKey(%d)", uint8(m))
+}
+
+// RefundWhen says which responses a policy does not count.
+type RefundWhen uint8
+
+const (
+	// RefundNever counts every admitted request (the default).
+	RefundNever RefundWhen = iota
+	// RefundFailed gives back requests answered with status >= 400.
+	RefundFailed
+	// RefundSuccessful gives back requests answered with status < 400.
+	RefundSuccessful
+)
+
+func (w RefundWhen) matches(status int) bool {
+	return w == RefundFailed && status >= 400 || w == RefundSuccessful && status < 400
+}
+
+// policySet is an immutable set of compiled policies; SetPolicies swaps it
+// atomically, so a reload never drops or blocks a request.
+type policySet struct {
+	policies []compiledPolicy
+	routes   trie
+	// everyRequest: every policy applies to every request (no routes, no
+	// methods), so no matching is needed.
+	everyRequest bool
+}
+
+type compiledPolicy struct {
+	Policy
+	suffix  string   // "\x00" + name: the store key is identity + suffix
+	methods []string // Match.Methods; nil when any method matches ("*")
+}
+
+// ValidMethod reports why m cannot be one of Match.Methods: it must be an
+// RFC 9110 method token (GET, POST, PROPFIND, ...) written in one case, or
+// "*" for any method. "ANY" and "ALL" are refused as the mistakes they
+// usually are (write "*", or leave Methods empty), as are lists such as
+// "GET,POST" or "GET POST" (give each method its own entry).
+func ValidMethod(m string) error {
+	if m == "*" {
+		return nil
+	}
+	if m == "" {
+		return errors.New("Methods: an empty method")
+	}
+	for i := 0; i < len(m); i++ {
+		if !tchar(m[i]) {
+			return fmt.Errorf("Methods: %q is not a method token (one method per entry; \"*\" for any)", m)
+		}
+	}
+	if strings.ToUpper(m) != m && strings.ToLower(m) != m {
+		return fmt.Errorf("Methods: %q mixes cases", m)
+	}
+	if strings.EqualFold(m, "ANY") || strings.EqualFold(m, "ALL") {
+		return fmt.Errorf("Methods: %q is not a method (\"*\" or no Methods at all match every method)", m)
+	}
+	return nil
+}
+
+// tchar reports whether c may appear in an RFC 9110 token.
+func tchar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+}
+
+// compilePolicies validates policies (under the Limiter's configuration c)
+// and compiles them into a set: route trie, method lists and store-key
+// suffixes.
+func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
+	if len(policies) == 0 {
+		return nil, errors.New("sluice: no policies")
+	}
+	set := &policySet{}
+	seen := map[string]bool{}
+	for i, p := range policies {
+		if err := ValidPolicyName(p.Name); err != nil {
+			return nil, fmt.Errorf("sluice: policy %d: %w", i, err)
+		}
+		if seen[p.Name] {
+			return nil, fmt.Errorf("sluice: policy %q: Name: duplicate", p.Name)
+		}
+		seen[p.Name] = true
+		if p.Key == nil {
+			return nil, fmt.Errorf("sluice: policy %q: Key: required (for example keyfunc.IP)", p.Name)
+		}
+		if err := p.Limit.Validate(); err != nil {
+			return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
+		}
+		if p.MissingKey > DenyRequest {
+			return nil, fmt.Errorf("sluice: policy %q: MissingKey: must be SkipPolicy or DenyRequest, got %d", p.Name, p.MissingKey)
+		}
+		for tier, tl := range p.Tiers {
+			if tier == "" {
+				return nil, fmt.Errorf("sluice: policy %q: Tiers: a tier named \"\" (callers without a tier get Limit)", p.Name)
+			}
+			if err := tl.Validate(); err != nil {
+				return nil, fmt.Errorf("sluice: policy %q: tier %q: %w", p.Name, tier, err)
+			}
+		}
+		if len(p.Tiers) > 0 && c.tiering == nil {
+			return nil, fmt.Errorf("sluice: policy %q: Tiers: set, but the Limiter has no WithTiering", p.Name)
+		}
+		if len(p.Match.Routes) == 0 {
+			set.routes.all = append(set.routes.all, i)
+		}
+		for _, route := range p.Match.Routes {
+			if err := validateRoute(route); err != nil {
+				return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
+			}
+			set.routes.insert(route, i)
+		}
+		anyMethod := false
+		for _, m := range p.Match.Methods {
+			if err := ValidMethod(m); err != nil {
+				return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
+			}
+			anyMethod = anyMethod || m == "*"
+		}
+		p.Shadow = p.Shadow || c.shadow
+		cp := compiledPolicy{Policy: p, suffix: "\x00" + p.Name}
+		if !anyMethod {
+			cp.methods = p.Match.Methods
+		}
+		set.policies = append(set.policies, cp)
+	}
+	set.everyRequest = len(set.routes.all) == len(set.policies) && !set.anyMethods()
+	return set, nil
+}
+
+// matched returns the indices of the policies of set that apply to r, in
+// order.
+func (set *policySet) matched(r keyfunc.Request) []int {
+	n := len(set.policies)
+	seen := make([]bool, n)
+	set.routes.match(r.Path(), func(i int) { seen[i] = true })
+	out := make([]int, 0, n)
+	method := ""
+	for i, ok := range seen {
+		if !ok {
+			continue
+		}
+		if ms := set.policies[i].methods; len(ms) > 0 {
+			if method == "" {
+				method = r.Method()
+			}
+			if !slices.ContainsFunc(ms, func(m string) bool { return strings.EqualFold(m, method) }) {
+				continue
+			}
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// ValidPolicyName reports whether name can name a policy.
+func ValidPolicyName(name string) error {
+	if len(name) == 0 || len(name) > 64 {
+		return fmt.Errorf("Name: must be 1 to 64 characters, got %q", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return fmt.Errorf("Name: only a-z A-Z 0-9 _ . : - allowed, got %q", name)
+		}
+	}
+	return nil
+}
+
+// firstIdx lists 0..63, so allIdx needs no allocation for small sets.
+var firstIdx = func() (a [64]int) {
+	for i := range a {
+		a[i] = i
+	}
+	return a
+}()
+
+func (set *policySet) allIdx() []int {
+	if len(set.policies) <= len(firstIdx) {
+		return firstIdx[:len(set.policies)]
+	}
+	idx := make([]int, len(set.policies))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+func (set *policySet) anyMethods() bool {
+	for i := range set.policies {
+		if len(set.policies[i].methods) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (set *policySet) anyTiers(idx []int) bool {
+	for _, i := range idx {
+		if len(set.policies[i].Tiers) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// identity returns the identity of a request under p (its store key is the
+// identity, NUL, and the policy's name). A key function that panics is a key
+// error: one bad request must not bring the process down.
+func (p *compiledPolicy) identity(r keyfunc.Request, override keyfunc.Func) (string, error) {
+	f := p.Key
+	if override != nil {
+		f = override
+	}
+	id, err := callKey(f, r)
+	if err == nil && id == "" {
+		err = ErrNoKey
+	}
+	if err != nil { // wrapped by the caller, only if it returns it
+		return "", err
+	}
+	return id, nil
+}
+
+// callKey calls f, turning a panic into an error.
+func callKey(f keyfunc.Func, r keyfunc.Request) (id string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			id, err = "", fmt.Errorf("key function panicked: %v", v)
+		}
+	}()
+	return f(r)
+}
