@@ -2,12 +2,9 @@ package redisstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,10 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
-	"github.com/sluicehq/sluice/lua"
 )
 
 // Store is the Redis core.Store. Build one with New; it is safe for
@@ -68,62 +63,6 @@ type compiled struct {
 	limit string
 	boxed any
 }
-
-type config struct {
-	prefix    string
-	timeout   time.Duration
-	th        core.Thresholds
-	clock     func() time.Time
-	inflight  int
-	maxBatch  int
-	functions bool
-	log       *slog.Logger
-}
-
-// Option configures a Store.
-type Option func(*config)
-
-// WithPrefix sets the first segment of every key (default "sluice"). It must
-// not contain braces.
-func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
-
-// WithTimeout bounds every call, queueing included (default 50ms). A call
-// that times out returns an error wrapping context.DeadlineExceeded. The
-// bound holds whatever the client's settings; with ContextTimeoutEnabled set
-// on the client a call needs no extra goroutine to enforce it.
-func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
-
-// WithThresholds sets the warning-state thresholds (default 0.8 and 0.7).
-// Every instance sharing the keys must use the same ones.
-func WithThresholds(th core.Thresholds) Option { return func(c *config) { c.th = th } }
-
-// WithClock makes the scripts use the caller's clock instead of Redis TIME.
-// Meant for tests and simulations: instances with skewed clocks would not
-// agree. Expiries are absolute, so the clock must not run behind Redis's.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
-
-// WithPipelining sets how many pipelines may be in flight at once (default
-// 2) and how many decisions one pipeline carries at most (default 256).
-// WithPipelining(0, 0) sends every decision on its own.
-func WithPipelining(inflight, maxBatch int) Option {
-	return func(c *config) { c.inflight, c.maxBatch = inflight, maxBatch }
-}
-
-// WithFunctions says whether the store runs its code as Redis Functions
-// (default true). With functions, the code is loaded once into Redis (FUNCTION
-// LOAD of one library whose name carries a digest of its code; Redis keeps it
-// across restarts when it persists data, and copies it to replicas) and every
-// decision is an FCALL, which costs the server less than running a script:
-// the code is not defined again on every call. Where functions are
-// unavailable (Redis before 7, or an ACL or a proxy that refuses FUNCTION or
-// FCALL) the store switches to scripts by itself. WithFunctions(false) uses
-// scripts only: EVALSHA, and EVAL when the server does not have the script.
-func WithFunctions(enabled bool) Option { return func(c *config) { c.functions = enabled } }
-
-// WithLogger sets the logger of the store's own events, such as a denied
-// group whose admissions could not be given back (slog.Default() if unset).
-// They are logged at most once a second; Stats counts them all.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // New returns a Store on client. It does not contact Redis: the library (or
 // the scripts) are loaded on first use.
@@ -227,64 +166,6 @@ func (s *Store) putCall1(c *call) {
 	c.argv, c.res, c.err = nil, nil, nil
 	c.state.Store(waiting)
 	s.calls.Put(c)
-}
-
-// decided is one op's reply: its outcome under the limit that applied.
-type decided struct {
-	o          algo.Outcome
-	cp         *compiled // the limit applied: the op's, or an override's
-	overridden bool
-	ovID       uint64 // the override's id (0: none, or written without one)
-	blocked    bool
-	blockUs    int64
-}
-
-func (d *decided) result() core.Result {
-	if d.blocked {
-		wait := time.Duration(d.blockUs) * time.Microsecond
-		return core.Result{Limit: d.cp.sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled, At: d.o.At}
-	}
-	res := d.cp.sp.Result(&d.o)
-	if d.overridden { // the override's limit, which the Result describes
-		res.Applied, res.Override = &d.cp.sp.Limit, d.ovID
-	}
-	return res
-}
-
-// opReply is the length of one op's reply of lua/decide.lua when an
-// override applies (and of each op's in a group).
-const opReply = 13
-
-// decode reads one op's reply (see lua/decide.lua): 13 integers, or 7 when
-// no override applies.
-func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
-	if len(res) != opReply && len(res) != 7 {
-		return fmt.Errorf("redisstore: unexpected script reply %v", res)
-	}
-	d.cp = cp
-	if len(res) == 7 {
-		if err := outcome(res, &d.o); err != nil {
-			return fmt.Errorf("redisstore: %w", err)
-		}
-		return nil
-	}
-	switch res[7] {
-	case 2:
-		d.blocked, d.blockUs = true, res[2]
-		d.o = algo.Outcome{Retry: res[2], Reset: res[3], Level: core.Throttled, Prev: core.Throttled, At: res[6]}
-		return nil
-	case 1:
-		ol := core.Limit{Algorithm: core.Algorithm(res[8]), Rate: res[9], Period: time.Duration(res[10]) * time.Microsecond, Burst: res[11]}
-		ocp, err := s.compile(ol)
-		if err != nil {
-			return fmt.Errorf("redisstore: override: %w", err)
-		}
-		d.cp, d.overridden, d.ovID = ocp, true, uint64(max(res[12], 0))
-	}
-	if err := outcome(res[:7], &d.o); err != nil {
-		return fmt.Errorf("redisstore: %w", err)
-	}
-	return nil
 }
 
 // run runs c, bounded by its deadline and ctx. On a Cluster, c goes
@@ -669,112 +550,6 @@ func (s *Store) Stats() Stats {
 	return Stats{FailedCompensations: s.failedComp.Load(), SlotReloads: s.reloads.Load()}
 }
 
-// SetOverride replaces key's limit until o.Until, in Redis next to the key,
-// so every instance sees it at its next decision; see core.OverrideStore.
-func (s *Store) SetOverride(ctx context.Context, key string, o core.Override) error {
-	if key == "" {
-		return fmt.Errorf("redisstore: %w", core.ErrNoKey)
-	}
-	now := time.Now()
-	if s.clock != nil {
-		now = s.clock()
-	}
-	if err := core.ValidateOverride(o, now); err != nil {
-		return fmt.Errorf("redisstore: %w", err)
-	}
-	until := o.Until.UnixMicro()
-	val := "x " + strconv.FormatInt(until, 10)
-	if !o.Blocks() {
-		cp, err := s.compile(o.Limit)
-		if err != nil {
-			return fmt.Errorf("redisstore: %w", err)
-		}
-		// The id names this override among all the key ever has (a
-		// refund finds its state by it, see lua/refund.lua): random, in
-		// [1, 2^53) so that Lua reads it exactly.
-		id := rand.Uint64N(1<<53-1) + 1
-		val = "o " + strconv.FormatInt(until, 10) + " " + cp.limit + fmt.Sprintf(" %d %d %d %d %d", o.Limit.Algorithm, o.Limit.Rate, o.Limit.Period/time.Microsecond, o.Limit.Burst, id)
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	// The override counts on its own state, fresh for each override.
-	ovr := s.overrideKey(key)
-	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.SetArgs(ctx, ovr, val, redis.SetArgs{ExpireAt: time.UnixMilli((until + 999) / 1000)})
-		p.Del(ctx, ovr+":s")
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("redisstore: set override: %w", err)
-	}
-	return nil
-}
-
-// ClearOverride removes key's override.
-func (s *Store) ClearOverride(ctx context.Context, key string) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if err := s.client.Del(ctx, s.overrideKey(key)).Err(); err != nil {
-		return fmt.Errorf("redisstore: clear override: %w", err)
-	}
-	return nil
-}
-
-// opKeys appends the three keys of one op of lua/decide.lua, for the key
-// split into identity and policy: its state, its override, and its state
-// while an override limit applies. They share one allocation: the
-// override's key is a prefix of the third.
-func (s *Store) opKeys(argv []any, id, policy string, a core.Algorithm) []any {
-	id, policy = tag(id), tag(policy)
-	code := algoCode[a]
-	n := len(s.prefix) + len(":{") + len(id) + len("}:")
-	if policy != "" {
-		n += len(policy) + len(":")
-	}
-	var b strings.Builder
-	b.Grow(2*n + len(code) + len("ovr:s"))
-	for _, end := range [2]string{code, "ovr:s"} {
-		b.WriteString(s.prefix)
-		b.WriteString(":{")
-		b.WriteString(id)
-		b.WriteString("}:")
-		if policy != "" {
-			b.WriteString(policy)
-			b.WriteByte(':')
-		}
-		b.WriteString(end)
-	}
-	all := b.String()
-	state, ovrState := all[:n+len(code)], all[n+len(code):]
-	return append(argv, state, ovrState[:len(ovrState)-len(":s")], ovrState)
-}
-
-// refundArgs appends ARGV of a refund of one op (lua/refund.lua): the
-// instant, one op, the level to restore ("-1": follow the lower usage), the
-// limit, the cost, the instant of the admission refunded, after: -1 for an
-// admission named by its instant only, or the reset of the decision just
-// received that is being undone, and the id of the override the admission
-// was made under (0: none).
-func (s *Store) refundArgs(args []any, cp *compiled, level string, cost, at, after int64, ovID uint64) []any {
-	return append(args, s.now(), 1, level, cp.boxed, cost, at, after, strconv.FormatUint(ovID, 10))
-}
-
-// refundKeys appends KEYS of a refund of one op of key (lua/refund.lua):
-// the state the admission was made on (key's own under algorithm a, or,
-// with an override id, the override's), then key's override.
-func (s *Store) refundKeys(args []any, key string, a core.Algorithm, ovID uint64) []any {
-	ovr := s.overrideKey(key)
-	if ovID != 0 {
-		return append(args, ovr+":s", ovr)
-	}
-	return append(args, s.Key(key, a), ovr)
-}
-
-// overrideKey is the Redis key of key's override, in the identity's slot.
-func (s *Store) overrideKey(key string) string {
-	return s.base(key) + "ovr"
-}
-
 // runAll sends calls concurrently (the batcher pipelines them together) and
 // returns the first error.
 func (s *Store) runAll(ctx context.Context, calls []*call) error {
@@ -872,112 +647,4 @@ func (s *Store) compile(l core.Limit) (*compiled, error) {
 	cp.boxed = cp.limit
 	slot.Store(cp)
 	return cp, nil
-}
-
-// scriptLimit returns the algorithm code and the six parameters of a limit,
-// separated by spaces, as lua/decide.lua reads them.
-func scriptLimit(sp *algo.Spec) string {
-	var code string
-	var n [6]int64
-	switch sp.Algorithm {
-	case core.FixedWindow:
-		code, n = lua.CodeFixed, [6]int64{sp.Period, sp.Limit.Rate, sp.WarnAbove, sp.ClearBelow}
-	case core.SlidingWindowLog:
-		code, n = lua.CodeLog, [6]int64{sp.Period, sp.Limit.Rate, sp.WarnAbove, sp.ClearBelow}
-	case core.SlidingWindowCounter:
-		code, n = lua.CodeCounter, [6]int64{sp.Period, sp.Limit.Rate, sp.Full, sp.WarnAbove, sp.ClearBelow}
-	default:
-		code, n = lua.CodeBucket, [6]int64{sp.Q, sp.T, sp.Full, sp.Capacity, sp.WarnAbove, sp.ClearBelow}
-	}
-	b := []byte(code)
-	for _, v := range n {
-		b = strconv.AppendInt(append(b, ' '), v, 10)
-	}
-	return string(b)
-}
-
-// now is ARGV[1] of every script: the instant in µs, or -1 for Redis TIME.
-func (s *Store) now() any {
-	if s.clock != nil {
-		return s.clock().UnixMicro()
-	}
-	return "-1" // a constant: boxing it allocates nothing
-}
-
-// args appends ARGV of decide (lua/decide.lua):
-// the instant, the number of ops, and for each op shadow, limit and cost.
-func (s *Store) args(args []any, cps []*compiled, ops []core.Op) []any {
-	args = append(args, s.now(), len(ops))
-	for i, op := range ops {
-		shadow := any("0") // a constant: boxing it allocates nothing
-		if op.Shadow {
-			shadow = any("1")
-		}
-		args = append(args, shadow, cps[i].boxed, op.Cost)
-	}
-	return args
-}
-
-// outcome decodes one op's reply {allowed, remaining, retry, reset, level,
-// previous level, instant}.
-func outcome(res []int64, o *algo.Outcome) error {
-	if len(res) != 7 || res[4] < 0 || res[4] > 2 || res[5] < 0 || res[5] > 2 {
-		return fmt.Errorf("unexpected script reply %v", res)
-	}
-	*o = algo.Outcome{Allowed: res[0] == 1, Remaining: res[1], Retry: res[2], Reset: res[3], Level: core.State(res[4]), Prev: core.State(res[5]), At: res[6]}
-	return nil
-}
-
-// split returns the identity of a key (what goes in the hash tag) and its
-// policy: keys are identity + "\x00" + policy, or all identity.
-func split(key string) (id, policy string) {
-	if i := strings.LastIndexByte(key, 0); i >= 0 {
-		return key[:i], key[i+1:]
-	}
-	return key, ""
-}
-
-// base returns "<prefix>:{identity}:" plus "policy:" when there is one.
-func (s *Store) base(key string) string {
-	id, policy := split(key)
-	k := s.prefix + ":{" + tag(id) + "}:"
-	if policy != "" {
-		k += tag(policy) + ":"
-	}
-	return k
-}
-
-// maxRawKey is the longest key stored as is; longer keys are hashed.
-const maxRawKey = 200
-
-var algoCode = [...]string{core.TokenBucket: "tb", core.LeakyBucket: "lb", core.FixedWindow: "fw", core.SlidingWindowLog: "sl", core.SlidingWindowCounter: "sc", core.GCRA: "gc"}
-
-// Key returns the Redis key that holds key's state under algorithm a. A key
-// "identity\x00policy", as the Limiter builds them, becomes
-// "<prefix>:{identity}:policy:<algorithm>": only the identity is in the hash
-// tag, so every policy of one identity shares a Cluster slot.
-func (s *Store) Key(key string, a core.Algorithm) string {
-	return s.base(key) + algoCode[a]
-}
-
-// tag makes key safe inside a hash tag: braces and "%" percent-escaped, and a
-// key longer than maxRawKey replaced by "#" and its SHA-256.
-func tag(key string) string {
-	if len(key) > maxRawKey {
-		sum := sha256.Sum256([]byte(key))
-		return "#" + base64.RawURLEncoding.EncodeToString(sum[:16])
-	}
-	if !strings.ContainsAny(key, "{}%#") {
-		return key
-	}
-	var b strings.Builder
-	for i := 0; i < len(key); i++ {
-		switch c := key[i]; c {
-		case '{', '}', '%', '#':
-			fmt.Fprintf(&b, "%%%02X", c)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
 }
