@@ -1,8 +1,13 @@
 -- decide: the ops of one request on the keys of one identity, all or
--- nothing. ARGV[2] is the number of ops; then 3 values per op: shadow (0/1),
--- limit (see limit below) and cost. KEYS[3i-2] is op i's state key,
--- KEYS[3i-1] its override key, KEYS[3i] the state key used while an override
--- limit applies (an override counts on its own, so a raise really raises).
+-- nothing. Each op has three keys: its state key, its override key, and the
+-- state key used while an override limit applies (an override counts on its
+-- own, so a raise really raises); its arguments are shadow (0/1), limit (see
+-- limit below) and cost.
+--
+-- The layout of the arguments and replies of every entry point (decide,
+-- decide1, decideMany, refund) is the table "The script protocol" in
+-- core/redisstore/protocol.go; the names below are its offsets, 1-based, as
+-- the Go constants of the same meaning are 0-based.
 --
 -- An override key holds "x <until µs>" (blocked until then) or
 -- "o <until µs> <code> <six parameters> <algorithm> <rate> <period µs>
@@ -13,17 +18,33 @@
 -- Every op is decided first. If an op that is not shadow is denied, no op
 -- consumes: the denied ones store their Throttled state, and the others
 -- report their state as it is (unconsumed, but allowed by their policy).
--- Otherwise every op's write is applied. The reply is 13 integers per op:
--- allowed, remaining, retry, reset, level, previous level, the instant the
--- op was decided at (µs: now, or the instant the key's state records when
--- the clock stepped back behind it; a refund names the admission by it),
--- then the override used (0 none, 1 a limit, 2 a block) and that limit's
+-- Otherwise every op's write is applied. The reply is OP_REPLY integers per
+-- op: the OUTCOME_LEN integers of its outcome (allowed, remaining, retry,
+-- reset, state, previous state, and the instant the op was decided at, µs:
+-- now, or the instant the key's state records when the clock stepped back
+-- behind it; a refund names the admission by it), then the override used
+-- (OVERRIDE_NONE, OVERRIDE_LIMIT, OVERRIDE_BLOCK) and that limit's
 -- algorithm number, rate, period (µs) and burst, and the override's id (0
 -- when none, or when the override was written without one). A block's
 -- retry and reset are in µs.
 --
 -- decide1 is the same for one op, with shorter arguments and reply, and
 -- decideMany decides many independent ops at once.
+
+-- KEYS of one op (KEYS[KEYS_PER_OP * (i - 1) + KEY_STATE] is op i's state).
+local KEYS_PER_OP, KEY_STATE, KEY_OVERRIDE, KEY_OVERRIDE_STATE = 3, 1, 2, 3
+-- ARGV: decide and refund start with the instant and the number of ops
+-- (ARGV_HEAD); decide then has ARGS_PER_OP per op, decide1 (and each op of
+-- decideMany) DECIDE1_ARGS.
+local ARG_NOW, ARG_COUNT, ARGV_HEAD = 1, 2, 2
+local ARGS_PER_OP, ARG_SHADOW, ARG_LIMIT, ARG_COST = 3, 1, 2, 3
+local DECIDE1_ARGS, ARG1_NOW, ARG1_LIMIT, ARG1_COST = 3, 1, 2, 3
+-- The reply of one op: OUTCOME_LEN integers (as the step functions return
+-- them), then, under an override, the rest up to OP_REPLY.
+local OUTCOME_LEN, OP_REPLY = 7, 13
+local OVERRIDE_NONE, OVERRIDE_LIMIT, OVERRIDE_BLOCK = 0, 1, 2
+-- The fields of an override key's value.
+local OV_KIND, OV_UNTIL, OV_CODE, OV_PARAMS, OV_LIMIT, OV_ID = 1, 2, 3, 4, 10, 14
 
 local algos = {b = bucket, f = fixed, c = counter, l = slidingLog}
 
@@ -55,48 +76,52 @@ end
 -- override's six reply values (all 0 when none applies). A block returns
 -- nil and the time it has left in µs.
 local function prepare(KEYS, i, lim)
-  local raw = call('GET', KEYS[3 * i - 1])
+  local k = KEYS_PER_OP * (i - 1)
+  local raw = call('GET', KEYS[k + KEY_OVERRIDE])
   if raw then
     local f = {}
     for w in string.gmatch(raw, '%S+') do
       f[#f + 1] = w
     end
-    local untilUs = tonumber(f[2])
+    local untilUs = tonumber(f[OV_UNTIL])
     if untilUs > now then
-      if f[1] == 'x' then
+      if f[OV_KIND] == 'x' then
         return nil, untilUs - now
       end
-      local p = {tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), tonumber(f[7]), tonumber(f[8]), tonumber(f[9])}
-      return algos[f[3]], KEYS[3 * i], p, 1, tonumber(f[10]), tonumber(f[11]), tonumber(f[12]), tonumber(f[13]), tonumber(f[14]) or 0
+      local a = OV_PARAMS
+      local p = {tonumber(f[a]), tonumber(f[a + 1]), tonumber(f[a + 2]), tonumber(f[a + 3]), tonumber(f[a + 4]), tonumber(f[a + 5])}
+      local b = OV_LIMIT
+      return algos[f[OV_CODE]], KEYS[k + KEY_OVERRIDE_STATE], p, OVERRIDE_LIMIT, tonumber(f[b]), tonumber(f[b + 1]), tonumber(f[b + 2]), tonumber(f[b + 3]), tonumber(f[OV_ID]) or 0
     end
   end
   local _, fn, p = limit(lim)
-  return fn, KEYS[3 * i - 2], p, 0, 0, 0, 0, 0, 0
+  return fn, KEYS[k + KEY_STATE], p, OVERRIDE_NONE, 0, 0, 0, 0, 0
 end
 
 -- decideOne decides op i of KEYS at the instant t (see clock) under the
 -- limit lim, for cost. One op is all or nothing by itself (shadow or not, a
 -- denied op writes only its own Throttled state), so its write is made as
 -- soon as it is decided, with no closure and no table but the reply: the
--- op's 13 integers, or only the first 7 when no override applies.
+-- op's OP_REPLY integers, or only the first OUTCOME_LEN when no override
+-- applies.
 local function decideOne(KEYS, i, t, lim, cost)
   clock(t)
   local fn, key, p, o1, o2, o3, o4, o5, o6 = prepare(KEYS, i, lim)
   if not fn then
     local left = key
-    return {0, 0, left, left, 2, 2, now, 2, 0, 0, 0, 0, 0}
+    return {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}
   end
   local allowed, remaining, retry, reset, lv2, lv, at = fn(key, tonumber(cost), p, true)
-  if o1 == 0 then
+  if o1 == OVERRIDE_NONE then
     return {allowed, remaining, retry, reset, lv2, lv, at}
   end
   return {allowed, remaining, retry, reset, lv2, lv, at, o1, o2, o3, o4, o5, o6}
 end
 
--- decide1 decides one op: ARGV[1] is the instant, ARGV[2] the limit, ARGV[3]
--- the cost (no op count, no shadow flag); KEYS are the op's three.
+-- decide1 decides one op: ARGV is the instant, the limit and the cost (no op
+-- count, no shadow flag); KEYS are the op's three.
 local function decide1(KEYS, ARGV)
-  return decideOne(KEYS, 1, ARGV[1], ARGV[2], ARGV[3])
+  return decideOne(KEYS, 1, ARGV[ARG1_NOW], ARGV[ARG1_LIMIT], ARGV[ARG1_COST])
 end
 
 -- decideMany decides independent ops one after the other, each exactly as
@@ -105,13 +130,14 @@ end
 -- op saves the server the cost of a command each, when a client has many
 -- ready at once on one server. An op that fails does not stop the others:
 -- as it fails before it writes, the client learns its error by sending it
--- again alone. The reply is, per op, the length of its reply (7 or 13) and
+-- again alone. The reply is, per op, the length of its reply (OUTCOME_LEN or
+-- OP_REPLY) and
 -- that reply, or -1 for an op that failed.
 local function decideMany(KEYS, ARGV)
   local out = {}
-  for i = 1, #KEYS / 3 do
-    local b = 3 * (i - 1)
-    local ok, r = pcall(decideOne, KEYS, i, ARGV[b + 1], ARGV[b + 2], ARGV[b + 3])
+  for i = 1, #KEYS / KEYS_PER_OP do
+    local b = DECIDE1_ARGS * (i - 1)
+    local ok, r = pcall(decideOne, KEYS, i, ARGV[b + ARG1_NOW], ARGV[b + ARG1_LIMIT], ARGV[b + ARG1_COST])
     if ok then
       out[#out + 1] = #r
       for j = 1, #r do
@@ -125,25 +151,25 @@ local function decideMany(KEYS, ARGV)
 end
 
 local function decide(KEYS, ARGV)
-  clock(ARGV[1])
-  local n = tonumber(ARGV[2])
+  clock(ARGV[ARG_NOW])
+  local n = tonumber(ARGV[ARG_COUNT])
   local ops, replies, writes = {}, {}, {}
   local denied = false
   for i = 1, n do
-    local base = 2 + (i - 1) * 3
-    local fn, key, p, o1, o2, o3, o4, o5, o6 = prepare(KEYS, i, ARGV[base + 2])
-    local op = {cost = tonumber(ARGV[base + 3]), fn = fn, key = key, p = p, ov = {o1, o2, o3, o4, o5, o6}}
+    local base = ARGV_HEAD + (i - 1) * ARGS_PER_OP
+    local fn, key, p, o1, o2, o3, o4, o5, o6 = prepare(KEYS, i, ARGV[base + ARG_LIMIT])
+    local op = {cost = tonumber(ARGV[base + ARG_COST]), fn = fn, key = key, p = p, ov = {o1, o2, o3, o4, o5, o6}}
     local r
     if not fn then
       local left = key
       r = {0, 0, left, left, 2, 2, now}
-      op.ov = {2, 0, 0, 0, 0, 0}
+      op.ov = {OVERRIDE_BLOCK, 0, 0, 0, 0, 0}
     else
       r = {fn(key, op.cost, p, false)}
-      writes[i] = r[8]
+      writes[i] = r[OUTCOME_LEN + 1] -- the step function's write, after its outcome
     end
     replies[i], ops[i] = r, op
-    if r[1] == 0 and op.cost > 0 and ARGV[base + 1] ~= '1' then
+    if r[1] == 0 and op.cost > 0 and ARGV[base + ARG_SHADOW] ~= '1' then
       denied = true
     end
   end
@@ -157,10 +183,10 @@ local function decide(KEYS, ARGV)
     elseif writes[i] then
       writes[i]()
     end
-    for j = 1, 7 do
+    for j = 1, OUTCOME_LEN do
       out[#out + 1] = r[j]
     end
-    for j = 1, 6 do
+    for j = 1, OP_REPLY - OUTCOME_LEN do
       out[#out + 1] = op.ov[j]
     end
   end

@@ -1,31 +1,38 @@
 -- refund: give back the units of earlier admissions, each exactly or not at
--- all (see docs/algorithms.md, "Refunds"). ARGV[2] is the number of ops; then
--- 6 values per op: the level to restore (-1: follow the lower usage), the
--- limit (as in decide.lua), the cost, the instant the admission was decided
--- at (the 7th integer of its decision's reply), what the caller knows of
--- the decision: -1 when it names the admission by its instant only (a
--- response-based refund), or, when it undoes a decision it has just received
--- (an all-or-nothing decision across identities), the decision's reset (4th
--- integer: for a bucket, its debt right after the admission, in units), and
--- the id of the override the admission was made under (13th integer; 0:
--- none). KEYS[2i-1] is op i's state key: the key's own state, or, for an
--- admission under an override, the override's state (KEYS[3i] of
--- decide.lua); KEYS[2i] is op i's override key.
+-- all (see docs/algorithms.md, "Refunds"). Its arguments and reply are laid
+-- out in the table "The script protocol" of core/redisstore/protocol.go,
+-- whose offsets decide.lua names. Per op, two keys: the state the admission
+-- was made on (the key's own state, or, for an admission under an override,
+-- the override's state: KEY_OVERRIDE_STATE of decide.lua) and the op's
+-- override key; after the instant and the number of ops, REFUND_ARGS_PER_OP
+-- arguments: the state to restore (-1: follow the lower usage), the limit
+-- (as in decide.lua), the cost, the instant the admission was decided at
+-- (the last integer of its outcome), what the caller knows of the decision:
+-- -1 when it names the admission by its instant only (a response-based
+-- refund), or, when it undoes a decision it has just received (an
+-- all-or-nothing decision across identities), the decision's reset (for a
+-- bucket, its debt right after the admission, in units), and the id of the
+-- override the admission was made under (the last integer of its reply; 0:
+-- none).
 --
 -- An admission under an override is given back to the override's state,
 -- under the override's limit (read from its key), only while that same
 -- override is in force: once it has ended or been replaced (its state was
 -- deleted with it), nothing is given back, so no unit ever reaches another
--- override's state or the key's own. The reply is, per op, the 7 integers
--- of a peek after the refund, then 1 if the refund was made, or 8 zeros
--- when the override has gone.
+-- override's state or the key's own. The reply is, per op, the OUTCOME_LEN
+-- integers of a peek after the refund, then 1 if the refund was made
+-- (REFUND_REPLY integers), or REFUND_REPLY zeros when the override has gone.
+
+local REFUND_KEYS_PER_OP, RKEY_STATE, RKEY_OVERRIDE = 2, 1, 2
+local REFUND_ARGS_PER_OP, RARG_STATE, RARG_LIMIT, RARG_COST, RARG_AT, RARG_AFTER, RARG_OVERRIDE_ID = 6, 1, 2, 3, 4, 5, 6
+local REFUND_REPLY = OUTCOME_LEN + 1
 
 local refunds = {b = bucketRefund, f = fixedRefund, c = counterRefund, l = slidingLogRefund}
 
 -- overridden returns the code, step function and parameters of the override
--- in KEYS[2i] if it is the one named id and still in force, else nil.
+-- of op i if it is the one named id and still in force, else nil.
 local function overridden(KEYS, i, id)
-  local raw = call('GET', KEYS[2 * i])
+  local raw = call('GET', KEYS[REFUND_KEYS_PER_OP * (i - 1) + RKEY_OVERRIDE])
   if not raw then
     return nil
   end
@@ -33,37 +40,38 @@ local function overridden(KEYS, i, id)
   for w in string.gmatch(raw, '%S+') do
     f[#f + 1] = w
   end
-  if f[1] ~= 'o' or tonumber(f[2]) <= now or f[14] ~= id then
+  if f[OV_KIND] ~= 'o' or tonumber(f[OV_UNTIL]) <= now or f[OV_ID] ~= id then
     return nil
   end
-  return f[3], algos[f[3]], {tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), tonumber(f[7]), tonumber(f[8]), tonumber(f[9])}
+  local a = OV_PARAMS
+  return f[OV_CODE], algos[f[OV_CODE]], {tonumber(f[a]), tonumber(f[a + 1]), tonumber(f[a + 2]), tonumber(f[a + 3]), tonumber(f[a + 4]), tonumber(f[a + 5])}
 end
 
 local function refund(KEYS, ARGV)
-  clock(ARGV[1])
-  local n = tonumber(ARGV[2])
+  clock(ARGV[ARG_NOW])
+  local n = tonumber(ARGV[ARG_COUNT])
   local out = {}
   for i = 1, n do
-    local base = 2 + (i - 1) * 6
+    local base = ARGV_HEAD + (i - 1) * REFUND_ARGS_PER_OP
     local code, fn, p
-    local id = ARGV[base + 6]
+    local id = ARGV[base + RARG_OVERRIDE_ID]
     if id == '0' then
-      code, fn, p = limit(ARGV[base + 2])
+      code, fn, p = limit(ARGV[base + RARG_LIMIT])
     else
       code, fn, p = overridden(KEYS, i, id)
     end
     if not code then
-      for _ = 1, 8 do
+      for _ = 1, REFUND_REPLY do
         out[#out + 1] = 0
       end
     else
-      local key = KEYS[2 * i - 1]
-      local cost = tonumber(ARGV[base + 3])
+      local key = KEYS[REFUND_KEYS_PER_OP * (i - 1) + RKEY_STATE]
+      local cost = tonumber(ARGV[base + RARG_COST])
       if cost > 0 then
-        refunds[code](key, cost, p, tonumber(ARGV[base + 1]), tonumber(ARGV[base + 4]), tonumber(ARGV[base + 5]))
+        refunds[code](key, cost, p, tonumber(ARGV[base + RARG_STATE]), tonumber(ARGV[base + RARG_AT]), tonumber(ARGV[base + RARG_AFTER]))
       end
       local r = {fn(key, 0, p, false)}
-      for j = 1, 7 do
+      for j = 1, OUTCOME_LEN do
         out[#out + 1] = r[j]
       end
       out[#out + 1] = 1

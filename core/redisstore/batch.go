@@ -37,13 +37,13 @@ type call struct {
 	// runner.group).
 	members []*call
 	// space holds argv for a call of one op (see Store.newCall1).
-	space [9]any
+	space [argvFirstKey + keysPerOp + decide1Args]any
 }
 
 // newCall returns a call of e with room for keys and args, due by deadline.
 func newCall(e *entry, keys, args int, deadline time.Time) *call {
-	c := &call{e: e, argv: make([]any, 3, 3+keys+args), deadline: deadline, done: make(chan struct{}, 1)}
-	c.argv[2] = keys
+	c := &call{e: e, argv: make([]any, argvFirstKey, argvFirstKey+keys+args), deadline: deadline, done: make(chan struct{}, 1)}
+	c.argv[argvFirstKey-1] = keys
 	return c
 }
 

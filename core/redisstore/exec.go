@@ -300,18 +300,18 @@ func (r *runner) group(ctx context.Context, calls []*call) ([]*call, *call) {
 	if g == nil {
 		g = &call{e: &r.decideMany}
 	}
-	g.argv = append(g.argv, nil, nil, 3*n)
+	g.argv = append(g.argv, nil, nil, keysPerOp*n)
 	out := make([]*call, 0, len(calls)-n+1)
 	for _, c := range calls {
 		if c.e == &r.decide1 {
 			g.members = append(g.members, c)
-			g.argv = append(g.argv, c.argv[3:6]...) // keys
+			g.argv = append(g.argv, c.argv[argvFirstKey:argvFirstKey+keysPerOp]...)
 		} else {
 			out = append(out, c)
 		}
 	}
 	for _, c := range g.members {
-		g.argv = append(g.argv, c.argv[6:9]...) // instant, limit, cost
+		g.argv = append(g.argv, c.argv[argvFirstKey+keysPerOp:argvFirstKey+keysPerOp+decide1Args]...)
 	}
 	return append(out, g), g
 }
@@ -341,7 +341,7 @@ func (r *runner) scatter(ctx context.Context, g *call) {
 			case n == -1:
 				again = append(again, c)
 				k++
-			case (n == 7 || n == opReply) && k+1+n <= len(res):
+			case (n == outcomeLen || n == opReply) && k+1+n <= len(res):
 				c.res, c.err = res[k+1:k+1+n:k+1+n], nil
 				k += 1 + n
 			default:

@@ -10,6 +10,97 @@ import (
 	"github.com/sluicehq/sluice/lua"
 )
 
+// The script protocol: how Go calls the entry points of package lua and
+// reads their replies. Every offset below is named once here (Go) and once at
+// the top of lua/decide.lua (Lua, 1-based); both sides cite this table.
+//
+//	call.argv       [0] command (fcall, evalsha, eval)  [1] function or script
+//	                [2] number of keys                   [3...] KEYS, then ARGV
+//
+//	decide1 (one op)        KEYS: state, override, override state   (keysPerOp)
+//	                        ARGV: instant, limit, cost              (decide1Args)
+//	decide (n ops, all or   KEYS: n times keysPerOp
+//	nothing)                ARGV: instant, n (argvHead), then per op:
+//	                              shadow, limit, cost               (argsPerOp)
+//	decideMany (n ops,      KEYS: n times keysPerOp
+//	each as decide1)        ARGV: n times decide1Args
+//	refund (n ops)          KEYS: per op state, override            (refundKeysPerOp)
+//	                        ARGV: instant, n (argvHead), then per op:
+//	                              state to restore, limit, cost, at,
+//	                              after, override id                (refundArgsPerOp)
+//
+//	instant: µs, or -1 for Redis TIME. limit: see scriptLimit. state: a
+//	core.State, or -1 to follow the lower usage. at: the replyAt of the
+//	admission. after: -1 (the admission is named by its instant only), or the
+//	replyReset of the decision being undone. override id: the replyOverrideID
+//	of the admission, 0 for none.
+//
+//	reply of one op   [0] allowed (0/1)   [1] remaining   [2] retry   [3] reset
+//	(decide1, and     [4] state   [5] previous state   [6] at (the instant it was
+//	each op of        decided at, µs)      -- outcomeLen (7) integers when no
+//	decide)           override applies, or opReply (13) with:
+//	                  [7] override (overrideNone, overrideLimit, overrideBlock)
+//	                  [8] algorithm  [9] rate  [10] period (µs)  [11] burst of
+//	                  the override's limit   [12] override id
+//	                  A block's retry and reset are in µs. decide always
+//	                  replies opReply integers per op.
+//	reply of          per op: its reply's length (outcomeLen or opReply) and
+//	decideMany        that reply, or -1 for an op that failed.
+//	reply of refund   per op: the outcomeLen integers of a peek after the
+//	                  refund, then [7] 1 if it was made (refundReply integers);
+//	                  refundReply zeros when the override has gone.
+//
+//	override key      "x <until µs>" (a block), or "o <until µs> <limit: code
+//	value             and six parameters> <algorithm> <rate> <period µs>
+//	                  <burst> <id>" (see Store.SetOverride).
+const (
+	argvFirstKey = 3 // the index in call.argv of the first key
+
+	keysPerOp   = 3 // KEYS of one op of decide, decide1 and decideMany
+	decide1Args = 3 // ARGV of decide1, and per op of decideMany
+	argvHead    = 2 // ARGV of decide and refund before the ops: instant, count
+	argsPerOp   = 3 // ARGV per op of decide
+
+	refundKeysPerOp = 2 // KEYS per op of refund
+	refundArgsPerOp = 6 // ARGV per op of refund
+)
+
+// Offsets in the reply of one op.
+const (
+	replyAllowed = iota
+	replyRemaining
+	replyRetry
+	replyReset
+	replyState
+	replyPrevState
+	replyAt
+	outcomeLen // the length of a reply without override
+)
+
+// Offsets in the reply of one op under an override, after the outcome.
+const (
+	replyOverride = outcomeLen + iota // overrideNone, overrideLimit or overrideBlock
+	replyOverrideAlgorithm
+	replyOverrideRate
+	replyOverridePeriod
+	replyOverrideBurst
+	replyOverrideID
+	opReply // the length of a reply with an override; decide's per op
+)
+
+// The values of replyOverride.
+const (
+	overrideNone  = 0
+	overrideLimit = 1
+	overrideBlock = 2
+)
+
+// The reply of one op of refund: an outcome, then whether it was made.
+const (
+	refundMade  = outcomeLen
+	refundReply = outcomeLen + 1
+)
+
 // decided is one op's reply: its outcome under the limit that applied.
 type decided struct {
 	o          algo.Outcome
@@ -32,37 +123,38 @@ func (d *decided) result() core.Result {
 	return res
 }
 
-// opReply is the length of one op's reply of lua/decide.lua when an
-// override applies (and of each op's in a group).
-const opReply = 13
-
-// decode reads one op's reply (see lua/decide.lua): 13 integers, or 7 when
-// no override applies.
+// decode reads one op's reply (see lua/decide.lua): opReply integers, or
+// outcomeLen when no override applies.
 func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
-	if len(res) != opReply && len(res) != 7 {
+	if len(res) != opReply && len(res) != outcomeLen {
 		return fmt.Errorf("redisstore: unexpected script reply %v", res)
 	}
 	d.cp = cp
-	if len(res) == 7 {
+	if len(res) == outcomeLen {
 		if err := outcome(res, &d.o); err != nil {
 			return fmt.Errorf("redisstore: %w", err)
 		}
 		return nil
 	}
-	switch res[7] {
-	case 2:
-		d.blocked, d.blockUs = true, res[2]
-		d.o = algo.Outcome{Retry: res[2], Reset: res[3], Level: core.Throttled, Prev: core.Throttled, At: res[6]}
+	switch res[replyOverride] {
+	case overrideBlock:
+		d.blocked, d.blockUs = true, res[replyRetry]
+		d.o = algo.Outcome{Retry: res[replyRetry], Reset: res[replyReset], Level: core.Throttled, Prev: core.Throttled, At: res[replyAt]}
 		return nil
-	case 1:
-		ol := core.Limit{Algorithm: core.Algorithm(res[8]), Rate: res[9], Period: time.Duration(res[10]) * time.Microsecond, Burst: res[11]}
+	case overrideLimit:
+		ol := core.Limit{
+			Algorithm: core.Algorithm(res[replyOverrideAlgorithm]),
+			Rate:      res[replyOverrideRate],
+			Period:    time.Duration(res[replyOverridePeriod]) * time.Microsecond,
+			Burst:     res[replyOverrideBurst],
+		}
 		ocp, err := s.compile(ol)
 		if err != nil {
 			return fmt.Errorf("redisstore: override: %w", err)
 		}
-		d.cp, d.overridden, d.ovID = ocp, true, uint64(max(res[12], 0))
+		d.cp, d.overridden, d.ovID = ocp, true, uint64(max(res[replyOverrideID], 0))
 	}
-	if err := outcome(res[:7], &d.o); err != nil {
+	if err := outcome(res[:outcomeLen], &d.o); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
 	return nil
@@ -122,12 +214,20 @@ func (s *Store) args(args []any, cps []*compiled, ops []core.Op) []any {
 	return args
 }
 
-// outcome decodes one op's reply {allowed, remaining, retry, reset, level,
-// previous level, instant}.
+// outcome decodes one op's reply without override: outcomeLen integers
+// from replyAllowed to replyAt.
 func outcome(res []int64, o *algo.Outcome) error {
-	if len(res) != 7 || res[4] < 0 || res[4] > 2 || res[5] < 0 || res[5] > 2 {
+	if len(res) != outcomeLen || res[replyState] < 0 || res[replyState] > 2 || res[replyPrevState] < 0 || res[replyPrevState] > 2 {
 		return fmt.Errorf("unexpected script reply %v", res)
 	}
-	*o = algo.Outcome{Allowed: res[0] == 1, Remaining: res[1], Retry: res[2], Reset: res[3], Level: core.State(res[4]), Prev: core.State(res[5]), At: res[6]}
+	*o = algo.Outcome{
+		Allowed:   res[replyAllowed] == 1,
+		Remaining: res[replyRemaining],
+		Retry:     res[replyRetry],
+		Reset:     res[replyReset],
+		Level:     core.State(res[replyState]),
+		Prev:      core.State(res[replyPrevState]),
+		At:        res[replyAt],
+	}
 	return nil
 }

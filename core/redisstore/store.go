@@ -150,7 +150,7 @@ func (s *Store) newCall1(deadline time.Time) *call {
 	if c == nil {
 		c = &call{e: &s.r.decide1, done: make(chan struct{}, 1)}
 	}
-	c.argv = append(c.space[:0], nil, nil, 3)
+	c.argv = append(c.space[:0], nil, nil, keysPerOp)
 	c.deadline = deadline
 	return c
 }
@@ -176,7 +176,7 @@ func (s *Store) run(ctx context.Context, c *call) error {
 	node := ""
 	switch {
 	case s.cluster != nil:
-		node = s.nodeOfKey(c.argv[3].(string), c.deadline) // the first key: every key of a call shares its slot
+		node = s.nodeOfKey(c.argv[argvFirstKey].(string), c.deadline) // the first key: every key of a call shares its slot
 		if s.batch != nil {
 			err = s.batcherFor(node).do(ctx, c)
 		} else {
@@ -397,14 +397,14 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	for g, idx := range groups {
 		if len(idx) == 1 { // one op: decide1
 			i := idx[0]
-			c := newCall(&s.r.decide1, 3, 3, deadline)
+			c := newCall(&s.r.decide1, keysPerOp, decide1Args, deadline)
 			id, policy := split(ops[i].Key)
 			c.argv = s.opKeys(c.argv, id, policy, ops[i].Limit.Algorithm)
 			c.argv = append(c.argv, s.now(), cps[i].boxed, ops[i].Cost)
 			calls[g] = c
 			continue
 		}
-		c := newCall(&s.r.decide, 3*len(idx), 2+3*len(idx), deadline)
+		c := newCall(&s.r.decide, keysPerOp*len(idx), argvHead+argsPerOp*len(idx), deadline)
 		gcps, gops := make([]*compiled, len(idx)), make([]core.Op, len(idx))
 		for j, i := range idx {
 			id, policy := split(ops[i].Key)
@@ -472,7 +472,7 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 		if ds[i].overridden && ds[i].ovID == 0 {
 			continue // an override written without an id: its state cannot be named
 		}
-		c := newCall(&s.r.refund, 2, 8, deadline)
+		c := newCall(&s.r.refund, refundKeysPerOp, argvHead+refundArgsPerOp, deadline)
 		c.argv = s.refundKeys(c.argv, op.Key, op.Limit.Algorithm, ds[i].ovID)
 		// the admission decided at ds[i].o.At, undone as a decision just
 		// received (its reset: a bucket's debt after it), and the level to
@@ -494,9 +494,9 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 		var res []int64
 		if err == nil { // a call that failed may still be answered: its res is not ours
 			res = calls[j].res
-			if len(res) != 8 {
+			if len(res) != refundReply {
 				err = fmt.Errorf("redisstore: unexpected script reply %v", res)
-			} else if err = outcome(res[:7], &o); err != nil {
+			} else if err = outcome(res[:outcomeLen], &o); err != nil {
 				err = fmt.Errorf("redisstore: %w", err)
 			}
 		}
@@ -507,7 +507,7 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 			}
 			continue
 		}
-		if res[7] == 0 {
+		if res[refundMade] == 0 {
 			// The override it was made under was replaced in between
 			// (cleared or ended): its state, and the units, are gone.
 			continue
@@ -596,7 +596,7 @@ func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64
 	deadline := time.Now().Add(s.timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	c := newCall(&s.r.refund, 2, 8, deadline)
+	c := newCall(&s.r.refund, refundKeysPerOp, argvHead+refundArgsPerOp, deadline)
 	c.argv = s.refundKeys(c.argv, key, l.Algorithm, override)
 	c.argv = s.refundArgs(c.argv, cp, "-1", cost, at, -1, override)
 	return s.run(ctx, c)
