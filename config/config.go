@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
+	"github.com/sluicehq/sluice/internal/route"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -345,7 +346,7 @@ func (p *parser) policy(n *yaml.Node, path string) (core.Policy, bool) {
 	var pol core.Policy
 	if v := f["name"]; v == nil {
 		p.fail(n, path+".name", "required")
-	} else if err := core.ValidPolicyName(v.Value); err != nil {
+	} else if err := core.ValidatePolicyName(v.Value); err != nil {
 		p.fail(v, path+".name", "%v", err)
 	} else {
 		pol.Name = v.Value
@@ -370,7 +371,7 @@ func (p *parser) policy(n *yaml.Node, path string) (core.Policy, bool) {
 				continue
 			}
 			for i, r := range vals {
-				if err := core.ValidateRoute(r); err != nil {
+				if err := route.Validate(r); err != nil {
 					p.fail(v.Content[i], fmt.Sprintf("%s.match.routes[%d]", path, i), "%v", err)
 				}
 			}
@@ -614,7 +615,7 @@ func (p *parser) whole(v *yaml.Node, path string, lo int64) (int64, bool) {
 }
 
 // validMethod reports why m cannot be one entry of match.methods:
-// core.ValidMethod's rule (one RFC 9110 token in one case, or "*" for any
+// core.ValidateMethod's rule (one RFC 9110 token in one case, or "*" for any
 // method; ANY, ALL and lists such as "GET,POST" are errors), so a file and
 // the Go API accept the same methods.
-func validMethod(m string) error { return core.ValidMethod(m) }
+func validMethod(m string) error { return core.ValidateMethod(m) }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/exact"
 )
 
 // Algorithm selects how a Limit counts. The zero value is not an algorithm:
@@ -62,8 +64,6 @@ func (a Algorithm) Bucket() bool { return a == TokenBucket || a == LeakyBucket |
 // Bounds that keep every product the algorithms compute exact in a float64
 // (the number type of Redis Lua), so the memory and Redis stores agree.
 const (
-	// MaxExact is 2^53: the largest integer range a Lua number holds exactly.
-	MaxExact = int64(1) << 53
 	// MaxRate bounds Rate and Burst.
 	MaxRate = int64(1_000_000_000_000)
 	// MaxLogRate bounds Rate for SlidingWindowLog, which keeps one entry per
@@ -163,8 +163,8 @@ func (l Limit) Validate() error {
 			return bad("Burst", "must be at most %d, got %d", MaxRate, l.Burst)
 		}
 		// The bucket's capacity in its exact time unit must stay below 2^53.
-		g := GCD(period, l.Rate)
-		if hi, lo := bits.Mul64(uint64(l.Capacity()), uint64(period/g)); hi != 0 || lo > uint64(MaxExact) {
+		g := exact.GCD(period, l.Rate)
+		if hi, lo := bits.Mul64(uint64(l.Capacity()), uint64(period/g)); hi != 0 || lo > uint64(exact.Max) {
 			return bad("Burst", "capacity %d × interval %s/%d overflows the exact range; lower Burst or Period", l.Capacity(), l.Period, l.Rate)
 		}
 	default:
@@ -181,7 +181,7 @@ func (l Limit) Validate() error {
 		if l.Rate > MaxCounterRate {
 			return bad("Rate", "sliding_window_counter allows at most %d, got %d", MaxCounterRate, l.Rate)
 		}
-		if hi, lo := bits.Mul64(uint64(l.Rate), uint64(period)); hi != 0 || lo > uint64(MaxExact) {
+		if hi, lo := bits.Mul64(uint64(l.Rate), uint64(period)); hi != 0 || lo > uint64(exact.Max) {
 			return bad("Period", "Rate × Period in µs overflows the exact range 2^53; lower Rate or Period")
 		}
 	}
@@ -189,12 +189,4 @@ func (l Limit) Validate() error {
 		return bad("Period", "too long: %s", l.Period)
 	}
 	return nil
-}
-
-// GCD returns the greatest common divisor of two positive integers.
-func GCD(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
 }

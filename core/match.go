@@ -1,8 +1,9 @@
 package core
 
 import (
-	"fmt"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/route"
 )
 
 // Match says which requests a policy applies to. The zero value matches
@@ -29,40 +30,9 @@ type trie struct {
 	all  []int // (root only) policies with no route pattern
 }
 
-// ValidateRoute reports why a route pattern of Match.Routes cannot match
-// anything.
-func ValidateRoute(p string) error { return validateRoute(p) }
-
-// validateRoute reports why a route pattern cannot match anything.
-func validateRoute(p string) error {
-	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("Routes: pattern %q must start with /", p)
-	}
-	segs := splitPath(p)
-	for i, s := range segs {
-		switch {
-		case s == "":
-			return fmt.Errorf("Routes: pattern %q has an empty segment", p)
-		case s == "**" && i != len(segs)-1:
-			return fmt.Errorf("Routes: pattern %q: ** must be the last segment", p)
-		case strings.Contains(s, "*") && s != "*" && s != "**":
-			return fmt.Errorf("Routes: pattern %q: * must be a whole segment", p)
-		}
-	}
-	return nil
-}
-
-func splitPath(p string) []string {
-	p = strings.TrimPrefix(p, "/")
-	if p == "" {
-		return nil
-	}
-	return strings.Split(p, "/")
-}
-
 func (t *trie) insert(pattern string, policy int) {
 	n := t
-	for _, s := range splitPath(pattern) {
+	for _, s := range route.Split(pattern) {
 		switch {
 		case s == "**":
 			n.rest = append(n.rest, policy)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/route"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -95,12 +96,12 @@ type compiledPolicy struct {
 	methods []string // Match.Methods; nil when any method matches ("*")
 }
 
-// ValidMethod reports why m cannot be one of Match.Methods: it must be an
+// ValidateMethod reports why m cannot be one of Match.Methods: it must be an
 // RFC 9110 method token (GET, POST, PROPFIND, ...) written in one case, or
 // "*" for any method. "ANY" and "ALL" are refused as the mistakes they
 // usually are (write "*", or leave Methods empty), as are lists such as
 // "GET,POST" or "GET POST" (give each method its own entry).
-func ValidMethod(m string) error {
+func ValidateMethod(m string) error {
 	if m == "*" {
 		return nil
 	}
@@ -136,7 +137,7 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 	set := &policySet{}
 	seen := map[string]bool{}
 	for i, p := range policies {
-		if err := ValidPolicyName(p.Name); err != nil {
+		if err := ValidatePolicyName(p.Name); err != nil {
 			return nil, fmt.Errorf("sluice: policy %d: %w", i, err)
 		}
 		if seen[p.Name] {
@@ -166,15 +167,15 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 		if len(p.Match.Routes) == 0 {
 			set.routes.all = append(set.routes.all, i)
 		}
-		for _, route := range p.Match.Routes {
-			if err := validateRoute(route); err != nil {
+		for _, pattern := range p.Match.Routes {
+			if err := route.Validate(pattern); err != nil {
 				return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
 			}
-			set.routes.insert(route, i)
+			set.routes.insert(pattern, i)
 		}
 		anyMethod := false
 		for _, m := range p.Match.Methods {
-			if err := ValidMethod(m); err != nil {
+			if err := ValidateMethod(m); err != nil {
 				return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
 			}
 			anyMethod = anyMethod || m == "*"
@@ -215,8 +216,8 @@ func (set *policySet) matched(r keyfunc.Request) []int {
 	return out
 }
 
-// ValidPolicyName reports whether name can name a policy.
-func ValidPolicyName(name string) error {
+// ValidatePolicyName reports why name cannot name a policy (nil if it can).
+func ValidatePolicyName(name string) error {
 	if len(name) == 0 || len(name) > 64 {
 		return fmt.Errorf("Name: must be 1 to 64 characters, got %q", name)
 	}

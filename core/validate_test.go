@@ -20,11 +20,11 @@ func TestMethodsAreTokens(t *testing.T) {
 	for _, m := range bad {
 		_, err := core.NewLimiter(s, []core.Policy{{Name: "p", Key: keyfunc.Const("k"), Limit: core.PerHour(1), Match: core.Match{Methods: []string{"GET", m}}}})
 		require.ErrorContains(t, err, `policy "p": Methods:`, "%q", m)
-		require.Error(t, core.ValidMethod(m), "%q", m)
+		require.Error(t, core.ValidateMethod(m), "%q", m)
 	}
 	good := []string{"GET", "get", "POST", "PROPFIND", "M-SEARCH", "*", "BREW"}
 	for _, m := range good {
-		require.NoError(t, core.ValidMethod(m), "%q", m)
+		require.NoError(t, core.ValidateMethod(m), "%q", m)
 	}
 	// "*" matches every method.
 	l, err := core.NewLimiter(s, []core.Policy{{Name: "star", Key: keyfunc.Const("k"), Limit: core.PerHour(2), Match: core.Match{Methods: []string{"*"}}}})

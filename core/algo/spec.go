@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/exact"
 )
 
 // Spec is a Limit compiled for the step functions, with the warning
@@ -46,10 +47,10 @@ func Compile(l core.Limit, th core.Thresholds) (Spec, error) {
 	sp := Spec{Limit: l, Algorithm: l.Algorithm, Capacity: l.Capacity(), Period: int64(l.Period / time.Microsecond), Q: 1}
 	switch {
 	case l.Algorithm.Bucket():
-		g := core.GCD(sp.Period, l.Rate)
+		g := exact.GCD(sp.Period, l.Rate)
 		sp.Q, sp.T = l.Rate/g, sp.Period/g
 		sp.Full = sp.Capacity * sp.T
-		sp.maxGap = core.MaxExact / sp.Q
+		sp.maxGap = exact.Max / sp.Q
 	case l.Algorithm == core.SlidingWindowCounter:
 		sp.Full = l.Rate * sp.Period
 	default:
@@ -59,16 +60,6 @@ func Compile(l core.Limit, th core.Thresholds) (Spec, error) {
 	sp.WarnAbove = mulDiv(sp.Full, warn, false)
 	sp.ClearBelow = mulDiv(sp.Full, clear, true)
 	return sp, nil
-}
-
-// CacheSlot spreads limits over a cache of n compiled Specs, mixing every
-// field (periods are often multiples of large powers of two in ns). Both
-// stores use it to find a limit's compiled form without a lock.
-func CacheSlot(l core.Limit, n int) int {
-	h := uint64(l.Rate)*0x9e3779b97f4a7c15 ^ uint64(l.Period)*0xc2b2ae3d27d4eb4f ^ uint64(l.Burst)*0x165667b19e3779f9 ^ uint64(l.Algorithm)
-	h ^= h >> 29
-	h *= 0xbf58476d1ce4e5b9
-	return int((h >> 32) % uint64(n))
 }
 
 // MustCompile is Compile for limits known to be valid; it panics otherwise.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
+	"github.com/sluicehq/sluice/core/internal/cacheslot"
 )
 
 // Store is the in-memory core.Store. The zero value is not usable: call New.
@@ -290,7 +291,7 @@ const specCacheSize = 64
 // spec returns the compiled l from a small lock-free cache, compiling (and
 // validating) it on a miss.
 func (s *Store) spec(l core.Limit) (*algo.Spec, error) {
-	slot := &s.specs[algo.CacheSlot(l, specCacheSize)]
+	slot := &s.specs[cacheslot.Of(l, specCacheSize)]
 	if sp := slot.Load(); sp != nil && sp.Limit == l {
 		return sp, nil
 	}

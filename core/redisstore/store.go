@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
+	"github.com/sluicehq/sluice/core/internal/cacheslot"
 )
 
 // Store is the Redis core.Store. Build one with New; it is safe for
@@ -635,7 +636,7 @@ func (s *Store) prepare(hasKey bool, l core.Limit, cost int64) (*compiled, error
 
 // compile returns l compiled, from a small lock-free cache.
 func (s *Store) compile(l core.Limit) (*compiled, error) {
-	slot := &s.specs[algo.CacheSlot(l, len(s.specs))]
+	slot := &s.specs[cacheslot.Of(l, len(s.specs))]
 	if cp := slot.Load(); cp != nil && cp.sp.Limit == l {
 		return cp, nil
 	}
