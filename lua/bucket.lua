@@ -5,7 +5,7 @@
 -- limit changes).
 
 local function bucketLoad(key, Q)
-  local x, inner, lv = load(key)
+  local x, inner, state = load(key)
   local expire, v = 0, 0
   if x > 0 then
     local off = imod(inner, 1000)
@@ -15,17 +15,17 @@ local function bucketLoad(key, Q)
   if expire <= now then
     return 0, 0, 0, 0
   end
-  return min(expire - now, idiv(MAXEXACT, Q)) * Q - v, expire, v, lv
+  return min(expire - now, idiv(MAXEXACT, Q)) * Q - v, expire, v, state
 end
 
-local function bucketSave(key, Q, d, lv)
+local function bucketSave(key, Q, d, state)
   if d <= 0 then
     call('DEL', key)
     return
   end
   local units = idiv(d + Q - 1, Q)
   local v = units * Q - d
-  save(key, now + units, 1, 1000 * v, lv)
+  save(key, now + units, 1, 1000 * v, state)
 end
 
 -- bucket decides one op. It returns the seven values of the reply (the
@@ -35,9 +35,9 @@ end
 -- returns the same.
 local function bucket(key, cost, p, apply)
   local Q, T, full, cap, warn, clear = p[1], p[2], p[3], p[4], p[5], p[6]
-  local d, expire, v, lv = bucketLoad(key, Q)
+  local d, expire, v, prevState = bucketLoad(key, Q)
   if cost > cap then
-    return 0, idiv(max(full - d, 0), T), -1, d, 2, lv, now
+    return 0, idiv(max(full - d, 0), T), -1, d, 2, prevState, now
   end
   local need = max(cost, 1) * T
   -- a state beyond the clamp of a large backward step is far beyond full
@@ -49,24 +49,24 @@ local function bucket(key, cost, p, apply)
   elseif cost > 0 then
     d2 = d + need
   end
-  local lv2 = level(lv, allowed, d2, warn, clear)
+  local state = nextState(prevState, allowed, d2, warn, clear)
   local write = nil
   if cost > 0 and d2 ~= d then
     if apply then
-      bucketSave(key, Q, d2, lv2)
+      bucketSave(key, Q, d2, state)
     else
-      write = function() bucketSave(key, Q, d2, lv2) end
+      write = function() bucketSave(key, Q, d2, state) end
     end
-  elseif cost > 0 and lv2 ~= lv then
-    -- only the level changes: the TAT is kept as stored, never rebuilt
+  elseif cost > 0 and state ~= prevState then
+    -- only the warning state changes: the TAT is kept as stored, never rebuilt
     -- from a debt clamped after a backward step
     if apply then
-      save(key, expire, 1, 1000 * v, lv2)
+      save(key, expire, 1, 1000 * v, state)
     else
-      write = function() save(key, expire, 1, 1000 * v, lv2) end
+      write = function() save(key, expire, 1, 1000 * v, state) end
     end
   end
-  return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, d2, lv2, lv, now, write
+  return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, d2, state, prevState, now, write
 end
 
 -- undrained returns x - el*Q, at least 0, without forming a product that
@@ -88,11 +88,11 @@ end
 -- decision (after >= 0: the debt it left, in units), the TAT that admission
 -- left minus t is a bound too (every later admission was made by t and added
 -- to the TAT), and the larger of the two is given back, at most cost*T: an
--- admission made behind a deep debt has drained nothing yet. The level
+-- admission made behind a deep debt has drained nothing yet. The warning state
 -- becomes restore, or follows the lower usage when restore is -1.
 local function bucketRefund(key, cost, p, restore, at, after)
   local Q, T, full, cap, warn, clear = p[1], p[2], p[3], p[4], p[5], p[6]
-  local d, expire, v, lv = bucketLoad(key, Q)
+  local d, expire, v, prevState = bucketLoad(key, Q)
   if d == 0 or expire - now > idiv(MAXEXACT, Q) then
     return
   end
@@ -110,7 +110,7 @@ local function bucketRefund(key, cost, p, restore, at, after)
   end
   local d2 = max(d - r, 0)
   if restore < 0 then
-    restore = level(lv, true, d2, warn, clear)
+    restore = nextState(prevState, true, d2, warn, clear)
   end
   bucketSave(key, Q, d2, restore)
 end

@@ -22,7 +22,7 @@
 -- State lives in a key's expiry and one integer value. The expiry is the
 -- instant the key is fresh again, rounded up to the ms (PXAT); the value holds
 -- the sub-ms offset off = expiry_ms*1000 - expire_us, the algorithm's counts,
--- and the warning level in its two low bits. Small values use Redis's shared
+-- and the warning state in its two low bits. Small values use Redis's shared
 -- integers, so most keys cost no value object at all.
 
 -- Redis lets a library use math, string and redis.call only while one of
@@ -75,8 +75,9 @@ local function clock(arg)
   end
 end
 
--- level is the warning-state machine of core/algo (Spec.level).
-local function level(prev, allowed, used, warn, clear)
+-- nextState is the warning-state machine of core/algo (Spec.nextState):
+-- the warning state after a decision, from the state before it (prev).
+local function nextState(prev, allowed, used, warn, clear)
   if not allowed then
     return 2
   end
@@ -89,15 +90,15 @@ local function level(prev, allowed, used, warn, clear)
 end
 
 -- load returns a key's expiry in ms (0 for a fresh key), its value without
--- the level, and the level.
+-- the warning state, and the warning state.
 local function load(key)
   local raw = call('GET', key)
   if not raw then
     return 0, 0, 0
   end
   local n = tonumber(raw)
-  local lv = imod(n, 4)
-  return call('PEXPIRETIME', key), (n - lv) / 4, lv
+  local state = imod(n, 4)
+  return call('PEXPIRETIME', key), (n - state) / 4, state
 end
 
 local function expiryMs(expire)
@@ -109,13 +110,13 @@ local function expiryMs(expire)
 end
 
 -- save writes a non-fresh state: expire (µs), the value's payload
--- off*scale + add (off is the sub-ms rest of expire), and the level. A fresh
+-- off*scale + add (off is the sub-ms rest of expire), and the warning state. A fresh
 -- state deletes the key.
-local function save(key, expire, scale, add, lv)
+local function save(key, expire, scale, add, state)
   if expire == 0 then
     call('DEL', key)
     return
   end
   local x = expiryMs(expire)
-  call('SET', key, fmt(((x * 1000 - expire) * scale + add) * 4 + lv), 'PXAT', fmt(x))
+  call('SET', key, fmt(((x * 1000 - expire) * scale + add) * 4 + state), 'PXAT', fmt(x))
 end

@@ -111,11 +111,11 @@ local function decideOne(KEYS, i, t, lim, cost)
     local left = key
     return {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}
   end
-  local allowed, remaining, retry, reset, lv2, lv, at = fn(key, tonumber(cost), p, true)
+  local allowed, remaining, retry, reset, state, prevState, at = fn(key, tonumber(cost), p, true)
   if o1 == OVERRIDE_NONE then
-    return {allowed, remaining, retry, reset, lv2, lv, at}
+    return {allowed, remaining, retry, reset, state, prevState, at}
   end
-  return {allowed, remaining, retry, reset, lv2, lv, at, o1, o2, o3, o4, o5, o6}
+  return {allowed, remaining, retry, reset, state, prevState, at, o1, o2, o3, o4, o5, o6}
 end
 
 -- decide1 decides one op: ARGV is the instant, the limit and the cost (no op

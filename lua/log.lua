@@ -1,7 +1,7 @@
 -- Sliding window log, exact (core/algo/log.go). Params: Period (µs), Rate,
 -- WarnAbove, ClearBelow.
 -- The key is a sorted set: one member "<at>:<n>" per admission instant, scored
--- by the instant, and the member "lv" scored -1-level. The key expires when
+-- by the instant, and the member "lv" scored -1-state (the warning state). The key expires when
 -- its newest entry leaves the window. Cost: O(entries in the window), at most
 -- Rate (capped by core.MaxLogRate).
 
@@ -22,9 +22,9 @@ end
 -- logLoad returns the decision instant (the newest entry's if the clock
 -- stepped back), the members and the index of the first live entry (the
 -- live ones are members[first..#members], oldest first), their total, the
--- level, and what logSave needs to skip writes that change nothing: the
+-- warning state, and what logSave needs to skip writes that change nothing: the
 -- number of entries that left the window (they stay until the next write)
--- and the level stored (nil if none).
+-- and the warning state stored (nil if none).
 -- One ZRANGE reads every member ("lv" first: its score is negative), without
 -- scores (formatting them is most of the cost of a ZRANGE, and a member
 -- holds its instant); counts are parsed only where they are not 1.
@@ -54,11 +54,11 @@ local function logLoad(key, P)
   for i = live, k do
     total = total + entryN(members[i])
   end
-  local lv = stored or 0
+  local state = stored or 0
   if total == 0 then -- nothing counts: a fresh key (an emptied entry may remain)
-    lv = 0
+    state = 0
   end
-  return at, members, live, total, lv, live - first, stored
+  return at, members, live, total, state, live - first, stored
 end
 
 -- logSave prunes what can never count again and writes the entries'
@@ -69,7 +69,7 @@ end
 -- (core/algo/log.go): a decision is never made behind the newest entry, but
 -- after a backward step it can be made behind at. stale and stored are
 -- logLoad's.
-local function logSave(key, P, at, last, lv, entryAt, old, n, stale, stored)
+local function logSave(key, P, at, last, state, entryAt, old, n, stale, stored)
   if stale > 0 and last then
     call('ZREMRANGEBYSCORE', key, 0, fmt(last - P))
   end
@@ -80,20 +80,20 @@ local function logSave(key, P, at, last, lv, entryAt, old, n, stale, stored)
     call('DEL', key)
     return
   end
-  -- the new entry and the level in one ZADD; the level only if it changed
-  if n > 0 and stored ~= lv then
-    call('ZADD', key, fmt(entryAt), fmt(entryAt) .. ':' .. fmt(n), fmt(-1 - lv), 'lv')
+  -- the new entry and the warning state in one ZADD; the warning state only if it changed
+  if n > 0 and stored ~= state then
+    call('ZADD', key, fmt(entryAt), fmt(entryAt) .. ':' .. fmt(n), fmt(-1 - state), 'lv')
   elseif n > 0 then
     call('ZADD', key, fmt(entryAt), fmt(entryAt) .. ':' .. fmt(n))
-  elseif stored ~= lv then
-    call('ZADD', key, fmt(-1 - lv), 'lv')
+  elseif stored ~= state then
+    call('ZADD', key, fmt(-1 - state), 'lv')
   end
   call('PEXPIREAT', key, fmt(expiryMs(last + P)))
 end
 
 local function slidingLog(key, cost, p, apply)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
-  local at, members, live, total, lv, stale, stored = logLoad(key, P)
+  local at, members, live, total, prevState, stale, stored = logLoad(key, P)
   local k = #members
   local skew = at - now
   local last, reset = nil, 0
@@ -107,7 +107,7 @@ local function slidingLog(key, cost, p, apply)
     end
   end
   if cost > rate then
-    return 0, rate - total, -1, reset, 2, lv, at
+    return 0, rate - total, -1, reset, 2, prevState, at
   end
   local need = max(cost, 1)
   local allowed = total + need <= rate
@@ -133,16 +133,16 @@ local function slidingLog(key, cost, p, apply)
     total2 = total + cost
     reset = at + P - now
   end
-  local lv2 = level(lv, allowed, total2, warn, clear)
+  local state = nextState(prevState, allowed, total2, warn, clear)
   local write = nil
   if cost > 0 then
     if apply then
-      logSave(key, P, at, last, lv2, at, old, n, stale, stored)
+      logSave(key, P, at, last, state, at, old, n, stale, stored)
     else
-      write = function() logSave(key, P, at, last, lv2, at, old, n, stale, stored) end
+      write = function() logSave(key, P, at, last, state, at, old, n, stale, stored) end
     end
   end
-  return allowed and 1 or 0, rate - total2, retry, reset, lv2, lv, at, write
+  return allowed and 1 or 0, rate - total2, retry, reset, state, prevState, at, write
 end
 
 -- slidingLogRefund takes cost units from the entry at instant at, if it
@@ -151,7 +151,7 @@ end
 -- instant the key records (it counts nothing and changes no reply).
 local function slidingLogRefund(key, cost, p, restore, at, after)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
-  local t, members, live, total, lv, stale, stored = logLoad(key, P)
+  local t, members, live, total, prevState, stale, stored = logLoad(key, P)
   local k = #members
   local idx = nil
   for i = k, live, -1 do
@@ -178,7 +178,7 @@ local function slidingLogRefund(key, cost, p, restore, at, after)
     call('ZADD', key, fmt(at), fmt(at) .. ':' .. fmt(old - take))
   end
   if restore < 0 then
-    restore = level(lv, true, total, warn, clear)
+    restore = nextState(prevState, true, total, warn, clear)
   end
   logSave(key, P, t, entryAt(members[k]), restore, 0, nil, 0, stale, stored)
 end

@@ -6,7 +6,7 @@
 -- end of the count's window.
 local FW_RADIX = 1099511627776
 local function fixedLoad(key, P, rate)
-  local x, inner, lv = load(key)
+  local x, inner, state = load(key)
   local expire, count = 0, 0
   if x > 0 then
     count = imod(inner, FW_RADIX)
@@ -16,28 +16,28 @@ local function fixedLoad(key, P, rate)
   if expire > wend then
     wend = expire -- the clock stepped back: keep the newer window
   elseif expire < wend then
-    count, lv = 0, 0 -- the stored window is over
+    count, state = 0, 0 -- the stored window is over
   end
-  return wend, count, lv
+  return wend, count, state
 end
 
-local function fixedSave(key, rate, wend, count, lv)
+local function fixedSave(key, rate, wend, count, state)
   if count == 0 then
     call('DEL', key)
     return
   end
-  save(key, wend, FW_RADIX, count, lv)
+  save(key, wend, FW_RADIX, count, state)
 end
 
 local function fixed(key, cost, p, apply)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
-  local wend, count, lv = fixedLoad(key, P, rate)
+  local wend, count, prevState = fixedLoad(key, P, rate)
   local reset = 0
   if count > 0 then
     reset = wend - now
   end
   if cost > rate then
-    return 0, rate - count, -1, reset, 2, lv, max(now, wend - P)
+    return 0, rate - count, -1, reset, 2, prevState, max(now, wend - P)
   end
   local allowed = count + max(cost, 1) <= rate
   local retry, c2 = 0, count
@@ -47,29 +47,29 @@ local function fixed(key, cost, p, apply)
   if not allowed then
     retry = wend - now
   end
-  local lv2 = level(lv, allowed, c2, warn, clear)
+  local state = nextState(prevState, allowed, c2, warn, clear)
   local write = nil
-  if cost > 0 and (c2 ~= count or lv2 ~= lv) then
+  if cost > 0 and (c2 ~= count or state ~= prevState) then
     if apply then
-      fixedSave(key, rate, wend, c2, lv2)
+      fixedSave(key, rate, wend, c2, state)
     else
-      write = function() fixedSave(key, rate, wend, c2, lv2) end
+      write = function() fixedSave(key, rate, wend, c2, state) end
     end
   end
-  return allowed and 1 or 0, rate - c2, retry, reset, lv2, lv, max(now, wend - P), write
+  return allowed and 1 or 0, rate - c2, retry, reset, state, prevState, max(now, wend - P), write
 end
 
 -- fixedRefund takes cost from the count if at is in the key's current
 -- window (the stored one, if the clock stepped back behind it).
 local function fixedRefund(key, cost, p, restore, at, after)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
-  local wend, count, lv = fixedLoad(key, P, rate)
+  local wend, count, prevState = fixedLoad(key, P, rate)
   if count == 0 or at < 0 or (idiv(at, P) + 1) * P ~= wend then
     return -- not an admission of this window
   end
   local c2 = max(count - cost, 0)
   if restore < 0 then
-    restore = level(lv, true, c2, warn, clear)
+    restore = nextState(prevState, true, c2, warn, clear)
   end
   fixedSave(key, rate, wend, c2, restore)
 end
@@ -83,10 +83,10 @@ local SWC_RADIX = 1048577
 local SWC_RADIX2 = SWC_RADIX * SWC_RADIX
 
 -- counterLoad returns the window w the request falls in (the stored one if
--- the clock stepped back), the counts p and c as seen from w, and the level.
+-- the clock stepped back), the counts p and c as seen from w, and the warning state.
 local function counterLoad(key, P, rate)
   local M = SWC_RADIX
-  local x, inner, lv = load(key)
+  local x, inner, state = load(key)
   local w = idiv(now, P)
   if x == 0 then
     return w, 0, 0, 0
@@ -97,19 +97,19 @@ local function counterLoad(key, P, rate)
   local expire = x * 1000 - (rest - sp) / M
   local sw = expire / P - 2
   if sw >= w then
-    return sw, sp, sc, lv
+    return sw, sp, sc, state
   elseif sw == w - 1 and sc > 0 then
-    return w, sc, 0, lv
+    return w, sc, 0, state
   end
   return w, 0, 0, 0
 end
 
-local function counterSave(key, P, rate, w, p, c, lv)
+local function counterSave(key, P, rate, w, p, c, state)
   if p == 0 and c == 0 then
     call('DEL', key)
     return
   end
-  save(key, (w + 2) * P, SWC_RADIX2, p * SWC_RADIX + c, lv)
+  save(key, (w + 2) * P, SWC_RADIX2, p * SWC_RADIX + c, state)
 end
 
 -- counterReset is the time until the counts p and c are all gone, e into
@@ -122,13 +122,13 @@ end
 
 local function counter(key, cost, p_, apply)
   local P, rate, full, warn, clear = p_[1], p_[2], p_[3], p_[4], p_[5]
-  local w, p, c, lv = counterLoad(key, P, rate)
+  local w, p, c, prevState = counterLoad(key, P, rate)
   local start = w * P
   local e = max(now - start, 0)
   local skew = max(start - now, 0)
   local used = p * (P - e) + c * P
   if cost > rate then
-    return 0, idiv(max(full - used, 0), P), -1, counterReset(p, c, P, e, skew), 2, lv, now + skew
+    return 0, idiv(max(full - used, 0), P), -1, counterReset(p, c, P, e, skew), 2, prevState, now + skew
   end
   local need = max(cost, 1)
   local allowed = used + need * P <= full
@@ -144,23 +144,23 @@ local function counter(key, cost, p_, apply)
       retry = skew + 2 * P - e - idiv((rate - need) * P, c)
     end
   end
-  local lv2 = level(lv, allowed, used2, warn, clear)
+  local state = nextState(prevState, allowed, used2, warn, clear)
   local write = nil
-  if cost > 0 and (c2 ~= c or lv2 ~= lv) then
+  if cost > 0 and (c2 ~= c or state ~= prevState) then
     if apply then
-      counterSave(key, P, rate, w, p, c2, lv2)
+      counterSave(key, P, rate, w, p, c2, state)
     else
-      write = function() counterSave(key, P, rate, w, p, c2, lv2) end
+      write = function() counterSave(key, P, rate, w, p, c2, state) end
     end
   end
-  return allowed and 1 or 0, idiv(max(full - used2, 0), P), retry, counterReset(p, c2, P, e, skew), lv2, lv, now + skew, write
+  return allowed and 1 or 0, idiv(max(full - used2, 0), P), retry, counterReset(p, c2, P, e, skew), state, prevState, now + skew, write
 end
 
 -- counterRefund takes cost from the count of the window at fell in, the
 -- current one or the previous one; an older admission no longer counts.
 local function counterRefund(key, cost, p_, restore, at, after)
   local P, rate, warn, clear = p_[1], p_[2], p_[4], p_[5]
-  local w, p, c, lv = counterLoad(key, P, rate)
+  local w, p, c, prevState = counterLoad(key, P, rate)
   if at < 0 or (p == 0 and c == 0) then
     return
   end
@@ -174,7 +174,7 @@ local function counterRefund(key, cost, p_, restore, at, after)
   end
   local e = max(now - w * P, 0)
   if restore < 0 then
-    restore = level(lv, true, p * (P - e) + c * P, warn, clear)
+    restore = nextState(prevState, true, p * (P - e) + c * P, warn, clear)
   end
   counterSave(key, P, rate, w, p, c, restore)
 end

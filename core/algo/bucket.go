@@ -14,12 +14,12 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
 		// TAT is never rewritten from the clamped debt).
 		d = min(gap, sp.maxGap)*sp.Q - st.V
 	}
-	prev := st.Level
+	prevState := st.State
 	if gap <= 0 {
-		prev = 0 // an expired key is a fresh key
+		prevState = 0 // an expired key is a fresh key
 	}
 	if cost > sp.Capacity {
-		never(o, max(sp.Full-d, 0)/sp.T, d, prev, now)
+		never(o, max(sp.Full-d, 0)/sp.T, d, prevState, now)
 		return
 	}
 	if gap <= 0 {
@@ -46,9 +46,9 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
 // settle computes the warning state from the consumption after the decision
 // and stores it with the key unless the call was a peek.
 func (sp *Spec) settle(st *State, o *Outcome, cost, used int64) {
-	o.Prev = st.Level
-	o.Level = sp.level(st.Level, o.Allowed, used)
+	o.Previous = st.State
+	o.State = sp.nextState(st.State, o.Allowed, used)
 	if cost > 0 {
-		st.Level = o.Level
+		st.State = o.State
 	}
 }

@@ -8,7 +8,8 @@ import "github.com/sluicehq/sluice/core"
 type Log struct {
 	// At and N are the instants (µs) and counts of the entries.
 	At, N []int64
-	Level core.State
+	// State is the warning state.
+	State core.State
 }
 
 // Expire is the instant at which the log is empty again (0 if it is).
@@ -41,9 +42,9 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 	for _, n := range lg.N[first:] {
 		total += n
 	}
-	prev := lg.Level
+	prevState := lg.State
 	if total == 0 { // nothing counts: a fresh key (an emptied entry may remain)
-		prev = 0
+		prevState = 0
 	}
 	var reset int64
 	for i := len(lg.At) - 1; i >= first; i-- {
@@ -53,7 +54,7 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 		}
 	}
 	if cost > rate {
-		never(o, rate-total, reset, prev, at)
+		never(o, rate-total, reset, prevState, at)
 		return
 	}
 	need := max(cost, 1)
@@ -62,7 +63,7 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 	if allowed && cost > 0 {
 		total2 += cost
 	}
-	*o = Outcome{Allowed: allowed, Remaining: rate - total2, Level: sp.level(prev, allowed, total2), Prev: prev, At: at}
+	*o = Outcome{Allowed: allowed, Remaining: rate - total2, State: sp.nextState(prevState, allowed, total2), Previous: prevState, At: at}
 	if allowed && cost > 0 {
 		o.Reset = at + P - now
 	} else {
@@ -81,7 +82,7 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 	if cost == 0 {
 		return // a peek only looks
 	}
-	lg.Level = o.Level
+	lg.State = o.State
 	if allowed {
 		if n := len(lg.At); n > 0 && lg.At[n-1] == at {
 			lg.N[n-1] += cost

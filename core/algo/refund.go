@@ -93,9 +93,9 @@ func (sp *Spec) bucketRefund(st *State, now, cost, at, after int64) {
 		*st = State{}
 		return
 	}
-	lvl := sp.level(st.Level, true, d2)
+	state := sp.nextState(st.State, true, d2)
 	units := (d2 + sp.Q - 1) / sp.Q
-	*st = State{Expire: now + units, V: units*sp.Q - d2, Level: lvl}
+	*st = State{Expire: now + units, V: units*sp.Q - d2, State: state}
 }
 
 // fixedRefund takes cost from the count if at is in the key's current
@@ -116,13 +116,13 @@ func (sp *Spec) fixedRefund(st *State, now, cost, at int64) {
 		*st = State{}
 		return
 	}
-	*st = State{Expire: end, V: c2, Level: sp.level(st.Level, true, c2)}
+	*st = State{Expire: end, V: c2, State: sp.nextState(st.State, true, c2)}
 }
 
 // counterRefund takes cost from the count of the window at fell in: the
 // current one or the previous one; an older admission no longer counts.
 func (sp *Spec) counterRefund(st *State, now, cost, at int64) {
-	w, p, c, lvl := sp.counterLoad(st, now)
+	w, p, c, state := sp.counterLoad(st, now)
 	if at < 0 || p == 0 && c == 0 {
 		return
 	}
@@ -139,7 +139,7 @@ func (sp *Spec) counterRefund(st *State, now, cost, at int64) {
 		return
 	}
 	e := max(now-w*sp.Period, 0)
-	*st = State{Expire: (w + 2) * sp.Period, V: p<<32 | c, Level: sp.level(lvl, true, p*(sp.Period-e)+c*sp.Period)}
+	*st = State{Expire: (w + 2) * sp.Period, V: p<<32 | c, State: sp.nextState(state, true, p*(sp.Period-e)+c*sp.Period)}
 }
 
 // RefundLog is Refund for SlidingWindowLog: it takes cost units from the
@@ -172,8 +172,8 @@ func (sp *Spec) RefundLog(lg *Log, now, cost, at int64) {
 		}
 	}
 	if total == 0 { // nothing counts any more: the key is fresh
-		lg.At, lg.N, lg.Level = lg.At[:0], lg.N[:0], 0
+		lg.At, lg.N, lg.State = lg.At[:0], lg.N[:0], 0
 		return
 	}
-	lg.Level = sp.level(lg.Level, true, total)
+	lg.State = sp.nextState(lg.State, true, total)
 }

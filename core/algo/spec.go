@@ -91,7 +91,7 @@ func mulDiv(full, pm int64, ceil bool) int64 {
 type State struct {
 	Expire int64
 	V      int64
-	Level  core.State
+	State  core.State // the warning state
 }
 
 // Outcome is a decision in the algorithm's units; Spec.Result turns it into a
@@ -102,8 +102,9 @@ type Outcome struct {
 	Remaining int64
 	// Retry and Reset are in time units (1/Q µs); Retry is -1 for never.
 	Retry, Reset int64
-	// Level is the warning state after the decision, Prev the one before.
-	Level, Prev core.State
+	// State is the warning state after the decision, Previous the one
+	// before (core.Result's State and Previous).
+	State, Previous core.State
 	// At is the instant (µs) the decision was made at: now, or, when the
 	// clock stepped back behind the key's state, the instant that state
 	// records (see the package doc, "Clock steps"). An admission is recorded
@@ -123,7 +124,7 @@ func (sp *Spec) Result(o *Outcome) core.Result {
 	case !o.Allowed:
 		retry = sp.Duration(o.Retry)
 	}
-	return core.Result{Allowed: o.Allowed, Limit: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.Level, Previous: o.Prev, At: o.At}
+	return core.Result{Allowed: o.Allowed, Limit: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.State, Previous: o.Previous, At: o.At}
 }
 
 // Duration converts x time units into a Duration, rounded up to the whole
@@ -146,13 +147,13 @@ func (sp *Spec) Duration(x int64) time.Duration {
 	return time.Duration(us * 1000)
 }
 
-// level is the warning-state machine: used is the consumption after the
+// nextState is the warning-state machine: used is the consumption after the
 // decision.
-func (sp *Spec) level(prev core.State, allowed bool, used int64) core.State {
+func (sp *Spec) nextState(prevState core.State, allowed bool, used int64) core.State {
 	switch {
 	case !allowed:
 		return core.Throttled
-	case prev == core.Normal:
+	case prevState == core.Normal:
 		if used > sp.WarnAbove {
 			return core.Warning
 		}
@@ -166,8 +167,8 @@ func (sp *Spec) level(prev core.State, allowed bool, used int64) core.State {
 
 // never fills the Outcome of a cost above the capacity: denied, nothing
 // changed, no wait that could help.
-func never(o *Outcome, remaining, reset int64, prev core.State, at int64) {
-	*o = Outcome{Remaining: remaining, Retry: -1, Reset: reset, Level: core.Throttled, Prev: prev, At: at}
+func never(o *Outcome, remaining, reset int64, prevState core.State, at int64) {
+	*o = Outcome{Remaining: remaining, Retry: -1, Reset: reset, State: core.Throttled, Previous: prevState, At: at}
 }
 
 // Step decides one request for every algorithm but SlidingWindowLog (see

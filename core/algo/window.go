@@ -20,11 +20,11 @@ func (sp *Spec) fixedWindow(st *State, o *Outcome, now, cost int64) {
 		reset = end - now
 	}
 	if cost > rate {
-		prev := st.Level
+		prevState := st.State
 		if count == 0 {
-			prev = 0
+			prevState = 0
 		}
-		never(o, rate-count, reset, prev, max(now, end-sp.Period))
+		never(o, rate-count, reset, prevState, max(now, end-sp.Period))
 		return
 	}
 	if count == 0 {
@@ -63,11 +63,11 @@ func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 		return 0
 	}
 	if cost > rate {
-		prev := st.Level
+		prevState := st.State
 		if p == 0 && c == 0 {
-			prev = 0
+			prevState = 0
 		}
-		never(o, max(sp.Full-used, 0)/P, reset(), prev, now+skew)
+		never(o, max(sp.Full-used, 0)/P, reset(), prevState, now+skew)
 		return
 	}
 	if p == 0 && c == 0 {
@@ -90,8 +90,8 @@ func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 	}
 	o.Remaining = max(sp.Full-used, 0) / P
 	sp.settle(st, o, cost, used)
-	if cost > 0 && !o.Allowed && o.Level != o.Prev {
-		// the level is written with the window decided in, so the key
+	if cost > 0 && !o.Allowed && o.State != o.Previous {
+		// the warning state is written with the window decided in, so the key
 		// records that instant (as the script does: one write of both)
 		st.Expire, st.V = (w+2)*P, p<<32|c
 	}
@@ -99,8 +99,8 @@ func (sp *Spec) slidingCounter(st *State, o *Outcome, now, cost int64) {
 
 // counterLoad returns the window w a request at now falls in (the stored one
 // if the clock stepped back), the previous and current counts as seen from
-// w, and the level (Normal for a key that is fresh by now).
-func (sp *Spec) counterLoad(st *State, now int64) (w, p, c int64, lvl core.State) {
+// w, and the warning state (Normal for a key that is fresh by now).
+func (sp *Spec) counterLoad(st *State, now int64) (w, p, c int64, state core.State) {
 	P := sp.Period
 	w = now / P
 	if st.Expire == 0 {
@@ -108,9 +108,9 @@ func (sp *Spec) counterLoad(st *State, now int64) (w, p, c int64, lvl core.State
 	}
 	switch sw := st.Expire/P - 2; {
 	case sw >= w: // this window, or the clock stepped back into an older one
-		return sw, st.V >> 32, st.V & 0xffffffff, st.Level
+		return sw, st.V >> 32, st.V & 0xffffffff, st.State
 	case sw == w-1 && st.V&0xffffffff > 0:
-		return w, st.V & 0xffffffff, 0, st.Level
+		return w, st.V & 0xffffffff, 0, st.State
 	}
 	return w, 0, 0, 0
 }

@@ -106,7 +106,7 @@ func (sh *shard) usage(sl *slot, now int64, s *Store) usage {
 	sp := s.regSpecs[sl.id()].Load()
 	isLog := sl.exp&logFlag != 0
 	if sp == nil || (isLog && len(sh.logs[sl.v].At) > maxLogPeek) {
-		switch core.State(sl.exp >> levelShift & 3) {
+		switch core.State(sl.exp >> stateShift & 3) {
 		case core.Throttled:
 			return usage{throttled: true, used: 1, reset: reset}
 		case core.Warning:

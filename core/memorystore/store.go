@@ -312,12 +312,12 @@ func (sh *shard) take(sp *algo.Spec, o *algo.Outcome, h uint64, now, cost int64,
 	var st algo.State
 	if found {
 		sl := &sh.t.slots[i]
-		st.Expire, st.V, st.Level = int64(sl.exp&expMask), sl.v, core.State(sl.exp>>levelShift&3)
+		st.Expire, st.V, st.State = int64(sl.exp&expMask), sl.v, core.State(sl.exp>>stateShift&3)
 	}
 	sp.Step(&st, o, now, cost)
 	switch {
 	case cost == 0: // a peek changes nothing, not even by forgetting
-	case found && st.Expire == 0 && st.V == 0 && st.Level == 0:
+	case found && st.Expire == 0 && st.V == 0 && st.State == 0:
 		sh.remove(i)
 	case found:
 		sh.t.slots[i].set(st)
@@ -341,7 +341,7 @@ func (sh *shard) takeLog(sp *algo.Spec, o *algo.Outcome, h uint64, i int, found 
 	case found && exp == 0:
 		sh.remove(i)
 	case found:
-		sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, Level: lg.Level})
+		sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, State: lg.State})
 	case exp != 0:
 		sh.insertLog(sp, h, i, lg, exp, now, s)
 	}
@@ -359,7 +359,7 @@ func (sh *shard) insertLog(sp *algo.Spec, h uint64, i int, lg *algo.Log, exp, no
 	}
 	i = sh.insert(sp, h, i, now, s)
 	sh.t.slots[i].exp = logFlag
-	sh.t.slots[i].set(algo.State{Expire: exp, V: idx, Level: lg.Level})
+	sh.t.slots[i].set(algo.State{Expire: exp, V: idx, State: lg.State})
 }
 
 // insert claims a slot for h (not present), stored under sp, evicting or
@@ -540,7 +540,7 @@ func (sh *shard) load(sp *algo.Spec, h uint64) (algo.State, *algo.Log) {
 		lg := &algo.Log{}
 		if found {
 			orig := sh.logs[sh.t.slots[i].v]
-			lg = &algo.Log{At: slices.Clone(orig.At), N: slices.Clone(orig.N), Level: orig.Level}
+			lg = &algo.Log{At: slices.Clone(orig.At), N: slices.Clone(orig.N), State: orig.State}
 		}
 		return algo.State{}, lg
 	}
@@ -571,7 +571,7 @@ func (sh *shard) commit(sp *algo.Spec, h uint64, st algo.State, lg *algo.Log, no
 		case exp == 0:
 		case found:
 			*sh.logs[sh.t.slots[i].v] = *lg
-			sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, Level: lg.Level})
+			sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, State: lg.State})
 		default:
 			sh.insertLog(sp, h, i, lg, exp, now, s)
 		}

@@ -18,8 +18,8 @@ type slot struct {
 }
 
 const (
-	levelShift = 61
-	expMask    = 1<<levelShift - 1
+	stateShift = 61
+	expMask    = 1<<stateShift - 1
 	logFlag    = 1 << 63 // the slot's v is the index of a sliding-window log
 
 	// idMask is the part of a slot's h that holds its limit's id; the
@@ -37,11 +37,11 @@ func (s *slot) id() uint8 { return uint8(s.h) }
 func (s *slot) live() bool { return s.h&^idMask != 0 }
 
 func (s *slot) state() algo.State {
-	return algo.State{Expire: int64(s.exp & expMask), V: s.v, Level: core.State(s.exp >> levelShift & 3)}
+	return algo.State{Expire: int64(s.exp & expMask), V: s.v, State: core.State(s.exp >> stateShift & 3)}
 }
 
 func (s *slot) set(st algo.State) {
-	s.exp = s.exp&logFlag | uint64(st.Expire)&expMask | uint64(st.Level)<<levelShift
+	s.exp = s.exp&logFlag | uint64(st.Expire)&expMask | uint64(st.State)<<stateShift
 	s.v = st.V
 }
 

@@ -139,7 +139,7 @@ func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
 	switch res[replyOverride] {
 	case overrideBlock:
 		d.blocked, d.blockUs = true, res[replyRetry]
-		d.o = algo.Outcome{Retry: res[replyRetry], Reset: res[replyReset], Level: core.Throttled, Prev: core.Throttled, At: res[replyAt]}
+		d.o = algo.Outcome{Retry: res[replyRetry], Reset: res[replyReset], State: core.Throttled, Previous: core.Throttled, At: res[replyAt]}
 		return nil
 	case overrideLimit:
 		ol := core.Limit{
@@ -161,13 +161,13 @@ func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
 }
 
 // refundArgs appends ARGV of a refund of one op (lua/refund.lua): the
-// instant, one op, the level to restore ("-1": follow the lower usage), the
+// instant, one op, the warning state to restore ("-1": follow the lower usage), the
 // limit, the cost, the instant of the admission refunded, after: -1 for an
 // admission named by its instant only, or the reset of the decision just
 // received that is being undone, and the id of the override the admission
 // was made under (0: none).
-func (s *Store) refundArgs(args []any, cp *compiled, level string, cost, at, after int64, ovID uint64) []any {
-	return append(args, s.now(), 1, level, cp.boxed, cost, at, after, strconv.FormatUint(ovID, 10))
+func (s *Store) refundArgs(args []any, cp *compiled, state string, cost, at, after int64, ovID uint64) []any {
+	return append(args, s.now(), 1, state, cp.boxed, cost, at, after, strconv.FormatUint(ovID, 10))
 }
 
 // scriptLimit returns the algorithm code and the six parameters of a limit,
@@ -225,8 +225,8 @@ func outcome(res []int64, o *algo.Outcome) error {
 		Remaining: res[replyRemaining],
 		Retry:     res[replyRetry],
 		Reset:     res[replyReset],
-		Level:     core.State(res[replyState]),
-		Prev:      core.State(res[replyPrevState]),
+		State:     core.State(res[replyState]),
+		Previous:  core.State(res[replyPrevState]),
 		At:        res[replyAt],
 	}
 	return nil

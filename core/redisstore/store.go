@@ -476,9 +476,9 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 		c := newCall(&s.r.refund, refundKeysPerOp, argvHead+refundArgsPerOp, deadline)
 		c.argv = s.refundKeys(c.argv, op.Key, op.Limit.Algorithm, ds[i].ovID)
 		// the admission decided at ds[i].o.At, undone as a decision just
-		// received (its reset: a bucket's debt after it), and the level to
+		// received (its reset: a bucket's debt after it), and the warning state to
 		// restore; under an override, on its state while it is the same
-		c.argv = s.refundArgs(c.argv, ds[i].cp, strconv.Itoa(int(ds[i].o.Prev)), op.Cost, ds[i].o.At, max(ds[i].o.Reset, 0), ds[i].ovID)
+		c.argv = s.refundArgs(c.argv, ds[i].cp, strconv.Itoa(int(ds[i].o.Previous)), op.Cost, ds[i].o.At, max(ds[i].o.Reset, 0), ds[i].ovID)
 		calls, which = append(calls, c), append(which, i)
 	}
 	if len(calls) == 0 {
