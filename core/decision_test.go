@@ -50,7 +50,7 @@ func TestBindingIsTheFewestRequestsLeft(t *testing.T) {
 
 func TestBindingTable(t *testing.T) {
 	res := func(allowed bool, remaining int64, retry, reset time.Duration) core.Result {
-		return core.Result{Allowed: allowed, Limit: 100, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
+		return core.Result{Allowed: allowed, Capacity: 100, Remaining: remaining, RetryAfter: retry, ResetAfter: reset}
 	}
 	cases := []struct {
 		name string
@@ -58,8 +58,8 @@ func TestBindingTable(t *testing.T) {
 		sh   []bool
 		want int
 	}{
-		{"fewest left, not smallest share", []core.Result{{Allowed: true, Limit: 100, Remaining: 39}, {Allowed: true, Limit: 10, Remaining: 9}}, nil, 1},
-		{"fewest left first", []core.Result{{Allowed: true, Limit: 10, Remaining: 9}, {Allowed: true, Limit: 100, Remaining: 39}}, nil, 0},
+		{"fewest left, not smallest share", []core.Result{{Allowed: true, Capacity: 100, Remaining: 39}, {Allowed: true, Capacity: 10, Remaining: 9}}, nil, 1},
+		{"fewest left first", []core.Result{{Allowed: true, Capacity: 10, Remaining: 9}, {Allowed: true, Capacity: 100, Remaining: 39}}, nil, 0},
 		{"tie: longest reset", []core.Result{res(true, 5, 0, time.Second), res(true, 5, 0, time.Minute)}, nil, 1},
 		{"denied beats allowed", []core.Result{res(true, 0, 0, time.Hour), res(false, 3, time.Second, time.Second)}, nil, 1},
 		{"longest retry among denied", []core.Result{res(false, 0, time.Minute, time.Minute), res(false, 0, time.Second, time.Hour)}, nil, 0},
@@ -98,7 +98,7 @@ func TestBindingProperty(t *testing.T) {
 		ps := make([]core.Policy, n)
 		allShadow := true
 		for i := range rs {
-			rs[i] = core.Result{Allowed: rng.IntN(3) > 0, Limit: 1 + rng.Int64N(5), Remaining: rng.Int64N(4),
+			rs[i] = core.Result{Allowed: rng.IntN(3) > 0, Capacity: 1 + rng.Int64N(5), Remaining: rng.Int64N(4),
 				RetryAfter: time.Duration(rng.IntN(4)) * time.Second, ResetAfter: time.Duration(rng.IntN(4)) * time.Second}
 			ps[i] = core.Policy{Name: string(rune('a' + i)), Key: keyfunc.Const("k"), Limit: core.PerHour(100), Shadow: rng.IntN(4) == 0}
 			allShadow = allShadow && ps[i].Shadow
@@ -197,12 +197,12 @@ func testOverrideDescribed(t *testing.T, s core.Store) {
 		require.NoError(t, err)
 		require.True(t, d.Allowed)
 		require.Equal(t, raised, d.Results[0].Limit, "the override applied")
-		require.Equal(t, int64(1000), d.Results[0].Result.Limit)
+		require.Equal(t, int64(1000), d.Results[0].Result.Capacity)
 		require.Equal(t, core.PerHour(100000), d.Results[1].Limit)
 		d, err = check(req("regular"))
 		require.NoError(t, err)
 		require.Equal(t, policy, d.Results[0].Limit)
-		require.Equal(t, int64(10), d.Results[0].Result.Limit)
+		require.Equal(t, int64(10), d.Results[0].Result.Capacity)
 		d, err = check(req("bad"))
 		require.NoError(t, err)
 		require.False(t, d.Allowed)
@@ -253,7 +253,7 @@ func TestShadowNeverLeaksProperty(t *testing.T) {
 			if !allowed {
 				st = core.Throttled
 			}
-			rs[i] = core.Result{Allowed: allowed, Limit: 10, Remaining: rng.Int64N(10), RetryAfter: time.Duration(rng.IntN(3)) * time.Second, State: st}
+			rs[i] = core.Result{Allowed: allowed, Capacity: 10, Remaining: rng.Int64N(10), RetryAfter: time.Duration(rng.IntN(3)) * time.Second, State: st}
 			ps[i] = core.Policy{Name: fmt.Sprint("p", i), Key: keyfunc.Const("k"), Limit: core.PerHour(10), Shadow: i > 0 && rng.IntN(2) == 0}
 			if !ps[i].Shadow {
 				real, realPs = append(real, rs[i]), append(realPs, ps[i])

@@ -145,7 +145,7 @@ func (l *Limiter) WaitN(ctx context.Context, policy, identity string, n int64) (
 			return pr, err
 		}
 		if pr.Never() {
-			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w %d", n, p.Name, ErrExceedsCapacity, pr.Result.Limit)
+			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w %d", n, p.Name, ErrExceedsCapacity, pr.Result.Capacity)
 		}
 		wait := pr.RetryAfter
 		if wait <= 0 { // a store never says so when it denies; do not spin

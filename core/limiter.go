@@ -300,7 +300,7 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 		}
 		if pr.Unidentified {
 			pr.cost = 0
-			pr.Result = Result{Limit: lim.Capacity(), RetryAfter: RetryNever, State: Throttled, Previous: Throttled}
+			pr.Result = Result{Capacity: lim.Capacity(), RetryAfter: RetryNever, State: Throttled, Previous: Throttled}
 			denied = denied || !p.Shadow
 		}
 	}

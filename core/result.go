@@ -46,8 +46,9 @@ type Result struct {
 	// Allowed reports whether the request was admitted. For a peek (cost 0)
 	// it reports whether a request of cost 1 would be admitted now.
 	Allowed bool
-	// Limit is the capacity: the most events a fresh key admits at once.
-	Limit int64
+	// Capacity is the most events a fresh key admits at once: the
+	// Capacity of the Limit applied (the limit the headers report).
+	Capacity int64
 	// Remaining is the number of whole events usable right now, after this
 	// request.
 	Remaining int64
@@ -74,7 +75,7 @@ type Result struct {
 	// failure policy).
 	At int64
 	// Applied is the limit the store applied when it is not the one it was
-	// given: an override's (see OverrideStore), which Limit, Remaining and
+	// given: an override's (see OverrideStore), which Capacity, Remaining and
 	// the waits then describe. nil means the given limit (a block is
 	// described by the given limit too). It points to a value the store
 	// shares: never modify it.
@@ -99,7 +100,7 @@ const (
 	// calling the store. The answer is the store's earlier denial, aged.
 	FromDenyCache
 	// FailedOpen: the store failed and the request was allowed unchecked.
-	// Limit, Remaining and State are unknown (zero).
+	// Capacity, Remaining and State are unknown (zero).
 	FailedOpen
 	// FailedClosed: the store failed and the request was denied for a short
 	// RetryAfter.

@@ -40,7 +40,7 @@ func ExampleNew() {
 func ExampleHeaderConfig_Format() {
 	d := &core.Decision{Results: []core.PolicyResult{{
 		Policy: "per-ip", Limit: core.PerMinute(10),
-		Result: core.Result{Limit: 10, RetryAfter: 6 * time.Second, ResetAfter: time.Minute, State: core.Throttled},
+		Result: core.Result{Capacity: 10, RetryAfter: 6 * time.Second, ResetAfter: time.Minute, State: core.Throttled},
 	}}}
 	f := httplimit.HeaderConfig{Reset: httplimit.ResetDelta}.Format(d, time.Now())
 	for i := range f.N {

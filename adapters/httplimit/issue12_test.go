@@ -189,7 +189,7 @@ func TestResetSaturates(t *testing.T) {
 	for _, after := range []time.Duration{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 - 400_000_000, 200 * 365 * 24 * time.Hour} {
 		d := &core.Decision{Allowed: true, Results: []core.PolicyResult{{
 			Policy: "p", Limit: core.Per(1, 290*365*24*time.Hour),
-			Result: core.Result{Allowed: true, Limit: 1, ResetAfter: after},
+			Result: core.Result{Allowed: true, Capacity: 1, ResetAfter: after},
 		}}}
 		f := httplimit.HeaderConfig{}.Format(d, now)
 		var reset string

@@ -133,8 +133,8 @@ func policyAttributes(attrs []attribute.KeyValue, d *core.Decision, i int) []att
 // capacity is the capacity the store reported, or, when it could not
 // (failed open), the configured one.
 func capacity(p *core.PolicyResult) int64 {
-	if p.Result.Limit != 0 {
-		return p.Result.Limit
+	if p.Result.Capacity != 0 {
+		return p.Result.Capacity
 	}
 	return p.Limit.Capacity()
 }

@@ -77,7 +77,7 @@ func (m *tokenModel) decide(now, cost int64) (core.Result, func()) {
 		m.lv.s = core.Normal // a full bucket is a fresh key
 	}
 	need := big.NewRat(max(cost, 1), 1)
-	res := core.Result{Limit: m.l.Capacity(), Allowed: tok.Cmp(need) >= 0 && cost <= m.l.Capacity(), Previous: m.lv.s}
+	res := core.Result{Capacity: m.l.Capacity(), Allowed: tok.Cmp(need) >= 0 && cost <= m.l.Capacity(), Previous: m.lv.s}
 	after := tok
 	if res.Allowed && cost > 0 {
 		after = new(big.Rat).Sub(tok, need)
@@ -124,7 +124,7 @@ func (m *leakyModel) decide(now, cost int64) (core.Result, func()) {
 		m.lv.s = core.Normal
 	}
 	need := big.NewRat(max(cost, 1), 1)
-	res := core.Result{Limit: m.l.Capacity(), Allowed: new(big.Rat).Add(lvl, need).Cmp(b) <= 0, Previous: m.lv.s}
+	res := core.Result{Capacity: m.l.Capacity(), Allowed: new(big.Rat).Add(lvl, need).Cmp(b) <= 0, Previous: m.lv.s}
 	after := lvl
 	if res.Allowed && cost > 0 {
 		after = new(big.Rat).Add(lvl, need)
@@ -169,7 +169,7 @@ func (m *gcraModel) decide(now, cost int64) (core.Result, func()) {
 	debt := new(big.Rat).Sub(tat, n)
 	inc := new(big.Rat).Mul(T, big.NewRat(max(cost, 1), 1))
 	newDebt := new(big.Rat).Add(debt, inc)
-	res := core.Result{Limit: m.l.Capacity(), Allowed: newDebt.Cmp(tau) <= 0, Previous: m.lv.s}
+	res := core.Result{Capacity: m.l.Capacity(), Allowed: newDebt.Cmp(tau) <= 0, Previous: m.lv.s}
 	after := debt
 	if res.Allowed && cost > 0 {
 		after = newDebt
@@ -272,7 +272,7 @@ func (m *windowModel) freshAt(now int64) int64 {
 func (m *windowModel) decide(now, cost int64) (core.Result, func()) {
 	r := m.l.Rate
 	need := max(cost, 1)
-	res := core.Result{Limit: r, Allowed: cost <= r && m.allows(now, need), Previous: m.lv.s}
+	res := core.Result{Capacity: r, Allowed: cost <= r && m.allows(now, need), Previous: m.lv.s}
 	n := max(now, m.last)
 	extra := 0
 	if res.Allowed && cost > 0 {

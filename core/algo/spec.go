@@ -124,7 +124,7 @@ func (sp *Spec) Result(o *Outcome) core.Result {
 	case !o.Allowed:
 		retry = sp.Duration(o.Retry)
 	}
-	return core.Result{Allowed: o.Allowed, Limit: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.State, Previous: o.Previous, At: o.At}
+	return core.Result{Allowed: o.Allowed, Capacity: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.State, Previous: o.Previous, At: o.At}
 }
 
 // Duration converts x time units into a Duration, rounded up to the whole

@@ -44,7 +44,7 @@ func runSteps(t *testing.T, l core.Limit, steps []step) {
 	r := &runner{sp: algo.MustCompile(l)}
 	for i, s := range steps {
 		got := r.take(s.at, s.cost)
-		want := core.Result{Allowed: s.allowed, Limit: l.Capacity(), Remaining: s.remaining, RetryAfter: s.retry, ResetAfter: s.reset, State: s.state}
+		want := core.Result{Allowed: s.allowed, Capacity: l.Capacity(), Remaining: s.remaining, RetryAfter: s.retry, ResetAfter: s.reset, State: s.state}
 		got.Previous = 0 // transitions are checked by TestPreviousState
 		require.GreaterOrEqual(t, got.At, s.at, "step %d: decided before now", i)
 		got.At = 0 // the instant is checked by the clock-step tests

@@ -65,7 +65,7 @@ func (s *Store) degradeAll(ctx context.Context, ops []core.Op, out []core.Result
 func (s *Store) closed(l core.Limit) core.Result {
 	r := s.cfg.closedRetry
 	return core.Result{
-		Limit:      l.Capacity(),
+		Capacity:   l.Capacity(),
 		RetryAfter: r,
 		ResetAfter: r,
 		State:      core.Throttled,

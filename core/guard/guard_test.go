@@ -144,7 +144,7 @@ func TestModesAnswerFailures(t *testing.T) {
 				require.False(t, r.Allowed)
 				require.Equal(t, core.FailedClosed, r.Source)
 				require.Equal(t, 3*time.Second, r.RetryAfter)
-				require.Equal(t, int64(10), r.Limit)
+				require.Equal(t, int64(10), r.Capacity)
 				require.Equal(t, core.Throttled, r.State)
 			}
 		}},
@@ -152,7 +152,7 @@ func TestModesAnswerFailures(t *testing.T) {
 			allowed := 0
 			for _, r := range rs {
 				require.Equal(t, core.FromFallback, r.Source)
-				require.Equal(t, int64(3), r.Limit) // ceil(10/4)
+				require.Equal(t, int64(3), r.Capacity) // ceil(10/4)
 				if r.Allowed {
 					allowed++
 				}

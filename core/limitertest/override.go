@@ -37,10 +37,10 @@ func testOverrides(t *testing.T, newStore Factory) {
 	if err := os.SetOverride(ctx, key, core.Override{Limit: core.PerMinute(100), Until: clock.Now().Add(10 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if r := take(); !r.Allowed || r.Limit != 100 {
+	if r := take(); !r.Allowed || r.Capacity != 100 {
 		t.Fatalf("raised: %+v", r)
 	}
-	if r, _ := s.Take(ctx, key+"-other", base, 1); r.Limit != 2 {
+	if r, _ := s.Take(ctx, key+"-other", base, 1); r.Capacity != 2 {
 		t.Fatalf("an override is for one key: %+v", r)
 	}
 	// A block, which wins over everything until it ends.

@@ -74,5 +74,5 @@ func (s *Store) overridden(key string, now int64) (override, bool) {
 // block ends, nothing stored.
 func blocked(sp *algo.Spec, until, now int64) core.Result {
 	wait := time.Duration(until-now) * time.Microsecond
-	return core.Result{Limit: sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled, At: now}
+	return core.Result{Capacity: sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled, At: now}
 }

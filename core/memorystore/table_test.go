@@ -227,7 +227,7 @@ func TestSpecCacheServesEveryLimit(t *testing.T) {
 			l := core.PerMinute(int64(i + 1))
 			r, err := s.Take(ctx, "k"+itoa(i), l, 1)
 			require.NoError(t, err)
-			require.Equal(t, int64(i+1), r.Limit)
+			require.Equal(t, int64(i+1), r.Capacity)
 			require.Equal(t, max(int64(i-round), 0), r.Remaining, "limit %d round %d", i+1, round)
 			if i < round {
 				require.False(t, r.Allowed)

@@ -114,7 +114,7 @@ type decided struct {
 func (d *decided) result() core.Result {
 	if d.blocked {
 		wait := time.Duration(d.blockUs) * time.Microsecond
-		return core.Result{Limit: d.cp.sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled, At: d.o.At}
+		return core.Result{Capacity: d.cp.sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled, At: d.o.At}
 	}
 	res := d.cp.sp.Result(&d.o)
 	if d.overridden { // the override's limit, which the Result describes

@@ -11,8 +11,8 @@ import (
 // else that of p.Limit, the policy's or its tier's (or an override's, when
 // the Limiter reports it there).
 func Capacity(p *core.PolicyResult) int64 {
-	if p.Result.Limit > 0 {
-		return p.Result.Limit
+	if p.Result.Capacity > 0 {
+		return p.Result.Capacity
 	}
 	return p.Limit.Capacity()
 }
