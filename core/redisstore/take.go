@@ -1,0 +1,315 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/algo"
+)
+
+// Take decides one request for key under l; see core.Store.
+func (s *Store) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+	cp, err := s.prepare(key != "", l, cost)
+	if err != nil {
+		return core.Result{}, err
+	}
+	id, policy := split(key)
+	return s.take(ctx, cp, id, policy, l.Algorithm, cost)
+}
+
+// TakeSplit is Take of identity+"\x00"+policy (see core.SplitKeyStore): the
+// same keys, built without joining the two.
+func (s *Store) TakeSplit(ctx context.Context, identity, policy string, l core.Limit, cost int64) (core.Result, error) {
+	if strings.IndexByte(policy, 0) >= 0 { // split would cut the joined key elsewhere
+		return s.Take(ctx, identity+"\x00"+policy, l, cost)
+	}
+	cp, err := s.prepare(true, l, cost) // the joined key is never empty
+	if err != nil {
+		return core.Result{}, err
+	}
+	return s.take(ctx, cp, identity, policy, l.Algorithm, cost)
+}
+
+// take decides one op on the keys of identity id and policy.
+func (s *Store) take(ctx context.Context, cp *compiled, id, policy string, a core.Algorithm, cost int64) (core.Result, error) {
+	c := s.newCall1(time.Now().Add(s.timeout))
+	c.argv = s.opKeys(c.argv, id, policy, a)
+	c.argv = append(c.argv, s.now(), cp.boxed, cost)
+	err := s.run(ctx, c)
+	var d decided
+	if err == nil {
+		err = s.decode(c.res, cp, &d)
+	}
+	s.putCall1(c)
+	if err != nil {
+		return core.Result{}, err
+	}
+	return d.result(), nil
+}
+
+// newCall1 returns a call of decide1 (one op) due by deadline, from a pool
+// of calls whose argv lives in the call itself.
+func (s *Store) newCall1(deadline time.Time) *call {
+	c, _ := s.calls.Get().(*call)
+	if c == nil {
+		c = &call{e: &s.r.decide1, done: make(chan struct{}, 1)}
+	}
+	c.argv = append(c.space[:0], nil, nil, keysPerOp)
+	c.deadline = deadline
+	return c
+}
+
+// putCall1 returns c to the pool once nothing else can use it: it was
+// answered (a call that expired or was abandoned may still be in a queue or
+// a pipeline).
+func (s *Store) putCall1(c *call) {
+	if c.state.Load() != answered {
+		return
+	}
+	clear(c.space[:])
+	c.argv, c.res, c.err = nil, nil, nil
+	c.state.Store(waiting)
+	s.calls.Put(c)
+}
+
+// TakeAll decides ops all or nothing; see core.BatchStore.
+//
+// On a standalone server (a plain client, or Sentinel's failover client,
+// that INFO shows talking to a Redis not in cluster mode) every key lives on
+// one server, so the whole group, all identities, is decided by one atomic
+// script: exactly as the memory store decides it under its lock.
+//
+// Elsewhere (Cluster, Ring, a proxy) the ops of one identity (one hash tag)
+// are decided by one atomic script; the scripts of different identities go
+// out together, and when one of them denies, the others' admissions are
+// undone in a second round trip (see compensate). A failure of that second
+// round trip never changes the decision: the group stays denied.
+func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
+	if len(out) != len(ops) {
+		return fmt.Errorf("redisstore: TakeAll: %d results for %d ops", len(out), len(ops))
+	}
+	cps := make([]*compiled, len(ops))
+	for i, op := range ops {
+		cp, err := s.prepare(op.Key != "", op.Limit, op.Cost)
+		if err != nil {
+			return err
+		}
+		cps[i] = cp
+	}
+	deadline := time.Now().Add(s.timeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	// One call per identity, in the order identities first appear.
+	var groups [][]int
+	byTag := map[string]int{}
+	for i, op := range ops {
+		t, _ := split(op.Key)
+		g, ok := byTag[t]
+		if !ok {
+			g = len(groups)
+			byTag[t] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	if len(groups) > 1 && s.r.canBatch(ctx) {
+		// One server holds every key: one script decides them all.
+		all := make([]int, len(ops))
+		for i := range all {
+			all[i] = i
+		}
+		groups = [][]int{all}
+	}
+	calls := make([]*call, len(groups))
+	for g, idx := range groups {
+		if len(idx) == 1 { // one op: decide1
+			i := idx[0]
+			c := newCall(&s.r.decide1, keysPerOp, decide1Args, deadline)
+			id, policy := split(ops[i].Key)
+			c.argv = s.opKeys(c.argv, id, policy, ops[i].Limit.Algorithm)
+			c.argv = append(c.argv, s.now(), cps[i].boxed, ops[i].Cost)
+			calls[g] = c
+			continue
+		}
+		c := newCall(&s.r.decide, keysPerOp*len(idx), argvHead+argsPerOp*len(idx), deadline)
+		gcps, gops := make([]*compiled, len(idx)), make([]core.Op, len(idx))
+		for j, i := range idx {
+			id, policy := split(ops[i].Key)
+			c.argv = s.opKeys(c.argv, id, policy, ops[i].Limit.Algorithm)
+			gcps[j], gops[j] = cps[i], ops[i]
+		}
+		c.argv = s.args(c.argv, gcps, gops)
+		calls[g] = c
+	}
+	if err := s.runAll(ctx, calls); err != nil {
+		return err
+	}
+	ds := make([]decided, len(ops))
+	// consumed[i]: op i's group was not denied, so its admissions happened.
+	consumed := make([]bool, len(ops))
+	denied := false
+	for g, idx := range groups {
+		res := calls[g].res
+		if len(idx) > 1 && len(res) != opReply*len(idx) {
+			return fmt.Errorf("redisstore: unexpected script reply %v", res)
+		}
+		groupDenied := false
+		for j, i := range idx {
+			if len(idx) > 1 {
+				res = calls[g].res[opReply*j : opReply*j+opReply]
+			}
+			if err := s.decode(res, cps[i], &ds[i]); err != nil {
+				return err
+			}
+			if !ds[i].o.Allowed && ops[i].Cost > 0 && !ops[i].Shadow {
+				groupDenied = true
+			}
+		}
+		for _, i := range idx {
+			consumed[i] = !groupDenied && ds[i].o.Allowed && ops[i].Cost > 0
+		}
+		denied = denied || groupDenied
+	}
+	if denied && len(groups) > 1 {
+		// The decision is made: a failure of the bookkeeping after it never
+		// changes it (the units it could not give back stay consumed).
+		s.compensate(ctx, ops, ds, consumed)
+	}
+	for i := range ops {
+		out[i] = ds[i].result()
+	}
+	return nil
+}
+
+// compensate undoes the admissions of the ops that consumed (their group was
+// not denied itself; a denying group consumed nothing): their units and
+// their previous warning state are restored, and they are reported as the
+// memory store reports them, allowed by their policy but unconsumed. It runs
+// on ctx's deadline but not its cancellation (the caller leaving does not
+// stop it). An op whose refund fails keeps its admission, is reported as its
+// policy decided it (allowed), and is counted in Stats and logged.
+func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, consumed []bool) {
+	deadline, _ := ctx.Deadline()
+	var calls []*call
+	var which []int
+	for i, op := range ops {
+		if !consumed[i] {
+			continue
+		}
+		if ds[i].overridden && ds[i].ovID == 0 {
+			continue // an override written without an id: its state cannot be named
+		}
+		c := newCall(&s.r.refund, refundKeysPerOp, argvHead+refundArgsPerOp, deadline)
+		c.argv = s.refundKeys(c.argv, op.Key, op.Limit.Algorithm, ds[i].ovID)
+		// the admission decided at ds[i].o.At, undone as a decision just
+		// received (its reset: a bucket's debt after it), and the warning state to
+		// restore; under an override, on its state while it is the same
+		c.argv = s.refundArgs(c.argv, ds[i].cp, strconv.Itoa(int(ds[i].o.Previous)), op.Cost, ds[i].o.At, max(ds[i].o.Reset, 0), ds[i].ovID)
+		calls, which = append(calls, c), append(which, i)
+	}
+	if len(calls) == 0 {
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	errs := s.runEach(ctx, calls)
+	var failed int
+	var first error
+	for j, i := range which {
+		err := errs[j]
+		var o algo.Outcome
+		var res []int64
+		if err == nil { // a call that failed may still be answered: its res is not ours
+			res = calls[j].res
+			if len(res) != refundReply {
+				err = fmt.Errorf("redisstore: unexpected script reply %v", res)
+			} else if err = outcome(res[:outcomeLen], &o); err != nil {
+				err = fmt.Errorf("redisstore: %w", err)
+			}
+		}
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		if res[refundMade] == 0 {
+			// The override it was made under was replaced in between
+			// (cleared or ended): its state, and the units, are gone.
+			continue
+		}
+		ds[i].o = o
+		ds[i].o.Allowed, ds[i].o.Retry = true, 0
+	}
+	if failed > 0 {
+		s.compensationFailed(failed, first)
+	}
+}
+
+// compensationFailed counts refunds of a denied group that failed, and logs
+// them at most once a second.
+func (s *Store) compensationFailed(n int, err error) {
+	total := s.failedComp.Add(uint64(n))
+	now := time.Now().UnixNano()
+	last := s.lastCompLog.Load()
+	if now-last < int64(time.Second) || !s.lastCompLog.CompareAndSwap(last, now) {
+		return
+	}
+	s.log.Warn("sluice: redisstore: a denied group's admissions could not all be given back; they stay consumed",
+		"failed", n, "failed_total", total, "err", err)
+}
+
+// Refund gives back the cost units of key's admission decided at instant at
+// (its Result.At), or nothing; see core.BatchStore. An admission under an
+// override (override: its Result.Override) goes back to that override's
+// state, under its limit, while it is in force, and gives back nothing once
+// it has ended or been replaced; Redis checks which in the same call.
+func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64, at int64, override uint64) error {
+	cp, err := s.prepare(key != "", l, cost)
+	if err != nil || cost == 0 {
+		return err
+	}
+	deadline := time.Now().Add(s.timeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	c := newCall(&s.r.refund, refundKeysPerOp, argvHead+refundArgsPerOp, deadline)
+	c.argv = s.refundKeys(c.argv, key, l.Algorithm, override)
+	c.argv = s.refundArgs(c.argv, cp, "-1", cost, at, -1, override)
+	return s.run(ctx, c)
+}
+
+// Reset deletes key's state under l.
+func (s *Store) Reset(ctx context.Context, key string, l core.Limit) error {
+	if _, err := s.prepare(key != "", l, 0); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := s.client.Del(ctx, s.Key(key, l.Algorithm)).Err(); err != nil {
+		return fmt.Errorf("redisstore: reset: %w", err)
+	}
+	return nil
+}
+
+// prepare checks a call on a key (hasKey: it is not empty) and returns its
+// limit compiled.
+func (s *Store) prepare(hasKey bool, l core.Limit, cost int64) (*compiled, error) {
+	switch {
+	case s.closed.Load():
+		return nil, fmt.Errorf("redisstore: %w", core.ErrClosed)
+	case !hasKey:
+		return nil, fmt.Errorf("redisstore: %w", core.ErrNoKey)
+	case cost < 0:
+		return nil, fmt.Errorf("redisstore: %w: %d", core.ErrInvalidCost, cost)
+	}
+	cp, err := s.compile(l)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	return cp, nil
+}
