@@ -26,7 +26,7 @@ type PolicyResult struct {
 	Result
 	id   string // the identity; the store key is id + "\x00" + Policy (see storeKey)
 	cost int64
-	base Limit // the policy's (or tier's) limit: the key's state is stored under it
+	base *Limit // the policy's (or tier's) limit, which the key's state is stored under; it lives in the policy set
 }
 
 // storeKey is the key of p's state in the store: identity, NUL, policy name.
@@ -54,14 +54,22 @@ type Decision struct {
 
 	// Skipped names the policies that matched the request but were left out
 	// of its decision because their Key found no identity for it (see
-	// MissingKey); nil if none. The names are the policies' own strings.
+	// MissingKey); nil if none. The names are the policies' own strings,
+	// and the slice may be shared with the Limiter: do not modify it.
 	Skipped []string
 
-	buf     [2]PolicyResult // Results of up to two policies, without an allocation
-	skipBuf [2]string       // Skipped, likewise
-	idem    string          // the idempotency record a counted original wrote
-	idemAt  int64           // and the instant it was written at
-	sctx    detached        // the context of store calls (see storeContext)
+	buf  [2]PolicyResult // Results of up to two policies, without an allocation
+	idem *idemRecord     // the idempotency record a counted original wrote
+	sctx detached        // the context of store calls (see storeContext)
+}
+
+// idemRecord is the idempotency record a counted original wrote, and the
+// instant it was written at, for its refund. A Decision holds a pointer, set
+// only for idempotent originals, so that every other request's Decision
+// stays small (it is allocated once per request).
+type idemRecord struct {
+	key string
+	at  int64
 }
 
 // detached is a context with the values of its parent but not its

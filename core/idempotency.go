@@ -118,7 +118,7 @@ func (l *Limiter) idempotent(ctx context.Context, r keyfunc.Request, cost int64,
 	}
 	if seen.Allowed {
 		if d.Allowed { // the original, counted: its record is written
-			d.idem, d.idemAt = rec, seen.At
+			d.idem = &idemRecord{key: rec, at: seen.At}
 		}
 		return nil
 	}

@@ -80,7 +80,7 @@ func (l *Limiter) allowN(ctx context.Context, p *compiledPolicy, identity string
 		ctx, cancel = context.WithTimeout(ctx, l.cfg.storeTimeout)
 		defer cancel()
 	}
-	pr := PolicyResult{Policy: p.Name, Limit: p.Limit, base: p.Limit, Shadow: p.Shadow, refund: p.Refund, id: identity, cost: n}
+	pr := PolicyResult{Policy: p.Name, Limit: p.Limit, base: &p.Limit, Shadow: p.Shadow, refund: p.Refund, id: identity, cost: n}
 	var err error
 	if l.split != nil {
 		pr.Result, err = l.split.TakeSplit(ctx, identity, p.Name, p.Limit, n)

@@ -257,7 +257,7 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 	// Reset d field by field: Results[:n] are all written below, and
 	// clearing d.buf too would cost a request a second zeroing of memory
 	// the allocator has just zeroed.
-	d.Allowed, d.Binding, d.Repeat, d.Skipped, d.idem = true, 0, false, nil, ""
+	d.Allowed, d.Binding, d.Repeat, d.Skipped, d.idem = true, 0, false, nil, nil
 	if len(idx) <= len(d.buf) {
 		d.Results = d.buf[:len(idx)]
 	} else {
@@ -278,22 +278,24 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 		id, err := p.identity(r, override)
 		if err != nil && p.MissingKey == SkipPolicy {
 			if d.Skipped == nil {
-				d.Skipped = d.skipBuf[:0]
+				d.Skipped = p.name // no allocation for one skipped policy
+			} else {
+				// A new array: p.name has no room, so it is never written.
+				d.Skipped = append(d.Skipped, p.Name)
 			}
-			d.Skipped = append(d.Skipped, p.Name)
 			if keyErr == nil {
 				keyErr, keyPolicy = err, p.Name
 			}
 			continue
 		}
-		lim := p.Limit
-		if tl, ok := p.Tiers[tier]; ok {
+		lim := &p.Limit
+		if tl, ok := p.tiers[tier]; ok {
 			lim = tl
 		}
 		// Field by field: Result is written by the store, or below.
 		pr := &d.Results[n]
 		n++
-		pr.Policy, pr.Limit, pr.base, pr.Tier, pr.Shadow, pr.refund, pr.id, pr.cost = p.Name, lim, lim, "", p.Shadow, p.Refund, id, cost
+		pr.Policy, pr.Limit, pr.base, pr.Tier, pr.Shadow, pr.refund, pr.id, pr.cost = p.Name, *lim, lim, "", p.Shadow, p.Refund, id, cost
 		pr.Unidentified = err != nil
 		if len(p.Tiers) > 0 {
 			pr.Tier = tier
@@ -338,9 +340,9 @@ func (l *Limiter) run(ctx context.Context, d *Decision, extra *Op, extraRes *Res
 		var res Result
 		var err error
 		if l.split != nil { // no key string built
-			res, err = l.split.TakeSplit(ctx, p.id, p.Policy, p.base, p.cost)
+			res, err = l.split.TakeSplit(ctx, p.id, p.Policy, *p.base, p.cost)
 		} else {
-			res, err = l.store.Take(ctx, p.storeKey(), p.base, p.cost)
+			res, err = l.store.Take(ctx, p.storeKey(), *p.base, p.cost)
 		}
 		if err != nil {
 			return fmt.Errorf("sluice: policy %q: %w", p.Policy, err)
@@ -353,7 +355,7 @@ func (l *Limiter) run(ctx context.Context, d *Decision, extra *Op, extraRes *Res
 	}
 	for j := range d.Results {
 		p := &d.Results[j]
-		p.Limit = p.base
+		p.Limit = *p.base
 		if p.Applied != nil { // an override's limit applied
 			p.Limit = *p.Applied
 		}
@@ -377,7 +379,7 @@ func (l *Limiter) take(ctx context.Context, rs []PolicyResult, m int, extra *Op,
 	where := make([]int, 0, n) // ops[k] decides rs[where[k]]
 	for j := range rs {
 		if p := &rs[j]; !p.Unidentified {
-			ops = append(ops, Op{Key: p.storeKey(), Limit: p.base, Cost: p.cost, Shadow: p.Shadow})
+			ops = append(ops, Op{Key: p.storeKey(), Limit: *p.base, Cost: p.cost, Shadow: p.Shadow})
 			where = append(where, j)
 		}
 	}
@@ -446,17 +448,17 @@ func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 				p.cost = 0
 				continue
 			}
-			if err := bs.Refund(ctx, p.storeKey(), p.base, p.cost, p.At, p.Override); err != nil {
+			if err := bs.Refund(ctx, p.storeKey(), *p.base, p.cost, p.At, p.Override); err != nil {
 				return fmt.Errorf("sluice: policy %q: refund: %w", p.Policy, err)
 			}
 			p.cost = 0 // an admission is refunded once
 			refunded = true
 		}
 	}
-	if refunded && d.idem != "" && l.cfg.idem != nil {
+	if refunded && d.idem != nil && l.cfg.idem != nil {
 		rec := d.idem
-		d.idem = "" // refunded once
-		if err := bs.Refund(ctx, rec, l.cfg.idem.first(), 1, d.idemAt, 0); err != nil {
+		d.idem = nil // refunded once
+		if err := bs.Refund(ctx, rec.key, l.cfg.idem.first(), 1, rec.at, 0); err != nil {
 			return fmt.Errorf("sluice: idempotency: refund: %w", err)
 		}
 	}
