@@ -1,0 +1,311 @@
+// Package adaptertest is the conformance suite of the sluice adapters: the
+// behaviour every adapter (net/http, Gin, Echo, Fiber, gRPC) must share,
+// written once and run against each through a Harness.
+package adaptertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/guard"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/sftest"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// ErrDown is the error of the Store whose backend is down (DownStore).
+var ErrDown = errors.New("adaptertest: backend down")
+
+// DownStore is a Store whose backend is down: every Take fails with ErrDown.
+type DownStore struct{ core.Store }
+
+// Take fails with ErrDown.
+func (DownStore) Take(context.Context, string, core.Limit, int64) (core.Result, error) {
+	return core.Result{}, ErrDown
+}
+
+// Callback names a callback the harness installs as one that panics.
+type Callback string
+
+// The callbacks an adapter takes from the application.
+const (
+	NoCallback   Callback = ""
+	KeyCallback  Callback = "key"
+	SkipCallback Callback = "skip"
+	CostCallback Callback = "cost"
+)
+
+// Setup is what the harness installs: the middleware (or interceptor) with
+// these options, in front of a handler whose runs it counts.
+type Setup struct {
+	// Limiter decides.
+	Limiter *core.Limiter
+	// Logger, when not nil, is the middleware's logger.
+	Logger *slog.Logger
+	// OnError, when not nil, is installed as the error handler: it is given
+	// the error of an undecided request; true lets the request through,
+	// false refuses it with 503 (gRPC: Unavailable).
+	OnError func(err error) (proceed bool)
+	// Panic, when set, installs that callback as one that panics.
+	Panic Callback
+	// Router names one of the harness's router configurations (Routers);
+	// "" is the framework's default.
+	Router string
+}
+
+// Request is one request the suite sends.
+type Request struct {
+	// Path is the request target (default "/"); a gRPC harness ignores it.
+	Path string
+	// Gone makes the request's context cancelled before the middleware
+	// decides, as for a client that disconnected.
+	Gone bool
+}
+
+// Response is what the client saw. A gRPC harness maps codes to statuses:
+// OK 200, ResourceExhausted 429, Unavailable 503, anything else 500.
+type Response struct {
+	Status int
+	Header http.Header
+	// Ran names the route whose handler ran ("root" for "/", "login" for
+	// "/login", "files" for "/files/{name}"), or is "" if none ran.
+	Ran string
+}
+
+// Server is one installed middleware in front of a counting handler. An
+// HTTP harness routes GET "/" (route "root"), "/login" ("login") and
+// "/files/{name}" ("files", one path segment) in the framework's own
+// syntax; a gRPC harness calls one unary method.
+type Server interface {
+	// Do sends r from the address 192.0.2.1 (or the harness's fixed peer).
+	Do(t *testing.T, r Request) Response
+	// Runs is how many times the handler ran.
+	Runs() int64
+}
+
+// Harness installs an adapter for the suite.
+type Harness interface {
+	Start(t *testing.T, s Setup) Server
+	// Routers lists the router configurations the path variants run under
+	// (the framework's path options); none for gRPC, which has no paths.
+	Routers() []string
+}
+
+// Run runs the conformance suite against h.
+func Run(t *testing.T, h Harness) {
+	t.Run("UndecidedLogIsRateLimited", func(t *testing.T) { undecidedLogIsRateLimited(t, h) })
+	t.Run("ErrorHandlerCanContinue", func(t *testing.T) { errorHandlerCanContinue(t, h) })
+	t.Run("PanickingCallbacks", func(t *testing.T) { panickingCallbacks(t, h) })
+	t.Run("DisconnectedClient", func(t *testing.T) { disconnectedClient(t, h) })
+	if routers := h.Routers(); len(routers) > 0 {
+		t.Run("PathVariants", func(t *testing.T) { pathVariants(t, h, routers) })
+	}
+}
+
+// PathVariants are spellings of "/login" and "/files/a": cases, slashes,
+// dot segments, escapes, queries. Which ones reach a handler depends on the
+// framework and its path options; the suite asserts that whichever does is
+// counted by its route's policy.
+var PathVariants = []string{"/login", "/LOGIN", "/Login", "/login/", "/login//", "/LOGIN/", "//login", "/./login",
+	"/x/../login", "/log%69n", "/%6Cogin", "/login?a=1", "/login%2F", "/files/a", "/FILES/a", "/Files/A", "/files/a/",
+	"/files/a%2Fb", "/files/a%2fb", "/files/%61", "/files//a"}
+
+// pathVariants (issue 12 item 4): every spelling of a path that the
+// framework serves from a route's handler is counted by that route's
+// policy, under each of the framework's path options.
+func pathVariants(t *testing.T, h Harness, routers []string) {
+	for _, router := range routers {
+		for _, v := range PathVariants {
+			t.Run(router+v, func(t *testing.T) {
+				l, err := core.NewLimiter(memStore(t), []core.Policy{
+					{Name: "login", Key: keyfunc.Const("all"), Limit: core.PerHour(1), Match: core.Match{Routes: []string{"/login"}}},
+					{Name: "files", Key: keyfunc.Const("all"), Limit: core.PerHour(1), Match: core.Match{Routes: []string{"/files/*"}}},
+				})
+				require.NoError(t, err)
+				s := h.Start(t, Setup{Limiter: l, Router: router})
+				res := s.Do(t, Request{Path: v})
+				if res.Ran == "" {
+					require.NotEqual(t, http.StatusOK, res.Status, "%s answered 200 without a handler", v)
+					return
+				}
+				if res.Ran == "root" {
+					return // no route's handler ran: nothing to count
+				}
+				rl := sftest.List(t, res.Header.Get("RateLimit"))
+				require.Len(t, rl, 1, "%s reached the %s handler uncounted", v, res.Ran)
+				require.Equal(t, res.Ran, rl[0].Name, "%s reached the %s handler", v, res.Ran)
+			})
+		}
+	}
+}
+
+func limiter(t *testing.T, s core.Store, key keyfunc.Func, l core.Limit) *core.Limiter {
+	t.Helper()
+	if key == nil {
+		ip, err := keyfunc.IP()
+		require.NoError(t, err)
+		key = ip
+	}
+	lim, err := core.NewLimiter(s, []core.Policy{{Name: "p", Key: key, Limit: l}})
+	require.NoError(t, err)
+	return lim
+}
+
+func memStore(t *testing.T) core.Store {
+	t.Helper()
+	s, err := memorystore.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// undecidedLogIsRateLimited (issue 12 item 3): a flood of undecided
+// requests writes one line per second, not one per request.
+func undecidedLogIsRateLimited(t *testing.T, h Harness) {
+	var logs syncBuffer
+	s := h.Start(t, Setup{
+		Limiter: limiter(t, DownStore{}, nil, core.PerMinute(1)),
+		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	start := time.Now()
+	for range 200 {
+		require.Equal(t, http.StatusOK, s.Do(t, Request{}).Status)
+	}
+	lines := strings.Count(logs.String(), "request not rate limited")
+	require.GreaterOrEqual(t, lines, 1)
+	require.LessOrEqual(t, lines, int(time.Since(start)/time.Second)+1, logs.String())
+	require.EqualValues(t, 200, s.Runs())
+}
+
+// errorHandlerCanContinue (issue 12 item 3): the error handler chooses to
+// let an undecided request through or to refuse it.
+func errorHandlerCanContinue(t *testing.T, h Harness) {
+	l := limiter(t, DownStore{}, nil, core.PerMinute(1))
+	for _, proceed := range []bool{true, false} {
+		var mu sync.Mutex
+		var got error
+		s := h.Start(t, Setup{Limiter: l, OnError: func(err error) bool {
+			mu.Lock()
+			got = err
+			mu.Unlock()
+			return proceed
+		}})
+		res := s.Do(t, Request{})
+		mu.Lock()
+		require.ErrorIs(t, got, ErrDown)
+		mu.Unlock()
+		if proceed {
+			require.Equal(t, http.StatusOK, res.Status)
+			require.EqualValues(t, 1, s.Runs())
+		} else {
+			require.Equal(t, http.StatusServiceUnavailable, res.Status)
+			require.Zero(t, s.Runs())
+		}
+	}
+}
+
+// panickingCallbacks (issue 12 item 7): a key function, skip or cost
+// callback that panics takes neither the request nor the process down: the
+// request is undecided, for the error handler (no recovery middleware).
+func panickingCallbacks(t *testing.T, h Harness) {
+	for _, cb := range []Callback{KeyCallback, SkipCallback, CostCallback} {
+		t.Run(string(cb), func(t *testing.T) {
+			var mu sync.Mutex
+			var got error
+			s := h.Start(t, Setup{
+				Limiter: limiter(t, memStore(t), nil, core.PerMinute(1)),
+				Panic:   cb,
+				OnError: func(err error) bool {
+					mu.Lock()
+					got = err
+					mu.Unlock()
+					return false
+				},
+			})
+			for range 3 {
+				res := s.Do(t, Request{})
+				mu.Lock()
+				err := got
+				mu.Unlock()
+				if cb == KeyCallback && err == nil {
+					// The Limiter may treat the key as missing and skip the
+					// policy: still a decision, never a crash.
+					require.Equal(t, http.StatusOK, res.Status)
+					continue
+				}
+				require.Equal(t, http.StatusServiceUnavailable, res.Status)
+				require.ErrorContains(t, err, "panic")
+			}
+		})
+	}
+}
+
+// disconnectedClient (issue 12 item 2): a client whose request context is
+// cancelled before the decision is either counted or refused: the handler
+// never runs uncounted. Real Redis, alone and behind a guard.
+func disconnectedClient(t *testing.T, h Harness) {
+	rs := redistest.StartServer(t)
+	for _, behind := range []string{"redis", "guard"} {
+		t.Run(behind, func(t *testing.T) {
+			rstore, err := redisstore.New(rs.Client(t), redisstore.WithPrefix(behind+":"))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = rstore.Close() })
+			var store core.Store = rstore
+			if behind == "guard" {
+				g, err := guard.New(rstore, guard.WithFailOpen(), guard.WithLogger(slog.New(slog.DiscardHandler)))
+				require.NoError(t, err)
+				store = g
+			}
+			const capacity = 5
+			s := h.Start(t, Setup{
+				Limiter: limiter(t, store, keyfunc.Const("one"), core.PerHour(capacity)),
+				Logger:  slog.New(slog.DiscardHandler),
+			})
+			for range 40 {
+				before := s.Runs()
+				res := s.Do(t, Request{Gone: true})
+				if s.Runs() == before {
+					require.NotEqual(t, http.StatusOK, res.Status, "a request that did not run is not answered 200")
+				}
+			}
+			require.LessOrEqual(t, s.Runs(), int64(capacity), "every handler run was counted")
+			// What ran was counted: with live requests after them, the
+			// handler never runs more often than the capacity.
+			for range capacity + 2 {
+				s.Do(t, Request{})
+			}
+			require.LessOrEqual(t, s.Runs(), int64(capacity), "handler runs never exceed what was counted")
+			require.Positive(t, s.Runs())
+		})
+	}
+}
