@@ -1,0 +1,87 @@
+package httplimit_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// harness runs the adapter conformance suite against httplimit in front of
+// a Go ServeMux (no recovery: a panic the middleware does not contain
+// fails the test).
+type harness struct{}
+
+func (harness) Routers() []string { return []string{"ServeMux"} }
+
+type muxServer struct {
+	h    http.Handler
+	runs atomic.Int64
+	ran  string
+}
+
+func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
+	var opts []httplimit.Option
+	if s.Logger != nil {
+		opts = append(opts, httplimit.WithLogger(s.Logger))
+	}
+	if s.OnError != nil {
+		opts = append(opts, httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) bool {
+			if s.OnError(err) {
+				return true
+			}
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return false
+		}))
+	}
+	switch s.Panic {
+	case adaptertest.KeyCallback:
+		opts = append(opts, httplimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") }))
+	case adaptertest.SkipCallback:
+		opts = append(opts, httplimit.WithSkip(func(*http.Request) bool { panic("boom") }))
+	case adaptertest.CostCallback:
+		opts = append(opts, httplimit.WithCost(func(*http.Request) int64 { panic("boom") }))
+	}
+	srv := &muxServer{}
+	route := func(name string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			srv.runs.Add(1)
+			srv.ran = name
+			_, _ = w.Write([]byte("hello"))
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", route("root"))
+	mux.HandleFunc("GET /login", route("login"))
+	mux.HandleFunc("GET /files/{name}", route("files"))
+	srv.h = httplimit.New(s.Limiter, opts...)(mux)
+	return srv
+}
+
+func (s *muxServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
+	if r.Path == "" {
+		r.Path = "/"
+	}
+	ctx := t.Context()
+	if r.Gone {
+		c, cancel := context.WithCancel(ctx)
+		cancel() // the client is gone before the middleware runs
+		ctx = c
+	}
+	hr := httptest.NewRequestWithContext(ctx, http.MethodGet, r.Path, nil)
+	hr.RemoteAddr = "192.0.2.1:1"
+	w := httptest.NewRecorder()
+	s.ran = ""
+	s.h.ServeHTTP(w, hr)
+	return adaptertest.Response{Status: w.Code, Header: w.Result().Header, Ran: s.ran}
+}
+
+func (s *muxServer) Runs() int64 { return s.runs.Load() }
+
+// TestConformance runs the behaviour every adapter shares.
+func TestConformance(t *testing.T) { adaptertest.Run(t, harness{}) }
