@@ -1,0 +1,103 @@
+package grpclimit_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/adapters/grpclimit"
+	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// harness runs the adapter conformance suite against the unary interceptor
+// (the stream interceptor is installed with the same options). grpc-go
+// does not recover handlers: a panic the interceptor does not contain
+// takes the test process down.
+type harness struct{}
+
+// Routers: gRPC has no paths to spell differently.
+func (harness) Routers() []string { return nil }
+
+type grpcServer struct{ s *server }
+
+// gone cancels the context of a call that carries x-gone: the client went
+// away as the call arrived.
+func gone(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if len(metadata.ValueFromIncomingContext(ctx, "x-gone")) > 0 {
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		ctx = c
+	}
+	return h(ctx, req)
+}
+
+// panicOptions are the callbacks that panic, by name.
+func panicOption(cb adaptertest.Callback) []grpclimit.Option {
+	switch cb {
+	case adaptertest.KeyCallback:
+		return []grpclimit.Option{grpclimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") })}
+	case adaptertest.SkipCallback:
+		return []grpclimit.Option{grpclimit.WithSkip(func(context.Context, string) bool { panic("boom") })}
+	case adaptertest.CostCallback:
+		return []grpclimit.Option{grpclimit.WithCost(func(context.Context, string, any) int64 { panic("boom") })}
+	}
+	return nil
+}
+
+func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
+	opts := panicOption(s.Panic)
+	if s.Logger != nil {
+		opts = append(opts, grpclimit.WithLogger(s.Logger))
+	}
+	if s.OnError != nil {
+		opts = append(opts, grpclimit.WithErrorHandler(func(_ context.Context, _ string, err error) (bool, error) {
+			if s.OnError(err) {
+				return true, nil
+			}
+			return false, status.Error(codes.Unavailable, "rate limiter unavailable")
+		}))
+	}
+	return grpcServer{serve(t, bufconnTransport, []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(gone, grpclimit.UnaryServerInterceptor(s.Limiter, opts...)),
+		grpc.StreamInterceptor(grpclimit.StreamServerInterceptor(s.Limiter, opts...)),
+	})}
+}
+
+func (g grpcServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
+	ctx := t.Context()
+	if r.Gone {
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-gone", "1")
+	}
+	res := g.s.unary(t, ctx, methodUnary)
+	st, ok := status.FromError(res.err)
+	if !ok {
+		t.Fatalf("not a gRPC status: %v", res.err)
+	}
+	code := http.StatusInternalServerError
+	switch st.Code() {
+	case codes.OK:
+		code = http.StatusOK
+	case codes.ResourceExhausted:
+		code = http.StatusTooManyRequests
+	case codes.Unavailable:
+		code = http.StatusServiceUnavailable
+	}
+	h := http.Header{}
+	for k, vs := range res.header {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
+	return adaptertest.Response{Status: code, Header: h, Ran: "unary"}
+}
+
+func (g grpcServer) Runs() int64 { return g.s.echo.calls.Load() }
+
+// TestConformance runs the behaviour every adapter shares.
+func TestConformance(t *testing.T) { adaptertest.Run(t, harness{}) }
