@@ -1,9 +1,7 @@
 package echolimit_test
 
 import (
-	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -55,6 +53,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			return s.OnError(err), echo.ErrServiceUnavailable
 		}))
 	}
+	if s.Cost {
+		opts = append(opts, echolimit.WithCost(func(c echo.Context) int64 { return adaptertest.CostOf(c.Request().Header.Get("X-Cost")) }))
+	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
 		opts = append(opts, echolimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") }))
@@ -78,21 +79,7 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 }
 
 func (s *echoServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
-	if r.Path == "" {
-		r.Path = "/"
-	}
-	ctx := t.Context()
-	if r.Gone {
-		c, cancel := context.WithCancel(ctx)
-		cancel()
-		ctx = c
-	}
-	hr := httptest.NewRequestWithContext(ctx, http.MethodGet, r.Path, nil)
-	hr.RemoteAddr = "192.0.2.1:1"
-	w := httptest.NewRecorder()
-	s.ran = ""
-	s.e.ServeHTTP(w, hr)
-	return adaptertest.Response{Status: w.Code, Header: w.Header(), Ran: s.ran}
+	return adaptertest.ServeHTTP(t, s.e, r, &s.ran)
 }
 
 func (s *echoServer) Runs() int64 { return s.runs.Load() }

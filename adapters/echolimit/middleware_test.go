@@ -409,38 +409,6 @@ func TestSkip(t *testing.T) {
 	require.Equal(t, "1", w.Header().Get(httplimit.HeaderRemaining), "skipped requests are not counted")
 }
 
-func TestCost(t *testing.T) {
-	f := newFixture(t)
-	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(10)))
-	e := newEcho()
-	e.Use(echolimit.New(l, echolimit.WithCost(func(c echo.Context) int64 {
-		n, _ := strconv.ParseInt(c.QueryParam("cost"), 10, 64)
-		return n
-	})))
-	e.GET("/", hello)
-
-	steps := []struct {
-		cost      string
-		code      int
-		remaining string
-	}{
-		{"", 200, "9"}, // 0 means 1
-		{"3", 200, "6"},
-		{"6", 200, "0"},
-		{"1", 429, "0"},
-	}
-	for _, s := range steps {
-		w := get(e, "/?cost="+s.cost, "203.0.113.7:1")
-		require.Equal(t, s.code, w.Code, "cost %q", s.cost)
-		require.Equal(t, s.remaining, w.Header().Get(httplimit.HeaderRemaining), "cost %q", s.cost)
-	}
-
-	w := get(e, "/?cost=11", "198.51.100.1:1")
-	p := checkProblem(t, w, "per-ip")
-	require.Contains(t, p.Detail, "can never succeed")
-	require.Empty(t, w.Header().Values(httplimit.HeaderRetryAfter))
-}
-
 func TestUndecided(t *testing.T) {
 	ip, err := keyfunc.IP()
 	require.NoError(t, err)

@@ -49,6 +49,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			return s.OnError(err), fiber.ErrServiceUnavailable
 		}))
 	}
+	if s.Cost {
+		opts = append(opts, fiberlimit.WithCost(func(c *fiber.Ctx) int64 { return adaptertest.CostOf(c.Get("X-Cost")) }))
+	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
 		opts = append(opts, fiberlimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") }))
@@ -92,13 +95,18 @@ func (s *fiberServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Respon
 	if r.Gone {
 		hdr = []string{"X-Gone", "1"}
 	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			hdr = append(hdr, k, v)
+		}
+	}
 	s.mu.Lock()
 	s.ran = ""
 	s.mu.Unlock()
 	res := get(t, s.app, r.Path, hdr...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return adaptertest.Response{Status: res.status, Header: http.Header(res.header), Ran: s.ran}
+	return adaptertest.Response{Status: res.status, Header: http.Header(res.header), Body: res.body, Ran: s.ran}
 }
 
 func (s *fiberServer) Runs() int64 { return s.runs.Load() }

@@ -330,57 +330,6 @@ func TestSkip(t *testing.T) {
 	require.Equal(t, "1", res.header.Get("X-RateLimit-Remaining"), "skipped requests are not counted")
 }
 
-func TestCost(t *testing.T) {
-	t.Parallel()
-	store, _ := newStore(t)
-	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(10)})
-	var d *core.Decision
-	app := fiber.New()
-	app.Use(spy(&d), fiberlimit.New(l, fiberlimit.WithCost(func(c *fiber.Ctx) int64 {
-		n, _ := strconv.ParseInt(c.Get("X-Cost"), 10, 64)
-		return n
-	})))
-	app.Get("/", ok)
-
-	steps := []struct {
-		cost      string
-		status    int
-		remaining string
-	}{
-		{"", 200, "9"},  // no cost: 1
-		{"0", 200, "8"}, // 0 means 1
-		{"5", 200, "3"},
-		{"4", 429, "3"}, // denied: consumes nothing
-		{"3", 200, "0"},
-	}
-	for i, s := range steps {
-		before := time.Now()
-		res := get(t, app, "/", "X-Cost", s.cost)
-		requireHeaders(t, res, d, before, time.Now())
-		require.Equal(t, s.status, res.status, "step %d", i)
-		require.Equal(t, s.remaining, res.header.Get("X-RateLimit-Remaining"), "step %d", i)
-	}
-}
-
-// A cost above the capacity can never succeed: 429 without Retry-After.
-func TestCostAboveCapacity(t *testing.T) {
-	t.Parallel()
-	store, _ := newStore(t)
-	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(10)})
-	var d *core.Decision
-	app := fiber.New()
-	app.Use(spy(&d), fiberlimit.New(l, fiberlimit.WithCost(func(*fiber.Ctx) int64 { return 11 })))
-	app.Get("/", ok)
-
-	before := time.Now()
-	res := get(t, app, "/")
-	requireHeaders(t, res, d, before, time.Now())
-	p := requireProblem(t, res, "per-ip")
-	require.Contains(t, p.Detail, "can never succeed")
-	require.Empty(t, res.header.Get("Retry-After"))
-	require.True(t, d.Bound().Never())
-}
-
 func TestStoreFailure(t *testing.T) {
 	t.Parallel()
 	t.Run("fail open by default", func(t *testing.T) {

@@ -1,9 +1,7 @@
 package ginlimit_test
 
 import (
-	"context"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
@@ -50,6 +48,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			return false
 		}))
 	}
+	if s.Cost {
+		opts = append(opts, ginlimit.WithCost(func(c *gin.Context) int64 { return adaptertest.CostOf(c.GetHeader("X-Cost")) }))
+	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
 		opts = append(opts, ginlimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") }))
@@ -73,21 +74,7 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 }
 
 func (s *ginServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
-	if r.Path == "" {
-		r.Path = "/"
-	}
-	ctx := t.Context()
-	if r.Gone {
-		c, cancel := context.WithCancel(ctx)
-		cancel()
-		ctx = c
-	}
-	hr := httptest.NewRequestWithContext(ctx, http.MethodGet, r.Path, nil)
-	hr.RemoteAddr = "192.0.2.1:1"
-	w := httptest.NewRecorder()
-	s.ran = ""
-	s.r.ServeHTTP(w, hr)
-	return adaptertest.Response{Status: w.Code, Header: w.Header(), Ran: s.ran}
+	return adaptertest.ServeHTTP(t, s.r, r, &s.ran)
 }
 
 func (s *ginServer) Runs() int64 { return s.runs.Load() }

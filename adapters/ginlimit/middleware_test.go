@@ -288,40 +288,6 @@ func TestSkip(t *testing.T) {
 	require.Equal(t, "1", w.Header().Get(httplimit.HeaderRemaining), "skipped requests are not counted")
 }
 
-func TestCost(t *testing.T) {
-	f := newFixture(t)
-	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(10)))
-	r := gin.New()
-	r.Use(ginlimit.New(l, ginlimit.WithCost(func(c *gin.Context) int64 {
-		n, _ := strconv.ParseInt(c.Query("cost"), 10, 64)
-		return n
-	})))
-	r.GET("/", hello)
-
-	steps := []struct {
-		cost      string
-		code      int
-		remaining string
-	}{
-		{"", 200, "9"}, // 0 means 1
-		{"3", 200, "6"},
-		{"6", 200, "0"},
-		{"1", 429, "0"},
-	}
-	for _, s := range steps {
-		w := get(r, "/?cost="+s.cost, "203.0.113.7:1")
-		require.Equal(t, s.code, w.Code, "cost %q", s.cost)
-		require.Equal(t, s.remaining, w.Header().Get(httplimit.HeaderRemaining), "cost %q", s.cost)
-	}
-
-	// A cost above the capacity can never succeed: 429 with no Retry-After.
-	w := get(r, "/?cost=11", "198.51.100.1:1")
-	p := checkProblem(t, w, "per-ip")
-	require.Contains(t, p.Detail, "can never succeed")
-	require.Empty(t, w.Header().Values(httplimit.HeaderRetryAfter))
-	require.Equal(t, "10", get(r, "/", "198.51.100.9:1").Header().Get(httplimit.HeaderLimit))
-}
-
 // A store that fails, or a request with no identity, cannot be decided: the
 // default is to let it through without headers and log; an error handler
 // answers instead.

@@ -1,9 +1,7 @@
 package httplimit_test
 
 import (
-	"context"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 
@@ -39,6 +37,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			return false
 		}))
 	}
+	if s.Cost {
+		opts = append(opts, httplimit.WithCost(func(r *http.Request) int64 { return adaptertest.CostOf(r.Header.Get("X-Cost")) }))
+	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
 		opts = append(opts, httplimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") }))
@@ -64,21 +65,7 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 }
 
 func (s *muxServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
-	if r.Path == "" {
-		r.Path = "/"
-	}
-	ctx := t.Context()
-	if r.Gone {
-		c, cancel := context.WithCancel(ctx)
-		cancel() // the client is gone before the middleware runs
-		ctx = c
-	}
-	hr := httptest.NewRequestWithContext(ctx, http.MethodGet, r.Path, nil)
-	hr.RemoteAddr = "192.0.2.1:1"
-	w := httptest.NewRecorder()
-	s.ran = ""
-	s.h.ServeHTTP(w, hr)
-	return adaptertest.Response{Status: w.Code, Header: w.Result().Header, Ran: s.ran}
+	return adaptertest.ServeHTTP(t, s.h, r, &s.ran)
 }
 
 func (s *muxServer) Runs() int64 { return s.runs.Load() }

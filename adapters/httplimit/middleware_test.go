@@ -260,16 +260,6 @@ func TestStoreFailure(t *testing.T) {
 	require.ErrorContains(t, got, "connection refused")
 }
 
-func TestCostAboveCapacityNeverRetries(t *testing.T) {
-	f := newFixture(t)
-	l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(5)))
-	h := httplimit.New(l, httplimit.WithCost(func(*http.Request) int64 { return 6 }))(ok)
-	w := get(h, "/", "192.0.2.1:1")
-	require.Equal(t, http.StatusTooManyRequests, w.Code)
-	require.Empty(t, w.Result().Header.Get("Retry-After"), "no wait would help")
-	require.Contains(t, w.Body.String(), "can never succeed")
-}
-
 func TestSpoofedAddressesKeepTheirOwnBucket(t *testing.T) {
 	f := newFixture(t)
 	l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(2)))

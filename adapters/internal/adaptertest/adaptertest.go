@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/core/memorystore"
@@ -60,6 +61,9 @@ type Setup struct {
 	OnError func(err error) (proceed bool)
 	// Panic, when set, installs that callback as one that panics.
 	Panic Callback
+	// Cost, when set, installs a cost callback that reads the cost from the
+	// request header X-Cost (empty: 0).
+	Cost bool
 	// Router names one of the harness's router configurations (Routers);
 	// "" is the framework's default.
 	Router string
@@ -69,6 +73,8 @@ type Setup struct {
 type Request struct {
 	// Path is the request target (default "/"); a gRPC harness ignores it.
 	Path string
+	// Header is added to the request.
+	Header http.Header
 	// Gone makes the request's context cancelled before the middleware
 	// decides, as for a client that disconnected.
 	Gone bool
@@ -79,6 +85,7 @@ type Request struct {
 type Response struct {
 	Status int
 	Header http.Header
+	Body   string
 	// Ran names the route whose handler ran ("root" for "/", "login" for
 	// "/login", "files" for "/files/{name}"), or is "" if none ran.
 	Ran string
@@ -109,7 +116,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ErrorHandlerCanContinue", func(t *testing.T) { errorHandlerCanContinue(t, h) })
 	t.Run("PanickingCallbacks", func(t *testing.T) { panickingCallbacks(t, h) })
 	t.Run("DisconnectedClient", func(t *testing.T) { disconnectedClient(t, h) })
-	if routers := h.Routers(); len(routers) > 0 {
+	if routers := h.Routers(); len(routers) > 0 { // an HTTP adapter
+		t.Run("Cost", func(t *testing.T) { cost(t, h) })
 		t.Run("PathVariants", func(t *testing.T) { pathVariants(t, h, routers) })
 	}
 }
@@ -158,7 +166,7 @@ func limiter(t *testing.T, s core.Store, key keyfunc.Func, l core.Limit) *core.L
 		require.NoError(t, err)
 		key = ip
 	}
-	lim, err := core.NewLimiter(s, []core.Policy{{Name: "p", Key: key, Limit: l}})
+	lim, err := core.NewLimiter(s, []core.Policy{{Name: "per-ip", Key: key, Limit: l}})
 	require.NoError(t, err)
 	return lim
 }
@@ -308,4 +316,38 @@ func disconnectedClient(t *testing.T, h Harness) {
 			require.Positive(t, s.Runs())
 		})
 	}
+}
+
+// cost: a request costs what the cost callback says (0 means 1), a denied
+// request consumes nothing, and a cost above the capacity can never
+// succeed: 429 with no Retry-After and a detail that says so.
+func cost(t *testing.T, h Harness) {
+	s := h.Start(t, Setup{Limiter: limiter(t, memStore(t), nil, core.PerMinute(10)), Cost: true})
+	steps := []struct {
+		cost      string
+		status    int
+		remaining string
+	}{
+		{"", 200, "9"},  // no cost: 1
+		{"0", 200, "8"}, // 0 means 1
+		{"5", 200, "3"},
+		{"4", 429, "3"}, // denied: consumes nothing
+		{"3", 200, "0"},
+		{"1", 429, "0"},
+	}
+	for i, st := range steps {
+		res := s.Do(t, Request{Header: http.Header{"X-Cost": {st.cost}}})
+		require.Equal(t, st.status, res.Status, "step %d", i)
+		require.Equal(t, st.remaining, res.Header.Get(httplimit.HeaderRemaining), "step %d", i)
+	}
+	require.EqualValues(t, 4, s.Runs(), "the handler never runs for a denied request")
+
+	s = h.Start(t, Setup{Limiter: limiter(t, memStore(t), nil, core.PerMinute(10)), Cost: true})
+	res := s.Do(t, Request{Header: http.Header{"X-Cost": {"11"}}})
+	require.Equal(t, http.StatusTooManyRequests, res.Status)
+	require.Empty(t, res.Header.Values(httplimit.HeaderRetryAfter), "no wait would help")
+	require.Contains(t, res.Body, "can never succeed")
+	require.Contains(t, res.Body, `"per-ip"`)
+	require.Equal(t, "10", res.Header.Get(httplimit.HeaderLimit))
+	require.Zero(t, s.Runs())
 }
