@@ -244,41 +244,6 @@ func requireProblem(t testing.TB, res response, violated ...string) problem {
 
 // ---- tests ----
 
-// Limit 10: requests 1-8 are normal, 9 and 10 warning (usage above 80%),
-// 11 throttled, under every algorithm; every header matches the Decision.
-func TestHeadersAndWarningState(t *testing.T) {
-	for _, a := range limitertest.Algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			t.Parallel()
-			store, _ := newStore(t)
-			l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(10).WithAlgorithm(a)})
-			var d *core.Decision
-			var handled int
-			app := fiber.New()
-			app.Use(spy(&d), fiberlimit.New(l))
-			app.Get("/hello", func(c *fiber.Ctx) error { handled++; return c.SendString("hello") })
-
-			for i := 1; i <= 11; i++ {
-				before := time.Now()
-				res := get(t, app, "/hello")
-				after := time.Now()
-				requireHeaders(t, res, d, before, after)
-				want := map[bool]string{true: "normal", false: "warning"}[i <= 8]
-				if i == 11 {
-					want = "throttled"
-					requireProblem(t, res, "per-ip")
-				} else {
-					require.Equal(t, http.StatusOK, res.status, "request %d", i)
-					require.Equal(t, "hello", res.body)
-					require.Equal(t, int64(10-i), d.Bound().Remaining)
-				}
-				require.Equal(t, want, res.header.Get(httplimit.HeaderState), "request %d", i)
-			}
-			require.Equal(t, 10, handled)
-		})
-	}
-}
-
 // With several policies, RateLimit-Policy lists them all, RateLimit and
 // Retry-After follow the one that denied, and only it is violated.
 func TestDeniedByOneOfTwoPolicies(t *testing.T) {

@@ -117,6 +117,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("PanickingCallbacks", func(t *testing.T) { panickingCallbacks(t, h) })
 	t.Run("DisconnectedClient", func(t *testing.T) { disconnectedClient(t, h) })
 	if routers := h.Routers(); len(routers) > 0 { // an HTTP adapter
+		t.Run("HeadersAndWarningState", func(t *testing.T) { headersAndWarningState(t, h) })
 		t.Run("Cost", func(t *testing.T) { cost(t, h) })
 		t.Run("PathVariants", func(t *testing.T) { pathVariants(t, h, routers) })
 	}
@@ -346,8 +347,8 @@ func cost(t *testing.T, h Harness) {
 	res := s.Do(t, Request{Header: http.Header{"X-Cost": {"11"}}})
 	require.Equal(t, http.StatusTooManyRequests, res.Status)
 	require.Empty(t, res.Header.Values(httplimit.HeaderRetryAfter), "no wait would help")
-	require.Contains(t, res.Body, "can never succeed")
-	require.Contains(t, res.Body, `"per-ip"`)
+	p := checkProblem(t, res, "per-ip")
+	require.Contains(t, p.Detail, "can never succeed")
 	require.Equal(t, "10", res.Header.Get(httplimit.HeaderLimit))
 	require.Zero(t, s.Runs())
 }
