@@ -2,6 +2,7 @@ package echolimit_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -56,6 +57,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	if s.Cost {
 		opts = append(opts, echolimit.WithCost(func(c echo.Context) int64 { return adaptertest.CostOf(c.Request().Header.Get("X-Cost")) }))
 	}
+	if s.Skip {
+		opts = append(opts, echolimit.WithSkip(func(c echo.Context) bool { return c.Request().Header.Get("X-Skip") != "" }))
+	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
 		opts = append(opts, echolimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") }))
@@ -70,7 +74,13 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	}
 	srv.e.Use(echolimit.New(s.Limiter, opts...))
 	route := func(name string) echo.HandlerFunc {
-		return func(c echo.Context) error { srv.runs.Add(1); srv.ran = name; return c.String(http.StatusOK, "hello") }
+		return func(c echo.Context) error {
+			srv.runs.Add(1)
+			srv.ran = name
+			_, decided := echolimit.DecisionFrom(c)
+			c.Response().Header().Set(adaptertest.HeaderDecided, strconv.FormatBool(decided))
+			return c.String(http.StatusOK, "hello")
+		}
 	}
 	srv.e.GET("/", route("root"))
 	srv.e.GET("/login", route("login"))

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/adapters/echolimit"
@@ -384,29 +383,6 @@ func TestDenialTakesTheErrorPath(t *testing.T) {
 		checkProblem(t, get(e, "/", "203.0.113.5:1"), "per-ip")
 		require.ErrorAs(t, got, new(*echo.HTTPError))
 	})
-}
-
-func TestSkip(t *testing.T) {
-	f := newFixture(t)
-	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(2)))
-	e := newEcho()
-	var skipper middleware.Skipper = func(c echo.Context) bool { return c.Path() == "/healthz" }
-	e.Use(echolimit.New(l, echolimit.WithSkip(skipper)))
-	e.GET("/healthz", func(c echo.Context) error {
-		_, ok := echolimit.DecisionFrom(c)
-		require.False(t, ok)
-		return c.String(http.StatusOK, "ok")
-	})
-	e.GET("/hello", hello)
-
-	for range 5 {
-		w := get(e, "/healthz", "203.0.113.7:1")
-		require.Equal(t, http.StatusOK, w.Code)
-		require.Empty(t, w.Header().Get(httplimit.HeaderRateLimit))
-		require.Empty(t, w.Header().Get(httplimit.HeaderState))
-	}
-	w := get(e, "/hello", "203.0.113.7:1")
-	require.Equal(t, "1", w.Header().Get(httplimit.HeaderRemaining), "skipped requests are not counted")
 }
 
 func TestUndecided(t *testing.T) {

@@ -3,6 +3,7 @@ package fiberlimit_test
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,6 +53,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	if s.Cost {
 		opts = append(opts, fiberlimit.WithCost(func(c *fiber.Ctx) int64 { return adaptertest.CostOf(c.Get("X-Cost")) }))
 	}
+	if s.Skip {
+		opts = append(opts, fiberlimit.WithSkip(func(c *fiber.Ctx) bool { return c.Get("X-Skip") != "" }))
+	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
 		opts = append(opts, fiberlimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") }))
@@ -75,6 +79,8 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	route := func(name string) fiber.Handler {
 		return func(c *fiber.Ctx) error {
 			srv.runs.Add(1)
+			_, decided := fiberlimit.DecisionFrom(c)
+			c.Set(adaptertest.HeaderDecided, strconv.FormatBool(decided))
 			srv.mu.Lock()
 			srv.ran = name
 			srv.mu.Unlock()

@@ -2,6 +2,7 @@ package ginlimit_test
 
 import (
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -51,6 +52,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	if s.Cost {
 		opts = append(opts, ginlimit.WithCost(func(c *gin.Context) int64 { return adaptertest.CostOf(c.GetHeader("X-Cost")) }))
 	}
+	if s.Skip {
+		opts = append(opts, ginlimit.WithSkip(func(c *gin.Context) bool { return c.GetHeader("X-Skip") != "" }))
+	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
 		opts = append(opts, ginlimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") }))
@@ -65,7 +69,13 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	}
 	srv.r.Use(ginlimit.New(s.Limiter, opts...))
 	route := func(name string) gin.HandlerFunc {
-		return func(c *gin.Context) { srv.runs.Add(1); srv.ran = name; c.String(http.StatusOK, "hello") }
+		return func(c *gin.Context) {
+			srv.runs.Add(1)
+			srv.ran = name
+			_, decided := ginlimit.DecisionFrom(c)
+			c.Header(adaptertest.HeaderDecided, strconv.FormatBool(decided))
+			c.String(http.StatusOK, "hello")
+		}
 	}
 	srv.r.GET("/", route("root"))
 	srv.r.GET("/login", route("login"))

@@ -266,28 +266,6 @@ func TestSeveralPolicies(t *testing.T) {
 	}
 }
 
-func TestSkip(t *testing.T) {
-	f := newFixture(t)
-	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(2)))
-	r := gin.New()
-	r.Use(ginlimit.New(l, ginlimit.WithSkip(func(c *gin.Context) bool { return c.FullPath() == "/healthz" })))
-	r.GET("/healthz", func(c *gin.Context) {
-		_, ok := ginlimit.DecisionFrom(c)
-		require.False(t, ok)
-		c.String(http.StatusOK, "ok")
-	})
-	r.GET("/hello", hello)
-
-	for range 5 {
-		w := get(r, "/healthz", "203.0.113.7:1")
-		require.Equal(t, http.StatusOK, w.Code)
-		require.Empty(t, w.Header().Get(httplimit.HeaderRateLimit))
-		require.Empty(t, w.Header().Get(httplimit.HeaderState))
-	}
-	w := get(r, "/hello", "203.0.113.7:1")
-	require.Equal(t, "1", w.Header().Get(httplimit.HeaderRemaining), "skipped requests are not counted")
-}
-
 // A store that fails, or a request with no identity, cannot be decided: the
 // default is to let it through without headers and log; an error handler
 // answers instead.

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"testing"
 
@@ -40,6 +41,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	if s.Cost {
 		opts = append(opts, httplimit.WithCost(func(r *http.Request) int64 { return adaptertest.CostOf(r.Header.Get("X-Cost")) }))
 	}
+	if s.Skip {
+		opts = append(opts, httplimit.WithSkip(func(r *http.Request) bool { return r.Header.Get("X-Skip") != "" }))
+	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
 		opts = append(opts, httplimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") }))
@@ -52,6 +56,8 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	route := func(name string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			srv.runs.Add(1)
+			_, decided := httplimit.DecisionFrom(r.Context())
+			w.Header().Set(adaptertest.HeaderDecided, strconv.FormatBool(decided))
 			srv.ran = name
 			_, _ = w.Write([]byte("hello"))
 		}

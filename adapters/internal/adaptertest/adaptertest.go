@@ -64,6 +64,9 @@ type Setup struct {
 	// Cost, when set, installs a cost callback that reads the cost from the
 	// request header X-Cost (empty: 0).
 	Cost bool
+	// Skip, when set, installs a skip callback that exempts the requests
+	// with an X-Skip header.
+	Skip bool
 	// Router names one of the harness's router configurations (Routers);
 	// "" is the framework's default.
 	Router string
@@ -90,6 +93,10 @@ type Response struct {
 	// "/login", "files" for "/files/{name}"), or is "" if none ran.
 	Ran string
 }
+
+// HeaderDecided is the response header an HTTP harness's handlers set to
+// "true" or "false": whether the adapter's DecisionFrom found a Decision.
+const HeaderDecided = "X-Test-Decided"
 
 // Server is one installed middleware in front of a counting handler. An
 // HTTP harness routes GET "/" (route "root"), "/login" ("login") and
@@ -119,6 +126,7 @@ func Run(t *testing.T, h Harness) {
 	if routers := h.Routers(); len(routers) > 0 { // an HTTP adapter
 		t.Run("HeadersAndWarningState", func(t *testing.T) { headersAndWarningState(t, h) })
 		t.Run("Cost", func(t *testing.T) { cost(t, h) })
+		t.Run("Skip", func(t *testing.T) { skip(t, h) })
 		t.Run("PathVariants", func(t *testing.T) { pathVariants(t, h, routers) })
 	}
 }
@@ -351,4 +359,23 @@ func cost(t *testing.T, h Harness) {
 	require.Contains(t, p.Detail, "can never succeed")
 	require.Equal(t, "10", res.Header.Get(httplimit.HeaderLimit))
 	require.Zero(t, s.Runs())
+}
+
+// skip: a skipped request is neither counted nor given headers, and its
+// handler sees no Decision.
+func skip(t *testing.T, h Harness) {
+	s := h.Start(t, Setup{Limiter: limiter(t, memStore(t), nil, core.PerMinute(2)), Skip: true})
+	for range 5 {
+		res := s.Do(t, Request{Header: http.Header{"X-Skip": {"1"}}})
+		require.Equal(t, http.StatusOK, res.Status)
+		require.Equal(t, "false", res.Header.Get(HeaderDecided), "a skipped request has no Decision")
+		require.Empty(t, res.Header.Get(httplimit.HeaderRateLimit), "skipped requests get no headers")
+		require.Empty(t, res.Header.Get(httplimit.HeaderState))
+		require.Empty(t, res.Header.Get(httplimit.HeaderRemaining))
+	}
+	res := s.Do(t, Request{})
+	require.Equal(t, http.StatusOK, res.Status)
+	require.Equal(t, "true", res.Header.Get(HeaderDecided))
+	require.Equal(t, "1", res.Header.Get(httplimit.HeaderRemaining), "skipped requests are not counted")
+	require.EqualValues(t, 6, s.Runs())
 }
