@@ -1,7 +1,6 @@
 package grpclimit_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/sluicehq/sluice/adapters/grpclimit"
 	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/keyfunc"
@@ -344,22 +344,7 @@ func (s *failingStore) Take(context.Context, string, core.Limit, int64) (core.Re
 func (s *failingStore) Reset(context.Context, string, core.Limit) error { return errSecret }
 
 // syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
+type syncBuffer = adaptertest.SyncBuffer
 
 // deniedRecorder is a WithDeniedHandler that keeps the Decisions it saw and
 // returns the default error.

@@ -188,19 +188,21 @@ func memStore(t *testing.T) core.Store {
 	return s
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
+// SyncBuffer is a log sink safe for concurrent writes.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+// String is what was written.
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
@@ -209,7 +211,7 @@ func (b *syncBuffer) String() string {
 // undecidedLogIsRateLimited (issue 12 item 3): a flood of undecided
 // requests writes one line per second, not one per request.
 func undecidedLogIsRateLimited(t *testing.T, h Harness) {
-	var logs syncBuffer
+	var logs SyncBuffer
 	s := h.Start(t, Setup{
 		Limiter: limiter(t, DownStore{}, nil, core.PerMinute(1)),
 		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
