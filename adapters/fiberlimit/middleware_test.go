@@ -329,27 +329,6 @@ func TestStoreFailure(t *testing.T) {
 	})
 }
 
-// No identity (a missing API key) and a negative cost are undecided too.
-func TestUndecided(t *testing.T) {
-	t.Parallel()
-	store, _ := newStore(t)
-	l := newLimiter(t, store, core.Policy{Name: "per-key", Key: keyfunc.Header("X-API-Key"), Limit: core.PerMinute(1)})
-	var errs []error
-	onError := fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) (bool, error) {
-		errs = append(errs, err)
-		return false, c.SendStatus(fiber.StatusUnauthorized)
-	})
-	app := fiber.New()
-	app.Get("/key", fiberlimit.New(l, onError), ok)
-	app.Get("/cost", fiberlimit.New(l, onError, fiberlimit.WithCost(func(*fiber.Ctx) int64 { return -1 })), ok)
-
-	require.Equal(t, http.StatusUnauthorized, get(t, app, "/key").status)
-	require.Equal(t, http.StatusUnauthorized, get(t, app, "/cost", "X-API-Key", "k").status)
-	require.Len(t, errs, 2)
-	require.ErrorIs(t, errs[0], keyfunc.ErrNoKey)
-	require.ErrorIs(t, errs[1], core.ErrInvalidCost)
-}
-
 // Two routes, two limiters: one per client IP, one per API key and route
 // template, each counting on its own.
 func TestPerRouteLimits(t *testing.T) {

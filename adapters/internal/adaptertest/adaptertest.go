@@ -127,6 +127,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("HeadersAndWarningState", func(t *testing.T) { headersAndWarningState(t, h) })
 		t.Run("Cost", func(t *testing.T) { cost(t, h) })
 		t.Run("Skip", func(t *testing.T) { skip(t, h) })
+		t.Run("Undecided", func(t *testing.T) { undecided(t, h) })
 		t.Run("PathVariants", func(t *testing.T) { pathVariants(t, h, routers) })
 	}
 }
@@ -380,4 +381,54 @@ func skip(t *testing.T, h Harness) {
 	require.Equal(t, "true", res.Header.Get(HeaderDecided))
 	require.Equal(t, "1", res.Header.Get(httplimit.HeaderRemaining), "skipped requests are not counted")
 	require.EqualValues(t, 6, s.Runs())
+}
+
+// undecided: a request the Limiter cannot decide (its store fails, it has
+// no identity, its cost is invalid) goes through without rate-limit
+// headers and is logged by default; an error handler that refuses it
+// answers instead, without the error text, and the handler does not run.
+func undecided(t *testing.T, h Harness) {
+	healthy, err := core.NewLimiter(memStore(t), []core.Policy{{Name: "per-key", Key: keyfunc.Header("X-API-Key"), Limit: core.PerMinute(10)}})
+	require.NoError(t, err)
+	cases := []struct {
+		name    string
+		limiter *core.Limiter
+		req     Request
+		is      error
+	}{
+		{"store fails", limiter(t, DownStore{}, nil, core.PerMinute(10)), Request{}, ErrDown},
+		{"no identity", healthy, Request{}, keyfunc.ErrNoKey},
+		{"invalid cost", healthy, Request{Header: http.Header{"X-Api-Key": {"k"}, "X-Cost": {"-1"}}}, core.ErrInvalidCost},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name+"/fail open", func(t *testing.T) {
+			var logs SyncBuffer
+			s := h.Start(t, Setup{Limiter: tc.limiter, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Cost: true})
+			res := s.Do(t, tc.req)
+			require.Equal(t, http.StatusOK, res.Status)
+			require.Equal(t, "hello", res.Body)
+			for _, name := range []string{httplimit.HeaderRateLimit, httplimit.HeaderRateLimitPolicy, httplimit.HeaderLimit, httplimit.HeaderState} {
+				require.Empty(t, res.Header.Values(name))
+			}
+			require.Contains(t, logs.String(), "sluice: request not rate limited")
+			require.EqualValues(t, 1, s.Runs())
+		})
+		t.Run(tc.name+"/error handler", func(t *testing.T) {
+			var mu sync.Mutex
+			var got error
+			s := h.Start(t, Setup{Limiter: tc.limiter, Cost: true, OnError: func(err error) bool {
+				mu.Lock()
+				got = err
+				mu.Unlock()
+				return false
+			}})
+			res := s.Do(t, tc.req)
+			require.Equal(t, http.StatusServiceUnavailable, res.Status)
+			require.NotContains(t, res.Body, "down", "no error text reaches the client")
+			require.Zero(t, s.Runs(), "the handler does not run after the error handler refused")
+			mu.Lock()
+			defer mu.Unlock()
+			require.ErrorIs(t, got, tc.is)
+		})
+	}
 }
