@@ -225,34 +225,6 @@ func TestHeadersFollowTheDecision(t *testing.T) {
 	require.Equal(t, "warning", w.Header().Get(httplimit.HeaderState))
 }
 
-func TestSeveralPolicies(t *testing.T) {
-	f := newFixture(t)
-	l := f.limiter(t,
-		ipPolicy(t, "per-ip", core.PerMinute(10)),
-		ipPolicy(t, "burst", core.PerSecond(3).WithAlgorithm(core.FixedWindow)),
-	)
-	var rec recorder
-	e := newEcho()
-	e.Use(echolimit.New(l, echolimit.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
-		rec.keep(c)
-		return echolimit.DeniedHandler(c, d)
-	})))
-	e.GET("/", func(c echo.Context) error { rec.keep(c); return hello(c) })
-
-	for i := 1; i <= 4; i++ {
-		sent := time.Now()
-		w := get(e, "/", "203.0.113.7:1")
-		d := rec.last()
-		checkHeaders(t, w, d, sent)
-		if i < 4 {
-			require.Equal(t, http.StatusOK, w.Code)
-			continue
-		}
-		require.Equal(t, "burst", d.Bound().Policy)
-		checkProblem(t, w, "burst")
-	}
-}
-
 // A denial goes through e.HTTPErrorHandler: a custom one sees the 429 and
 // renders it its own way; one that delegates to Echo's default gets the
 // problem document; HEAD gets no body.

@@ -230,37 +230,6 @@ func requireProblem(t testing.TB, res response, violated ...string) problem {
 
 // ---- tests ----
 
-// With several policies, RateLimit-Policy lists them all, RateLimit and
-// Retry-After follow the one that denied, and only it is violated.
-func TestDeniedByOneOfTwoPolicies(t *testing.T) {
-	t.Parallel()
-	store, _ := newStore(t)
-	ip := ipKey(t)
-	l := newLimiter(t, store,
-		core.Policy{Name: "per-minute", Key: ip, Limit: core.PerMinute(100)},
-		core.Policy{Name: "burst", Key: ip, Limit: core.PerSecond(2)},
-	)
-	var d *core.Decision
-	app := fiber.New()
-	app.Use(spy(&d), fiberlimit.New(l))
-	app.Get("/", ok)
-
-	for i := 1; i <= 3; i++ {
-		before := time.Now()
-		res := get(t, app, "/")
-		requireHeaders(t, res, d, before, time.Now())
-		require.Equal(t, "burst", d.Bound().Policy)
-		if i < 3 {
-			require.Equal(t, http.StatusOK, res.status)
-			continue
-		}
-		p := requireProblem(t, res, "burst")
-		require.Equal(t, "Rate limit exceeded; retry in 1 seconds.", p.Detail)
-		require.Equal(t, `"per-minute";q=100;w=60, "burst";q=2;w=1`, res.header.Get("RateLimit-Policy"))
-		require.Equal(t, "1", res.header.Get("Retry-After"))
-	}
-}
-
 func TestStoreFailure(t *testing.T) {
 	t.Parallel()
 	t.Run("fail open by default", func(t *testing.T) {

@@ -227,33 +227,6 @@ func TestHeadersFollowTheDecision(t *testing.T) {
 	require.Equal(t, "warning", w.Header().Get(httplimit.HeaderState))
 }
 
-// With two policies, RateLimit-Policy lists both, RateLimit follows the most
-// constraining one, and the problem names only the policy that denied.
-func TestSeveralPolicies(t *testing.T) {
-	f := newFixture(t)
-	l := f.limiter(t,
-		ipPolicy(t, "per-ip", core.PerMinute(10)),
-		ipPolicy(t, "burst", core.PerSecond(3).WithAlgorithm(core.FixedWindow)),
-	)
-	var rec recorder
-	r := gin.New()
-	r.Use(ginlimit.New(l, ginlimit.WithDeniedHandler(func(c *gin.Context) { rec.keep(c); ginlimit.DeniedHandler(c) })))
-	r.GET("/", func(c *gin.Context) { rec.keep(c); hello(c) })
-
-	for i := 1; i <= 4; i++ {
-		sent := time.Now()
-		w := get(r, "/", "203.0.113.7:1")
-		d := rec.last()
-		checkHeaders(t, w, d, sent)
-		if i < 4 {
-			require.Equal(t, http.StatusOK, w.Code)
-			continue
-		}
-		require.Equal(t, "burst", d.Bound().Policy)
-		checkProblem(t, w, "burst")
-	}
-}
-
 // A request with no client address cannot be decided: the default is to
 // let it through without headers and log; an error handler answers
 // instead. (Other undecided requests: the conformance suite.)

@@ -125,6 +125,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("DisconnectedClient", func(t *testing.T) { disconnectedClient(t, h) })
 	if routers := h.Routers(); len(routers) > 0 { // an HTTP adapter
 		t.Run("HeadersAndWarningState", func(t *testing.T) { headersAndWarningState(t, h) })
+		t.Run("SeveralPolicies", func(t *testing.T) { severalPolicies(t, h) })
 		t.Run("Cost", func(t *testing.T) { cost(t, h) })
 		t.Run("Skip", func(t *testing.T) { skip(t, h) })
 		t.Run("Undecided", func(t *testing.T) { undecided(t, h) })

@@ -12,7 +12,9 @@ import (
 	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/internal/sftest"
+	"github.com/sluicehq/sluice/keyfunc"
 )
 
 // headersAndWarningState: with a limit of 10 a minute, under every
@@ -22,7 +24,9 @@ import (
 func headersAndWarningState(t *testing.T, h Harness) {
 	for _, a := range limitertest.Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
-			s := h.Start(t, Setup{Limiter: limiter(t, memStore(t), nil, core.PerMinute(10).WithAlgorithm(a))})
+			// A fake clock: under the real one, a window boundary between
+			// requests would move the sliding window counter's weights.
+			s := h.Start(t, Setup{Limiter: limiter(t, clockStore(t, limitertest.NewClock()), nil, core.PerMinute(10).WithAlgorithm(a))})
 			for i := int64(1); i <= 11; i++ {
 				sent := time.Now()
 				res := s.Do(t, Request{})
@@ -45,8 +49,6 @@ func headersAndWarningState(t *testing.T, h Harness) {
 	}
 }
 
-func ceilSeconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
-
 // checkHeaders checks every rate-limit header of res for the one policy
 // "per-ip" of capacity 10 a minute with remaining left, sent at sent.
 func checkHeaders(t *testing.T, res Response, remaining int64, sent time.Time) {
@@ -55,14 +57,14 @@ func checkHeaders(t *testing.T, res Response, remaining int64, sent time.Time) {
 	policies := sftest.List(t, h.Get(httplimit.HeaderRateLimitPolicy))
 	require.Len(t, policies, 1)
 	require.Equal(t, "per-ip", policies[0].Name)
-	require.Equal(t, int64(10), policies[0].Params["q"])
-	require.Positive(t, policies[0].Params["w"])
+	require.Equal(t, map[string]int64{"q": 10, "w": 60}, policies[0].Params)
 	rl := sftest.List(t, h.Get(httplimit.HeaderRateLimit))
 	require.Len(t, rl, 1)
 	require.Equal(t, "per-ip", rl[0].Name)
 	require.Equal(t, remaining, rl[0].Params["r"])
 	tSec := rl[0].Params["t"]
 	require.Positive(t, tSec, "t is never 0")
+	require.LessOrEqual(t, tSec, int64(60), "t is never more than the window")
 
 	require.Equal(t, "10", h.Get(httplimit.HeaderLimit))
 	require.Equal(t, strconv.FormatInt(remaining, 10), h.Get(httplimit.HeaderRemaining))
@@ -73,15 +75,21 @@ func checkHeaders(t *testing.T, res Response, remaining int64, sent time.Time) {
 	// previous window).
 	require.GreaterOrEqual(t, reset, sent.Unix())
 	require.LessOrEqual(t, reset, time.Now().Add(2*time.Minute).Unix()+1)
+	for _, name := range []string{httplimit.HeaderRateLimitPolicy, httplimit.HeaderRateLimit, httplimit.HeaderLimit,
+		httplimit.HeaderRemaining, httplimit.HeaderReset, httplimit.HeaderState} {
+		require.Len(t, h.Values(name), 1, name)
+	}
 
 	if res.Status != http.StatusTooManyRequests {
-		// t is until more quota is available: never later than the window.
-		require.LessOrEqual(t, tSec, ceilSeconds(time.Minute))
+		// t is until more quota is available.
 		require.Empty(t, h.Values(httplimit.HeaderRetryAfter))
 		return
 	}
-	require.LessOrEqual(t, tSec, ceilSeconds(time.Minute))
-	require.Equal(t, strconv.FormatInt(tSec, 10), h.Get(httplimit.HeaderRetryAfter), "Retry-After == t")
+	// t is the wait, but never more than the window; Retry-After is the
+	// exact wait (the draft: never earlier than t).
+	ra, err := strconv.ParseInt(h.Get(httplimit.HeaderRetryAfter), 10, 64)
+	require.NoError(t, err)
+	require.Equal(t, min(ra, 60), tSec, "t = min(Retry-After, window)")
 }
 
 type problem struct {
@@ -105,4 +113,47 @@ func checkProblem(t *testing.T, res Response, violated ...string) problem {
 	require.Equal(t, http.StatusTooManyRequests, p.Status)
 	require.Equal(t, violated, p.Violated)
 	return p
+}
+
+// severalPolicies: with two policies, RateLimit-Policy lists both,
+// RateLimit follows the binding one, and a denial names only the policy
+// that denied, with its Retry-After; the denying policy refills with time.
+func severalPolicies(t *testing.T, h Harness) {
+	clock := limitertest.NewClock()
+	st := clockStore(t, clock)
+	ip, err := keyfunc.IP()
+	require.NoError(t, err)
+	l, err := core.NewLimiter(st, []core.Policy{
+		{Name: "per-minute", Key: ip, Limit: core.PerMinute(100)},
+		{Name: "burst", Key: ip, Limit: core.PerSecond(2)},
+	})
+	require.NoError(t, err)
+	s := h.Start(t, Setup{Limiter: l})
+	for i := 1; i <= 4; i++ {
+		if i == 4 {
+			clock.Advance(time.Second)
+		}
+		res := s.Do(t, Request{})
+		require.Equal(t, `"per-minute";q=100;w=60, "burst";q=2;w=1`, res.Header.Get(httplimit.HeaderRateLimitPolicy), "request %d", i)
+		rl := sftest.List(t, res.Header.Get(httplimit.HeaderRateLimit))
+		require.Len(t, rl, 1)
+		require.Equal(t, "burst", rl[0].Name, "request %d: 1/2 left is tighter than 99/100", i)
+		if i != 3 {
+			require.Equal(t, http.StatusOK, res.Status, "request %d", i)
+			continue
+		}
+		p := checkProblem(t, res, "burst")
+		require.Equal(t, "Rate limit exceeded; retry in 1 seconds.", p.Detail)
+		require.Equal(t, "1", res.Header.Get(httplimit.HeaderRetryAfter))
+	}
+	require.EqualValues(t, 3, s.Runs())
+}
+
+// clockStore is a memory store on clock.
+func clockStore(t *testing.T, clock *limitertest.Clock) core.Store {
+	t.Helper()
+	st, err := memorystore.New(memorystore.WithClock(clock.Now))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
 }
