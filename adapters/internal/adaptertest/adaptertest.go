@@ -19,7 +19,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
-	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/limitertest"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/sftest"
@@ -182,12 +182,10 @@ func limiter(t *testing.T, s core.Store, key keyfunc.Func, l core.Limit) *core.L
 	return lim
 }
 
+// memStore is a memory store on a fake clock that stands still.
 func memStore(t *testing.T) core.Store {
 	t.Helper()
-	s, err := memorystore.New()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.Close() })
-	return s
+	return clockStore(t, limitertest.NewClock())
 }
 
 // SyncBuffer is a log sink safe for concurrent writes.
