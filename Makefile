@@ -26,10 +26,11 @@ attack: deps
 deps:
 	@./scripts/ensure-redis.sh
 
-## lint: gofmt and go vet on every module
+## lint: gofmt, go vet and go mod tidy -diff on every module
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
+	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go mod tidy needed in $$m"; exit 1; }; done
 
 ## bench: sluice against its peers, side by side in one run; writes
 ## docs/benchmarks.md and docs/benchmarks.svg (about 5 minutes; a quick look:
