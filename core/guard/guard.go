@@ -396,19 +396,8 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	if blocked {
 		return s.takeSome(ctx, ops, out, bs, probes, now)
 	}
-	s.calls.Add(1)
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	err := s.takeAll(cctx, ops, out)
-	cancel()
-	if err != nil {
-		if passThrough(ctx, err) {
-			for j, b := range bs {
-				s.release(b, probes[j])
-			}
-			return err
-		}
-		s.failGroup(err, bs, probes)
-		return s.degradeAll(ctx, ops, out)
+	if failed, err := s.callGroup(ctx, ops, out, ops, out, bs, probes); failed {
+		return err
 	}
 	for j, b := range bs {
 		s.succeed(b, probes[j])
@@ -420,6 +409,30 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 		s.deny.storeGroup(ops, out, now)
 	}
 	return nil
+}
+
+// callGroup makes the backend call deciding ops into out, through the
+// circuits bs (probes[j]: the call is bs[j]'s probe). When it fails, the
+// circuits learn of it (or are released, when the caller's own context
+// ended: the backend is not to blame) and the whole group, all with its
+// results allOut, is answered by the failure mode: failed is then true and
+// err is what the caller returns.
+func (s *Store) callGroup(ctx context.Context, ops []core.Op, out []core.Result, all []core.Op, allOut []core.Result, bs []*breaker, probes []bool) (failed bool, err error) {
+	s.calls.Add(1)
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	err = s.takeAll(cctx, ops, out)
+	cancel()
+	if err == nil {
+		return false, nil
+	}
+	if passThrough(ctx, err) {
+		for j, b := range bs {
+			s.release(b, probes[j])
+		}
+		return true, err
+	}
+	s.failGroup(err, bs, probes)
+	return true, s.degradeAll(ctx, all, allOut)
 }
 
 // failGroup records the failure of a group's call through the circuits bs
@@ -471,19 +484,8 @@ func (s *Store) takeSome(ctx context.Context, ops []core.Op, out []core.Result, 
 	for k, i := range live {
 		sub[k] = ops[i]
 	}
-	s.calls.Add(1)
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	err := s.takeAll(cctx, sub, subOut)
-	cancel()
-	if err != nil {
-		if passThrough(ctx, err) {
-			for j, b := range bs {
-				s.release(b, probes[j])
-			}
-			return err
-		}
-		s.failGroup(err, bs, probes)
-		return s.degradeAll(ctx, ops, out)
+	if failed, err := s.callGroup(ctx, sub, subOut, ops, out, bs, probes); failed {
+		return err
 	}
 	for j, b := range bs {
 		if !slices.Contains(open, b) {
