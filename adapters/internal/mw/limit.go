@@ -17,20 +17,15 @@ func Capacity(p *core.PolicyResult) int64 {
 	return p.Limit.Capacity()
 }
 
-// Retry is the wait of a denied Decision: the longest RetryAfter among the
-// policies that denied it (a request passes only once every one of them
-// admits it), and never when one of them can never admit it (its cost
-// exceeds the capacity). It is zero for an allowed Decision.
+// Retry is the wait of a denied Decision: that of its binding policy,
+// which is the denying policy with the longest RetryAfter (a request passes
+// only once every one of them admits it), and never when that policy can
+// never admit it (its cost exceeds the capacity). It is zero for an allowed
+// Decision.
 func Retry(d *core.Decision) (wait time.Duration, never bool) {
-	for i := range d.Results {
-		p := &d.Results[i]
-		if p.Allowed || p.Shadow {
-			continue
-		}
-		if p.Never() {
-			return core.RetryNever, true
-		}
-		wait = max(wait, p.RetryAfter)
+	if d.Allowed || !d.Limited() {
+		return 0, false
 	}
-	return wait, false
+	b := &d.Results[d.Binding]
+	return b.RetryAfter, b.Never()
 }
