@@ -83,17 +83,22 @@ func cmpInt(a, b int64) int {
 	return 0
 }
 
+// mustTake is s.Take, failing t on an error.
+func mustTake(ctx context.Context, t *testing.T, s core.Store, key string, l core.Limit, cost int64) core.Result {
+	t.Helper()
+	r, err := s.Take(ctx, key, l, cost)
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	return r
+}
+
 // testRefundsExact: a refund undoes exactly the admission it names, or
 // nothing; the cases of issue 12, item 9.
 func testRefundsExact(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 	take := func(t *testing.T, s core.Store, key string, l core.Limit, cost int64) core.Result {
-		t.Helper()
-		r, err := s.Take(ctx, key, l, cost)
-		if err != nil {
-			t.Fatalf("Take: %v", err)
-		}
-		return r
+		return mustTake(ctx, t, s, key, l, cost)
 	}
 	refund := func(t *testing.T, s core.Store, key string, l core.Limit, cost, at int64) {
 		t.Helper()
@@ -357,12 +362,7 @@ func testWaits(t *testing.T, newStore Factory) {
 func testClockStepCases(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 	take := func(t *testing.T, s core.Store, key string, l core.Limit, cost int64) core.Result {
-		t.Helper()
-		r, err := s.Take(ctx, key, l, cost)
-		if err != nil {
-			t.Fatalf("Take: %v", err)
-		}
-		return r
+		return mustTake(ctx, t, s, key, l, cost)
 	}
 	t.Run("sliding-window-log/step-back-after-a-denial", func(t *testing.T) {
 		clock := NewClock()
