@@ -471,12 +471,12 @@ func (p *parser) key(v, hash *yaml.Node, n *yaml.Node, path string) keyfunc.Func
 		case kind == "ip" && arg == "" && p.ipBad:
 			return nil // client_ip's errors are reported
 		case kind == "ip" && arg == "":
-			f, err := keyfunc.IP(p.ip...)
+			e, err := keyfunc.NewIPExtractor(p.ip...)
 			if err != nil {
 				p.fail(v, path+".key", "%v", err)
 				return nil
 			}
-			parts = append(parts, f)
+			parts = append(parts, e.Key)
 		case kind == "header" && arg != "":
 			parts = append(parts, keyfunc.Header(arg))
 		case kind == "query" && arg != "":

@@ -11,10 +11,7 @@ import (
 // By default only the transport peer counts: a client connecting directly
 // cannot pick its bucket by sending X-Forwarded-For.
 func ExampleIP() {
-	ip, err := keyfunc.IP()
-	if err != nil {
-		panic(err)
-	}
+	ip := keyfunc.IP()
 	r := keyfunc.Static{
 		Remote:  "203.0.113.7:51234",
 		Headers: map[string][]string{"X-Forwarded-For": {"198.51.100.1"}},
@@ -27,10 +24,7 @@ func ExampleIP() {
 // X-Forwarded-For entry that is not a trusted proxy. Entries the client wrote
 // itself are to the left of it and are never reached.
 func ExampleTrustProxies() {
-	ip, err := keyfunc.IP(keyfunc.TrustProxies("10.0.0.0/8"))
-	if err != nil {
-		panic(err)
-	}
+	ip := keyfunc.IP(keyfunc.TrustProxies("10.0.0.0/8"))
 	r := keyfunc.Static{
 		Remote: "10.0.0.1:4000",
 		Headers: map[string][]string{
@@ -46,10 +40,7 @@ func ExampleTrustProxies() {
 
 // With a fixed number of proxies, the client is the n-th entry from the right.
 func ExampleTrustHops() {
-	ip, err := keyfunc.IP(keyfunc.TrustHops(2))
-	if err != nil {
-		panic(err)
-	}
+	ip := keyfunc.IP(keyfunc.TrustHops(2))
 	r := keyfunc.Static{
 		Remote:  "172.16.0.5:4000",
 		Headers: map[string][]string{"X-Forwarded-For": {"198.51.100.1, 203.0.113.7, 172.16.0.9"}},
@@ -61,10 +52,7 @@ func ExampleTrustHops() {
 // RFC 7239 Forwarded, with a quoted IPv6 node and port. IPv6 clients are
 // keyed by their /64 unless IPv6Prefix says otherwise.
 func ExampleFromForwarded() {
-	ip, err := keyfunc.IP(keyfunc.TrustProxies("10.0.0.0/8"), keyfunc.FromForwarded(), keyfunc.IPv6Prefix(56))
-	if err != nil {
-		panic(err)
-	}
+	ip := keyfunc.IP(keyfunc.TrustProxies("10.0.0.0/8"), keyfunc.FromForwarded(), keyfunc.IPv6Prefix(56))
 	r := keyfunc.Static{
 		Remote:  "10.0.0.1:4000",
 		Headers: map[string][]string{"Forwarded": {`for="[2001:db8:cafe:17::1]:4711";proto=https`}},
@@ -91,6 +79,8 @@ func ExampleIPExtractor_ClientIP() {
 	// true
 }
 
+// When the options come from configuration, NewIPExtractor reports every
+// mistake as an error (IP would panic with it).
 func ExampleNewIPExtractor() {
 	_, err := keyfunc.NewIPExtractor(keyfunc.TrustHops(2), keyfunc.TrustProxies("10.0.0.0/8"), keyfunc.IPv6Prefix(0))
 	fmt.Println(err)
@@ -125,10 +115,7 @@ func ExampleHash() {
 
 func ExampleHMAC() {
 	secret := []byte("0123456789abcdef0123456789abcdef") // load from your secret store
-	ip, err := keyfunc.IP()
-	if err != nil {
-		panic(err)
-	}
+	ip := keyfunc.IP()
 	key := keyfunc.HMAC(secret, ip)
 	fmt.Println(key(keyfunc.Static{Remote: "203.0.113.7:1"}))
 	// Output: VafJujnHYulz_88pQ2HHjw <nil>

@@ -44,8 +44,8 @@ func (c *ipConfig) fail(format string, args ...any) {
 // ("::ffff:10.0.0.0/104") is folded to IPv4. Addresses are compared after
 // IPv4-mapped IPv6 addresses are folded to IPv4, so IPv4 proxies must be
 // listed as IPv4: "::/1" trusts half of the IPv6 addresses but no IPv4
-// one. An entry that does not parse makes NewIPExtractor fail. Repeated
-// calls add to the list.
+// one. An entry that does not parse makes NewIPExtractor fail (and IP
+// panic). Repeated calls add to the list.
 //
 // With trusted proxies, the forwarding header (X-Forwarded-For unless another
 // source is chosen) is read only when the transport peer is inside one of
@@ -56,9 +56,9 @@ func (c *ipConfig) fail(format string, args ...any) {
 //
 // A list whose networks together cover every IPv4 address or every IPv6
 // address ("0.0.0.0/0", "::/0", "::ffff:0:0/96", or "0.0.0.0/1" with
-// "128.0.0.0/1") makes NewIPExtractor fail: it would trust every peer, so
-// any client could choose its own key. IPv6 coverage ignores the IPv4-mapped
-// range, whose addresses are compared as IPv4.
+// "128.0.0.0/1") makes NewIPExtractor fail (and IP panic): it would trust
+// every peer, so any client could choose its own key. IPv6 coverage ignores
+// the IPv4-mapped range, whose addresses are compared as IPv4.
 func TrustProxies(cidrs ...string) IPOption {
 	return func(c *ipConfig) {
 		for _, s := range cidrs {
@@ -86,8 +86,8 @@ func TrustProxies(cidrs ...string) IPOption {
 }
 
 // TrustPrefixes is TrustProxies for networks that are already parsed. An
-// invalid (zero) Prefix makes NewIPExtractor fail, and so do networks that,
-// with those of TrustProxies, cover a whole address family.
+// invalid (zero) Prefix makes NewIPExtractor fail (and IP panic), and so do
+// networks that, with those of TrustProxies, cover a whole address family.
 func TrustPrefixes(prefixes ...netip.Prefix) IPOption {
 	return func(c *ipConfig) {
 		for _, p := range prefixes {
@@ -350,13 +350,21 @@ func sourceOption(s source) string {
 }
 
 // IP returns a Func that keys a request by its client address, as
-// NewIPExtractor(opts...).Key does.
-func IP(opts ...IPOption) (Func, error) {
+// NewIPExtractor(opts...).Key does. Without options it keys by the transport
+// peer and cannot fail.
+//
+// IP panics, with the error NewIPExtractor would return, when an option is
+// invalid or the options contradict each other: like Header with an empty
+// name, that is a mistake in the code that calls it. When the options come
+// from configuration (a proxy list read from a file or the environment),
+// build the extractor with NewIPExtractor, which returns that error, and use
+// its Key method.
+func IP(opts ...IPOption) Func {
 	e, err := NewIPExtractor(opts...)
 	if err != nil {
-		return nil, err
+		panic(err)
 	}
-	return e.Key, nil
+	return e.Key
 }
 
 // ClientIP returns the client address of r, unmasked: IPv4-mapped IPv6

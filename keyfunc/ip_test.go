@@ -50,8 +50,7 @@ func runIPCases(t *testing.T, cases []ipCase) {
 		t.Run(tc.name, func(t *testing.T) {
 			e, err := keyfunc.NewIPExtractor(tc.opts...)
 			require.NoError(t, err)
-			f, err := keyfunc.IP(tc.opts...)
-			require.NoError(t, err)
+			f := keyfunc.IP(tc.opts...)
 
 			ip, ipErr := e.ClientIP(tc.r)
 			key, keyErr := e.Key(tc.r)
@@ -293,8 +292,7 @@ func TestSpoofing(t *testing.T) {
 	const attacker = "192.0.2.66"
 	t.Run("direct client forging every header keeps its own bucket", func(t *testing.T) {
 		for _, opts := range [][]keyfunc.IPOption{nil, trustCIDR, trustFwd, trustReal, trustUnix} {
-			f, err := keyfunc.IP(opts...)
-			require.NoError(t, err)
+			f := keyfunc.IP(opts...)
 			for _, r := range []keyfunc.Static{
 				req(attacker+":5000", xff, "198.51.100.1"),
 				req(attacker+":5000", xff, "10.0.0.1"),
@@ -330,8 +328,7 @@ func TestSpoofing(t *testing.T) {
 			{hops2Fwd, req("10.0.0.1:1", fwd, "for=198.51.100.1, for="+attacker+", for=10.0.0.2")},
 		}
 		for _, tc := range cases {
-			f, err := keyfunc.IP(tc.opts...)
-			require.NoError(t, err)
+			f := keyfunc.IP(tc.opts...)
 			key, err := f(tc.r)
 			require.NoError(t, err)
 			require.Equal(t, attacker, key, "headers %v", tc.r.Headers)
@@ -340,8 +337,7 @@ func TestSpoofing(t *testing.T) {
 	t.Run("a forged single-value header behind a proxy that does not overwrite it", func(t *testing.T) {
 		// The client sent X-Real-IP and the proxy added its own line: two
 		// lines are ambiguous, so the extractor falls back to the proxy.
-		f, err := keyfunc.IP(trustReal...)
-		require.NoError(t, err)
+		f := keyfunc.IP(trustReal...)
 		key, err := f(req("10.0.0.1:1", "X-Real-IP", "198.51.100.1", "X-Real-IP", attacker))
 		require.NoError(t, err)
 		require.Equal(t, "10.0.0.1", key)
@@ -384,9 +380,8 @@ func TestNewIPExtractorErrors(t *testing.T) {
 			require.Nil(t, e)
 			require.Contains(t, err.Error(), tc.want)
 			require.True(t, strings.HasPrefix(err.Error(), "keyfunc: "), err.Error())
-			f, err := keyfunc.IP(tc.opts...)
-			require.Error(t, err)
-			require.Nil(t, f)
+			// IP panics with the same error: a constructor mistake in code.
+			require.PanicsWithError(t, err.Error(), func() { keyfunc.IP(tc.opts...) })
 		})
 	}
 
@@ -427,17 +422,15 @@ func TestIPExtractorZeroValue(t *testing.T) {
 }
 
 func TestIPLastSourceWins(t *testing.T) {
-	f, err := keyfunc.IP(keyfunc.TrustProxies("10.0.0.0/8"), keyfunc.FromClientIPHeader("X-Real-IP"), keyfunc.FromXForwardedFor())
-	require.NoError(t, err)
+	f := keyfunc.IP(keyfunc.TrustProxies("10.0.0.0/8"), keyfunc.FromClientIPHeader("X-Real-IP"), keyfunc.FromXForwardedFor())
 	key, err := f(req("10.0.0.1:1", xff, "198.51.100.9", "X-Real-IP", "192.0.2.1"))
 	require.NoError(t, err)
 	require.Equal(t, "198.51.100.9", key)
 }
 
 func TestIPNoKeyErrorText(t *testing.T) {
-	f, err := keyfunc.IP()
-	require.NoError(t, err)
-	_, err = f(req(strings.Repeat("x", 1000)))
+	f := keyfunc.IP()
+	_, err := f(req(strings.Repeat("x", 1000)))
 	require.ErrorIs(t, err, keyfunc.ErrNoKey)
 	require.True(t, strings.HasPrefix(err.Error(), "keyfunc: "))
 	require.Less(t, len(err.Error()), 300, "the peer is truncated in the message")

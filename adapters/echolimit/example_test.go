@@ -26,10 +26,7 @@ func ExampleNew() {
 		panic(err)
 	}
 	defer store.Close()
-	ip, err := keyfunc.IP()
-	if err != nil {
-		panic(err)
-	}
+	ip := keyfunc.IP()
 	limiter, err := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: ip, Limit: core.PerMinute(3)}})
 	if err != nil {
 		panic(err)
@@ -102,10 +99,7 @@ func ExampleWithKey() {
 		panic(err)
 	}
 	defer store.Close()
-	ip, err := keyfunc.IP()
-	if err != nil {
-		panic(err)
-	}
+	ip := keyfunc.IP()
 	limiter := func(name string, l core.Limit) *core.Limiter {
 		lim, err := core.NewLimiter(store, []core.Policy{{Name: name, Key: ip, Limit: l}})
 		if err != nil {

@@ -26,10 +26,7 @@ func Example() {
 		panic(err)
 	}
 	defer store.Close()
-	clientIP, err := keyfunc.IP() // the transport peer; see keyfunc.TrustProxies behind a proxy
-	if err != nil {
-		panic(err)
-	}
+	clientIP := keyfunc.IP() // the transport peer; see keyfunc.TrustProxies behind a proxy
 	limiter, err := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: clientIP, Limit: core.PerMinute(2)}})
 	if err != nil {
 		panic(err)
@@ -69,10 +66,7 @@ func ExampleWithKey() {
 		panic(err)
 	}
 	defer store.Close()
-	clientIP, err := keyfunc.IP()
-	if err != nil {
-		panic(err)
-	}
+	clientIP := keyfunc.IP()
 	search, err := core.NewLimiter(store, []core.Policy{{Name: "search", Key: clientIP, Limit: core.PerMinute(30)}})
 	if err != nil {
 		panic(err)

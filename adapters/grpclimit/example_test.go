@@ -27,10 +27,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	clientIP, err := keyfunc.IP() // the transport peer; keyfunc.TrustProxies behind a gateway
-	if err != nil {
-		log.Fatal(err)
-	}
+	clientIP := keyfunc.IP() // the transport peer; keyfunc.TrustProxies behind a gateway
 	limiter, err := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: clientIP, Limit: core.PerMinute(100)}})
 	if err != nil {
 		log.Fatal(err)
@@ -49,7 +46,7 @@ func Example() {
 func ExampleUnaryServerInterceptor() {
 	store, _ := memorystore.New()
 	defer store.Close()
-	clientIP, _ := keyfunc.IP()
+	clientIP := keyfunc.IP()
 	limiter, _ := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: clientIP, Limit: core.PerMinute(2)}})
 	intercept := grpclimit.UnaryServerInterceptor(limiter)
 

@@ -24,7 +24,7 @@ func (w *nopWriter) WriteHeader(int)             {}
 func BenchmarkMiddleware(b *testing.B) {
 	s, _ := memorystore.New()
 	defer s.Close()
-	ip, _ := keyfunc.IP()
+	ip := keyfunc.IP()
 	l, _ := core.NewLimiter(s, []core.Policy{{Name: "p", Key: ip, Limit: core.PerSecond(1_000_000_000)}})
 	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
 	for _, c := range []struct {

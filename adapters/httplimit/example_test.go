@@ -17,7 +17,7 @@ import (
 func ExampleNew() {
 	store, _ := memorystore.New()
 	defer store.Close()
-	clientIP, _ := keyfunc.IP()
+	clientIP := keyfunc.IP()
 	limiter, _ := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: clientIP, Limit: core.PerMinute(2)}})
 
 	hello := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "hello") })

@@ -29,7 +29,7 @@ func do(h http.Handler, method, path, remote string, hdr ...string) *httptest.Re
 
 func TestRouteAndMethodMatching(t *testing.T) {
 	f := newFixture(t)
-	ip, _ := keyfunc.IP()
+	ip := keyfunc.IP()
 	l := f.limiter(t, nil,
 		core.Policy{Name: "api", Key: ip, Limit: core.PerMinute(100), Match: core.Match{Routes: []string{"/api/**"}}},
 		core.Policy{Name: "writes", Key: ip, Limit: core.PerMinute(2), Match: core.Match{Methods: []string{"POST", "put"}, Routes: []string{"/api/**"}}},
@@ -57,7 +57,7 @@ func TestRouteAndMethodMatching(t *testing.T) {
 
 func TestMatchingDoesNotGrowWithRules(t *testing.T) {
 	f := newFixture(t)
-	ip, _ := keyfunc.IP()
+	ip := keyfunc.IP()
 	var ps []core.Policy
 	for i := range 500 {
 		ps = append(ps, core.Policy{Name: fmt.Sprintf("r%d", i), Key: ip, Limit: core.PerMinute(10), Match: core.Match{Routes: []string{fmt.Sprintf("/svc%d/**", i)}}})
@@ -69,7 +69,7 @@ func TestMatchingDoesNotGrowWithRules(t *testing.T) {
 
 func TestShadowPolicies(t *testing.T) {
 	f := newFixture(t)
-	ip, _ := keyfunc.IP()
+	ip := keyfunc.IP()
 	var shadowDenied []string
 	l := f.limiter(t, []core.LimiterOption{core.OnShadowDeny(func(_ context.Context, _ keyfunc.Request, p core.PolicyResult) {
 		shadowDenied = append(shadowDenied, p.Policy)
@@ -136,7 +136,7 @@ func TestTiers(t *testing.T) {
 
 func TestRefundAfterTheResponse(t *testing.T) {
 	f := newFixture(t)
-	ip, _ := keyfunc.IP()
+	ip := keyfunc.IP()
 	l := f.limiter(t, nil, core.Policy{Name: "p", Key: ip, Limit: core.PerMinute(3), Refund: core.RefundFailed})
 	status := http.StatusInternalServerError
 	h := httplimit.New(l)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) }))
@@ -160,7 +160,7 @@ func TestRefundAfterTheResponse(t *testing.T) {
 
 func TestOverridesAndBlocks(t *testing.T) {
 	f := newFixture(t)
-	ip, _ := keyfunc.IP()
+	ip := keyfunc.IP()
 	l := f.limiter(t, nil, core.Policy{Name: "p", Key: ip, Limit: core.PerMinute(1)})
 	h := httplimit.New(l)(ok)
 	ctx := context.Background()
@@ -183,7 +183,7 @@ func TestOverridesAndBlocks(t *testing.T) {
 
 func TestIdempotentRetries(t *testing.T) {
 	f := newFixture(t)
-	ip, _ := keyfunc.IP()
+	ip := keyfunc.IP()
 	l := f.limiter(t, []core.LimiterOption{core.WithIdempotency(core.Idempotency{MaxRepeats: 2})},
 		core.Policy{Name: "p", Key: ip, Limit: core.PerMinute(3)})
 	h := httplimit.New(l)(ok)

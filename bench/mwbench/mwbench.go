@@ -96,10 +96,7 @@ func sluice(h httplimit.HeaderConfig) func(http.Handler) (http.Handler, func(), 
 // keyfunc.IP() policy of Rate per Period on a default memory store, and the
 // function that closes the store.
 func SluiceLimiter() (*core.Limiter, func(), error) {
-	ip, err := keyfunc.IP()
-	if err != nil {
-		return nil, nil, err
-	}
+	ip := keyfunc.IP()
 	st, err := memorystore.New()
 	if err != nil {
 		return nil, nil, err

@@ -40,10 +40,7 @@ func main() {
 	defer closeStore()
 	// The transport peer. Behind a grpc-gateway or Envoy, which append to
 	// x-forwarded-for, trust them: keyfunc.IP(keyfunc.TrustProxies("10.0.0.0/8")).
-	clientIP, err := keyfunc.IP()
-	if err != nil {
-		log.Fatal(err)
-	}
+	clientIP := keyfunc.IP()
 	limiter, err := core.NewLimiter(store, []core.Policy{{Name: "health", Key: clientIP, Limit: core.PerMinute(10)}})
 	if err != nil {
 		log.Fatal(err)

@@ -121,8 +121,7 @@ func checkProblem(t *testing.T, res Response, violated ...string) problem {
 func severalPolicies(t *testing.T, h Harness) {
 	clock := limitertest.NewClock()
 	st := clockStore(t, clock)
-	ip, err := keyfunc.IP()
-	require.NoError(t, err)
+	ip := keyfunc.IP()
 	l, err := core.NewLimiter(st, []core.Policy{
 		{Name: "per-minute", Key: ip, Limit: core.PerMinute(100)},
 		{Name: "burst", Key: ip, Limit: core.PerSecond(2)},

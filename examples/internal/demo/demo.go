@@ -60,10 +60,7 @@ func Addr(def string) string {
 // Limiter returns a limiter of one policy: limit per client IP (the
 // transport peer; behind a proxy, use keyfunc.TrustProxies).
 func Limiter(store core.Store, name string, limit core.Limit) *core.Limiter {
-	clientIP, err := keyfunc.IP()
-	if err != nil {
-		log.Fatal(err)
-	}
+	clientIP := keyfunc.IP()
 	l, err := core.NewLimiter(store, []core.Policy{{Name: name, Key: clientIP, Limit: limit}})
 	if err != nil {
 		log.Fatal(err)
