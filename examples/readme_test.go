@@ -99,6 +99,7 @@ var knownImports = map[string]string{
 	"codes":    "google.golang.org/grpc/codes",
 	"status":   "google.golang.org/grpc/status",
 	"metadata": "google.golang.org/grpc/metadata",
+	"insecure": "google.golang.org/grpc/credentials/insecure",
 
 	"prometheus": "github.com/prometheus/client_golang/prometheus",
 	"promhttp":   "github.com/prometheus/client_golang/prometheus/promhttp",

@@ -8,7 +8,9 @@
 // Every limited response carries the rate-limit metadata (ratelimit,
 // ratelimit-policy, x-ratelimit-*); the 11th call in a minute ends with
 // RESOURCE_EXHAUSTED, RetryInfo and grpc-retry-pushback-ms. The program in
-// ./client calls Health/Check in a loop and prints all of it.
+// ./client calls Health/Check in a loop and prints all of it: with its retry
+// service config (the default) a denied call is sent again after the
+// pushback and succeeds; with -retry=false the denial is printed.
 //
 // It listens on $ADDR (default :50051) and keeps its counts in Redis at
 // $REDIS_ADDR when set, in memory otherwise.
