@@ -81,7 +81,7 @@ func ExampleLimiter_Check() {
 	// true per-key 1 0s
 	// true per-key 0 0s
 	// false per-key 0 30s
-	// sluice: policy "per-key": key: keyfunc: header "X-API-Key" is empty: sluice: empty key
+	// sluice: policy "per-key": key: keyfunc: header "X-API-Key" is empty
 }
 
 // Peek reports where a request stands without counting it, for a status

@@ -135,5 +135,5 @@ func ExampleHeader() {
 	fmt.Println(err)
 	// Output:
 	// k-1 <nil>
-	// keyfunc: header "X-API-Key" is empty: sluice: empty key
+	// keyfunc: header "X-API-Key" is empty
 }

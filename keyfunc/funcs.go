@@ -25,7 +25,7 @@ func Header(name string) Func {
 	if name == "" {
 		panic("keyfunc: Header with an empty name")
 	}
-	errEmpty := fmt.Errorf("keyfunc: header %q is empty: %w", name, ErrNoKey)
+	errEmpty := noKey("keyfunc: header %q is empty", name)
 	return func(r Request) (string, error) {
 		if v := r.Header(name); v != "" {
 			return v, nil
@@ -42,7 +42,7 @@ func Query(name string) Func {
 	if name == "" {
 		panic("keyfunc: Query with an empty name")
 	}
-	errEmpty := fmt.Errorf("keyfunc: query parameter %q is empty: %w", name, ErrNoKey)
+	errEmpty := noKey("keyfunc: query parameter %q is empty", name)
 	return func(r Request) (string, error) {
 		if v := r.Query(name); v != "" {
 			return v, nil
@@ -52,8 +52,8 @@ func Query(name string) Func {
 }
 
 var (
-	errNoRoute  = fmt.Errorf("keyfunc: no route: %w", ErrNoKey)
-	errNoMethod = fmt.Errorf("keyfunc: no method: %w", ErrNoKey)
+	errNoRoute  = noKey("keyfunc: no route")
+	errNoMethod = noKey("keyfunc: no method")
 )
 
 // Route returns a Func that keys a request by its route template
@@ -103,7 +103,7 @@ func FromContext(key any) Func {
 	if key == nil {
 		panic("keyfunc: FromContext with a nil key")
 	}
-	errEmpty := fmt.Errorf("keyfunc: no value for context key %T(%v): %w", key, key, ErrNoKey)
+	errEmpty := noKey("keyfunc: no value for context key %T(%v)", key, key)
 	return func(r Request) (string, error) {
 		s, ok := contextString(r.Context().Value(key))
 		switch {
@@ -165,7 +165,7 @@ func uintString(u uint64) string {
 	return strconv.FormatUint(u, 10)
 }
 
-var errEmptyPart = fmt.Errorf("keyfunc: a key function returned an empty key: %w", ErrNoKey)
+var errEmptyPart = noKey("keyfunc: a key function returned an empty key")
 
 // Join returns a Func whose key combines the keys of fs, in order, such as
 // Join(userFunc, Route()) for a per-user, per-endpoint limit. In each part

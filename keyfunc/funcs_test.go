@@ -272,3 +272,31 @@ func TestJoinCopiesArguments(t *testing.T) {
 func TestErrNoKeyIdentity(t *testing.T) {
 	require.EqualError(t, keyfunc.ErrNoKey, "sluice: empty key")
 }
+
+// TestNoKeyMessages: a key function's error for a request without its value
+// wraps ErrNoKey but says what was missing once, without ErrNoKey's text
+// appended (a policy's error then reads `sluice: policy "p": key: keyfunc:
+// header "X-User" is empty`).
+func TestNoKeyMessages(t *testing.T) {
+	type ctxKey struct{}
+	unixPeer := keyfunc.Static{Remote: "@"}
+	cases := []struct {
+		f    keyfunc.Func
+		r    keyfunc.Request
+		want string
+	}{
+		{keyfunc.Header("X-User"), keyfunc.Static{}, `keyfunc: header "X-User" is empty`},
+		{keyfunc.Query("user"), keyfunc.Static{}, `keyfunc: query parameter "user" is empty`},
+		{keyfunc.Route(), keyfunc.Static{}, `keyfunc: no route`},
+		{keyfunc.Method(), keyfunc.Static{}, `keyfunc: no method`},
+		{keyfunc.FromContext(ctxKey{}), keyfunc.Static{}, `keyfunc: no value for context key keyfunc_test.ctxKey({})`},
+		{keyfunc.Join(keyfunc.Const("a"), func(keyfunc.Request) (string, error) { return "", nil }), keyfunc.Static{}, `keyfunc: a key function returned an empty key`},
+		{keyfunc.IP(), unixPeer, `keyfunc: no client IP: transport peer "@" is not an IP address and no trusted header gave one`},
+		{keyfunc.Hash(keyfunc.Header("X-User")), keyfunc.Static{}, `keyfunc: header "X-User" is empty`},
+	}
+	for _, tc := range cases {
+		_, err := tc.f(tc.r)
+		require.ErrorIs(t, err, keyfunc.ErrNoKey)
+		require.EqualError(t, err, tc.want)
+	}
+}

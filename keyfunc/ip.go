@@ -394,7 +394,7 @@ func (e *IPExtractor) clientIP(r Request) (netip.Addr, string, error) {
 		if len(remote) > 64 {
 			remote = remote[:64] + "..."
 		}
-		return netip.Addr{}, "", fmt.Errorf("keyfunc: no client IP: transport peer %q is not an IP address and no trusted header gave one: %w", remote, ErrNoKey)
+		return netip.Addr{}, "", noKey("keyfunc: no client IP: transport peer %q is not an IP address and no trusted header gave one", remote)
 	}
 	return peer, remote, nil
 }

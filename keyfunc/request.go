@@ -3,6 +3,7 @@ package keyfunc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -13,6 +14,21 @@ import (
 // every unidentified request into one shared bucket. Match it with errors.Is;
 // package core uses the same value.
 var ErrNoKey = errors.New("sluice: empty key")
+
+// noKeyError is a key function's error for a request without the value the
+// function reads: its text is the message alone (the caller's prefixes and
+// this message say enough without ErrNoKey's own text appended), and it
+// wraps ErrNoKey.
+type noKeyError struct{ msg string }
+
+func (e *noKeyError) Error() string { return e.msg }
+
+func (e *noKeyError) Unwrap() error { return ErrNoKey }
+
+// noKey returns a noKeyError with the formatted message.
+func noKey(format string, args ...any) error {
+	return &noKeyError{msg: fmt.Sprintf(format, args...)}
+}
 
 // Request is a read-only view of one incoming request, HTTP or gRPC. Each
 // framework adapter implements it over the framework's own request value

@@ -136,7 +136,7 @@ func TestNoPeer(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "ok", resp)
 			require.True(t, called)
-			require.Contains(t, logs.String(), "empty key")
+			require.Contains(t, logs.String(), "no client IP")
 			requireNoRateLimitMetadata(t, sts.header)
 
 			closed := grpclimit.UnaryServerInterceptor(lim, grpclimit.WithErrorHandler(func(_ context.Context, _ string, err error) (bool, error) {
