@@ -10,6 +10,9 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -19,26 +22,53 @@ import (
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
-// A server limits every method to 100 calls per minute per client IP, and
-// leaves the health service alone.
+// A server limits every method but reflection to 2 calls per minute per
+// client IP (100 in a real service), with the same options given to both
+// interceptors. A client on loopback sees its third call refused, with the
+// rate-limit metadata and Retry-After.
 func Example() {
-	store, err := memorystore.New()
+	// A stopped clock keeps the output the same on every run; leave
+	// WithClock out in a real program.
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, err := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer store.Close()
 	clientIP := keyfunc.IP() // the transport peer; keyfunc.TrustProxies behind a gateway
-	limiter, err := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: clientIP, Limit: core.PerMinute(100)}})
+	limiter, err := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: clientIP, Limit: core.PerMinute(2)}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	opts := []grpclimit.Option{grpclimit.WithSkipMethods("/grpc.health.v1.Health/")}
+	opts := []grpclimit.Option{grpclimit.WithSkipMethods("/grpc.reflection.v1.ServerReflection/")}
 	srv := grpc.NewServer(
 		grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(limiter, opts...)),
 		grpc.ChainStreamInterceptor(grpclimit.StreamServerInterceptor(limiter, opts...)),
 	)
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
-	// register services, then srv.Serve(listener)
+
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	for range 3 {
+		var header, trailer metadata.MD
+		_, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Header(&header), grpc.Trailer(&trailer))
+		md := metadata.Join(header, trailer)
+		fmt.Println(status.Code(err), md.Get("ratelimit"), md.Get("retry-after"))
+	}
+	// Output:
+	// OK ["per-ip";r=1;t=30] []
+	// OK ["per-ip";r=0;t=30] []
+	// ResourceExhausted ["per-ip";r=0;t=30] [30]
 }
 
 // What a client sees, shown by calling the interceptor by hand (a server
