@@ -3,11 +3,11 @@
 //	e := echo.New()
 //	e.Use(echolimit.New(limiter))
 //
-// It writes the same headers as every sluice adapter, formatted by httplimit:
+// It writes the same headers as every sluice adapter, formatted by package ratelimitfields:
 // RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers-10),
 // X-RateLimit-Limit, -Remaining and -Reset, X-RateLimit-State (normal,
-// warning, throttled) and, on a denial, Retry-After. See package httplimit
-// for the meaning of each field.
+// warning, throttled) and, on a denial, Retry-After. See package
+// ratelimitfields for the meaning of each field.
 //
 // A denial takes Echo's error path: the middleware returns an *echo.HTTPError
 // with Code 429 (see DeniedHandler) and e.HTTPErrorHandler answers. With

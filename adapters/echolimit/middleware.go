@@ -9,10 +9,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // DecisionKey is the echo.Context key under which the middleware stores the
@@ -25,7 +25,7 @@ type config struct {
 	skip    func(echo.Context) bool
 	denied  func(echo.Context, *core.Decision) error
 	onError func(echo.Context, error) (bool, error)
-	headers httplimit.HeaderConfig
+	headers ratelimitfields.Config
 	logger  *slog.Logger
 }
 
@@ -64,7 +64,7 @@ func WithErrorHandler(f func(c echo.Context, err error) (proceed bool, rerr erro
 }
 
 // WithHeaders chooses the header families and the reset format.
-func WithHeaders(h httplimit.HeaderConfig) Option { return func(c *config) { c.headers = h } }
+func WithHeaders(h ratelimitfields.Config) Option { return func(c *config) { c.headers = h } }
 
 // WithLogger sets where undecided requests and failed refunds are logged
 // (default slog.Default()), each kind at most once a second.
@@ -82,7 +82,7 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 		o(&c)
 	}
 	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
-	f := httplimit.NewFormatter(c.headers)
+	f := mw.Formatter(c.headers)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(ec echo.Context) error {
 			call := core.Call{Key: c.key}
@@ -123,7 +123,7 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 			if !d.Limited() { // no policy applies to this request
 				return next(ec)
 			}
-			f.SetHeaders(ec.Response().Header(), &v.s, f.Now())
+			v.s.SetHeaders(f, ec.Response().Header(), f.Now())
 			ec.Set(DecisionKey, d)
 			ec.SetRequest(v.s.Request(ec.Request()))
 			if !d.Allowed {
@@ -151,7 +151,7 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 // it returns an *echo.HTTPError with Code 429 for the request to take Echo's
 // error path, so that e.HTTPErrorHandler, logging and error middleware see
 // the denial like any other error. The error's Message marshals to the RFC
-// 9457 problem document of httplimit.Problem. When Echo's
+// 9457 problem document of ratelimitfields.Problem. When Echo's
 // DefaultHTTPErrorHandler writes that 429 (directly, or called by a custom
 // handler that passes the error on), the response is labelled
 // application/problem+json, for HEAD requests too, as in every other
@@ -160,7 +160,7 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 // Requests"). Every 429 of the request gets Cache-Control: no-store unless
 // the handler set one. The rate-limit headers are already set.
 func DeniedHandler(c echo.Context, d *core.Decision) error {
-	p := &problem{body: httplimit.Problem(d)}
+	p := &problem{body: ratelimitfields.Problem(d)}
 	res := c.Response()
 	head := c.Request().Method == http.MethodHead
 	res.Before(func() {
@@ -172,7 +172,7 @@ func DeniedHandler(c echo.Context, d *core.Decision) error {
 			h.Set("Cache-Control", "no-store")
 		}
 		if (p.marshaled || head) && fromDefaultHandler() {
-			h.Set(echo.HeaderContentType, httplimit.ProblemContentType)
+			h.Set(echo.HeaderContentType, ratelimitfields.ProblemContentType)
 		}
 	})
 	return &echo.HTTPError{Code: http.StatusTooManyRequests, Message: p}

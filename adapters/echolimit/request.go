@@ -7,7 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/httpfields"
 	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -18,7 +18,7 @@ import (
 // values) in the same allocation.
 type request struct {
 	c echo.Context
-	s httplimit.Scratch
+	s httpfields.Scratch
 }
 
 func (r *request) Context() context.Context { return r.c.Request().Context() }

@@ -9,9 +9,9 @@
 //
 // Responses carry the same headers as every sluice adapter (RateLimit-Policy,
 // RateLimit, X-RateLimit-Limit, -Remaining, -Reset, X-RateLimit-State, and
-// Retry-After on 429), formatted by package httplimit; a denied request gets
+// Retry-After on 429), formatted by package ratelimitfields; a denied request gets
 // 429 with an RFC 9457 application/problem+json body naming the violated
-// policies. See httplimit for the exact syntax. fasthttp normalizes header
+// policies. See ratelimitfields for the exact syntax. fasthttp normalizes header
 // names unless Config.DisableHeaderNormalizing is set, so on the wire they
 // read "Ratelimit-Policy", "X-Ratelimit-Limit" and so on, as with net/http;
 // header names are case-insensitive.

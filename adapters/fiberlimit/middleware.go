@@ -8,10 +8,11 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/fieldfmt"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 type config struct {
@@ -20,7 +21,7 @@ type config struct {
 	skip    func(*fiber.Ctx) bool
 	denied  fiber.Handler
 	onError func(*fiber.Ctx, error) (bool, error)
-	headers httplimit.HeaderConfig
+	headers ratelimitfields.Config
 	logger  *slog.Logger
 }
 
@@ -56,7 +57,7 @@ func WithErrorHandler(f func(c *fiber.Ctx, err error) (proceed bool, rerr error)
 }
 
 // WithHeaders chooses the header families and the reset format.
-func WithHeaders(h httplimit.HeaderConfig) Option { return func(c *config) { c.headers = h } }
+func WithHeaders(h ratelimitfields.Config) Option { return func(c *config) { c.headers = h } }
 
 // WithLogger sets where undecided requests and failed refunds are logged
 // (default slog.Default()), each kind at most once a second.
@@ -77,7 +78,7 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 		o(&c)
 	}
 	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
-	hf := httplimit.NewFormatter(c.headers)
+	hf := mw.Formatter(c.headers)
 	return func(fc *fiber.Ctx) error {
 		call := core.Call{Key: c.key}
 		var err error
@@ -126,7 +127,7 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 			// As fc.Set, less its scan of the value for line breaks: a
 			// formatted value has none. fasthttp copies name and value, so
 			// buf may be on the stack and the value read in place.
-			h.SetBytesV(f.Name[i], unsafe.Slice(unsafe.StringData(f.Value[i]), len(f.Value[i])))
+			h.SetBytesV(fieldfmt.Names[f.ID[i]], unsafe.Slice(unsafe.StringData(f.Value[i]), len(f.Value[i])))
 		}
 		// d holds no request memory (policy names are the Limiter's), so a
 		// handler may keep the pointer after the request.
@@ -153,14 +154,14 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 }
 
 // DeniedHandler is the default answer to a denied request: 429 Too Many
-// Requests with an RFC 9457 problem+json body (httplimit.Problem). Call it
+// Requests with an RFC 9457 problem+json body (ratelimitfields.Problem). Call it
 // from a custom denied handler to keep the standard body.
 func DeniedHandler(c *fiber.Ctx) error {
-	c.Set(fiber.HeaderContentType, httplimit.ProblemContentType)
+	c.Set(fiber.HeaderContentType, ratelimitfields.ProblemContentType)
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Status(fiber.StatusTooManyRequests)
 	if d, ok := DecisionFrom(c); ok {
-		return c.Send(httplimit.Problem(d)) // a fresh slice: Send keeps it
+		return c.Send(ratelimitfields.Problem(d)) // a fresh slice: Send keeps it
 	}
 	return c.SendString(`{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429}` + "\n")
 }

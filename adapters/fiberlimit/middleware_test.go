@@ -22,13 +22,13 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicehq/sluice/adapters/fiberlimit"
-	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/limitertest"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // ---- fixtures ----
@@ -150,7 +150,7 @@ func requireHeaders(t testing.TB, res response, d *core.Decision, before, after 
 	require.NotNil(t, d)
 	b := d.Bound()
 
-	ps := sftest.List(t, res.header.Get(httplimit.HeaderRateLimitPolicy))
+	ps := sftest.List(t, res.header.Get("RateLimit-Policy"))
 	require.Len(t, ps, len(d.Results))
 	for i, p := range d.Results {
 		w := p.Limit.Period
@@ -160,7 +160,7 @@ func requireHeaders(t testing.TB, res response, d *core.Decision, before, after 
 		require.Equal(t, sftest.Member{Name: p.Policy, Params: map[string]int64{"q": p.Limit.Capacity(), "w": max(ceilSeconds(w), 1)}}, ps[i])
 	}
 
-	rl := sftest.List(t, res.header.Get(httplimit.HeaderRateLimit))
+	rl := sftest.List(t, res.header.Get("RateLimit"))
 	require.Len(t, rl, 1, "RateLimit names the binding policy only")
 	for k := range rl[0].Params {
 		require.Contains(t, []string{"r", "t"}, k, "RateLimit parameters")
@@ -177,30 +177,30 @@ func requireHeaders(t testing.TB, res response, d *core.Decision, before, after 
 	switch {
 	case b.Never():
 		require.Equal(t, int64(-1), tt, "no t when no wait lets the request through")
-		require.Empty(t, res.header.Values(httplimit.HeaderRetryAfter))
+		require.Empty(t, res.header.Values("Retry-After"))
 	case !b.Allowed:
 		// t is the wait, but never more than the window; Retry-After is
 		// the exact wait (the draft: never earlier than t).
 		require.Equal(t, min(ceilSeconds(b.RetryAfter), ps[d.Binding].Params["w"]), tt)
 		require.Positive(t, tt, "t is never 0 while limited")
-		require.Equal(t, strconv.FormatInt(ceilSeconds(b.RetryAfter), 10), res.header.Get(httplimit.HeaderRetryAfter))
+		require.Equal(t, strconv.FormatInt(ceilSeconds(b.RetryAfter), 10), res.header.Get("Retry-After"))
 	default:
 		// t is until more quota is available: never later than the key is
 		// whole again, nor than the window (exact values per algorithm:
 		// httplimit's TestTUntilMoreQuota).
 		require.Positive(t, tt)
 		require.LessOrEqual(t, tt, ceilSeconds(b.ResetAfter))
-		require.Empty(t, res.header.Values(httplimit.HeaderRetryAfter))
+		require.Empty(t, res.header.Values("Retry-After"))
 	}
 
-	require.Equal(t, strconv.FormatInt(b.Limit.Capacity(), 10), res.header.Get(httplimit.HeaderLimit))
-	require.Equal(t, strconv.FormatInt(b.Remaining, 10), res.header.Get(httplimit.HeaderRemaining))
-	reset := atoi(t, res.header.Get(httplimit.HeaderReset))
+	require.Equal(t, strconv.FormatInt(b.Limit.Capacity(), 10), res.header.Get("X-RateLimit-Limit"))
+	require.Equal(t, strconv.FormatInt(b.Remaining, 10), res.header.Get("X-RateLimit-Remaining"))
+	reset := atoi(t, res.header.Get("X-RateLimit-Reset"))
 	require.GreaterOrEqual(t, reset, ceilUnix(before.Add(b.ResetAfter)))
 	require.LessOrEqual(t, reset, ceilUnix(after.Add(b.ResetAfter)))
-	require.Equal(t, d.State().String(), res.header.Get(httplimit.HeaderState))
-	for _, h := range []string{httplimit.HeaderRateLimitPolicy, httplimit.HeaderRateLimit, httplimit.HeaderLimit,
-		httplimit.HeaderRemaining, httplimit.HeaderReset, httplimit.HeaderState} {
+	require.Equal(t, d.State().String(), res.header.Get("X-RateLimit-State"))
+	for _, h := range []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit",
+		"X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-State"} {
 		require.Len(t, res.header.Values(h), 1, h)
 	}
 }
@@ -216,7 +216,7 @@ type problem struct {
 func requireProblem(t testing.TB, res response, violated ...string) problem {
 	t.Helper()
 	require.Equal(t, http.StatusTooManyRequests, res.status)
-	require.Equal(t, httplimit.ProblemContentType, res.header.Get("Content-Type"))
+	require.Equal(t, ratelimitfields.ProblemContentType, res.header.Get("Content-Type"))
 	require.Equal(t, "no-store", res.header.Get("Cache-Control"))
 	var p problem
 	require.NoError(t, json.Unmarshal([]byte(res.body), &p), res.body)
@@ -391,7 +391,7 @@ func TestWithHeaders(t *testing.T) {
 	store, _ := newStore(t)
 	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: ipKey(t), Limit: core.PerMinute(2)})
 	app := fiber.New()
-	app.Use(fiberlimit.New(l, fiberlimit.WithHeaders(httplimit.HeaderConfig{Omit: httplimit.Draft | httplimit.State, Reset: httplimit.ResetDelta})))
+	app.Use(fiberlimit.New(l, fiberlimit.WithHeaders(ratelimitfields.Config{Omit: ratelimitfields.Draft | ratelimitfields.State, Reset: ratelimitfields.ResetDelta})))
 	app.Get("/", ok)
 
 	res := get(t, app, "/")

@@ -7,10 +7,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/httpfields"
 	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // DecisionKey is the gin.Context key under which the middleware stores the
@@ -23,7 +24,7 @@ type config struct {
 	skip    func(*gin.Context) bool
 	denied  gin.HandlerFunc
 	onError func(*gin.Context, error) bool
-	headers httplimit.HeaderConfig
+	headers ratelimitfields.Config
 	logger  *slog.Logger
 }
 
@@ -60,7 +61,7 @@ func WithErrorHandler(f func(c *gin.Context, err error) (proceed bool)) Option {
 }
 
 // WithHeaders chooses the header families and the reset format.
-func WithHeaders(h httplimit.HeaderConfig) Option { return func(c *config) { c.headers = h } }
+func WithHeaders(h ratelimitfields.Config) Option { return func(c *config) { c.headers = h } }
 
 // WithLogger sets where undecided requests and failed refunds are logged
 // (default slog.Default()), each kind at most once a second.
@@ -77,7 +78,7 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 		o(&c)
 	}
 	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
-	f := httplimit.NewFormatter(c.headers)
+	f := mw.Formatter(c.headers)
 	return func(gc *gin.Context) {
 		call := core.Call{Key: c.key}
 		var err error
@@ -92,7 +93,7 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 			call.Cost, err = mw.Cost(c.cost, gc)
 		}
 		ctx := gc.Request.Context()
-		s := new(httplimit.Scratch) // the one allocation: Decision, context, request, header values
+		s := new(httpfields.Scratch) // the one allocation: Decision, context, request, header values
 		d := &s.Decision
 		if err == nil {
 			err = mw.Decide(ctx, l, (*request)(gc), call, d)
@@ -120,7 +121,7 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 			gc.Next()
 			return
 		}
-		f.SetHeaders(gc.Writer.Header(), s, f.Now())
+		s.SetHeaders(f, gc.Writer.Header(), f.Now())
 		gc.Set(DecisionKey, d)
 		gc.Request = s.Request(gc.Request)
 		if !d.Allowed {
@@ -138,16 +139,16 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 }
 
 // DeniedHandler is the default answer to a denied request: 429 Too Many
-// Requests with the RFC 9457 problem+json body of httplimit.Problem, and the
+// Requests with the RFC 9457 problem+json body of ratelimitfields.Problem, and the
 // chain aborted. Call it from a custom denied handler to keep the standard
 // body.
 func DeniedHandler(c *gin.Context) {
 	body := []byte(`{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429}` + "\n")
 	if d, ok := DecisionFrom(c); ok {
-		body = httplimit.Problem(d)
+		body = ratelimitfields.Problem(d)
 	}
 	c.Header("Cache-Control", "no-store")
-	c.Data(http.StatusTooManyRequests, httplimit.ProblemContentType, body)
+	c.Data(http.StatusTooManyRequests, ratelimitfields.ProblemContentType, body)
 	c.Abort()
 }
 

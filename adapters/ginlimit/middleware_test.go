@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 func TestMain(m *testing.M) {
@@ -123,28 +124,28 @@ func checkHeaders(t *testing.T, w *httptest.ResponseRecorder, d *core.Decision, 
 	h := w.Header()
 	b := d.Bound()
 
-	policies := sftest.List(t, h.Get(httplimit.HeaderRateLimitPolicy))
+	policies := sftest.List(t, h.Get("RateLimit-Policy"))
 	require.Len(t, policies, len(d.Results))
 	for i, p := range policies {
 		require.Equal(t, d.Results[i].Policy, p.Name)
 		require.Equal(t, d.Results[i].Limit.Capacity(), p.Params["q"])
 		require.Positive(t, p.Params["w"])
 	}
-	rl := sftest.List(t, h.Get(httplimit.HeaderRateLimit))
+	rl := sftest.List(t, h.Get("RateLimit"))
 	require.Len(t, rl, 1)
 	require.Equal(t, b.Policy, rl[0].Name)
 	require.Equal(t, b.Remaining, rl[0].Params["r"])
 	tSec := rl[0].Params["t"]
 
-	require.Equal(t, strconv.FormatInt(b.Limit.Capacity(), 10), h.Get(httplimit.HeaderLimit))
-	require.Equal(t, strconv.FormatInt(b.Remaining, 10), h.Get(httplimit.HeaderRemaining))
-	reset, err := strconv.ParseInt(h.Get(httplimit.HeaderReset), 10, 64)
+	require.Equal(t, strconv.FormatInt(b.Limit.Capacity(), 10), h.Get("X-RateLimit-Limit"))
+	require.Equal(t, strconv.FormatInt(b.Remaining, 10), h.Get("X-RateLimit-Remaining"))
+	reset, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64)
 	require.NoError(t, err)
 	// Epoch seconds at which the key is fresh, measured from the moment the
 	// middleware ran (between sent and now).
 	require.GreaterOrEqual(t, reset, sent.Add(b.ResetAfter).Unix())
 	require.LessOrEqual(t, reset, time.Now().Add(b.ResetAfter).Unix()+1)
-	require.Equal(t, d.State().String(), h.Get(httplimit.HeaderState))
+	require.Equal(t, d.State().String(), h.Get("X-RateLimit-State"))
 
 	if d.Allowed {
 		// t is until more quota is available: never later than the key is
@@ -152,13 +153,13 @@ func checkHeaders(t *testing.T, w *httptest.ResponseRecorder, d *core.Decision, 
 		// httplimit's TestTUntilMoreQuota).
 		require.Positive(t, tSec)
 		require.LessOrEqual(t, tSec, ceilSeconds(b.ResetAfter))
-		require.Empty(t, h.Values(httplimit.HeaderRetryAfter))
+		require.Empty(t, h.Values("Retry-After"))
 		return
 	}
 	require.Equal(t, http.StatusTooManyRequests, w.Code)
 	require.Equal(t, ceilSeconds(b.RetryAfter), tSec)
 	require.Positive(t, tSec, "t is never 0 while limited")
-	require.Equal(t, strconv.FormatInt(tSec, 10), h.Get(httplimit.HeaderRetryAfter), "Retry-After == t")
+	require.Equal(t, strconv.FormatInt(tSec, 10), h.Get("Retry-After"), "Retry-After == t")
 }
 
 type problem struct {
@@ -172,7 +173,7 @@ type problem struct {
 func checkProblem(t *testing.T, w *httptest.ResponseRecorder, violated ...string) problem {
 	t.Helper()
 	require.Equal(t, http.StatusTooManyRequests, w.Code)
-	require.Equal(t, httplimit.ProblemContentType, w.Header().Get("Content-Type"))
+	require.Equal(t, ratelimitfields.ProblemContentType, w.Header().Get("Content-Type"))
 	require.Equal(t, "no-store", w.Header().Get("Cache-Control"))
 	var p problem
 	require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
@@ -205,7 +206,7 @@ func TestHeadersFollowTheDecision(t *testing.T) {
 		if i == 11 {
 			want = "throttled"
 		}
-		require.Equal(t, want, w.Header().Get(httplimit.HeaderState), "request %d", i)
+		require.Equal(t, want, w.Header().Get("X-RateLimit-State"), "request %d", i)
 		if i <= 10 {
 			require.Equal(t, http.StatusOK, w.Code, "request %d", i)
 			require.Equal(t, "hello", w.Body.String())
@@ -223,7 +224,7 @@ func TestHeadersFollowTheDecision(t *testing.T) {
 	f.advance(6 * time.Second)
 	w := get(r, "/hello", "203.0.113.7:4000")
 	require.Equal(t, http.StatusOK, w.Code)
-	require.Equal(t, "warning", w.Header().Get(httplimit.HeaderState))
+	require.Equal(t, "warning", w.Header().Get("X-RateLimit-State"))
 }
 
 // A request with no client address cannot be decided: the default is to
@@ -250,7 +251,7 @@ func TestUndecided(t *testing.T) {
 			w := get(r, "/", tc.remote)
 			require.Equal(t, http.StatusOK, w.Code)
 			require.Equal(t, "hello", w.Body.String())
-			for _, name := range []string{httplimit.HeaderRateLimit, httplimit.HeaderRateLimitPolicy, httplimit.HeaderLimit, httplimit.HeaderState} {
+			for _, name := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-State"} {
 				require.Empty(t, w.Header().Values(name))
 			}
 			require.Contains(t, logs.String(), "sluice: request not rate limited")
@@ -293,7 +294,7 @@ func TestPerRouteLimits(t *testing.T) {
 	}
 	w := get(r, "/login", "203.0.113.7:1")
 	checkProblem(t, w, "login")
-	require.Equal(t, `"login";q=2;w=60`, w.Header().Get(httplimit.HeaderRateLimitPolicy))
+	require.Equal(t, `"login";q=2;w=60`, w.Header().Get("RateLimit-Policy"))
 	require.Equal(t, http.StatusOK, get(r, "/hello", "203.0.113.7:1").Code, "other routes are unaffected")
 	require.Equal(t, http.StatusOK, get(r, "/login", "198.51.100.1:1").Code, "other clients are unaffected")
 
@@ -302,11 +303,11 @@ func TestPerRouteLimits(t *testing.T) {
 	key := func(k, remote string) *httptest.ResponseRecorder {
 		return do(r, req{target: "/api/items", remote: remote, header: http.Header{"X-Api-Key": {k}}})
 	}
-	require.Equal(t, "2", key("k1", "203.0.113.7:1").Header().Get(httplimit.HeaderRemaining))
-	require.Equal(t, "1", key("k1", "198.51.100.1:1").Header().Get(httplimit.HeaderRemaining))
-	require.Equal(t, "0", key("k1", "192.0.2.1:1").Header().Get(httplimit.HeaderRemaining))
+	require.Equal(t, "2", key("k1", "203.0.113.7:1").Header().Get("X-RateLimit-Remaining"))
+	require.Equal(t, "1", key("k1", "198.51.100.1:1").Header().Get("X-RateLimit-Remaining"))
+	require.Equal(t, "0", key("k1", "192.0.2.1:1").Header().Get("X-RateLimit-Remaining"))
 	checkProblem(t, key("k1", "192.0.2.2:1"), "api")
-	require.Equal(t, "2", key("k2", "203.0.113.7:1").Header().Get(httplimit.HeaderRemaining))
+	require.Equal(t, "2", key("k2", "203.0.113.7:1").Header().Get("X-RateLimit-Remaining"))
 
 	// No API key: no identity, so the route limiter fails open.
 	require.Equal(t, http.StatusOK, get(r, "/api/items", "203.0.113.7:1").Code)
@@ -321,13 +322,13 @@ func TestRouteIsTheTemplate(t *testing.T) {
 	r.Use(ginlimit.New(l))
 	r.GET("/users/:id", hello)
 
-	require.Equal(t, "1", get(r, "/users/1", "203.0.113.7:1").Header().Get(httplimit.HeaderRemaining))
-	require.Equal(t, "0", get(r, "/users/2", "198.51.100.1:1").Header().Get(httplimit.HeaderRemaining))
+	require.Equal(t, "1", get(r, "/users/1", "203.0.113.7:1").Header().Get("X-RateLimit-Remaining"))
+	require.Equal(t, "0", get(r, "/users/2", "198.51.100.1:1").Header().Get("X-RateLimit-Remaining"))
 	require.Equal(t, http.StatusTooManyRequests, get(r, "/users/3", "192.0.2.1:1").Code)
 
 	w := get(r, "/nowhere", "203.0.113.7:1")
 	require.Equal(t, http.StatusNotFound, w.Code)
-	require.Equal(t, "1", w.Header().Get(httplimit.HeaderRemaining))
+	require.Equal(t, "1", w.Header().Get("X-RateLimit-Remaining"))
 }
 
 func TestDecisionInHandler(t *testing.T) {
@@ -364,7 +365,7 @@ func TestDeniedHandler(t *testing.T) {
 	r.Use(ginlimit.New(l, ginlimit.WithDeniedHandler(func(c *gin.Context) {
 		d, _ := ginlimit.DecisionFrom(c)
 		require.False(t, d.Allowed)
-		require.NotEmpty(t, c.Writer.Header().Get(httplimit.HeaderRetryAfter), "headers are set before the denied handler")
+		require.NotEmpty(t, c.Writer.Header().Get("Retry-After"), "headers are set before the denied handler")
 		c.JSON(http.StatusTooManyRequests, gin.H{"error": "slow down"}) // no Abort: the middleware aborts
 	})))
 	var ran atomic.Int32
@@ -374,7 +375,7 @@ func TestDeniedHandler(t *testing.T) {
 	w := get(r, "/", "203.0.113.7:1")
 	require.Equal(t, http.StatusTooManyRequests, w.Code)
 	require.JSONEq(t, `{"error":"slow down"}`, w.Body.String())
-	require.Equal(t, "60", w.Header().Get(httplimit.HeaderRetryAfter))
+	require.Equal(t, "60", w.Header().Get("Retry-After"))
 	require.EqualValues(t, 1, ran.Load())
 
 	// Outside the middleware the default answer still is a problem.
@@ -389,12 +390,12 @@ func TestHeaderConfig(t *testing.T) {
 	f := newFixture(t)
 	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(10)))
 	r := gin.New()
-	r.Use(ginlimit.New(l, ginlimit.WithHeaders(httplimit.HeaderConfig{Omit: httplimit.Draft, Reset: httplimit.ResetDelta})))
+	r.Use(ginlimit.New(l, ginlimit.WithHeaders(ratelimitfields.Config{Omit: ratelimitfields.Draft, Reset: ratelimitfields.ResetDelta})))
 	r.GET("/", hello)
 	w := get(r, "/", "203.0.113.7:1")
-	require.Empty(t, w.Header().Values(httplimit.HeaderRateLimit))
-	require.Empty(t, w.Header().Values(httplimit.HeaderRateLimitPolicy))
-	require.Equal(t, "6", w.Header().Get(httplimit.HeaderReset))
+	require.Empty(t, w.Header().Values("RateLimit"))
+	require.Empty(t, w.Header().Values("RateLimit-Policy"))
+	require.Equal(t, "6", w.Header().Get("X-RateLimit-Reset"))
 }
 
 // Many goroutines, one client: exactly the capacity is admitted.

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/adapters/grpclimit"
-	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // BenchmarkUnaryServerInterceptor measures the interceptor's cost per call
@@ -43,8 +43,8 @@ func BenchmarkUnaryServerInterceptor(b *testing.B) {
 		opts []grpclimit.Option
 	}{
 		{"sluice", nil},
-		{"sluice-no-metadata", []grpclimit.Option{grpclimit.WithHeaders(httplimit.HeaderConfig{
-			Omit: httplimit.Draft | httplimit.XRateLimit | httplimit.RetryAfter | httplimit.State})}},
+		{"sluice-no-metadata", []grpclimit.Option{grpclimit.WithHeaders(ratelimitfields.Config{
+			Omit: ratelimitfields.Draft | ratelimitfields.XRateLimit | ratelimitfields.RetryAfter | ratelimitfields.State})}},
 		{"sluice-skipped", []grpclimit.Option{grpclimit.WithSkipMethods("/sluice.test.Echo/")}},
 	} {
 		icpt := grpclimit.UnaryServerInterceptor(lim, bc.opts...)

@@ -59,12 +59,13 @@
 //
 // # Rate-limit metadata
 //
-// Every limited call, admitted or denied, carries the values of the HTTP
-// headers of package httplimit (httplimit.HeaderConfig.Format, so they are
-// equal character for character) under lower-case keys: ratelimit-policy,
+// Every limited call, admitted or denied, carries the rate-limit fields of
+// package ratelimitfields (ratelimitfields.Config.Format, the values the
+// HTTP adapters send as headers, character for character) under lower-case
+// keys: ratelimit-policy,
 // ratelimit, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset,
 // x-ratelimit-state (normal, warning or throttled: the warning signal) and,
-// when denied, retry-after. WithHeaders selects them as in httplimit. Where
+// when denied, retry-after. WithHeaders selects them as in every adapter. Where
 // they travel:
 //
 //   - A denied call: in the trailer, with grpc-retry-pushback-ms. The server

@@ -23,11 +23,11 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/adapters/grpclimit"
-	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // The test service, registered by hand (no generated code): two unary
@@ -259,7 +259,7 @@ func newLimiter(t testing.TB, s core.Store, name string, l core.Limit, key keyfu
 
 // deltaHeaders formats X-RateLimit-Reset in delta seconds, so that the
 // metadata of a Decision does not depend on the instant it was formatted.
-var deltaHeaders = httplimit.HeaderConfig{Reset: httplimit.ResetDelta}
+var deltaHeaders = ratelimitfields.Config{Reset: ratelimitfields.ResetDelta}
 
 // rateLimitKeys are every metadata key the interceptors may set.
 var rateLimitKeys = []string{
@@ -270,11 +270,11 @@ var rateLimitKeys = []string{
 
 // requireFields checks that md holds exactly the fields f (under lower-case
 // keys, one value each), plus the extra pairs, and no other rate-limit key.
-func requireFields(t *testing.T, md metadata.MD, f httplimit.Fields, extra ...string) {
+func requireFields(t *testing.T, md metadata.MD, f ratelimitfields.Fields, extra ...string) {
 	t.Helper()
 	want := map[string]string{}
 	for i := range f.N {
-		want[strings.ToLower(f.Name[i])] = f.Value[i]
+		want[strings.ToLower(f.Field[i].String())] = f.Value[i]
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		want[extra[i]] = extra[i+1]

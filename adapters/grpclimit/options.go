@@ -10,10 +10,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 type config struct {
@@ -25,8 +25,8 @@ type config struct {
 	skip    func(ctx context.Context, fullMethod string) bool
 	denied  func(ctx context.Context, fullMethod string, d *core.Decision) error
 	onError func(ctx context.Context, fullMethod string, err error) (bool, error)
-	headers httplimit.HeaderConfig
-	msgHdrs httplimit.HeaderConfig // headers without the Draft family, for trailers
+	headers ratelimitfields.Config
+	msgHdrs ratelimitfields.Config // headers without the Draft family, for trailers
 	logger  *slog.Logger
 	undec   *mw.Logger // undecided calls, at most a line a second
 	refunds *mw.Logger // failed refunds, likewise
@@ -100,8 +100,8 @@ func WithErrorHandler(f func(ctx context.Context, fullMethod string, err error) 
 }
 
 // WithHeaders chooses the metadata families and the reset format, as for
-// HTTP (httplimit.HeaderConfig). The zero value sends them all.
-func WithHeaders(h httplimit.HeaderConfig) Option { return func(c *config) { c.headers = h } }
+// HTTP (ratelimitfields.Config). The zero value sends them all.
+func WithHeaders(h ratelimitfields.Config) Option { return func(c *config) { c.headers = h } }
 
 // WithLogger sets where undecided calls and failed refunds are logged
 // (default slog.Default()), each kind at most once a second, with the number
@@ -130,7 +130,7 @@ func newConfig(fn string, l *core.Limiter, opts []Option) *config {
 		panic("grpclimit." + fn + ": nil limiter and no WithMethodLimiter or WithMessageLimit: nothing to limit")
 	}
 	c.msgHdrs = c.headers
-	c.msgHdrs.Omit |= httplimit.Draft
+	c.msgHdrs.Omit |= ratelimitfields.Draft
 	return c
 }
 

@@ -7,8 +7,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // UnaryServerInterceptor returns an interceptor that limits unary calls with
@@ -162,9 +162,9 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 type serverStream struct {
 	grpc.ServerStream
 	c      *config
-	r      call             // the view for key functions, and the context
-	header httplimit.Fields // the open decision's metadata, until sent
-	msg    core.Decision    // the last message's decision
+	r      call                   // the view for key functions, and the context
+	header ratelimitfields.Fields // the open decision's metadata, until sent
+	msg    core.Decision          // the last message's decision
 	msgAt  time.Time
 	msgSet bool
 }

@@ -16,9 +16,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/adapters/grpclimit"
-	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 func ceilMS(d time.Duration) string {
@@ -131,7 +131,7 @@ func TestResetEpoch(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, reset, before.Add(d.Bound().ResetAfter).Unix())
 	require.LessOrEqual(t, reset, after.Add(d.Bound().ResetAfter).Unix()+1)
-	requireFields(t, r.header, httplimit.HeaderConfig{}.Format(&d, time.Unix(reset, 0).Add(-d.Bound().ResetAfter)))
+	requireFields(t, r.header, ratelimitfields.Config{}.Format(&d, time.Unix(reset, 0).Add(-d.Bound().ResetAfter)))
 }
 
 // TestHandlerError: an admitted call whose handler fails keeps its metadata
@@ -168,7 +168,7 @@ func TestHandlerSentHeader(t *testing.T) {
 	require.Equal(t, []string{"1"}, r.header.Get("x-app"))
 	requireNoRateLimitMetadata(t, r.header)
 	d := s.echo.last(t)
-	requireFields(t, r.trailer, httplimit.HeaderConfig{Reset: httplimit.ResetDelta, Omit: httplimit.Draft}.Format(&d, time.Time{}))
+	requireFields(t, r.trailer, ratelimitfields.Config{Reset: ratelimitfields.ResetDelta, Omit: ratelimitfields.Draft}.Format(&d, time.Time{}))
 }
 
 func TestNeverAdmitted(t *testing.T) {
@@ -261,7 +261,7 @@ func TestStreamMessages(t *testing.T) {
 			require.Equal(t, "messages", d.Bound().Policy)
 			requireWait(t, det.retry.GetRetryDelay().AsDuration(), d.Bound().RetryAfter)
 			trl := cs.Trailer()
-			requireFields(t, trl, httplimit.HeaderConfig{Reset: httplimit.ResetDelta, Omit: httplimit.Draft}.Format(&d, time.Time{}),
+			requireFields(t, trl, ratelimitfields.Config{Reset: ratelimitfields.ResetDelta, Omit: ratelimitfields.Draft}.Format(&d, time.Time{}),
 				grpclimit.MetadataPushback, pushbackIn(t, trl, d.Bound().RetryAfter))
 			require.Equal(t, []string{"0"}, trl.Get("x-ratelimit-remaining"))
 			require.Equal(t, []string{"throttled"}, trl.Get("x-ratelimit-state"))

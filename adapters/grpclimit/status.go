@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -14,13 +13,12 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/sluicehq/sluice/adapters/httplimit"
-	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
-// Metadata keys: the httplimit header names in lower case, as gRPC requires,
-// and the gRFC A6 retry pushback.
+// Metadata keys: the names of the rate-limit fields (ratelimitfields.Field)
+// in lower case, as gRPC requires, and the gRFC A6 retry pushback.
 const (
 	MetadataRateLimitPolicy = "ratelimit-policy"
 	MetadataRateLimit       = "ratelimit"
@@ -40,36 +38,27 @@ const (
 	ErrorDomain = "sluice.dev"
 )
 
+// metadataKeys are the metadata keys of the fields, by ratelimitfields.Field.
+var metadataKeys = [ratelimitfields.MaxFields]string{
+	ratelimitfields.FieldRateLimitPolicy: MetadataRateLimitPolicy,
+	ratelimitfields.FieldRateLimit:       MetadataRateLimit,
+	ratelimitfields.FieldLimit:           MetadataLimit,
+	ratelimitfields.FieldRemaining:       MetadataRemaining,
+	ratelimitfields.FieldReset:           MetadataReset,
+	ratelimitfields.FieldState:           MetadataState,
+	ratelimitfields.FieldRetryAfter:      MetadataRetryAfter,
+}
+
 // Metadata returns the formatted fields f as gRPC metadata: the same values
 // under lower-case keys, with one allocation for all the value slices.
-func Metadata(f httplimit.Fields) metadata.MD {
+func Metadata(f ratelimitfields.Fields) metadata.MD {
 	md := make(metadata.MD, f.N+1) // room for the pushback
 	vals := make([]string, f.N)
 	for i := range f.N {
 		vals[i] = f.Value[i]
-		md[metadataKey(f.Name[i])] = vals[i : i+1 : i+1]
+		md[metadataKeys[f.Field[i]]] = vals[i : i+1 : i+1]
 	}
 	return md
-}
-
-func metadataKey(name string) string {
-	switch name {
-	case httplimit.HeaderRateLimitPolicy:
-		return MetadataRateLimitPolicy
-	case httplimit.HeaderRateLimit:
-		return MetadataRateLimit
-	case httplimit.HeaderLimit:
-		return MetadataLimit
-	case httplimit.HeaderRemaining:
-		return MetadataRemaining
-	case httplimit.HeaderReset:
-		return MetadataReset
-	case httplimit.HeaderState:
-		return MetadataState
-	case httplimit.HeaderRetryAfter:
-		return MetadataRetryAfter
-	}
-	return strings.ToLower(name)
 }
 
 // retryMargin is added to every wait sent to a client: a client that
@@ -78,12 +67,12 @@ func metadataKey(name string) string {
 // still not early.
 const retryMargin = time.Millisecond
 
-// retryMillis is the wait of a denied Decision (mw.Retry) plus
+// retryMillis is the wait of a denied Decision (ratelimitfields.Retry) plus
 // extra (the time the decision took) and retryMargin, in milliseconds
 // rounded up and capped at the largest int32; never is true when no wait
 // lets the call through.
 func retryMillis(d *core.Decision, extra time.Duration) (ms int64, never bool) {
-	wait, never := mw.Retry(d)
+	wait, never := ratelimitfields.Retry(d)
 	if never {
 		return -1, true
 	}
@@ -92,7 +81,7 @@ func retryMillis(d *core.Decision, extra time.Duration) (ms int64, never bool) {
 
 // Pushback returns the grpc-retry-pushback-ms value of a denied Decision:
 // the wait until every policy that denied it admits the call
-// (mw.Retry) plus a millisecond of margin, in milliseconds rounded
+// (ratelimitfields.Retry) plus a millisecond of margin, in milliseconds rounded
 // up and capped at the largest int32, or "-1" (do not retry) when the call
 // can never be admitted. A client that retries the pushback after it sent
 // the denied call is admitted. The interceptors also add the time the
@@ -138,19 +127,11 @@ func deniedStatus(d *core.Decision, extra time.Duration) *status.Status {
 		if p.Allowed || p.Shadow { // shadow policies are trials: not violations
 			continue
 		}
-		// p.Limit is the limit applied: an override's or a tier's.
-		desc := fmt.Sprintf("%d per %s (%s) exceeded", p.Limit.Rate, p.Limit.Period, p.Limit.Algorithm)
-		switch {
-		case p.Unidentified:
-			desc = "no identity for this policy (a missing key); the call cannot be admitted without one"
-		case p.Never():
-			desc = fmt.Sprintf("cost exceeds the capacity %d; the call can never be admitted", mw.Capacity(&p))
-		}
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 			Subject:     "policy:" + p.Policy,
-			Description: desc,
+			Description: ratelimitfields.Violation(&p),
 			QuotaId:     p.Policy,
-			QuotaValue:  mw.Capacity(&p),
+			QuotaValue:  ratelimitfields.Capacity(&p),
 		})
 	}
 	details = append(details, qf, &errdetails.ErrorInfo{
@@ -158,7 +139,7 @@ func deniedStatus(d *core.Decision, extra time.Duration) *status.Status {
 		Domain: ErrorDomain,
 		Metadata: map[string]string{
 			"policy":         b.Policy,
-			"limit":          strconv.FormatInt(mw.Capacity(&b), 10),
+			"limit":          strconv.FormatInt(ratelimitfields.Capacity(&b), 10),
 			"remaining":      strconv.FormatInt(b.Remaining, 10),
 			"reset_after_ms": strconv.FormatInt(ceilMillis(b.ResetAfter), 10),
 			"retry_after_ms": strconv.FormatInt(ms, 10),
@@ -180,7 +161,7 @@ func ceilMillis(d time.Duration) int64 {
 
 // denialMetadata is the trailer of a denied call: its rate-limit metadata
 // and the retry pushback.
-func denialMetadata(h httplimit.HeaderConfig, d *core.Decision, now time.Time, extra time.Duration) metadata.MD {
+func denialMetadata(h ratelimitfields.Config, d *core.Decision, now time.Time, extra time.Duration) metadata.MD {
 	md := Metadata(h.Format(d, now))
 	md[MetadataPushback] = []string{pushback(d, extra)}
 	return md

@@ -1,9 +1,9 @@
-// Package httplimit is sluice's net/http middleware, and the home of the
-// header formatting every sluice adapter shares.
+// Package httplimit is sluice's net/http middleware.
 //
 //	mux.Handle("/", httplimit.New(limiter)(handler))
 //
-// Every response of a limited route carries, by default:
+// Every response of a limited route carries, by default, the rate-limit
+// fields of package ratelimitfields (WithHeaders selects them):
 //
 //	RateLimit-Policy: "per-ip";q=10;w=60        every policy that applied (draft-ietf-httpapi-ratelimit-headers-10)
 //	RateLimit: "per-ip";r=3;t=42                the most constraining policy: r remaining, t seconds
@@ -17,21 +17,17 @@
 // quota-exceeded naming the violated policies. A request whose cost exceeds
 // the capacity can never succeed: it gets 429 with no Retry-After.
 //
-// q is the policy's capacity (the most requests at once); w is the seconds
-// in which that capacity is restored (the period of a window; Burst×Period/
-// Rate for a bucket). t is, when allowed, the seconds until the quota is
-// fully restored, and when denied the seconds until this request would be
-// allowed — never 0 while limited.
+// Package ratelimitfields says what q, w and t mean.
 //
 // The Decision is in the request context (DecisionFrom), so handlers can see
 // the warning state; core.OnWarning and core.OnStateChange hooks fire on
 // transitions, for every adapter alike.
 //
 // Cost: on the memory store, an allowed request under one policy keyed by
-// keyfunc.IP (an IPv4 peer) takes one allocation, a Scratch holding its
-// Decision, the context and request that carry it, and its header values;
-// a Formatter keeps the text that depends only on the policies from one
-// request to the next. The other adapters build on the same two types.
+// keyfunc.IP (an IPv4 peer) takes one allocation, holding its Decision,
+// the context and request that carry it, and its header values; the text
+// that depends only on the policies is kept from one request to the next.
+// The other adapters share that machinery (it is internal to sluice).
 //
 // Failure: if the limiter cannot decide (a store failure, a key function or
 // WithSkip/WithCost callback that panicked, or no policy with an identity

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"time"
 
 	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
@@ -34,24 +33,4 @@ func ExampleNew() {
 	// 200 "per-ip";r=1;t=30 retry-after=""
 	// 200 "per-ip";r=0;t=30 retry-after=""
 	// 429 "per-ip";r=0;t=30 retry-after="30"
-}
-
-// A denied request's headers and body, formatted for any framework.
-func ExampleHeaderConfig_Format() {
-	d := &core.Decision{Results: []core.PolicyResult{{
-		Policy: "per-ip", Limit: core.PerMinute(10),
-		Result: core.Result{Capacity: 10, RetryAfter: 6 * time.Second, ResetAfter: time.Minute, State: core.Throttled},
-	}}}
-	f := httplimit.HeaderConfig{Reset: httplimit.ResetDelta}.Format(d, time.Now())
-	for i := range f.N {
-		fmt.Printf("%s: %s\n", f.Name[i], f.Value[i])
-	}
-	// Output:
-	// RateLimit-Policy: "per-ip";q=10;w=60
-	// RateLimit: "per-ip";r=0;t=6
-	// X-RateLimit-Limit: 10
-	// X-RateLimit-Remaining: 0
-	// X-RateLimit-Reset: 60
-	// X-RateLimit-State: throttled
-	// Retry-After: 6
 }

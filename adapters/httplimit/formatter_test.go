@@ -14,18 +14,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/httpfields"
+	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/fieldfmt"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // formatterConfigs are the header configurations the Formatter tests use.
-var formatterConfigs = []httplimit.HeaderConfig{
+var formatterConfigs = []ratelimitfields.Config{
 	{},
-	{Reset: httplimit.ResetDelta},
-	{Omit: httplimit.Draft | httplimit.State},
-	{Omit: httplimit.XRateLimit},
-	{Omit: httplimit.RetryAfter | httplimit.State},
-	{Omit: httplimit.Draft | httplimit.XRateLimit | httplimit.State | httplimit.RetryAfter},
+	{Reset: ratelimitfields.ResetDelta},
+	{Omit: ratelimitfields.Draft | ratelimitfields.State},
+	{Omit: ratelimitfields.XRateLimit},
+	{Omit: ratelimitfields.RetryAfter | ratelimitfields.State},
+	{Omit: ratelimitfields.Draft | ratelimitfields.XRateLimit | ratelimitfields.State | ratelimitfields.RetryAfter},
 }
 
 // A Formatter, warm or cold, writes exactly what HeaderConfig.Format does,
@@ -73,9 +77,9 @@ func TestFormatterWritesWhatFormatWrites(t *testing.T) {
 		require.NoError(t, limiters["one"].SetOverride(ctx, "per-ip", fmt.Sprintf("198.51.100.%d", i), core.PerMinute(int64(20+i)), f.now.Add(time.Hour)))
 	}
 
-	warm := make([]*httplimit.Formatter, len(formatterConfigs))
+	warm := make([]*fieldfmt.Formatter, len(formatterConfigs))
 	for i, c := range formatterConfigs {
-		warm[i] = httplimit.NewFormatter(c)
+		warm[i] = mw.Formatter(c)
 	}
 	type kept struct {
 		h    http.Header
@@ -84,25 +88,25 @@ func TestFormatterWritesWhatFormatWrites(t *testing.T) {
 	var all []kept
 	check := func(l *core.Limiter, r keyfunc.Request, cost int64) {
 		t.Helper()
-		s := new(httplimit.Scratch)
+		s := new(httpfields.Scratch)
 		require.NoError(t, l.Decide(ctx, r, core.Call{Cost: cost}, &s.Decision))
 		now := f.now.Add(time.Duration(len(all)) * 123457 * time.Microsecond)
 		for i, c := range formatterConfigs {
 			want := c.Format(&s.Decision, now)
-			for _, fm := range []*httplimit.Formatter{warm[i], httplimit.NewFormatter(c)} {
-				require.Equal(t, c, fm.Config())
+			for _, fm := range []*fieldfmt.Formatter{warm[i], mw.Formatter(c)} {
+				require.Equal(t, fieldfmt.Config{Omit: uint8(c.Omit), Reset: uint8(c.Reset)}, fm.Config())
 				got, _ := fm.Append(nil, &s.Decision, now)
-				require.Equal(t, want, got)
+				requireSameFields(t, want, got)
 				var buf [8]byte
 				got, out := fm.Append(buf[:3], &s.Decision, now)
-				require.Equal(t, want, got, "appended after 3 bytes of a small buffer")
+				requireSameFields(t, want, got, "appended after 3 bytes of a small buffer")
 				require.GreaterOrEqual(t, len(out), 3)
 
 				h := http.Header{"Other": {"x"}}
-				fm.SetHeaders(h, s, now)
+				s.SetHeaders(fm, h, now)
 				k := kept{h: h, want: map[string]string{"Other": "x"}}
 				for j := range want.N {
-					k.want[http.CanonicalHeaderKey(want.Name[j])] = strings.Clone(want.Value[j])
+					k.want[http.CanonicalHeaderKey(want.Field[j].String())] = strings.Clone(want.Value[j])
 				}
 				all = append(all, k)
 			}
@@ -141,6 +145,16 @@ func TestFormatterWritesWhatFormatWrites(t *testing.T) {
 	}
 }
 
+// requireSameFields requires that the Formatter's fields got are want.
+func requireSameFields(t *testing.T, want ratelimitfields.Fields, got fieldfmt.Fields, msg ...any) {
+	t.Helper()
+	require.Equal(t, want.N, got.N, msg...)
+	for i := range want.N {
+		require.Equal(t, uint8(want.Field[i]), got.ID[i], msg...)
+		require.Equal(t, want.Value[i], got.Value[i], msg...)
+	}
+}
+
 // The Formatter's cache does not mix up two policies of the same limit, nor
 // one policy whose limit is changed by SetPolicies.
 func TestFormatterCacheFollowsThePolicies(t *testing.T) {
@@ -165,15 +179,15 @@ func TestFormatterCacheFollowsThePolicies(t *testing.T) {
 // Now reads the wall clock: within a second of time.Now, and the zero Time
 // when no header needs it.
 func TestFormatterNow(t *testing.T) {
-	f := httplimit.NewFormatter(httplimit.HeaderConfig{})
+	f := mw.Formatter(ratelimitfields.Config{})
 	for range 3 {
 		before := time.Now()
 		now := f.Now()
 		require.WithinDuration(t, before, now, time.Second)
 		require.False(t, now.Before(before.Add(-time.Millisecond)))
 	}
-	require.True(t, httplimit.NewFormatter(httplimit.HeaderConfig{Reset: httplimit.ResetDelta}).Now().IsZero())
-	require.True(t, httplimit.NewFormatter(httplimit.HeaderConfig{Omit: httplimit.XRateLimit}).Now().IsZero())
+	require.True(t, mw.Formatter(ratelimitfields.Config{Reset: ratelimitfields.ResetDelta}).Now().IsZero())
+	require.True(t, mw.Formatter(ratelimitfields.Config{Omit: ratelimitfields.XRateLimit}).Now().IsZero())
 }
 
 type ctxKey string
@@ -183,7 +197,7 @@ type ctxKey string
 // original is left alone.
 func TestScratchContextAndRequest(t *testing.T) {
 	parent, cancel := context.WithCancelCause(context.WithValue(context.Background(), ctxKey("k"), "v"))
-	s := new(httplimit.Scratch)
+	s := new(httpfields.Scratch)
 	r := httptest.NewRequestWithContext(parent, http.MethodPost, "/x?y=1", nil)
 	r2 := s.Request(r)
 	require.NotSame(t, r, r2)
@@ -215,7 +229,7 @@ func TestScratchContextAndRequest(t *testing.T) {
 	require.ErrorIs(t, ctx.Err(), context.Canceled)
 	require.ErrorIs(t, context.Cause(child), cause)
 
-	s2 := new(httplimit.Scratch)
+	s2 := new(httpfields.Scratch)
 	d, found = httplimit.DecisionFrom(s2.Context(context.Background()))
 	require.True(t, found)
 	require.Same(t, &s2.Decision, d)

@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/sluicehq/sluice/adapters/internal/httpfields"
 	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 type config struct {
@@ -17,7 +19,7 @@ type config struct {
 	skip    func(*http.Request) bool
 	denied  http.Handler
 	onError func(http.ResponseWriter, *http.Request, error) bool
-	headers HeaderConfig
+	headers ratelimitfields.Config
 	logger  *slog.Logger
 }
 
@@ -53,8 +55,9 @@ func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error) 
 	return func(c *config) { c.onError = f }
 }
 
-// WithHeaders chooses the header families and the reset format.
-func WithHeaders(h HeaderConfig) Option { return func(c *config) { c.headers = h } }
+// WithHeaders chooses the header families and the reset format (default:
+// every family, X-RateLimit-Reset in epoch seconds).
+func WithHeaders(h ratelimitfields.Config) Option { return func(c *config) { c.headers = h } }
 
 // WithLogger sets where undecided requests and failed refunds are logged
 // (default slog.Default()). Each kind of line is written at most once a
@@ -71,7 +74,7 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 		o(&c)
 	}
 	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
-	f := NewFormatter(c.headers)
+	f := mw.Formatter(c.headers)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			call := core.Call{Key: c.key}
@@ -86,7 +89,7 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 			if c.cost != nil && err == nil {
 				call.Cost, err = mw.Cost(c.cost, r)
 			}
-			s := new(Scratch) // the one allocation: Decision, context, request, header values
+			s := new(httpfields.Scratch) // the one allocation: Decision, context, request, header values
 			d := &s.Decision
 			if err == nil {
 				err = mw.Decide(r.Context(), l, request{r}, call, d)
@@ -112,7 +115,7 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			f.SetHeaders(w.Header(), s, f.Now())
+			s.SetHeaders(f, w.Header(), f.Now())
 			r = s.Request(r)
 			if !d.Allowed {
 				c.denied.ServeHTTP(w, r)
@@ -153,51 +156,30 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// SetHeaders sets f on h with one allocation for all the value slices.
-func SetHeaders(h http.Header, f Fields) {
-	vals := make([]string, f.N)
-	for i := range f.N {
-		vals[i] = f.Value[i]
-		h[canonical(f.Name[i])] = vals[i : i+1 : i+1]
-	}
-}
-
-func canonical(name string) string {
-	for i, n := range fieldNames {
-		if n == name {
-			return fieldKeys[i]
-		}
-	}
-	return http.CanonicalHeaderKey(name)
-}
-
 // DeniedHandler is the default answer to a denied request: 429 Too Many
 // Requests with an RFC 9457 problem+json body. Use it from a custom denied
 // handler to keep the standard body.
 func DeniedHandler(w http.ResponseWriter, r *http.Request) {
 	body := []byte(`{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429}` + "\n")
 	if d, ok := DecisionFrom(r.Context()); ok {
-		body = Problem(d)
+		body = ratelimitfields.Problem(d)
 	}
-	w.Header().Set("Content-Type", ProblemContentType)
+	w.Header().Set("Content-Type", ratelimitfields.ProblemContentType)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusTooManyRequests)
 	_, _ = w.Write(body)
 }
 
-type decisionKey struct{}
-
 // NewContext returns a copy of ctx carrying d, where DecisionFrom finds it.
 // The other adapters use it, so that net/http code under them sees the
 // Decision too.
 func NewContext(ctx context.Context, d *core.Decision) context.Context {
-	return context.WithValue(ctx, decisionKey{}, d)
+	return httpfields.NewContext(ctx, d)
 }
 
 // DecisionFrom returns the Decision the middleware made for this request.
 func DecisionFrom(ctx context.Context) (*core.Decision, bool) {
-	d, ok := ctx.Value(decisionKey{}).(*core.Decision)
-	return d, ok
+	return httpfields.DecisionFrom(ctx)
 }
 
 // request is the keyfunc.Request view of an *http.Request: one pointer, so

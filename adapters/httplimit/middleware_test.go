@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 type fixture struct {
@@ -160,14 +161,14 @@ func TestSeveralPoliciesAndTheBindingOne(t *testing.T) {
 func TestHeaderFamiliesAndResetFormat(t *testing.T) {
 	f := newFixture(t)
 	l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(2)))
-	h := httplimit.New(l, httplimit.WithHeaders(httplimit.HeaderConfig{Omit: httplimit.Draft | httplimit.State, Reset: httplimit.ResetDelta}))(ok)
+	h := httplimit.New(l, httplimit.WithHeaders(ratelimitfields.Config{Omit: ratelimitfields.Draft | ratelimitfields.State, Reset: ratelimitfields.ResetDelta}))(ok)
 	hdr := get(h, "/", "192.0.2.1:1").Result().Header
 	require.Empty(t, hdr.Get("RateLimit"))
 	require.Empty(t, hdr.Get("RateLimit-Policy"))
 	require.Empty(t, hdr.Get("X-RateLimit-State"))
 	require.Equal(t, "30", hdr.Get("X-RateLimit-Reset"))
 	get(h, "/", "192.0.2.1:1")
-	h2 := httplimit.New(l, httplimit.WithHeaders(httplimit.HeaderConfig{Omit: httplimit.RetryAfter | httplimit.XRateLimit}))(ok)
+	h2 := httplimit.New(l, httplimit.WithHeaders(ratelimitfields.Config{Omit: ratelimitfields.RetryAfter | ratelimitfields.XRateLimit}))(ok)
 	w := get(h2, "/", "192.0.2.1:1")
 	require.Equal(t, http.StatusTooManyRequests, w.Code)
 	require.Empty(t, w.Result().Header.Get("Retry-After"))

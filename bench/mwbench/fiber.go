@@ -10,7 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/sluicehq/sluice/adapters/fiberlimit"
-	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // FiberImpl is one Fiber (fasthttp) middleware under comparison.
@@ -40,9 +40,9 @@ func FiberImpls() []FiberImpl {
 		{Name: "bare", Label: "bare Fiber app (baseline)", Module: "github.com/gofiber/fiber/v2", Baseline: true, Headers: "none",
 			Handlers: func() ([]fiber.Handler, func(), error) { return nil, func() {}, nil }},
 		{Name: "sluice", Label: "sluice fiberlimit (default headers)", Module: "github.com/sluicehq/sluice/adapters/fiberlimit",
-			Headers: "RateLimit-Policy, RateLimit, " + xrl + ", X-RateLimit-State", Handlers: sluiceFiber(httplimit.HeaderConfig{})},
+			Headers: "RateLimit-Policy, RateLimit, " + xrl + ", X-RateLimit-State", Handlers: sluiceFiber(ratelimitfields.Config{})},
 		{Name: "sluice-xrl", Label: "sluice fiberlimit, X-RateLimit-* only", Module: "github.com/sluicehq/sluice/adapters/fiberlimit",
-			Headers: xrl, Handlers: sluiceFiber(httplimit.HeaderConfig{Omit: httplimit.Draft | httplimit.State})},
+			Headers: xrl, Handlers: sluiceFiber(ratelimitfields.Config{Omit: ratelimitfields.Draft | ratelimitfields.State})},
 		{Name: "fiber", Label: "Fiber middleware/limiter (fixed window, default)", Module: "github.com/gofiber/fiber/v2", Peer: true,
 			Headers: xrl, Handlers: fiberLimiter(fiberlim.FixedWindow{})},
 		{Name: "fiber-sliding", Label: "Fiber middleware/limiter (sliding window)", Module: "github.com/gofiber/fiber/v2", Peer: true,
@@ -52,7 +52,7 @@ func FiberImpls() []FiberImpl {
 
 // sluice: fiberlimit.New on the same core.Limiter as the net/http
 // middleware (one keyfunc.IP() policy, default memory store).
-func sluiceFiber(h httplimit.HeaderConfig) func() ([]fiber.Handler, func(), error) {
+func sluiceFiber(h ratelimitfields.Config) func() ([]fiber.Handler, func(), error) {
 	return func() ([]fiber.Handler, func(), error) {
 		l, done, err := SluiceLimiter()
 		if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 	"github.com/throttled/throttled/v2"
 	throttledmem "github.com/throttled/throttled/v2/store/memstore"
 	ulule "github.com/ulule/limiter/v3"
@@ -66,9 +67,9 @@ func Impls() []Impl {
 		{Name: "bare", Label: "bare handler (baseline)", Baseline: true, Headers: "none",
 			Wrap: func(next http.Handler) (http.Handler, func(), error) { return next, func() {}, nil }},
 		{Name: "sluice", Label: "sluice httplimit (default headers)", Module: "github.com/sluicehq/sluice",
-			Headers: "RateLimit-Policy, RateLimit, " + xrl + ", X-RateLimit-State", Wrap: sluice(httplimit.HeaderConfig{})},
+			Headers: "RateLimit-Policy, RateLimit, " + xrl + ", X-RateLimit-State", Wrap: sluice(ratelimitfields.Config{})},
 		{Name: "sluice-xrl", Label: "sluice httplimit, X-RateLimit-* only", Module: "github.com/sluicehq/sluice",
-			Headers: xrl, Wrap: sluice(httplimit.HeaderConfig{Omit: httplimit.Draft | httplimit.State})},
+			Headers: xrl, Wrap: sluice(ratelimitfields.Config{Omit: ratelimitfields.Draft | ratelimitfields.State})},
 		{Name: "ulule", Label: "ulule stdlib middleware + memory store", Module: "github.com/ulule/limiter/v3", Peer: true,
 			Headers: xrl, Wrap: ululeMiddleware},
 		{Name: "httprate", Label: "go-chi/httprate LimitByIP", Module: "github.com/go-chi/httprate", Peer: true,
@@ -82,7 +83,7 @@ func Impls() []Impl {
 
 // sluice: httplimit.New on a core.Limiter with one keyfunc.IP() policy on
 // the default memory store (token bucket).
-func sluice(h httplimit.HeaderConfig) func(http.Handler) (http.Handler, func(), error) {
+func sluice(h ratelimitfields.Config) func(http.Handler) (http.Handler, func(), error) {
 	return func(next http.Handler) (http.Handler, func(), error) {
 		l, done, err := SluiceLimiter()
 		if err != nil {

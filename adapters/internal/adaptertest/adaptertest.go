@@ -16,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/core/limitertest"
@@ -348,17 +347,17 @@ func cost(t *testing.T, h Harness) {
 	for i, st := range steps {
 		res := s.Do(t, Request{Header: http.Header{"X-Cost": {st.cost}}})
 		require.Equal(t, st.status, res.Status, "step %d", i)
-		require.Equal(t, st.remaining, res.Header.Get(httplimit.HeaderRemaining), "step %d", i)
+		require.Equal(t, st.remaining, res.Header.Get("X-RateLimit-Remaining"), "step %d", i)
 	}
 	require.EqualValues(t, 4, s.Runs(), "the handler never runs for a denied request")
 
 	s = h.Start(t, Setup{Limiter: limiter(t, memStore(t), nil, core.PerMinute(10)), Cost: true})
 	res := s.Do(t, Request{Header: http.Header{"X-Cost": {"11"}}})
 	require.Equal(t, http.StatusTooManyRequests, res.Status)
-	require.Empty(t, res.Header.Values(httplimit.HeaderRetryAfter), "no wait would help")
+	require.Empty(t, res.Header.Values("Retry-After"), "no wait would help")
 	p := checkProblem(t, res, "per-ip")
 	require.Contains(t, p.Detail, "can never succeed")
-	require.Equal(t, "10", res.Header.Get(httplimit.HeaderLimit))
+	require.Equal(t, "10", res.Header.Get("X-RateLimit-Limit"))
 	require.Zero(t, s.Runs())
 }
 
@@ -370,14 +369,14 @@ func skip(t *testing.T, h Harness) {
 		res := s.Do(t, Request{Header: http.Header{"X-Skip": {"1"}}})
 		require.Equal(t, http.StatusOK, res.Status)
 		require.Equal(t, "false", res.Header.Get(HeaderDecided), "a skipped request has no Decision")
-		require.Empty(t, res.Header.Get(httplimit.HeaderRateLimit), "skipped requests get no headers")
-		require.Empty(t, res.Header.Get(httplimit.HeaderState))
-		require.Empty(t, res.Header.Get(httplimit.HeaderRemaining))
+		require.Empty(t, res.Header.Get("RateLimit"), "skipped requests get no headers")
+		require.Empty(t, res.Header.Get("X-RateLimit-State"))
+		require.Empty(t, res.Header.Get("X-RateLimit-Remaining"))
 	}
 	res := s.Do(t, Request{})
 	require.Equal(t, http.StatusOK, res.Status)
 	require.Equal(t, "true", res.Header.Get(HeaderDecided))
-	require.Equal(t, "1", res.Header.Get(httplimit.HeaderRemaining), "skipped requests are not counted")
+	require.Equal(t, "1", res.Header.Get("X-RateLimit-Remaining"), "skipped requests are not counted")
 	require.EqualValues(t, 6, s.Runs())
 }
 
@@ -405,7 +404,7 @@ func undecided(t *testing.T, h Harness) {
 			res := s.Do(t, tc.req)
 			require.Equal(t, http.StatusOK, res.Status)
 			require.Equal(t, "hello", res.Body)
-			for _, name := range []string{httplimit.HeaderRateLimit, httplimit.HeaderRateLimitPolicy, httplimit.HeaderLimit, httplimit.HeaderState} {
+			for _, name := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-State"} {
 				require.Empty(t, res.Header.Values(name))
 			}
 			require.Contains(t, logs.String(), "sluice: request not rate limited")

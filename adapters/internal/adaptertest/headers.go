@@ -9,12 +9,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/limitertest"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // headersAndWarningState: with a limit of 10 a minute, under every
@@ -35,7 +35,7 @@ func headersAndWarningState(t *testing.T, h Harness) {
 				if i == 11 {
 					want, remaining = "throttled", 0
 				}
-				require.Equal(t, want, res.Header.Get(httplimit.HeaderState), "request %d", i)
+				require.Equal(t, want, res.Header.Get("X-RateLimit-State"), "request %d", i)
 				checkHeaders(t, res, remaining, sent)
 				if i <= 10 {
 					require.Equal(t, http.StatusOK, res.Status, "request %d", i)
@@ -54,11 +54,11 @@ func headersAndWarningState(t *testing.T, h Harness) {
 func checkHeaders(t *testing.T, res Response, remaining int64, sent time.Time) {
 	t.Helper()
 	h := res.Header
-	policies := sftest.List(t, h.Get(httplimit.HeaderRateLimitPolicy))
+	policies := sftest.List(t, h.Get("RateLimit-Policy"))
 	require.Len(t, policies, 1)
 	require.Equal(t, "per-ip", policies[0].Name)
 	require.Equal(t, map[string]int64{"q": 10, "w": 60}, policies[0].Params)
-	rl := sftest.List(t, h.Get(httplimit.HeaderRateLimit))
+	rl := sftest.List(t, h.Get("RateLimit"))
 	require.Len(t, rl, 1)
 	require.Equal(t, "per-ip", rl[0].Name)
 	require.Equal(t, remaining, rl[0].Params["r"])
@@ -66,28 +66,28 @@ func checkHeaders(t *testing.T, res Response, remaining int64, sent time.Time) {
 	require.Positive(t, tSec, "t is never 0")
 	require.LessOrEqual(t, tSec, int64(60), "t is never more than the window")
 
-	require.Equal(t, "10", h.Get(httplimit.HeaderLimit))
-	require.Equal(t, strconv.FormatInt(remaining, 10), h.Get(httplimit.HeaderRemaining))
-	reset, err := strconv.ParseInt(h.Get(httplimit.HeaderReset), 10, 64)
+	require.Equal(t, "10", h.Get("X-RateLimit-Limit"))
+	require.Equal(t, strconv.FormatInt(remaining, 10), h.Get("X-RateLimit-Remaining"))
+	reset, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64)
 	require.NoError(t, err)
 	// Epoch seconds at which the key is whole again: after the request, at
 	// most two windows later (a sliding window counter also weighs the
 	// previous window).
 	require.GreaterOrEqual(t, reset, sent.Unix())
 	require.LessOrEqual(t, reset, time.Now().Add(2*time.Minute).Unix()+1)
-	for _, name := range []string{httplimit.HeaderRateLimitPolicy, httplimit.HeaderRateLimit, httplimit.HeaderLimit,
-		httplimit.HeaderRemaining, httplimit.HeaderReset, httplimit.HeaderState} {
+	for _, name := range []string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit",
+		"X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-State"} {
 		require.Len(t, h.Values(name), 1, name)
 	}
 
 	if res.Status != http.StatusTooManyRequests {
 		// t is until more quota is available.
-		require.Empty(t, h.Values(httplimit.HeaderRetryAfter))
+		require.Empty(t, h.Values("Retry-After"))
 		return
 	}
 	// t is the wait, but never more than the window; Retry-After is the
 	// exact wait (the draft: never earlier than t).
-	ra, err := strconv.ParseInt(h.Get(httplimit.HeaderRetryAfter), 10, 64)
+	ra, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64)
 	require.NoError(t, err)
 	require.Equal(t, min(ra, 60), tSec, "t = min(Retry-After, window)")
 }
@@ -105,7 +105,7 @@ type problem struct {
 func checkProblem(t *testing.T, res Response, violated ...string) problem {
 	t.Helper()
 	require.Equal(t, http.StatusTooManyRequests, res.Status)
-	require.Equal(t, httplimit.ProblemContentType, res.Header.Get("Content-Type"))
+	require.Equal(t, ratelimitfields.ProblemContentType, res.Header.Get("Content-Type"))
 	require.Equal(t, "no-store", res.Header.Get("Cache-Control"))
 	var p problem
 	require.NoError(t, json.Unmarshal([]byte(res.Body), &p))
@@ -133,8 +133,8 @@ func severalPolicies(t *testing.T, h Harness) {
 			clock.Advance(time.Second)
 		}
 		res := s.Do(t, Request{})
-		require.Equal(t, `"per-minute";q=100;w=60, "burst";q=2;w=1`, res.Header.Get(httplimit.HeaderRateLimitPolicy), "request %d", i)
-		rl := sftest.List(t, res.Header.Get(httplimit.HeaderRateLimit))
+		require.Equal(t, `"per-minute";q=100;w=60, "burst";q=2;w=1`, res.Header.Get("RateLimit-Policy"), "request %d", i)
+		rl := sftest.List(t, res.Header.Get("RateLimit"))
 		require.Len(t, rl, 1)
 		require.Equal(t, "burst", rl[0].Name, "request %d: 1/2 left is tighter than 99/100", i)
 		if i != 3 {
@@ -143,7 +143,7 @@ func severalPolicies(t *testing.T, h Harness) {
 		}
 		p := checkProblem(t, res, "burst")
 		require.Equal(t, "Rate limit exceeded; retry in 1 seconds.", p.Detail)
-		require.Equal(t, "1", res.Header.Get(httplimit.HeaderRetryAfter))
+		require.Equal(t, "1", res.Header.Get("Retry-After"))
 	}
 	require.EqualValues(t, 3, s.Runs())
 }

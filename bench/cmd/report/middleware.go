@@ -190,6 +190,6 @@ func (m *mwSection) write(w io.Writer, o options) {
 	if m.scenario == fiberScenario {
 		fmt.Fprintln(w, "The algorithms differ as the libraries ship them: sluice a token bucket, Fiber a fixed window (default) or a sliding window. Fiber's limiter holds one process-wide mutex around each request's read and write of its storage; the `sluice-xrl` row writes only the X-RateLimit-* family, as Fiber does.")
 	} else {
-		fmt.Fprintln(w, "The algorithms differ as the libraries ship them: sluice a token bucket, ulule a fixed window, httprate a sliding window counter, throttled GCRA, sethvargo a token bucket. The `sluice-xrl` row is sluice with `httplimit.WithHeaders(HeaderConfig{Omit: Draft | State})`: the same header family as the peers.")
+		fmt.Fprintln(w, "The algorithms differ as the libraries ship them: sluice a token bucket, ulule a fixed window, httprate a sliding window counter, throttled GCRA, sethvargo a token bucket. The `sluice-xrl` row is sluice with `httplimit.WithHeaders(ratelimitfields.Config{Omit: Draft | State})`: the same header family as the peers.")
 	}
 }

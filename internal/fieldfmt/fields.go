@@ -1,142 +1,119 @@
-package httplimit
+package fieldfmt
 
 import (
 	"math"
 	"strconv"
 	"time"
 
-	"github.com/sluicehq/sluice/adapters/internal/mw"
 	"github.com/sluicehq/sluice/core"
 )
 
-// Header names, as written on the wire by adapters that keep case.
+// The families of fields, as bits of Config.Omit (ratelimitfields.Families).
 const (
-	HeaderRateLimitPolicy = "RateLimit-Policy"
-	HeaderRateLimit       = "RateLimit"
-	HeaderLimit           = "X-RateLimit-Limit"
-	HeaderRemaining       = "X-RateLimit-Remaining"
-	HeaderReset           = "X-RateLimit-Reset"
-	HeaderState           = "X-RateLimit-State"
-	HeaderRetryAfter      = "Retry-After"
-)
-
-// Families is a set of header families.
-type Families uint8
-
-// The header families; all are written unless omitted.
-const (
-	// Draft is RateLimit-Policy and RateLimit, as in
-	// draft-ietf-httpapi-ratelimit-headers-10.
-	Draft Families = 1 << iota
-	// XRateLimit is X-RateLimit-Limit, -Remaining and -Reset.
+	Draft uint8 = 1 << iota
 	XRateLimit
-	// RetryAfter is Retry-After on denied requests.
 	RetryAfter
-	// State is X-RateLimit-State, the warning signal.
 	State
 )
 
-// ResetFormat is the unit of X-RateLimit-Reset.
-type ResetFormat uint8
-
+// The formats of X-RateLimit-Reset (ratelimitfields.ResetFormat).
 const (
-	// ResetEpoch: the Unix time in seconds at which the key is fresh again
-	// (GitHub's convention). The default.
-	ResetEpoch ResetFormat = iota
-	// ResetDelta: the seconds until then.
+	ResetEpoch uint8 = iota
 	ResetDelta
 )
 
-// HeaderConfig says which headers to write. The zero value writes them all,
-// with X-RateLimit-Reset in epoch seconds.
-type HeaderConfig struct {
-	Omit  Families
-	Reset ResetFormat
+// Config is ratelimitfields.Config: the families omitted and the reset
+// format.
+type Config struct {
+	Omit  uint8
+	Reset uint8
 }
 
-// Fields is a formatted set of header fields; Name[i] has Value[i].
+// The fields, in the order they are written (ratelimitfields.Field).
+const (
+	FieldPolicy uint8 = iota
+	FieldRateLimit
+	FieldLimit
+	FieldRemaining
+	FieldReset
+	FieldState
+	FieldRetryAfter
+	NumFields
+)
+
+// Names are the fields' names as written by adapters that keep case;
+// CanonicalKeys are the same names as net/http canonicalizes them (the
+// keys of an http.Header).
+var (
+	Names         = [NumFields]string{"RateLimit-Policy", "RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "X-RateLimit-State", "Retry-After"}
+	CanonicalKeys = [NumFields]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Ratelimit-State", "Retry-After"}
+)
+
+// Fields is a formatted set of fields: field ID[i] has Value[i].
 type Fields struct {
 	N     int
-	Name  [7]string
-	Value [7]string
+	ID    [NumFields]uint8
+	Value [NumFields]string
 }
 
 // sfMax is the largest Integer of RFC 9651 Structured Fields (15 digits).
 const sfMax = 999_999_999_999_999
 
-// Format returns the header fields of d at instant now. All values share one
-// allocation.
-func (c HeaderConfig) Format(d *core.Decision, now time.Time) Fields {
+// Format returns the fields c selects of d at instant now. All values
+// share one allocation.
+func Format(c Config, d *core.Decision, now time.Time) Fields {
 	var buf [512]byte
-	var fb fieldsBuilder
+	var fb builder
 	out := fb.format(c, nil, d, now, buf[:0])
 	var f Fields
 	if fb.n == 0 {
 		return f
 	}
-	all := string(out)
-	f.N = fb.n
-	for i := range fb.n {
-		f.Name[i], f.Value[i] = fieldNames[fb.id[i]], fb.value(i, all)
-	}
+	fb.fields(&f, string(out))
 	return f
 }
 
-// A field is one of the header fields, in the order they are written.
-type field uint8
-
-const (
-	fieldPolicy field = iota
-	fieldRateLimit
-	fieldLimit
-	fieldRemaining
-	fieldReset
-	fieldState
-	fieldRetryAfter
-	numFields
-)
-
-// fieldNames and fieldKeys are the names of the fields as written on the
-// wire and as http.Header keys (canonical).
-var (
-	fieldNames = [numFields]string{HeaderRateLimitPolicy, HeaderRateLimit, HeaderLimit, HeaderRemaining, HeaderReset, HeaderState, HeaderRetryAfter}
-	fieldKeys  = [numFields]string{"Ratelimit-Policy", "Ratelimit", "X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset", "X-Ratelimit-State", "Retry-After"}
-)
-
-// fieldsBuilder records the fields of one response: each value is either
-// a string already (a constant or cached text) or a span of the buffer
+// builder records the fields of one response: each value is either a
+// string already (a constant or cached text) or a span of the buffer
 // format appends to, read once the buffer is complete.
-type fieldsBuilder struct {
+type builder struct {
 	n          int
-	id         [numFields]field
-	set        [numFields]string
-	start, end [numFields]int32 // the span of field i when set[i] is ""
+	id         [NumFields]uint8
+	set        [NumFields]string
+	start, end [NumFields]int32 // the span of field i when set[i] is ""
 }
 
 // put adds field id whose value is v (not empty).
-func (fb *fieldsBuilder) put(id field, v string) {
+func (fb *builder) put(id uint8, v string) {
 	fb.id[fb.n], fb.set[fb.n] = id, v
 	fb.n++
 }
 
 // span adds field id whose value is out[from:to].
-func (fb *fieldsBuilder) span(id field, from, to int) {
+func (fb *builder) span(id uint8, from, to int) {
 	fb.id[fb.n], fb.start[fb.n], fb.end[fb.n] = id, int32(from), int32(to)
 	fb.n++
 }
 
 // value returns the value of field i, all being the final buffer.
-func (fb *fieldsBuilder) value(i int, all string) string {
+func (fb *builder) value(i int, all string) string {
 	if v := fb.set[i]; v != "" {
 		return v
 	}
 	return all[fb.start[i]:fb.end[i]]
 }
 
-// format appends to out the values of d's header fields that are not
-// constant or in fm's cache (fm may be nil), records every field in fb and
-// returns out.
-func (fb *fieldsBuilder) format(c HeaderConfig, fm *Formatter, d *core.Decision, now time.Time, out []byte) []byte {
+// fields stores the recorded fields in f, all being the final buffer.
+func (fb *builder) fields(f *Fields, all string) {
+	f.N = fb.n
+	for i := range fb.n {
+		f.ID[i], f.Value[i] = fb.id[i], fb.value(i, all)
+	}
+}
+
+// format appends to out the values of d's fields that are not constant or
+// in fm's cache (fm may be nil), records every field in fb and returns out.
+func (fb *builder) format(c Config, fm *Formatter, d *core.Decision, now time.Time, out []byte) []byte {
 	if len(d.Results) == 0 {
 		return out
 	}
@@ -186,9 +163,9 @@ func (fb *fieldsBuilder) format(c HeaderConfig, fm *Formatter, d *core.Decision,
 			}
 		}
 		if only != nil {
-			fb.put(fieldPolicy, only.item)
+			fb.put(FieldPolicy, only.item)
 		} else {
-			fb.span(fieldPolicy, from, len(out))
+			fb.span(FieldPolicy, from, len(out))
 		}
 		from = len(out)
 		out = append(out, '"')
@@ -201,43 +178,43 @@ func (fb *fieldsBuilder) format(c HeaderConfig, fm *Formatter, d *core.Decision,
 		}
 		if t, ok := untilMore(b); ok {
 			out = append(out, ";t="...)
-			out = strconv.AppendInt(out, min(seconds(t), sfMax), 10)
+			out = strconv.AppendInt(out, min(Seconds(t), sfMax), 10)
 		}
-		fb.span(fieldRateLimit, from, len(out))
+		fb.span(FieldRateLimit, from, len(out))
 	}
 	if c.Omit&XRateLimit == 0 {
 		if bt == nil {
 			bt = fm.text(b)
 		}
 		if bt != nil {
-			fb.put(fieldLimit, bt.limit)
+			fb.put(FieldLimit, bt.limit)
 		} else {
 			from := len(out)
-			out = strconv.AppendInt(out, mw.Capacity(b), 10)
-			fb.span(fieldLimit, from, len(out))
+			out = strconv.AppendInt(out, Capacity(b), 10)
+			fb.span(FieldLimit, from, len(out))
 		}
 		if rTo == 0 {
 			rFrom = len(out)
 			out = strconv.AppendInt(out, b.Remaining, 10)
 			rTo = len(out)
 		}
-		fb.span(fieldRemaining, rFrom, rTo) // RateLimit's r when they are equal
+		fb.span(FieldRemaining, rFrom, rTo) // RateLimit's r when they are equal
 		from := len(out)
-		reset := seconds(b.ResetAfter)
+		reset := Seconds(b.ResetAfter)
 		if c.Reset == ResetEpoch {
 			reset = epochReset(now, b.ResetAfter)
 		}
 		out = strconv.AppendInt(out, reset, 10)
-		fb.span(fieldReset, from, len(out))
+		fb.span(FieldReset, from, len(out))
 	}
 	if c.Omit&State == 0 {
-		fb.put(fieldState, d.State().String())
+		fb.put(FieldState, d.State().String())
 	}
 	if c.Omit&RetryAfter == 0 && !d.Allowed {
-		if wait, never := mw.Retry(d); !never {
+		if wait, never := Retry(d); !never {
 			from := len(out)
-			out = strconv.AppendInt(out, seconds(wait), 10)
-			fb.span(fieldRetryAfter, from, len(out))
+			out = strconv.AppendInt(out, Seconds(wait), 10)
+			fb.span(FieldRetryAfter, from, len(out))
 		}
 	}
 	return out
@@ -250,7 +227,7 @@ func appendItem(out []byte, p *core.PolicyResult) []byte {
 	out = append(out, '"')
 	out = append(out, p.Policy...)
 	out = append(out, `";q=`...)
-	out = strconv.AppendInt(out, min(mw.Capacity(p), sfMax), 10)
+	out = strconv.AppendInt(out, min(Capacity(p), sfMax), 10)
 	out = append(out, ";w="...)
 	return strconv.AppendInt(out, min(window(p.Limit), sfMax), 10)
 }
@@ -305,7 +282,7 @@ func untilMore(p *core.PolicyResult) (t time.Duration, ok bool) {
 // window is w of RateLimit-Policy: the seconds in which the capacity is
 // restored.
 func window(l core.Limit) int64 {
-	return max(seconds(windowDuration(l)), 1)
+	return max(Seconds(windowDuration(l)), 1)
 }
 
 // windowDuration is the time in which l's capacity is restored: Period for
@@ -330,7 +307,7 @@ func epochReset(now time.Time, after time.Duration) int64 {
 	if after > math.MaxInt64-frac {
 		d = int64(math.MaxInt64/time.Second) + 1
 	} else {
-		d = seconds(frac + after)
+		d = Seconds(frac + after)
 	}
 	sec := now.Unix()
 	if sec > 0 && d > math.MaxInt64-sec {
@@ -339,65 +316,9 @@ func epochReset(now time.Time, after time.Duration) int64 {
 	return sec + d
 }
 
-// Problem returns the RFC 9457 application/problem+json body of a denied
-// request: type quota-exceeded, with the policies that denied it. When a
-// policy can never admit the request (its cost exceeds the capacity, or the
-// request has no identity for a policy that requires one), the detail says
-// so, no retry time is given, and the member "retry" is false.
-func Problem(d *core.Decision) []byte {
-	wait, never := mw.Retry(d)
-	out := make([]byte, 0, 256)
-	out = append(out, `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"`...)
-	switch unidentified := firstUnidentified(d); {
-	case unidentified != nil:
-		out = append(out, `The request has no identity for policy \"`...)
-		out = append(out, unidentified.Policy...)
-		out = append(out, `\" (a missing key); it cannot succeed without one: do not retry it as it is.`...)
-	case never:
-		out = append(out, "The request costs more than the limit allows at once; it can never succeed: do not retry it."...)
-	default:
-		out = append(out, "Rate limit exceeded; retry in "...)
-		out = strconv.AppendInt(out, seconds(wait), 10)
-		out = append(out, " seconds."...)
-	}
-	out = append(out, `","violated-policies":[`...)
-	n := 0
-	for _, p := range d.Results {
-		if p.Allowed || p.Shadow {
-			continue
-		}
-		if n > 0 {
-			out = append(out, ',')
-		}
-		n++
-		out = append(out, '"')
-		out = append(out, p.Policy...) // policy names are validated: no escaping needed
-		out = append(out, '"')
-	}
-	out = append(out, ']')
-	if never {
-		out = append(out, `,"retry":false`...)
-	}
-	return append(out, "}\n"...)
-}
-
-// firstUnidentified returns the first policy that denied d because the
-// request had no identity for it (its MissingKey is DenyRequest), or nil.
-func firstUnidentified(d *core.Decision) *core.PolicyResult {
-	for i := range d.Results {
-		if p := &d.Results[i]; p.Unidentified && !p.Allowed && !p.Shadow {
-			return p
-		}
-	}
-	return nil
-}
-
-// ProblemContentType is the media type of Problem's body.
-const ProblemContentType = "application/problem+json"
-
-// seconds rounds d up to whole seconds (delay-seconds never round down: a
+// Seconds rounds d up to whole seconds (delay-seconds never round down: a
 // client told 0 while limited would spin).
-func seconds(d time.Duration) int64 {
+func Seconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
@@ -405,4 +326,28 @@ func seconds(d time.Duration) int64 {
 		return int64(math.MaxInt64 / time.Second)
 	}
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// Capacity is the capacity actually applied to p: the one the store
+// reported deciding with (an override's, or a guard's local fallback's),
+// else that of p.Limit, the policy's or its tier's (or an override's, when
+// the Limiter reports it there).
+func Capacity(p *core.PolicyResult) int64 {
+	if p.Result.Capacity > 0 {
+		return p.Result.Capacity
+	}
+	return p.Limit.Capacity()
+}
+
+// Retry is the wait of a denied Decision: that of its binding policy,
+// which is the denying policy with the longest RetryAfter (a request passes
+// only once every one of them admits it), and never when that policy can
+// never admit it (its cost exceeds the capacity). It is zero for an allowed
+// Decision.
+func Retry(d *core.Decision) (wait time.Duration, never bool) {
+	if d.Allowed || !d.Limited() {
+		return 0, false
+	}
+	b := &d.Results[d.Binding]
+	return b.RetryAfter, b.Never()
 }
