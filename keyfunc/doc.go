@@ -57,5 +57,14 @@
 // stored in Redis or shown in metrics. Const puts every request in one bucket,
 // on purpose.
 //
+// # Mistakes
+//
+// The constructors whose arguments are written in code (Header(""),
+// Join() or IP with contradictory options, say) panic when the policy is
+// built, like regexp.MustCompile: a start-up panic beats a limit that
+// silently never applies. IP() without options cannot fail. When the proxy
+// list or the other IP options come from configuration, NewIPExtractor
+// returns the mistake as an error instead.
+//
 // Every Func and IPExtractor in this package is safe for concurrent use.
 package keyfunc
