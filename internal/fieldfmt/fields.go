@@ -73,9 +73,13 @@ func Format(c Config, d *core.Decision, now time.Time) Fields {
 	return f
 }
 
-// builder records the fields of one response: each value is either a
-// string already (a constant or cached text) or a span of the buffer
-// format appends to, read once the buffer is complete.
+// Builder records the fields of one response, for adapters that set them
+// one by one (Formatter.Build): each value is either a string already (a
+// constant or cached text) or a span of the buffer Build appends to, read
+// once the buffer is complete. The zero value is empty.
+type Builder = builder
+
+// builder is Builder.
 type builder struct {
 	n          int
 	id         [NumFields]uint8
@@ -94,6 +98,16 @@ func (fb *builder) span(id uint8, from, to int) {
 	fb.id[fb.n], fb.start[fb.n], fb.end[fb.n] = id, int32(from), int32(to)
 	fb.n++
 }
+
+// Len returns the number of fields recorded.
+func (fb *builder) Len() int { return fb.n }
+
+// ID returns the field recorded i-th (FieldPolicy...).
+func (fb *builder) ID(i int) uint8 { return fb.id[i] }
+
+// Value returns the value of the field recorded i-th, all being the buffer
+// Build returned, as a string.
+func (fb *builder) Value(i int, all string) string { return fb.value(i, all) }
 
 // value returns the value of field i, all being the final buffer.
 func (fb *builder) value(i int, all string) string {

@@ -82,6 +82,14 @@ func (f *Formatter) Append(buf []byte, d *core.Decision, now time.Time) (Fields,
 	return fields, out
 }
 
+// Build is Append for adapters that set the fields one by one without a
+// Fields in between: it appends to buf the values that are not constant or
+// cached, records every field in fb (which must be empty), and returns the
+// extended slice, from which fb.Value reads each value.
+func (f *Formatter) Build(fb *Builder, buf []byte, d *core.Decision, now time.Time) []byte {
+	return fb.format(f.cfg, f, d, now, buf)
+}
+
 // text returns the cached text of p's policy under the limit applied to
 // it (p.Limit: an override's or a tier's when there is one, so the cache
 // keys on it, never on the policy alone), or nil if it is not cached (it is

@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/http"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/fieldfmt"
@@ -43,22 +44,25 @@ type Scratch struct {
 // exactly as fieldfmt.Format would, and sets them on h (replacing any
 // earlier values of those names), keeping the values in s.
 func (s *Scratch) SetHeaders(f *fieldfmt.Formatter, h http.Header, now time.Time) {
-	fields, out := f.Append(s.buf[:s.used], &s.Decision, now)
+	var fb fieldfmt.Builder
+	out := f.Build(&fb, s.buf[:s.used], &s.Decision, now)
 	if len(out) <= len(s.buf) { // still s.buf: append moves only past its capacity
 		s.used = uint8(len(out))
 	}
 	// The bytes are never written again: s.used only grows, and a spilled
 	// array is referenced by these strings alone.
+	all := unsafe.String(unsafe.SliceData(out), len(out))
+	n := fb.Len()
 	var vals []string
-	if n := int(s.nval); n+fields.N <= len(s.vals) {
-		vals = s.vals[n : n+fields.N]
-		s.nval += uint8(fields.N)
+	if used := int(s.nval); used+n <= len(s.vals) {
+		vals = s.vals[used : used+n]
+		s.nval += uint8(n)
 	} else {
-		vals = make([]string, fields.N)
+		vals = make([]string, n)
 	}
-	for i := range fields.N {
-		vals[i] = fields.Value[i]
-		h[fieldfmt.CanonicalKeys[fields.ID[i]]] = vals[i : i+1 : i+1]
+	for i := range n {
+		vals[i] = fb.Value(i, all)
+		h[fieldfmt.CanonicalKeys[fb.ID(i)]] = vals[i : i+1 : i+1]
 	}
 }
 
