@@ -23,6 +23,25 @@
 // interceptors Header reads the outgoing metadata and RemoteAddr is always ""
 // (key by keyfunc.Const, keyfunc.Route or the outgoing metadata there).
 //
+// Message(r) returns the request message being decided (a unary call's
+// request, or a stream message checked by WithMessageLimit), so that a key
+// can come from the call's own fields: a login call keyed by its user name
+// is one line (see Message).
+//
+// # Stacked interceptors
+//
+// A global interceptor and a per-service one may both be in the chain
+// (grpc.ChainUnaryInterceptor(global, perService)): the call is counted by
+// both, and what the handler and the client see is the merge of the two
+// Decisions (core.Merge): DecisionFrom returns it, and the metadata, sent
+// once, list every policy in ratelimit-policy and name the most
+// constraining one in ratelimit and x-ratelimit-*. A denial by the inner
+// one is Trailers-Only with the merge's metadata, as a denial by the outer
+// one is with its own; each interceptor refunds only its own Decision.
+// WithMethodLimiter gives a method a limiter instead of the interceptor's;
+// stack interceptors when a call must pass both (or give one Limiter both
+// policies, which decides them in one store call).
+//
 // # Per-method limits
 //
 // The limiter given to an interceptor applies to every method. WithMethodLimiter
@@ -62,11 +81,10 @@
 // Every limited call, admitted or denied, carries the rate-limit fields of
 // package ratelimitfields (ratelimitfields.Config.Format, the values the
 // HTTP adapters send as headers, character for character) under lower-case
-// keys: ratelimit-policy,
-// ratelimit, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset,
-// x-ratelimit-state (normal, warning or throttled: the warning signal) and,
-// when denied, retry-after. WithHeaders selects them as in every adapter. Where
-// they travel:
+// keys: ratelimit-policy, ratelimit, x-ratelimit-limit,
+// x-ratelimit-remaining, x-ratelimit-reset, x-ratelimit-state (normal,
+// warning or throttled: the warning signal) and, when denied, retry-after.
+// WithHeaders selects them as in every adapter. Where they travel:
 //
 //   - A denied call: in the trailer, with grpc-retry-pushback-ms. The server
 //     answers Trailers-Only (a single HEADERS frame, which on the wire is the

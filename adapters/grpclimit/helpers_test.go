@@ -345,14 +345,18 @@ func (s *failingStore) Reset(context.Context, string, core.Limit) error { return
 // syncBuffer is a goroutine-safe log sink.
 type syncBuffer = adaptertest.SyncBuffer
 
-// deniedRecorder is a WithDeniedHandler that keeps the Decisions it saw and
-// returns the default error.
+// deniedRecorder is a WithDeniedHandler that keeps the Decisions it saw
+// (DecisionFrom its context) and returns the default error.
 type deniedRecorder struct {
 	mu sync.Mutex
 	ds []core.Decision
 }
 
-func (r *deniedRecorder) handler(_ context.Context, _ string, d *core.Decision) error {
+func (r *deniedRecorder) handler(ctx context.Context, _ string) error {
+	d, ok := grpclimit.DecisionFrom(ctx)
+	if !ok {
+		return errors.New("the denied handler's context has no Decision")
+	}
 	r.mu.Lock()
 	r.ds = append(r.ds, *d)
 	r.mu.Unlock()

@@ -23,7 +23,7 @@ type config struct {
 	key     keyfunc.Func
 	cost    func(ctx context.Context, fullMethod string, req any) int64
 	skip    func(ctx context.Context, fullMethod string) bool
-	denied  func(ctx context.Context, fullMethod string, d *core.Decision) error
+	denied  func(ctx context.Context, fullMethod string) error
 	onError func(ctx context.Context, fullMethod string, err error) (bool, error)
 	headers ratelimitfields.Config
 	msgHdrs ratelimitfields.Config // headers without the Draft family, for trailers
@@ -78,11 +78,14 @@ func WithMethodLimiter(method string, l *core.Limiter) Option {
 // WithSkipMethods is not checked. Unary interceptors ignore it.
 func WithMessageLimit(l *core.Limiter) Option { return func(c *config) { c.message = l } }
 
-// WithDeniedHandler builds the error a denied call ends with, instead of
-// DeniedError(d). The rate-limit metadata and grpc-retry-pushback-ms are
+// WithDeniedHandler builds the error a denied call (or, with
+// WithMessageLimit, message) ends with, instead of DeniedError(d): the
+// call's context and full method in, as every sluice adapter's denied
+// handler gets the framework's request, with the denied Decision in ctx
+// (DecisionFrom). The rate-limit metadata and grpc-retry-pushback-ms are
 // already set in the trailer when it runs (a server handler may add more
 // with grpc.SetTrailer). A nil result means DeniedError(d).
-func WithDeniedHandler(f func(ctx context.Context, fullMethod string, d *core.Decision) error) Option {
+func WithDeniedHandler(f func(ctx context.Context, fullMethod string) error) Option {
 	return func(c *config) { c.denied = f }
 }
 
@@ -181,6 +184,8 @@ func (c *config) check(l *core.Limiter, r *call, req any) (d core.Decision, err 
 			d, err = core.Decision{}, fmt.Errorf("sluice: %s %w: %v", "limiter", mw.ErrPanic, v)
 		}
 	}()
+	r.msg = req
+	defer func() { r.msg = nil }() // the message is the caller's: do not keep it
 	call := core.Call{Key: c.key}
 	if c.cost != nil {
 		call.Cost = c.cost(r.parent, r.method, req)
@@ -216,11 +221,17 @@ func (c *config) undecided(ctx context.Context, method string, err error) error 
 	return e
 }
 
-// deny returns the error of a denied call.
-// took is how long the decision took, added to the waits sent.
+// deny returns the error of a denied call or message, whose Decision is d
+// and context ctx. took is how long the decision took, added to the waits
+// sent.
 func (c *config) deny(ctx context.Context, method string, d *core.Decision, took time.Duration) error {
 	if c.denied != nil {
-		if err := c.denied(ctx, method, d); err != nil {
+		if got, ok := DecisionFrom(ctx); !ok || got != d {
+			// A client call or a stream message: the denied handler finds
+			// d in its context all the same.
+			ctx = (*callContext)(&call{parent: ctx, method: method, decided: true, merged: d})
+		}
+		if err := c.denied(ctx, method); err != nil {
 			return err
 		}
 	}

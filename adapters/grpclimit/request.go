@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // call is one gRPC call as the limiter sees it. A *call is the
@@ -20,11 +21,65 @@ import (
 type call struct {
 	parent  context.Context
 	method  string
+	msg     any         // the request message being decided, for Message
 	client  bool        // outgoing call: Header reads the outgoing metadata
 	out     metadata.MD // outgoing metadata, loaded on first use
 	outOK   bool
 	decided bool
 	d       core.Decision
+	// Stacked interceptors (an outer sluice interceptor decided the call
+	// first): merged is the Decision the handler sees, d merged with the
+	// outer one's (core.Merge), and sender the outermost call, which sends
+	// the metadata of the merge. nil when the call is decided once.
+	merged *core.Decision
+	sender *call
+	// fields is the metadata of an admitted call, sent once its handler
+	// returns (or, on a stream, with its first header or message): set by
+	// the call that sends them, replaced by a stacked interceptor's merge.
+	fields ratelimitfields.Fields
+}
+
+// decision is the Decision a handler sees: the merge, under stacked
+// interceptors, else the call's own.
+func (r *call) decision() *core.Decision {
+	if r.merged != nil {
+		return r.merged
+	}
+	return &r.d
+}
+
+// stack makes r, just decided, the inner of the outer sluice interceptor's
+// call found in its context, if any: the handler then sees the merge of
+// both Decisions, and the outermost call sends its metadata. It returns
+// the Decision to answer with: r's own, or the merge.
+func (r *call) stack() *core.Decision {
+	outer, ok := r.parent.Value(callKey{}).(*call)
+	if !ok {
+		return &r.d
+	}
+	r.merged = core.Merge(outer.decision(), &r.d)
+	r.sender = outer
+	if outer.sender != nil {
+		r.sender = outer.sender
+	}
+	r.sender.fields = ratelimitfields.Fields{} // replaced by the merge's, or by this call's denial
+	return r.merged
+}
+
+// Message returns the request message a server or client interceptor is
+// deciding, for key functions (WithKey, a policy's Key) and WithCost alike:
+// the request of a unary call, or, with WithMessageLimit, the stream
+// message being checked. ok is false when there is none: a stream as it
+// opens, or a view from Request. Route (and Path) of the same view is the
+// full method, so keying a login call by its user name is one line:
+//
+//	func(r keyfunc.Request) (string, error) { m, _ := grpclimit.Message(r); return m.(*pb.LoginRequest).GetUsername(), nil }
+func Message(r keyfunc.Request) (msg any, ok bool) {
+	c, ok := r.(*call)
+	if !ok || c.msg == nil {
+		return nil, false
+	}
+	return c.msg, true
 }
 
 var _ keyfunc.Request = (*call)(nil)
@@ -98,12 +153,23 @@ type callContext call
 
 type decisionKey struct{}
 
+// callKey is the context key under which a decided server call finds the
+// call of an outer sluice interceptor, to stack on it.
+type callKey struct{}
+
 func (c *callContext) Deadline() (time.Time, bool) { return c.parent.Deadline() }
 func (c *callContext) Done() <-chan struct{}       { return c.parent.Done() }
 func (c *callContext) Err() error                  { return c.parent.Err() }
 func (c *callContext) Value(key any) any {
-	if _, ok := key.(decisionKey); ok && c.decided {
-		return &c.d
+	switch key.(type) {
+	case decisionKey:
+		if c.decided {
+			return (*call)(c).decision()
+		}
+	case callKey:
+		if c.decided && !c.client {
+			return (*call)(c)
+		}
 	}
 	return c.parent.Value(key)
 }
@@ -111,7 +177,11 @@ func (c *callContext) String() string { return "grpclimit.Context" }
 
 // DecisionFrom returns the Decision a server interceptor made for the call
 // whose context is ctx (the unary handler's context, or the stream's
-// Context()), when the call was limited and decided.
+// Context()), when the call was limited and decided; under stacked sluice
+// interceptors (a global one, then a per-service one), the merge of theirs
+// (core.Merge: allowed only if both allowed, the most constraining policy
+// binding). In a denied handler (WithDeniedHandler) it is the denied
+// Decision: the call's, or on a stream the message's.
 func DecisionFrom(ctx context.Context) (*core.Decision, bool) {
 	d, ok := ctx.Value(decisionKey{}).(*core.Decision)
 	return d, ok

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // UnaryServerInterceptor returns an interceptor that limits unary calls with
@@ -37,17 +36,22 @@ func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInt
 			return handler(ctx, req)
 		}
 		r.d, r.decided = d, true
+		view := r.stack()
 		now := time.Now()
 		if !d.Allowed {
 			// Trailers-Only: nothing in the header, or the client would not
 			// retry nor honour the pushback.
 			took := now.Sub(start)
-			_ = grpc.SetTrailer(ctx, denialMetadata(c.headers, &r.d, now, took))
-			return nil, c.deny((*callContext)(r), info.FullMethod, &r.d, took)
+			_ = grpc.SetTrailer(ctx, denialMetadata(c.headers, view, now, took))
+			return nil, c.deny((*callContext)(r), info.FullMethod, view, took)
 		}
-		f := c.headers.Format(&r.d, now)
+		sender := r
+		if r.sender != nil {
+			sender = r.sender // the outer interceptor sends the merge's metadata
+		}
+		sender.fields = c.headers.Format(view, now)
 		resp, err := handler((*callContext)(r), req)
-		if f.N > 0 {
+		if f := r.fields; f.N > 0 {
 			attach(ctx, grpc.ServerTransportStreamFromContext(ctx), Metadata(f), err)
 		}
 		refund(ctx, c, lim, &r.d, err)
@@ -141,13 +145,18 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 				}
 			} else {
 				s.r.d, s.r.decided = d, true
+				view := s.r.stack()
 				now := time.Now()
 				if !d.Allowed {
 					took := now.Sub(start)
-					ss.SetTrailer(denialMetadata(c.headers, &s.r.d, now, took))
-					return c.deny(s.Context(), info.FullMethod, &s.r.d, took)
+					ss.SetTrailer(denialMetadata(c.headers, view, now, took))
+					return c.deny(s.Context(), info.FullMethod, view, took)
 				}
-				s.header = c.headers.Format(&s.r.d, now)
+				sender := &s.r
+				if s.r.sender != nil {
+					sender = s.r.sender // the outer interceptor sends the merge's metadata
+				}
+				sender.fields = c.headers.Format(view, now)
 			}
 		}
 		err = handler(srv, s)
@@ -162,9 +171,8 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 type serverStream struct {
 	grpc.ServerStream
 	c      *config
-	r      call                   // the view for key functions, and the context
-	header ratelimitfields.Fields // the open decision's metadata, until sent
-	msg    core.Decision          // the last message's decision
+	r      call          // the view for key functions, the context, and the open decision's metadata until sent
+	msg    core.Decision // the last message's decision
 	msgAt  time.Time
 	msgSet bool
 }
@@ -182,9 +190,9 @@ func (s *serverStream) SendMsg(m any) error {
 }
 
 func (s *serverStream) flushHeader() {
-	if s.header.N > 0 {
-		_ = s.ServerStream.SetHeader(Metadata(s.header))
-		s.header.N = 0
+	if s.r.fields.N > 0 {
+		_ = s.ServerStream.SetHeader(Metadata(s.r.fields))
+		s.r.fields.N = 0
 	}
 }
 
@@ -209,11 +217,11 @@ func (s *serverStream) RecvMsg(m any) error {
 // returned.
 func (s *serverStream) finish(err error) {
 	var trailer metadata.MD
-	if s.header.N > 0 {
+	if s.r.fields.N > 0 {
 		if err == nil {
 			s.flushHeader()
 		} else {
-			trailer = Metadata(s.header) // Trailers-Only, unless the handler sent the header
+			trailer = Metadata(s.r.fields) // Trailers-Only, unless the handler sent the header
 			if headerSent(grpc.ServerTransportStreamFromContext(s.r.parent)) {
 				dropDraft(trailer)
 			}
