@@ -229,7 +229,7 @@ func (c *config) deny(ctx context.Context, method string, d *core.Decision, took
 		if got, ok := DecisionFrom(ctx); !ok || got != d {
 			// A client call or a stream message: the denied handler finds
 			// d in its context all the same.
-			ctx = (*callContext)(&call{parent: ctx, method: method, decided: true, merged: d})
+			ctx = (*callContext)(&call{parent: ctx, method: method, decided: true, stacked: &stacked{merged: d}})
 		}
 		if err := c.denied(ctx, method); err != nil {
 			return err

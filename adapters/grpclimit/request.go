@@ -27,43 +27,73 @@ type call struct {
 	outOK   bool
 	decided bool
 	d       core.Decision
-	// Stacked interceptors (an outer sluice interceptor decided the call
-	// first): merged is the Decision the handler sees, d merged with the
-	// outer one's (core.Merge), and sender the outermost call, which sends
-	// the metadata of the merge. nil when the call is decided once.
+	stacked *stacked // nil unless sluice interceptors are stacked on the call
+}
+
+// stacked is what a call decided by stacked server interceptors (a global
+// one, then a per-service one) shares with the others.
+type stacked struct {
+	// merged, in an inner call, is the Decision its handler sees: its own
+	// merged with the outer ones' (core.Merge).
 	merged *core.Decision
+	// sender, in an inner call, is the outermost call, which sends the
+	// metadata of the merge once the handler returns.
 	sender *call
-	// fields is the metadata of an admitted call, sent once its handler
-	// returns (or, on a stream, with its first header or message): set by
-	// the call that sends them, replaced by a stacked interceptor's merge.
+	// fields, in the outermost call, is the metadata it sends instead of
+	// its own: the innermost merge's, or none when an inner one denied
+	// (its denial carries them).
 	fields ratelimitfields.Fields
 }
 
 // decision is the Decision a handler sees: the merge, under stacked
 // interceptors, else the call's own.
 func (r *call) decision() *core.Decision {
-	if r.merged != nil {
-		return r.merged
+	if r.stacked != nil && r.stacked.merged != nil {
+		return r.stacked.merged
 	}
 	return &r.d
 }
 
 // stack makes r, just decided, the inner of the outer sluice interceptor's
 // call found in its context, if any: the handler then sees the merge of
-// both Decisions, and the outermost call sends its metadata. It returns
-// the Decision to answer with: r's own, or the merge.
+// both Decisions, and the outermost call sends its metadata (hand them to
+// it with send). It returns the Decision to answer with: r's own, or the
+// merge.
 func (r *call) stack() *core.Decision {
 	outer, ok := r.parent.Value(callKey{}).(*call)
 	if !ok {
 		return &r.d
 	}
-	r.merged = core.Merge(outer.decision(), &r.d)
-	r.sender = outer
-	if outer.sender != nil {
-		r.sender = outer.sender
+	sender := outer
+	if outer.stacked != nil && outer.stacked.sender != nil {
+		sender = outer.stacked.sender
 	}
-	r.sender.fields = ratelimitfields.Fields{} // replaced by the merge's, or by this call's denial
-	return r.merged
+	r.stacked = &stacked{merged: core.Merge(outer.decision(), &r.d), sender: sender}
+	if sender.stacked == nil {
+		sender.stacked = &stacked{}
+	}
+	sender.stacked.fields = ratelimitfields.Fields{} // the merge's, once send hands them over
+	return r.stacked.merged
+}
+
+// send hands the metadata f of r's admitted call to the call that sends
+// them and returns what r itself is to send: f, or nothing when an outer
+// interceptor sends them.
+func (r *call) send(f ratelimitfields.Fields) ratelimitfields.Fields {
+	if r.stacked != nil && r.stacked.sender != nil {
+		r.stacked.sender.stacked.fields = f
+		return ratelimitfields.Fields{}
+	}
+	return f
+}
+
+// pending returns the metadata r is to send, own unless an inner stacked
+// interceptor replaced them.
+func (r *call) pending(own *ratelimitfields.Fields) *ratelimitfields.Fields {
+	if r.stacked != nil && r.stacked.sender == nil {
+		return &r.stacked.fields
+	}
+	return own
 }
 
 // Message returns the request message a server or client interceptor is

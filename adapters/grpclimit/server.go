@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // UnaryServerInterceptor returns an interceptor that limits unary calls with
@@ -45,14 +46,10 @@ func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInt
 			_ = grpc.SetTrailer(ctx, denialMetadata(c.headers, view, now, took))
 			return nil, c.deny((*callContext)(r), info.FullMethod, view, took)
 		}
-		sender := r
-		if r.sender != nil {
-			sender = r.sender // the outer interceptor sends the merge's metadata
-		}
-		sender.fields = c.headers.Format(view, now)
+		f := r.send(c.headers.Format(view, now))
 		resp, err := handler((*callContext)(r), req)
-		if f := r.fields; f.N > 0 {
-			attach(ctx, grpc.ServerTransportStreamFromContext(ctx), Metadata(f), err)
+		if f := r.pending(&f); f.N > 0 {
+			attach(ctx, grpc.ServerTransportStreamFromContext(ctx), Metadata(*f), err)
 		}
 		refund(ctx, c, lim, &r.d, err)
 		return resp, err
@@ -152,11 +149,7 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 					ss.SetTrailer(denialMetadata(c.headers, view, now, took))
 					return c.deny(s.Context(), info.FullMethod, view, took)
 				}
-				sender := &s.r
-				if s.r.sender != nil {
-					sender = s.r.sender // the outer interceptor sends the merge's metadata
-				}
-				sender.fields = c.headers.Format(view, now)
+				s.header = s.r.send(c.headers.Format(view, now))
 			}
 		}
 		err = handler(srv, s)
@@ -171,8 +164,9 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 type serverStream struct {
 	grpc.ServerStream
 	c      *config
-	r      call          // the view for key functions, the context, and the open decision's metadata until sent
-	msg    core.Decision // the last message's decision
+	r      call                   // the view for key functions, and the context
+	header ratelimitfields.Fields // the open decision's metadata, until sent (see call.pending)
+	msg    core.Decision          // the last message's decision
 	msgAt  time.Time
 	msgSet bool
 }
@@ -190,9 +184,9 @@ func (s *serverStream) SendMsg(m any) error {
 }
 
 func (s *serverStream) flushHeader() {
-	if s.r.fields.N > 0 {
-		_ = s.ServerStream.SetHeader(Metadata(s.r.fields))
-		s.r.fields.N = 0
+	if f := s.r.pending(&s.header); f.N > 0 {
+		_ = s.ServerStream.SetHeader(Metadata(*f))
+		f.N = 0
 	}
 }
 
@@ -217,11 +211,11 @@ func (s *serverStream) RecvMsg(m any) error {
 // returned.
 func (s *serverStream) finish(err error) {
 	var trailer metadata.MD
-	if s.r.fields.N > 0 {
+	if f := s.r.pending(&s.header); f.N > 0 {
 		if err == nil {
 			s.flushHeader()
 		} else {
-			trailer = Metadata(s.r.fields) // Trailers-Only, unless the handler sent the header
+			trailer = Metadata(*f) // Trailers-Only, unless the handler sent the header
 			if headerSent(grpc.ServerTransportStreamFromContext(s.r.parent)) {
 				dropDraft(trailer)
 			}
