@@ -25,8 +25,9 @@
 //
 // Message(r) returns the request message being decided (a unary call's
 // request, or a stream message checked by WithMessageLimit), so that a key
-// can come from the call's own fields: a login call keyed by its user name
-// is one line (see Message).
+// can come from the call's own fields, and KeyFunc builds a key function
+// from the context, full method and message, as WithCost sees them: a login
+// call keyed by its user name is one line (see KeyFunc).
 //
 // # Stacked interceptors
 //

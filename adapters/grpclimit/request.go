@@ -2,6 +2,7 @@ package grpclimit
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"time"
@@ -104,12 +105,35 @@ func (r *call) pending(own *ratelimitfields.Fields) *ratelimitfields.Fields {
 // full method, so keying a login call by its user name is one line:
 //
 //	func(r keyfunc.Request) (string, error) { m, _ := grpclimit.Message(r); return m.(*pb.LoginRequest).GetUsername(), nil }
+//
+// KeyFunc does the same with the interceptor's own arguments.
 func Message(r keyfunc.Request) (msg any, ok bool) {
 	c, ok := r.(*call)
 	if !ok || c.msg == nil {
 		return nil, false
 	}
 	return c.msg, true
+}
+
+// errNotACall is KeyFunc's error on a request no interceptor viewed.
+var errNotACall = errors.New("grpclimit: KeyFunc: not a call of the grpclimit interceptors")
+
+// KeyFunc returns a key function that keys a call by f of its context,
+// full method and request message (as WithCost sees them; req is nil when
+// a stream opens): a login limit keyed by the user name is
+//
+//	grpclimit.KeyFunc(func(_ context.Context, _ string, req any) (string, error) { return req.(*pb.LoginRequest).GetUsername(), nil })
+//
+// An empty key means the call has none (keyfunc.ErrNoKey). The Func works
+// only on calls of this package's interceptors (and views from Request).
+func KeyFunc(f func(ctx context.Context, fullMethod string, req any) (string, error)) keyfunc.Func {
+	return func(r keyfunc.Request) (string, error) {
+		c, ok := r.(*call)
+		if !ok {
+			return "", errNotACall
+		}
+		return f(c.parent, c.method, c.msg)
+	}
 }
 
 var _ keyfunc.Request = (*call)(nil)

@@ -36,8 +36,8 @@ func (s *server) login(t *testing.T, user string) result {
 }
 
 // A key function reaches the request message (Message) and the full method
-// (Route): a login limit keyed by user name counts each user apart, on the
-// server and on the client.
+// (Route), and KeyFunc builds a key from both: a login limit keyed by user
+// name counts each user apart, on the server and on the client.
 func TestMessageKeysALoginByUser(t *testing.T) {
 	logins := newLimiter(t, newStore(t), "login", core.PerHour(2), byUser)
 	s := serve(t, bufconnTransport, []grpc.ServerOption{grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(nil,
@@ -67,6 +67,18 @@ func TestMessageKeysALoginByUser(t *testing.T) {
 	require.Equal(t, codes.ResourceExhausted, status.Code(invoke("carol")))
 	require.NoError(t, invoke("dave"))
 	require.Equal(t, []string{methodUnary + " carol", methodUnary + " carol", methodUnary + " dave"}, seen)
+
+	// KeyFunc is the same key from the interceptor's own arguments.
+	byUserToo := grpclimit.KeyFunc(func(_ context.Context, method string, req any) (string, error) {
+		return method + " " + req.(*wrapperspb.StringValue).GetValue(), nil
+	})
+	keyed := newLimiter(t, newStore(t), "login", core.PerHour(1), byUserToo)
+	s3 := serve(t, bufconnTransport, []grpc.ServerOption{grpc.ChainUnaryInterceptor(grpclimit.UnaryServerInterceptor(keyed))})
+	require.NoError(t, s3.login(t, "erin").err)
+	require.Equal(t, codes.ResourceExhausted, status.Code(s3.login(t, "erin").err))
+	require.NoError(t, s3.login(t, "frank").err)
+	_, notACall := byUserToo(&keyfunc.Static{})
+	require.ErrorContains(t, notACall, "grpclimit: KeyFunc: not a call")
 
 	// No message: a stream as it opens, or a view built by Request.
 	_, ok := grpclimit.Message(grpclimit.Request(t.Context(), methodUnary))
