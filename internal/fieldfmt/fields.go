@@ -65,12 +65,10 @@ func Format(c Config, d *core.Decision, now time.Time) Fields {
 	var buf [512]byte
 	var fb builder
 	out := fb.format(c, nil, d, now, buf[:0])
-	var f Fields
 	if fb.n == 0 {
-		return f
+		return Fields{}
 	}
-	fb.fields(&f, string(out))
-	return f
+	return fb.fields(string(out))
 }
 
 // Builder records the fields of one response, for adapters that set them
@@ -117,12 +115,14 @@ func (fb *builder) value(i int, all string) string {
 	return all[fb.start[i]:fb.end[i]]
 }
 
-// fields stores the recorded fields in f, all being the final buffer.
-func (fb *builder) fields(f *Fields, all string) {
-	f.N = fb.n
+// fields returns the recorded fields, all being the final buffer. It
+// returns them rather than filling a *Fields, so that all does not escape.
+func (fb *builder) fields(all string) Fields {
+	f := Fields{N: fb.n}
 	for i := range fb.n {
 		f.ID[i], f.Value[i] = fb.id[i], fb.value(i, all)
 	}
+	return f
 }
 
 // format appends to out the values of d's fields that are not constant or

@@ -77,9 +77,7 @@ func (f *Formatter) Now() time.Time {
 func (f *Formatter) Append(buf []byte, d *core.Decision, now time.Time) (Fields, []byte) {
 	var fb builder
 	out := fb.format(f.cfg, f, d, now, buf)
-	var fields Fields
-	fb.fields(&fields, unsafe.String(unsafe.SliceData(out), len(out)))
-	return fields, out
+	return fb.fields(unsafe.String(unsafe.SliceData(out), len(out))), out
 }
 
 // Build is Append for adapters that set the fields one by one without a

@@ -45,3 +45,21 @@ func TestBuildIsAppend(t *testing.T) {
 		require.Equal(t, want.Value[i], fb.Value(i, string(out)))
 	}
 }
+
+// Append into an array on the caller's stack allocates nothing once the
+// policies' texts are cached: the values alias the array, which does not
+// escape (fasthttp copies them, so Fiber keeps it on its stack).
+func TestAppendToTheStackAllocatesNothing(t *testing.T) {
+	f := NewFormatter(Config{})
+	d := decisionOf(t)
+	now := time.Now()
+	f.Append(nil, d, now) // caches the texts
+	allocs := testing.AllocsPerRun(100, func() {
+		var buf [128]byte
+		fields, _ := f.Append(buf[:0], d, now)
+		if fields.N != 7 {
+			t.Fatalf("%d fields", fields.N)
+		}
+	})
+	require.Zero(t, allocs)
+}
