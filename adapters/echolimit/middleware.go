@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/sluicehq/sluice/adapters/internal/mw"
+	"github.com/sluicehq/sluice/adapters/internal/middleware"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 	"github.com/sluicehq/sluice/ratelimitfields"
@@ -81,20 +81,20 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 	for _, o := range opts {
 		o(&c)
 	}
-	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
-	f := mw.Formatter(c.headers)
+	undecided, refunds := middleware.NewLogger(c.logger), middleware.NewLogger(c.logger)
+	f := middleware.Formatter(c.headers)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(ec echo.Context) error {
 			call := core.Call{Key: c.key}
 			var err error
 			if c.skip != nil {
 				var skip bool
-				if skip, err = mw.Skip(c.skip, ec); skip {
+				if skip, err = middleware.Skip(c.skip, ec); skip {
 					return next(ec)
 				}
 			}
 			if c.cost != nil && err == nil {
-				call.Cost, err = mw.Cost(c.cost, ec)
+				call.Cost, err = middleware.Cost(c.cost, ec)
 			}
 			ctx := ec.Request().Context()
 			// One allocation holds the view and the Scratch: the Decision,
@@ -102,9 +102,9 @@ func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 			v := &request{c: ec}
 			d := &v.s.Decision
 			if err == nil {
-				err = mw.Decide(ctx, l, v, call, d)
+				err = middleware.Decide(ctx, l, v, call, d)
 			}
-			if mw.Gone(ctx, d, err) {
+			if middleware.Gone(ctx, d, err) {
 				// The client left (or the request's deadline passed) before
 				// it was counted: it does not run.
 				return echo.ErrServiceUnavailable

@@ -8,7 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/adapters/internal/httpfields"
-	"github.com/sluicehq/sluice/adapters/internal/mw"
+	"github.com/sluicehq/sluice/adapters/internal/middleware"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -40,14 +40,14 @@ func (r *request) Route() string {
 // matched, it is the cleaned path.
 func (r *request) Path() string {
 	req := r.c.Request()
-	p := mw.RoutedPath(req.URL)
+	p := middleware.RoutedPath(req.URL)
 	tmpl := r.c.Path()
 	switch {
 	case tmpl == "":
-		return mw.CleanPath(p)
-	case mw.Conforms(tmpl, p):
+		return middleware.CleanPath(p)
+	case middleware.Conforms(tmpl, p):
 		return p
-	case mw.Conforms(tmpl, req.URL.Path):
+	case middleware.Conforms(tmpl, req.URL.Path):
 		return req.URL.Path
 	}
 	return tmpl

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/sluicehq/sluice/adapters/internal/mw"
+	"github.com/sluicehq/sluice/adapters/internal/middleware"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/fieldfmt"
 	"github.com/sluicehq/sluice/keyfunc"
@@ -77,19 +77,19 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 	for _, o := range opts {
 		o(&c)
 	}
-	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
-	hf := mw.Formatter(c.headers)
+	undecided, refunds := middleware.NewLogger(c.logger), middleware.NewLogger(c.logger)
+	hf := middleware.Formatter(c.headers)
 	return func(fc *fiber.Ctx) error {
 		call := core.Call{Key: c.key}
 		var err error
 		if c.skip != nil {
 			var skip bool
-			if skip, err = mw.Skip(c.skip, fc); skip {
+			if skip, err = middleware.Skip(c.skip, fc); skip {
 				return fc.Next()
 			}
 		}
 		if c.cost != nil && err == nil {
-			call.Cost, err = mw.Cost(c.cost, fc)
+			call.Cost, err = middleware.Cost(c.cost, fc)
 		}
 		r := (*request)(fc)
 		// The pooled *fasthttp.RequestCtx must not reach the store: a Redis
@@ -99,9 +99,9 @@ func New(l *core.Limiter, opts ...Option) fiber.Handler {
 		if err == nil {
 			// fasthttp does not recover handlers: a panicking key function
 			// would take the process down.
-			err = mw.Decide(ctx, l, r, call, d)
+			err = middleware.Decide(ctx, l, r, call, d)
 		}
-		if mw.Gone(ctx, d, err) {
+		if middleware.Gone(ctx, d, err) {
 			// The request's context ended (the app ties it to the client or
 			// a deadline) before it was counted: it does not run.
 			return fiber.ErrServiceUnavailable

@@ -8,7 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/adapters/internal/httpfields"
-	"github.com/sluicehq/sluice/adapters/internal/mw"
+	"github.com/sluicehq/sluice/adapters/internal/middleware"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 	"github.com/sluicehq/sluice/ratelimitfields"
@@ -77,28 +77,28 @@ func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 	for _, o := range opts {
 		o(&c)
 	}
-	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
-	f := mw.Formatter(c.headers)
+	undecided, refunds := middleware.NewLogger(c.logger), middleware.NewLogger(c.logger)
+	f := middleware.Formatter(c.headers)
 	return func(gc *gin.Context) {
 		call := core.Call{Key: c.key}
 		var err error
 		if c.skip != nil {
 			var skip bool
-			if skip, err = mw.Skip(c.skip, gc); skip {
+			if skip, err = middleware.Skip(c.skip, gc); skip {
 				gc.Next()
 				return
 			}
 		}
 		if c.cost != nil && err == nil {
-			call.Cost, err = mw.Cost(c.cost, gc)
+			call.Cost, err = middleware.Cost(c.cost, gc)
 		}
 		ctx := gc.Request.Context()
 		s := new(httpfields.Scratch) // the one allocation: Decision, context, request, header values
 		d := &s.Decision
 		if err == nil {
-			err = mw.Decide(ctx, l, (*request)(gc), call, d)
+			err = middleware.Decide(ctx, l, (*request)(gc), call, d)
 		}
-		if mw.Gone(ctx, d, err) {
+		if middleware.Gone(ctx, d, err) {
 			// The client left (or the request's deadline passed) before it
 			// was counted: it does not run.
 			gc.AbortWithStatus(http.StatusServiceUnavailable)

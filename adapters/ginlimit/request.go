@@ -7,7 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/sluicehq/sluice/adapters/internal/mw"
+	"github.com/sluicehq/sluice/adapters/internal/middleware"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -34,18 +34,18 @@ func (r *request) Route() string {
 // handlers is counted as that route. When no route matched, it is the
 // cleaned path.
 func (r *request) Path() string {
-	p := mw.RoutedPath(r.Request.URL)
+	p := middleware.RoutedPath(r.Request.URL)
 	tmpl := (*gin.Context)(r).FullPath()
-	if tmpl == "" || mw.Conforms(tmpl, p) {
+	if tmpl == "" || middleware.Conforms(tmpl, p) {
 		if tmpl == "" {
-			return mw.CleanPath(p)
+			return middleware.CleanPath(p)
 		}
 		return p
 	}
-	if c := mw.CleanPath(p); mw.Conforms(tmpl, c) {
+	if c := middleware.CleanPath(p); middleware.Conforms(tmpl, c) {
 		return c
 	}
-	if c := mw.CleanPath(r.Request.URL.Path); mw.Conforms(tmpl, c) {
+	if c := middleware.CleanPath(r.Request.URL.Path); middleware.Conforms(tmpl, c) {
 		return c
 	}
 	return tmpl

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/sluicehq/sluice/adapters/internal/mw"
+	"github.com/sluicehq/sluice/adapters/internal/middleware"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 	"github.com/sluicehq/sluice/ratelimitfields"
@@ -28,9 +28,9 @@ type config struct {
 	headers ratelimitfields.Config
 	msgHdrs ratelimitfields.Config // headers without the Draft family, for trailers
 	logger  *slog.Logger
-	undec   *mw.Logger // undecided calls, at most a line a second
-	refunds *mw.Logger // failed refunds, likewise
-	wait    bool       // client interceptors wait for a slot (WithWait)
+	undec   *middleware.Logger // undecided calls, at most a line a second
+	refunds *middleware.Logger // failed refunds, likewise
+	wait    bool               // client interceptors wait for a slot (WithWait)
 }
 
 // Option configures an interceptor. The same options, with the framework's
@@ -124,7 +124,7 @@ func newConfig(fn string, l *core.Limiter, opts []Option) *config {
 			o(c)
 		}
 	}
-	c.undec, c.refunds = mw.NewLogger(c.logger), mw.NewLogger(c.logger)
+	c.undec, c.refunds = middleware.NewLogger(c.logger), middleware.NewLogger(c.logger)
 	limited := l != nil || c.message != nil
 	for _, rl := range c.routes {
 		limited = limited || rl != nil
@@ -181,7 +181,7 @@ func (c *config) limiter(ctx context.Context, method string) (l *core.Limiter, s
 func (c *config) check(l *core.Limiter, r *call, req any) (d core.Decision, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			d, err = core.Decision{}, fmt.Errorf("sluice: %s %w: %v", "limiter", mw.ErrPanic, v)
+			d, err = core.Decision{}, fmt.Errorf("sluice: %s %w: %v", "limiter", middleware.ErrPanic, v)
 		}
 	}()
 	r.msg = req
@@ -198,7 +198,7 @@ func (c *config) skipped(ctx context.Context, method string) (bool, error) {
 	if c.skip == nil {
 		return false, nil
 	}
-	return mw.Skip(func(ctx context.Context) bool { return c.skip(ctx, method) }, ctx)
+	return middleware.Skip(func(ctx context.Context) bool { return c.skip(ctx, method) }, ctx)
 }
 
 // undecided handles a call the limiter could not decide: nil lets it

@@ -7,7 +7,7 @@ import (
 	"net/url"
 
 	"github.com/sluicehq/sluice/adapters/internal/httpfields"
-	"github.com/sluicehq/sluice/adapters/internal/mw"
+	"github.com/sluicehq/sluice/adapters/internal/middleware"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 	"github.com/sluicehq/sluice/ratelimitfields"
@@ -73,28 +73,28 @@ func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	for _, o := range opts {
 		o(&c)
 	}
-	undecided, refunds := mw.NewLogger(c.logger), mw.NewLogger(c.logger)
-	f := mw.Formatter(c.headers)
+	undecided, refunds := middleware.NewLogger(c.logger), middleware.NewLogger(c.logger)
+	f := middleware.Formatter(c.headers)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			call := core.Call{Key: c.key}
 			var err error
 			if c.skip != nil {
 				var skip bool
-				if skip, err = mw.Skip(c.skip, r); skip {
+				if skip, err = middleware.Skip(c.skip, r); skip {
 					next.ServeHTTP(w, r)
 					return
 				}
 			}
 			if c.cost != nil && err == nil {
-				call.Cost, err = mw.Cost(c.cost, r)
+				call.Cost, err = middleware.Cost(c.cost, r)
 			}
 			s := new(httpfields.Scratch) // the one allocation: Decision, context, request, header values
 			d := &s.Decision
 			if err == nil {
-				err = mw.Decide(r.Context(), l, request{r}, call, d)
+				err = middleware.Decide(r.Context(), l, request{r}, call, d)
 			}
-			if mw.Gone(r.Context(), d, err) {
+			if middleware.Gone(r.Context(), d, err) {
 				// The client left (or the request's deadline passed) before
 				// it was counted: it does not run.
 				w.WriteHeader(http.StatusServiceUnavailable)
@@ -204,7 +204,7 @@ func (v request) Route() string {
 // r.URL.Path unless the request path has such escapes. Paths the ServeMux
 // would not serve as they are ("//login", "/./login", "/login/..") are
 // redirected by it to their clean form, which is then counted.
-func (v request) Path() string { return mw.RoutedPath(v.r.URL) }
+func (v request) Path() string { return middleware.RoutedPath(v.r.URL) }
 
 func (v request) Header(name string) string         { return v.r.Header.Get(name) }
 func (v request) HeaderValues(name string) []string { return v.r.Header.Values(name) }
