@@ -3,11 +3,11 @@
 //	e := echo.New()
 //	e.Use(echolimit.New(limiter))
 //
-// It writes the same headers as every sluice adapter, formatted by package ratelimitfields:
+// It writes the same headers as every sluice adapter, formatted by httplimit:
 // RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers-10),
 // X-RateLimit-Limit, -Remaining and -Reset, X-RateLimit-State (normal,
-// warning, throttled) and, on a denial, Retry-After. See package
-// ratelimitfields for the meaning of each field.
+// warning, throttled) and, on a denial, Retry-After. See package httplimit
+// for the meaning of each field.
 //
 // A denial takes Echo's error path: the middleware returns an *echo.HTTPError
 // with Code 429 (see DeniedHandler) and e.HTTPErrorHandler answers. With
@@ -21,7 +21,7 @@
 // ("/users/:id"), so register the middleware with e.Use, a group or a route,
 // not e.Pre, which runs before routing. The client address is the transport
 // peer (RemoteAddr), and forwarding headers count only from the proxies
-// keyfunc.IP is told to trust; Echo's c.RealIP() is opt-in through RealIP,
+// keyfunc.IP is told to trust; Echo's c.RealIP() is opt-in through FrameworkIP,
 // which explains why it is unsafe unless e.IPExtractor is set.
 //
 // Per-route limits are middleware on a route or group, each with its own

@@ -118,9 +118,9 @@ func ExampleWithKey() {
 	api.GET("/items", ok)
 }
 
-// RealIP uses Echo's c.RealIP(), which is only as good as e.IPExtractor:
+// FrameworkIP uses Echo's c.RealIP(), which is only as good as e.IPExtractor:
 // without one, any client can choose its key with X-Forwarded-For.
-func ExampleRealIP() {
+func ExampleFrameworkIP() {
 	e := echo.New()
 	e.IPExtractor = echo.ExtractIPDirect() // no proxy in front of this app
 	store, err := memorystore.New()
@@ -128,7 +128,7 @@ func ExampleRealIP() {
 		panic(err)
 	}
 	defer store.Close()
-	limiter, err := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: echolimit.RealIP(), Limit: core.PerMinute(10)}})
+	limiter, err := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: echolimit.FrameworkIP(), Limit: core.PerMinute(10)}})
 	if err != nil {
 		panic(err)
 	}

@@ -190,9 +190,9 @@ func TestHeadersFollowTheDecision(t *testing.T) {
 	var rec recorder
 	var ran atomic.Int32
 	e := newEcho()
-	e.Use(echolimit.New(l, echolimit.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
+	e.Use(echolimit.New(l, echolimit.WithDeniedHandler(func(c echo.Context) error {
 		rec.keep(c)
-		return echolimit.DeniedHandler(c, d)
+		return echolimit.DeniedHandler(c)
 	})))
 	e.GET("/hello", func(c echo.Context) error { rec.keep(c); ran.Add(1); return hello(c) })
 
@@ -409,7 +409,9 @@ func TestPerRouteLimits(t *testing.T) {
 	}
 	w := get(e, "/login", "203.0.113.7:1")
 	checkProblem(t, w, "login")
-	require.Equal(t, `"login";q=2;w=60`, w.Header().Get("RateLimit-Policy"))
+	// Stacked, the route's limiter merges with the global one: both
+	// policies are listed, the denying one binds.
+	require.Equal(t, `"per-ip";q=100;w=60, "login";q=2;w=60`, w.Header().Get("RateLimit-Policy"))
 	require.Equal(t, http.StatusOK, get(e, "/hello", "203.0.113.7:1").Code, "other routes are unaffected")
 	require.Equal(t, http.StatusOK, get(e, "/login", "198.51.100.1:1").Code, "other clients are unaffected")
 
@@ -470,7 +472,9 @@ func TestDeniedHandler(t *testing.T) {
 	f := newFixture(t)
 	l := f.limiter(t, ipPolicy(t, "per-ip", core.PerMinute(1)))
 	e := newEcho()
-	e.Use(echolimit.New(l, echolimit.WithDeniedHandler(func(c echo.Context, d *core.Decision) error {
+	e.Use(echolimit.New(l, echolimit.WithDeniedHandler(func(c echo.Context) error {
+		d, ok := echolimit.DecisionFrom(c)
+		require.True(t, ok)
 		require.False(t, d.Allowed)
 		require.NotEmpty(t, c.Response().Header().Get("Retry-After"), "headers are set before the denied handler")
 		return c.JSON(http.StatusTooManyRequests, echo.Map{"error": "slow down"})

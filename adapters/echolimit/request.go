@@ -2,13 +2,12 @@ package echolimit
 
 import (
 	"context"
-	"errors"
-	"net/netip"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/adapters/internal/httpfields"
 	"github.com/sluicehq/sluice/adapters/internal/middleware"
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -39,18 +38,8 @@ func (r *request) Route() string {
 // reached a route's handlers is counted as that route. When no route
 // matched, it is the cleaned path.
 func (r *request) Path() string {
-	req := r.c.Request()
-	p := middleware.RoutedPath(req.URL)
-	tmpl := r.c.Path()
-	switch {
-	case tmpl == "":
-		return middleware.CleanPath(p)
-	case middleware.Conforms(tmpl, p):
-		return p
-	case middleware.Conforms(tmpl, req.URL.Path):
-		return req.URL.Path
-	}
-	return tmpl
+	u := r.c.Request().URL
+	return middleware.TemplatePath(r.c.Path(), middleware.RoutedPath(u), u.Path)
 }
 
 func (r *request) Header(name string) string         { return r.c.Request().Header.Get(name) }
@@ -62,12 +51,30 @@ func (r *request) RemoteAddr() string                { return r.c.Request().Remo
 // outside the middleware.
 func Request(c echo.Context) keyfunc.Request { return &request{c: c} }
 
-var errNotEcho = errors.New("echolimit: RealIP: not a request of the echolimit middleware")
+// Decision is where the middleware decides the request's Decision.
+func (r *request) Decision() *core.Decision { return &r.s.Decision }
 
-// RealIP returns a key function that keys a request by Echo's c.RealIP(),
-// for apps whose Echo already knows its proxies. IPv6 clients are grouped by
-// /64 and IPv4-mapped addresses folded, as keyfunc.IP does; a value that is
-// not an IP address falls back to the transport peer.
+// Context returns the echo.Context of a request the middleware (or
+// Request) viewed, for a key function that needs more than the view: a
+// login limit keyed by the form's username is
+//
+//	func(r keyfunc.Request) (string, error) { c, _ := echolimit.Context(r); return c.FormValue("username"), nil }
+//
+// It reports false for any other keyfunc.Request.
+func Context(r keyfunc.Request) (echo.Context, bool) {
+	v, ok := r.(*request)
+	if !ok {
+		return nil, false
+	}
+	return v.c, true
+}
+
+// FrameworkIP returns a key function that keys a request by Echo's
+// c.RealIP(), for apps whose Echo already knows its proxies. IPv6 clients
+// are grouped by /64 and IPv4-mapped addresses folded, as keyfunc.IP does;
+// a value that is not an IP address falls back to the transport peer.
+// Every sluice adapter for a framework with its own idea of the client
+// address has a FrameworkIP.
 //
 // WARNING: unless e.IPExtractor is set, c.RealIP() takes Echo's legacy path:
 // the leftmost X-Forwarded-For entry, else X-Real-IP, else the peer. Any
@@ -77,21 +84,19 @@ var errNotEcho = errors.New("echolimit: RealIP: not a request of the echolimit m
 // (its defaults trust loopback, link-local and all private networks).
 // Otherwise prefer keyfunc.IP(), which reads the transport peer and walks
 // forwarding headers only from proxies you trust.
-func RealIP() keyfunc.Func {
-	return func(r keyfunc.Request) (string, error) {
-		v, ok := r.(*request)
-		if !ok {
-			return "", errNotEcho
-		}
-		a, err := netip.ParseAddr(v.c.RealIP())
-		if err != nil {
-			var peer keyfunc.IPExtractor // the transport peer only
-			return peer.Key(r)
-		}
-		if a = a.Unmap().WithZone(""); a.Is4() {
-			return a.String(), nil
-		}
-		p, _ := a.Prefix(64)
-		return p.String(), nil
-	}
+func FrameworkIP() keyfunc.Func {
+	return middleware.KeyFunc("echolimit", "FrameworkIP", Context, func(r keyfunc.Request, c echo.Context) (string, error) {
+		return middleware.FrameworkIP(r, c.RealIP())
+	})
+}
+
+// KeyFunc returns a key function that keys a request by f of its
+// echo.Context: a login limit keyed by the form's username is
+//
+//	echolimit.KeyFunc(func(c echo.Context) (string, error) { return c.FormValue("username"), nil })
+//
+// An empty key means the request has none (core.ErrNoKey). The Func works
+// only on requests of this package's middleware.
+func KeyFunc(f func(echo.Context) (string, error)) keyfunc.Func {
+	return middleware.KeyFunc("echolimit", "KeyFunc", Context, func(_ keyfunc.Request, c echo.Context) (string, error) { return f(c) })
 }

@@ -50,8 +50,8 @@ func TestRequestView(t *testing.T) {
 	require.Equal(t, "/free/form", echolimit.Request(c).Route())
 }
 
-func TestRealIP(t *testing.T) {
-	key := echolimit.RealIP()
+func TestFrameworkIP(t *testing.T) {
+	key := echolimit.FrameworkIP()
 	_, private, err := net.ParseCIDR("10.0.0.0/8")
 	require.NoError(t, err)
 	cases := []struct {

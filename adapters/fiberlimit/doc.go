@@ -9,14 +9,14 @@
 //
 // Responses carry the same headers as every sluice adapter (RateLimit-Policy,
 // RateLimit, X-RateLimit-Limit, -Remaining, -Reset, X-RateLimit-State, and
-// Retry-After on 429), formatted by package ratelimitfields; a denied request gets
+// Retry-After on 429), formatted by package httplimit; a denied request gets
 // 429 with an RFC 9457 application/problem+json body naming the violated
-// policies. See ratelimitfields for the exact syntax. fasthttp normalizes header
+// policies. See httplimit for the exact syntax. fasthttp normalizes header
 // names unless Config.DisableHeaderNormalizing is set, so on the wire they
 // read "Ratelimit-Policy", "X-Ratelimit-Limit" and so on, as with net/http;
 // header names are case-insensitive.
 //
-// The Decision is in c.Locals(LocalsKey), and DecisionFrom returns it, so
+// The Decision is in c.Locals(DecisionKey), and DecisionFrom returns it, so
 // handlers can see the warning state.
 //
 // Failure: if the limiter cannot decide (a store failure, a key function or
@@ -48,7 +48,7 @@
 //
 // RemoteAddr is the transport peer (c.Context().RemoteAddr()), never a
 // header, so keyfunc.IP with its trusted-proxy options is the way to find the
-// client behind proxies. IP, which uses Fiber's c.IP(), is available but
+// client behind proxies. FrameworkIP, which uses Fiber's c.IP(), is available but
 // trusts a header any client can write unless Fiber is configured otherwise;
 // read its warning first.
 //

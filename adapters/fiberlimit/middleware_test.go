@@ -353,7 +353,7 @@ func TestDecisionInHandler(t *testing.T) {
 	app.Use(fiberlimit.New(l))
 	app.Get("/", func(c *fiber.Ctx) error {
 		d, ok := fiberlimit.DecisionFrom(c)
-		if !ok || c.Locals(fiberlimit.LocalsKey) != d {
+		if !ok || c.Locals(fiberlimit.DecisionKey) != d {
 			return c.SendStatus(fiber.StatusInternalServerError)
 		}
 		return c.SendString(fmt.Sprintf("%s %s %d", d.Bound().Policy, d.State(), d.Bound().Remaining))
@@ -496,9 +496,9 @@ func TestTrustedProxyIP(t *testing.T) {
 	require.Equal(t, 200, get(t, app, "/", "X-Forwarded-For", "203.0.113.10", "X-Forwarded-For", "10.0.0.3").status)
 }
 
-// fiberlimit.IP is c.IP(): the transport peer by default, and whatever the
+// fiberlimit.FrameworkIP is c.IP(): the transport peer by default, and whatever the
 // client writes once ProxyHeader is set without a trusted-proxy check.
-func TestIP(t *testing.T) {
+func TestFrameworkIP(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
@@ -512,7 +512,7 @@ func TestIP(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store, _ := newStore(t)
-			l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: fiberlimit.IP(), Limit: core.PerMinute(1)})
+			l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: fiberlimit.FrameworkIP(), Limit: core.PerMinute(1)})
 			app := fiber.New(tc.config)
 			app.Use(fiberlimit.New(l))
 			app.Get("/", ok)
@@ -523,7 +523,7 @@ func TestIP(t *testing.T) {
 	t.Run("header absent: transport peer", func(t *testing.T) {
 		t.Parallel()
 		store, _ := newStore(t)
-		l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: fiberlimit.IP(), Limit: core.PerMinute(1)})
+		l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: fiberlimit.FrameworkIP(), Limit: core.PerMinute(1)})
 		app := fiber.New(fiber.Config{ProxyHeader: fiber.HeaderXForwardedFor})
 		app.Use(fiberlimit.New(l))
 		app.Get("/", ok)
@@ -532,7 +532,7 @@ func TestIP(t *testing.T) {
 	})
 	t.Run("outside the middleware", func(t *testing.T) {
 		t.Parallel()
-		_, err := fiberlimit.IP()(keyfunc.Static{Remote: "203.0.113.7:1"})
+		_, err := fiberlimit.FrameworkIP()(keyfunc.Static{Remote: "203.0.113.7:1"})
 		require.Error(t, err)
 	})
 }

@@ -2,14 +2,13 @@ package fiberlimit
 
 import (
 	"context"
-	"errors"
-	"net"
-	"net/netip"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
 
+	"github.com/sluicehq/sluice/adapters/internal/middleware"
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -34,22 +33,8 @@ func (r *request) Route() string { return r.ctx().Route().Path }
 // "/LOGIN" and "/login/" to "/login" by default, so a route policy must see
 // "/login" for both; write Match.Routes in lower case for such an app.
 func (r *request) Path() string {
-	c := r.ctx()
-	p := c.Path()
-	cfg := c.App().Config()
-	if !cfg.StrictRouting {
-		for len(p) > 1 && p[len(p)-1] == '/' {
-			p = p[:len(p)-1]
-		}
-	}
-	if !cfg.CaseSensitive {
-		for i := 0; i < len(p); i++ {
-			if 'A' <= p[i] && p[i] <= 'Z' {
-				return lowerASCII(p, i)
-			}
-		}
-	}
-	return p
+	cfg := r.ctx().App().Config()
+	return middleware.FoldPath(r.ctx().Path(), !cfg.StrictRouting, !cfg.CaseSensitive)
 }
 
 func (r *request) Header(name string) string {
@@ -99,24 +84,41 @@ func (r *request) Query(name string) string {
 // RemoteAddr is the transport peer, in a new string. A TCP address, the
 // common case, is formatted with one allocation instead of the three of
 // net.TCPAddr.String, and reads the same.
-func (r *request) RemoteAddr() string {
-	a := r.ctx().Context().RemoteAddr()
-	if t, ok := a.(*net.TCPAddr); ok && t.Zone == "" {
-		if ip, ok := netip.AddrFromSlice(t.IP); ok {
-			var buf [48]byte
-			return string(netip.AddrPortFrom(ip.Unmap(), uint16(t.Port)).AppendTo(buf[:0]))
-		}
-	}
-	return a.String()
-}
+func (r *request) RemoteAddr() string { return middleware.AddrString(r.ctx().Context().RemoteAddr()) }
 
 // Request returns the keyfunc.Request view of c, for key functions used
 // outside the middleware. Its strings are valid only until the handler
 // returns.
 func Request(c *fiber.Ctx) keyfunc.Request { return (*request)(c) }
 
-// IP returns a key function that keys a request by Fiber's c.IP(), falling
-// back to the transport peer's IP when that is empty.
+// Context returns the *fiber.Ctx of a request the middleware (or Request)
+// viewed, for a key function that needs more than the view: a login limit
+// keyed by the form's username is
+//
+//	func(r keyfunc.Request) (string, error) { c, _ := fiberlimit.Context(r); return c.FormValue("username"), nil }
+//
+// Like the view's strings, c's values alias fasthttp's buffers until the
+// handler returns (core copies the identity into the store key). It reports
+// false for any other keyfunc.Request.
+func Context(r keyfunc.Request) (*fiber.Ctx, bool) {
+	v, ok := r.(*request)
+	if !ok {
+		return nil, false
+	}
+	return v.ctx(), true
+}
+
+// Decision allocates the Decision of a request the middleware decides:
+// the view itself is the *fiber.Ctx, so that is the request's one
+// allocation.
+func (r *request) Decision() *core.Decision { return new(core.Decision) }
+
+// FrameworkIP returns a key function that keys a request by Fiber's c.IP(),
+// grouped as keyfunc.IP groups the peer (IPv6 by /64, IPv4-mapped
+// addresses folded); a value that is not an IP address (an empty one, or a
+// raw header list) falls back to the transport peer. Every sluice adapter
+// for a framework with its own idea of the client address has a
+// FrameworkIP.
 //
 // WARNING: c.IP() is spoofable with Fiber's defaults. When Config.ProxyHeader
 // is set and Config.EnableTrustedProxyCheck is false (its default), c.IP()
@@ -124,37 +126,26 @@ func Request(c *fiber.Ctx) keyfunc.Request { return (*request)(c) }
 // ProxyHeader "X-Forwarded-For" it is the raw header value, or with
 // EnableIPValidation its leftmost valid address: the entry the client wrote
 // itself. A client can then choose a fresh bucket for every request and is
-// never limited. Use IP only with EnableTrustedProxyCheck and TrustedProxies
-// listing your proxies, and a ProxyHeader that they overwrite (X-Real-IP).
-// Otherwise use keyfunc.IP, which reads the transport peer and walks
-// forwarding headers from the right through proxies you declare. IP does not
-// group IPv6 clients by network as keyfunc.IP does.
+// never limited. Use FrameworkIP only with EnableTrustedProxyCheck and
+// TrustedProxies listing your proxies, and a ProxyHeader that they overwrite
+// (X-Real-IP). Otherwise use keyfunc.IP, which reads the transport peer and
+// walks forwarding headers from the right through proxies you declare.
 //
 // The Func works only on requests of this package's middleware.
-func IP() keyfunc.Func {
-	return func(kr keyfunc.Request) (string, error) {
-		r, ok := kr.(*request)
-		if !ok {
-			return "", errors.New("fiberlimit: IP: not a request of the fiberlimit middleware")
-		}
-		c := r.ctx()
-		// Like the other view strings, c.IP() may alias the header buffer;
-		// core copies the identity into the store key.
-		if ip := c.IP(); ip != "" {
-			return ip, nil
-		}
-		return c.Context().RemoteIP().String(), nil
-	}
+func FrameworkIP() keyfunc.Func {
+	return middleware.KeyFunc("fiberlimit", "FrameworkIP", Context, func(r keyfunc.Request, c *fiber.Ctx) (string, error) {
+		return middleware.FrameworkIP(r, c.IP())
+	})
 }
 
-// lowerASCII returns p with ASCII letters in lower case, as Fiber's router
-// folds paths (utils.ToLowerBytes); p[:i] has none in upper case.
-func lowerASCII(p string, i int) string {
-	b := []byte(p)
-	for ; i < len(b); i++ {
-		if 'A' <= b[i] && b[i] <= 'Z' {
-			b[i] += 'a' - 'A'
-		}
-	}
-	return string(b)
+// KeyFunc returns a key function that keys a request by f of its
+// *fiber.Ctx: a login limit keyed by the form's username is
+//
+//	fiberlimit.KeyFunc(func(c *fiber.Ctx) (string, error) { return c.FormValue("username"), nil })
+//
+// The key may alias fasthttp's buffers (core copies it into the store
+// key); an empty key means the request has none (core.ErrNoKey). The Func
+// works only on requests of this package's middleware.
+func KeyFunc(f func(*fiber.Ctx) (string, error)) keyfunc.Func {
+	return middleware.KeyFunc("fiberlimit", "KeyFunc", Context, func(_ keyfunc.Request, c *fiber.Ctx) (string, error) { return f(c) })
 }

@@ -3,19 +3,19 @@
 //	r := gin.New()
 //	r.Use(ginlimit.New(limiter))
 //
-// It writes the same headers as every sluice adapter, formatted by package ratelimitfields:
+// It writes the same headers as every sluice adapter, formatted by httplimit:
 // RateLimit-Policy and RateLimit (draft-ietf-httpapi-ratelimit-headers-10),
 // X-RateLimit-Limit, -Remaining and -Reset, X-RateLimit-State (normal,
 // warning, throttled) and, on a denial, Retry-After. A denied request gets
 // 429 with an RFC 9457 application/problem+json body naming the violated
 // policies, and the chain is aborted; WithDeniedHandler replaces that
-// answer. See package ratelimitfields for the meaning of each field.
+// answer. See package httplimit for the meaning of each field.
 //
 // Route-based policies and keyfunc.Route see c.FullPath(), the route
 // template ("/users/:id"), or the path for requests no route matched. The
 // client address is the transport peer (c.Request.RemoteAddr), and
 // forwarding headers count only from the proxies keyfunc.IP is told to
-// trust; gin's own c.ClientIP() is opt-in through ClientIP, which explains
+// trust; gin's own c.ClientIP() is opt-in through FrameworkIP, which explains
 // why it is unsafe with gin's defaults.
 //
 // Per-route limits are middleware on a route or group, each with its own

@@ -75,9 +75,9 @@ func ExampleWithKey() {
 	api.GET("/items", func(c *gin.Context) { c.String(http.StatusOK, "[]") })
 }
 
-// ClientIP uses gin's c.ClientIP(), which is only as good as the engine's
+// FrameworkIP uses gin's c.ClientIP(), which is only as good as the engine's
 // trusted proxies: name them, or c.ClientIP() believes any X-Forwarded-For.
-func ExampleClientIP() {
+func ExampleFrameworkIP() {
 	r := gin.New()
 	if err := r.SetTrustedProxies([]string{"10.0.0.0/8"}); err != nil {
 		panic(err)
@@ -87,7 +87,7 @@ func ExampleClientIP() {
 		panic(err)
 	}
 	defer store.Close()
-	limiter, err := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: ginlimit.ClientIP(), Limit: core.PerMinute(10)}})
+	limiter, err := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: ginlimit.FrameworkIP(), Limit: core.PerMinute(10)}})
 	if err != nil {
 		panic(err)
 	}

@@ -294,7 +294,9 @@ func TestPerRouteLimits(t *testing.T) {
 	}
 	w := get(r, "/login", "203.0.113.7:1")
 	checkProblem(t, w, "login")
-	require.Equal(t, `"login";q=2;w=60`, w.Header().Get("RateLimit-Policy"))
+	// Stacked, the route's limiter merges with the global one: both
+	// policies are listed, the denying one binds.
+	require.Equal(t, `"per-ip";q=100;w=60, "login";q=2;w=60`, w.Header().Get("RateLimit-Policy"))
 	require.Equal(t, http.StatusOK, get(r, "/hello", "203.0.113.7:1").Code, "other routes are unaffected")
 	require.Equal(t, http.StatusOK, get(r, "/login", "198.51.100.1:1").Code, "other clients are unaffected")
 

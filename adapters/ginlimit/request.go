@@ -2,8 +2,6 @@ package ginlimit
 
 import (
 	"context"
-	"errors"
-	"net/netip"
 
 	"github.com/gin-gonic/gin"
 
@@ -35,20 +33,7 @@ func (r *request) Route() string {
 // cleaned path.
 func (r *request) Path() string {
 	p := middleware.RoutedPath(r.Request.URL)
-	tmpl := (*gin.Context)(r).FullPath()
-	if tmpl == "" || middleware.Conforms(tmpl, p) {
-		if tmpl == "" {
-			return middleware.CleanPath(p)
-		}
-		return p
-	}
-	if c := middleware.CleanPath(p); middleware.Conforms(tmpl, c) {
-		return c
-	}
-	if c := middleware.CleanPath(r.Request.URL.Path); middleware.Conforms(tmpl, c) {
-		return c
-	}
-	return tmpl
+	return middleware.TemplatePath((*gin.Context)(r).FullPath(), p, middleware.CleanPath(p), middleware.CleanPath(r.Request.URL.Path))
 }
 
 func (r *request) Header(name string) string         { return r.Request.Header.Get(name) }
@@ -60,12 +45,29 @@ func (r *request) RemoteAddr() string                { return r.Request.RemoteAd
 // outside the middleware.
 func Request(c *gin.Context) keyfunc.Request { return (*request)(c) }
 
-var errNotGin = errors.New("ginlimit: ClientIP: not a request of the ginlimit middleware")
+// Context returns the *gin.Context of a request the middleware (or
+// Request) viewed, for a key function that needs more than the view: a
+// login limit keyed by the form's username is
+//
+//	func(r keyfunc.Request) (string, error) { c, _ := ginlimit.Context(r); return c.PostForm("username"), nil }
+//
+// It reports false for any other keyfunc.Request.
+func Context(r keyfunc.Request) (*gin.Context, bool) {
+	switch v := r.(type) {
+	case *call:
+		return v.gc(), true
+	case *request:
+		return (*gin.Context)(v), true
+	}
+	return nil, false
+}
 
-// ClientIP returns a key function that keys a request by gin's c.ClientIP(),
-// for apps whose engine already knows its proxies. IPv6 clients are grouped
-// by /64 and IPv4-mapped addresses folded, as keyfunc.IP does; a value that
-// is not an IP address falls back to the transport peer.
+// FrameworkIP returns a key function that keys a request by gin's
+// c.ClientIP(), for apps whose engine already knows its proxies. IPv6
+// clients are grouped by /64 and IPv4-mapped addresses folded, as
+// keyfunc.IP does; a value that is not an IP address falls back to the
+// transport peer. Every sluice adapter for a framework with its own idea of
+// the client address has a FrameworkIP.
 //
 // WARNING: with gin's defaults the client chooses this key. A gin.Engine
 // trusts every proxy (0.0.0.0/0 and ::/0) and ForwardedByClientIP is on, so
@@ -75,21 +77,19 @@ var errNotGin = errors.New("ginlimit: ClientIP: not a request of the ginlimit mi
 // with engine.TrustedPlatform set to a header your edge overwrites. Without
 // proxies, prefer keyfunc.IP(), which reads the transport peer and walks
 // forwarding headers only from proxies you trust.
-func ClientIP() keyfunc.Func {
-	return func(r keyfunc.Request) (string, error) {
-		v, ok := r.(*request)
-		if !ok {
-			return "", errNotGin
-		}
-		a, err := netip.ParseAddr((*gin.Context)(v).ClientIP())
-		if err != nil {
-			var peer keyfunc.IPExtractor // the transport peer only
-			return peer.Key(r)
-		}
-		if a = a.Unmap().WithZone(""); a.Is4() {
-			return a.String(), nil
-		}
-		p, _ := a.Prefix(64)
-		return p.String(), nil
-	}
+func FrameworkIP() keyfunc.Func {
+	return middleware.KeyFunc("ginlimit", "FrameworkIP", Context, func(r keyfunc.Request, c *gin.Context) (string, error) {
+		return middleware.FrameworkIP(r, c.ClientIP())
+	})
+}
+
+// KeyFunc returns a key function that keys a request by f of its
+// *gin.Context: a login limit keyed by the form's username is
+//
+//	ginlimit.KeyFunc(func(c *gin.Context) (string, error) { return c.PostForm("username"), nil })
+//
+// An empty key means the request has none (core.ErrNoKey). The Func works
+// only on requests of this package's middleware.
+func KeyFunc(f func(*gin.Context) (string, error)) keyfunc.Func {
+	return middleware.KeyFunc("ginlimit", "KeyFunc", Context, func(_ keyfunc.Request, c *gin.Context) (string, error) { return f(c) })
 }

@@ -60,8 +60,8 @@ func TestRequestViewDoesNotAllocate(t *testing.T) {
 	require.NotNil(t, sink)
 }
 
-func TestClientIP(t *testing.T) {
-	key := ginlimit.ClientIP()
+func TestFrameworkIP(t *testing.T) {
+	key := ginlimit.FrameworkIP()
 	cases := []struct {
 		name     string
 		setup    func(*gin.Engine)

@@ -9,39 +9,39 @@ import (
 	"github.com/sluicehq/sluice/adapters/internal/httpfields"
 	"github.com/sluicehq/sluice/adapters/internal/middleware"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/fieldfmt"
 	"github.com/sluicehq/sluice/keyfunc"
 	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
-type config struct {
-	key     keyfunc.Func
-	cost    func(*http.Request) int64
-	skip    func(*http.Request) bool
-	denied  http.Handler
-	onError func(http.ResponseWriter, *http.Request, error) bool
-	headers ratelimitfields.Config
-	logger  *slog.Logger
-}
+type config = middleware.Config[hctx, *call]
 
-// Option configures the middleware. The same options, with the framework's
-// own types, exist in every adapter.
+// Option configures the middleware. Every sluice adapter has the same
+// options, with its framework's types.
 type Option func(*config)
 
 // WithKey counts requests under f's identity instead of each policy's Key
 // (per-route identities: an API key on one route, the client IP on another).
-func WithKey(f keyfunc.Func) Option { return func(c *config) { c.key = f } }
+// HTTPRequest(r) gives f the *http.Request.
+func WithKey(f keyfunc.Func) Option { return func(c *config) { c.Key = f } }
 
 // WithCost sets the cost of a request (default 1; 0 also means 1).
-func WithCost(f func(*http.Request) int64) Option { return func(c *config) { c.cost = f } }
+func WithCost(f func(*http.Request) int64) Option {
+	return func(c *config) { c.Cost = func(x hctx) int64 { return f(x.r) } }
+}
 
 // WithSkip exempts requests for which f returns true: they are neither
 // counted nor given headers.
-func WithSkip(f func(*http.Request) bool) Option { return func(c *config) { c.skip = f } }
+func WithSkip(f func(*http.Request) bool) Option {
+	return func(c *config) { c.Skip = func(x hctx) bool { return f(x.r) } }
+}
 
 // WithDeniedHandler answers denied requests instead of the default 429 with a
 // problem+json body. The rate-limit headers are already set when it runs, and
-// the Decision is in the request context.
-func WithDeniedHandler(h http.Handler) Option { return func(c *config) { c.denied = h } }
+// the Decision is in the request context (DecisionFrom).
+func WithDeniedHandler(h http.Handler) Option {
+	return func(c *config) { c.Denied = func(r *call) error { h.ServeHTTP(r.w, r.pub); return nil } }
+}
 
 // WithErrorHandler decides what a request the limiter could not decide
 // gets (a store failure, a key function or callback that panicked, every
@@ -49,90 +49,78 @@ func WithDeniedHandler(h http.Handler) Option { return func(c *config) { c.denie
 // continue to the next handler uncounted, or false when it has answered the
 // request itself (for example 503). Without it the request continues and the
 // error is logged, at most once a second (WithLogger). The error text must
-// not reach the client. Every sluice adapter has this option, with this
-// shape: the framework's request, the error, and whether to continue.
+// not reach the client. Every sluice adapter has this option: the
+// framework's request and the error in, whether to continue out (with the
+// handler's error, in frameworks whose handlers return one).
 func WithErrorHandler(f func(w http.ResponseWriter, r *http.Request, err error) (proceed bool)) Option {
-	return func(c *config) { c.onError = f }
+	return func(c *config) { c.OnError = func(x hctx, err error) (bool, error) { return f(x.w, x.r, err), nil } }
 }
 
-// WithHeaders chooses the header families and the reset format (default:
-// every family, X-RateLimit-Reset in epoch seconds).
-func WithHeaders(h ratelimitfields.Config) Option { return func(c *config) { c.headers = h } }
+// WithHeaders chooses the header families and the reset format.
+func WithHeaders(h ratelimitfields.Config) Option { return func(c *config) { c.Headers = h } }
 
 // WithLogger sets where undecided requests and failed refunds are logged
 // (default slog.Default()). Each kind of line is written at most once a
 // second, with the number of lines dropped since the last one.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.Logger = l } }
 
 // New returns middleware that limits requests with l. It panics if l is nil.
+// Under another sluice middleware (a global one, with this one on a route),
+// its Decision and headers are merged with the earlier one's (core.Merge).
 func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
-	if l == nil {
-		panic("httplimit.New: nil limiter")
-	}
-	c := config{denied: http.HandlerFunc(DeniedHandler)}
-	for _, o := range opts {
-		o(&c)
-	}
-	undecided, refunds := middleware.NewLogger(c.logger), middleware.NewLogger(c.logger)
-	f := middleware.Formatter(c.headers)
+	f := middleware.New("httplimit", l, flow{}, WithDeniedHandler(http.HandlerFunc(DeniedHandler)), opts)
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			call := core.Call{Key: c.key}
-			var err error
-			if c.skip != nil {
-				var skip bool
-				if skip, err = middleware.Skip(c.skip, r); skip {
-					next.ServeHTTP(w, r)
-					return
-				}
-			}
-			if c.cost != nil && err == nil {
-				call.Cost, err = middleware.Cost(c.cost, r)
-			}
-			s := new(httpfields.Scratch) // the one allocation: Decision, context, request, header values
-			d := &s.Decision
-			if err == nil {
-				err = middleware.Decide(r.Context(), l, request{r}, call, d)
-			}
-			if middleware.Gone(r.Context(), d, err) {
-				// The client left (or the request's deadline passed) before
-				// it was counted: it does not run.
-				w.WriteHeader(http.StatusServiceUnavailable)
-				return
-			}
-			if err != nil {
-				if c.onError != nil {
-					if c.onError(w, r, err) {
-						next.ServeHTTP(w, r)
-					}
-					return
-				}
-				undecided.Undecided(r.Context(), err)
-				next.ServeHTTP(w, r)
-				return
-			}
-			if !d.Limited() { // no policy applies to this request
-				next.ServeHTTP(w, r)
-				return
-			}
-			s.SetHeaders(f, w.Header(), f.Now())
-			r = s.Request(r)
-			if !d.Allowed {
-				c.denied.ServeHTTP(w, r)
-				return
-			}
-			if !d.Refundable() {
-				next.ServeHTTP(w, r)
-				return
-			}
-			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-			next.ServeHTTP(sw, r)
-			if err := l.Refund(context.WithoutCancel(r.Context()), d, sw.status); err != nil {
-				refunds.RefundFailed(r.Context(), err)
-			}
-		})
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _ = f.Run(hctx{w, r, next}) })
 	}
 }
+
+// hctx is a request, its response and the rest of its chain.
+type hctx struct {
+	w    http.ResponseWriter
+	r    *http.Request
+	next http.Handler
+}
+
+// call is the state of one request the middleware decides: its view, the
+// request carrying the Decision once published, and the Scratch, in one
+// allocation.
+type call struct {
+	request
+	w   http.ResponseWriter
+	pub *http.Request
+	s   httpfields.Scratch
+}
+
+func (r *call) Decision() *core.Decision { return &r.s.Decision }
+
+// flow maps net/http onto the middleware flow.
+type flow struct{}
+
+func (flow) Start(x hctx) *call { return &call{request: request{x.r}, w: x.w, pub: x.r} }
+
+func (flow) Earlier(x hctx) *core.Decision { d, _ := DecisionFrom(x.r.Context()); return d }
+
+func (flow) Publish(x hctx, r *call, d *core.Decision, f *fieldfmt.Formatter) {
+	r.pub = middleware.PublishHTTP(&r.s, f, x.w.Header(), x.r, d)
+}
+
+func (flow) Next(x hctx, r *call) error {
+	if r != nil {
+		x.r = r.pub
+	}
+	x.next.ServeHTTP(x.w, x.r)
+	return nil
+}
+
+func (flow) Watch(x hctx, r *call) (int, error) {
+	sw := &statusWriter{ResponseWriter: x.w, status: http.StatusOK}
+	x.next.ServeHTTP(sw, r.pub)
+	return sw.status, nil
+}
+
+func (flow) Abort(hctx) {}
+
+func (flow) Unavailable(x hctx) error { x.w.WriteHeader(http.StatusServiceUnavailable); return nil }
 
 // statusWriter remembers the status of a response, for refunds.
 type statusWriter struct {
@@ -160,14 +148,10 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // Requests with an RFC 9457 problem+json body. Use it from a custom denied
 // handler to keep the standard body.
 func DeniedHandler(w http.ResponseWriter, r *http.Request) {
-	body := []byte(`{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429}` + "\n")
-	if d, ok := DecisionFrom(r.Context()); ok {
-		body = ratelimitfields.Problem(d)
-	}
 	w.Header().Set("Content-Type", ratelimitfields.ProblemContentType)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusTooManyRequests)
-	_, _ = w.Write(body)
+	_, _ = w.Write(middleware.ProblemFor(DecisionFrom(r.Context())))
 }
 
 // NewContext returns a copy of ctx carrying d, where DecisionFrom finds it.
@@ -177,7 +161,8 @@ func NewContext(ctx context.Context, d *core.Decision) context.Context {
 	return httpfields.NewContext(ctx, d)
 }
 
-// DecisionFrom returns the Decision the middleware made for this request.
+// DecisionFrom returns the Decision the middleware made for this request:
+// under stacked sluice middlewares, the merge of theirs (core.Merge).
 func DecisionFrom(ctx context.Context) (*core.Decision, bool) {
 	return httpfields.DecisionFrom(ctx)
 }
@@ -217,3 +202,31 @@ func (v request) RemoteAddr() string { return v.r.RemoteAddr }
 // Request returns the keyfunc.Request view of r, for key functions used
 // outside the middleware.
 func Request(r *http.Request) keyfunc.Request { return request{r} }
+
+// HTTPRequest returns the *http.Request of a request the middleware (or
+// Request) viewed, for a key function that needs more than the view: a
+// login limit keyed by the form's username is
+//
+//	func(r keyfunc.Request) (string, error) { hr, _ := httplimit.HTTPRequest(r); return hr.PostFormValue("username"), nil }
+//
+// It reports false for any other keyfunc.Request.
+func HTTPRequest(r keyfunc.Request) (*http.Request, bool) {
+	switch v := r.(type) {
+	case *call:
+		return v.r, true
+	case request:
+		return v.r, true
+	}
+	return nil, false
+}
+
+// KeyFunc returns a key function that keys a request by f of its
+// *http.Request: a login limit keyed by the form's username is
+//
+//	httplimit.KeyFunc(func(r *http.Request) (string, error) { return r.PostFormValue("username"), nil })
+//
+// An empty key means the request has none (core.ErrNoKey). The Func works
+// only on requests of this package's middleware (and Request).
+func KeyFunc(f func(*http.Request) (string, error)) keyfunc.Func {
+	return middleware.KeyFunc("httplimit", "KeyFunc", HTTPRequest, func(_ keyfunc.Request, r *http.Request) (string, error) { return f(r) })
+}

@@ -399,7 +399,7 @@ func TestSpoofedForwarding(t *testing.T) {
 		fwd := keyfunc.IP(keyfunc.TrustProxies("10.0.0.0/8"), keyfunc.FromForwarded())
 		keys["forwarded-10/8"] = fwd
 		if a.name == "fiber" {
-			keys["fiberlimit.IP"] = fiberlimit.IP() // safe with Fiber's defaults (no ProxyHeader)
+			keys["fiberlimit.FrameworkIP"] = fiberlimit.FrameworkIP() // safe with Fiber's defaults (no ProxyHeader)
 		}
 		rng := rand.New(rand.NewPCG(7, uint64(len(a.name))))
 		for name, key := range keys {

@@ -106,3 +106,43 @@ func Conforms(template, p string) bool {
 		template, p = template[ti:], p[pi:]
 	}
 }
+
+// TemplatePath is the path a router that matched route template tmpl
+// counts a request as: the first of the candidates (spellings of the
+// request path, the router's own first) that the template matches, else
+// the template itself, so that a variant of a path that reached a route's
+// handlers is counted as that route. With no template (no route matched)
+// it is the first candidate, cleaned.
+func TemplatePath(tmpl string, candidates ...string) string {
+	if tmpl == "" {
+		return CleanPath(candidates[0])
+	}
+	for _, p := range candidates {
+		if Conforms(tmpl, p) {
+			return p
+		}
+	}
+	return tmpl
+}
+
+// FoldPath is p as a router that ignores trailing slashes (trim) and case
+// (lower, ASCII only) matches it, as Fiber's does by default: without
+// trailing slashes, in lower case. It allocates only to lower a path that
+// has upper-case letters.
+func FoldPath(p string, trim, lower bool) string {
+	for trim && len(p) > 1 && p[len(p)-1] == '/' {
+		p = p[:len(p)-1]
+	}
+	for i := 0; lower && i < len(p); i++ {
+		if 'A' <= p[i] && p[i] <= 'Z' {
+			b := []byte(p)
+			for ; i < len(b); i++ {
+				if 'A' <= b[i] && b[i] <= 'Z' {
+					b[i] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return p
+}

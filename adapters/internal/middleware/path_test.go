@@ -55,3 +55,28 @@ func TestRoutedPath(t *testing.T) {
 		require.Equal(t, want, RoutedPath(u), in)
 	}
 }
+
+func TestTemplatePath(t *testing.T) {
+	require.Equal(t, "/a/b", TemplatePath("", "//a/./b", "/x"), "no route: the first candidate, cleaned")
+	require.Equal(t, "/users/42", TemplatePath("/users/:id", "/users/42", "/other"))
+	require.Equal(t, "/users/42", TemplatePath("/users/:id", "//users/42", "/users/42"), "the first candidate the template matches")
+	require.Equal(t, "/users/:id", TemplatePath("/users/:id", "/users/4%2F2/x"), "none matches: the template")
+	require.Zero(t, testing.AllocsPerRun(100, func() { TemplatePath("/users/:id", "/users/42", "/users/42") }))
+}
+
+func TestFoldPath(t *testing.T) {
+	for _, tc := range []struct {
+		in          string
+		trim, lower bool
+		want        string
+	}{
+		{"/Login/", true, true, "/login"},
+		{"/Login/", false, true, "/login/"},
+		{"/Login//", true, false, "/Login"},
+		{"/", true, true, "/"},
+		{"/a/B", false, false, "/a/B"},
+	} {
+		require.Equal(t, tc.want, FoldPath(tc.in, tc.trim, tc.lower), "%+v", tc)
+	}
+	require.Zero(t, testing.AllocsPerRun(100, func() { FoldPath("/users/42/", true, true) }))
+}

@@ -1,0 +1,42 @@
+package middleware
+
+import (
+	"net/http"
+	"runtime"
+	"strings"
+)
+
+// ProblemBody is the problem+json body of a denial whose Decision is
+// unknown (a denied handler called outside the middleware).
+const ProblemBody = `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429}` + "\n"
+
+// Problem is a problem+json body carried as the message of a framework's
+// error (Echo's *echo.HTTPError): it marshals to Body and records that it
+// was marshaled, so that only a response carrying it is labelled
+// application/problem+json. Its String is "Too Many Requests".
+type Problem struct {
+	Body      []byte
+	Marshaled bool
+}
+
+// MarshalJSON returns p.Body and records that it was marshaled.
+func (p *Problem) MarshalJSON() ([]byte, error) { p.Marshaled = true; return p.Body, nil }
+
+func (p *Problem) String() string { return http.StatusText(http.StatusTooManyRequests) }
+
+// CalledFrom reports whether a function whose qualified name ends with
+// suffix ("/echo/v4.(*Echo).DefaultHTTPErrorHandler") is among the
+// callers of its caller, up to 64 frames deep.
+func CalledFrom(suffix string) bool {
+	var pcs [64]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, suffix) {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
