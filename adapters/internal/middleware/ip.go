@@ -57,3 +57,13 @@ func KeyFunc[C any](pkg, fn string, get func(keyfunc.Request) (C, bool), f func(
 		return f(r, c)
 	}
 }
+
+// As returns get(v) when r is a view of type V (an adapter's), for an
+// adapter's accessor from a keyfunc.Request to its framework's request.
+func As[V keyfunc.Request, C any](r keyfunc.Request, get func(V) C) (c C, ok bool) {
+	v, ok := r.(V)
+	if ok {
+		c = get(v)
+	}
+	return c, ok
+}

@@ -146,3 +146,12 @@ func FoldPath(p string, trim, lower bool) string {
 	}
 	return p
 }
+
+// Or returns route, or path when route is empty: a view's Route when the
+// router matched no route template.
+func Or(route, path string) string {
+	if route != "" {
+		return route
+	}
+	return path
+}

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // ProblemBody is the problem+json body of a denial whose Decision is
@@ -25,8 +27,8 @@ func (p *Problem) MarshalJSON() ([]byte, error) { p.Marshaled = true; return p.B
 func (p *Problem) String() string { return http.StatusText(http.StatusTooManyRequests) }
 
 // CalledFrom reports whether a function whose qualified name ends with
-// suffix ("/echo/v4.(*Echo).DefaultHTTPErrorHandler") is among the
-// callers of its caller, up to 64 frames deep.
+// suffix ("/echo/v4.(*Echo).DefaultHTTPErrorHandler") is among its
+// callers, up to 64 frames deep.
 func CalledFrom(suffix string) bool {
 	var pcs [64]uintptr
 	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
@@ -38,5 +40,24 @@ func CalledFrom(suffix string) bool {
 		if !more {
 			return false
 		}
+	}
+}
+
+// Label sets, on the header h of a response with status being written,
+// Cache-Control: no-store (unless set) when it is a 429, and the
+// problem+json Content-Type when p was marshaled into the body (or the
+// request is a HEAD: no body) by the function named writer (a suffix of
+// its qualified name, as CalledFrom takes): a framework's own error
+// handler, which writes p as it is, where a custom one may write anything.
+// Call it from the framework's before-write hook.
+func (p *Problem) Label(h http.Header, status int, head bool, writer string) {
+	if status != http.StatusTooManyRequests {
+		return
+	}
+	if h.Get("Cache-Control") == "" {
+		h.Set("Cache-Control", "no-store")
+	}
+	if (p.Marshaled || head) && CalledFrom(writer) {
+		h.Set("Content-Type", ratelimitfields.ProblemContentType)
 	}
 }

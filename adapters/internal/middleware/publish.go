@@ -34,3 +34,11 @@ func ProblemFor(d *core.Decision, ok bool) []byte {
 	}
 	return fieldfmt.Problem(d)
 }
+
+// DecisionOf is v as a Decision, for the adapters that keep it in the
+// framework's per-request store (gin's c.Get, Echo's c.Get, Fiber's
+// c.Locals): ok is false when v is none.
+func DecisionOf(v any) (d *core.Decision, ok bool) {
+	d, ok = v.(*core.Decision)
+	return d, ok
+}
