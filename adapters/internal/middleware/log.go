@@ -1,9 +1,3 @@
-// Package middleware holds what every sluice adapter shares beyond header
-// formatting: a rate-limited logger for requests the limiter could not
-// decide, recovery of the adapters' own callbacks, and the path helpers that
-// let a request view report the path as a router matched it. It is internal
-// to sluice's adapters; the nested adapter modules reach it through their
-// replace directive.
 package middleware
 
 import (
