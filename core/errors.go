@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -21,3 +22,12 @@ var (
 	// ErrClosed means the store was used after Close.
 	ErrClosed = errors.New("sluice: store closed")
 )
+
+// nested is err inside a message that already starts with "sluice: ": its
+// text without that prefix, so that a sentinel's own prefix is not repeated
+// ("sluice: policy "a": invalid limit: Rate: ..."), and it wraps err.
+type nested struct{ err error }
+
+func (e nested) Error() string { return strings.TrimPrefix(e.err.Error(), "sluice: ") }
+
+func (e nested) Unwrap() error { return e.err }

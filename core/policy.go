@@ -150,7 +150,7 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 			return nil, fmt.Errorf("sluice: policy %q: Key: required (for example keyfunc.IP)", p.Name)
 		}
 		if err := p.Limit.Validate(); err != nil {
-			return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
+			return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, nested{err})
 		}
 		if p.MissingKey > DenyRequest {
 			return nil, fmt.Errorf("sluice: policy %q: MissingKey: must be SkipPolicy or DenyRequest, got %d", p.Name, p.MissingKey)
@@ -160,7 +160,7 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 				return nil, fmt.Errorf("sluice: policy %q: Tiers: a tier named \"\" (callers without a tier get Limit)", p.Name)
 			}
 			if err := tl.Validate(); err != nil {
-				return nil, fmt.Errorf("sluice: policy %q: tier %q: %w", p.Name, tier, err)
+				return nil, fmt.Errorf("sluice: policy %q: tier %q: %w", p.Name, tier, nested{err})
 			}
 		}
 		if len(p.Tiers) > 0 && c.tiering == nil {
