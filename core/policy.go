@@ -16,7 +16,9 @@ type Policy struct {
 	// a-z A-Z 0-9 _ . : - , unique within a Limiter.
 	Name string
 	// Key returns the identity a request is counted under, for example
-	// keyfunc.IP or keyfunc.Header("X-API-Key"). Required.
+	// keyfunc.IP() or keyfunc.Header("X-API-Key"). Required. An error, an
+	// empty key or a panic affects only this policy: see MissingKey. Key
+	// is called for every request the policy matches, concurrently.
 	Key keyfunc.Func
 	// Limit is how many requests an identity may make.
 	Limit Limit
