@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -36,11 +35,12 @@ func (l *Limiter) Reset(ctx context.Context, policy, identity string) error {
 	set := l.set.Load()
 	for i := range set.policies {
 		if p := &set.policies[i]; p.Name == policy {
-			if err := l.store.Reset(ctx, identity+p.suffix, p.Limit); err != nil {
+			k := Key{Identity: identity, Policy: p.Name}
+			if err := l.store.Reset(ctx, k, p.Limit); err != nil {
 				return err
 			}
 			for _, tl := range p.Tiers {
-				if err := l.store.Reset(ctx, identity+p.suffix, tl); err != nil {
+				if err := l.store.Reset(ctx, k, tl); err != nil {
 					return err
 				}
 			}
@@ -51,47 +51,46 @@ func (l *Limiter) Reset(ctx context.Context, policy, identity string) error {
 }
 
 // SetOverride gives identity a different limit under policy until until (a
-// temporary raise for a customer, say). The store must be an
-// OverrideStore; with Redis every instance sees it at once.
+// temporary raise for a customer, say). With Redis every instance sees it
+// at once.
 func (l *Limiter) SetOverride(ctx context.Context, policy, identity string, lim Limit, until time.Time) error {
-	return l.override(ctx, policy, identity, func(os OverrideStore, key string) error {
-		if lim == (Limit{}) {
-			return fmt.Errorf("sluice: SetOverride: %w: a zero Limit (use Block)", ErrInvalidLimit)
-		}
-		return os.SetOverride(ctx, key, Override{Limit: lim, Until: until})
-	})
+	if lim == (Limit{}) {
+		return fmt.Errorf("sluice: SetOverride: %w: a zero Limit (use Block)", ErrInvalidLimit)
+	}
+	return l.override(ctx, "SetOverride", policy, identity, &Override{Limit: lim, Until: until})
 }
 
 // Block denies every request of identity under policy until until.
 func (l *Limiter) Block(ctx context.Context, policy, identity string, until time.Time) error {
-	return l.override(ctx, policy, identity, func(os OverrideStore, key string) error {
-		return os.SetOverride(ctx, key, Override{Until: until})
-	})
+	return l.override(ctx, "Block", policy, identity, &Override{Until: until})
 }
 
 // ClearOverride ends identity's override or block under policy.
 func (l *Limiter) ClearOverride(ctx context.Context, policy, identity string) error {
-	return l.override(ctx, policy, identity, func(os OverrideStore, key string) error {
-		return os.ClearOverride(ctx, key)
-	})
+	return l.override(ctx, "ClearOverride", policy, identity, nil)
 }
 
-func (l *Limiter) override(_ context.Context, policy, identity string, f func(OverrideStore, string) error) error {
-	os, ok := l.store.(OverrideStore)
-	if !ok {
-		return errors.New("sluice: the store does not keep overrides")
-	}
+// override sets o as identity's override under policy, or clears it when
+// o is nil.
+func (l *Limiter) override(ctx context.Context, fn, policy, identity string, o *Override) error {
 	if identity == "" {
-		return fmt.Errorf("sluice: override: %w", ErrNoKey)
+		return fmt.Errorf("sluice: %s: %w", fn, ErrNoKey)
 	}
 	set := l.set.Load()
 	for i := range set.policies {
 		if p := &set.policies[i]; p.Name == policy {
-			if err := f(os, identity+p.suffix); err != nil {
-				return fmt.Errorf("sluice: policy %q: %w", policy, err)
+			k := Key{Identity: identity, Policy: p.Name}
+			var err error
+			if o != nil {
+				err = l.store.SetOverride(ctx, k, *o)
+			} else {
+				err = l.store.ClearOverride(ctx, k)
+			}
+			if err != nil {
+				return fmt.Errorf("sluice: %s: policy %q: %w", fn, policy, err)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("sluice: override: no policy %q", policy)
+	return fmt.Errorf("sluice: %s: no policy %q", fn, policy)
 }

@@ -24,13 +24,18 @@ type PolicyResult struct {
 	Unidentified bool
 	refund       RefundWhen // next to Shadow: one word for them all
 	Result
-	id   string // the identity; the store key is id + "\x00" + Policy (see storeKey)
+	id   string // the identity: the store key is Key{id, Policy} (see key)
 	cost int64
 	base *Limit // the policy's (or tier's) limit, which the key's state is stored under; it lives in the policy set
 }
 
-// storeKey is the key of p's state in the store: identity, NUL, policy name.
-func (p *PolicyResult) storeKey() string { return p.id + "\x00" + p.Policy }
+// key is the Key of p's state in the store.
+func (p *PolicyResult) key() Key { return Key{Identity: p.id, Policy: p.Policy} }
+
+// op is the store op that decides p.
+func (p *PolicyResult) op() Op {
+	return Op{Key: p.key(), Limit: *p.base, Cost: p.cost, Shadow: p.Shadow}
+}
 
 // ShadowDenied reports whether a shadow policy would have denied the request.
 func (p *PolicyResult) ShadowDenied() bool { return p.Shadow && !p.Allowed }
@@ -39,6 +44,9 @@ func (p *PolicyResult) ShadowDenied() bool { return p.Shadow && !p.Allowed }
 type Decision struct {
 	// Allowed is false if any policy denied the request.
 	Allowed bool
+	// Repeat: the request repeated an admitted one (same idempotency key)
+	// and passed without being counted.
+	Repeat bool
 	// Results holds one entry per policy, in the Limiter's order.
 	Results []PolicyResult
 	// Binding is the index in Results of the most constraining policy: if
@@ -48,10 +56,6 @@ type Decision struct {
 	// shadow. It drives the headers.
 	Binding int
 
-	// Repeat: the request repeated an admitted one (same idempotency key)
-	// and passed without being counted.
-	Repeat bool
-
 	// Skipped names the policies that matched the request but were left out
 	// of its decision because their Key found no identity for it (see
 	// MissingKey); nil if none. The names are the policies' own strings,
@@ -59,6 +63,7 @@ type Decision struct {
 	Skipped []string
 
 	buf  [2]PolicyResult // Results of up to two policies, without an allocation
+	one  [1]Op           // the op of a request one policy decides, without an allocation
 	idem *idemRecord     // the idempotency record a counted original wrote
 	sctx detached        // the context of store calls (see storeContext)
 }
@@ -68,7 +73,7 @@ type Decision struct {
 // only for idempotent originals, so that every other request's Decision
 // stays small (it is allocated once per request).
 type idemRecord struct {
-	key string
+	key Key
 	at  int64
 }
 

@@ -219,22 +219,20 @@ func testOverrideDescribed(t *testing.T, s core.Store) {
 	require.Equal(t, raised, d.Bound().Limit)
 }
 
-// scripted is a BatchStore that answers the results it is given, in order.
+// scripted is a Store that answers the results it is given, in order, and
+// keeps nothing.
 type scripted struct{ rs []core.Result }
 
-func (s *scripted) Take(_ context.Context, _ string, _ core.Limit, _ int64) (core.Result, error) {
-	return s.rs[0], nil
-}
-func (s *scripted) Reset(context.Context, string, core.Limit) error { return nil }
-func (s *scripted) TakeAll(_ context.Context, ops []core.Op, out []core.Result) error {
+func (s *scripted) Take(_ context.Context, _ []core.Op, out []core.Result) error {
 	copy(out, s.rs)
 	return nil
 }
-func (s *scripted) Refund(context.Context, string, core.Limit, int64, int64, uint64) error {
-	return nil
-}
+func (s *scripted) Refund(context.Context, core.Admission) error               { return nil }
+func (s *scripted) Reset(context.Context, core.Key, core.Limit) error          { return nil }
+func (s *scripted) SetOverride(context.Context, core.Key, core.Override) error { return nil }
+func (s *scripted) ClearOverride(context.Context, core.Key) error              { return nil }
 
-var _ core.BatchStore = (*scripted)(nil)
+var _ core.Store = (*scripted)(nil)
 
 // Property (item 16): whatever shadow policies report, the client-visible
 // parts of a Decision (Allowed, State, the binding policy) are those of the

@@ -3,10 +3,12 @@
 //
 //   - Limit (which algorithm, how many events per period, how large a burst),
 //     the Result of one decision and the per-key warning State.
-//   - Store, the interface the in-memory and Redis stores implement, with its
-//     extensions BatchStore (several keys all or nothing, refunds),
-//     OverrideStore (per-key limits and blocks until an instant) and
-//     SplitKeyStore (a key taken as identity and policy, never joined).
+//   - Store, the one interface the in-memory and Redis stores and the guard
+//     implement in full: Take decides structured Ops (a Key of identity and
+//     policy, a Limit, a cost, shadow) all or nothing; Refund gives an
+//     Admission back; Reset, SetOverride and ClearOverride (per-key limits
+//     and blocks until an instant). Package core/limitertest is its
+//     conformance suite.
 //   - Limiter: Policies (a name, a key function, a Limit, what requests they
 //     match, tiers, shadow, refunds) checked all or nothing per request, with
 //     hooks on warning-state transitions and shadow denials, admin calls
@@ -16,7 +18,7 @@
 //     Result.Source says whether the store decided or, behind a store from
 //     package core/guard, its deny cache or its failure mode.
 //
-// A denial is a value, not an error: Store.Take returns a Result whose Allowed
+// A denial is a value, not an error: Store.Take writes a Result whose Allowed
 // field is false. An error always means the backend failed or the input was
 // invalid; the sentinel errors ErrInvalidLimit, ErrInvalidCost, ErrNoKey and
 // ErrClosed can be matched with errors.Is.

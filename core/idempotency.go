@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -33,10 +32,10 @@ const MaxIdempotentRepeats = 1000
 // MaxRepeats times within the TTL. A repeat is the same request: the same
 // idempotency key, method, route and path, cost, and identity under every
 // policy that applies; anything else is counted. NewLimiter rejects invalid
-// settings, naming the field, and a store that is not a BatchStore.
+// settings, naming the field.
 //
 // The first attempt is counted and its record written in one all-or-nothing
-// store call (TakeAll), so a denied first attempt leaves no record and two
+// store call (Store.Take), so a denied first attempt leaves no record and two
 // first attempts that race are both counted; a repeat costs one or two more
 // store calls. With the Redis store the record lives in the slot of the
 // first policy's identity and is decided in the same atomic script; see
@@ -54,8 +53,8 @@ func WithIdempotency(i Idempotency) LimiterOption {
 	return func(c *limiterConfig) { c.idem = &i }
 }
 
-// validate reports why i cannot be used with store, naming the field.
-func (i *Idempotency) validate(store Store) error {
+// validate reports why i cannot be used, naming the field.
+func (i *Idempotency) validate() error {
 	for k := 0; k < len(i.Header); k++ {
 		if !tchar(i.Header[k]) {
 			return fmt.Errorf("sluice: WithIdempotency: Header: %q is not a header name (an RFC 9110 token)", i.Header)
@@ -72,9 +71,6 @@ func (i *Idempotency) validate(store Store) error {
 	}
 	if err := i.repeats().Validate(); err != nil {
 		return fmt.Errorf("sluice: WithIdempotency: MaxRepeats: %w", err)
-	}
-	if _, ok := store.(BatchStore); !ok {
-		return errors.New("sluice: WithIdempotency: the store must be a BatchStore (both sluice stores and the guard are)")
 	}
 	return nil
 }
@@ -123,11 +119,12 @@ func (l *Limiter) idempotent(ctx context.Context, r keyfunc.Request, cost int64,
 		return nil
 	}
 	// The record is taken: an original of this request was admitted.
-	rep, err := l.store.Take(ctx, rec+"/n", i.repeats(), 1)
-	if err != nil {
+	repKey := Key{Identity: rec.Identity, Policy: rec.Policy + "/n"}
+	var rep [1]Result
+	if err := l.store.Take(ctx, []Op{{Key: repKey, Limit: i.repeats(), Cost: 1}}, rep[:]); err != nil {
 		return fmt.Errorf("sluice: idempotency: %w", err)
 	}
-	if !rep.Allowed { // over MaxRepeats: counted like any request
+	if !rep[0].Allowed { // over MaxRepeats: counted like any request
 		d.Allowed = true
 		return l.run(ctx, d, nil, nil)
 	}
@@ -140,14 +137,14 @@ func (l *Limiter) idempotent(ctx context.Context, r keyfunc.Request, cost int64,
 	return nil
 }
 
-// recordKey returns the store key of a request's idempotency record. It is
-// the anchor policy's identity, NUL, and "idem/" with a digest of an
+// recordKey returns the store key of a request's idempotency record: the
+// anchor policy's identity, under the policy "idem/" with a digest of an
 // unambiguous (length-prefixed) encoding of everything that makes the
 // request the same: the idempotency key, method, route, path, cost, and
 // every applying policy with its identity. Policy names cannot contain "/",
 // so a record key is never a policy's key; and two different requests get
 // different digests.
-func recordKey(r keyfunc.Request, cost int64, d *Decision, anchor int, value string) string {
+func recordKey(r keyfunc.Request, cost int64, d *Decision, anchor int, value string) Key {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	field := func(s string) {
@@ -170,5 +167,5 @@ func recordKey(r keyfunc.Request, cost int64, d *Decision, anchor int, value str
 		field(s)
 	}
 	var sum [sha256.Size]byte
-	return d.Results[anchor].id + "\x00idem/" + base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0]))
+	return Key{Identity: d.Results[anchor].id, Policy: "idem/" + base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0]))}
 }

@@ -72,6 +72,13 @@ func (l *Limiter) keyPolicy(fn, policy, identity string, n int64) (*compiledPoli
 	return nil, fmt.Errorf("sluice: %s: no policy %q", fn, policy)
 }
 
+// scratch is the op and result of one key-level take: pooled, so that an
+// AllowN allocates nothing (a slice passed to the Store escapes).
+type scratch struct {
+	op  [1]Op
+	res [1]Result
+}
+
 // allowN makes one take of n units of identity under p.
 func (l *Limiter) allowN(ctx context.Context, p *compiledPolicy, identity string, n int64) (PolicyResult, error) {
 	ctx = context.WithoutCancel(ctx)
@@ -81,12 +88,15 @@ func (l *Limiter) allowN(ctx context.Context, p *compiledPolicy, identity string
 		defer cancel()
 	}
 	pr := PolicyResult{Policy: p.Name, Limit: p.Limit, base: &p.Limit, Shadow: p.Shadow, refund: p.Refund, id: identity, cost: n}
-	var err error
-	if l.split != nil {
-		pr.Result, err = l.split.TakeSplit(ctx, identity, p.Name, p.Limit, n)
-	} else {
-		pr.Result, err = l.store.Take(ctx, identity+p.suffix, p.Limit, n)
+	sc, _ := l.scratch.Get().(*scratch)
+	if sc == nil {
+		sc = new(scratch)
 	}
+	sc.op[0] = pr.op()
+	err := l.store.Take(ctx, sc.op[:], sc.res[:])
+	pr.Result = sc.res[0]
+	*sc = scratch{} // keeps no identity
+	l.scratch.Put(sc)
 	if err != nil {
 		return PolicyResult{}, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
 	}

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -29,11 +33,11 @@ type Observer interface {
 // Limiter checks requests against its policies in a Store. Build one with
 // NewLimiter; it is safe for concurrent use. Every adapter calls Check.
 type Limiter struct {
-	store Store
-	split SplitKeyStore // store, when it takes keys in parts
-	set   atomic.Pointer[policySet]
-	tiers *tierCache
-	cfg   limiterConfig
+	store   Store
+	set     atomic.Pointer[policySet]
+	tiers   *tierCache
+	cfg     limiterConfig
+	scratch sync.Pool // of *scratch, for the key-level API
 }
 
 type limiterConfig struct {
@@ -105,12 +109,11 @@ func NewLimiter(store Store, policies []Policy, opts ...LimiterOption) (*Limiter
 		return nil, fmt.Errorf("sluice: WithStoreTimeout: must be positive, got %s", c.storeTimeout)
 	}
 	if c.idem != nil {
-		if err := c.idem.validate(store); err != nil {
+		if err := c.idem.validate(); err != nil {
 			return nil, err
 		}
 	}
 	l := &Limiter{store: store, cfg: c}
-	l.split, _ = store.(SplitKeyStore)
 	if c.tiering != nil {
 		if c.tiering.Key == nil || c.tiering.Resolve == nil {
 			return nil, errors.New("sluice: WithTiering: Key and Resolve are required")
@@ -330,24 +333,18 @@ func (l *Limiter) run(ctx context.Context, d *Decision, extra *Op, extraRes *Res
 	}
 	switch {
 	case m == 0:
-	case m == 1 && extra == nil: // one Take
+	case m == 1 && extra == nil: // one op, in d: no allocation
 		var p *PolicyResult
 		for j := range d.Results {
 			if !d.Results[j].Unidentified {
 				p = &d.Results[j]
 			}
 		}
-		var res Result
-		var err error
-		if l.split != nil { // no key string built
-			res, err = l.split.TakeSplit(ctx, p.id, p.Policy, *p.base, p.cost)
-		} else {
-			res, err = l.store.Take(ctx, p.storeKey(), *p.base, p.cost)
-		}
-		if err != nil {
+		d.one[0] = p.op()
+		// The store writes the Result in place: out is p's own.
+		if err := l.store.Take(ctx, d.one[:], unsafe.Slice(&p.Result, 1)); err != nil {
 			return fmt.Errorf("sluice: policy %q: %w", p.Policy, err)
 		}
-		p.Result = res
 	default:
 		if err := l.take(ctx, d.Results, m, extra, extraRes); err != nil {
 			return err
@@ -367,9 +364,9 @@ func (l *Limiter) run(ctx context.Context, d *Decision, extra *Op, extraRes *Res
 	return nil
 }
 
-// take decides the m identified results of rs, and extra: all or nothing
-// when the store is a BatchStore (a request denied by one policy consumes
-// nothing from the others), one after another otherwise.
+// take decides the m identified results of rs, and extra, in one
+// all-or-nothing Take: a request denied by one policy consumes nothing from
+// the others.
 func (l *Limiter) take(ctx context.Context, rs []PolicyResult, m int, extra *Op, extraRes *Result) error {
 	n := m
 	if extra != nil {
@@ -379,7 +376,7 @@ func (l *Limiter) take(ctx context.Context, rs []PolicyResult, m int, extra *Op,
 	where := make([]int, 0, n) // ops[k] decides rs[where[k]]
 	for j := range rs {
 		if p := &rs[j]; !p.Unidentified {
-			ops = append(ops, Op{Key: p.storeKey(), Limit: *p.base, Cost: p.cost, Shadow: p.Shadow})
+			ops = append(ops, p.op())
 			where = append(where, j)
 		}
 	}
@@ -387,21 +384,12 @@ func (l *Limiter) take(ctx context.Context, rs []PolicyResult, m int, extra *Op,
 		ops = append(ops, *extra)
 	}
 	results := make([]Result, len(ops))
-	if bs, ok := l.store.(BatchStore); ok {
-		if err := bs.TakeAll(ctx, ops, results); err != nil {
-			return fmt.Errorf("sluice: %w", err)
+	if err := l.store.Take(ctx, ops, results); err != nil {
+		names := make([]string, len(where))
+		for k, j := range where {
+			names[k] = strconv.Quote(rs[j].Policy)
 		}
-	} else {
-		for k, op := range ops {
-			res, err := l.store.Take(ctx, op.Key, op.Limit, op.Cost)
-			if err != nil {
-				if k < len(where) {
-					return fmt.Errorf("sluice: policy %q: %w", rs[where[k]].Policy, err)
-				}
-				return fmt.Errorf("sluice: %w", err)
-			}
-			results[k] = res
-		}
+		return fmt.Errorf("sluice: policies %s: %w", strings.Join(names, ", "), err)
 	}
 	for k, j := range where {
 		rs[j].Result = results[k]
@@ -415,7 +403,7 @@ func (l *Limiter) take(ctx context.Context, rs []PolicyResult, m int, extra *Op,
 // Refund gives back the units of a checked request to the policies whose
 // Refund matches the response status (and that counted it): each policy's
 // admission, named by its Result.At, is undone exactly or not at all (see
-// BatchStore.Refund), on the state it was made on: an admission under an
+// Store.Refund), on the state it was made on: an admission under an
 // identity's override (see SetOverride) goes back to that override's state,
 // under its limit, and gives back nothing once that override has ended or
 // been replaced. A Decision is refunded at most once: calling Refund
@@ -427,10 +415,6 @@ func (l *Limiter) take(ctx context.Context, rs []PolicyResult, m int, extra *Op,
 func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 	if !d.Allowed {
 		return nil
-	}
-	bs, ok := l.store.(BatchStore)
-	if !ok {
-		return errors.New("sluice: Refund: the store cannot refund")
 	}
 	ctx = context.WithoutCancel(ctx)
 	if l.cfg.storeTimeout > 0 {
@@ -448,7 +432,8 @@ func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 				p.cost = 0
 				continue
 			}
-			if err := bs.Refund(ctx, p.storeKey(), *p.base, p.cost, p.At, p.Override); err != nil {
+			a := Admission{Key: p.key(), Limit: *p.base, Cost: p.cost, At: p.At, Override: p.Override}
+			if err := l.store.Refund(ctx, a); err != nil {
 				return fmt.Errorf("sluice: policy %q: refund: %w", p.Policy, err)
 			}
 			p.cost = 0 // an admission is refunded once
@@ -458,7 +443,7 @@ func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 	if refunded && d.idem != nil && l.cfg.idem != nil {
 		rec := d.idem
 		d.idem = nil // refunded once
-		if err := bs.Refund(ctx, rec.key, l.cfg.idem.first(), 1, rec.at, 0); err != nil {
+		if err := l.store.Refund(ctx, Admission{Key: rec.key, Limit: l.cfg.idem.first(), Cost: 1, At: rec.at}); err != nil {
 			return fmt.Errorf("sluice: idempotency: refund: %w", err)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -500,88 +499,95 @@ func TestRefundOfDeniedRequest(t *testing.T) {
 	require.Equal(t, int64(1), p.Results[0].Remaining)
 }
 
-// plainStore is a store that implements only Store: the memory store seen
-// through the narrowest interface, as a third-party store may be.
-type plainStore struct{ s *memorystore.Store }
+// ownStore is a Store of one's own: here the memory store seen through
+// core.Store alone, as a third-party store is.
+type ownStore struct{ core.Store }
 
-func (p plainStore) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
-	return p.s.Take(ctx, key, l, cost)
-}
-
-func (p plainStore) Reset(ctx context.Context, key string, l core.Limit) error {
-	return p.s.Reset(ctx, key, l)
-}
-
-// A Store without the extensions still decides requests (one policy after
-// another), and says plainly what it cannot do.
-func TestPlainStore(t *testing.T) {
+// A Store of one's own gets everything the Limiter does, since the one
+// contract holds it all: a request denied by one policy consumes nothing
+// from the others, refunds, overrides, idempotency and Reset work.
+func TestStoreOfOnesOwn(t *testing.T) {
 	ms, _ := frozen(t)
-	l, err := core.NewLimiter(plainStore{ms}, []core.Policy{
-		{Name: "a", Key: keyfunc.Const("k"), Limit: core.PerHour(3)},
-		{Name: "b", Key: keyfunc.Const("k"), Limit: core.PerHour(5), Refund: core.RefundFailed},
-	})
+	l, err := core.NewLimiter(ownStore{ms}, []core.Policy{
+		{Name: "a", Key: keyfunc.Const("k"), Limit: core.PerHour(5)},
+		{Name: "b", Key: keyfunc.Const("k"), Limit: core.PerHour(3), Refund: core.RefundFailed},
+	}, core.WithIdempotency(core.Idempotency{}))
 	require.NoError(t, err)
 	ctx := context.Background()
-	var d core.Decision
+	var first core.Decision
 	for i := range 4 {
-		d, err = l.Check(ctx, keyfunc.Static{})
+		d, err := l.Check(ctx, keyfunc.Static{})
 		require.NoError(t, err)
 		require.Equal(t, i < 3, d.Allowed, "request %d", i)
+		if i == 0 {
+			first = d
+		}
 	}
-	require.ErrorContains(t, l.Refund(ctx, &core.Decision{Allowed: true}, 500), "cannot refund")
-	require.ErrorContains(t, l.SetOverride(ctx, "a", "k", core.PerHour(9), t0.Add(time.Hour)), "does not keep overrides")
-	require.ErrorContains(t, l.Block(ctx, "a", "k", t0.Add(time.Hour)), "does not keep overrides")
-	require.ErrorContains(t, l.ClearOverride(ctx, "a", "k"), "does not keep overrides")
-	_, err = core.NewLimiter(plainStore{ms}, []core.Policy{{Name: "a", Key: keyfunc.Const("k"), Limit: core.PerHour(3)}},
-		core.WithIdempotency(core.Idempotency{}))
-	require.Error(t, err, "idempotency needs all or nothing")
-	require.NoError(t, l.Reset(ctx, "a", "k"))
-	d, err = l.Check(ctx, keyfunc.Static{})
+	a, err := l.AllowN(ctx, "a", "k", 0)
 	require.NoError(t, err)
-	require.True(t, d.Allowed, "Reset works on any Store")
+	require.Equal(t, int64(2), a.Remaining, "the request b denied took nothing from a")
+	require.NoError(t, l.Refund(ctx, &first, 500))
+	b, err := l.AllowN(ctx, "b", "k", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), b.Remaining, "b's refund")
+	require.NoError(t, l.Block(ctx, "a", "k", t0.Add(time.Hour)))
+	d, err := l.Check(ctx, keyfunc.Static{})
+	require.NoError(t, err)
+	require.False(t, d.Allowed, "blocked")
+	require.NoError(t, l.ClearOverride(ctx, "a", "k"))
+	require.NoError(t, l.Reset(ctx, "a", "k"))
+	a, err = l.AllowN(ctx, "a", "k", 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), a.Remaining, "Reset")
 }
 
-// failingStore fails every call with err after the first n Takes succeed.
+// failingStore fails every Take with err after the first n succeed, and
+// every Reset.
 type failingStore struct {
-	plainStore
+	core.Store
 	n   int
 	err error
 }
 
-func (f *failingStore) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+func (f *failingStore) Take(ctx context.Context, ops []core.Op, out []core.Result) error {
 	if f.n <= 0 {
-		return core.Result{}, f.err
+		return f.err
 	}
 	f.n--
-	return f.plainStore.Take(ctx, key, l, cost)
+	return f.Store.Take(ctx, ops, out)
 }
 
-func (f *failingStore) Reset(context.Context, string, core.Limit) error { return f.err }
+func (f *failingStore) Reset(context.Context, core.Key, core.Limit) error { return f.err }
 
+// A store's error names the policy it decided, or every policy of the
+// group it decided together.
 func TestStoreErrorsNameThePolicy(t *testing.T) {
 	ms, _ := frozen(t)
 	boom := errors.New("backend down")
-	for n, policy := range []string{"first", "second"} {
-		fs := &failingStore{plainStore: plainStore{ms}, n: n, err: boom}
-		l, err := core.NewLimiter(fs, []core.Policy{
-			{Name: "first", Key: keyfunc.Const("k"), Limit: core.PerHour(3)},
-			{Name: "second", Key: keyfunc.Const("k"), Limit: core.PerHour(3)},
-		})
-		require.NoError(t, err)
-		_, err = l.Check(context.Background(), keyfunc.Static{})
-		require.ErrorIs(t, err, boom)
-		require.ErrorContains(t, err, fmt.Sprintf("policy %q", policy))
-		require.ErrorIs(t, l.Reset(context.Background(), "first", "k"), boom)
-	}
+	fs := &failingStore{Store: ms, err: boom}
+	one, err := core.NewLimiter(fs, []core.Policy{{Name: "first", Key: keyfunc.Const("k"), Limit: core.PerHour(3)}})
+	require.NoError(t, err)
+	_, err = one.Check(context.Background(), keyfunc.Static{})
+	require.ErrorIs(t, err, boom)
+	require.ErrorContains(t, err, `policy "first"`)
+	two, err := core.NewLimiter(fs, []core.Policy{
+		{Name: "first", Key: keyfunc.Const("k"), Limit: core.PerHour(3)},
+		{Name: "second", Key: keyfunc.Const("k"), Limit: core.PerHour(3)},
+	})
+	require.NoError(t, err)
+	_, err = two.Check(context.Background(), keyfunc.Static{})
+	require.ErrorIs(t, err, boom)
+	require.ErrorContains(t, err, `policies "first", "second"`)
+	require.ErrorIs(t, two.Reset(context.Background(), "first", "k"), boom)
 }
 
 // blockingStore waits for its context before answering: a Store of one's
 // own that may block, which WithStoreTimeout is for.
-type blockingStore struct{ plainStore }
+type blockingStore struct{ core.Store }
 
-func (b blockingStore) Take(ctx context.Context, _ string, _ core.Limit, _ int64) (core.Result, error) {
+func (b blockingStore) Take(ctx context.Context, _ []core.Op, _ []core.Result) error {
 	<-ctx.Done()
-	return core.Result{}, ctx.Err()
+	return ctx.Err()
 }
 
 func TestStoreTimeout(t *testing.T) {
@@ -589,7 +595,7 @@ func TestStoreTimeout(t *testing.T) {
 	ps := []core.Policy{{Name: "p", Key: keyfunc.Const("k"), Limit: core.PerHour(3)}}
 	_, err := core.NewLimiter(ms, ps, core.WithStoreTimeout(-time.Second))
 	require.Error(t, err)
-	l, err := core.NewLimiter(blockingStore{plainStore{ms}}, ps, core.WithStoreTimeout(20*time.Millisecond))
+	l, err := core.NewLimiter(blockingStore{ms}, ps, core.WithStoreTimeout(20*time.Millisecond))
 	require.NoError(t, err)
 	start := time.Now()
 	_, err = l.Check(context.Background(), keyfunc.Static{})

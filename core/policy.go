@@ -94,7 +94,6 @@ type policySet struct {
 
 type compiledPolicy struct {
 	Policy
-	suffix  string            // "\x00" + name: the store key is identity + suffix
 	methods []string          // Match.Methods; nil when any method matches ("*")
 	tiers   map[string]*Limit // Tiers, by pointer: a Decision points at its limit
 	name    []string          // {Name}, full: Decision.Skipped of this policy alone
@@ -185,7 +184,7 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 			anyMethod = anyMethod || m == "*"
 		}
 		p.Shadow = p.Shadow || c.shadow
-		cp := compiledPolicy{Policy: p, suffix: "\x00" + p.Name, name: []string{p.Name}}
+		cp := compiledPolicy{Policy: p, name: []string{p.Name}}
 		if len(p.Tiers) > 0 {
 			cp.tiers = make(map[string]*Limit, len(p.Tiers))
 			for tier, tl := range p.Tiers {

@@ -103,11 +103,11 @@ func testRefundUnderOverride(t *testing.T, newStore storeFactory) {
 				clock := limitertest.NewClock()
 				ps := []core.Policy{{Name: "user", Key: keyfunc.Header("U"), Limit: base, Refund: core.RefundFailed}}
 				if group {
-					ps = append(ps, core.Policy{Name: "global", Key: keyfunc.Const(limitertest.Key(t)), Limit: core.PerMinute(1000), Refund: core.RefundFailed})
+					ps = append(ps, core.Policy{Name: "global", Key: keyfunc.Const(limitertest.Key(t).Identity), Limit: core.PerMinute(1000), Refund: core.RefundFailed})
 				}
 				l, err := core.NewLimiter(newStore(t, clock.Now), ps)
 				require.NoError(t, err)
-				id := limitertest.Key(t)
+				id := limitertest.Key(t).Identity
 				r := keyfunc.Static{Headers: map[string][]string{"U": {id}}}
 				d, err := l.Check(ctx, r)
 				require.NoError(t, err)
@@ -195,10 +195,10 @@ func testRefundUnderOverride(t *testing.T, newStore storeFactory) {
 					clock := limitertest.NewClock()
 					l, err := core.NewLimiter(newStore(t, clock.Now), []core.Policy{
 						{Name: "user", Key: keyfunc.Header("U"), Limit: base},
-						{Name: "global", Key: keyfunc.Const(limitertest.Key(t)), Limit: core.PerMinute(2)},
+						{Name: "global", Key: keyfunc.Const(limitertest.Key(t).Identity), Limit: core.PerMinute(2)},
 					})
 					require.NoError(t, err)
-					id := limitertest.Key(t)
+					id := limitertest.Key(t).Identity
 					r := keyfunc.Static{Headers: map[string][]string{"U": {id}}}
 					require.NoError(t, l.SetOverride(ctx, "user", id, raise, clock.Now().Add(time.Hour)))
 					check(t, l, r)
@@ -251,7 +251,7 @@ func testRefundUnderOverrideConcurrent(t *testing.T, newStore storeFactory) {
 			base, raise := core.PerMinute(3).WithAlgorithm(a), core.PerMinute(10).WithAlgorithm(a)
 			l, err := core.NewLimiter(newStore(t, clock.Now), []core.Policy{{Name: "user", Key: keyfunc.Header("U"), Limit: base, Refund: core.RefundFailed}})
 			require.NoError(t, err)
-			id := limitertest.Key(t)
+			id := limitertest.Key(t).Identity
 			r := keyfunc.Static{Headers: map[string][]string{"U": {id}}}
 			d, err := l.Check(ctx, r)
 			require.NoError(t, err)

@@ -46,6 +46,15 @@ type Result struct {
 	// Allowed reports whether the request was admitted. For a peek (cost 0)
 	// it reports whether a request of cost 1 would be admitted now.
 	Allowed bool
+	// State is the key's warning state after this request.
+	State State
+	// Previous is the key's warning state before this request; State !=
+	// Previous marks a transition.
+	Previous State
+	// Source says who made the decision: the store itself (the zero value),
+	// or, under a guard (package core/guard), its deny cache or its failure
+	// policy.
+	Source Source
 	// Capacity is the most events a fresh key admits at once: the
 	// Capacity of the Limit applied (the limit the headers report).
 	Capacity int64
@@ -57,32 +66,23 @@ type Result struct {
 	RetryAfter time.Duration
 	// ResetAfter is the time until the key is back to its fresh state.
 	ResetAfter time.Duration
-	// State is the key's warning state after this request.
-	State State
-	// Previous is the key's warning state before this request; State !=
-	// Previous marks a transition.
-	Previous State
-	// Source says who made the decision: the store itself (the zero value),
-	// or, under a guard (package core/guard), its deny cache or its failure
-	// policy.
-	Source Source
 	// At is the instant the decision was made at on the store's clock, in
 	// µs since the Unix epoch: Redis TIME for the Redis store, the clock
 	// option when one is set. When the clock stepped back behind the key's
 	// state, it is the instant the state records (see docs/algorithms.md,
 	// "Clock steps"): the instant the admission was recorded at. It names
-	// the admission to BatchStore.Refund. Zero when no store decided (a
+	// the admission to Store.Refund (Admission.At). Zero when no store decided (a
 	// failure policy).
 	At int64
 	// Applied is the limit the store applied when it is not the one it was
-	// given: an override's (see OverrideStore), which Capacity, Remaining and
+	// given: an override's (see Store.SetOverride), which Capacity, Remaining and
 	// the waits then describe. nil means the given limit (a block is
 	// described by the given limit too). It points to a value the store
 	// shares: never modify it.
 	Applied *Limit
 	// Override names the override whose state the decision was made on
 	// when Applied is non-nil: an override counts on its own state, fresh
-	// for each override, and BatchStore.Refund needs this name to find it
+	// for each override, and Store.Refund needs this name (Admission.Override) to find it
 	// (or to learn that it has ended). Zero when no override applied, and
 	// when the store cannot name it (an override written by an older
 	// version): such an admission is not refunded.

@@ -6,69 +6,96 @@ import (
 	"time"
 )
 
-// Store keeps the state of every key and makes each decision atomically.
+// Key names the state of one identity under one policy. Stores keep the two
+// parts apart: neither the Limiter nor a store joins them into one string
+// to decide (the Redis store builds its Redis key from them, with the
+// Identity alone in the hash tag, so every policy of one identity lives in
+// one Cluster slot).
 //
-// Implementations are safe for concurrent use. Take with cost >= 1 consumes
-// cost units when the request is admitted and nothing when it is denied; cost
-// 0 peeks and writes nothing. A cost above the Limit's capacity is denied with
-// RetryAfter RetryNever. An invalid Limit is an error wrapping
-// ErrInvalidLimit, an empty key ErrNoKey, a negative cost ErrInvalidCost.
-// Any other error means the backend failed: the Result is then meaningless.
-//
-// The state of a key is interpreted under the Limit passed with it: use one
-// Limit per key (the Limiter puts the policy name in the key).
-type Store interface {
-	Take(ctx context.Context, key string, l Limit, cost int64) (Result, error)
-	Reset(ctx context.Context, key string, l Limit) error
+// Identity is what a policy's key function returned (an IP, a user id); it
+// must not be empty. Policy is the policy's name; a caller of a store that
+// has no policies may leave it empty.
+type Key struct {
+	Identity string
+	Policy   string
 }
 
-// SplitKeyStore is a Store that also takes a Limiter's key in its two parts,
-// so that no key string is built per decision. TakeSplit(ctx, identity,
-// policy, l, cost) must decide exactly as Take(ctx, identity+"\x00"+policy,
-// l, cost) does, on the same state (Reset, Refund and overrides use the
-// joined key). The Limiter calls it, when its store implements it, for a
-// request that one policy applies to. The memory store implements it.
-type SplitKeyStore interface {
-	Store
-	TakeSplit(ctx context.Context, identity, policy string, l Limit, cost int64) (Result, error)
-}
-
-// Op is one decision of a group made by BatchStore.TakeAll.
+// Op is one decision of a Store.Take: Cost units of Key under Limit.
 type Op struct {
-	Key   string
+	Key   Key
 	Limit Limit
-	Cost  int64
-	// Shadow marks a policy under trial: its denial is reported but does not
-	// deny the group.
+	// Cost is how many units the op takes: 0 peeks.
+	Cost int64
+	// Shadow marks a policy under trial: its denial is reported but does
+	// not deny the other ops of its Take.
 	Shadow bool
 }
 
-// BatchStore is a Store that decides several keys all or nothing, and can
-// give units back. Both sluice stores implement it.
-type BatchStore interface {
-	Store
-	// TakeAll decides every op, writing op i's Result to out[i]. If any op
-	// that is not Shadow is denied, no op consumes anything: the denied ones
-	// record their Throttled state, and the others report Allowed with their
-	// unconsumed state. len(out) must be len(ops).
-	TakeAll(ctx context.Context, ops []Op, out []Result) error
-	// Refund gives back the cost units of the admission of key decided at
-	// instant at (its Result.At), exactly; when that is impossible (its
-	// window has passed, its log entry has expired, its units have drained
-	// from the bucket) it gives back nothing, or, for the buckets, only the
-	// part of it provably still held. It never takes the key below its fresh
-	// state and never lets the key admit more than its Limit promises. Each
-	// admission may be refunded once: the caller must not refund the same
-	// admission twice (Limiter.Refund refunds a Decision at most once).
+// Admission names one admission to give back with Store.Refund: the op that
+// was admitted, and its Result's At and Override.
+type Admission struct {
+	Key   Key
+	Limit Limit
+	Cost  int64
+	// At is the admission's Result.At.
+	At int64
+	// Override is the admission's Result.Override.
+	Override uint64
+}
+
+// Store keeps the state of every key and makes each decision atomically.
+// The memory store (package core/memorystore), the Redis store
+// (core/redisstore) and the guard (core/guard) implement all of it, and
+// pass the conformance suite of package core/limitertest, which a Store of
+// your own should pass too.
+//
+// Implementations are safe for concurrent use. Every method validates its
+// input: an invalid Limit is an error wrapping ErrInvalidLimit, an empty
+// Key.Identity ErrNoKey, a negative cost ErrInvalidCost, a closed store
+// ErrClosed; the error names the method, the op and the field. Any other
+// error means the backend failed. A store must not keep ops, out, or any
+// string of a Key after the call returns (a request's strings may alias
+// buffers its framework reuses): it copies what it keeps.
+//
+// The state of a Key is interpreted under the Limit passed with it: use one
+// Limit per Key (the Limiter's keys name the policy).
+type Store interface {
+	// Take decides every op, all or nothing, writing op i's Result to
+	// out[i] (len(out) must be len(ops)). An op with Cost >= 1 consumes
+	// Cost units when admitted; Cost 0 peeks and writes nothing; a Cost
+	// above the Limit's capacity is denied with RetryAfter RetryNever. If
+	// any op that is not Shadow is denied, no op consumes anything: the
+	// denied ones record their Throttled state, and the others report
+	// Allowed with their unconsumed state. On an error the Results are
+	// meaningless. The Limiter calls Take with one op for a request that
+	// one policy applies to: implementations make that case fast.
+	Take(ctx context.Context, ops []Op, out []Result) error
+	// Refund gives back the Cost units of the admission a, exactly; when
+	// that is impossible (its window has passed, its log entry has
+	// expired, its units have drained from the bucket) it gives back
+	// nothing, or, for the buckets, only the part of it provably still
+	// held. It never takes the key below its fresh state and never lets
+	// the key admit more than its Limit promises. Each admission may be
+	// refunded once: the caller must not refund the same admission twice
+	// (Limiter.Refund refunds a Decision at most once).
 	//
-	// override is the admission's Result.Override. Zero: the admission was
-	// made on key's own state under l, and is given back there (whether or
-	// not an override applies now). Nonzero: it was made on that
-	// override's state under the override's limit, and is given back there
-	// while that override is still in force; once it has ended, been
-	// cleared or been replaced, nothing is given back (its state is gone,
-	// and no unit ever moves to another override's state or to key's own).
-	Refund(ctx context.Context, key string, l Limit, cost int64, at int64, override uint64) error
+	// a.Override zero: the admission was made on the Key's own state under
+	// a.Limit, and is given back there (whether or not an override applies
+	// now). Nonzero: it was made on that override's state under the
+	// override's limit, and is given back there while that override is
+	// still in force; once it has ended, been cleared or been replaced,
+	// nothing is given back (its state is gone, and no unit ever moves to
+	// another override's state or to the Key's own).
+	Refund(ctx context.Context, a Admission) error
+	// Reset forgets k's state under l: its next Take sees a fresh key.
+	Reset(ctx context.Context, k Key, l Limit) error
+	// SetOverride replaces k's limit, or blocks k, until o.Until (see
+	// Override), where every user of the store sees it at once (with the
+	// Redis store: in Redis, next to the key). An invalid Override is an
+	// error wrapping ErrInvalidLimit (see ValidateOverride).
+	SetOverride(ctx context.Context, k Key, o Override) error
+	// ClearOverride ends k's override or block, if any.
+	ClearOverride(ctx context.Context, k Key) error
 }
 
 // Override replaces the Limit of one key until an instant: a temporary raise
@@ -82,13 +109,6 @@ type Override struct {
 
 // Blocks reports whether o blocks its key.
 func (o Override) Blocks() bool { return o.Limit == (Limit{}) }
-
-// OverrideStore is a Store that keeps per-key overrides where every instance
-// sees them at once (with the Redis store: in Redis, next to the key).
-type OverrideStore interface {
-	SetOverride(ctx context.Context, key string, o Override) error
-	ClearOverride(ctx context.Context, key string) error
-}
 
 // ValidateOverride reports why o cannot be used.
 func ValidateOverride(o Override, now time.Time) error {

@@ -96,32 +96,35 @@ type flakyStore struct {
 
 var errBackend = errors.New("backend unreachable")
 
-func (s *flakyStore) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
-	if s.down.Load() {
-		return core.Result{}, fmt.Errorf("flaky: %w", errBackend)
-	}
-	return s.Store.Take(ctx, key, l, cost)
-}
-
-func (s *flakyStore) Reset(ctx context.Context, key string, l core.Limit) error {
+func (s *flakyStore) Take(ctx context.Context, ops []core.Op, out []core.Result) error {
 	if s.down.Load() {
 		return fmt.Errorf("flaky: %w", errBackend)
 	}
-	return s.Store.Reset(ctx, key, l)
+	return s.Store.Take(ctx, ops, out)
 }
 
-// recordingStore keeps every key it is given, as a careless store might.
+func (s *flakyStore) Reset(ctx context.Context, k core.Key, l core.Limit) error {
+	if s.down.Load() {
+		return fmt.Errorf("flaky: %w", errBackend)
+	}
+	return s.Store.Reset(ctx, k, l)
+}
+
+// recordingStore keeps every key it is given, copied as the core.Store
+// contract requires (a request's strings may alias buffers fasthttp reuses).
 type recordingStore struct {
 	core.Store
 	mu   sync.Mutex
-	keys []string
+	keys []core.Key
 }
 
-func (s *recordingStore) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+func (s *recordingStore) Take(ctx context.Context, ops []core.Op, out []core.Result) error {
 	s.mu.Lock()
-	s.keys = append(s.keys, key)
+	for _, op := range ops {
+		s.keys = append(s.keys, core.Key{Identity: strings.Clone(op.Key.Identity), Policy: strings.Clone(op.Key.Policy)})
+	}
 	s.mu.Unlock()
-	return s.Store.Take(ctx, key, l, cost)
+	return s.Store.Take(ctx, ops, out)
 }
 
 // ---- header parsing: RFC 9651 structured fields, read by internal/sftest ----
@@ -470,13 +473,13 @@ type ctxStore struct {
 	values []string
 }
 
-func (s *ctxStore) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+func (s *ctxStore) Take(ctx context.Context, ops []core.Op, out []core.Result) error {
 	if _, ok := ctx.(*fasthttp.RequestCtx); ok {
-		return core.Result{}, errors.New("ctxStore: got the pooled *fasthttp.RequestCtx")
+		return errors.New("ctxStore: got the pooled *fasthttp.RequestCtx")
 	}
 	v, _ := ctx.Value(ctxKey{}).(string)
 	s.values = append(s.values, v)
-	return s.Store.Take(ctx, key, l, cost)
+	return s.Store.Take(ctx, ops, out)
 }
 
 // keyfunc.IP walks every X-Forwarded-For line through the view.
@@ -538,8 +541,8 @@ func TestFrameworkIP(t *testing.T) {
 }
 
 // fasthttp reuses request buffers after each request. What the middleware
-// hands out beyond the request (the Decision) and the keys a store keeps
-// must not change when it does.
+// hands out beyond the request (the Decision) must not change when it does,
+// and a store is given each request's own key.
 func TestKeptValuesSurviveBufferReuse(t *testing.T) {
 	t.Parallel()
 	mem, _ := newStore(t)
@@ -581,7 +584,7 @@ func TestKeptValuesSurviveBufferReuse(t *testing.T) {
 		require.Equal(t, "per-key", d.Results[0].Policy)
 		require.Equal(t, int64(999), d.Results[0].Remaining)
 		require.Equal(t, core.Normal, d.State())
-		require.Equal(t, key(i)+"\x00per-key", store.keys[i], "store key %d", i)
+		require.Equal(t, core.Key{Identity: key(i), Policy: "per-key"}, store.keys[i], "store key %d", i)
 	}
 	// The control: an uncopied view string now reads a later request's key,
 	// so the reuse this test relies on did happen.

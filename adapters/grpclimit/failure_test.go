@@ -47,7 +47,7 @@ func TestFailingStore(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			store := &failingStore{}
+			store := &failingStore{Store: newStore(t)}
 			var logs syncBuffer
 			var seen []error
 			var mu sync.Mutex

@@ -331,16 +331,20 @@ func denial(t *testing.T, err error) details {
 	return d
 }
 
-// failingStore is a core.Store whose backend is down.
-type failingStore struct{ calls atomic.Int64 }
+// failingStore is a memory store whose backend is down: every Take and
+// Reset fails.
+type failingStore struct {
+	core.Store
+	calls atomic.Int64
+}
 
 var errSecret = errors.New("dial tcp 10.9.8.7:6379: connect: connection refused (password=hunter2)")
 
-func (s *failingStore) Take(context.Context, string, core.Limit, int64) (core.Result, error) {
+func (s *failingStore) Take(context.Context, []core.Op, []core.Result) error {
 	s.calls.Add(1)
-	return core.Result{}, errSecret
+	return errSecret
 }
-func (s *failingStore) Reset(context.Context, string, core.Limit) error { return errSecret }
+func (s *failingStore) Reset(context.Context, core.Key, core.Limit) error { return errSecret }
 
 // syncBuffer is a goroutine-safe log sink.
 type syncBuffer = adaptertest.SyncBuffer

@@ -60,11 +60,11 @@ type slowStore struct {
 	slow atomic.Bool
 }
 
-func (s *slowStore) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
+func (s *slowStore) Take(ctx context.Context, ops []core.Op, out []core.Result) error {
 	if s.slow.Load() {
 		time.Sleep(3 * time.Millisecond)
 	}
-	return s.Store.Take(ctx, key, l, cost)
+	return s.Store.Take(ctx, ops, out)
 }
 
 // TestRetryAtThePushbackFromSend (issue 12 item 17e): a real grpc-go client

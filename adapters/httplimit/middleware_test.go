@@ -230,17 +230,16 @@ func TestPerRouteLimits(t *testing.T) {
 	require.Equal(t, []int{200, 200, 200, 200, 200}, codes(http.MethodGet, "/hello", 5), "the login limit does not touch /hello")
 }
 
-// failingStore is a Store whose backend is down.
-type failingStore struct{}
+// failingStore is a memory store whose backend is down: every Take fails.
+type failingStore struct{ core.Store }
 
-func (failingStore) Take(context.Context, string, core.Limit, int64) (core.Result, error) {
-	return core.Result{}, errors.New("dial tcp 10.0.0.1:6379: connection refused")
+func (failingStore) Take(context.Context, []core.Op, []core.Result) error {
+	return errors.New("dial tcp 10.0.0.1:6379: connection refused")
 }
-func (failingStore) Reset(context.Context, string, core.Limit) error { return errors.New("down") }
 
 func TestStoreFailure(t *testing.T) {
 	ip := keyfunc.IP()
-	l, err := core.NewLimiter(failingStore{}, []core.Policy{{Name: "p", Key: ip, Limit: core.PerMinute(1)}})
+	l, err := core.NewLimiter(failingStore{newFixture(t).store}, []core.Policy{{Name: "p", Key: ip, Limit: core.PerMinute(1)}})
 	require.NoError(t, err)
 	// Default: fail open, nothing of the error reaches the client.
 	w := get(httplimit.New(l)(ok), "/", "192.0.2.1:1")

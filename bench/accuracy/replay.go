@@ -244,11 +244,12 @@ func NewSluice(l core.Limit, clients int) (Decider, *memorystore.Store, error) {
 	}
 	d := func(ctx context.Context, c int32, at int64) (bool, error) {
 		now = at
-		res, err := st.Take(ctx, keys[c], l, 1)
-		if err != nil {
+		ops := [1]core.Op{{Key: core.Key{Identity: keys[c]}, Limit: l, Cost: 1}}
+		var out [1]core.Result
+		if err := st.Take(ctx, ops[:], out[:]); err != nil {
 			return false, fmt.Errorf("accuracy: %s: %w", l.Algorithm, err)
 		}
-		return res.Allowed, nil
+		return out[0].Allowed, nil
 	}
 	return d, st, nil
 }

@@ -59,7 +59,7 @@ func Churn(d time.Duration, sweeper bool) (ChurnResult, error) {
 	hot := make([]string, ChurnHotKeys)
 	for i := range hot {
 		hot[i] = "hot:" + strconv.Itoa(i)
-		if _, err := s.Take(ctx, hot[i], hotL, 1); err != nil {
+		if _, err := takeOne(ctx, s, hot[i], hotL, 1); err != nil {
 			return ChurnResult{}, err
 		}
 	}
@@ -77,7 +77,7 @@ func Churn(d time.Duration, sweeper bool) (ChurnResult, error) {
 			buf = strconv.AppendInt(append(buf[:0], "churn:"...), n, 10)
 			t0 := time.Now()
 			// The store hashes the key and keeps nothing of it: no garbage.
-			if _, err := s.Take(ctx, unsafe.String(&buf[0], len(buf)), churnL, 1); err != nil {
+			if _, err := takeOne(ctx, s, unsafe.String(&buf[0], len(buf)), churnL, 1); err != nil {
 				churnErr = err
 				break
 			}
@@ -93,7 +93,7 @@ func Churn(d time.Duration, sweeper bool) (ChurnResult, error) {
 	var herr error
 	for i := 0; ; i++ {
 		t0 := time.Now()
-		r, err := s.Take(ctx, hot[i%ChurnHotKeys], hotL, 1)
+		r, err := takeOne(ctx, s, hot[i%ChurnHotKeys], hotL, 1)
 		t1 := time.Now()
 		if err == nil && !r.Allowed {
 			err = fmt.Errorf("hot key %s denied", hot[i%ChurnHotKeys])

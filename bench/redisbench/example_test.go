@@ -15,8 +15,10 @@ import (
 type gcra struct{ store *redisstore.Store }
 
 func (g gcra) Decide(ctx context.Context, key string) (bool, error) {
-	r, err := g.store.Take(ctx, key, core.PerSecond(redisbench.Rate).WithAlgorithm(core.GCRA), 1)
-	return r.Allowed, err
+	ops := []core.Op{{Key: core.Key{Identity: key}, Limit: core.PerSecond(redisbench.Rate).WithAlgorithm(core.GCRA), Cost: 1}}
+	out := make([]core.Result, 1)
+	err := g.store.Take(ctx, ops, out)
+	return out[0].Allowed, err
 }
 
 // A closed-loop load of 64 callers for one second against a redis-server

@@ -161,8 +161,10 @@ func newSluice(a core.Algorithm, pipelined bool) func(*redis.Client, Quota) (Dec
 }
 
 func (d *sluiceDecider) Decide(ctx context.Context, key string) (bool, error) {
-	r, err := d.st.Take(ctx, key, d.lim, 1)
-	return r.Allowed, err
+	ops := [1]core.Op{{Key: core.Key{Identity: key}, Limit: d.lim, Cost: 1}}
+	var out [1]core.Result
+	err := d.st.Take(ctx, ops[:], out[:])
+	return out[0].Allowed, err
 }
 
 // ulule: github.com/ulule/limiter/v3 with drivers/store/redis (a fixed

@@ -115,11 +115,10 @@ type breaker struct {
 // per node of such a backend, so a dead node costs its own keys
 // microseconds (its circuit opens) and the other nodes' keys nothing.
 type Sharded interface {
-	// Node returns the node that serves key (a Limiter key: identity, NUL,
-	// policy; or all identity), or "" when the backend cannot tell or all
-	// keys share one server. It must be quick: it is called on every
-	// decision.
-	Node(key string) string
+	// Node returns the node that serves k, or "" when the backend cannot
+	// tell or all keys share one server. It must be quick: it is called on
+	// every decision.
+	Node(k core.Key) string
 }
 
 // NodeError is implemented by backend errors that name the node that
@@ -170,12 +169,12 @@ func (s *Store) breakerFor(node string) *breaker {
 	return b
 }
 
-// nodeOf returns the breaker of key's node.
-func (s *Store) nodeOf(key string) *breaker {
+// nodeOf returns the breaker of k's node.
+func (s *Store) nodeOf(k core.Key) *breaker {
 	if s.sharded == nil {
 		return &s.whole
 	}
-	return s.breakerFor(s.sharded.Node(key))
+	return s.breakerFor(s.sharded.Node(k))
 }
 
 // Circuit returns the breaker's current state: for a Sharded backend, the

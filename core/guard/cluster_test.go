@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
+	"github.com/sluicehq/sluice/core/limitertest"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -131,7 +132,7 @@ func newClusterLoad(addrs, ids []string, instances, goroutines int) (*clusterLoa
 				}
 				id := i % len(ids)
 				start := time.Now()
-				r, err := g.TakeSplit(context.Background(), ids[id], "per-id", lim, 1)
+				r, err := limitertest.TakeOne(context.Background(), g, core.Key{Identity: ids[id], Policy: "per-id"}, lim, 1)
 				if err != nil {
 					panic(err) // never: the guard answers every backend failure
 				}
@@ -214,7 +215,7 @@ func identities(t *testing.T, c *redistest.Cluster, s *redisstore.Store, n int) 
 	count := make([]int, len(c.Nodes))
 	for i := 0; len(ids) < n*len(c.Nodes); i++ {
 		id := fmt.Sprintf("%s-%d", t.Name(), i)
-		node := c.NodeForKey(s.Key(id+"\x00per-id", core.TokenBucket))
+		node := c.NodeForKey(s.Key(core.Key{Identity: id, Policy: "per-id"}, core.TokenBucket))
 		m := slices.Index(c.Nodes, node)
 		if count[m] < n {
 			count[m]++
@@ -300,14 +301,14 @@ func TestClusterDeadMasterCostsOnlyItsIdentities(t *testing.T) {
 	}
 	ctx := context.Background()
 	ops := []core.Op{
-		{Key: liveID + "\x00tight", Limit: core.PerHour(1), Cost: 1},
-		{Key: deadID + "\x00tight", Limit: core.PerHour(1), Cost: 1},
+		{Key: core.Key{Identity: liveID, Policy: "tight"}, Limit: core.PerHour(1), Cost: 1},
+		{Key: core.Key{Identity: deadID, Policy: "tight"}, Limit: core.PerHour(1), Cost: 1},
 	}
-	_, err = load.stores[0].Take(ctx, ops[0].Key, ops[0].Limit, 1)
+	_, err = limitertest.TakeOne(ctx, load.stores[0], ops[0].Key, ops[0].Limit, 1)
 	require.NoError(t, err)
 	out := make([]core.Result, 2)
 	for range 3 { // the first call after a cooldown is the dead master's probe
-		require.NoError(t, load.guards[0].TakeAll(ctx, ops, out))
+		require.NoError(t, load.guards[0].Take(ctx, ops, out))
 		if out[1].Source == core.FailedOpen && out[0].Source == core.FromStore {
 			break
 		}
@@ -457,14 +458,14 @@ func TestUnreachableClusterOpensTheWholeCircuit(t *testing.T) {
 		guard.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	ctx := context.Background()
 	for i := range faultFailures {
-		r, err := g.TakeSplit(ctx, fmt.Sprintf("id-%d", i), "p", core.PerSecond(10), 1)
+		r, err := limitertest.TakeOne(ctx, g, core.Key{Identity: fmt.Sprintf("id-%d", i), Policy: "p"}, core.PerSecond(10), 1)
 		require.NoError(t, err)
 		require.Equal(t, core.FailedOpen, r.Source)
 	}
 	require.Equal(t, guard.Open, g.Circuits()[""], "the whole store's circuit")
 	start := time.Now()
 	for i := range 1000 {
-		r, err := g.TakeSplit(ctx, fmt.Sprintf("id-%d", i), "p", core.PerSecond(10), 1)
+		r, err := limitertest.TakeOne(ctx, g, core.Key{Identity: fmt.Sprintf("id-%d", i), Policy: "p"}, core.PerSecond(10), 1)
 		require.NoError(t, err)
 		require.Equal(t, core.FailedOpen, r.Source)
 	}

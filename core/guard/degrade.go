@@ -7,29 +7,28 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// degradeOne answers one key by the Mode.
-func (s *Store) degradeOne(ctx context.Context, k *keyParts, l core.Limit, cost int64) (core.Result, error) {
+// degradeOne answers one op by the Mode, into res.
+func (s *Store) degradeOne(ctx context.Context, op *core.Op, res *core.Result) error {
 	s.degraded.Add(1)
 	switch s.cfg.mode {
 	case ModeClosed:
-		return s.closed(l), nil
+		*res = s.closed(op.Limit)
+		return nil
 	case ModeFallback:
-		var res core.Result
-		var err error
-		if !k.whole {
-			res, err = s.local.TakeSplit(ctx, k.id, k.policy, s.divide(l), cost)
-		} else {
-			res, err = s.local.Take(ctx, k.joined, s.divide(l), cost)
+		local := [1]core.Op{*op}
+		local[0].Limit = s.divide(op.Limit)
+		var out [1]core.Result
+		if err := s.local.Take(ctx, local[:], out[:]); err != nil {
+			return fmt.Errorf("guard: fallback: %w", err)
 		}
-		if err != nil {
-			return core.Result{}, fmt.Errorf("guard: fallback: %w", err)
-		}
+		*res = out[0]
 		// At names no admission of the shared store: a refund of it gives
 		// nothing back there
 		res.Source, res.At = core.FromFallback, 0
-		return res, nil
+		return nil
 	}
-	return core.Result{Allowed: true, Source: core.FailedOpen}, nil
+	*res = core.Result{Allowed: true, Source: core.FailedOpen}
+	return nil
 }
 
 // degradeAll answers a group by the Mode.
@@ -47,7 +46,7 @@ func (s *Store) degradeAll(ctx context.Context, ops []core.Op, out []core.Result
 			op.Limit = s.divide(op.Limit)
 			local[i] = op
 		}
-		if err := s.local.TakeAll(ctx, local, out); err != nil {
+		if err := s.local.Take(ctx, local, out); err != nil {
 			return fmt.Errorf("guard: fallback: %w", err)
 		}
 		for i := range out {

@@ -23,12 +23,12 @@ type denyCache struct {
 
 type denyShard struct {
 	mu sync.Mutex
-	m  map[string]*denyEntry
+	m  map[core.Key]*denyEntry
 	_  [40]byte // keep shards on separate cache lines
 }
 
-// denyEntry is one denial. A denial by a single Take has no group; a denial
-// inside a TakeAll remembers the whole group (its keys, limits and
+// denyEntry is one denial. A denial of a Take of one op has no group; a
+// denial inside a group remembers the whole group (its keys, limits and
 // results), since the group's answer is what must be repeated.
 type denyEntry struct {
 	until, at int64 // monotonic ns: end of the denial, time stored
@@ -36,7 +36,7 @@ type denyEntry struct {
 	limit     core.Limit
 	res       core.Result // single
 	idx       int         // group: the denying op
-	keys      []string
+	keys      []core.Key
 	limits    []core.Limit
 	results   []core.Result
 }
@@ -45,13 +45,13 @@ func newDenyCache(d DenyCache) *denyCache {
 	c := &denyCache{seed: maphash.MakeSeed(), maxTTL: int64(d.MaxTTL)}
 	c.perShard = max(1, (d.MaxKeys+denyShards-1)/denyShards)
 	for i := range c.shards {
-		c.shards[i].m = make(map[string]*denyEntry)
+		c.shards[i].m = make(map[core.Key]*denyEntry)
 	}
 	return c
 }
 
-func (c *denyCache) shard(key string) *denyShard {
-	return &c.shards[maphash.String(c.seed, key)%denyShards]
+func (c *denyCache) shard(k core.Key) *denyShard {
+	return &c.shards[maphash.Comparable(c.seed, k)%denyShards]
 }
 
 // aged returns r as it stands now: the wait and the reset shortened by the
@@ -67,10 +67,10 @@ func aged(r core.Result, e *denyEntry, now int64) core.Result {
 	return r
 }
 
-// lookupOne answers a single Take if key is known to be denied for cost.
+// lookupOne answers a Take of one op if key is known to be denied for cost.
 // An entry it cannot use is dropped: the request goes to the backend,
 // which may admit it and so make the entry stale.
-func (c *denyCache) lookupOne(key string, l core.Limit, cost, now int64) (core.Result, bool) {
+func (c *denyCache) lookupOne(key core.Key, l core.Limit, cost, now int64) (core.Result, bool) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	e := sh.m[key]
@@ -88,7 +88,7 @@ func (c *denyCache) lookupOne(key string, l core.Limit, cost, now int64) (core.R
 	return res, true
 }
 
-// lookupGroup answers a TakeAll if one of its binding ops is known to deny
+// lookupGroup answers a Take of a group if one of its binding ops is known to deny
 // this very group. On a miss, the entries of the group's keys are dropped,
 // as in lookupOne.
 func (c *denyCache) lookupGroup(ops []core.Op, out []core.Result, now int64) bool {
@@ -129,15 +129,15 @@ func (e *denyEntry) sameGroup(ops []core.Op) bool {
 	return true
 }
 
-// storeOne remembers a single Take's denial, under a copy of key (which may
-// alias a request's buffers).
-func (c *denyCache) storeOne(key string, l core.Limit, cost int64, res core.Result, now int64) {
-	c.put(strings.Clone(key), &denyEntry{until: c.until(res, now), at: now, cost: cost, limit: l, res: res})
+// storeOne remembers the denial of a Take of one op, under a copy of key
+// (whose strings may alias a request's buffers).
+func (c *denyCache) storeOne(key core.Key, l core.Limit, cost int64, res core.Result, now int64) {
+	c.put(clone(key), &denyEntry{until: c.until(res, now), at: now, cost: cost, limit: l, res: res})
 }
 
 // storeGroup remembers a denied group under each op that denied it.
 func (c *denyCache) storeGroup(ops []core.Op, out []core.Result, now int64) {
-	var keys []string
+	var keys []core.Key
 	var limits []core.Limit
 	var results []core.Result
 	for i := range ops {
@@ -145,12 +145,12 @@ func (c *denyCache) storeGroup(ops []core.Op, out []core.Result, now int64) {
 			continue
 		}
 		if keys == nil {
-			keys = make([]string, len(ops))
+			keys = make([]core.Key, len(ops))
 			limits = make([]core.Limit, len(ops))
 			for j := range ops {
 				// Keys outlive the call: copy them, since a caller's may
 				// alias request buffers (Fiber's do).
-				keys[j], limits[j] = strings.Clone(ops[j].Key), ops[j].Limit
+				keys[j], limits[j] = clone(ops[j].Key), ops[j].Limit
 			}
 			results = slices.Clone(out)
 		}
@@ -165,19 +165,19 @@ func (c *denyCache) until(res core.Result, now int64) int64 {
 
 // put stores e under key, making room first if the shard is full: expired
 // entries go first, then an arbitrary one.
-func (c *denyCache) put(key string, e *denyEntry) {
+func (c *denyCache) put(key core.Key, e *denyEntry) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if _, ok := sh.m[key]; !ok && len(sh.m) >= c.perShard {
 		evicted, seen := false, 0
-		var victim string
+		var victim core.Key
 		for k, old := range sh.m {
 			if old.until <= e.at {
 				delete(sh.m, k)
 				evicted = true
 			}
-			if victim == "" {
+			if seen == 0 {
 				victim = k
 			}
 			if seen++; seen >= 8 {
@@ -192,7 +192,7 @@ func (c *denyCache) put(key string, e *denyEntry) {
 }
 
 // forget drops key (a refund, reset or override through the Store).
-func (c *denyCache) forget(key string) {
+func (c *denyCache) forget(key core.Key) {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	delete(sh.m, key)
@@ -209,4 +209,9 @@ func (c *denyCache) len() int {
 		sh.mu.Unlock()
 	}
 	return n
+}
+
+// clone copies k's strings, which may alias a request's buffers.
+func clone(k core.Key) core.Key {
+	return core.Key{Identity: strings.Clone(k.Identity), Policy: strings.Clone(k.Policy)}
 }

@@ -214,7 +214,7 @@ func startTraffic(stores []*guarded, workers int, pace time.Duration, perWorker 
 				}
 				ph := tr.phase.Load()
 				start := time.Now()
-				res, err := g.Take(context.Background(), fmt.Sprintf("steady-%d-%d", w, i%32), l, 1)
+				res, err := takeID(context.Background(), g, fmt.Sprintf("steady-%d-%d", w, i%32), l, 1)
 				outs = append(outs, outcome{phase: ph, took: time.Since(start), res: res, err: err})
 				tr.n.Add(1)
 				time.Sleep(pace) // steady load on a real network: a real pace
@@ -393,7 +393,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			// as a running service has long done.
 			for _, g := range []*guarded{a, b} {
 				require.Eventually(t, func() bool {
-					r, err := g.Take(ctx, "warm", core.PerSecond(1_000_000), 1)
+					r, err := takeID(ctx, g, "warm", core.PerSecond(1_000_000), 1)
 					return err == nil && r.Source == core.FromStore
 				}, 2*time.Second, time.Millisecond)
 			}
@@ -409,7 +409,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			for _, g := range []*guarded{a, b} {
 				allowed := 0
 				for range 20 {
-					r, err := g.Take(ctx, "down", down, 1)
+					r, err := takeID(ctx, g, "down", down, 1)
 					require.NoError(t, err)
 					tc.degraded(t, r)
 					if r.Allowed {
@@ -423,7 +423,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			for range 3 {
 				for _, g := range []*guarded{a, b} {
 					g.clock.advance(faultCooldown + time.Millisecond)
-					r, err := g.Take(ctx, "down-probe", core.PerSecond(1_000_000), 1)
+					r, err := takeID(ctx, g, "down-probe", core.PerSecond(1_000_000), 1)
 					require.NoError(t, err)
 					tc.degraded(t, r)
 					// This call or one of the traffic's was the probe.
@@ -438,7 +438,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			restarted := time.Now()
 			require.Eventually(t, func() bool {
 				for _, g := range []*guarded{a, b} {
-					r, err := g.Take(ctx, "probe", core.PerSecond(1_000_000), 1)
+					r, err := takeID(ctx, g, "probe", core.PerSecond(1_000_000), 1)
 					if err != nil || r.Source != core.FromStore {
 						return false
 					}
@@ -459,7 +459,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 				key := fmt.Sprintf("shared-%d", attempt)
 				allowed := 0
 				for i := range 30 {
-					r, err := []*guarded{a, b}[i%2].Take(ctx, key, core.PerMinute(10), 1)
+					r, err := takeID(ctx, []*guarded{a, b}[i%2], key, core.PerMinute(10), 1)
 					if err != nil || r.Source != core.FromStore {
 						return false
 					}
@@ -551,7 +551,7 @@ func TestFaultyNetwork(t *testing.T) {
 	// goroutine, so it reports an error in the Result's Source.
 	take := func(g *guarded) (core.Result, time.Duration) {
 		start := time.Now()
-		r, err := g.Take(ctx, "probe", l, 1)
+		r, err := takeID(ctx, g, "probe", l, 1)
 		took := time.Since(start)
 		if err != nil {
 			t.Errorf("Take: %v", err)
@@ -788,7 +788,7 @@ func (f *flood) run(l core.Limit, dur time.Duration) {
 			for i := range n {
 				at := start.Add(time.Duration(i)*every + time.Duration(w)*every/workers)
 				time.Sleep(time.Until(at)) // a real rate: Redis's own clock (TIME) decides
-				r, err := f.g.Take(context.Background(), "flood", l, 1)
+				r, err := takeID(context.Background(), f.g, "flood", l, 1)
 				if err != nil {
 					errs[w] = err
 					return

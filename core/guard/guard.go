@@ -60,8 +60,10 @@ const (
 
 // Store wraps a backend Store (usually the Redis store) with a per-call
 // timeout, a failure mode, a circuit breaker and an optional deny cache.
-// It is itself a core.BatchStore and core.OverrideStore, so a Limiter uses
-// it in place of the backend.
+// It is itself a core.Store, so a Limiter uses it in place of the backend:
+// decisions and refunds pass through the circuits, and admin calls (Reset,
+// SetOverride, ClearOverride) reach the backend, the deny cache and the
+// fallback limiter alike.
 //
 // Errors that describe the call (ErrInvalidLimit, ErrInvalidCost, ErrNoKey)
 // and the cancellation of the caller's own context are returned as they
@@ -72,8 +74,6 @@ const (
 // Close releases the fallback limiter (it does not close the backend).
 type Store struct {
 	backend core.Store
-	batch   core.BatchStore    // backend as a BatchStore, or nil
-	split   core.SplitKeyStore // backend as a SplitKeyStore, or nil
 	cfg     config
 	local   *memorystore.Store // ModeFallback only
 	deny    *denyCache         // nil unless WithDenyCache
@@ -223,9 +223,7 @@ func New(backend core.Store, opts ...Option) (*Store, error) {
 		c.clock = time.Now
 	}
 	s := &Store{backend: backend, cfg: c, epoch: c.clock()}
-	s.batch, _ = backend.(core.BatchStore)
-	s.split, _ = backend.(core.SplitKeyStore)
-	s.sharded, _ = backend.(Sharded)
+	s.sharded, _ = backend.(Sharded) // once, when built: an optional hint, not a capability
 	if c.denyCache != nil {
 		d := *c.denyCache
 		switch {
@@ -262,8 +260,8 @@ func (s *Store) Mode() Mode { return s.cfg.mode }
 
 // Stats counts what a Store has done since it was built.
 type Stats struct {
-	// BackendCalls is the number of calls made to the backend (a TakeAll
-	// counts once).
+	// BackendCalls is the number of decisions sent to the backend (a Take
+	// of several ops counts once).
 	BackendCalls uint64
 	// DenyCacheHits is the number of decisions answered by the deny cache.
 	DenyCacheHits uint64
@@ -284,88 +282,65 @@ func (s *Store) Stats() Stats {
 	}
 }
 
-// Take decides one key: from the deny cache, from the backend, or by the
-// Mode when the backend fails or the circuit is open.
-func (s *Store) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
-	return s.take(ctx, keyParts{joined: key, whole: true}, l, cost)
-}
-
-// TakeSplit is Take of identity+"\x00"+policy, without building that string
-// when neither the deny cache nor the backend needs it (a core.SplitKeyStore
-// backend, or the local fallback limiter with the circuit open).
-func (s *Store) TakeSplit(ctx context.Context, identity, policy string, l core.Limit, cost int64) (core.Result, error) {
-	return s.take(ctx, keyParts{id: identity, policy: policy}, l, cost)
-}
-
-// keyParts is a key given whole or in a Limiter's two parts.
-type keyParts struct {
-	id, policy, joined string
-	whole              bool // joined is set
-}
-
-func (k *keyParts) key() string {
-	if !k.whole {
-		k.joined, k.whole = k.id+"\x00"+k.policy, true
+// Take decides ops all or nothing: from the deny cache, from the backend,
+// or by the Mode when the backend fails or the circuit of an op's node is
+// open (see takeSome for a group spanning an open circuit).
+func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) error {
+	if len(out) != len(ops) {
+		return fmt.Errorf("guard: Take: %d results for %d ops", len(out), len(ops))
 	}
-	return k.joined
+	switch len(ops) {
+	case 0:
+		return nil
+	case 1:
+		return s.takeOne(ctx, ops, out)
+	}
+	return s.takeGroup(ctx, ops, out)
 }
 
-func (s *Store) take(ctx context.Context, k keyParts, l core.Limit, cost int64) (core.Result, error) {
+// takeOne decides one op, passing ops and out to the backend as they are.
+func (s *Store) takeOne(ctx context.Context, ops []core.Op, out []core.Result) error {
+	op := &ops[0]
 	var now int64
-	if s.deny != nil && cost > 0 {
+	if s.deny != nil && op.Cost > 0 {
 		now = s.mono()
-		if res, ok := s.deny.lookupOne(k.key(), l, cost, now); ok {
+		if res, ok := s.deny.lookupOne(op.Key, op.Limit, op.Cost, now); ok {
 			s.hits.Add(1)
-			return res, nil
+			out[0] = res
+			return nil
 		}
 	}
-	b := &s.whole
-	switch {
-	case s.sharded == nil:
-	case k.whole:
-		b = s.nodeOf(k.joined)
-	default:
-		b = s.breakerFor(s.sharded.Node(k.id)) // the identity: a key without NUL
-	}
+	b := s.nodeOf(op.Key)
 	probe, ok := s.admit(b, &now)
 	if !ok {
-		return s.degradeOne(ctx, &k, l, cost)
+		return s.degradeOne(ctx, op, &out[0])
 	}
 	s.calls.Add(1)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	var res core.Result
-	var err error
-	if s.split != nil && !k.whole {
-		res, err = s.split.TakeSplit(cctx, k.id, k.policy, l, cost)
-	} else {
-		res, err = s.backend.Take(cctx, k.key(), l, cost)
-	}
+	err := s.backend.Take(cctx, ops, out)
 	cancel()
 	if err != nil {
 		if passThrough(ctx, err) {
 			s.release(b, probe)
-			return core.Result{}, err
+			return err
 		}
 		s.report(err)
 		s.fail(b, err, probe)
-		return s.degradeOne(ctx, &k, l, cost)
+		return s.degradeOne(ctx, op, &out[0])
 	}
 	s.succeed(b, probe)
-	if s.deny != nil && cost > 0 && deniedFor(res) {
+	if s.deny != nil && op.Cost > 0 && deniedFor(out[0]) {
 		if now == 0 {
 			now = s.mono()
 		}
-		s.deny.storeOne(k.key(), l, cost, res, now)
+		s.deny.storeOne(op.Key, op.Limit, op.Cost, out[0], now)
 	}
-	return res, nil
+	return nil
 }
 
-// TakeAll decides ops all or nothing (one after another if the backend is
-// not a core.BatchStore), with the same failure handling as Take.
-func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
-	if len(out) != len(ops) {
-		return fmt.Errorf("guard: TakeAll: %d results for %d ops", len(out), len(ops))
-	}
+// takeGroup decides several ops all or nothing, with the same failure
+// handling as one.
+func (s *Store) takeGroup(ctx context.Context, ops []core.Op, out []core.Result) error {
 	var now int64
 	if s.deny != nil {
 		now = s.mono()
@@ -420,7 +395,7 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 func (s *Store) callGroup(ctx context.Context, ops []core.Op, out []core.Result, all []core.Op, allOut []core.Result, bs []*breaker, probes []bool) (failed bool, err error) {
 	s.calls.Add(1)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	err = s.takeAll(cctx, ops, out)
+	err = s.backend.Take(cctx, ops, out)
 	cancel()
 	if err == nil {
 		return false, nil
@@ -508,82 +483,90 @@ func (s *Store) takeSome(ctx context.Context, ops []core.Op, out []core.Result, 
 	return nil
 }
 
-func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
-	if s.batch != nil {
-		return s.batch.TakeAll(ctx, ops, out)
+// Refund gives units back through the backend, through the circuit of
+// a's node: while it is open the refund is dropped, and a refund that
+// fails is dropped too (counted as a failure by the breaker and the
+// Observers): the units stay consumed, which errs on the safe side. Errors
+// that describe the call, or the end of the caller's context, are
+// returned. a is dropped from the deny cache.
+func (s *Store) Refund(ctx context.Context, a core.Admission) error {
+	if s.deny != nil {
+		s.deny.forget(a.Key)
 	}
-	for i, op := range ops {
-		res, err := s.backend.Take(ctx, op.Key, op.Limit, op.Cost)
-		if err != nil {
-			return err
-		}
-		out[i] = res
+	b := s.nodeOf(a.Key)
+	var now int64
+	probe, ok := s.admit(b, &now)
+	if !ok {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	err := s.backend.Refund(cctx, a)
+	cancel()
+	switch {
+	case err == nil:
+		s.succeed(b, probe)
+	case passThrough(ctx, err):
+		s.release(b, probe)
+		return err
+	default:
+		s.report(err)
+		s.fail(b, err, probe)
 	}
 	return nil
 }
 
-// Refund gives units back through the backend. A failed refund is dropped
-// (counted as a failure): the units stay consumed, which errs on the safe
-// side.
-func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64, at int64, override uint64) error {
-	if s.deny != nil {
-		s.deny.forget(key)
-	}
-	if s.batch == nil {
-		return errors.New("guard: Refund: the backend cannot refund")
-	}
-	if s.nodeOf(key).circuit.Load() != uint32(Closed) {
-		return nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	err := s.batch.Refund(cctx, key, l, cost, at, override)
-	cancel()
-	if err != nil && !passThrough(ctx, err) {
-		s.report(err)
-		return nil
-	}
-	return err
-}
-
-// Reset forgets key in the backend, the deny cache and the fallback
+// Reset forgets k in the backend, the deny cache and the fallback
 // limiter. Unlike decisions, a failed Reset is returned: an operator asked
 // for it.
-func (s *Store) Reset(ctx context.Context, key string, l core.Limit) error {
+func (s *Store) Reset(ctx context.Context, k core.Key, l core.Limit) error {
 	if s.deny != nil {
-		s.deny.forget(key)
+		s.deny.forget(k)
 	}
 	if s.local != nil {
-		if err := s.local.Reset(ctx, key, s.divide(l)); err != nil {
-			return fmt.Errorf("guard: fallback: %w", err)
+		if err := s.local.Reset(ctx, k, s.divide(l)); err != nil {
+			return fmt.Errorf("guard: Reset: fallback: %w", err)
 		}
 	}
-	return s.backend.Reset(ctx, key, l)
+	return s.backend.Reset(ctx, k, l)
 }
 
-// SetOverride sets an override in the backend, which must be a
-// core.OverrideStore, and drops key from the deny cache.
-func (s *Store) SetOverride(ctx context.Context, key string, o core.Override) error {
-	os, ok := s.backend.(core.OverrideStore)
-	if !ok {
-		return errors.New("guard: SetOverride: the backend has no overrides")
+// SetOverride sets an override in the backend and, so that it holds while
+// the backend fails, in the fallback limiter (its limit divided as every
+// limit there is), and drops k from the deny cache. Like Reset, a failure
+// is returned.
+func (s *Store) SetOverride(ctx context.Context, k core.Key, o core.Override) error {
+	if err := s.backend.SetOverride(ctx, k, o); err != nil {
+		return err
 	}
 	if s.deny != nil {
-		s.deny.forget(key)
+		s.deny.forget(k)
 	}
-	return os.SetOverride(ctx, key, o)
+	if s.local != nil {
+		if !o.Blocks() {
+			o.Limit = s.divide(o.Limit)
+		}
+		if err := s.local.SetOverride(ctx, k, o); err != nil {
+			return fmt.Errorf("guard: SetOverride: fallback: %w", err)
+		}
+	}
+	return nil
 }
 
-// ClearOverride clears an override in the backend and drops key from the
-// deny cache.
-func (s *Store) ClearOverride(ctx context.Context, key string) error {
-	os, ok := s.backend.(core.OverrideStore)
-	if !ok {
-		return errors.New("guard: ClearOverride: the backend has no overrides")
+// ClearOverride clears an override in the backend and the fallback
+// limiter, and drops k from the deny cache.
+func (s *Store) ClearOverride(ctx context.Context, k core.Key) error {
+	if err := s.backend.ClearOverride(ctx, k); err != nil {
+		return err
 	}
 	if s.deny != nil {
-		s.deny.forget(key)
+		s.deny.forget(k)
 	}
-	return os.ClearOverride(ctx, key)
+	if s.local != nil {
+		if err := s.local.ClearOverride(ctx, k); err != nil {
+			return fmt.Errorf("guard: ClearOverride: fallback: %w", err)
+		}
+	}
+	return nil
 }
 
 // passThrough reports whether err belongs to the caller rather than the
@@ -603,8 +586,4 @@ func deniedFor(res core.Result) bool {
 // one so that 0 can mean "not read yet".
 func (s *Store) mono() int64 { return int64(s.cfg.clock().Sub(s.epoch)) + 1 }
 
-var (
-	_ core.BatchStore    = (*Store)(nil)
-	_ core.OverrideStore = (*Store)(nil)
-	_ core.SplitKeyStore = (*Store)(nil)
-)
+var _ core.Store = (*Store)(nil)

@@ -41,21 +41,29 @@ func (s *switchable) failWith(err error) {
 	s.err.Store(&err)
 }
 
-func (s *switchable) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
-	s.calls.Add(1)
-	if e := s.err.Load(); e != nil {
-		return core.Result{}, *e
-	}
-	return s.Store.Take(ctx, key, l, cost)
-}
-
-func (s *switchable) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
+func (s *switchable) Take(ctx context.Context, ops []core.Op, out []core.Result) error {
 	s.calls.Add(1)
 	if e := s.err.Load(); e != nil {
 		return *e
 	}
-	return s.Store.TakeAll(ctx, ops, out)
+	return s.Store.Take(ctx, ops, out)
 }
+
+func (s *switchable) Refund(ctx context.Context, a core.Admission) error {
+	s.calls.Add(1)
+	if e := s.err.Load(); e != nil {
+		return *e
+	}
+	return s.Store.Refund(ctx, a)
+}
+
+// takeID is a one-op Take of the identity id under the policy "p".
+func takeID(ctx context.Context, s core.Store, id string, l core.Limit, cost int64) (core.Result, error) {
+	return limitertest.TakeOne(ctx, s, core.Key{Identity: id, Policy: "p"}, l, cost)
+}
+
+// key is the Key takeID takes.
+func key(id string) core.Key { return core.Key{Identity: id, Policy: "p"} }
 
 func newBackend(t *testing.T, c *limitertest.Clock) *switchable {
 	t.Helper()
@@ -170,7 +178,7 @@ func TestModesAnswerFailures(t *testing.T) {
 				guard.WithLogger(slog.New(slog.DiscardHandler)))
 			var rs []core.Result
 			for range 8 {
-				r, err := g.Take(context.Background(), "k", lim, 1)
+				r, err := takeID(context.Background(), g, "k", lim, 1)
 				require.NoError(t, err, "a backend failure is never returned")
 				rs = append(rs, r)
 			}
@@ -188,14 +196,14 @@ func TestCallerErrorsPassThrough(t *testing.T) {
 	clk := limitertest.NewClock()
 	b := newBackend(t, clk)
 	g := newGuard(t, b)
-	_, err := g.Take(context.Background(), "k", core.Limit{}, 1)
+	_, err := takeID(context.Background(), g, "k", core.Limit{}, 1)
 	require.ErrorIs(t, err, core.ErrInvalidLimit)
-	_, err = g.Take(context.Background(), "", core.PerSecond(1), 1)
+	_, err = takeID(context.Background(), g, "", core.PerSecond(1), 1)
 	require.ErrorIs(t, err, core.ErrNoKey)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	b.failWith(context.Canceled)
-	_, err = g.Take(ctx, "k", core.PerSecond(1), 1)
+	_, err = takeID(ctx, g, "k", core.PerSecond(1), 1)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Zero(t, g.Stats().Failures, "the caller's own errors are not backend failures")
 	require.Equal(t, guard.Closed, g.Circuit())
@@ -213,7 +221,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 	lim := core.PerSecond(1000)
 	take := func() core.Result {
 		t.Helper()
-		r, err := g.Take(ctx, "k", lim, 1)
+		r, err := takeID(ctx, g, "k", lim, 1)
 		require.NoError(t, err)
 		return r
 	}
@@ -260,7 +268,7 @@ func TestOneProbeAtATime(t *testing.T) {
 	g := newGuard(t, b, guard.WithClock(clk.Now), guard.WithBreaker(guard.Breaker{Failures: 1, Cooldown: time.Second}),
 		guard.WithLogger(slog.New(slog.DiscardHandler)))
 	b.failWith(io.EOF)
-	_, err := g.Take(context.Background(), "k", core.PerSecond(5), 1)
+	_, err := takeID(context.Background(), g, "k", core.PerSecond(5), 1)
 	require.NoError(t, err)
 	require.Equal(t, guard.Open, g.Circuit())
 	clk.Advance(time.Second)
@@ -270,7 +278,7 @@ func TestOneProbeAtATime(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := g.Take(context.Background(), "k", core.PerSecond(5), 1)
+			_, err := takeID(context.Background(), g, "k", core.PerSecond(5), 1)
 			require.NoError(t, err)
 		}()
 	}
@@ -286,7 +294,7 @@ func TestTimeoutIsAFailure(t *testing.T) {
 	g := newGuard(t, slow, guard.WithTimeout(20*time.Millisecond), guard.WithObserver(&obs),
 		guard.WithLogger(slog.New(slog.DiscardHandler)))
 	start := time.Now()
-	r, err := g.Take(context.Background(), "k", core.PerSecond(5), 1)
+	r, err := takeID(context.Background(), g, "k", core.PerSecond(5), 1)
 	require.NoError(t, err)
 	require.Less(t, time.Since(start), time.Second)
 	require.Equal(t, core.FailedOpen, r.Source)
@@ -296,9 +304,9 @@ func TestTimeoutIsAFailure(t *testing.T) {
 // stalling waits for its context to end, like a backend that never answers.
 type stalling struct{ *switchable }
 
-func (s *stalling) Take(ctx context.Context, _ string, _ core.Limit, _ int64) (core.Result, error) {
+func (s *stalling) Take(ctx context.Context, _ []core.Op, _ []core.Result) error {
 	<-ctx.Done()
-	return core.Result{}, fmt.Errorf("stalled: %w", ctx.Err())
+	return fmt.Errorf("stalled: %w", ctx.Err())
 }
 
 func TestFallbackGroupsAndRecovery(t *testing.T) {
@@ -406,40 +414,40 @@ func TestDenyCacheBoundsAndForgets(t *testing.T) {
 	lim := core.PerHour(1)
 	for i := range 1000 {
 		key := fmt.Sprint("k", i)
-		_, err := g.Take(ctx, key, lim, 1)
+		_, err := takeID(ctx, g, key, lim, 1)
 		require.NoError(t, err)
-		r, err := g.Take(ctx, key, lim, 1)
+		r, err := takeID(ctx, g, key, lim, 1)
 		require.NoError(t, err)
 		require.False(t, r.Allowed)
 	}
 	require.LessOrEqual(t, guard.DenyCacheLen(g), 32)
 
-	first, _ := g.Take(ctx, "x", lim, 1)
-	r, _ := g.Take(ctx, "x", lim, 1)
+	first, _ := takeID(ctx, g, "x", lim, 1)
+	r, _ := takeID(ctx, g, "x", lim, 1)
 	require.Equal(t, core.FromStore, r.Source)
 	require.Equal(t, time.Hour, r.RetryAfter)
-	r, _ = g.Take(ctx, "x", lim, 1)
+	r, _ = takeID(ctx, g, "x", lim, 1)
 	require.Equal(t, core.FromDenyCache, r.Source)
 	calls := b.calls.Load()
 	clk.Advance(time.Second) // MaxTTL: asks the backend again
-	r, _ = g.Take(ctx, "x", lim, 1)
+	r, _ = takeID(ctx, g, "x", lim, 1)
 	require.Equal(t, core.FromStore, r.Source)
 	require.Equal(t, calls+1, b.calls.Load())
 	require.Equal(t, time.Hour-time.Second, r.RetryAfter)
 
 	// A refund through the guard forgets the denial at once.
-	require.NoError(t, g.Refund(ctx, "x", lim, 1, first.At, 0))
-	r, _ = g.Take(ctx, "x", lim, 1)
+	require.NoError(t, g.Refund(ctx, core.Admission{Key: key("x"), Limit: lim, Cost: 1, At: first.At}))
+	r, _ = takeID(ctx, g, "x", lim, 1)
 	require.True(t, r.Allowed)
 	require.Equal(t, core.FromStore, r.Source)
 
 	// Another cost than the one denied is not answered by the cache.
 	big := core.PerHour(10)
-	r, _ = g.Take(ctx, "y", big, 10)
+	r, _ = takeID(ctx, g, "y", big, 10)
 	require.True(t, r.Allowed)
-	r, _ = g.Take(ctx, "y", big, 5)
+	r, _ = takeID(ctx, g, "y", big, 5)
 	require.False(t, r.Allowed)
-	r, _ = g.Take(ctx, "y", big, 1)
+	r, _ = takeID(ctx, g, "y", big, 1)
 	require.Equal(t, core.FromStore, r.Source)
 	require.False(t, r.Allowed)
 }
@@ -450,25 +458,87 @@ func TestOverridesGoThrough(t *testing.T) {
 	g := newGuard(t, b, guard.WithClock(clk.Now), guard.WithDenyCache(guard.DenyCache{MaxKeys: 8}))
 	ctx := context.Background()
 	lim := core.PerHour(1)
-	_, _ = g.Take(ctx, "k", lim, 1)
-	r, _ := g.Take(ctx, "k", lim, 1)
+	_, _ = takeID(ctx, g, "k", lim, 1)
+	r, _ := takeID(ctx, g, "k", lim, 1)
 	require.False(t, r.Allowed)
-	require.NoError(t, g.SetOverride(ctx, "k", core.Override{Limit: core.PerHour(5), Until: clk.Now().Add(time.Hour)}))
-	r, _ = g.Take(ctx, "k", lim, 1)
+	require.NoError(t, g.SetOverride(ctx, key("k"), core.Override{Limit: core.PerHour(5), Until: clk.Now().Add(time.Hour)}))
+	r, _ = takeID(ctx, g, "k", lim, 1)
 	require.True(t, r.Allowed, "a raise through the guard clears the cached denial")
-	require.NoError(t, g.ClearOverride(ctx, "k"))
-	require.NoError(t, g.Reset(ctx, "k", lim))
-	r, _ = g.Take(ctx, "k", lim, 1)
+	require.NoError(t, g.ClearOverride(ctx, key("k")))
+	require.NoError(t, g.Reset(ctx, key("k"), lim))
+	r, _ = takeID(ctx, g, "k", lim, 1)
 	require.True(t, r.Allowed)
 
-	var plain core.Store = storeOnly{b}
-	pg := newGuard(t, plain)
-	require.Error(t, pg.SetOverride(ctx, "k", core.Override{}))
-	require.Error(t, pg.Refund(ctx, "k", lim, 1, 0, 0))
 }
 
-// storeOnly hides everything but core.Store.
-type storeOnly struct{ core.Store }
+// Overrides set through the guard hold in its fallback limiter too (their
+// limit divided by the instances, as every limit there): a block stays a
+// block, and a raise stays a raise, while the backend is down.
+func TestOverridesHoldInTheFallback(t *testing.T) {
+	clk := limitertest.NewClock()
+	b := newBackend(t, clk)
+	g := newGuard(t, b, guard.WithClock(clk.Now), guard.WithFallback(2),
+		guard.WithBreaker(guard.Breaker{Failures: 1, Cooldown: time.Hour}),
+		guard.WithLogger(slog.New(slog.DiscardHandler)))
+	ctx := context.Background()
+	lim := core.PerHour(2) // 1 per instance in the fallback
+	require.NoError(t, g.SetOverride(ctx, key("blocked"), core.Override{Until: clk.Now().Add(time.Hour)}))
+	require.NoError(t, g.SetOverride(ctx, key("raised"), core.Override{Limit: core.PerHour(10), Until: clk.Now().Add(time.Hour)}))
+	b.failWith(errors.New("down"))
+	r, err := takeID(ctx, g, "blocked", lim, 1)
+	require.NoError(t, err)
+	require.Equal(t, core.FromFallback, r.Source)
+	require.False(t, r.Allowed, "the block holds in the fallback")
+	for i := range 5 {
+		r, err = takeID(ctx, g, "raised", lim, 1)
+		require.NoError(t, err)
+		require.True(t, r.Allowed, "request %d of the raised limit's local share (5)", i)
+	}
+	r, err = takeID(ctx, g, "raised", lim, 1)
+	require.NoError(t, err)
+	require.False(t, r.Allowed)
+	require.NoError(t, g.ClearOverride(ctx, key("blocked")))
+	r, err = takeID(ctx, g, "blocked", lim, 1)
+	require.NoError(t, err)
+	require.True(t, r.Allowed, "cleared in the fallback too")
+}
+
+// A refund passes through the circuit of its key: refused at once (no
+// backend call, nothing given back, no error) while the circuit is open,
+// and, when it fails, counted as a failure that opens it, like a decision.
+func TestRefundPassesThroughTheCircuit(t *testing.T) {
+	clk := limitertest.NewClock()
+	b := newBackend(t, clk)
+	var obs transitions
+	g := newGuard(t, b, guard.WithClock(clk.Now), guard.WithObserver(&obs),
+		guard.WithBreaker(guard.Breaker{Failures: 2, Cooldown: time.Second}),
+		guard.WithLogger(slog.New(slog.DiscardHandler)))
+	ctx := context.Background()
+	lim := core.PerHour(3)
+	first, err := takeID(ctx, g, "k", lim, 1)
+	require.NoError(t, err)
+	b.failWith(errors.New("down"))
+	a := core.Admission{Key: key("k"), Limit: lim, Cost: 1, At: first.At}
+	require.NoError(t, g.Refund(ctx, a), "a failed refund is dropped")
+	require.Equal(t, guard.Closed, g.Circuit())
+	require.NoError(t, g.Refund(ctx, a))
+	require.Equal(t, guard.Open, g.Circuit(), "two failed refunds open the circuit")
+	require.Equal(t, uint64(2), g.Stats().Failures)
+	calls := b.calls.Load()
+	require.NoError(t, g.Refund(ctx, a))
+	require.Equal(t, calls, b.calls.Load(), "no backend call while the circuit is open")
+	// The refund after the cooldown is the probe: it closes the circuit.
+	b.failWith(nil)
+	clk.Advance(time.Second)
+	require.NoError(t, g.Refund(ctx, a))
+	require.Equal(t, guard.Closed, g.Circuit())
+	r, err := takeID(ctx, b.Store, "k", lim, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), r.Remaining, "the probe's refund was made")
+	// Errors of the call itself are returned.
+	require.ErrorIs(t, g.Refund(ctx, core.Admission{Key: key("k"), Limit: lim, Cost: -1}), core.ErrInvalidCost)
+	require.Equal(t, []string{"closed>open", "open>half_open", "half_open>closed"}, obs.list())
+}
 
 func TestClassify(t *testing.T) {
 	cases := map[error]guard.ErrorKind{
@@ -485,4 +555,15 @@ func TestClassify(t *testing.T) {
 	for _, k := range []guard.ErrorKind{guard.KindTimeout, guard.KindConnection, guard.KindClosed, guard.KindBackend} {
 		require.False(t, strings.HasPrefix(k.String(), "ErrorKind("))
 	}
+}
+
+// The guard is a core.Store like any other: over a healthy backend it
+// passes the conformance suite (groups, refunds and overrides included).
+func TestConformance(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, clock func() time.Time) core.Store {
+		m, err := memorystore.New(memorystore.WithClock(clock))
+		require.NoError(t, err)
+		t.Cleanup(func() { m.Close() })
+		return newGuard(t, m, guard.WithClock(clock), guard.WithFallback(2))
+	})
 }

@@ -23,9 +23,9 @@ import (
 // first byte of their identity ("a", "b", "c"), any of which can be made to
 // fail with an error naming it, as the Redis store's do on a Cluster.
 type sharded struct {
-	core.BatchStore // a memory store
-	dead            sync.Map
-	calls           atomic.Int64
+	core.Store // a memory store
+	dead       sync.Map
+	calls      atomic.Int64
 }
 
 type nodeErr struct{ node string }
@@ -35,32 +35,16 @@ func (e nodeErr) FailedNode() string { return e.node }
 
 var _ guard.NodeError = nodeErr{}
 
-func (s *sharded) Node(key string) string { return key[:1] }
+func (s *sharded) Node(k core.Key) string { return k.Identity[:1] }
 
-func (s *sharded) check(keys ...string) error {
+func (s *sharded) Take(ctx context.Context, ops []core.Op, out []core.Result) error {
 	s.calls.Add(1)
-	for _, k := range keys {
-		if _, dead := s.dead.Load(s.Node(k)); dead {
-			return nodeErr{s.Node(k)}
-		}
-	}
-	return nil
-}
-
-func (s *sharded) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
-	if err := s.check(key); err != nil {
-		return core.Result{}, err
-	}
-	return s.BatchStore.Take(ctx, key, l, cost)
-}
-
-func (s *sharded) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
 	for _, op := range ops {
-		if err := s.check(op.Key); err != nil {
-			return err
+		if _, dead := s.dead.Load(s.Node(op.Key)); dead {
+			return nodeErr{s.Node(op.Key)}
 		}
 	}
-	return s.BatchStore.TakeAll(ctx, ops, out)
+	return s.Store.Take(ctx, ops, out)
 }
 
 // nodeTransitions counts Closed -> Open per node.
@@ -91,7 +75,7 @@ func TestOneCircuitPerNode(t *testing.T) {
 			m, err := memorystore.New(memorystore.WithClock(clock.Now))
 			require.NoError(t, err)
 			t.Cleanup(func() { m.Close() })
-			backend := &sharded{BatchStore: m}
+			backend := &sharded{Store: m}
 			rec := &nodeTransitions{opened: map[string]int{}}
 			opts := []guard.Option{guard.WithClock(clock.Now), guard.WithObserver(rec),
 				guard.WithBreaker(guard.Breaker{Failures: 3, Cooldown: time.Second})}
@@ -120,23 +104,23 @@ func TestOneCircuitPerNode(t *testing.T) {
 						for j := range ops {
 							node := "abc"[rng.IntN(3)]
 							withB = withB || node == 'b'
-							ops[j] = core.Op{Key: fmt.Sprintf("%c%d-%d\x00p%d", node, w, i, j), Limit: lim, Cost: 1}
+							ops[j] = core.Op{Key: core.Key{Identity: fmt.Sprintf("%c%d-%d", node, w, i), Policy: fmt.Sprint("p", j)}, Limit: lim, Cost: 1}
 						}
 						out := make([]core.Result, n)
 						if n == 1 {
-							r, err := g.Take(ctx, ops[0].Key, lim, 1)
+							r, err := limitertest.TakeOne(ctx, g, ops[0].Key, lim, 1)
 							if err != nil {
 								errs <- err
 								return
 							}
 							out[0] = r
-						} else if err := g.TakeAll(ctx, ops, out); err != nil {
+						} else if err := g.Take(ctx, ops, out); err != nil {
 							errs <- err
 							return
 						}
 						early := false // a group with b failed as a whole before b's circuit opened
 						for j, op := range ops {
-							live := !strings.HasPrefix(op.Key, "b")
+							live := !strings.HasPrefix(op.Key.Identity, "b")
 							fromStore := out[j].Source == core.FromStore
 							switch {
 							case live && !fromStore && withB && mode == "open":
@@ -180,7 +164,7 @@ func TestOneCircuitPerNode(t *testing.T) {
 
 			backend.dead.Delete("b")
 			clock.Advance(time.Second)
-			r, err := g.Take(context.Background(), "b-back\x00p", core.PerHour(1), 1)
+			r, err := takeID(context.Background(), g, "b-back\x00p", core.PerHour(1), 1)
 			require.NoError(t, err)
 			require.Equal(t, core.FromStore, r.Source, "the probe reaches b again")
 			require.Equal(t, guard.Closed, g.Circuits()["b"])

@@ -8,8 +8,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// testBatch checks all-or-nothing groups and refunds, for stores that
-// implement core.BatchStore.
+// testBatch checks all-or-nothing groups and refunds.
 func testBatch(t *testing.T, newStore Factory) {
 	for _, a := range Algorithms {
 		for _, sameIdentity := range []bool{true, false} {
@@ -19,22 +18,19 @@ func testBatch(t *testing.T, newStore Factory) {
 			}
 			t.Run(name, func(t *testing.T) {
 				clock := NewClock()
-				s, ok := newStore(t, clock.Now).(core.BatchStore)
-				if !ok {
-					t.Fatal("not a BatchStore")
-				}
+				s := newStore(t, clock.Now)
 				ctx := context.Background()
-				id := Key(t)
+				id := Key(t).Identity
 				other := id
 				if !sameIdentity {
 					other = id + "-other"
 				}
 				wide := core.PerMinute(5).WithAlgorithm(a)
 				narrow := core.PerMinute(2).WithAlgorithm(a)
-				ops := []core.Op{{Key: id + "\x00wide", Limit: wide, Cost: 1}, {Key: other + "\x00narrow", Limit: narrow, Cost: 1}}
+				ops := []core.Op{{Key: core.Key{Identity: id, Policy: "wide"}, Limit: wide, Cost: 1}, {Key: core.Key{Identity: other, Policy: "narrow"}, Limit: narrow, Cost: 1}}
 				out := make([]core.Result, 2)
 				for i := range 2 {
-					if err := s.TakeAll(ctx, ops, out); err != nil {
+					if err := s.Take(ctx, ops, out); err != nil {
 						t.Fatal(err)
 					}
 					if !out[0].Allowed || !out[1].Allowed {
@@ -42,19 +38,19 @@ func testBatch(t *testing.T, newStore Factory) {
 					}
 				}
 				// The narrow policy denies: the wide one consumes nothing.
-				if err := s.TakeAll(ctx, ops, out); err != nil {
+				if err := s.Take(ctx, ops, out); err != nil {
 					t.Fatal(err)
 				}
 				if !out[0].Allowed || out[1].Allowed || out[0].Remaining != 3 || out[1].State != core.Throttled {
 					t.Fatalf("denied group: %+v", out)
 				}
-				peek, err := s.Take(ctx, ops[0].Key, wide, 0)
+				peek, err := TakeOne(ctx, s, ops[0].Key, wide, 0)
 				if err != nil || peek.Remaining != 3 {
 					t.Fatalf("the wide policy leaked quota: %+v %v", peek, err)
 				}
 				// A shadow policy's denial does not deny the group.
 				shadow := []core.Op{ops[0], {Key: ops[1].Key, Limit: narrow, Cost: 1, Shadow: true}}
-				if err := s.TakeAll(ctx, shadow, out); err != nil {
+				if err := s.Take(ctx, shadow, out); err != nil {
 					t.Fatal(err)
 				}
 				if !out[0].Allowed || out[1].Allowed || out[0].Remaining != 2 {
@@ -65,23 +61,23 @@ func testBatch(t *testing.T, newStore Factory) {
 				if at != clock.Now().UnixMicro() {
 					t.Fatalf("Result.At %d, want the clock's %d", at, clock.Now().UnixMicro())
 				}
-				if err := s.Refund(ctx, ops[0].Key, wide, 1, at, 0); err != nil {
+				if err := s.Refund(ctx, core.Admission{Key: ops[0].Key, Limit: wide, Cost: 1, At: at}); err != nil {
 					t.Fatal(err)
 				}
-				if r, _ := s.Take(ctx, ops[0].Key, wide, 0); r.Remaining != 3 {
+				if r, _ := TakeOne(ctx, s, ops[0].Key, wide, 0); r.Remaining != 3 {
 					t.Fatalf("after a refund of 1: %+v", r)
 				}
-				if err := s.Refund(ctx, ops[0].Key, wide, 100, at, 0); err != nil {
+				if err := s.Refund(ctx, core.Admission{Key: ops[0].Key, Limit: wide, Cost: 100, At: at}); err != nil {
 					t.Fatal(err)
 				}
-				if r, _ := s.Take(ctx, ops[0].Key, wide, 0); r.Remaining != 5 || r.ResetAfter != 0 || r.State != core.Normal {
+				if r, _ := TakeOne(ctx, s, ops[0].Key, wide, 0); r.Remaining != 5 || r.ResetAfter != 0 || r.State != core.Normal {
 					t.Fatalf("after a refund of everything: %+v", r)
 				}
-				if err := s.Refund(ctx, Key(t), wide, 3, at, 0); err != nil {
+				if err := s.Refund(ctx, core.Admission{Key: Key(t), Limit: wide, Cost: 3, At: at}); err != nil {
 					t.Fatalf("refund of an unknown key: %v", err)
 				}
 				clock.Advance(time.Hour)
-				if err := s.TakeAll(ctx, ops, out); err != nil || !out[0].Allowed || !out[1].Allowed {
+				if err := s.Take(ctx, ops, out); err != nil || !out[0].Allowed || !out[1].Allowed {
 					t.Fatalf("an hour later: %+v %v", out, err)
 				}
 			})

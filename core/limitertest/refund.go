@@ -84,9 +84,9 @@ func cmpInt(a, b int64) int {
 }
 
 // mustTake is s.Take, failing t on an error.
-func mustTake(ctx context.Context, t *testing.T, s core.Store, key string, l core.Limit, cost int64) core.Result {
+func mustTake(ctx context.Context, t *testing.T, s core.Store, key core.Key, l core.Limit, cost int64) core.Result {
 	t.Helper()
-	r, err := s.Take(ctx, key, l, cost)
+	r, err := TakeOne(ctx, s, key, l, cost)
 	if err != nil {
 		t.Fatalf("Take: %v", err)
 	}
@@ -97,12 +97,12 @@ func mustTake(ctx context.Context, t *testing.T, s core.Store, key string, l cor
 // nothing; the cases of issue 12, item 9.
 func testRefundsExact(t *testing.T, newStore Factory) {
 	ctx := context.Background()
-	take := func(t *testing.T, s core.Store, key string, l core.Limit, cost int64) core.Result {
+	take := func(t *testing.T, s core.Store, key core.Key, l core.Limit, cost int64) core.Result {
 		return mustTake(ctx, t, s, key, l, cost)
 	}
-	refund := func(t *testing.T, s core.Store, key string, l core.Limit, cost, at int64) {
+	refund := func(t *testing.T, s core.Store, key core.Key, l core.Limit, cost, at int64) {
 		t.Helper()
-		if err := s.(core.BatchStore).Refund(ctx, key, l, cost, at, 0); err != nil {
+		if err := s.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at}); err != nil {
 			t.Fatalf("Refund: %v", err)
 		}
 	}
@@ -207,7 +207,6 @@ func testClockSteps(t *testing.T, newStore Factory) {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := NewClock()
 			s := newStore(t, clock.Now)
-			bs, _ := s.(core.BatchStore)
 			rng := rand.New(rand.NewPCG(uint64(a), 1212))
 			limits := Limits(a)
 			if a.Bucket() { // a large rate: the TAT clamp of large backward steps
@@ -256,14 +255,14 @@ func testClockSteps(t *testing.T, newStore Factory) {
 					if clock.Now().UnixMicro() >= freshAt {
 						newEpoch()
 					}
-					if bs != nil && len(adm) > 0 && rng.IntN(5) == 0 {
+					if len(adm) > 0 && rng.IntN(5) == 0 {
 						j := rng.IntN(len(adm))
 						if !refunded[j] {
 							refunded[j] = true
-							if err := bs.Refund(ctx, key, l, adm[j].N, adm[j].At, 0); err != nil {
+							if err := s.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: adm[j].N, At: adm[j].At}); err != nil {
 								t.Fatalf("Refund: %v", err)
 							}
-							peek, err := s.Take(ctx, key, l, 0)
+							peek, err := TakeOne(ctx, s, key, l, 0)
 							if err != nil {
 								t.Fatalf("Take: %v", err)
 							}
@@ -283,7 +282,7 @@ func testClockSteps(t *testing.T, newStore Factory) {
 						cost = l.Capacity()
 					}
 					now := clock.Now().UnixMicro()
-					r, err := s.Take(ctx, key, l, cost)
+					r, err := TakeOne(ctx, s, key, l, cost)
 					if err != nil {
 						t.Fatalf("Take: %v", err)
 					}
@@ -324,7 +323,7 @@ func testWaits(t *testing.T, newStore Factory) {
 				for i := range 120 {
 					clock.Advance(time.Duration(rng.Int64N(P/l.Rate*2+1)) * time.Microsecond)
 					cost := 1 + rng.Int64N(l.Capacity())
-					r, err := s.Take(ctx, key, l, cost)
+					r, err := TakeOne(ctx, s, key, l, cost)
 					if err != nil {
 						t.Fatalf("Take: %v", err)
 					}
@@ -334,20 +333,20 @@ func testWaits(t *testing.T, newStore Factory) {
 					switch {
 					case !r.Allowed:
 						clock.Advance(r.RetryAfter)
-						again, err := s.Take(ctx, key, l, cost)
+						again, err := TakeOne(ctx, s, key, l, cost)
 						if err != nil || !again.Allowed {
 							t.Fatalf("%s step %d: cost %d denied at exactly now+RetryAfter (%s): %+v %v", l, i, cost, r.RetryAfter, again, err)
 						}
 						if rng.IntN(3) == 0 {
 							clock.Advance(again.ResetAfter)
-							fresh, err := s.Take(ctx, key, l, 0)
+							fresh, err := TakeOne(ctx, s, key, l, 0)
 							if err != nil || fresh.Remaining != l.Capacity() || fresh.ResetAfter != 0 {
 								t.Fatalf("%s step %d: not fresh at exactly now+ResetAfter (%s): %+v %v", l, i, again.ResetAfter, fresh, err)
 							}
 						}
 					case rng.IntN(8) == 0:
 						clock.Advance(r.ResetAfter)
-						fresh, err := s.Take(ctx, key, l, 0)
+						fresh, err := TakeOne(ctx, s, key, l, 0)
 						if err != nil || fresh.Remaining != l.Capacity() || fresh.ResetAfter != 0 {
 							t.Fatalf("%s step %d: not fresh at exactly now+ResetAfter (%s): %+v %v", l, i, r.ResetAfter, fresh, err)
 						}
@@ -361,7 +360,7 @@ func testWaits(t *testing.T, newStore Factory) {
 // testClockStepCases: the backward steps of issue 12, item 11.
 func testClockStepCases(t *testing.T, newStore Factory) {
 	ctx := context.Background()
-	take := func(t *testing.T, s core.Store, key string, l core.Limit, cost int64) core.Result {
+	take := func(t *testing.T, s core.Store, key core.Key, l core.Limit, cost int64) core.Result {
 		return mustTake(ctx, t, s, key, l, cost)
 	}
 	t.Run("sliding-window-log/step-back-after-a-denial", func(t *testing.T) {

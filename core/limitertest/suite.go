@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,20 +62,25 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("ClockSteps", func(t *testing.T) { testClockSteps(t, newStore) })
 	t.Run("ClockStepCases", func(t *testing.T) { testClockStepCases(t, newStore) })
 	t.Run("Waits", func(t *testing.T) { testWaits(t, newStore) })
-	if _, ok := newStore(t, NewClock().Now).(core.BatchStore); ok {
-		t.Run("Batch", func(t *testing.T) { testBatch(t, newStore) })
-		t.Run("Refunds", func(t *testing.T) { testRefundsExact(t, newStore) })
-	}
-	if _, ok := newStore(t, NewClock().Now).(core.OverrideStore); ok {
-		t.Run("Overrides", func(t *testing.T) { testOverrides(t, newStore) })
-	}
+	t.Run("Batch", func(t *testing.T) { testBatch(t, newStore) })
+	t.Run("Refunds", func(t *testing.T) { testRefundsExact(t, newStore) })
+	t.Run("Overrides", func(t *testing.T) { testOverrides(t, newStore) })
+	t.Run("Keys", func(t *testing.T) { testKeys(t, newStore) })
 }
 
 var keySeq atomic.Int64
 
-// Key returns a key no other subtest uses.
-func Key(t testing.TB) string {
-	return fmt.Sprintf("lt-%d-%d-%s", time.Now().UnixNano()%1e9, keySeq.Add(1), t.Name())
+// Key returns a key no other subtest uses: a fresh identity under the
+// policy "p".
+func Key(t testing.TB) core.Key {
+	return core.Key{Identity: fmt.Sprintf("lt-%d-%d-%s", time.Now().UnixNano()%1e9, keySeq.Add(1), t.Name()), Policy: "p"}
+}
+
+// TakeOne is a Take of one op: cost units of k under l.
+func TakeOne(ctx context.Context, s core.Store, k core.Key, l core.Limit, cost int64) (core.Result, error) {
+	var out [1]core.Result
+	err := s.Take(ctx, []core.Op{{Key: k, Limit: l, Cost: cost}}, out[:])
+	return out[0], err
 }
 
 // reference replays one key through the step functions.
@@ -134,7 +140,7 @@ func testReference(t *testing.T, newStore Factory) {
 					case 1:
 						cost = rng.Int64N(l.Capacity() + 2)
 					}
-					got, err := s.Take(context.Background(), key, l, cost)
+					got, err := TakeOne(context.Background(), s, key, l, cost)
 					if err != nil {
 						t.Fatalf("%s step %d: Take: %v", l, i, err)
 					}
@@ -165,7 +171,7 @@ func testConcurrency(t *testing.T, newStore Factory) {
 				go func() {
 					defer wg.Done()
 					for range 5 {
-						r, err := s.Take(context.Background(), key, l, 1)
+						r, err := TakeOne(context.Background(), s, key, l, 1)
 						if err != nil {
 							errs <- err
 							return
@@ -196,12 +202,12 @@ func testBadInput(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 	cases := []struct {
 		name string
-		key  string
+		key  core.Key
 		l    core.Limit
 		cost int64
 		want error
 	}{
-		{"empty key", "", core.PerSecond(1), 1, core.ErrNoKey},
+		{"empty identity", core.Key{Policy: "p"}, core.PerSecond(1), 1, core.ErrNoKey},
 		{"negative cost", Key(t), core.PerSecond(1), -1, core.ErrInvalidCost},
 		{"zero limit", Key(t), core.Limit{}, 1, core.ErrInvalidLimit},
 		{"zero rate", Key(t), core.PerSecond(0), 1, core.ErrInvalidLimit},
@@ -212,19 +218,46 @@ func testBadInput(t *testing.T, newStore Factory) {
 		{"overflowing bucket", Key(t), core.Per(1, 100*365*24*time.Hour).WithBurst(1 << 40), 1, core.ErrInvalidLimit},
 	}
 	for _, c := range cases {
-		_, err := s.Take(ctx, c.key, c.l, c.cost)
+		_, err := TakeOne(ctx, s, c.key, c.l, c.cost)
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: Take error %v, want %v", c.name, err, c.want)
 		}
 	}
-	if err := s.Reset(ctx, "", core.PerSecond(1)); !errors.Is(err, core.ErrNoKey) {
-		t.Errorf("Reset with empty key: %v, want ErrNoKey", err)
+	if err := s.Reset(ctx, core.Key{Policy: "p"}, core.PerSecond(1)); !errors.Is(err, core.ErrNoKey) {
+		t.Errorf("Reset with an empty identity: %v, want ErrNoKey", err)
 	}
-	// Keys with every kind of byte are keys like any other.
-	for _, key := range []string{"{", "}", "{a}", "a:{b}:c", "\x00\xff", string(make([]byte, 4096))} {
-		r, err := s.Take(ctx, key+Key(t), core.PerSecond(2), 2)
-		if err != nil || !r.Allowed {
-			t.Errorf("key %q: %+v %v", key, r, err)
+	if err := s.Refund(ctx, core.Admission{Key: Key(t), Limit: core.PerSecond(1), Cost: -1, At: 1}); !errors.Is(err, core.ErrInvalidCost) {
+		t.Errorf("Refund of a negative cost: %v, want ErrInvalidCost", err)
+	}
+	if err := s.Refund(ctx, core.Admission{Key: Key(t), Limit: core.PerSecond(0), Cost: 1, At: 1}); !errors.Is(err, core.ErrInvalidLimit) {
+		t.Errorf("Refund under an invalid limit: %v, want ErrInvalidLimit", err)
+	}
+	if err := s.SetOverride(ctx, core.Key{Policy: "p"}, core.Override{Until: time.Now().Add(time.Hour)}); !errors.Is(err, core.ErrNoKey) {
+		t.Errorf("SetOverride with an empty identity: %v, want ErrNoKey", err)
+	}
+	// A group with one bad op is an error naming the op, and takes nothing.
+	good := Key(t)
+	err := s.Take(ctx, []core.Op{{Key: good, Limit: core.PerSecond(1), Cost: 1}, {Key: Key(t), Limit: core.PerSecond(1), Cost: -1}}, make([]core.Result, 2))
+	if !errors.Is(err, core.ErrInvalidCost) || !strings.Contains(err.Error(), "op 1") {
+		t.Errorf("a group with a negative cost in op 1: %v, want ErrInvalidCost naming op 1", err)
+	}
+	if r, err := TakeOne(ctx, s, good, core.PerSecond(1), 0); err != nil || r.Remaining != 1 {
+		t.Errorf("the invalid group consumed: %+v %v", r, err)
+	}
+	if err := s.Take(ctx, []core.Op{{Key: good, Limit: core.PerSecond(1), Cost: 1}}, make([]core.Result, 2)); err == nil {
+		t.Error("Take with len(out) != len(ops): no error")
+	}
+	if err := s.Take(ctx, nil, nil); err != nil {
+		t.Errorf("Take of no op: %v", err)
+	}
+	// Identities and policies with every kind of byte are keys like any other.
+	for _, part := range []string{"{", "}", "{a}", "a:{b}:c", "\x00\xff", string(make([]byte, 4096))} {
+		k := Key(t)
+		for _, key := range []core.Key{{Identity: part + k.Identity, Policy: "p"}, {Identity: k.Identity, Policy: part}, {Identity: part + k.Identity}} {
+			r, err := TakeOne(ctx, s, key, core.PerSecond(2), 2)
+			if err != nil || !r.Allowed {
+				t.Errorf("key %q: %+v %v", key, r, err)
+			}
 		}
 	}
 }
@@ -237,16 +270,16 @@ func testReset(t *testing.T, newStore Factory) {
 			ctx := context.Background()
 			l := core.PerMinute(3).WithAlgorithm(a)
 			key := Key(t)
-			if r, err := s.Take(ctx, key, l, 3); err != nil || !r.Allowed {
+			if r, err := TakeOne(ctx, s, key, l, 3); err != nil || !r.Allowed {
 				t.Fatalf("first take: %+v %v", r, err)
 			}
-			if r, _ := s.Take(ctx, key, l, 1); r.Allowed || r.State != core.Throttled {
+			if r, _ := TakeOne(ctx, s, key, l, 1); r.Allowed || r.State != core.Throttled {
 				t.Fatalf("over the limit: %+v", r)
 			}
 			if err := s.Reset(ctx, key, l); err != nil {
 				t.Fatal(err)
 			}
-			r, err := s.Take(ctx, key, l, 0)
+			r, err := TakeOne(ctx, s, key, l, 0)
 			if err != nil || !r.Allowed || r.Remaining != 3 || r.State != core.Normal || r.ResetAfter != 0 {
 				t.Fatalf("after Reset, peek: %+v %v", r, err)
 			}
@@ -263,13 +296,67 @@ func testIsolation(t *testing.T, newStore Factory) {
 	key := Key(t)
 	for _, a := range Algorithms {
 		l := core.PerMinute(1).WithAlgorithm(a)
-		if r, err := s.Take(ctx, key, l, 1); err != nil || !r.Allowed {
+		if r, err := TakeOne(ctx, s, key, l, 1); err != nil || !r.Allowed {
 			t.Fatalf("%s on a shared key name: %+v %v", a, r, err)
 		}
 	}
 	for i := range 50 {
-		if r, err := s.Take(ctx, fmt.Sprintf("%s-%d", key, i), core.PerMinute(1), 1); err != nil || !r.Allowed {
+		if r, err := TakeOne(ctx, s, core.Key{Identity: fmt.Sprintf("%s-%d", key.Identity, i), Policy: key.Policy}, core.PerMinute(1), 1); err != nil || !r.Allowed {
 			t.Fatalf("key %d: %+v %v", i, r, err)
 		}
+	}
+}
+
+// testKeys: a key is its identity and its policy, both: another policy of
+// the same identity, or another identity under the same policy, is another
+// state; Reset, overrides and refunds apply to their key alone.
+func testKeys(t *testing.T, newStore Factory) {
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	ctx := context.Background()
+	l := core.PerMinute(2)
+	k := Key(t)
+	samePolicy := core.Key{Identity: k.Identity + "-2", Policy: k.Policy}
+	sameIdentity := core.Key{Identity: k.Identity, Policy: k.Policy + "2"}
+	noPolicy := core.Key{Identity: k.Identity}
+	mustTake := func(key core.Key, cost int64) core.Result {
+		t.Helper()
+		r, err := TakeOne(ctx, s, key, l, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := mustTake(k, 2); !r.Allowed {
+		t.Fatalf("first take: %+v", r)
+	}
+	for _, other := range []core.Key{samePolicy, sameIdentity, noPolicy} {
+		if r := mustTake(other, 0); r.Remaining != 2 {
+			t.Fatalf("%q shares %q's state: %+v", other, k, r)
+		}
+	}
+	if err := s.SetOverride(ctx, sameIdentity, core.Override{Until: clock.Now().Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustTake(sameIdentity, 1); r.Allowed {
+		t.Fatalf("blocked key admitted: %+v", r)
+	}
+	if r := mustTake(samePolicy, 1); !r.Allowed {
+		t.Fatalf("another identity's block applied: %+v", r)
+	}
+	if err := s.ClearOverride(ctx, sameIdentity); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reset(ctx, samePolicy, l); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustTake(k, 0); r.Remaining != 0 {
+		t.Fatalf("another key's Reset reset %q: %+v", k, r)
+	}
+	if err := s.Reset(ctx, k, l); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustTake(k, 0); r.Remaining != 2 {
+		t.Fatalf("Reset did not reset %q: %+v", k, r)
 	}
 }

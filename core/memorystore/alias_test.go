@@ -14,8 +14,8 @@ import (
 )
 
 // Issue 12 item 8: under Fiber, request strings alias buffers that the next
-// request overwrites. Every key the store is given (Take, TakeSplit,
-// TakeAll, Refund, Reset, SetOverride) is such a string here: the buffer is
+// request overwrites. Every identity the store is given (Take of one op and
+// of several, Refund, Reset, SetOverride) is such a string here: the buffer is
 // overwritten after each call, and the store must behave as if the key had
 // been copied.
 func TestKeysBackedByReusedBuffers(t *testing.T) {
@@ -38,38 +38,39 @@ func TestKeysBackedByReusedBuffers(t *testing.T) {
 	for _, a := range limitertest.Algorithms {
 		l := core.PerMinute(3).WithAlgorithm(a)
 		alice, bob := "alice:"+a.String(), "bob:"+a.String()
+		key := func(id string) core.Key { return core.Key{Identity: id, Policy: "p"} }
 		// An override set through an aliased key: blocked for alice only.
-		require.NoError(t, s.SetOverride(ctx, aliased(alice), core.Override{Until: c.now.Add(time.Minute)}))
+		require.NoError(t, s.SetOverride(ctx, key(aliased(alice)), core.Override{Until: c.now.Add(time.Minute)}))
 		scrub()
 		// The buffer now reads bob's key, then garbage: neither is blocked.
-		r, err := s.Take(ctx, aliased(bob), l, 1)
+		r, err := limitertest.TakeOne(ctx, s, key(aliased(bob)), l, 1)
 		require.NoError(t, err)
 		require.True(t, r.Allowed, "%s: bob is not blocked", a)
 		scrub()
-		r, err = s.Take(ctx, alice, l, 1)
+		r, err = limitertest.TakeOne(ctx, s, key(alice), l, 1)
 		require.NoError(t, err)
 		require.False(t, r.Allowed, "%s: alice's override survived the buffer's reuse", a)
-		require.NoError(t, s.ClearOverride(ctx, aliased(alice)))
+		require.NoError(t, s.ClearOverride(ctx, key(aliased(alice))))
 		scrub()
 		// State taken through aliased keys stays with the key, not the buffer.
 		for range 3 {
-			_, err = s.TakeSplit(ctx, aliased(bob), "p", l, 1)
+			_, err = limitertest.TakeOne(ctx, s, key(aliased(bob)), l, 1)
 			require.NoError(t, err)
 			scrub()
 		}
-		r, err = s.Take(ctx, bob+"\x00p", l, 0)
+		r, err = limitertest.TakeOne(ctx, s, key(bob), l, 0)
 		require.NoError(t, err)
 		require.False(t, r.Allowed, "%s: bob's three requests counted", a)
-		out := make([]core.Result, 1)
-		require.NoError(t, s.TakeAll(ctx, []core.Op{{Key: aliased(alice), Limit: l, Cost: 3}}, out))
+		out := make([]core.Result, 2)
+		require.NoError(t, s.Take(ctx, []core.Op{{Key: key(aliased(alice)), Limit: l, Cost: 3}, {Key: key("carol:" + a.String()), Limit: l, Cost: 1}}, out))
 		scrub()
 		require.True(t, out[0].Allowed)
-		r, err = s.Take(ctx, alice, l, 1)
+		r, err = limitertest.TakeOne(ctx, s, key(alice), l, 1)
 		require.NoError(t, err)
 		require.False(t, r.Allowed, "%s: alice's batch counted", a)
-		require.NoError(t, s.Reset(ctx, aliased(alice), l))
+		require.NoError(t, s.Reset(ctx, key(aliased(alice)), l))
 		scrub()
-		r, err = s.Take(ctx, alice, l, 1)
+		r, err = limitertest.TakeOne(ctx, s, key(alice), l, 1)
 		require.NoError(t, err)
 		require.True(t, r.Allowed, "%s: alice reset", a)
 	}

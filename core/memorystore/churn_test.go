@@ -75,7 +75,7 @@ func BenchmarkChurnHotKeyLatency(b *testing.B) {
 			hot := make([]string, 1024)
 			for i := range hot {
 				hot[i] = "hot:" + strconv.Itoa(i)
-				s.Take(ctx, hot[i], hotL, 1)
+				take1(ctx, s, hot[i], hotL, 1)
 			}
 			churnL := core.Per(1, 20*time.Millisecond)
 			var stop atomic.Bool
@@ -90,7 +90,7 @@ func BenchmarkChurnHotKeyLatency(b *testing.B) {
 					buf = strconv.AppendInt(append(buf[:0], "churn:"...), n, 10)
 					t0 := time.Now()
 					// The store hashes the key and keeps nothing of it.
-					s.Take(ctx, unsafe.String(&buf[0], len(buf)), churnL, 1)
+					take1(ctx, s, unsafe.String(&buf[0], len(buf)), churnL, 1)
 					worst = max(worst, int64(time.Since(t0)))
 					n++
 				}
@@ -103,7 +103,7 @@ func BenchmarkChurnHotKeyLatency(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
 				t0 := time.Now()
-				s.Take(ctx, hot[i&1023], hotL, 1)
+				take1(ctx, s, hot[i&1023], hotL, 1)
 				h.add(int64(time.Since(t0)))
 			}
 			b.StopTimer()

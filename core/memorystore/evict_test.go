@@ -35,7 +35,7 @@ func throttle(t *testing.T, s *memorystore.Store, key string, l core.Limit) {
 	t.Helper()
 	ctx := context.Background()
 	for i := int64(0); ; i++ {
-		r, err := s.Take(ctx, key, l, 1)
+		r, err := takeID(ctx, s, key, l, 1)
 		require.NoError(t, err)
 		if !r.Allowed {
 			require.Equal(t, l.Capacity(), i, "%s admitted its capacity", key)
@@ -74,12 +74,12 @@ func TestFloodDoesNotForgetAThrottledKey(t *testing.T) {
 				}
 				throttle(t, s, "victim", l)
 				for i := range 2 * maxKeys {
-					_, err := s.Take(ctx, "flood:"+strconv.Itoa(i), fl, 1)
+					_, err := takeID(ctx, s, "flood:"+strconv.Itoa(i), fl, 1)
 					require.NoError(t, err)
 					c.now = c.now.Add(time.Microsecond)
 				}
 				require.Positive(t, s.Evictions())
-				r, err := s.Take(ctx, "victim", l, 1)
+				r, err := takeID(ctx, s, "victim", l, 1)
 				require.NoError(t, err)
 				require.False(t, r.Allowed, "the throttled key was forgotten after %d evictions", s.Evictions())
 				require.Equal(t, int64(0), r.Remaining)
@@ -122,19 +122,19 @@ func TestEvictionNeverForgetsAThrottledKey(t *testing.T) {
 				case len(victims) < 12 && rng.IntN(200) == 0:
 					key := "victim:" + strconv.Itoa(step)
 					throttle(t, s, key, l)
-					r, err := s.Take(ctx, key, l, 0)
+					r, err := takeID(ctx, s, key, l, 0)
 					require.NoError(t, err)
 					require.False(t, r.Allowed)
 					victims[key] = victim{l: l, until: c.now.Add(r.RetryAfter)}
 				case rng.IntN(4) == 0: // a key used heavily, not to its limit
 					key := "heavy:" + strconv.Itoa(next)
 					next++
-					_, err := s.Take(ctx, key, l, l.Capacity()-1)
+					_, err := takeID(ctx, s, key, l, l.Capacity()-1)
 					require.NoError(t, err)
 				default: // a new key, used once
 					key := "light:" + strconv.Itoa(next)
 					next++
-					_, err := s.Take(ctx, key, l, 1)
+					_, err := takeID(ctx, s, key, l, 1)
 					require.NoError(t, err)
 				}
 				if step%97 != 0 {
@@ -146,7 +146,7 @@ func TestEvictionNeverForgetsAThrottledKey(t *testing.T) {
 						delete(victims, key)
 						continue
 					}
-					r, err := s.Take(ctx, key, v.l, 0)
+					r, err := takeID(ctx, s, key, v.l, 0)
 					require.NoError(t, err)
 					require.False(t, r.Allowed, "step %d: throttled %s key %s forgotten (%d evictions)", step, v.l.Algorithm, key, s.Evictions())
 				}

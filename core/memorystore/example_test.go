@@ -17,12 +17,14 @@ func Example() {
 
 	ctx := context.Background()
 	limit := core.PerMinute(3).WithAlgorithm(core.SlidingWindowLog)
+	// One op: a cost of 1 for user:42 under the "api" policy.
+	ops := []core.Op{{Key: core.Key{Identity: "user:42", Policy: "api"}, Limit: limit, Cost: 1}}
+	out := make([]core.Result, len(ops))
 	for i := 0; i < 4; i++ {
-		r, err := store.Take(ctx, "user:42", limit, 1)
-		if err != nil {
+		if err := store.Take(ctx, ops, out); err != nil {
 			panic(err) // a memory store fails only on invalid input
 		}
-		fmt.Println(r.Allowed, r.Remaining, r.State)
+		fmt.Println(out[0].Allowed, out[0].Remaining, out[0].State)
 	}
 	// Output:
 	// true 2 normal

@@ -19,50 +19,56 @@ type override struct {
 	gen   uint64
 }
 
-// SetOverride replaces key's limit until o.Until; see core.OverrideStore.
-func (s *Store) SetOverride(_ context.Context, key string, o core.Override) error {
-	if key == "" {
-		return fmt.Errorf("memorystore: %w", core.ErrNoKey)
+// SetOverride replaces k's limit until o.Until; see core.Store.
+func (s *Store) SetOverride(_ context.Context, k core.Key, o core.Override) error {
+	if err := s.open(); err != nil {
+		return fmt.Errorf("memorystore: SetOverride: %w", err)
+	}
+	if k.Identity == "" {
+		return fmt.Errorf("memorystore: SetOverride: Key.Identity: %w", core.ErrNoKey)
 	}
 	if err := core.ValidateOverride(o, time.UnixMicro(s.clock())); err != nil {
-		return fmt.Errorf("memorystore: %w", err)
+		return fmt.Errorf("memorystore: SetOverride: %w", err)
 	}
 	ov := override{until: o.Until.UnixMicro(), gen: s.ovGen.Add(1)}
 	if !o.Blocks() {
 		sp, err := s.spec(o.Limit)
 		if err != nil {
-			return fmt.Errorf("memorystore: %w", err)
+			return fmt.Errorf("memorystore: SetOverride: Limit: %w", err)
 		}
 		ov.spec = sp
 	}
 	s.ovMu.Lock()
 	defer s.ovMu.Unlock()
 	if s.overrides == nil {
-		s.overrides = map[string]override{}
+		s.overrides = map[core.Key]override{}
 	}
 	// The key may alias a request buffer that is reused (Fiber): keep a copy.
-	s.overrides[strings.Clone(key)] = ov
+	s.overrides[core.Key{Identity: strings.Clone(k.Identity), Policy: strings.Clone(k.Policy)}] = ov
 	s.nOverrides.Store(int64(len(s.overrides)))
 	return nil
 }
 
-// ClearOverride removes key's override.
-func (s *Store) ClearOverride(_ context.Context, key string) error {
+// ClearOverride removes k's override.
+func (s *Store) ClearOverride(_ context.Context, k core.Key) error {
+	if err := s.open(); err != nil {
+		return fmt.Errorf("memorystore: ClearOverride: %w", err)
+	}
 	s.ovMu.Lock()
 	defer s.ovMu.Unlock()
-	delete(s.overrides, key)
+	delete(s.overrides, k)
 	s.nOverrides.Store(int64(len(s.overrides)))
 	return nil
 }
 
-// overridden returns key's override in force at now, if any. It costs one
+// overridden returns k's override in force at now, if any. It costs one
 // atomic load while no override exists.
-func (s *Store) overridden(key string, now int64) (override, bool) {
+func (s *Store) overridden(k core.Key, now int64) (override, bool) {
 	if s.nOverrides.Load() == 0 {
 		return override{}, false
 	}
 	s.ovMu.RLock()
-	ov, ok := s.overrides[key]
+	ov, ok := s.overrides[k]
 	s.ovMu.RUnlock()
 	if !ok || ov.until <= now {
 		return override{}, false

@@ -38,7 +38,7 @@ func TestLockHoldsAreBounded(t *testing.T) {
 		buf = strconv.AppendInt(append(buf[:0], 'k'), int64(i), 10)
 		r, t0 := sh.t.rehashed, time.Now()
 		// The store keeps nothing of the key: no garbage, no GC assist.
-		_, err := s.Take(ctx, unsafe.String(&buf[0], len(buf)), l, 1)
+		_, err := takeID(ctx, s, unsafe.String(&buf[0], len(buf)), l, 1)
 		hold(t0, r)
 		if err != nil {
 			t.Fatal(err)
@@ -87,7 +87,7 @@ func TestChurnedTableIsNotShrunk(t *testing.T) {
 	for cycle := range 6 {
 		for range 20_000 {
 			key++
-			_, err := s.Take(ctx, "k"+strconv.Itoa(key), l, 1)
+			_, err := takeID(ctx, s, "k"+strconv.Itoa(key), l, 1)
 			require.NoError(t, err)
 		}
 		now += 1_000_000
@@ -124,7 +124,7 @@ func TestSweepPassDeletesExactlyTheExpired(t *testing.T) {
 			if rng.IntN(3) == 0 {
 				l, live[key] = long, true
 			}
-			_, err := s.Take(ctx, key, l, 1)
+			_, err := takeID(ctx, s, key, l, 1)
 			require.NoError(t, err)
 		}
 		now += 2_000_000 // the short keys have expired
@@ -138,7 +138,7 @@ func TestSweepPassDeletesExactlyTheExpired(t *testing.T) {
 		}
 		require.Equal(t, len(live), s.Len(), "seed %d", seed)
 		for key := range live {
-			r, err := s.Take(ctx, key, long, 0)
+			r, err := takeID(ctx, s, key, long, 0)
 			require.NoError(t, err)
 			require.Equal(t, int64(9), r.Remaining, "seed %d: %s kept its state", seed, key)
 		}
@@ -158,7 +158,7 @@ func TestShrinkMovesAFewSlotsPerInsert(t *testing.T) {
 			if i < keep {
 				l = core.PerHour(1)
 			}
-			_, err := s.Take(ctx, "k"+strconv.Itoa(i), l, 1)
+			_, err := takeID(ctx, s, "k"+strconv.Itoa(i), l, 1)
 			require.NoError(t, err)
 		}
 		now += 1_000_000
@@ -170,7 +170,7 @@ func TestShrinkMovesAFewSlotsPerInsert(t *testing.T) {
 		maxMoved := 0
 		for i := 0; sh.t.migrating(); i++ {
 			r := sh.t.rehashed
-			_, err := s.Take(ctx, "new"+strconv.Itoa(i), core.PerHour(1), 1)
+			_, err := takeID(ctx, s, "new"+strconv.Itoa(i), core.PerHour(1), 1)
 			require.NoError(t, err)
 			maxMoved = max(maxMoved, sh.t.rehashed-r)
 		}

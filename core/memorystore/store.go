@@ -19,6 +19,8 @@ import (
 
 // Store is the in-memory core.Store. The zero value is not usable: call New.
 // A Store is safe for concurrent use; Close stops its sweeper.
+//
+// Take with one op, on a key that exists, allocates nothing.
 type Store struct {
 	shards     []shard
 	mask       uint64
@@ -42,7 +44,7 @@ type Store struct {
 	regSpecs [maxSpecIDs + 1]atomic.Pointer[algo.Spec]
 
 	ovMu       sync.RWMutex
-	overrides  map[string]override
+	overrides  map[core.Key]override
 	nOverrides atomic.Int64
 	ovGen      atomic.Uint64
 }
@@ -157,7 +159,8 @@ func New(opts ...Option) (*Store, error) {
 	return s, nil
 }
 
-// Close stops the sweeper. Take and Reset then return core.ErrClosed.
+// Close stops the sweeper. Every method then returns an error wrapping
+// core.ErrClosed.
 // Close is idempotent.
 func (s *Store) Close() error {
 	if s.closed.CompareAndSwap(false, true) {
@@ -182,44 +185,40 @@ func (s *Store) Len() int {
 // Evictions returns how many keys were evicted to respect WithMaxKeys.
 func (s *Store) Evictions() int64 { return s.evictions.Load() }
 
-// Take decides one request for key under l; see core.Store. The context is
-// not consulted: a decision never waits.
-func (s *Store) Take(_ context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
-	return s.take(key, l, cost)
-}
-
-// splitMax is the longest key TakeSplit joins on the stack.
-const splitMax = 128
-
-// TakeSplit is Take of identity+"\x00"+policy (see core.SplitKeyStore): the
-// same state, with no key string allocated when the key has at most 128
-// bytes.
-func (s *Store) TakeSplit(_ context.Context, identity, policy string, l core.Limit, cost int64) (core.Result, error) {
-	n := len(identity) + 1 + len(policy)
-	if n > splitMax {
-		return s.take(identity+"\x00"+policy, l, cost)
+// Take decides ops all or nothing; see core.Store. The context is not
+// consulted: a decision never waits. One op is decided under its shard's
+// lock; several under the locks of all their shards, taken together (in
+// index order), so the group is atomic.
+func (s *Store) Take(_ context.Context, ops []core.Op, out []core.Result) error {
+	if len(out) != len(ops) {
+		return fmt.Errorf("memorystore: Take: %d results for %d ops", len(out), len(ops))
 	}
-	var buf [splitMax]byte
-	b := append(append(append(buf[:0], identity...), 0), policy...)
-	// The key is only hashed and looked up, never kept, so it may point
-	// into this frame; b is not written again.
-	return s.take(unsafe.String(&b[0], n), l, cost)
+	switch len(ops) {
+	case 0:
+		return nil
+	case 1:
+		op := &ops[0]
+		return s.take(op.Key, op.Limit, op.Cost, &out[0])
+	}
+	return s.takeAll(ops, out)
 }
 
-func (s *Store) take(key string, l core.Limit, cost int64) (core.Result, error) {
-	sp, h, err := s.prepare(key, l, cost)
+// take decides one op into res.
+func (s *Store) take(k core.Key, l core.Limit, cost int64, res *core.Result) error {
+	sp, h, err := s.prepare(k, l, cost)
 	if err != nil {
-		return core.Result{}, err
+		return fmt.Errorf("memorystore: Take: op 0: %w", err)
 	}
 	now := s.clock()
 	var applied *core.Limit
 	var gen uint64
-	if ov, ok := s.overridden(key, now); ok {
+	if ov, ok := s.overridden(k, now); ok {
 		if ov.spec == nil {
-			return blocked(sp, ov.until, now), nil
+			*res = blocked(sp, ov.until, now)
+			return nil
 		}
 		sp = ov.spec
-		h = s.overrideHash(key, sp.Algorithm, ov.gen)
+		h = s.overrideHash(k, sp.Algorithm, ov.gen)
 		applied, gen = &sp.Limit, ov.gen
 	}
 	sh := &s.shards[h&s.mask]
@@ -227,16 +226,19 @@ func (s *Store) take(key string, l core.Limit, cost int64) (core.Result, error) 
 	sh.mu.Lock()
 	sh.take(sp, &o, h, now, cost, s)
 	sh.mu.Unlock()
-	res := sp.Result(&o)
+	*res = sp.Result(&o)
 	res.Applied, res.Override = applied, gen // the override's limit, which the Result describes
-	return res, nil
+	return nil
 }
 
-// Reset forgets key under l: its next request sees a fresh key.
-func (s *Store) Reset(_ context.Context, key string, l core.Limit) error {
-	_, h, err := s.prepare(key, l, 0)
+// Reset forgets k under l: its next request sees a fresh key.
+func (s *Store) Reset(_ context.Context, k core.Key, l core.Limit) error {
+	if err := s.open(); err != nil {
+		return fmt.Errorf("memorystore: Reset: %w", err)
+	}
+	_, h, err := s.prepare(k, l, 0)
 	if err != nil {
-		return err
+		return fmt.Errorf("memorystore: Reset: %w", err)
 	}
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
@@ -247,39 +249,51 @@ func (s *Store) Reset(_ context.Context, key string, l core.Limit) error {
 	return nil
 }
 
-func (s *Store) prepare(key string, l core.Limit, cost int64) (*algo.Spec, uint64, error) {
+// open reports ErrClosed once the store is closed.
+func (s *Store) open() error {
+	if s.closed.Load() {
+		return core.ErrClosed
+	}
+	return nil
+}
+
+// prepare checks one op (closed store, key, cost, limit: an error names the
+// field) and returns its compiled limit and its key's hash.
+func (s *Store) prepare(k core.Key, l core.Limit, cost int64) (*algo.Spec, uint64, error) {
 	switch {
 	case s.closed.Load():
-		return nil, 0, fmt.Errorf("memorystore: %w", core.ErrClosed)
-	case key == "":
-		return nil, 0, fmt.Errorf("memorystore: %w", core.ErrNoKey)
+		return nil, 0, core.ErrClosed
+	case k.Identity == "":
+		return nil, 0, fmt.Errorf("Key.Identity: %w", core.ErrNoKey)
 	case cost < 0:
-		return nil, 0, fmt.Errorf("memorystore: %w: %d", core.ErrInvalidCost, cost)
+		return nil, 0, fmt.Errorf("Cost: %w: %d", core.ErrInvalidCost, cost)
 	}
 	sp, err := s.spec(l)
 	if err != nil {
-		return nil, 0, fmt.Errorf("memorystore: %w", err)
+		return nil, 0, fmt.Errorf("Limit: %w", err)
 	}
-	return sp, s.hash(key, l.Algorithm), nil
+	return sp, s.hash(k, l.Algorithm), nil
 }
 
-// overrideHash is the hash of key's state while override gen applies (see
+// overrideHash is the hash of k's state while override gen applies (see
 // hash).
-func (s *Store) overrideHash(key string, a core.Algorithm, gen uint64) uint64 {
-	h := s.hash(key, a) ^ gen*0xd6e8feb86659fd93
+func (s *Store) overrideHash(k core.Key, a core.Algorithm, gen uint64) uint64 {
+	h := s.hash(k, a) ^ gen*0xd6e8feb86659fd93
 	if h&^idMask == 0 {
 		h |= idMask + 1
 	}
 	return h
 }
 
-// hash is the hash of key under algorithm a. Its low bits pick the shard;
-// the table keys on the rest (h&^idMask, never 0), as the low byte of a
-// slot holds the id of the key's limit. Within a shard the low bits are the
-// same for every key anyway: with at least 256 shards nothing of the hash is
-// lost, with the default 64 two bits.
-func (s *Store) hash(key string, a core.Algorithm) uint64 {
-	h := maphash.String(s.seed, key) ^ uint64(a)*0x9e3779b97f4a7c15
+// hash is the hash of k under algorithm a: of its two parts as they are
+// (maphash.Comparable hashes each string of the Key in turn, as a Go map
+// does: nothing is joined or copied). Its low bits pick the shard; the
+// table keys on the rest (h&^idMask, never 0), as the low byte of a slot
+// holds the id of the key's limit. Within a shard the low bits are the
+// same for every key anyway: with at least 256 shards nothing of the hash
+// is lost, with the default 64 two bits.
+func (s *Store) hash(k core.Key, a core.Algorithm) uint64 {
+	h := maphash.Comparable(s.seed, k) ^ uint64(a)*0x9e3779b97f4a7c15
 	if h&^idMask == 0 {
 		h |= idMask + 1
 	}
@@ -412,12 +426,9 @@ func (sh *shard) release(sl *slot) {
 	}
 }
 
-// TakeAll decides ops all or nothing; see core.BatchStore. The shards of all
-// the keys are locked together (in index order), so the group is atomic.
-func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) error {
-	if len(out) != len(ops) {
-		return fmt.Errorf("memorystore: TakeAll: %d results for %d ops", len(out), len(ops))
-	}
+// takeAll decides several ops all or nothing under the locks of all their
+// shards.
+func (s *Store) takeAll(ops []core.Op, out []core.Result) error {
 	type pending struct {
 		sp      *algo.Spec
 		h       uint64
@@ -435,7 +446,7 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 	for i, op := range ops {
 		sp, h, err := s.prepare(op.Key, op.Limit, op.Cost)
 		if err != nil {
-			return err
+			return fmt.Errorf("memorystore: Take: op %d: %w", i, err)
 		}
 		if ov, ok := s.overridden(op.Key, now); ok {
 			if ov.spec == nil {
@@ -498,24 +509,27 @@ func (s *Store) TakeAll(_ context.Context, ops []core.Op, out []core.Result) err
 	return nil
 }
 
-// Refund gives back the cost units of key's admission decided at instant at
-// (its Result.At), or nothing; see core.BatchStore. An admission under an
-// override (override: its Result.Override) goes back to that override's
-// state while it is in force, and gives back nothing once it has ended.
-func (s *Store) Refund(_ context.Context, key string, l core.Limit, cost int64, at int64, override uint64) error {
-	sp, h, err := s.prepare(key, l, cost)
-	if err != nil || cost == 0 {
-		return err
+// Refund gives back the units of the admission a, or nothing; see
+// core.Store. An admission under an override (a.Override: its
+// Result.Override) goes back to that override's state while it is in
+// force, and gives back nothing once it has ended.
+func (s *Store) Refund(_ context.Context, a core.Admission) error {
+	sp, h, err := s.prepare(a.Key, a.Limit, a.Cost)
+	if err != nil {
+		return fmt.Errorf("memorystore: Refund: %w", err)
+	}
+	if a.Cost == 0 {
+		return nil
 	}
 	now := s.clock()
-	if override != 0 {
-		ov, ok := s.overridden(key, now)
-		if !ok || ov.gen != override || ov.spec == nil {
+	if a.Override != 0 {
+		ov, ok := s.overridden(a.Key, now)
+		if !ok || ov.gen != a.Override || ov.spec == nil {
 			return nil // that override ended: its state is gone
 		}
 		// Its state is keyed by its generation, never another's: should
 		// it end before the shard is locked, the units go nowhere else.
-		sp, h = ov.spec, s.overrideHash(key, ov.spec.Algorithm, ov.gen)
+		sp, h = ov.spec, s.overrideHash(a.Key, ov.spec.Algorithm, ov.gen)
 	}
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
@@ -525,9 +539,9 @@ func (s *Store) Refund(_ context.Context, key string, l core.Limit, cost int64, 
 	}
 	st, lg := sh.load(sp, h)
 	if lg != nil {
-		sp.RefundLog(lg, now, cost, at)
+		sp.RefundLog(lg, now, a.Cost, a.At)
 	} else {
-		sp.Refund(&st, now, cost, at)
+		sp.Refund(&st, now, a.Cost, a.At)
 	}
 	sh.commit(sp, h, st, lg, now, s)
 	return nil
@@ -588,3 +602,5 @@ func (sh *shard) commit(sp *algo.Spec, h uint64, st algo.State, lg *algo.Log, no
 		sh.t.slots[i].set(st)
 	}
 }
+
+var _ core.Store = (*Store)(nil)

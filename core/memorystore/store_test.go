@@ -1,6 +1,7 @@
 package memorystore_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -18,4 +19,9 @@ func TestConformance(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	})
+}
+
+// takeID is a one-op Take of the identity id, without a policy.
+func takeID(ctx context.Context, s core.Store, id string, l core.Limit, cost int64) (core.Result, error) {
+	return limitertest.TakeOne(ctx, s, core.Key{Identity: id}, l, cost)
 }

@@ -84,19 +84,19 @@ func TestEvictionKeepsTheMostUsefulKeys(t *testing.T) {
 	l := core.PerHour(10)
 	// 100 keys used up (an hour of debt), then many keys used lightly.
 	for i := range 100 {
-		r, err := s.Take(ctx, "heavy"+string(rune('A'+i%26))+string(rune('a'+i/26)), l, 10)
+		r, err := takeID(ctx, s, "heavy"+string(rune('A'+i%26))+string(rune('a'+i/26)), l, 10)
 		require.NoError(t, err)
 		require.True(t, r.Allowed)
 	}
 	for i := range 5000 {
-		_, err := s.Take(ctx, "light"+itoa(i), l, 1)
+		_, err := takeID(ctx, s, "light"+itoa(i), l, 1)
 		require.NoError(t, err)
 	}
 	require.LessOrEqual(t, s.Len(), 1000)
 	require.Equal(t, int64(100+5000-s.Len()), s.Evictions())
 	kept := 0
 	for i := range 100 {
-		r, err := s.Take(ctx, "heavy"+string(rune('A'+i%26))+string(rune('a'+i/26)), l, 0)
+		r, err := takeID(ctx, s, "heavy"+string(rune('A'+i%26))+string(rune('a'+i/26)), l, 0)
 		require.NoError(t, err)
 		if !r.Allowed {
 			kept++
@@ -122,7 +122,7 @@ func TestSweepDeletesExpiredKeys(t *testing.T) {
 	s := newTestStore(t, &now)
 	ctx := context.Background()
 	for i := range 20_000 {
-		_, err := s.Take(ctx, "k"+itoa(i), core.PerSecond(10).WithAlgorithm(core.Algorithm(i%6+1)), 1)
+		_, err := takeID(ctx, s, "k"+itoa(i), core.PerSecond(10).WithAlgorithm(core.Algorithm(i%6+1)), 1)
 		require.NoError(t, err)
 	}
 	require.Equal(t, 20_000, s.Len())
@@ -156,7 +156,7 @@ func TestSweeperGoroutineStopsOnClose(t *testing.T) {
 	before := runtime.NumGoroutine()
 	s, err := New(WithSweepInterval(time.Millisecond))
 	require.NoError(t, err)
-	_, err = s.Take(context.Background(), "k", core.Per(1, time.Millisecond), 1)
+	_, err = takeID(context.Background(), s, "k", core.Per(1, time.Millisecond), 1)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return s.Len() == 0 }, 2*time.Second, time.Millisecond, "the sweeper deletes the expired key")
 	require.NoError(t, s.Close())
@@ -165,7 +165,7 @@ func TestSweeperGoroutineStopsOnClose(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	require.LessOrEqual(t, runtime.NumGoroutine(), before, "the sweeper goroutine is gone")
-	_, err = s.Take(context.Background(), "k", core.PerSecond(1), 1)
+	_, err = takeID(context.Background(), s, "k", core.PerSecond(1), 1)
 	require.ErrorIs(t, err, core.ErrClosed)
 }
 
@@ -175,11 +175,12 @@ func TestNoAllocationForExistingKeys(t *testing.T) {
 	ctx := context.Background()
 	for _, a := range []core.Algorithm{core.TokenBucket, core.FixedWindow, core.SlidingWindowCounter, core.GCRA, core.LeakyBucket} {
 		l := core.PerSecond(1_000_000).WithAlgorithm(a)
-		_, err := s.Take(ctx, "hot", l, 1)
-		require.NoError(t, err)
+		ops := [1]core.Op{{Key: core.Key{Identity: "hot", Policy: "p"}, Limit: l, Cost: 1}}
+		var out [1]core.Result
+		require.NoError(t, s.Take(ctx, ops[:], out[:]))
 		allocs := testing.AllocsPerRun(1000, func() {
 			now++
-			if _, err := s.Take(ctx, "hot", l, 1); err != nil {
+			if err := s.Take(ctx, ops[:], out[:]); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -194,22 +195,22 @@ func TestWarningStateLivesWithTheKey(t *testing.T) {
 	l := core.PerMinute(10)
 	var states []core.State
 	for range 11 {
-		r, err := s.Take(ctx, "k", l, 1)
+		r, err := takeID(ctx, s, "k", l, 1)
 		require.NoError(t, err)
 		states = append(states, r.State)
 	}
 	N, W, T := core.Normal, core.Warning, core.Throttled
 	require.Equal(t, []core.State{N, N, N, N, N, N, N, N, W, W, T}, states)
 	now += 6_000_000 // one token back: 90% used, still Warning from Throttled
-	r, _ := s.Take(ctx, "k", l, 1)
+	r, _ := takeID(ctx, s, "k", l, 1)
 	require.Equal(t, W, r.State)
 	now += 30_000_000 // 5 back, one taken: 60% is below 70%
-	r, _ = s.Take(ctx, "k", l, 1)
+	r, _ = takeID(ctx, s, "k", l, 1)
 	require.Equal(t, N, r.State)
 	// Thresholds are options.
 	s2 := newTestStore(t, &now, WithThresholds(core.Thresholds{Warn: 0.5, Clear: 0.2}))
 	for i := range 6 {
-		r, _ = s2.Take(ctx, "k", l, 1)
+		r, _ = takeID(ctx, s2, "k", l, 1)
 		require.Equal(t, i >= 5, r.State == W, "request %d", i)
 	}
 	_, err := New(WithThresholds(core.Thresholds{Warn: 0.5, Clear: 0.9}))
@@ -225,7 +226,7 @@ func TestSpecCacheServesEveryLimit(t *testing.T) {
 	for round := range 3 {
 		for i := range 40 {
 			l := core.PerMinute(int64(i + 1))
-			r, err := s.Take(ctx, "k"+itoa(i), l, 1)
+			r, err := takeID(ctx, s, "k"+itoa(i), l, 1)
 			require.NoError(t, err)
 			require.Equal(t, int64(i+1), r.Capacity)
 			require.Equal(t, max(int64(i-round), 0), r.Remaining, "limit %d round %d", i+1, round)

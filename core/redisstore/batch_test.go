@@ -48,7 +48,7 @@ func TestConcurrentCallsAreExact(t *testing.T) {
 			fcallsBefore := fcalls(t, srv)
 			for _, a := range limitertest.Algorithms {
 				l := core.Per(300, time.Hour).WithAlgorithm(a)
-				hot := limitertest.Key(t)
+				hot := limitertest.Key(t).Identity
 				var admitted atomic.Int64
 				var wg sync.WaitGroup
 				errs := make(chan error, callers)
@@ -61,7 +61,7 @@ func TestConcurrentCallsAreExact(t *testing.T) {
 							if cold {
 								key = fmt.Sprintf("%s-cold-%d-%d", hot, g, i)
 							}
-							r, err := s.Take(ctx, key, l, 1)
+							r, err := takeID(ctx, s, key, l, 1)
 							if err != nil {
 								errs <- err
 								return
@@ -101,8 +101,8 @@ func TestBatchedCallFailsAlone(t *testing.T) {
 	client := srv.Client(t)
 	s := newStore(t, client, redisstore.WithTimeout(5*time.Second))
 	ctx := context.Background()
-	bad := limitertest.Key(t)
-	require.NoError(t, client.HSet(ctx, s.Key(bad, core.TokenBucket), "x", 1).Err())
+	bad := limitertest.Key(t).Identity
+	require.NoError(t, client.HSet(ctx, s.Key(keyOf(bad), core.TokenBucket), "x", 1).Err())
 	before := fcalls(t, srv)
 	var ok, wrongType atomic.Int64
 	var wg sync.WaitGroup
@@ -116,7 +116,7 @@ func TestBatchedCallFailsAlone(t *testing.T) {
 				if i%5 == 0 {
 					key = bad
 				}
-				_, err := s.Take(ctx, key, core.PerSecond(1_000_000), 1)
+				_, err := takeID(ctx, s, key, core.PerSecond(1_000_000), 1)
 				switch {
 				case err == nil && key != bad:
 					ok.Add(1)
@@ -153,7 +153,7 @@ func TestQueuedCallsExpireOnTime(t *testing.T) {
 		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", honours), func(t *testing.T) {
 			client := srv.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = honours; o.PoolSize = 32 })
 			s := newStore(t, client, redisstore.WithTimeout(100*time.Millisecond))
-			_, err := s.Take(ctx, limitertest.Key(t), core.PerSecond(1), 1) // loads the library
+			_, err := takeID(ctx, s, limitertest.Key(t).Identity, core.PerSecond(1), 1) // loads the library
 			require.NoError(t, err)
 			admin := srv.Client(t)
 			stall := make(chan error, 1)
@@ -170,7 +170,7 @@ func TestQueuedCallsExpireOnTime(t *testing.T) {
 					defer wg.Done()
 					time.Sleep(time.Duration(g) * 5 * time.Millisecond) // deadlines spread over 80ms
 					start := time.Now()
-					_, err := s.Take(ctx, fmt.Sprintf("%s-%d", limitertest.Key(t), g), core.PerSecond(1), 1)
+					_, err := takeID(ctx, s, fmt.Sprintf("%s-%d", limitertest.Key(t).Identity, g), core.PerSecond(1), 1)
 					took := time.Since(start)
 					switch {
 					case !errors.Is(err, context.DeadlineExceeded):
@@ -187,7 +187,7 @@ func TestQueuedCallsExpireOnTime(t *testing.T) {
 			}
 			require.NoError(t, <-stall, "the stall ended") // its reply comes when it ends
 			require.Eventually(t, func() bool {
-				_, err := s.Take(ctx, limitertest.Key(t), core.PerSecond(1), 1)
+				_, err := takeID(ctx, s, limitertest.Key(t).Identity, core.PerSecond(1), 1)
 				return err == nil
 			}, 5*time.Second, 10*time.Millisecond)
 		})

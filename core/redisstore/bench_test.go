@@ -55,7 +55,7 @@ func BenchmarkMemoryPerIdentity(b *testing.B) {
 						defer wg.Done()
 						for i := g; i < n; i += 64 {
 							key := fmt.Sprintf("ip:10.%d.%d.%d", i>>16, i>>8&255, i&255)
-							if _, err := s.Take(ctx, key, l, 1); err != nil {
+							if _, err := takeID(ctx, s, key, l, 1); err != nil {
 								b.Error(err)
 								return
 							}
@@ -94,7 +94,7 @@ func BenchmarkTake64Callers(b *testing.B) {
 				i := 0
 				for pb.Next() {
 					i++
-					if _, err := s.Take(ctx, "user:"+strconv.Itoa(i%1000), l, 1); err != nil {
+					if _, err := takeID(ctx, s, "user:"+strconv.Itoa(i%1000), l, 1); err != nil {
 						b.Error(err)
 						return
 					}
@@ -152,16 +152,16 @@ func BenchmarkThreePolicies(b *testing.B) {
 					for pb.Next() {
 						i++
 						id := "user:" + strconv.Itoa(i%1000)
-						ops := []core.Op{{Key: id + "\x00a", Limit: limits[0], Cost: 1}, {Key: id + "\x00b", Limit: limits[1], Cost: 1}, {Key: id + "\x00c", Limit: limits[2], Cost: 1}}
+						ops := []core.Op{{Key: core.Key{Identity: id, Policy: "a"}, Limit: limits[0], Cost: 1}, {Key: core.Key{Identity: id, Policy: "b"}, Limit: limits[1], Cost: 1}, {Key: core.Key{Identity: id, Policy: "c"}, Limit: limits[2], Cost: 1}}
 						if mode == "one-TakeAll" {
-							if err := s.TakeAll(ctx, ops, out); err != nil {
+							if err := s.Take(ctx, ops, out); err != nil {
 								b.Error(err)
 								return
 							}
 							continue
 						}
 						for _, op := range ops {
-							if _, err := s.Take(ctx, op.Key, op.Limit, op.Cost); err != nil {
+							if _, err := limitertest.TakeOne(ctx, s, op.Key, op.Limit, op.Cost); err != nil {
 								b.Error(err)
 								return
 							}

@@ -35,7 +35,7 @@ func TestClusterDistributedExactness(t *testing.T) {
 	for _, a := range limitertest.Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			l := core.Per(200, time.Hour).WithAlgorithm(a)
-			key := limitertest.Key(t)
+			key := limitertest.Key(t).Identity
 			var admitted atomic.Int64
 			var wg sync.WaitGroup
 			errs := make(chan error, 64)
@@ -45,7 +45,7 @@ func TestClusterDistributedExactness(t *testing.T) {
 					defer wg.Done()
 					s := stores[g%len(stores)]
 					for range 10 {
-						r, err := s.Take(ctx, key, l, 1)
+						r, err := takeID(ctx, s, key, l, 1)
 						if err != nil {
 							if strings.Contains(err.Error(), "CROSSSLOT") {
 								crossSlot.Add(1)
@@ -69,7 +69,7 @@ func TestClusterDistributedExactness(t *testing.T) {
 	}
 	// Many identities too, so that every node holds keys.
 	for i := range 300 {
-		_, err := stores[i%4].Take(ctx, fmt.Sprintf("spread-%d", i), core.PerMinute(5).WithAlgorithm(limitertest.Algorithms[i%6]), 1)
+		_, err := takeID(ctx, stores[i%4], fmt.Sprintf("spread-%d", i), core.PerMinute(5).WithAlgorithm(limitertest.Algorithms[i%6]), 1)
 		require.NoError(t, err)
 	}
 	require.Zero(t, crossSlot.Load())
@@ -125,7 +125,7 @@ func TestFlushAndRestart(t *testing.T) {
 						go func() {
 							defer wg.Done()
 							for i := range n {
-								if _, err := s.Take(ctx, fmt.Sprintf("k%d-%d", g, i%7), l, 1); err != nil {
+								if _, err := takeID(ctx, s, fmt.Sprintf("k%d-%d", g, i%7), l, 1); err != nil {
 									failed.Add(1)
 								}
 								calls.Add(1)
@@ -166,11 +166,11 @@ func TestFlushAndRestart(t *testing.T) {
 				// A restart: calls fail while the server is down, then every
 				// call succeeds again without any action of ours.
 				srv.Kill()
-				_, err := s.Take(ctx, "down", l, 1)
+				_, err := takeID(ctx, s, "down", l, 1)
 				require.Error(t, err)
 				require.NotContains(t, err.Error(), "panic")
 				srv.Restart(t)
-				require.Eventually(t, func() bool { _, err := s.Take(ctx, "up", l, 1); return err == nil }, 5*time.Second, 10*time.Millisecond)
+				require.Eventually(t, func() bool { _, err := takeID(ctx, s, "up", l, 1); return err == nil }, 5*time.Second, 10*time.Millisecond)
 				require.Zero(t, traffic(50), "failures after the restart window")
 			})
 		}
@@ -216,7 +216,7 @@ func TestSentinelFailover(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := s.Take(ctx, fmt.Sprintf("f%d-%d", g, i%5), core.PerSecond(1_000_000), 1); err != nil {
+				if _, err := takeID(ctx, s, fmt.Sprintf("f%d-%d", g, i%5), core.PerSecond(1_000_000), 1); err != nil {
 					failed.Add(1)
 					time.Sleep(5 * time.Millisecond) // back off while the real servers fail over
 				} else {
@@ -239,9 +239,9 @@ func TestSentinelFailover(t *testing.T) {
 	wg.Wait()
 	// The limit holds on the new master.
 	l := core.PerMinute(3)
-	key := limitertest.Key(t)
+	key := limitertest.Key(t).Identity
 	for i := range 4 {
-		r, err := s.Take(ctx, key, l, 1)
+		r, err := takeID(ctx, s, key, l, 1)
 		require.NoError(t, err)
 		require.Equal(t, i < 3, r.Allowed)
 	}
@@ -254,15 +254,15 @@ func TestErrorsAreWrappedNeverPanics(t *testing.T) {
 	s := newStore(t, client, redisstore.WithTimeout(200*time.Millisecond))
 	ctx := context.Background()
 	// A key of the wrong type: Redis answers WRONGTYPE.
-	key := limitertest.Key(t)
-	require.NoError(t, client.HSet(ctx, s.Key(key, core.TokenBucket), "x", 1).Err())
-	_, err := s.Take(ctx, key, core.PerSecond(1), 1)
+	key := limitertest.Key(t).Identity
+	require.NoError(t, client.HSet(ctx, s.Key(keyOf(key), core.TokenBucket), "x", 1).Err())
+	_, err := takeID(ctx, s, key, core.PerSecond(1), 1)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "redisstore:")
 	// A caller deadline already passed.
 	dead, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 	defer cancel()
-	_, err = s.Take(dead, limitertest.Key(t), core.PerSecond(1), 1)
+	_, err = takeID(dead, s, limitertest.Key(t).Identity, core.PerSecond(1), 1)
 	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
 	// The server stalls longer than the timeout: the call returns at the
 	// timeout whether or not the client honours context deadlines.
@@ -279,7 +279,7 @@ func TestErrorsAreWrappedNeverPanics(t *testing.T) {
 			// the command is given a moment to reach it.
 			time.Sleep(20 * time.Millisecond)
 			start := time.Now()
-			_, err = s2.Take(ctx, limitertest.Key(t), core.PerSecond(1), 1)
+			_, err = takeID(ctx, s2, limitertest.Key(t).Identity, core.PerSecond(1), 1)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			require.Less(t, time.Since(start), 400*time.Millisecond, "honours %v pipelining %d", honours, pipelining)
 			require.NoError(t, <-stall, "the stall ended") // the reply comes when it ends
@@ -287,7 +287,7 @@ func TestErrorsAreWrappedNeverPanics(t *testing.T) {
 	}
 	// Closed.
 	require.NoError(t, s.Close())
-	_, err = s.Take(ctx, "k", core.PerSecond(1), 1)
+	_, err = takeID(ctx, s, "k", core.PerSecond(1), 1)
 	require.ErrorIs(t, err, core.ErrClosed)
 }
 
@@ -301,14 +301,14 @@ func TestKeysAreSafeInAHashTag(t *testing.T) {
 		"user:{evil}": "rl:{user:%7Bevil%7D}:tb",
 	}
 	for in, want := range cases {
-		require.Equal(t, want, s.Key(in, core.TokenBucket))
+		require.Equal(t, want, s.Key(core.Key{Identity: in}, core.TokenBucket))
 		require.Equal(t, redistest.Slot(want), redistest.Slot(strings.Replace(want, ":tb", ":gc", 1)), "one slot per identity")
 	}
-	require.Equal(t, "rl:{ip:1.2.3.4}:per-second:tb", s.Key("ip:1.2.3.4\x00per-second", core.TokenBucket))
+	require.Equal(t, "rl:{ip:1.2.3.4}:per-second:tb", s.Key(core.Key{Identity: "ip:1.2.3.4", Policy: "per-second"}, core.TokenBucket))
 	require.Equal(t, redistest.Slot("rl:{ip:1.2.3.4}:per-second:tb"), redistest.Slot("rl:{ip:1.2.3.4}:per-hour:gc"))
-	long := s.Key(strings.Repeat("x", 5000), core.GCRA)
+	long := s.Key(core.Key{Identity: strings.Repeat("x", 5000)}, core.GCRA)
 	require.Less(t, len(long), 40, "a long identifier is hashed, not stored raw")
-	require.NotEqual(t, long, s.Key(strings.Repeat("x", 4999)+"y", core.GCRA))
+	require.NotEqual(t, long, s.Key(core.Key{Identity: strings.Repeat("x", 4999) + "y"}, core.GCRA))
 	_, err = redisstore.New(nil)
 	require.Error(t, err)
 	_, err = redisstore.New(redis.NewClient(&redis.Options{}), redisstore.WithPrefix("a{b"))
@@ -328,10 +328,10 @@ func TestClusterAllOrNothingNoLeak(t *testing.T) {
 	ctx := context.Background()
 	for _, tight := range []int{0, 1} {
 		t.Run(fmt.Sprintf("tight=%d", tight), func(t *testing.T) {
-			id := limitertest.Key(t)
+			id := limitertest.Key(t).Identity
 			ops := []core.Op{
-				{Key: "ip:" + id + "\x00per-ip", Limit: core.PerHour(100), Cost: 1},
-				{Key: "user:" + id + "\x00per-user", Limit: core.PerHour(100).WithAlgorithm(core.SlidingWindowCounter), Cost: 1},
+				{Key: core.Key{Identity: "ip:" + id, Policy: "per-ip"}, Limit: core.PerHour(100), Cost: 1},
+				{Key: core.Key{Identity: "user:" + id, Policy: "per-user"}, Limit: core.PerHour(100).WithAlgorithm(core.SlidingWindowCounter), Cost: 1},
 			}
 			ops[tight].Limit = core.PerHour(60).WithAlgorithm(ops[tight].Limit.Algorithm)
 			require.NotEqual(t, redistest.Slot(stores[0].Key(ops[0].Key, core.TokenBucket)), redistest.Slot(stores[0].Key(ops[1].Key, core.TokenBucket)), "the identities must live in different slots")
@@ -344,7 +344,7 @@ func TestClusterAllOrNothingNoLeak(t *testing.T) {
 					defer wg.Done()
 					out := make([]core.Result, 2)
 					for range 5 {
-						if err := stores[g%4].TakeAll(ctx, ops, out); err != nil {
+						if err := stores[g%4].Take(ctx, ops, out); err != nil {
 							errs <- err
 							return
 						}
@@ -361,7 +361,7 @@ func TestClusterAllOrNothingNoLeak(t *testing.T) {
 			}
 			require.Equal(t, int64(60), admitted.Load())
 			loose := ops[1-tight]
-			r, err := stores[0].Take(ctx, loose.Key, loose.Limit, 0)
+			r, err := limitertest.TakeOne(ctx, stores[0], loose.Key, loose.Limit, 0)
 			require.NoError(t, err)
 			requireGivenBack(t, loose, 40, r.Remaining)
 		})

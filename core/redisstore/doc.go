@@ -7,12 +7,14 @@
 // redis.Ring also works, but only as a cache-grade store: when its shards
 // change, keys are remapped and their state is lost.
 //
-// Keys are "<prefix>:{<identity>}:<policy>:<algorithm>": the Limiter passes
-// keys of the form identity + "\x00" + policy, and only the identity is in
-// the hash tag, so every policy of one identity lives in one Cluster slot. A
-// key without "\x00" is all identity. Braces and percent signs in the key are
-// percent-escaped so they cannot break the tag; a key longer than 200 bytes is
-// replaced by its SHA-256 (22 base64url characters) rather than stored raw.
+// The Redis key of a core.Key is "<prefix>:{<identity>}:<policy>:<algorithm>"
+// ("<prefix>:{<identity>}:<algorithm>" without a policy): only the identity
+// is in the hash tag, so every policy of one identity lives in one Cluster
+// slot. Braces and percent signs in either part are percent-escaped so they
+// cannot break the tag; a part longer than 200 bytes is replaced by its
+// SHA-256 (22 base64url characters) rather than stored raw. (These are the
+// keys of earlier versions, which took "identity\x00policy" joined, so a
+// rolling upgrade shares state; see Store.Key.)
 //
 // On Redis 7 and later the code runs as Redis Functions (one library, loaded
 // on first use and again after FUNCTION FLUSH, a restart or a failover);
@@ -23,7 +25,7 @@
 // standalone server the one-op decisions among them go as one call. Each
 // decision stays atomic on its own.
 //
-// A group of policies of several identities (TakeAll) is decided by one
+// A Take of several ops of several identities is decided by one
 // script on a standalone server or Sentinel, where every key lives on one
 // server; on a Cluster, by one script per identity and, when one denies, a
 // second round trip that undoes the others' admissions (see docs/redis.md).

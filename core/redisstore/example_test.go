@@ -20,21 +20,24 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	r, err := store.Take(context.Background(), "user:42", core.PerMinute(100), 1)
-	if err != nil {
+	ops := []core.Op{{Key: core.Key{Identity: "user:42", Policy: "api"}, Limit: core.PerMinute(100), Cost: 1}}
+	out := make([]core.Result, 1)
+	if err := store.Take(context.Background(), ops, out); err != nil {
 		// Redis is down or slow: fail open, fail closed, or fall back.
 		return
 	}
-	fmt.Println(r.Allowed, r.Remaining)
+	fmt.Println(out[0].Allowed, out[0].Remaining)
 }
 
-// The Redis key that holds an identity's state: every algorithm of one
+// The Redis key that holds a key's state: every policy and algorithm of one
 // identity shares its Cluster slot.
 func ExampleStore_Key() {
 	store, _ := redisstore.New(redis.NewClient(&redis.Options{}))
-	fmt.Println(store.Key("ip:203.0.113.7", core.GCRA))
-	fmt.Println(store.Key("user:{weird}", core.FixedWindow))
+	fmt.Println(store.Key(core.Key{Identity: "ip:203.0.113.7", Policy: "per-ip"}, core.GCRA))
+	fmt.Println(store.Key(core.Key{Identity: "user:{weird}", Policy: "api"}, core.FixedWindow))
+	fmt.Println(store.Key(core.Key{Identity: "ip:203.0.113.7"}, core.GCRA))
 	// Output:
+	// sluice:{ip:203.0.113.7}:per-ip:gc
+	// sluice:{user:%7Bweird%7D}:api:fw
 	// sluice:{ip:203.0.113.7}:gc
-	// sluice:{user:%7Bweird%7D}:fw
 }

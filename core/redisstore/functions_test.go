@@ -52,20 +52,20 @@ func TestFunctionsOrScripts(t *testing.T) {
 				s := newStore(t, client, redisstore.WithFunctions(tc.functions), redisstore.WithPipelining(pipelined, pipelined*64), redisstore.WithTimeout(5*time.Second))
 				for _, a := range limitertest.Algorithms {
 					l := core.PerMinute(3).WithAlgorithm(a)
-					key := limitertest.Key(t)
+					key := limitertest.Key(t).Identity
 					for i := range 4 {
-						r, err := s.Take(ctx, key, l, 1)
+						r, err := takeID(ctx, s, key, l, 1)
 						require.NoError(t, err)
 						require.Equal(t, i < 3, r.Allowed, "%s take %d", a, i)
 					}
 					// Multi-op and refund calls take the same way.
 					out := make([]core.Result, 2)
-					ops := []core.Op{{Key: key + "\x00a", Limit: l, Cost: 2}, {Key: key + "\x00b", Limit: l, Cost: 1}}
-					require.NoError(t, s.TakeAll(ctx, ops, out))
+					ops := []core.Op{{Key: core.Key{Identity: key, Policy: "a"}, Limit: l, Cost: 2}, {Key: core.Key{Identity: key, Policy: "b"}, Limit: l, Cost: 1}}
+					require.NoError(t, s.Take(ctx, ops, out))
 					require.True(t, out[0].Allowed && out[1].Allowed)
 					require.Equal(t, int64(1), out[0].Remaining)
-					require.NoError(t, s.Refund(ctx, key+"\x00a", l, 2, out[0].At, 0))
-					r, err := s.Take(ctx, key+"\x00a", l, 0)
+					require.NoError(t, s.Refund(ctx, core.Admission{Key: ops[0].Key, Limit: l, Cost: 2, At: out[0].At}))
+					r, err := limitertest.TakeOne(ctx, s, ops[0].Key, l, 0)
 					require.NoError(t, err)
 					require.Equal(t, int64(3), r.Remaining)
 				}

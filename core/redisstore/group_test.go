@@ -59,7 +59,7 @@ func hammer(stores []*redisstore.Store, ops []core.Op, callers, each int) (*grou
 			defer wg.Done()
 			out := make([]core.Result, len(ops))
 			for range each {
-				if err := stores[g%len(stores)].TakeAll(ctx, ops, out); err != nil {
+				if err := stores[g%len(stores)].Take(ctx, ops, out); err != nil {
 					errs <- err
 					return
 				}
@@ -103,14 +103,14 @@ func hammer(stores []*redisstore.Store, ops []core.Op, callers, each int) (*grou
 // crossIdentityOps returns a group of three identities: a tight policy of
 // capacity tight first, then two loose ones of capacity loose.
 func crossIdentityOps(t *testing.T, tight, loose int64, a core.Algorithm) []core.Op {
-	return groupOps(limitertest.Key(t), tight, loose, a)
+	return groupOps(limitertest.Key(t).Identity, tight, loose, a)
 }
 
 func groupOps(id string, tight, loose int64, a core.Algorithm) []core.Op {
 	return []core.Op{
-		{Key: "user:" + id + "\x00per-user", Limit: core.Per(tight, time.Hour).WithAlgorithm(a), Cost: 1},
-		{Key: "ip:" + id + "\x00per-ip", Limit: core.Per(loose, time.Hour).WithAlgorithm(a), Cost: 1},
-		{Key: "{org}:" + id + "\x00per-org", Limit: core.Per(loose, time.Hour).WithAlgorithm(core.GCRA), Cost: 1},
+		{Key: core.Key{Identity: "user:" + id, Policy: "per-user"}, Limit: core.Per(tight, time.Hour).WithAlgorithm(a), Cost: 1},
+		{Key: core.Key{Identity: "ip:" + id, Policy: "per-ip"}, Limit: core.Per(loose, time.Hour).WithAlgorithm(a), Cost: 1},
+		{Key: core.Key{Identity: "{org}:" + id, Policy: "per-org"}, Limit: core.Per(loose, time.Hour).WithAlgorithm(core.GCRA), Cost: 1},
 	}
 }
 
@@ -144,7 +144,7 @@ func TestCrossIdentityGroupsHaveNoPhantomDenials(t *testing.T) {
 				require.Zero(t, run.unexplained.Load(), "%s: denied groups with no denied op", a)
 				require.Zero(t, run.exhausted.Load(), "%s: allowed ops reported exhausted", a)
 				for _, op := range ops[1:] {
-					r, err := stores[0].Take(context.Background(), op.Key, op.Limit, 0)
+					r, err := limitertest.TakeOne(context.Background(), stores[0], op.Key, op.Limit, 0)
 					require.NoError(t, err)
 					require.Equal(t, int64(loose-tight), r.Remaining, "%s: %q consumed exactly what was admitted", a, op.Key)
 				}
@@ -179,7 +179,7 @@ func TestClusterCrossIdentityDenialsAreReal(t *testing.T) {
 		require.Zero(t, run.phantom.Load(), "%s: denials not made by the tight policy", a)
 		require.Zero(t, run.unexplained.Load(), "%s: denied groups with no denied op", a)
 		for _, op := range ops[1:] {
-			r, err := stores[0].Take(context.Background(), op.Key, op.Limit, 0)
+			r, err := limitertest.TakeOne(context.Background(), stores[0], op.Key, op.Limit, 0)
 			require.NoError(t, err)
 			requireGivenBack(t, op, loose-tight, r.Remaining)
 		}
@@ -201,10 +201,10 @@ func TestCrossIdentityGroupIsOneCall(t *testing.T) {
 	ctx := context.Background()
 	ops := crossIdentityOps(t, 5, 10, core.TokenBucket)
 	out := make([]core.Result, len(ops))
-	require.NoError(t, s.TakeAll(ctx, ops, out)) // loads the library
+	require.NoError(t, s.Take(ctx, ops, out)) // loads the library
 	before := scriptCalls(t, srv.Client(t))
 	for i := range 8 {
-		require.NoError(t, s.TakeAll(ctx, ops, out))
+		require.NoError(t, s.Take(ctx, ops, out))
 		require.Equal(t, i < 4, out[0].Allowed, "take %d", i)
 		require.True(t, out[1].Allowed && out[2].Allowed, "take %d: %+v", i, out)
 	}
@@ -241,7 +241,7 @@ func TestDeniedGroupStaysDeniedWhenCompensationFails(t *testing.T) {
 	ops := crossIdentityOps(t, 2, 1000, core.TokenBucket)[:2] // two round trips at once: both in flight
 	out := make([]core.Result, len(ops))
 	for range 2 { // the tight policy is used up
-		require.NoError(t, s.TakeAll(ctx, ops, out))
+		require.NoError(t, s.Take(ctx, ops, out))
 		require.True(t, out[0].Allowed)
 	}
 	for _, latency := range []time.Duration{0, 50 * time.Millisecond} {
@@ -253,9 +253,9 @@ func TestDeniedGroupStaysDeniedWhenCompensationFails(t *testing.T) {
 			var err error
 			start := time.Now()
 			if i%2 == 0 {
-				err = s.TakeAll(ctx, ops, out)
+				err = s.Take(ctx, ops, out)
 			} else {
-				err = g.TakeAll(ctx, ops, out)
+				err = g.Take(ctx, ops, out)
 			}
 			require.Less(t, time.Since(start), 150*time.Millisecond, "bounded by the timeout")
 			require.NoError(t, err, "latency %s request %d", latency, i)
@@ -319,7 +319,7 @@ func child(task string, _ int) error {
 func TestCrossIdentityGroupsFromProcesses(t *testing.T) {
 	srv := redistest.StartServer(t)
 	for _, a := range []core.Algorithm{core.TokenBucket, core.SlidingWindowLog} {
-		id := limitertest.Key(t)
+		id := limitertest.Key(t).Identity
 		outs := redistest.StartProcesses(t, 3, "groups", []string{
 			"SLUICE_GROUP_ADDR=" + srv.Addr, "SLUICE_GROUP_ID=" + id, "SLUICE_GROUP_ALGO=" + strconv.Itoa(int(a)),
 		}, 60*time.Second)
@@ -335,7 +335,7 @@ func TestCrossIdentityGroupsFromProcesses(t *testing.T) {
 		require.Equal(t, [4]int64{60, 0, 0, 0}, sum, "%s: admitted, phantom denials, unexplained denials, allowed ops reported exhausted", a)
 		s := newStore(t, srv.Client(t))
 		for _, op := range groupOps(id, 60, 70, a)[1:] {
-			r, err := s.Take(context.Background(), op.Key, op.Limit, 0)
+			r, err := limitertest.TakeOne(context.Background(), s, op.Key, op.Limit, 0)
 			require.NoError(t, err)
 			require.Equal(t, int64(10), r.Remaining, "%s: %q consumed exactly what was admitted", a, op.Key)
 		}
@@ -359,16 +359,16 @@ func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
 		mem, err := memorystore.New(memorystore.WithClock(clock.Now))
 		require.NoError(t, err)
 		red := newStore(t, client, redisstore.WithClock(clock.Now), redisstore.WithTimeout(10*time.Second))
-		base := limitertest.Key(t)
+		base := limitertest.Key(t).Identity
 		type policy struct {
-			key   string
+			key   core.Key
 			limit core.Limit
 		}
 		var ps []policy
 		for j := range 2 + rng.IntN(3) {
 			a := limitertest.Algorithms[rng.IntN(6)]
 			l := core.Per(1+rng.Int64N(8), time.Duration(100_000+rng.Int64N(2_000_000))*time.Microsecond).WithAlgorithm(a)
-			ps = append(ps, policy{fmt.Sprintf("%s-%d\x00p%d", base, j, j), l})
+			ps = append(ps, policy{core.Key{Identity: fmt.Sprintf("%s-%d", base, j), Policy: fmt.Sprint("p", j)}, l})
 		}
 		var history []string
 		type admission struct {
@@ -383,8 +383,8 @@ func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
 				if as := admitted[j]; len(as) > 0 {
 					adm := as[rng.IntN(len(as))]
 					cost := 1 + rng.Int64N(2)
-					require.NoError(t, mem.Refund(ctx, ps[j].key, ps[j].limit, cost, adm.at, adm.memOv))
-					require.NoError(t, red.Refund(ctx, ps[j].key, ps[j].limit, cost, adm.at, adm.red))
+					require.NoError(t, mem.Refund(ctx, core.Admission{Key: ps[j].key, Limit: ps[j].limit, Cost: cost, At: adm.at, Override: adm.memOv}))
+					require.NoError(t, red.Refund(ctx, core.Admission{Key: ps[j].key, Limit: ps[j].limit, Cost: cost, At: adm.at, Override: adm.red}))
 					history = append(history, fmt.Sprintf("at %d refund %q %d of %+v", clock.Now().UnixMicro(), ps[j].key, cost, adm))
 					continue
 				}
@@ -405,8 +405,8 @@ func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
 				ops[i] = core.Op{Key: p.key, Limit: p.limit, Cost: rng.Int64N(3), Shadow: rng.IntN(5) == 0}
 			}
 			want, got := make([]core.Result, len(ops)), make([]core.Result, len(ops))
-			require.NoError(t, mem.TakeAll(ctx, ops, want))
-			require.NoError(t, red.TakeAll(ctx, ops, got))
+			require.NoError(t, mem.Take(ctx, ops, want))
+			require.NoError(t, red.Take(ctx, ops, got))
 			history = append(history, fmt.Sprintf("at %d ops %+v\n    -> %+v", clock.Now().UnixMicro(), ops, want))
 			for i, op := range ops {
 				require.Equal(t, want[i].Override != 0, got[i].Override != 0, "iter %d step %d op %d: an override named", iter, step, i)

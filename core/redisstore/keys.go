@@ -9,11 +9,11 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// opKeys appends the three keys of one op of lua/decide.lua, for the key
-// split into identity and policy: its state, its override, and its state
-// while an override limit applies. They share one allocation: the
-// override's key is a prefix of the third.
-func (s *Store) opKeys(argv []any, id, policy string, a core.Algorithm) []any {
+// opKeys appends the three keys of one op of lua/decide.lua, for k: its
+// state, its override, and its state while an override limit applies. They
+// share one allocation: the override's key is a prefix of the third.
+func (s *Store) opKeys(argv []any, k core.Key, a core.Algorithm) []any {
+	id, policy := parts(k)
 	id, policy = tag(id), tag(policy)
 	code := algoCode[a]
 	n := len(s.prefix) + len(":{") + len(id) + len("}:")
@@ -38,39 +38,43 @@ func (s *Store) opKeys(argv []any, id, policy string, a core.Algorithm) []any {
 	return append(argv, state, ovrState[:len(ovrState)-len(":s")], ovrState)
 }
 
-// refundKeys appends KEYS of a refund of one op of key (lua/refund.lua):
-// the state the admission was made on (key's own under algorithm a, or,
-// with an override id, the override's), then key's override.
-func (s *Store) refundKeys(args []any, key string, a core.Algorithm, ovID uint64) []any {
-	ovr := s.overrideKey(key)
+// refundKeys appends KEYS of a refund of one op of k (lua/refund.lua):
+// the state the admission was made on (k's own under algorithm a, or, with
+// an override id, the override's), then k's override.
+func (s *Store) refundKeys(args []any, k core.Key, a core.Algorithm, ovID uint64) []any {
+	ovr := s.overrideKey(k)
 	if ovID != 0 {
 		return append(args, ovr+":s", ovr)
 	}
-	return append(args, s.Key(key, a), ovr)
+	return append(args, s.Key(k, a), ovr)
 }
 
-// overrideKey is the Redis key of key's override, in the identity's slot.
-func (s *Store) overrideKey(key string) string {
-	return s.base(key) + "ovr"
+// overrideKey is the Redis key of k's override, in the identity's slot.
+func (s *Store) overrideKey(k core.Key) string {
+	return s.base(k) + "ovr"
 }
 
-// split returns the identity of a key (what goes in the hash tag) and its
-// policy: keys are identity + "\x00" + policy, or all identity.
-func split(key string) (id, policy string) {
-	if i := strings.LastIndexByte(key, 0); i >= 0 {
-		return key[:i], key[i+1:]
+// parts returns the identity and the policy the Redis keys of k are made
+// of: k's own, unless the policy holds a NUL. Earlier versions took a
+// joined "identity\x00policy" and split it at its last NUL, so a policy
+// with a NUL is cut at its last one, the part before joining the identity
+// (with the NUL), for the keys to stay the same. (The Limiter's policy
+// names never hold one: this is for callers of the store.)
+func parts(k core.Key) (id, policy string) {
+	if i := strings.LastIndexByte(k.Policy, 0); i >= 0 {
+		return k.Identity + "\x00" + k.Policy[:i], k.Policy[i+1:]
 	}
-	return key, ""
+	return k.Identity, k.Policy
 }
 
 // base returns "<prefix>:{identity}:" plus "policy:" when there is one.
-func (s *Store) base(key string) string {
-	id, policy := split(key)
-	k := s.prefix + ":{" + tag(id) + "}:"
+func (s *Store) base(k core.Key) string {
+	id, policy := parts(k)
+	b := s.prefix + ":{" + tag(id) + "}:"
 	if policy != "" {
-		k += tag(policy) + ":"
+		b += tag(policy) + ":"
 	}
-	return k
+	return b
 }
 
 // maxRawKey is the longest key stored as is; longer keys are hashed.
@@ -78,12 +82,12 @@ const maxRawKey = 200
 
 var algoCode = [...]string{core.TokenBucket: "tb", core.LeakyBucket: "lb", core.FixedWindow: "fw", core.SlidingWindowLog: "sl", core.SlidingWindowCounter: "sc", core.GCRA: "gc"}
 
-// Key returns the Redis key that holds key's state under algorithm a. A key
-// "identity\x00policy", as the Limiter builds them, becomes
-// "<prefix>:{identity}:policy:<algorithm>": only the identity is in the hash
-// tag, so every policy of one identity shares a Cluster slot.
-func (s *Store) Key(key string, a core.Algorithm) string {
-	return s.base(key) + algoCode[a]
+// Key returns the Redis key that holds k's state under algorithm a:
+// "<prefix>:{identity}:policy:<algorithm>", or "<prefix>:{identity}:<algorithm>"
+// for a key without a policy. Only the identity is in the hash tag, so
+// every policy of one identity shares a Cluster slot.
+func (s *Store) Key(k core.Key, a core.Algorithm) string {
+	return s.base(k) + algoCode[a]
 }
 
 // tag makes key safe inside a hash tag: braces and "%" percent-escaped, and a

@@ -11,25 +11,28 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// SetOverride replaces key's limit until o.Until, in Redis next to the key,
-// so every instance sees it at its next decision; see core.OverrideStore.
-func (s *Store) SetOverride(ctx context.Context, key string, o core.Override) error {
-	if key == "" {
-		return fmt.Errorf("redisstore: %w", core.ErrNoKey)
+// SetOverride replaces k's limit until o.Until, in Redis next to the key,
+// so every instance sees it at its next decision; see core.Store.
+func (s *Store) SetOverride(ctx context.Context, k core.Key, o core.Override) error {
+	switch {
+	case s.closed.Load():
+		return fmt.Errorf("redisstore: SetOverride: %w", core.ErrClosed)
+	case k.Identity == "":
+		return fmt.Errorf("redisstore: SetOverride: Key.Identity: %w", core.ErrNoKey)
 	}
 	now := time.Now()
 	if s.clock != nil {
 		now = s.clock()
 	}
 	if err := core.ValidateOverride(o, now); err != nil {
-		return fmt.Errorf("redisstore: %w", err)
+		return fmt.Errorf("redisstore: SetOverride: %w", err)
 	}
 	until := o.Until.UnixMicro()
 	val := "x " + strconv.FormatInt(until, 10)
 	if !o.Blocks() {
 		cp, err := s.compile(o.Limit)
 		if err != nil {
-			return fmt.Errorf("redisstore: %w", err)
+			return fmt.Errorf("redisstore: SetOverride: Limit: %w", err)
 		}
 		// The id names this override among all the key ever has (a
 		// refund finds its state by it, see lua/refund.lua): random, in
@@ -40,24 +43,30 @@ func (s *Store) SetOverride(ctx context.Context, key string, o core.Override) er
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	// The override counts on its own state, fresh for each override.
-	ovr := s.overrideKey(key)
+	ovr := s.overrideKey(k)
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.SetArgs(ctx, ovr, val, redis.SetArgs{ExpireAt: time.UnixMilli((until + 999) / 1000)})
 		p.Del(ctx, ovr+":s")
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("redisstore: set override: %w", err)
+		return fmt.Errorf("redisstore: SetOverride: %w", err)
 	}
 	return nil
 }
 
-// ClearOverride removes key's override.
-func (s *Store) ClearOverride(ctx context.Context, key string) error {
+// ClearOverride removes k's override.
+func (s *Store) ClearOverride(ctx context.Context, k core.Key) error {
+	switch {
+	case s.closed.Load():
+		return fmt.Errorf("redisstore: ClearOverride: %w", core.ErrClosed)
+	case k.Identity == "":
+		return fmt.Errorf("redisstore: ClearOverride: Key.Identity: %w", core.ErrNoKey)
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := s.client.Del(ctx, s.overrideKey(key)).Err(); err != nil {
-		return fmt.Errorf("redisstore: clear override: %w", err)
+	if err := s.client.Del(ctx, s.overrideKey(k)).Err(); err != nil {
+		return fmt.Errorf("redisstore: ClearOverride: %w", err)
 	}
 	return nil
 }

@@ -149,20 +149,19 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // FailedNode returns the address of the node that failed.
 func (e *NodeError) FailedNode() string { return e.Node }
 
-// Node returns the address of the Cluster master that serves key's
-// identity (key as the Limiter builds it: identity, NUL, policy; or all
-// identity), as the client's slot map has it now, or "" when the client is
+// Node returns the address of the Cluster master that serves k's identity
+// (the hash tag of k's keys), as the client's slot map has it now, or "" when the client is
 // not a Cluster client or has not loaded its slot map yet (a call does). It
 // lets core/guard keep one circuit breaker per node. While faults are
 // recent it also asks the client to reload its slot map now and then (see
 // fault), so that a failover is followed even when no call reaches the
 // failed node.
-func (s *Store) Node(key string) string {
+func (s *Store) Node(k core.Key) string {
 	if s.cluster == nil || !s.stateOK.Load() {
 		return "" // not before a call has loaded the slot map: Node never waits
 	}
 	s.reloadIfFaulted()
-	id, _ := split(key)
+	id, _ := parts(k)
 	t := tag(id)
 	if t == "" {
 		return ""
@@ -283,7 +282,7 @@ func (s *Store) reloadIfFaulted() {
 // Stats counts what a Store did since New.
 type Stats struct {
 	// FailedCompensations is the number of admissions of denied groups
-	// (Cluster, Ring, proxies: see TakeAll) that could not be given back
+	// (Cluster, Ring, proxies: see Take) that could not be given back
 	// because the refund failed or ran out of time. The group was denied
 	// all the same; those units stay consumed until the key refills.
 	FailedCompensations uint64
@@ -345,3 +344,5 @@ func (s *Store) compile(l core.Limit) (*compiled, error) {
 	slot.Store(cp)
 	return cp, nil
 }
+
+var _ core.Store = (*Store)(nil)

@@ -101,11 +101,11 @@ func TestSameAnswersAsMemory(t *testing.T) {
 					if rng.IntN(8) == 0 {
 						at += rng.Int64N(3) - 1 // an instant no admission has
 					}
-					require.NoError(t, mem.Refund(ctx, key, l, cost, at, 0))
-					require.NoError(t, red.Refund(ctx, key, l, cost, at, 0))
-					want, err := mem.Take(ctx, key, l, 0)
+					require.NoError(t, mem.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at}))
+					require.NoError(t, red.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at}))
+					want, err := limitertest.TakeOne(ctx, mem, key, l, 0)
 					require.NoError(t, err)
-					got, err := red.Take(ctx, key, l, 0)
+					got, err := limitertest.TakeOne(ctx, red, key, l, 0)
 					require.NoError(t, err)
 					history = append(history, fmt.Sprintf("at %d refund %d of %d, then peek: %+v", now, cost, at, want))
 					compared++
@@ -124,9 +124,9 @@ func TestSameAnswersAsMemory(t *testing.T) {
 				case 2:
 					cost = l.Capacity()
 				}
-				want, err := mem.Take(ctx, key, l, cost)
+				want, err := limitertest.TakeOne(ctx, mem, key, l, cost)
 				require.NoError(t, err)
-				got, err := red.Take(ctx, key, l, cost)
+				got, err := limitertest.TakeOne(ctx, red, key, l, cost)
 				require.NoError(t, err)
 				history = append(history, fmt.Sprintf("at %d cost %d: %+v", now, cost, want))
 				compared++
@@ -167,9 +167,9 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 		mem, err := memorystore.New(memorystore.WithClock(clock.Now))
 		require.NoError(t, err)
 		red := newStore(t, client, redisstore.WithClock(clock.Now), redisstore.WithTimeout(10*time.Second))
-		base := limitertest.Key(t)
+		base := limitertest.Key(t).Identity
 		type policy struct {
-			key   string
+			key   core.Key
 			limit core.Limit
 		}
 		var ps []policy
@@ -177,14 +177,14 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 			a := limitertest.Algorithms[rng.IntN(6)]
 			l := core.Per(1+rng.Int64N(8), time.Duration(100_000+rng.Int64N(2_000_000))*time.Microsecond).WithAlgorithm(a)
 			ident := base + idents[rng.IntN(len(idents))]
-			ps = append(ps, policy{fmt.Sprintf("%s\x00p%d", ident, j), l})
+			ps = append(ps, policy{core.Key{Identity: ident, Policy: fmt.Sprint("p", j)}, l})
 		}
 		var history []string
 		type admission struct {
 			at         int64
 			memOv, red uint64 // the override each store named
 		}
-		admitted := map[string][]admission{}
+		admitted := map[core.Key][]admission{}
 		for step := range 60 {
 			clock.Advance(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
 			if rng.IntN(12) == 0 { // an override: a raise, or a block
@@ -208,8 +208,8 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 				if adm.memOv != 0 {
 					overRefunds++
 				}
-				require.NoError(t, mem.Refund(ctx, p.key, p.limit, cost, adm.at, adm.memOv))
-				require.NoError(t, red.Refund(ctx, p.key, p.limit, cost, adm.at, adm.red))
+				require.NoError(t, mem.Refund(ctx, core.Admission{Key: p.key, Limit: p.limit, Cost: cost, At: adm.at, Override: adm.memOv}))
+				require.NoError(t, red.Refund(ctx, core.Admission{Key: p.key, Limit: p.limit, Cost: cost, At: adm.at, Override: adm.red}))
 				history = append(history, fmt.Sprintf("at %d refund %q %d of %+v", clock.Now().UnixMicro(), p.key, cost, adm))
 				continue
 			}
@@ -218,8 +218,8 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 				ops[i] = core.Op{Key: p.key, Limit: p.limit, Cost: rng.Int64N(3), Shadow: rng.IntN(5) == 0}
 			}
 			want, got := make([]core.Result, len(ops)), make([]core.Result, len(ops))
-			require.NoError(t, mem.TakeAll(ctx, ops, want))
-			require.NoError(t, red.TakeAll(ctx, ops, got))
+			require.NoError(t, mem.Take(ctx, ops, want))
+			require.NoError(t, red.Take(ctx, ops, got))
 			history = append(history, fmt.Sprintf("at %d ops %+v\n    -> %+v", clock.Now().UnixMicro(), ops, want))
 			for i, op := range ops {
 				require.Equal(t, want[i].Override != 0, got[i].Override != 0, "iter %d step %d op %d: an override named", iter, step, i)
@@ -239,30 +239,55 @@ func TestBatchSameAnswersAsMemory(t *testing.T) {
 	require.Positive(t, overRefunds, "the traces refund admissions made under overrides")
 }
 
-var _ core.SplitKeyStore = (*redisstore.Store)(nil)
-
-// TakeSplit(identity, policy) and Take(identity+"\x00"+policy) share one
-// state, whichever is called; a policy holding a NUL too.
-func TestTakeSplitIsTakeOfTheJoinedKey(t *testing.T) {
-	s := newStore(t, redistest.StartServer(t).Client(t))
+// The Redis keys of a core.Key are byte for byte those of earlier versions,
+// which took the key joined as "identity\x00policy" and split it at its last
+// NUL (a rolling upgrade mixes versions on one Redis): the state, the
+// override and the override's state of every kind of identity and policy,
+// a NUL in either included, are where an older instance reads them.
+func TestRedisKeysAreThoseOfEarlierVersions(t *testing.T) {
+	client := redistest.StartServer(t).Client(t)
+	s := newStore(t, client, redisstore.WithPrefix("rl"))
 	ctx := context.Background()
-	for _, policy := range []string{"per-ip", "", "a\x00b", "{x}"} {
-		id := limitertest.Key(t) + "{%}"
-		l := core.PerMinute(4)
-		for i := range 5 {
-			var r core.Result
-			var err error
-			if i%2 == 0 {
-				r, err = s.TakeSplit(ctx, id, policy, l, 1)
-			} else {
-				r, err = s.Take(ctx, id+"\x00"+policy, l, 1)
-			}
-			require.NoError(t, err)
-			require.Equal(t, i < 4, r.Allowed, "policy %q take %d", policy, i)
-			require.Equal(t, int64(max(3-i, 0)), r.Remaining)
-		}
+	run := limitertest.Key(t).Identity
+	cases := []struct {
+		k    core.Key
+		base string // the keys' common part; the state adds "tb", the override "ovr"
+	}{
+		{core.Key{Identity: "ip:1.2.3.4" + run, Policy: "per-second"}, "rl:{ip:1.2.3.4" + run + "}:per-second:"},
+		{core.Key{Identity: "u{%}" + run, Policy: "per-ip"}, "rl:{u%7B%25%7D" + run + "}:per-ip:"},
+		{core.Key{Identity: "u" + run}, "rl:{u" + run + "}:"},
+		{core.Key{Identity: "u" + run, Policy: "{x}"}, "rl:{u" + run + "}:%7Bx%7D:"},
+		{core.Key{Identity: "a\x00b" + run, Policy: "p"}, "rl:{a\x00b" + run + "}:p:"},
+		// A policy holding a NUL is cut at its last one, as the joined key was.
+		{core.Key{Identity: "u" + run, Policy: "a\x00b"}, "rl:{u" + run + "\x00a}:b:"},
+	}
+	l := core.PerMinute(4)
+	for _, c := range cases {
+		require.Equal(t, c.base+"tb", s.Key(c.k, core.TokenBucket))
+		r, err := limitertest.TakeOne(ctx, s, c.k, l, 1)
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		require.Equal(t, int64(1), client.Exists(ctx, c.base+"tb").Val(), "%q: the state is at %q", c.k, c.base+"tb")
+		require.NoError(t, s.SetOverride(ctx, c.k, core.Override{Limit: core.PerMinute(9), Until: time.Now().Add(time.Minute)}))
+		require.Equal(t, int64(1), client.Exists(ctx, c.base+"ovr").Val(), "%q: the override is at %q", c.k, c.base+"ovr")
+		r, err = limitertest.TakeOne(ctx, s, c.k, l, 1)
+		require.NoError(t, err)
+		require.Equal(t, int64(9), r.Capacity)
+		require.Equal(t, int64(1), client.Exists(ctx, c.base+"ovr:s").Val(), "%q: the override's state is at %q", c.k, c.base+"ovr:s")
+		require.NoError(t, s.ClearOverride(ctx, c.k))
+		require.Zero(t, client.Exists(ctx, c.base+"ovr").Val())
+		require.NoError(t, s.Reset(ctx, c.k, l))
+		require.Zero(t, client.Exists(ctx, c.base+"tb").Val())
 	}
 	s.Close()
-	_, err := s.TakeSplit(ctx, "", "", core.PerMinute(1), 1)
+	_, err := limitertest.TakeOne(ctx, s, cases[0].k, l, 1)
 	require.ErrorIs(t, err, core.ErrClosed)
 }
+
+// takeID is a one-op Take of the identity id under the policy "p".
+func takeID(ctx context.Context, s core.Store, id string, l core.Limit, cost int64) (core.Result, error) {
+	return limitertest.TakeOne(ctx, s, keyOf(id), l, cost)
+}
+
+// keyOf is the Key takeID takes.
+func keyOf(id string) core.Key { return core.Key{Identity: id, Policy: "p"} }

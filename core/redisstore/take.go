@@ -4,41 +4,38 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
 )
 
-// Take decides one request for key under l; see core.Store.
-func (s *Store) Take(ctx context.Context, key string, l core.Limit, cost int64) (core.Result, error) {
-	cp, err := s.prepare(key != "", l, cost)
-	if err != nil {
-		return core.Result{}, err
+// Take decides ops all or nothing; see core.Store. One op is one atomic
+// script call (pipelined with the concurrent others); for several, see
+// takeAll.
+func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) error {
+	if len(out) != len(ops) {
+		return fmt.Errorf("redisstore: Take: %d results for %d ops", len(out), len(ops))
 	}
-	id, policy := split(key)
-	return s.take(ctx, cp, id, policy, l.Algorithm, cost)
+	switch len(ops) {
+	case 0:
+		return nil
+	case 1:
+		op := &ops[0]
+		cp, err := s.prepare(op.Key, op.Limit, op.Cost)
+		if err != nil {
+			return fmt.Errorf("redisstore: Take: op 0: %w", err)
+		}
+		return s.take(ctx, cp, op, &out[0])
+	}
+	return s.takeAll(ctx, ops, out)
 }
 
-// TakeSplit is Take of identity+"\x00"+policy (see core.SplitKeyStore): the
-// same keys, built without joining the two.
-func (s *Store) TakeSplit(ctx context.Context, identity, policy string, l core.Limit, cost int64) (core.Result, error) {
-	if strings.IndexByte(policy, 0) >= 0 { // split would cut the joined key elsewhere
-		return s.Take(ctx, identity+"\x00"+policy, l, cost)
-	}
-	cp, err := s.prepare(true, l, cost) // the joined key is never empty
-	if err != nil {
-		return core.Result{}, err
-	}
-	return s.take(ctx, cp, identity, policy, l.Algorithm, cost)
-}
-
-// take decides one op on the keys of identity id and policy.
-func (s *Store) take(ctx context.Context, cp *compiled, id, policy string, a core.Algorithm, cost int64) (core.Result, error) {
+// take decides one op into res.
+func (s *Store) take(ctx context.Context, cp *compiled, op *core.Op, res *core.Result) error {
 	c := s.newCall1(time.Now().Add(s.timeout))
-	c.argv = s.opKeys(c.argv, id, policy, a)
-	c.argv = append(c.argv, s.now(), cp.boxed, cost)
+	c.argv = s.opKeys(c.argv, op.Key, op.Limit.Algorithm)
+	c.argv = append(c.argv, s.now(), cp.boxed, op.Cost)
 	err := s.run(ctx, c)
 	var d decided
 	if err == nil {
@@ -46,9 +43,10 @@ func (s *Store) take(ctx context.Context, cp *compiled, id, policy string, a cor
 	}
 	s.putCall1(c)
 	if err != nil {
-		return core.Result{}, err
+		return err
 	}
-	return d.result(), nil
+	*res = d.result()
+	return nil
 }
 
 // newCall1 returns a call of decide1 (one op) due by deadline, from a pool
@@ -76,7 +74,7 @@ func (s *Store) putCall1(c *call) {
 	s.calls.Put(c)
 }
 
-// TakeAll decides ops all or nothing; see core.BatchStore.
+// takeAll decides several ops all or nothing.
 //
 // On a standalone server (a plain client, or Sentinel's failover client,
 // that INFO shows talking to a Redis not in cluster mode) every key lives on
@@ -88,15 +86,12 @@ func (s *Store) putCall1(c *call) {
 // out together, and when one of them denies, the others' admissions are
 // undone in a second round trip (see compensate). A failure of that second
 // round trip never changes the decision: the group stays denied.
-func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
-	if len(out) != len(ops) {
-		return fmt.Errorf("redisstore: TakeAll: %d results for %d ops", len(out), len(ops))
-	}
+func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
 	cps := make([]*compiled, len(ops))
 	for i, op := range ops {
-		cp, err := s.prepare(op.Key != "", op.Limit, op.Cost)
+		cp, err := s.prepare(op.Key, op.Limit, op.Cost)
 		if err != nil {
-			return err
+			return fmt.Errorf("redisstore: Take: op %d: %w", i, err)
 		}
 		cps[i] = cp
 	}
@@ -107,7 +102,7 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	var groups [][]int
 	byTag := map[string]int{}
 	for i, op := range ops {
-		t, _ := split(op.Key)
+		t, _ := parts(op.Key)
 		g, ok := byTag[t]
 		if !ok {
 			g = len(groups)
@@ -129,8 +124,7 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 		if len(idx) == 1 { // one op: decide1
 			i := idx[0]
 			c := newCall(&s.r.decide1, keysPerOp, decide1Args, deadline)
-			id, policy := split(ops[i].Key)
-			c.argv = s.opKeys(c.argv, id, policy, ops[i].Limit.Algorithm)
+			c.argv = s.opKeys(c.argv, ops[i].Key, ops[i].Limit.Algorithm)
 			c.argv = append(c.argv, s.now(), cps[i].boxed, ops[i].Cost)
 			calls[g] = c
 			continue
@@ -138,8 +132,7 @@ func (s *Store) TakeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 		c := newCall(&s.r.decide, keysPerOp*len(idx), argvHead+argsPerOp*len(idx), deadline)
 		gcps, gops := make([]*compiled, len(idx)), make([]core.Op, len(idx))
 		for j, i := range idx {
-			id, policy := split(ops[i].Key)
-			c.argv = s.opKeys(c.argv, id, policy, ops[i].Limit.Algorithm)
+			c.argv = s.opKeys(c.argv, ops[i].Key, ops[i].Limit.Algorithm)
 			gcps[j], gops[j] = cps[i], ops[i]
 		}
 		c.argv = s.args(c.argv, gcps, gops)
@@ -264,52 +257,55 @@ func (s *Store) compensationFailed(n int, err error) {
 		"failed", n, "failed_total", total, "err", err)
 }
 
-// Refund gives back the cost units of key's admission decided at instant at
-// (its Result.At), or nothing; see core.BatchStore. An admission under an
-// override (override: its Result.Override) goes back to that override's
-// state, under its limit, while it is in force, and gives back nothing once
-// it has ended or been replaced; Redis checks which in the same call.
-func (s *Store) Refund(ctx context.Context, key string, l core.Limit, cost int64, at int64, override uint64) error {
-	cp, err := s.prepare(key != "", l, cost)
-	if err != nil || cost == 0 {
-		return err
+// Refund gives back the units of the admission a, or nothing; see
+// core.Store. An admission under an override (a.Override: its
+// Result.Override) goes back to that override's state, under its limit,
+// while it is in force, and gives back nothing once it has ended or been
+// replaced; Redis checks which in the same call.
+func (s *Store) Refund(ctx context.Context, a core.Admission) error {
+	cp, err := s.prepare(a.Key, a.Limit, a.Cost)
+	if err != nil {
+		return fmt.Errorf("redisstore: Refund: %w", err)
+	}
+	if a.Cost == 0 {
+		return nil
 	}
 	deadline := time.Now().Add(s.timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	c := newCall(&s.r.refund, refundKeysPerOp, argvHead+refundArgsPerOp, deadline)
-	c.argv = s.refundKeys(c.argv, key, l.Algorithm, override)
-	c.argv = s.refundArgs(c.argv, cp, "-1", cost, at, -1, override)
+	c.argv = s.refundKeys(c.argv, a.Key, a.Limit.Algorithm, a.Override)
+	c.argv = s.refundArgs(c.argv, cp, "-1", a.Cost, a.At, -1, a.Override)
 	return s.run(ctx, c)
 }
 
-// Reset deletes key's state under l.
-func (s *Store) Reset(ctx context.Context, key string, l core.Limit) error {
-	if _, err := s.prepare(key != "", l, 0); err != nil {
-		return err
+// Reset deletes k's state under l.
+func (s *Store) Reset(ctx context.Context, k core.Key, l core.Limit) error {
+	if _, err := s.prepare(k, l, 0); err != nil {
+		return fmt.Errorf("redisstore: Reset: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if err := s.client.Del(ctx, s.Key(key, l.Algorithm)).Err(); err != nil {
-		return fmt.Errorf("redisstore: reset: %w", err)
+	if err := s.client.Del(ctx, s.Key(k, l.Algorithm)).Err(); err != nil {
+		return fmt.Errorf("redisstore: Reset: %w", err)
 	}
 	return nil
 }
 
-// prepare checks a call on a key (hasKey: it is not empty) and returns its
-// limit compiled.
-func (s *Store) prepare(hasKey bool, l core.Limit, cost int64) (*compiled, error) {
+// prepare checks one op (closed store, key, cost, limit: an error names the
+// field) and returns its limit compiled.
+func (s *Store) prepare(k core.Key, l core.Limit, cost int64) (*compiled, error) {
 	switch {
 	case s.closed.Load():
-		return nil, fmt.Errorf("redisstore: %w", core.ErrClosed)
-	case !hasKey:
-		return nil, fmt.Errorf("redisstore: %w", core.ErrNoKey)
+		return nil, core.ErrClosed
+	case k.Identity == "":
+		return nil, fmt.Errorf("Key.Identity: %w", core.ErrNoKey)
 	case cost < 0:
-		return nil, fmt.Errorf("redisstore: %w: %d", core.ErrInvalidCost, cost)
+		return nil, fmt.Errorf("Cost: %w: %d", core.ErrInvalidCost, cost)
 	}
 	cp, err := s.compile(l)
 	if err != nil {
-		return nil, fmt.Errorf("redisstore: %w", err)
+		return nil, fmt.Errorf("Limit: %w", err)
 	}
 	return cp, nil
 }

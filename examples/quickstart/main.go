@@ -30,11 +30,14 @@ func main() {
 	for _, a := range []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.GCRA, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter} {
 		limit := core.PerMinute(10).WithAlgorithm(a)
 		fmt.Fprintf(w, "\n%s (%s)\nrequest\tallowed\tremaining\tretry after\treset after\tstate\n", a, limit)
+		// One op: a cost of 1 for client-42 under this limit.
+		ops := []core.Op{{Key: core.Key{Identity: "client-42", Policy: "quickstart"}, Limit: limit, Cost: 1}}
+		out := make([]core.Result, len(ops))
 		for i := 1; i <= 12; i++ {
-			r, err := store.Take(ctx, "client-42", limit, 1)
-			if err != nil {
+			if err := store.Take(ctx, ops, out); err != nil {
 				log.Fatal(err)
 			}
+			r := out[0]
 			fmt.Fprintf(w, "%d\t%v\t%d\t%s\t%s\t%s\n", i, r.Allowed, r.Remaining, r.RetryAfter, r.ResetAfter.Round(time.Millisecond), r.State)
 			now = now.Add(100 * time.Millisecond)
 		}

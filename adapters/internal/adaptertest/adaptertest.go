@@ -32,8 +32,8 @@ var ErrDown = errors.New("adaptertest: backend down")
 type DownStore struct{ core.Store }
 
 // Take fails with ErrDown.
-func (DownStore) Take(context.Context, string, core.Limit, int64) (core.Result, error) {
-	return core.Result{}, ErrDown
+func (DownStore) Take(context.Context, []core.Op, []core.Result) error {
+	return ErrDown
 }
 
 // Callback names a callback the harness installs as one that panics.
