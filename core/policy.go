@@ -276,9 +276,9 @@ func (set *policySet) anyTiers(idx []int) bool {
 	return false
 }
 
-// identity returns the identity of a request under p (its store key is the
-// identity, NUL, and the policy's name). A key function that panics is a key
-// error: one bad request must not bring the process down.
+// identity returns the identity of a request under p (its store key is
+// Key{Identity: identity, Policy: p.Name}). A key function that panics is
+// a key error: one bad request must not bring the process down.
 func (p *compiledPolicy) identity(r keyfunc.Request, override keyfunc.Func) (string, error) {
 	f := p.Key
 	if override != nil {

@@ -131,14 +131,14 @@ return {1, 2, 3, 4, 0}`)
 }
 
 // BenchmarkThreePolicies compares a request matched by three policies of one
-// identity, decided in one TakeAll (one script, one round trip), with the
+// identity, decided in one Take of three ops (one script, one round trip), with the
 // same three policies checked one after another, in the same run.
 //
 //	go test ./core/redisstore -run XXX -bench ThreePolicies
 func BenchmarkThreePolicies(b *testing.B) {
 	srv := redistest.StartServer(b)
 	limits := []core.Limit{core.PerSecond(1_000_000), core.Per(1_000_000, 10*time.Second).WithAlgorithm(core.SlidingWindowCounter), core.PerHour(1_000_000_000).WithAlgorithm(core.FixedWindow)}
-	for _, mode := range []string{"one-TakeAll", "three-Takes"} {
+	for _, mode := range []string{"one-Take", "three-Takes"} {
 		for _, callers := range []int{1, 64} {
 			b.Run(fmt.Sprintf("%s/callers=%d", mode, callers), func(b *testing.B) {
 				client := srv.Client(b, func(o *redis.Options) { o.PoolSize = 64; o.ContextTimeoutEnabled = true })
@@ -153,7 +153,7 @@ func BenchmarkThreePolicies(b *testing.B) {
 						i++
 						id := "user:" + strconv.Itoa(i%1000)
 						ops := []core.Op{{Key: core.Key{Identity: id, Policy: "a"}, Limit: limits[0], Cost: 1}, {Key: core.Key{Identity: id, Policy: "b"}, Limit: limits[1], Cost: 1}, {Key: core.Key{Identity: id, Policy: "c"}, Limit: limits[2], Cost: 1}}
-						if mode == "one-TakeAll" {
+						if mode == "one-Take" {
 							if err := s.Take(ctx, ops, out); err != nil {
 								b.Error(err)
 								return
