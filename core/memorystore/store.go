@@ -197,34 +197,33 @@ func (s *Store) Take(_ context.Context, ops []core.Op, out []core.Result) error 
 	case 0:
 		return nil
 	case 1:
-		op := &ops[0]
-		return s.take(op.Key, op.Limit, op.Cost, &out[0])
+		return s.take(&ops[0], &out[0])
 	}
 	return s.takeAll(ops, out)
 }
 
 // take decides one op into res.
-func (s *Store) take(k core.Key, l core.Limit, cost int64, res *core.Result) error {
-	sp, h, err := s.prepare(k, l, cost)
+func (s *Store) take(op *core.Op, res *core.Result) error {
+	sp, h, err := s.prepare(&op.Key, &op.Limit, op.Cost)
 	if err != nil {
 		return fmt.Errorf("memorystore: Take: op 0: %w", err)
 	}
 	now := s.clock()
 	var applied *core.Limit
 	var gen uint64
-	if ov, ok := s.overridden(k, now); ok {
+	if ov, ok := s.overridden(op.Key, now); ok {
 		if ov.spec == nil {
 			*res = blocked(sp, ov.until, now)
 			return nil
 		}
 		sp = ov.spec
-		h = s.overrideHash(k, sp.Algorithm, ov.gen)
+		h = s.overrideHash(&op.Key, sp.Algorithm, ov.gen)
 		applied, gen = &sp.Limit, ov.gen
 	}
 	sh := &s.shards[h&s.mask]
 	var o algo.Outcome
 	sh.mu.Lock()
-	sh.take(sp, &o, h, now, cost, s)
+	sh.take(sp, &o, h, now, op.Cost, s)
 	sh.mu.Unlock()
 	*res = sp.Result(&o)
 	res.Applied, res.Override = applied, gen // the override's limit, which the Result describes
@@ -236,7 +235,7 @@ func (s *Store) Reset(_ context.Context, k core.Key, l core.Limit) error {
 	if err := s.open(); err != nil {
 		return fmt.Errorf("memorystore: Reset: %w", err)
 	}
-	_, h, err := s.prepare(k, l, 0)
+	_, h, err := s.prepare(&k, &l, 0)
 	if err != nil {
 		return fmt.Errorf("memorystore: Reset: %w", err)
 	}
@@ -259,7 +258,7 @@ func (s *Store) open() error {
 
 // prepare checks one op (closed store, key, cost, limit: an error names the
 // field) and returns its compiled limit and its key's hash.
-func (s *Store) prepare(k core.Key, l core.Limit, cost int64) (*algo.Spec, uint64, error) {
+func (s *Store) prepare(k *core.Key, l *core.Limit, cost int64) (*algo.Spec, uint64, error) {
 	switch {
 	case s.closed.Load():
 		return nil, 0, core.ErrClosed
@@ -268,7 +267,7 @@ func (s *Store) prepare(k core.Key, l core.Limit, cost int64) (*algo.Spec, uint6
 	case cost < 0:
 		return nil, 0, fmt.Errorf("Cost: %w: %d", core.ErrInvalidCost, cost)
 	}
-	sp, err := s.spec(l)
+	sp, err := s.spec(*l)
 	if err != nil {
 		return nil, 0, fmt.Errorf("Limit: %w", err)
 	}
@@ -277,7 +276,7 @@ func (s *Store) prepare(k core.Key, l core.Limit, cost int64) (*algo.Spec, uint6
 
 // overrideHash is the hash of k's state while override gen applies (see
 // hash).
-func (s *Store) overrideHash(k core.Key, a core.Algorithm, gen uint64) uint64 {
+func (s *Store) overrideHash(k *core.Key, a core.Algorithm, gen uint64) uint64 {
 	h := s.hash(k, a) ^ gen*0xd6e8feb86659fd93
 	if h&^idMask == 0 {
 		h |= idMask + 1
@@ -287,13 +286,20 @@ func (s *Store) overrideHash(k core.Key, a core.Algorithm, gen uint64) uint64 {
 
 // hash is the hash of k under algorithm a: of its two parts as they are
 // (maphash.Comparable hashes each string of the Key in turn, as a Go map
-// does: nothing is joined or copied). Its low bits pick the shard; the
-// table keys on the rest (h&^idMask, never 0), as the low byte of a slot
-// holds the id of the key's limit. Within a shard the low bits are the
-// same for every key anyway: with at least 256 shards nothing of the hash
-// is lost, with the default 64 two bits.
-func (s *Store) hash(k core.Key, a core.Algorithm) uint64 {
-	h := maphash.Comparable(s.seed, k) ^ uint64(a)*0x9e3779b97f4a7c15
+// does: nothing is joined or copied), or of the identity alone for a key
+// without a policy. Its low bits pick the shard; the table keys on the rest
+// (h&^idMask, never 0), as the low byte of a slot holds the id of the key's
+// limit. Within a shard the low bits are the same for every key anyway:
+// with at least 256 shards nothing of the hash is lost, with the default 64
+// two bits.
+func (s *Store) hash(k *core.Key, a core.Algorithm) uint64 {
+	var h uint64
+	if k.Policy == "" {
+		h = maphash.String(s.seed, k.Identity)
+	} else {
+		h = maphash.Comparable(s.seed, *k)
+	}
+	h ^= uint64(a) * 0x9e3779b97f4a7c15
 	if h&^idMask == 0 {
 		h |= idMask + 1
 	}
@@ -444,7 +450,7 @@ func (s *Store) takeAll(ops []core.Op, out []core.Result) error {
 	ps := make([]pending, len(ops))
 	now := s.clock()
 	for i, op := range ops {
-		sp, h, err := s.prepare(op.Key, op.Limit, op.Cost)
+		sp, h, err := s.prepare(&op.Key, &op.Limit, op.Cost)
 		if err != nil {
 			return fmt.Errorf("memorystore: Take: op %d: %w", i, err)
 		}
@@ -454,7 +460,7 @@ func (s *Store) takeAll(ops []core.Op, out []core.Result) error {
 				continue
 			}
 			sp = ov.spec
-			h = s.overrideHash(op.Key, sp.Algorithm, ov.gen)
+			h = s.overrideHash(&op.Key, sp.Algorithm, ov.gen)
 			ps[i] = pending{sp: sp, h: h, sh: &s.shards[h&s.mask], applied: &sp.Limit, gen: ov.gen}
 			continue
 		}
@@ -514,7 +520,7 @@ func (s *Store) takeAll(ops []core.Op, out []core.Result) error {
 // Result.Override) goes back to that override's state while it is in
 // force, and gives back nothing once it has ended.
 func (s *Store) Refund(_ context.Context, a core.Admission) error {
-	sp, h, err := s.prepare(a.Key, a.Limit, a.Cost)
+	sp, h, err := s.prepare(&a.Key, &a.Limit, a.Cost)
 	if err != nil {
 		return fmt.Errorf("memorystore: Refund: %w", err)
 	}
@@ -529,7 +535,7 @@ func (s *Store) Refund(_ context.Context, a core.Admission) error {
 		}
 		// Its state is keyed by its generation, never another's: should
 		// it end before the shard is locked, the units go nowhere else.
-		sp, h = ov.spec, s.overrideHash(a.Key, ov.spec.Algorithm, ov.gen)
+		sp, h = ov.spec, s.overrideHash(&a.Key, ov.spec.Algorithm, ov.gen)
 	}
 	sh := &s.shards[h&s.mask]
 	sh.mu.Lock()
