@@ -26,15 +26,16 @@ type PolicyResult struct {
 	Result
 	id   string // the identity: the store key is Key{id, Policy} (see key)
 	cost int64
-	base *Limit // the policy's (or tier's) limit, which the key's state is stored under; it lives in the policy set
 }
 
 // key is the Key of p's state in the store.
 func (p *PolicyResult) key() Key { return Key{Identity: p.id, Policy: p.Policy} }
 
-// op is the store op that decides p.
+// op is the store op that decides p. Until the decision is settled (see
+// settle), p.Limit is the policy's (or tier's) limit, which the key's state
+// is stored under.
 func (p *PolicyResult) op() Op {
-	return Op{Key: p.key(), Limit: *p.base, Cost: p.cost, Shadow: p.Shadow}
+	return Op{Key: p.key(), Limit: p.Limit, Cost: p.cost, Shadow: p.Shadow}
 }
 
 // ShadowDenied reports whether a shadow policy would have denied the request.
@@ -115,6 +116,17 @@ func (d *Decision) State() State {
 		}
 	}
 	return s
+}
+
+// settle sets each result's Limit to the limit applied, once the store
+// has decided: an override's, when one applied (Result.Applied), or the
+// policy's (or tier's), which Limit holds until then.
+func (d *Decision) settle() {
+	for j := range d.Results {
+		if a := d.Results[j].Applied; a != nil {
+			d.Results[j].Limit = *a
+		}
+	}
 }
 
 // detach makes d safe to copy: its slices no longer point into d itself.

@@ -87,7 +87,7 @@ func (l *Limiter) allowN(ctx context.Context, p *compiledPolicy, identity string
 		ctx, cancel = context.WithTimeout(ctx, l.cfg.storeTimeout)
 		defer cancel()
 	}
-	pr := PolicyResult{Policy: p.Name, Limit: p.Limit, base: &p.Limit, Shadow: p.Shadow, refund: p.Refund, id: identity, cost: n}
+	pr := PolicyResult{Policy: p.Name, Limit: p.Limit, Shadow: p.Shadow, refund: p.Refund, id: identity, cost: n}
 	sc, _ := l.scratch.Get().(*scratch)
 	if sc == nil {
 		sc = new(scratch)

@@ -196,6 +196,7 @@ func (l *Limiter) decideCall(ctx context.Context, r keyfunc.Request, c Call, d *
 			if err := l.idempotent(sctx, r, cost, d, v); err != nil {
 				return err
 			}
+			d.settle()
 			l.hooks(ctx, r, d)
 			return nil
 		}
@@ -203,6 +204,7 @@ func (l *Limiter) decideCall(ctx context.Context, r keyfunc.Request, c Call, d *
 	if err := l.run(sctx, d, nil, nil); err != nil {
 		return err
 	}
+	d.settle()
 	l.hooks(ctx, r, d)
 	return nil
 }
@@ -239,6 +241,7 @@ func (l *Limiter) Peek(ctx context.Context, r keyfunc.Request) (Decision, error)
 	if err := l.run(sctx, &d, nil, nil); err != nil {
 		return Decision{}, err
 	}
+	d.settle()
 	d.detach()
 	return d, nil
 }
@@ -298,7 +301,7 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 		// Field by field: Result is written by the store, or below.
 		pr := &d.Results[n]
 		n++
-		pr.Policy, pr.Limit, pr.base, pr.Tier, pr.Shadow, pr.refund, pr.id, pr.cost = p.Name, *lim, lim, "", p.Shadow, p.Refund, id, cost
+		pr.Policy, pr.Limit, pr.Tier, pr.Shadow, pr.refund, pr.id, pr.cost = p.Name, *lim, "", p.Shadow, p.Refund, id, cost
 		pr.Unidentified = err != nil
 		if len(p.Tiers) > 0 {
 			pr.Tier = tier
@@ -351,12 +354,7 @@ func (l *Limiter) run(ctx context.Context, d *Decision, extra *Op, extraRes *Res
 		}
 	}
 	for j := range d.Results {
-		p := &d.Results[j]
-		p.Limit = *p.base
-		if p.Applied != nil { // an override's limit applied
-			p.Limit = *p.Applied
-		}
-		if !p.Allowed && !p.Shadow {
+		if p := &d.Results[j]; !p.Allowed && !p.Shadow {
 			d.Allowed = false
 		}
 	}
@@ -432,7 +430,9 @@ func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 				p.cost = 0
 				continue
 			}
-			a := Admission{Key: p.key(), Limit: *p.base, Cost: p.cost, At: p.At, Override: p.Override}
+			// p.Limit is the policy's limit, or, for an admission under
+			// an override, the override's (whose state it goes back to).
+			a := Admission{Key: p.key(), Limit: p.Limit, Cost: p.cost, At: p.At, Override: p.Override}
 			if err := l.store.Refund(ctx, a); err != nil {
 				return fmt.Errorf("sluice: policy %q: refund: %w", p.Policy, err)
 			}

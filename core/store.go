@@ -34,7 +34,10 @@ type Op struct {
 // Admission names one admission to give back with Store.Refund: the op that
 // was admitted, and its Result's At and Override.
 type Admission struct {
-	Key   Key
+	Key Key
+	// Limit is the op's. For an admission under an override (Override
+	// nonzero) the store gives back under the override's own limit, which
+	// it keeps; the Limiter passes the override's (its Result.Applied).
 	Limit Limit
 	Cost  int64
 	// At is the admission's Result.At.
