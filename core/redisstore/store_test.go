@@ -41,6 +41,22 @@ func TestConformanceUnpipelined(t *testing.T) {
 	})
 }
 
+// On a 3-master Cluster (groups across identities: one script per identity
+// and compensation) and behind Sentinel, the store passes the same suite.
+func TestConformanceCluster(t *testing.T) {
+	client := redistest.StartCluster(t, 3).Client(t)
+	limitertest.Run(t, func(t *testing.T, clock func() time.Time) core.Store {
+		return newStore(t, client, redisstore.WithClock(clock), redisstore.WithTimeout(10*time.Second))
+	})
+}
+
+func TestConformanceSentinel(t *testing.T) {
+	client := redistest.StartSentinel(t).Client(t)
+	limitertest.Run(t, func(t *testing.T, clock func() time.Time) core.Store {
+		return newStore(t, client, redisstore.WithClock(clock), redisstore.WithTimeout(10*time.Second))
+	})
+}
+
 // The same random traces through the memory store and the Redis store give
 // identical Results at every step, for all six algorithms: takes of any
 // cost, refunds of earlier admissions (by their Result.At, in any order,
