@@ -63,9 +63,10 @@ func StreamClientInterceptor(l *core.Limiter, opts ...Option) grpc.StreamClientI
 // outgoing decides an outgoing call or message; an error ends it. A denial
 // fills the grpc.Trailer call options as a server's denial would.
 func (c *config) outgoing(lim *core.Limiter, r *call, req any, callOpts []grpc.CallOption) error {
-	d, err := c.check(lim, r, req)
+	d := &r.d
+	err := c.check(lim, r, req, d)
 	if err == nil && !d.Allowed && c.wait {
-		d, err = c.await(lim, r, req, d)
+		err = c.await(lim, r, req, d)
 	}
 	if err != nil {
 		return c.undecided(r.parent, r.method, err)
@@ -74,14 +75,14 @@ func (c *config) outgoing(lim *core.Limiter, r *call, req any, callOpts []grpc.C
 		return nil
 	}
 	if len(callOpts) > 0 {
-		md := denialMetadata(c.headers, &d, time.Now(), 0)
+		md := denialMetadata(c.headers, d, time.Now(), 0)
 		for _, o := range callOpts {
 			if t, ok := o.(grpc.TrailerCallOption); ok && t.TrailerAddr != nil {
 				*t.TrailerAddr = md.Copy()
 			}
 		}
 	}
-	return c.deny(r.parent, r.method, &d, 0)
+	return c.deny(r.parent, r.method, d, 0)
 }
 
 // clientStream checks each message before sending it.

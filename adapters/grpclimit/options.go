@@ -29,7 +29,6 @@ type config struct {
 	msgHdrs ratelimitfields.Config // headers without the Draft family, for trailers
 	logger  *slog.Logger
 	undec   *middleware.Logger // undecided calls, at most a line a second
-	refunds *middleware.Logger // failed refunds, likewise
 	wait    bool               // client interceptors wait for a slot (WithWait)
 }
 
@@ -124,7 +123,7 @@ func newConfig(fn string, l *core.Limiter, opts []Option) *config {
 			o(c)
 		}
 	}
-	c.undec, c.refunds = middleware.NewLogger(c.logger), middleware.NewLogger(c.logger)
+	c.undec = middleware.NewLogger(c.logger)
 	limited := l != nil || c.message != nil
 	for _, rl := range c.routes {
 		limited = limited || rl != nil
@@ -178,10 +177,10 @@ func (c *config) limiter(ctx context.Context, method string) (l *core.Limiter, s
 // check decides one call or message. A panic in the cost callback, a key
 // function or a hook becomes an error: grpc-go does not recover handlers,
 // so it would take the process down.
-func (c *config) check(l *core.Limiter, r *call, req any) (d core.Decision, err error) {
+func (c *config) check(l *core.Limiter, r *call, req any, d *core.Decision) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			d, err = core.Decision{}, fmt.Errorf("sluice: %s %w: %v", "limiter", middleware.ErrPanic, v)
+			err = fmt.Errorf("sluice: %s %w: %v", "limiter", middleware.ErrPanic, v)
 		}
 	}()
 	r.msg = req
@@ -190,7 +189,7 @@ func (c *config) check(l *core.Limiter, r *call, req any) (d core.Decision, err 
 	if c.cost != nil {
 		call.Cost = c.cost(r.parent, r.method, req)
 	}
-	return l.CheckWith(r.parent, r, call)
+	return l.Decide(r.parent, r, call, d)
 }
 
 // skipped calls the skip callback, turning a panic into an error.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
-	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // call is one gRPC call as the limiter sees it. A *call is the
@@ -28,7 +27,10 @@ type call struct {
 	outOK   bool
 	decided bool
 	d       core.Decision
-	stacked *stacked // nil unless sluice interceptors are stacked on the call
+	at      time.Time     // when the decision started, then when it was made
+	took    time.Duration // how long the decision took, added to the waits sent
+	resp    any           // the unary handler's response
+	stacked *stacked      // nil unless sluice interceptors are stacked on the call
 }
 
 // stacked is what a call decided by stacked server interceptors (a global
@@ -40,11 +42,24 @@ type stacked struct {
 	// sender, in an inner call, is the outermost call, which sends the
 	// metadata of the merge once the handler returns.
 	sender *call
-	// fields, in the outermost call, is the metadata it sends instead of
-	// its own: the innermost merge's, or none when an inner one denied
-	// (its denial carries them).
-	fields ratelimitfields.Fields
+	// In the outermost call, when replaced: the Decision whose metadata it
+	// sends instead of its own (the innermost merge, decided at at), or nil
+	// when an inner interceptor denied (its denial carries them).
+	replaced bool
+	view     *core.Decision
+	at       time.Time
 }
+
+// outerCall returns the call of an outer sluice server interceptor that
+// decided the call of ctx, or nil.
+func outerCall(ctx context.Context) *call {
+	outer, _ := ctx.Value(callKey{}).(*call)
+	return outer
+}
+
+// Decision is where the call's own Decision is decided, for the middleware
+// flow.
+func (r *call) Decision() *core.Decision { return &r.d }
 
 // decision is the Decision a handler sees: the merge, under stacked
 // interceptors, else the call's own.
@@ -55,46 +70,42 @@ func (r *call) decision() *core.Decision {
 	return &r.d
 }
 
-// stack makes r, just decided, the inner of the outer sluice interceptor's
-// call found in its context, if any: the handler then sees the merge of
-// both Decisions, and the outermost call sends its metadata (hand them to
-// it with send). It returns the Decision to answer with: r's own, or the
-// merge.
-func (r *call) stack() *core.Decision {
-	outer, ok := r.parent.Value(callKey{}).(*call)
-	if !ok {
-		return &r.d
+// publish records that r was decided at now, its handler seeing view (r.d,
+// or its merge with an outer interceptor's Decision). Under stacked
+// interceptors, the outermost call then sends the metadata of view, or none
+// when view is a denial (the denial carries them).
+func (r *call) publish(view *core.Decision, now time.Time) {
+	r.decided, r.took, r.at = true, now.Sub(r.at), now
+	outer := outerCall(r.parent)
+	if outer == nil {
+		return
 	}
 	sender := outer
 	if outer.stacked != nil && outer.stacked.sender != nil {
 		sender = outer.stacked.sender
 	}
-	r.stacked = &stacked{merged: core.Merge(outer.decision(), &r.d), sender: sender}
+	r.stacked = &stacked{merged: view, sender: sender}
 	if sender.stacked == nil {
 		sender.stacked = &stacked{}
 	}
-	sender.stacked.fields = ratelimitfields.Fields{} // the merge's, once send hands them over
-	return r.stacked.merged
+	sender.stacked.replaced, sender.stacked.view, sender.stacked.at = true, nil, now
+	if view.Allowed {
+		sender.stacked.view = view
+	}
 }
 
-// send hands the metadata f of r's admitted call to the call that sends
-// them and returns what r itself is to send: f, or nothing when an outer
-// interceptor sends them.
-func (r *call) send(f ratelimitfields.Fields) ratelimitfields.Fields {
-	if r.stacked != nil && r.stacked.sender != nil {
-		r.stacked.sender.stacked.fields = f
-		return ratelimitfields.Fields{}
+// sends returns the Decision whose metadata r's interceptor sends once the
+// handler returned, and the instant to format them at: r's own, an inner
+// interceptor's merge, or none (ok false) when an outer one sends them or
+// r was not decided.
+func (r *call) sends() (d *core.Decision, at time.Time, ok bool) {
+	switch {
+	case r.stacked != nil && r.stacked.sender != nil:
+		return nil, at, false
+	case r.stacked != nil && r.stacked.replaced:
+		return r.stacked.view, r.stacked.at, r.stacked.view != nil
 	}
-	return f
-}
-
-// pending returns the metadata r is to send, own unless an inner stacked
-// interceptor replaced them.
-func (r *call) pending(own *ratelimitfields.Fields) *ratelimitfields.Fields {
-	if r.stacked != nil && r.stacked.sender == nil {
-		return &r.stacked.fields
-	}
-	return own
+	return &r.d, r.at, r.decided
 }
 
 // Message returns the request message a server or client interceptor is

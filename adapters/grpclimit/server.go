@@ -2,13 +2,17 @@ package grpclimit
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
+	"github.com/sluicehq/sluice/adapters/internal/middleware"
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/ratelimitfields"
+	"github.com/sluicehq/sluice/internal/fieldfmt"
 )
 
 // UnaryServerInterceptor returns an interceptor that limits unary calls with
@@ -16,60 +20,121 @@ import (
 // is nothing to limit or an option is malformed.
 func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
 	c := newConfig("UnaryServerInterceptor", l, opts)
+	flows := c.unaryFlows()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		lim, _, err := c.limiter(ctx, info.FullMethod)
-		if lim == nil && err == nil {
-			return handler(ctx, req)
-		}
-		r := &call{parent: ctx, method: info.FullMethod}
-		var d core.Decision
-		start := time.Now()
-		if err == nil {
-			d, err = c.check(lim, r, req)
-		}
-		if err == nil && d.Degraded() && ctx.Err() != nil {
-			err = ctx.Err() // the client left before its call was counted: it does not run
-		}
-		if err != nil {
+		lim, skip, err := c.limiter(ctx, info.FullMethod)
+		if err != nil { // the skip callback panicked
 			if err := c.undecided(ctx, info.FullMethod, err); err != nil {
 				return nil, err
 			}
 			return handler(ctx, req)
 		}
-		r.d, r.decided = d, true
-		view := r.stack()
-		now := time.Now()
-		if !d.Allowed {
-			// Trailers-Only: nothing in the header, or the client would not
-			// retry nor honour the pushback.
-			took := now.Sub(start)
-			_ = grpc.SetTrailer(ctx, denialMetadata(c.headers, view, now, took))
-			return nil, c.deny((*callContext)(r), info.FullMethod, view, took)
+		if skip || lim == nil {
+			return handler(ctx, req)
 		}
-		f := r.send(c.headers.Format(view, now))
-		resp, err := handler((*callContext)(r), req)
-		if f := r.pending(&f); f.N > 0 {
-			attach(ctx, grpc.ServerTransportStreamFromContext(ctx), Metadata(*f), err)
-		}
-		refund(ctx, c, lim, &r.d, err)
-		return resp, err
+		u := unary{r: &call{parent: ctx, method: info.FullMethod, msg: req}, handler: handler}
+		err = flows[lim].Run(u)
+		return u.r.resp, err
 	}
 }
 
-// refund gives a call back to the policies that do not count failed (or
-// successful) calls: a call that returned an error counts as failed (as an
-// HTTP status >= 400 would).
-func refund(ctx context.Context, c *config, l *core.Limiter, d *core.Decision, err error) {
-	if !d.Refundable() {
-		return
+// unary is a unary server call as the middleware flow sees it: its call
+// (the view, the handler's context and the Decision, allocated once) and
+// its handler.
+type unary struct {
+	r       *call
+	handler grpc.UnaryHandler
+}
+
+// unaryFlow maps gRPC's unary server calls onto the middleware flow every
+// sluice adapter runs (skip, cost, decide, gone, the error handler, the
+// merge with an outer interceptor's Decision, metadata, deny, handler,
+// refund).
+type unaryFlow struct{ c *config }
+
+type unaryFlows = map[*core.Limiter]*middleware.Flow[unary, *call, unaryFlow]
+
+// unaryFlows returns a flow for each limiter the interceptor may apply.
+// Skipping (WithSkip, WithSkipMethods) is decided before, with the limiter.
+func (c *config) unaryFlows() unaryFlows {
+	cfg := middleware.Config[unary, *call]{
+		Key:    c.key,
+		Denied: func(r *call) error { return c.deny((*callContext)(r), r.method, r.decision(), r.took) },
+		OnError: func(u unary, err error) (bool, error) {
+			err = c.undecided(u.r.parent, u.r.method, err)
+			return err == nil, err
+		},
+		Logger:  c.logger,
+		Headers: c.headers,
 	}
-	status := 200
-	if err != nil {
-		status = 500
+	if c.cost != nil {
+		cfg.Cost = func(u unary) int64 { return c.cost(u.r.parent, u.r.method, u.r.msg) }
 	}
-	if rerr := l.Refund(context.WithoutCancel(ctx), d, status); rerr != nil {
-		c.refunds.RefundFailed(ctx, rerr)
+	set := func(x *middleware.Config[unary, *call]) { *x = cfg }
+	flows := unaryFlows{}
+	for _, l := range append([]*core.Limiter{c.def}, slices.Collect(maps.Values(c.routes))...) {
+		if l != nil && flows[l] == nil {
+			flows[l] = middleware.New("grpclimit", l, unaryFlow{c}, set, nil)
+		}
 	}
+	return flows
+}
+
+func (unaryFlow) Start(u unary) *call {
+	u.r.at = time.Now()
+	return u.r
+}
+
+func (unaryFlow) Earlier(u unary) *core.Decision {
+	if outer := outerCall(u.r.parent); outer != nil {
+		return outer.decision()
+	}
+	return nil
+}
+
+// Publish records the Decision; a denial's metadata go in the trailer at
+// once (Trailers-Only: nothing in the header, or the client would neither
+// retry nor honour the pushback), an admitted call's once its handler
+// returns.
+func (fw unaryFlow) Publish(u unary, r *call, d *core.Decision, _ *fieldfmt.Formatter) {
+	r.publish(d, time.Now())
+	if !d.Allowed {
+		_ = grpc.SetTrailer(r.parent, denialMetadata(fw.c.headers, d, r.at, r.took))
+	}
+}
+
+// Next runs the handler, with the context carrying the Decision when the
+// call was decided, and sends the call's metadata.
+func (fw unaryFlow) Next(u unary, r *call) error {
+	ctx := r.parent
+	if r.decided {
+		ctx = (*callContext)(r)
+	}
+	resp, err := u.handler(ctx, r.msg)
+	r.resp = resp
+	if d, at, ok := r.sends(); ok {
+		if f := fw.c.headers.Format(d, at); f.N > 0 {
+			attach(r.parent, grpc.ServerTransportStreamFromContext(r.parent), Metadata(f), err)
+		}
+	}
+	return err
+}
+
+// Watch is Next; a call that returned an error counts as failed for the
+// refund (as an HTTP status >= 400 would).
+func (fw unaryFlow) Watch(u unary, r *call) (int, error) {
+	if err := fw.Next(u, r); err != nil {
+		return 500, err
+	}
+	return 200, nil
+}
+
+func (unaryFlow) Abort(unary) {}
+
+// Unavailable ends a call whose client left before it was counted with its
+// context's status.
+func (unaryFlow) Unavailable(u unary) error {
+	return status.FromContextError(u.r.parent.Err()).Err()
 }
 
 // attach sends an admitted call's metadata once its handler returned: in
@@ -131,8 +196,9 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 		}
 		s := &serverStream{ServerStream: ss, c: c, r: call{parent: ctx, method: info.FullMethod}}
 		if lim != nil {
-			start := time.Now()
-			d, err := c.check(lim, &s.r, nil)
+			s.r.at = time.Now()
+			d := &s.r.d
+			err := c.check(lim, &s.r, nil, d)
 			if err == nil && d.Degraded() && ctx.Err() != nil {
 				err = ctx.Err() // the client left before its call was counted
 			}
@@ -141,15 +207,16 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 					return err
 				}
 			} else {
-				s.r.d, s.r.decided = d, true
-				view := s.r.stack()
-				now := time.Now()
-				if !d.Allowed {
-					took := now.Sub(start)
-					ss.SetTrailer(denialMetadata(c.headers, view, now, took))
-					return c.deny(s.Context(), info.FullMethod, view, took)
+				view := d
+				if outer := outerCall(ctx); outer != nil {
+					view = core.Merge(outer.decision(), view) // stacked interceptors
 				}
-				s.header = s.r.send(c.headers.Format(view, now))
+				s.r.publish(view, time.Now())
+				if !d.Allowed {
+					ss.SetTrailer(denialMetadata(c.headers, view, s.r.at, s.r.took))
+					return c.deny(s.Context(), info.FullMethod, view, s.r.took)
+				}
+				s.pending = true
 			}
 		}
 		err = handler(srv, s)
@@ -163,12 +230,12 @@ func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerI
 // with WithMessageLimit RecvMsg checks every message.
 type serverStream struct {
 	grpc.ServerStream
-	c      *config
-	r      call                   // the view for key functions, and the context
-	header ratelimitfields.Fields // the open decision's metadata, until sent (see call.pending)
-	msg    core.Decision          // the last message's decision
-	msgAt  time.Time
-	msgSet bool
+	c       *config
+	r       call           // the view for key functions, and the context
+	pending bool           // the open decision's metadata are not sent yet (see call.sends)
+	msg     *core.Decision // the last message's decision, nil before one
+	spare   *core.Decision // where the next message is decided
+	msgAt   time.Time
 }
 
 func (s *serverStream) Context() context.Context { return (*callContext)(&s.r) }
@@ -184,10 +251,26 @@ func (s *serverStream) SendMsg(m any) error {
 }
 
 func (s *serverStream) flushHeader() {
-	if f := s.r.pending(&s.header); f.N > 0 {
-		_ = s.ServerStream.SetHeader(Metadata(*f))
-		f.N = 0
+	if md := s.takeMetadata(); md != nil {
+		_ = s.ServerStream.SetHeader(md)
 	}
+}
+
+// takeMetadata returns the open decision's metadata if they are still to
+// be sent by this stream, once.
+func (s *serverStream) takeMetadata() metadata.MD {
+	if !s.pending {
+		return nil
+	}
+	s.pending = false
+	d, at, ok := s.r.sends()
+	if !ok {
+		return nil
+	}
+	if f := s.c.headers.Format(d, at); f.N > 0 {
+		return Metadata(f)
+	}
+	return nil
 }
 
 // RecvMsg reads a message and, with WithMessageLimit, checks it: a denied
@@ -196,13 +279,16 @@ func (s *serverStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil || s.c.message == nil {
 		return err
 	}
-	d, err := s.c.check(s.c.message, &s.r, m)
-	if err != nil {
-		return s.c.undecided(s.r.parent, s.r.method, err)
+	if s.spare == nil {
+		s.spare = new(core.Decision)
 	}
-	s.msg, s.msgAt, s.msgSet = d, time.Now(), true
-	if !d.Allowed {
-		return s.c.deny(s.Context(), s.r.method, &d, 0)
+	if err := s.c.check(s.c.message, &s.r, m, s.spare); err != nil {
+		return s.c.undecided(s.r.parent, s.r.method, err) // the last decision stays
+	}
+	s.msg, s.spare = s.spare, s.msg
+	s.msgAt = time.Now()
+	if !s.msg.Allowed {
+		return s.c.deny(s.Context(), s.r.method, s.msg, 0)
 	}
 	return nil
 }
@@ -211,20 +297,18 @@ func (s *serverStream) RecvMsg(m any) error {
 // returned.
 func (s *serverStream) finish(err error) {
 	var trailer metadata.MD
-	if f := s.r.pending(&s.header); f.N > 0 {
-		if err == nil {
-			s.flushHeader()
-		} else {
-			trailer = Metadata(*f) // Trailers-Only, unless the handler sent the header
-			if headerSent(grpc.ServerTransportStreamFromContext(s.r.parent)) {
-				dropDraft(trailer)
-			}
+	if err == nil {
+		s.flushHeader()
+	} else if trailer = s.takeMetadata(); trailer != nil {
+		// Trailers-Only, unless the handler sent the header.
+		if headerSent(grpc.ServerTransportStreamFromContext(s.r.parent)) {
+			dropDraft(trailer)
 		}
 	}
-	if s.msgSet {
-		trailer = Metadata(s.c.msgHdrs.Format(&s.msg, s.msgAt))
+	if s.msg != nil {
+		trailer = Metadata(s.c.msgHdrs.Format(s.msg, s.msgAt))
 		if !s.msg.Allowed {
-			trailer[MetadataPushback] = []string{Pushback(&s.msg)}
+			trailer[MetadataPushback] = []string{Pushback(s.msg)}
 		}
 	}
 	if trailer != nil {

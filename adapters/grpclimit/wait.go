@@ -19,10 +19,11 @@ import (
 // Server interceptors ignore it.
 func WithWait() Option { return func(c *config) { c.wait = true } }
 
-// await decides r again after each RetryAfter until it is admitted, or
-// returns its last denial when the next wait would pass the deadline. A
-// non-nil error ends the call (an undecided attempt, or the context's end).
-func (c *config) await(lim *core.Limiter, r *call, req any, d core.Decision) (core.Decision, error) {
+// await decides r again into d after each RetryAfter until it is
+// admitted, or leaves its last denial in d when the next wait would pass
+// the deadline. A non-nil error ends the call (an undecided attempt, or
+// the context's end).
+func (c *config) await(lim *core.Limiter, r *call, req any, d *core.Decision) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -34,13 +35,13 @@ func (c *config) await(lim *core.Limiter, r *call, req any, d core.Decision) (co
 		b := d.Bound()
 		wait := b.RetryAfter
 		if b.Never() {
-			return d, nil
+			return nil
 		}
 		if wait <= 0 {
 			wait = time.Microsecond
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			return d, nil
+			return nil
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)
@@ -50,12 +51,11 @@ func (c *config) await(lim *core.Limiter, r *call, req any, d core.Decision) (co
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
-			return d, ctx.Err()
+			return ctx.Err()
 		}
-		var err error
-		if d, err = c.check(lim, r, req); err != nil {
-			return d, err
+		if err := c.check(lim, r, req, d); err != nil {
+			return err
 		}
 	}
-	return d, nil
+	return nil
 }
