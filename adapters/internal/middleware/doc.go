@@ -1,7 +1,9 @@
-// Package middleware is the one middleware flow every sluice HTTP adapter
-// runs, and what the adapters share beyond field formatting.
+// Package middleware is the one middleware flow every sluice adapter runs,
+// and what the adapters share beyond field formatting.
 //
-// Flow runs the sequence once for net/http, Gin, Echo and Fiber: skip,
+// Flow runs the sequence once for net/http, Gin, Echo, Fiber and gRPC's
+// unary server interceptor (gRPC streams and client interceptors keep
+// their own shape: a stream is decided at open and per message): skip,
 // cost, decide, a client gone or an undecided request (the error handler,
 // or log and continue), no policy applied, the merge with an earlier sluice
 // middleware's Decision (core.Merge: stacked middlewares), headers, the
