@@ -174,22 +174,21 @@ func (c *config) limiter(ctx context.Context, method string) (l *core.Limiter, s
 	return c.def, false, nil
 }
 
-// check decides one call or message. A panic in the cost callback, a key
-// function or a hook becomes an error: grpc-go does not recover handlers,
-// so it would take the process down.
-func (c *config) check(l *core.Limiter, r *call, req any, d *core.Decision) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("sluice: %s %w: %v", "limiter", middleware.ErrPanic, v)
-		}
-	}()
+// check decides one call or message into d (a stream's or client's; a
+// unary server call runs the middleware flow instead). A panic in the cost
+// callback, a key function or a hook becomes an error: grpc-go does not
+// recover handlers, so it would take the process down.
+func (c *config) check(l *core.Limiter, r *call, req any, d *core.Decision) error {
 	r.msg = req
 	defer func() { r.msg = nil }() // the message is the caller's: do not keep it
-	call := core.Call{Key: c.key}
+	cc := core.Call{Key: c.key}
 	if c.cost != nil {
-		call.Cost = c.cost(r.parent, r.method, req)
+		var err error
+		if cc.Cost, err = middleware.Cost(func(r *call) int64 { return c.cost(r.parent, r.method, r.msg) }, r); err != nil {
+			return err
+		}
 	}
-	return l.Decide(r.parent, r, call, d)
+	return middleware.Decide(r.parent, l, r, cc, d)
 }
 
 // skipped calls the skip callback, turning a panic into an error.
