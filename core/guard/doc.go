@@ -33,6 +33,11 @@
 // ModeOpen, a group of keys spanning a node whose circuit is open still has
 // its other keys decided by the backend.
 //
+// A guard.Store is a whole core.Store: a refund passes through the circuit
+// of its key's node like a decision (dropped while it is open, counted as a
+// failure when it fails), and an override or block set through it holds in
+// the fallback limiter too.
+//
 // The deny cache (opt-in) remembers the backend's denials: a key denied
 // until an instant is denied locally until then, so a single key flooding
 // the service costs one backend call per denial period instead of one per

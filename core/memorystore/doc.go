@@ -1,7 +1,8 @@
 // Package memorystore is the embedded default core.Store: every decision is
 // made in process, under the lock of one of many shards, with no I/O.
 //
-// Keys are kept as seeded 64-bit hashes (with the algorithm mixed in) in
+// A core.Key is kept as a seeded 64-bit hash of its identity and policy,
+// hashed as they are, never joined (with the algorithm mixed in), in
 // open-addressing tables of 24-byte slots, the low byte of the hash
 // replaced by an id of the key's limit, so a live key of an O(1) algorithm
 // costs about 30-45 bytes of heap and a decision on an existing key
