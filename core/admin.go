@@ -55,7 +55,7 @@ func (l *Limiter) Reset(ctx context.Context, policy, identity string) error {
 // at once.
 func (l *Limiter) SetOverride(ctx context.Context, policy, identity string, lim Limit, until time.Time) error {
 	if lim == (Limit{}) {
-		return fmt.Errorf("sluice: SetOverride: %w: a zero Limit (use Block)", ErrInvalidLimit)
+		return fmt.Errorf("sluice: SetOverride: %w: a zero Limit (use Block)", nested{ErrInvalidLimit})
 	}
 	return l.override(ctx, "SetOverride", policy, identity, &Override{Limit: lim, Until: until})
 }
@@ -74,7 +74,7 @@ func (l *Limiter) ClearOverride(ctx context.Context, policy, identity string) er
 // o is nil.
 func (l *Limiter) override(ctx context.Context, fn, policy, identity string, o *Override) error {
 	if identity == "" {
-		return fmt.Errorf("sluice: %s: %w", fn, ErrNoKey)
+		return fmt.Errorf("sluice: %s: %w", fn, nested{ErrNoKey})
 	}
 	set := l.set.Load()
 	for i := range set.policies {
@@ -87,7 +87,7 @@ func (l *Limiter) override(ctx context.Context, fn, policy, identity string, o *
 				err = l.store.ClearOverride(ctx, k)
 			}
 			if err != nil {
-				return fmt.Errorf("sluice: %s: policy %q: %w", fn, policy, err)
+				return fmt.Errorf("sluice: %s: policy %q: %w", fn, policy, nested{err})
 			}
 			return nil
 		}

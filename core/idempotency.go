@@ -67,10 +67,10 @@ func (i *Idempotency) validate() error {
 		return fmt.Errorf("sluice: WithIdempotency: MaxRepeats: must be 1 to %d, got %d", MaxIdempotentRepeats, i.MaxRepeats)
 	}
 	if err := i.first().Validate(); err != nil {
-		return fmt.Errorf("sluice: WithIdempotency: TTL: %w", err)
+		return fmt.Errorf("sluice: WithIdempotency: TTL: %w", nested{err})
 	}
 	if err := i.repeats().Validate(); err != nil {
-		return fmt.Errorf("sluice: WithIdempotency: MaxRepeats: %w", err)
+		return fmt.Errorf("sluice: WithIdempotency: MaxRepeats: %w", nested{err})
 	}
 	return nil
 }

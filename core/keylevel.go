@@ -58,10 +58,10 @@ func (l *Limiter) AllowN(ctx context.Context, policy, identity string, n int64) 
 // key-level call.
 func (l *Limiter) keyPolicy(fn, policy, identity string, n int64) (*compiledPolicy, error) {
 	if identity == "" {
-		return nil, fmt.Errorf("sluice: %s: %w", fn, ErrNoKey)
+		return nil, fmt.Errorf("sluice: %s: %w", fn, nested{ErrNoKey})
 	}
 	if n < 0 {
-		return nil, fmt.Errorf("sluice: %s: %w: %d", fn, ErrInvalidCost, n)
+		return nil, fmt.Errorf("sluice: %s: %w: %d", fn, nested{ErrInvalidCost}, n)
 	}
 	set := l.set.Load()
 	for i := range set.policies {
@@ -155,14 +155,14 @@ func (l *Limiter) WaitN(ctx context.Context, policy, identity string, n int64) (
 			return pr, err
 		}
 		if pr.Never() {
-			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w %d", n, p.Name, ErrExceedsCapacity, pr.Result.Capacity)
+			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w %d", n, p.Name, nested{ErrExceedsCapacity}, pr.Result.Capacity)
 		}
 		wait := pr.RetryAfter
 		if wait <= 0 { // a store never says so when it denies; do not spin
 			wait = time.Microsecond
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
-			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w (needs %s)", n, p.Name, ErrWouldExceedDeadline, wait)
+			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w (needs %s)", n, p.Name, nested{ErrWouldExceedDeadline}, wait)
 		}
 		if timer == nil {
 			timer = time.NewTimer(wait)

@@ -96,10 +96,10 @@ func WithTiering(t Tiering) LimiterOption { return func(c *limiterConfig) { c.ti
 // validated: an error names the policy and the field.
 func NewLimiter(store Store, policies []Policy, opts ...LimiterOption) (*Limiter, error) {
 	if store == nil {
-		return nil, errors.New("sluice: NewLimiter: nil store")
+		return nil, errors.New("sluice: nil store")
 	}
 	if len(policies) == 0 {
-		return nil, errors.New("sluice: NewLimiter: no policies")
+		return nil, errors.New("sluice: no policies")
 	}
 	var c limiterConfig
 	for _, o := range opts {
@@ -182,7 +182,7 @@ func (l *Limiter) decideCall(ctx context.Context, r keyfunc.Request, c Call, d *
 	case cost == 0:
 		cost = 1
 	case cost < 0:
-		return fmt.Errorf("sluice: %w: %d", ErrInvalidCost, cost)
+		return fmt.Errorf("sluice: %w: %d", nested{ErrInvalidCost}, cost)
 	}
 	sctx, cancel := l.storeContext(ctx, d)
 	if cancel != nil {
@@ -314,7 +314,7 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 	}
 	d.Results = d.Results[:n]
 	if n == 0 {
-		return fmt.Errorf("sluice: policy %q: key: %w", keyPolicy, keyErr)
+		return fmt.Errorf("sluice: policy %q: key: %w", keyPolicy, nested{keyErr})
 	}
 	if denied { // the request is denied: the others count nothing
 		for j := range d.Results {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -40,6 +41,60 @@ func TestErrorMessages(t *testing.T) {
 		_, err = l.Check(context.Background(), keyfunc.Static{})
 		require.ErrorIs(t, err, core.ErrNoKey)
 		require.EqualError(t, err, `sluice: policy "login": key: keyfunc: header "X-User" is empty`)
+	})
+
+	t.Run("construction", func(t *testing.T) {
+		p := []core.Policy{{Name: "a", Key: user, Limit: core.PerSecond(1)}}
+		_, err := core.NewLimiter(nil, p)
+		require.EqualError(t, err, "sluice: nil store")
+		_, err = core.NewLimiter(s, nil)
+		require.EqualError(t, err, "sluice: no policies")
+		l, err := core.NewLimiter(s, p)
+		require.NoError(t, err)
+		require.EqualError(t, l.SetPolicies(nil), "sluice: no policies", "the same words as NewLimiter")
+	})
+
+	t.Run("request", func(t *testing.T) {
+		empty := func(keyfunc.Request) (string, error) { return "", nil }
+		panics := func(keyfunc.Request) (string, error) { panic("boom") }
+		l, err := core.NewLimiter(s, []core.Policy{{Name: "a", Key: user, Limit: core.PerSecond(1)}})
+		require.NoError(t, err)
+		r := keyfunc.Static{Headers: map[string][]string{"X-User": {"u"}}}
+		_, err = l.CheckWith(context.Background(), r, core.Call{Cost: -1})
+		require.ErrorIs(t, err, core.ErrInvalidCost)
+		require.EqualError(t, err, "sluice: invalid cost: -1")
+		_, err = l.CheckWith(context.Background(), r, core.Call{Key: empty})
+		require.ErrorIs(t, err, core.ErrNoKey)
+		require.EqualError(t, err, `sluice: policy "a": key: empty key`)
+		_, err = l.CheckWith(context.Background(), r, core.Call{Key: panics})
+		require.EqualError(t, err, `sluice: policy "a": key: key function panicked: boom`)
+	})
+
+	t.Run("key level and admin", func(t *testing.T) {
+		ctx := context.Background()
+		l, err := core.NewLimiter(s, []core.Policy{{Name: "a", Key: user, Limit: core.PerSecond(2)}})
+		require.NoError(t, err)
+		_, err = l.Allow(ctx, "a", "")
+		require.ErrorIs(t, err, core.ErrNoKey)
+		require.EqualError(t, err, "sluice: AllowN: empty key") // Allow is AllowN with n 1
+		_, err = l.AllowN(ctx, "a", "u", -1)
+		require.ErrorIs(t, err, core.ErrInvalidCost)
+		require.EqualError(t, err, "sluice: AllowN: invalid cost: -1")
+		_, err = l.WaitN(ctx, "a", "u", 3)
+		require.ErrorIs(t, err, core.ErrExceedsCapacity)
+		require.EqualError(t, err, `sluice: WaitN(n=3): policy "a": cost exceeds the limit's capacity 2`)
+		err = l.Block(ctx, "a", "", time.Now().Add(time.Minute))
+		require.ErrorIs(t, err, core.ErrNoKey)
+		require.EqualError(t, err, "sluice: Block: empty key")
+		err = l.SetOverride(ctx, "a", "u", core.Limit{}, time.Now().Add(time.Minute))
+		require.ErrorIs(t, err, core.ErrInvalidLimit)
+		require.EqualError(t, err, "sluice: SetOverride: invalid limit: a zero Limit (use Block)")
+	})
+
+	t.Run("idempotency settings at NewLimiter", func(t *testing.T) {
+		_, err := core.NewLimiter(s, []core.Policy{{Name: "a", Key: user, Limit: core.PerSecond(1)}},
+			core.WithIdempotency(core.Idempotency{TTL: time.Millisecond}))
+		require.EqualError(t, err, "sluice: WithIdempotency: TTL: must be at least 1s and a whole number of microseconds, got 1ms")
 	})
 
 	t.Run("sentinels alone", func(t *testing.T) {
