@@ -176,12 +176,7 @@ func (v request) Method() string           { return v.r.Method }
 
 // Route is the ServeMux pattern that matched ("GET /users/{id}"), or the path
 // when the request was not routed by a Go 1.22+ ServeMux.
-func (v request) Route() string {
-	if v.r.Pattern != "" {
-		return v.r.Pattern
-	}
-	return v.r.URL.Path
-}
+func (v request) Route() string { return middleware.Or(v.r.Pattern, v.r.URL.Path) }
 
 // Path is the path as a Go 1.22+ ServeMux (or chi) matches it: each
 // segment decoded, but an encoded slash ("%2F") kept inside its segment, so
