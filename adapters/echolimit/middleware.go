@@ -46,7 +46,7 @@ func WithSkip(f func(echo.Context) bool) Option {
 // rate-limit headers are already set and the Decision stored (DecisionFrom)
 // when h runs.
 func WithDeniedHandler(h echo.HandlerFunc) Option {
-	return func(c *config) { c.Denied = func(r *request) error { return h(r.c) } }
+	return func(c *config) { c.Denied = func(x ctx, _ *request) error { return h(x.c) } }
 }
 
 // WithErrorHandler decides what a request the limiter could not decide

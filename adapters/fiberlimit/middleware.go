@@ -39,7 +39,7 @@ func WithSkip(f func(*fiber.Ctx) bool) Option { return func(c *config) { c.Skip 
 // The rate-limit headers are already set and the Decision stored
 // (DecisionFrom) when h runs.
 func WithDeniedHandler(h fiber.Handler) Option {
-	return func(c *config) { c.Denied = func(r *request) error { return h(r.ctx()) } }
+	return func(c *config) { c.Denied = func(fc *fiber.Ctx, _ *request) error { return h(fc) } }
 }
 
 // WithErrorHandler decides what a request the limiter could not decide

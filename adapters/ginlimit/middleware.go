@@ -42,7 +42,7 @@ func WithSkip(f func(*gin.Context) bool) Option { return func(c *config) { c.Ski
 // the chain is aborted after it (h may call c.Next to let the request
 // through anyway, as a shadow mode would).
 func WithDeniedHandler(h gin.HandlerFunc) Option {
-	return func(c *config) { c.Denied = func(r *call) error { h(r.gc()); return nil } }
+	return func(c *config) { c.Denied = func(gc *gin.Context, _ *call) error { h(gc); return nil } }
 }
 
 // WithErrorHandler decides what a request the limiter could not decide

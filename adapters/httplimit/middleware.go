@@ -40,7 +40,7 @@ func WithSkip(f func(*http.Request) bool) Option {
 // problem+json body. The rate-limit headers are already set when it runs, and
 // the Decision is in the request context (DecisionFrom).
 func WithDeniedHandler(h http.Handler) Option {
-	return func(c *config) { c.Denied = func(r *call) error { h.ServeHTTP(r.w, r.pub); return nil } }
+	return func(c *config) { c.Denied = func(x hctx, r *call) error { h.ServeHTTP(x.w, r.r); return nil } }
 }
 
 // WithErrorHandler decides what a request the limiter could not decide
@@ -81,14 +81,12 @@ type hctx struct {
 	next http.Handler
 }
 
-// call is the state of one request the middleware decides: its view, the
-// request carrying the Decision once published, and the Scratch, in one
-// allocation.
+// call is the state of one request the middleware decides, in one
+// allocation: its view, whose request is the one carrying the Decision
+// once published, and the Scratch.
 type call struct {
 	request
-	w   http.ResponseWriter
-	pub *http.Request
-	s   httpfields.Scratch
+	s httpfields.Scratch
 }
 
 func (r *call) Decision() *core.Decision { return &r.s.Decision }
@@ -96,17 +94,17 @@ func (r *call) Decision() *core.Decision { return &r.s.Decision }
 // flow maps net/http onto the middleware flow.
 type flow struct{}
 
-func (flow) Start(x hctx) *call { return &call{request: request{x.r}, w: x.w, pub: x.r} }
+func (flow) Start(x hctx) *call { return &call{request: request{x.r}} }
 
 func (flow) Earlier(x hctx) *core.Decision { d, _ := DecisionFrom(x.r.Context()); return d }
 
 func (flow) Publish(x hctx, r *call, d *core.Decision, f *fieldfmt.Formatter) {
-	r.pub = middleware.PublishHTTP(&r.s, f, x.w.Header(), x.r, d)
+	r.r = middleware.PublishHTTP(&r.s, f, x.w.Header(), x.r, d)
 }
 
 func (flow) Next(x hctx, r *call) error {
 	if r != nil {
-		x.r = r.pub
+		x.r = r.r
 	}
 	x.next.ServeHTTP(x.w, x.r)
 	return nil
@@ -114,7 +112,7 @@ func (flow) Next(x hctx, r *call) error {
 
 func (flow) Watch(x hctx, r *call) (int, error) {
 	sw := &statusWriter{ResponseWriter: x.w, status: http.StatusOK}
-	x.next.ServeHTTP(sw, r.pub)
+	x.next.ServeHTTP(sw, r.r)
 	return sw.status, nil
 }
 

@@ -23,7 +23,7 @@ type Config[C any, R Request] struct {
 	Skip func(C) bool
 	// Denied answers a denied request, once its headers are set and its
 	// Decision stored; Run returns its error. It must be set.
-	Denied func(R) error
+	Denied func(C, R) error
 	// OnError, when set, decides what an undecided request gets: proceed
 	// runs the rest of the chain uncounted; otherwise the chain is aborted
 	// and Run returns err. Unset, the request proceeds and the error is
@@ -147,7 +147,7 @@ func (f *Flow[C, R, F]) Run(c C) error {
 	// most constraining policy is the one named.
 	f.fw.Publish(c, r, core.Merge(f.fw.Earlier(c), d), f.f)
 	if !d.Allowed {
-		err = f.cfg.Denied(r)
+		err = f.cfg.Denied(c, r)
 		f.fw.Abort(c)
 		return err
 	}
