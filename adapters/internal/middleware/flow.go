@@ -37,8 +37,10 @@ type Config[C any, R Request] struct {
 }
 
 // Request is an adapter's state of one request: the keyfunc.Request view
-// of the framework's request, with room for its Decision. It is a pointer,
-// allocated once per decided request by Framework.Start.
+// of the framework's request, with room for its Decision. It is a pointer:
+// allocated by Framework.Start with the Decision inside (net/http, Gin,
+// Echo), or the framework's own request, whose Decision method allocates
+// the Decision (Fiber). Run calls Decision once.
 type Request interface {
 	keyfunc.Request
 	// Decision is where the request's own Decision is decided.
@@ -49,8 +51,7 @@ type Request interface {
 // per-request state R, how the chain goes on, and where the headers and
 // the Decision go. Its methods are called by Flow.Run only.
 type Framework[C any, R Request] interface {
-	// Start returns the state of a request that is to be decided: its one
-	// allocation.
+	// Start returns the state of a request that is to be decided.
 	Start(c C) R
 	// Earlier returns the Decision an earlier sluice middleware stored on
 	// the request, or nil.
