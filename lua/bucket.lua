@@ -33,21 +33,42 @@ end
 -- make if the op is applied (a function; nil when nothing would change).
 -- With apply set it makes that write itself. Every algorithm's function
 -- returns the same.
-local function bucket(key, cost, p, apply)
+--
+-- book is the longest booking allowed in µs (nil or 0: none), clamped as
+-- Spec.Book clamps it (core/algo/book.go): a booking is the take made at
+-- the slot, the earliest whole µs at which the cost fits, if that is at most
+-- book µs away; the TAT becomes max(TAT, slot*Q) + cost*T, the reply's retry
+-- is the wait until the slot (in units) and its instant the slot. The window
+-- functions take no book: a window never books.
+local function bucket(key, cost, p, apply, book)
   local Q, T, full, cap, warn, clear = p[1], p[2], p[3], p[4], p[5], p[6]
   local d, expire, v, prevState = bucketLoad(key, Q)
   if cost > cap then
     return 0, idiv(max(full - d, 0), T), -1, d, 2, prevState, now
   end
+  book = book or 0
+  if book > 0 then
+    book = max(min(book, idiv(MAXEXACT - full, Q) - 1), 0)
+  end
   local need = max(cost, 1) * T
+  -- > 0: the units until the cost fits (d - full first: d + need may pass
+  -- 2^53 after a large backward step, where a double is no longer exact)
+  local over = d - full + need
+  local delay = 0 -- µs from now to the booked slot
+  if over > 0 and book > 0 then
+    delay = idiv(over + Q - 1, Q)
+  end
   -- a state beyond the clamp of a large backward step is far beyond full
-  local allowed = d + need <= full and expire - now <= idiv(MAXEXACT, Q)
+  local allowed = (over <= 0 or (book > 0 and delay <= book)) and expire - now <= idiv(MAXEXACT, Q)
   local retry = 0
   local d2 = d
   if not allowed then
-    retry = d + need - full
-  elseif cost > 0 then
-    d2 = d + need
+    retry, delay = over, 0
+  else
+    retry = delay * Q
+    if cost > 0 then
+      d2 = max(d, delay * Q) + need
+    end
   end
   local state = nextState(prevState, allowed, d2, warn, clear)
   local write = nil
@@ -66,7 +87,7 @@ local function bucket(key, cost, p, apply)
       write = function() save(key, expire, 1, 1000 * v, state) end
     end
   end
-  return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, d2, state, prevState, now, write
+  return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, d2, state, prevState, now + delay, write
 end
 
 -- undrained returns x - el*Q, at least 0, without forming a product that

@@ -39,6 +39,10 @@ local KEYS_PER_OP, KEY_STATE, KEY_OVERRIDE, KEY_OVERRIDE_STATE = 3, 1, 2, 3
 local ARG_NOW, ARG_COUNT, ARGV_HEAD = 1, 2, 2
 local ARGS_PER_OP, ARG_SHADOW, ARG_LIMIT, ARG_COST = 3, 1, 2, 3
 local DECIDE1_ARGS, ARG1_NOW, ARG1_LIMIT, ARG1_COST = 3, 1, 2, 3
+-- decide1 alone takes one more, optional: the longest booking in µs
+-- (absent or 0: a take; see bucket in bucket.lua). It follows the
+-- DECIDE1_ARGS, so decideMany's layout is unchanged.
+local ARG1_BOOK = DECIDE1_ARGS + 1
 -- The reply of one op: OUTCOME_LEN integers (as the step functions return
 -- them), then, under an override, the rest up to OP_REPLY.
 local OUTCOME_LEN, OP_REPLY = 7, 13
@@ -99,19 +103,20 @@ local function prepare(KEYS, i, lim)
 end
 
 -- decideOne decides op i of KEYS at the instant t (see clock) under the
--- limit lim, for cost. One op is all or nothing by itself (shadow or not, a
--- denied op writes only its own Throttled state), so its write is made as
--- soon as it is decided, with no closure and no table but the reply: the
--- op's OP_REPLY integers, or only the first OUTCOME_LEN when no override
--- applies.
-local function decideOne(KEYS, i, t, lim, cost)
+-- limit lim, for cost, booking up to book µs ahead (nil: a take; a window,
+-- the policy's or an override's, never books). One op is all or nothing by
+-- itself (shadow or not, a denied op writes only its own Throttled state),
+-- so its write is made as soon as it is decided, with no closure and no
+-- table but the reply: the op's OP_REPLY integers, or only the first
+-- OUTCOME_LEN when no override applies.
+local function decideOne(KEYS, i, t, lim, cost, book)
   clock(t)
   local fn, key, p, o1, o2, o3, o4, o5, o6 = prepare(KEYS, i, lim)
   if not fn then
     local left = key
     return {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}
   end
-  local allowed, remaining, retry, reset, state, prevState, at = fn(key, tonumber(cost), p, true)
+  local allowed, remaining, retry, reset, state, prevState, at = fn(key, tonumber(cost), p, true, book)
   if o1 == OVERRIDE_NONE then
     return {allowed, remaining, retry, reset, state, prevState, at}
   end
@@ -119,9 +124,14 @@ local function decideOne(KEYS, i, t, lim, cost)
 end
 
 -- decide1 decides one op: ARGV is the instant, the limit and the cost (no op
--- count, no shadow flag); KEYS are the op's three.
+-- count, no shadow flag), then, optionally, the longest booking (ARG1_BOOK);
+-- KEYS are the op's three.
 local function decide1(KEYS, ARGV)
-  return decideOne(KEYS, 1, ARGV[ARG1_NOW], ARGV[ARG1_LIMIT], ARGV[ARG1_COST])
+  local book = ARGV[ARG1_BOOK]
+  if book then
+    book = tonumber(book)
+  end
+  return decideOne(KEYS, 1, ARGV[ARG1_NOW], ARGV[ARG1_LIMIT], ARGV[ARG1_COST], book)
 end
 
 -- decideMany decides independent ops one after the other, each exactly as

@@ -5,7 +5,13 @@ package algo
 // State: the TAT in units is Expire×Q - V, with Expire = ceil(TAT/Q) µs and
 // 0 <= V < Q. The debt d = max(TAT - now, 0) is the used part of the bucket;
 // a request needs cost×T more and is admitted if d + cost×T <= Full.
-func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
+//
+// book is the longest booking allowed, in µs (0: none; see Book). A booking
+// is the take made at the slot s, the earliest whole µs at which the cost
+// fits, s - now <= book: the TAT becomes max(TAT, s×Q) + cost×T, exactly as
+// a request arriving at s would leave it, and the admission is recorded at
+// s (Outcome.At).
+func (sp *Spec) bucket(st *State, o *Outcome, now, cost, book int64) {
 	var d int64
 	gap := st.Expire - now
 	if gap > 0 {
@@ -26,12 +32,17 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
 		*st = State{}
 	}
 	need := max(cost, 1) * sp.T
-	o.Allowed, o.Retry = d+need <= sp.Full && gap <= sp.maxGap, 0
+	over := d - sp.Full + need // > 0: the units until the cost fits (in this order in Lua)
+	var delay int64            // µs from now to the booked slot
+	if over > 0 && book > 0 {
+		delay = (over + sp.Q - 1) / sp.Q
+	}
+	o.Allowed, o.Retry = (over <= 0 || book > 0 && delay <= book) && gap <= sp.maxGap, 0
 	switch {
 	case !o.Allowed:
-		o.Retry = d + need - sp.Full
+		o.Retry, delay = over, 0
 	case cost > 0:
-		d += need
+		d = max(d, delay*sp.Q) + need
 		if sp.Q == 1 {
 			st.Expire, st.V = now+d, 0
 		} else {
@@ -39,7 +50,10 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost int64) {
 			st.Expire, st.V = now+units, units*sp.Q-d
 		}
 	}
-	o.Remaining, o.Reset, o.At = max(sp.Full-d, 0)/sp.T, d, now
+	if o.Allowed {
+		o.Retry = delay * sp.Q
+	}
+	o.Remaining, o.Reset, o.At = max(sp.Full-d, 0)/sp.T, d, now+delay
 	sp.settle(st, o, cost, d)
 }
 

@@ -33,6 +33,16 @@
 // instant the key is known to have seen (max(now, at, TAT-Full)). Each
 // admission may be refunded once.
 //
+// # Booking
+//
+// Book admits a cost at its slot, the earliest whole µs at which Step would
+// admit it, when that slot is within a bound: the take a request arriving
+// at the slot would make, recorded at the slot (Outcome.At). Only the
+// buckets book; until the slot their debt is above Full, which reads, as
+// for a clock stepped back, as an admission recorded after now, so takes
+// wait behind bookings and bookings are served in order. A refund at the
+// slot cancels a booking (see Book).
+//
 // # Common contract
 //
 // A cost >= 1 consumes when admitted; a denied request consumes nothing; cost

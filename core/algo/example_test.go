@@ -26,3 +26,26 @@ func ExampleSpec_Step() {
 	// true 0 0s warning
 	// false 0 500ms throttled
 }
+
+// Book admits a request for a later slot instead of denying it: the leaky
+// bucket as a queue. Bookings are served in order, and a take waits behind
+// them.
+func ExampleSpec_Book() {
+	sp := algo.MustCompile(core.PerSecond(2).WithBurst(1))
+	var st algo.State
+	now := int64(1_700_000_000_000_000) // µs
+	for i := 0; i < 3; i++ {
+		var o algo.Outcome
+		sp.Book(&st, &o, now, 1, 1_000_000) // at most one second ahead
+		r := sp.Result(&o)
+		fmt.Println(r.Allowed, r.RetryAfter, o.At-now)
+	}
+	var o algo.Outcome
+	sp.Step(&st, &o, now, 1)
+	fmt.Println(o.Allowed, sp.Result(&o).RetryAfter)
+	// Output:
+	// true 0s 0
+	// true 500ms 500000
+	// true 1s 1000000
+	// false 1.5s
+}

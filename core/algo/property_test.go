@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -537,6 +538,16 @@ func (r *runner) takeO(now, cost int64) (core.Result, algo.Outcome) {
 	return r.sp.Result(&o), o
 }
 
+// bookO is takeO for a booking (Book; the windows Step).
+func (r *runner) bookO(now, cost, maxDelay int64) (core.Result, algo.Outcome) {
+	if r.sp.Algorithm == core.SlidingWindowLog {
+		return r.takeO(now, cost)
+	}
+	var o algo.Outcome
+	r.sp.Book(&r.st, &o, now, cost, maxDelay)
+	return r.sp.Result(&o), o
+}
+
 // refund undoes the admission of cost decided at at, on the runner's key.
 func (r *runner) refund(now, cost, at int64) {
 	if r.sp.Algorithm == core.SlidingWindowLog {
@@ -546,17 +557,21 @@ func (r *runner) refund(now, cost, at int64) {
 	}
 }
 
-// Random traces of takes, refunds of earlier admissions (in any order) and
-// clock steps both ways, small and large, within and across windows: no
+// Random traces of takes, bookings (Book, up to a few periods ahead; the
+// windows Step), refunds of earlier admissions (in any order) and clock
+// steps both ways, small and large, within and across windows: no
 // algorithm ever admits more than its promise (limitertest.CheckPromise, an
-// exact model of each promise), every decision is made at or after now, and
-// a refund made at once restores exactly what a peek saw before the
-// admission. Undos (Undo, UndoLog: the Redis store's compensation) of recent
-// admissions, a few steps later, never over-admit either.
+// exact model of each promise) on the instants the admissions are recorded
+// at (a booking's slot), every decision is made at or after now, and a
+// refund made at once restores exactly what a peek saw before the
+// admission (a booking whose slot was rounded up to the µs: at least as
+// full, and less than one µs more). Undos (Undo, UndoLog: the Redis store's
+// compensation) of recent admissions, a few steps later, never over-admit
+// either.
 func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	all := []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.GCRA, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter}
-	steps := 0
+	steps, bookings := 0, 0
 	for iter := range 60 {
 		for _, a := range all {
 			l := core.Per(1+rng.Int64N(20), time.Duration(1+rng.Int64N(3_000_000))*time.Microsecond).WithAlgorithm(a)
@@ -577,7 +592,13 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 			// nothing) records no instant: what it admits next is checked as
 			// a new key's (see docs/algorithms.md, "Clock steps").
 			var epochs [][]limitertest.Admission
+			var hist []string // what the trace did, shown when a promise breaks
 			freshAt := int64(0)
+			// A bucket refund made behind an admission of a stepped-back
+			// clock that left the bucket less than full (a take, not a
+			// booking) can give back up to the step too much (see
+			// docs/algorithms.md, "Refunds"): the check restarts after it.
+			var lastTake int64
 			newEpoch := func() {
 				var kept []limitertest.Admission
 				for j := range adm {
@@ -585,7 +606,8 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 						kept = append(kept, adm[j])
 					}
 				}
-				epochs, adm, refunded, outs = append(epochs, kept), nil, nil, nil
+				epochs, adm, refunded, outs, lastTake = append(epochs, kept), nil, nil, nil, 0
+				hist = append(hist, "-- fresh")
 			}
 			for i := range 400 {
 				steps++
@@ -612,13 +634,16 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 					}
 					if !refunded[j] {
 						refunded[j] = true
+						kind := "refund"
 						if rng.IntN(2) == 0 {
 							r.undo(now, adm[j].N, &outs[j])
+							kind = "undo"
 						} else {
 							r.refund(now, adm[j].N, adm[j].At)
 						}
 						peek := r.take(now, 0)
-						if freshAt = now + int64(peek.ResetAfter/time.Microsecond); peek.ResetAfter == 0 {
+						hist = append(hist, fmt.Sprintf("%d: %s %d of %d: %+v", now, kind, adm[j].N, adm[j].At, peek))
+						if freshAt = now + int64(peek.ResetAfter/time.Microsecond); peek.ResetAfter == 0 || a.Bucket() && now < lastTake {
 							newEpoch()
 						}
 					}
@@ -634,8 +659,25 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 					cost = l.Capacity()
 				}
 				before := r.take(now, 0)
-				res, out := r.takeO(now, cost)
+				var res core.Result
+				var out algo.Outcome
+				booked := rng.IntN(3) == 0
+				if !booked {
+					res, out = r.takeO(now, cost)
+				} else {
+					maxDelay := rng.Int64N(3 * P)
+					if rng.IntN(10) == 0 {
+						maxDelay = r.sp.MaxDelay()
+					}
+					res, out = r.bookO(now, cost, maxDelay)
+					if res.Allowed && a.Bucket() {
+						require.LessOrEqual(t, res.At-now, maxDelay, "%s step %d: booked beyond the bound", l, i)
+						require.Equal(t, time.Duration(res.At-now)*time.Microsecond, res.RetryAfter, "%s step %d: the wait is the slot", l, i)
+						bookings++
+					}
+				}
 				require.GreaterOrEqual(t, res.At, now, "%s step %d", l, i)
+				hist = append(hist, fmt.Sprintf("%d: take %d (booked %v): %+v", now, cost, booked, res))
 				freshAt = now + int64(res.ResetAfter/time.Microsecond) // the key's, whatever came before
 				if !res.Allowed || cost == 0 {
 					continue
@@ -643,7 +685,15 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 				if rng.IntN(6) == 0 { // refunded at once: as if it had not been
 					r.refund(now, cost, res.At)
 					after := r.take(now, 0)
+					hist = append(hist, fmt.Sprintf("%d: refund it at once: %+v", now, after))
 					before.State, before.Previous, after.State, after.Previous = 0, 0, 0, 0
+					if booked && res.At > now && r.sp.Q > 1 { // the slot was rounded up: within a µs
+						require.GreaterOrEqual(t, after.ResetAfter, before.ResetAfter, "%s step %d: an immediate cancel of %d", l, i, cost)
+						require.LessOrEqual(t, after.ResetAfter, before.ResetAfter+time.Microsecond, "%s step %d: an immediate cancel of %d", l, i, cost)
+						require.LessOrEqual(t, after.Remaining, before.Remaining)
+						after.ResetAfter, after.Remaining, after.RetryAfter = before.ResetAfter, before.Remaining, before.RetryAfter
+						after.Allowed = before.Allowed
+					}
 					require.Equal(t, before, after, "%s step %d: an immediate refund of %d", l, i, cost)
 					if freshAt = now + int64(after.ResetAfter/time.Microsecond); after.ResetAfter == 0 {
 						newEpoch()
@@ -651,12 +701,16 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 					continue
 				}
 				adm, refunded, outs = append(adm, limitertest.Admission{At: res.At, N: cost}), append(refunded, false), append(outs, out)
+				if res.At == now {
+					lastTake = max(lastTake, now)
+				}
 			}
 			newEpoch()
 			for _, kept := range epochs {
-				require.NoError(t, limitertest.CheckPromise(l, kept), "iter %d", iter)
+				require.NoError(t, limitertest.CheckPromise(l, kept), "iter %d:\n%s", iter, strings.Join(hist, "\n"))
 			}
 		}
 	}
-	t.Logf("%d steps", steps)
+	t.Logf("%d steps, %d bookings admitted", steps, bookings)
+	require.Greater(t, bookings, 1000, "the trace books")
 }

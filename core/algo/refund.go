@@ -27,16 +27,18 @@ func (sp *Spec) Refund(st *State, now, cost, at int64) {
 
 // Undo undoes the admission of cost that a step has just decided on a key
 // (o is its Outcome): as Refund of o.At, except that a bucket also uses the
-// debt the admission left (o.Reset), which bounds what it still holds: an
-// admission made behind a deep debt comes back whole. The Redis store's
-// all-or-nothing decisions across identities undo an admission this way
-// (lua/refund.lua); the memory store decides such groups atomically.
+// debt the admission left at its instant (o.Reset, less the wait o.Retry
+// of a booking, whose instant is its slot), which bounds what it still
+// holds: an admission made behind a deep debt comes back whole. The Redis
+// store's all-or-nothing decisions across identities undo an admission
+// this way (lua/refund.lua); the memory store decides such groups
+// atomically.
 func (sp *Spec) Undo(st *State, now, cost int64, o *Outcome) {
 	if cost <= 0 {
 		return
 	}
 	if sp.Algorithm.Bucket() {
-		sp.bucketRefund(st, now, cost, o.At, max(o.Reset, 0))
+		sp.bucketRefund(st, now, cost, o.At, max(o.Reset-max(o.Retry, 0), 0))
 		return
 	}
 	sp.Refund(st, now, cost, o.At)

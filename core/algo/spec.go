@@ -100,28 +100,33 @@ type State struct {
 type Outcome struct {
 	Allowed   bool
 	Remaining int64
-	// Retry and Reset are in time units (1/Q µs); Retry is -1 for never.
+	// Retry and Reset are in time units (1/Q µs). Retry is the wait until
+	// the cost would be admitted when denied, -1 for never; when admitted,
+	// the wait until the slot of a booking (see Book), zero for an
+	// admission now.
 	Retry, Reset int64
 	// State is the warning state after the decision, Previous the one
 	// before (core.Result's State and Previous).
 	State, Previous core.State
 	// At is the instant (µs) the decision was made at: now, or, when the
 	// clock stepped back behind the key's state, the instant that state
-	// records (see the package doc, "Clock steps"). An admission is recorded
-	// at At, and a refund names it by At.
+	// records (see the package doc, "Clock steps"); for a booking, its slot
+	// (now plus the wait in Retry). An admission is recorded at At, and a
+	// refund names it by At.
 	At int64
 }
 
 // Result converts o into a core.Result, rounding durations up to the whole
 // microsecond (the clock's resolution), so that a request of the same cost
 // at exactly now+RetryAfter is admitted and the key is fresh at exactly
-// now+ResetAfter.
+// now+ResetAfter. An admitted booking's RetryAfter is the wait until its
+// slot (zero for every other admission).
 func (sp *Spec) Result(o *Outcome) core.Result {
 	var retry time.Duration
 	switch {
 	case o.Retry < 0:
 		retry = core.RetryNever
-	case !o.Allowed:
+	case o.Retry > 0:
 		retry = sp.Duration(o.Retry)
 	}
 	return core.Result{Allowed: o.Allowed, Capacity: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.State, Previous: o.Previous, At: o.At}
@@ -189,6 +194,6 @@ func (sp *Spec) Step(st *State, o *Outcome, now, cost int64) {
 	case core.SlidingWindowLog:
 		panic("algo: Step called for sliding_window_log; use StepLog")
 	default:
-		sp.bucket(st, o, now, cost)
+		sp.bucket(st, o, now, cost, 0)
 	}
 }
