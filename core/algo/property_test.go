@@ -449,9 +449,20 @@ func runPromise(t *testing.T, l core.Limit, rng *rand.Rand, n, iter int) {
 	r := &runner{sp: algo.MustCompile(l)}
 	at, cost := trace(rng, n, l.Capacity(), int64(l.Period/time.Microsecond)/l.Rate+1)
 	var okAt, okN []int64
+	P := int64(l.Period / time.Microsecond)
 	for i := range at {
 		before, beforeLog := r.st, fmt.Sprint(r.lg)
-		res := r.take(at[i], cost[i])
+		var res core.Result
+		if l.Algorithm.Bucket() && rng.IntN(4) == 0 { // a booking, up to a few periods ahead
+			var o algo.Outcome
+			r.sp.Book(&r.st, &o, at[i], cost[i], rng.Int64N(4*P+1))
+			res = r.sp.Result(&o)
+			if res.Allowed {
+				require.Equal(t, time.Duration(res.At-at[i])*time.Microsecond, res.RetryAfter, "the wait is the slot")
+			}
+		} else {
+			res = r.take(at[i], cost[i])
+		}
 		if cost[i] == 0 || res.Never() {
 			require.Equal(t, before, r.st, "a peek or a never-admissible cost changed the state")
 			require.Equal(t, beforeLog, fmt.Sprint(r.lg), "a peek or a never-admissible cost changed the log")
@@ -460,7 +471,12 @@ func runPromise(t *testing.T, l core.Limit, rng *rand.Rand, n, iter int) {
 		require.LessOrEqual(t, res.Remaining, l.Capacity())
 		require.GreaterOrEqual(t, res.ResetAfter, time.Duration(0))
 		if res.Allowed && cost[i] > 0 {
-			okAt, okN = append(okAt, at[i]), append(okN, cost[i])
+			if n := len(okAt); n > 0 && l.Algorithm.Bucket() {
+				// the clock only moves forward: admissions, bookings
+				// included, are recorded in the order they were made
+				require.GreaterOrEqual(t, res.At, okAt[n-1], "iter %d: served out of order", iter)
+			}
+			okAt, okN = append(okAt, res.At), append(okN, cost[i])
 		}
 		if !res.Allowed {
 			require.Greater(t, res.RetryAfter, time.Duration(0))
@@ -501,7 +517,9 @@ func TestTokenBucketMatchesXTimeRate(t *testing.T) {
 }
 
 // FuzzStep checks the invariants of every algorithm on arbitrary limits and
-// traces: no panic, results in range, and the promise of each algorithm.
+// traces (bookings among them, for the buckets): no panic, results in
+// range, admissions recorded in the order they were made, and the promise
+// of each algorithm.
 func FuzzStep(f *testing.F) {
 	f.Add(uint8(1), uint16(10), uint32(1_000_000), uint8(0), uint64(1), []byte{1, 2, 3, 4, 5, 200, 7})
 	f.Add(uint8(3), uint16(3), uint32(250), uint8(0), uint64(9), []byte{0, 0, 0, 255, 255, 1})
