@@ -29,6 +29,31 @@ type Op struct {
 	// Shadow marks a policy under trial: its denial is reported but does
 	// not deny the other ops of its Take.
 	Shadow bool
+	// MaxDelay, when positive, makes the op a booking: a bucket
+	// (TokenBucket, LeakyBucket, GCRA) admits Cost at its slot, the
+	// earliest instant at which it fits, if that is at most MaxDelay away
+	// (in whole µs; a store books at most algo.Spec.MaxDelay ahead and
+	// cuts a longer bound to it), counting it now. The Result's RetryAfter
+	// is then the wait until the slot and its At the slot, which names the
+	// booking to Refund (see docs/algorithms.md, "Booking"). A window, the
+	// op's or an override's, does not book: it decides a take. Zero, the
+	// default, is a take. Only a Take of one op books: a MaxDelay in a
+	// Take of several ops, or a negative one, is an error (see
+	// ValidateBooking).
+	MaxDelay time.Duration
+}
+
+// ValidateBooking reports why an op with maxDelay cannot be decided in a
+// Take of n ops (see Op.MaxDelay): nil, or an error wrapping
+// ErrInvalidCost that names the field.
+func ValidateBooking(maxDelay time.Duration, n int) error {
+	switch {
+	case maxDelay < 0:
+		return fmt.Errorf("MaxDelay: %w: must be >= 0, got %s", ErrInvalidCost, maxDelay)
+	case maxDelay > 0 && n > 1:
+		return fmt.Errorf("MaxDelay: %w: a booking is a Take of one op, not of %d", ErrInvalidCost, n)
+	}
+	return nil
 }
 
 // Admission names one admission to give back with Store.Refund: the op that

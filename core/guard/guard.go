@@ -302,7 +302,9 @@ func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) erro
 func (s *Store) takeOne(ctx context.Context, ops []core.Op, out []core.Result) error {
 	op := &ops[0]
 	var now int64
-	if s.deny != nil && op.Cost > 0 {
+	// A booking is never answered by the deny cache: a denial it holds says
+	// that a take must wait, not that a booking within the op's bound fails.
+	if s.deny != nil && op.Cost > 0 && op.MaxDelay == 0 {
 		now = s.mono()
 		if res, ok := s.deny.lookupOne(op.Key, op.Limit, op.Cost, now); ok {
 			s.hits.Add(1)

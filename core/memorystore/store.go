@@ -199,12 +199,20 @@ func (s *Store) Take(_ context.Context, ops []core.Op, out []core.Result) error 
 	case 1:
 		return s.take(&ops[0], &out[0])
 	}
+	for i := range ops {
+		if ops[i].MaxDelay != 0 {
+			return fmt.Errorf("memorystore: Take: op %d: %w", i, core.ValidateBooking(ops[i].MaxDelay, len(ops)))
+		}
+	}
 	return s.takeAll(ops, out)
 }
 
-// take decides one op into res.
+// take decides one op into res: a take, or a booking within op.MaxDelay.
 func (s *Store) take(op *core.Op, res *core.Result) error {
 	sp, h, err := s.prepare(&op.Key, &op.Limit, op.Cost)
+	if err == nil && op.MaxDelay < 0 {
+		err = core.ValidateBooking(op.MaxDelay, 1)
+	}
 	if err != nil {
 		return fmt.Errorf("memorystore: Take: op 0: %w", err)
 	}
@@ -223,7 +231,7 @@ func (s *Store) take(op *core.Op, res *core.Result) error {
 	sh := &s.shards[h&s.mask]
 	var o algo.Outcome
 	sh.mu.Lock()
-	sh.take(sp, &o, h, now, op.Cost, s)
+	sh.take(sp, &o, h, now, op.Cost, int64(op.MaxDelay/time.Microsecond), s)
 	sh.mu.Unlock()
 	*res = sp.Result(&o)
 	res.Applied, res.Override = applied, gen // the override's limit, which the Result describes
@@ -323,7 +331,9 @@ func (s *Store) spec(l core.Limit) (*algo.Spec, error) {
 	return &sp, nil
 }
 
-func (sh *shard) take(sp *algo.Spec, o *algo.Outcome, h uint64, now, cost int64, s *Store) {
+// take decides cost of h at now, as a booking within book µs when book is
+// positive (a window, and the log, never book: see algo.Spec.Book).
+func (sh *shard) take(sp *algo.Spec, o *algo.Outcome, h uint64, now, cost, book int64, s *Store) {
 	i, found := sh.t.find(h)
 	if sp.Algorithm == core.SlidingWindowLog {
 		sh.takeLog(sp, o, h, i, found, now, cost, s)
@@ -334,7 +344,11 @@ func (sh *shard) take(sp *algo.Spec, o *algo.Outcome, h uint64, now, cost int64,
 		sl := &sh.t.slots[i]
 		st.Expire, st.V, st.State = int64(sl.exp&expMask), sl.v, core.State(sl.exp>>stateShift&3)
 	}
-	sp.Step(&st, o, now, cost)
+	if book > 0 {
+		sp.Book(&st, o, now, cost, book)
+	} else {
+		sp.Step(&st, o, now, cost)
+	}
 	switch {
 	case cost == 0: // a peek changes nothing, not even by forgetting
 	case found && st.Expire == 0 && st.V == 0 && st.State == 0:

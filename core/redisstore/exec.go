@@ -31,10 +31,13 @@ func newEntry(fn, src string) entry {
 // defined once per FUNCTION LOAD rather than on every call), and as scripts
 // (EVALSHA, EVAL on NOSCRIPT) where functions are off or unavailable.
 type runner struct {
-	client     redis.UniversalClient
-	lib        lua.Library
-	decide     entry
-	decide1    entry
+	client  redis.UniversalClient
+	lib     lua.Library
+	decide  entry
+	decide1 entry
+	// book is decide1 for a booking (with its booking argument): calls of
+	// their own, which group never puts in a decideMany call.
+	book       entry
 	decideMany entry
 	refund     entry
 	// batching says whether the one-op calls of a pipeline may go as one
@@ -56,6 +59,7 @@ func newRunner(client redis.UniversalClient, functions bool) *runner {
 	r := &runner{client: client, lib: lua.NewLibrary()}
 	r.decide = newEntry(r.lib.Decide, lua.Decide())
 	r.decide1 = newEntry(r.lib.Decide1, lua.Decide1())
+	r.book = r.decide1
 	r.decideMany = newEntry(r.lib.DecideMany, lua.DecideMany())
 	r.refund = newEntry(r.lib.Refund, lua.Refund())
 	r.useFunc.Store(functions)

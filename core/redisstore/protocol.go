@@ -19,6 +19,7 @@ import (
 //
 //	decide1 (one op)        KEYS: state, override, override state   (keysPerOp)
 //	                        ARGV: instant, limit, cost              (decide1Args)
+//	                              [, booking: the longest, µs]      (a booking)
 //	decide (n ops, all or   KEYS: n times keysPerOp
 //	nothing)                ARGV: instant, n (argvHead), then per op:
 //	                              shadow, limit, cost               (argsPerOp)
@@ -35,6 +36,9 @@ import (
 //	replyReset of the decision being undone. override id: the replyOverrideID
 //	of the admission, 0 for none.
 //
+//	booking: decide1 only (Store.book; never grouped into decideMany), at
+//	most algo.Spec.MaxDelay; 0 or absent: a take.
+//
 //	reply of one op   [0] allowed (0/1)   [1] remaining   [2] retry   [3] reset
 //	(decide1, and     [4] state   [5] previous state   [6] at (the instant it was
 //	each op of        decided at, µs)      -- outcomeLen (7) integers when no
@@ -42,6 +46,8 @@ import (
 //	                  [7] override (overrideNone, overrideLimit, overrideBlock)
 //	                  [8] algorithm  [9] rate  [10] period (µs)  [11] burst of
 //	                  the override's limit   [12] override id
+//	                  An admitted booking's retry is the wait until its slot
+//	                  (in units) and its at the slot.
 //	                  A block's retry and reset are in µs. decide always
 //	                  replies opReply integers per op.
 //	reply of          per op: its reply's length (outcomeLen or opReply) and

@@ -59,9 +59,10 @@ func TestConformanceSentinel(t *testing.T) {
 
 // The same random traces through the memory store and the Redis store give
 // identical Results at every step, for all six algorithms: takes of any
-// cost, refunds of earlier admissions (by their Result.At, in any order,
-// some of expired or unknown instants), and clock steps forwards and
-// backwards, small and large, within and across windows.
+// cost, bookings (Op.MaxDelay; a window takes), refunds of earlier
+// admissions (by their Result.At, in any order, some of expired or unknown
+// instants), and clock steps forwards and backwards, small and large,
+// within and across windows.
 func TestSameAnswersAsMemory(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	ctx := context.Background()
@@ -140,21 +141,24 @@ func TestSameAnswersAsMemory(t *testing.T) {
 				case 2:
 					cost = l.Capacity()
 				}
-				want, err := limitertest.TakeOne(ctx, mem, key, l, cost)
-				require.NoError(t, err)
-				got, err := limitertest.TakeOne(ctx, red, key, l, cost)
-				require.NoError(t, err)
-				history = append(history, fmt.Sprintf("at %d cost %d: %+v", now, cost, want))
+				var maxDelay time.Duration
+				if rng.IntN(4) == 0 { // a booking (on a window: a take)
+					maxDelay = time.Duration(rng.Int64N(3*P)) * time.Microsecond
+				}
+				var want, got [1]core.Result
+				require.NoError(t, mem.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost, MaxDelay: maxDelay}}, want[:]))
+				require.NoError(t, red.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost, MaxDelay: maxDelay}}, got[:]))
+				history = append(history, fmt.Sprintf("at %d cost %d within %s: %+v", now, cost, maxDelay, want[0]))
 				compared++
 				if want != got {
 					mismatches++
-					t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got, strings.Join(history[max(0, len(history)-8):], "\n"))
+					t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got[0], strings.Join(history[max(0, len(history)-8):], "\n"))
 				}
 				if mismatches > 5 {
 					t.FailNow()
 				}
-				if want.Allowed && cost > 0 {
-					ats, costs = append(ats, want.At), append(costs, cost)
+				if want[0].Allowed && cost > 0 {
+					ats, costs = append(ats, want[0].At), append(costs, cost)
 				}
 			}
 			mem.Close()

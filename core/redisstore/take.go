@@ -23,12 +23,42 @@ func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) erro
 	case 1:
 		op := &ops[0]
 		cp, err := s.prepare(op.Key, op.Limit, op.Cost)
+		if err == nil && op.MaxDelay < 0 {
+			err = core.ValidateBooking(op.MaxDelay, 1)
+		}
 		if err != nil {
 			return fmt.Errorf("redisstore: Take: op 0: %w", err)
 		}
+		if op.MaxDelay > 0 {
+			return s.book(ctx, cp, op, &out[0])
+		}
 		return s.take(ctx, cp, op, &out[0])
 	}
+	for i := range ops {
+		if ops[i].MaxDelay != 0 {
+			return fmt.Errorf("redisstore: Take: op %d: %w", i, core.ValidateBooking(ops[i].MaxDelay, len(ops)))
+		}
+	}
 	return s.takeAll(ctx, ops, out)
+}
+
+// book decides a booking of one op into res: decide1 with its booking
+// argument (the longest booking in µs, cut to what the limit's bucket can
+// book; a window ignores it), as a call of its own that is never grouped
+// with others (see runner.group).
+func (s *Store) book(ctx context.Context, cp *compiled, op *core.Op, res *core.Result) error {
+	c := newCall(&s.r.book, keysPerOp, decide1Args+1, time.Now().Add(s.timeout))
+	c.argv = s.opKeys(c.argv, op.Key, op.Limit.Algorithm)
+	c.argv = append(c.argv, s.now(), cp.boxed, op.Cost, min(int64(op.MaxDelay/time.Microsecond), cp.sp.MaxDelay()))
+	if err := s.run(ctx, c); err != nil {
+		return err
+	}
+	var d decided
+	if err := s.decode(c.res, cp, &d); err != nil {
+		return err
+	}
+	*res = d.result()
+	return nil
 }
 
 // take decides one op into res.

@@ -1,0 +1,73 @@
+package limitertest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/core"
+)
+
+// testBooking: a Take of one op with MaxDelay books a bucket's slot (see
+// core.Op.MaxDelay): slots follow one another in booking order, a slot
+// beyond the bound is not booked and counts nothing, a take waits behind
+// the bookings, and a Refund at a slot gives it back. A window decides a
+// take; a negative MaxDelay, or one in a Take of several ops, is an error
+// wrapping ErrInvalidCost.
+func testBooking(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	book := func(t *testing.T, s core.Store, k core.Key, l core.Limit, cost int64, maxDelay time.Duration) core.Result {
+		t.Helper()
+		var out [1]core.Result
+		require.NoError(t, s.Take(ctx, []core.Op{{Key: k, Limit: l, Cost: cost, MaxDelay: maxDelay}}, out[:]))
+		return out[0]
+	}
+	for _, a := range Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			clock := NewClock()
+			s := newStore(t, clock.Now)
+			k := Key(t)
+			now := clock.Now().UnixMicro()
+			if !a.Bucket() {
+				l := core.PerSecond(2).WithAlgorithm(a)
+				require.True(t, book(t, s, k, l, 2, time.Hour).Allowed)
+				r := book(t, s, k, l, 1, time.Hour)
+				require.False(t, r.Allowed, "a window booked")
+				require.Equal(t, now, r.At)
+				return
+			}
+			l := core.PerSecond(10).WithBurst(2).WithAlgorithm(a)
+			r := book(t, s, k, l, 2, time.Second)
+			require.True(t, r.Allowed)
+			require.Zero(t, r.RetryAfter)
+			require.Equal(t, now, r.At)
+			for i := int64(1); i <= 3; i++ {
+				r = book(t, s, k, l, 1, time.Second)
+				require.True(t, r.Allowed, "booking %d", i)
+				require.Equal(t, time.Duration(i)*100*time.Millisecond, r.RetryAfter)
+				require.Equal(t, now+i*100_000, r.At)
+				require.Zero(t, r.Remaining)
+			}
+			r = book(t, s, k, l, 1, 350*time.Millisecond)
+			require.False(t, r.Allowed, "booked beyond the bound")
+			require.Equal(t, 400*time.Millisecond, r.RetryAfter)
+			r = mustTake(ctx, t, s, k, l, 1)
+			require.False(t, r.Allowed, "a take overtook the bookings")
+			require.Equal(t, 400*time.Millisecond, r.RetryAfter)
+			require.NoError(t, s.Refund(ctx, core.Admission{Key: k, Limit: l, Cost: 1, At: now + 300_000}))
+			r = book(t, s, k, l, 1, 350*time.Millisecond)
+			require.True(t, r.Allowed, "the cancelled slot was not given back")
+			require.Equal(t, now+300_000, r.At)
+
+			var out [2]core.Result
+			err := s.Take(ctx, []core.Op{{Key: k, Limit: l, Cost: 1, MaxDelay: -time.Second}}, out[:1])
+			require.ErrorIs(t, err, core.ErrInvalidCost)
+			require.ErrorContains(t, err, "MaxDelay")
+			err = s.Take(ctx, []core.Op{{Key: k, Limit: l, Cost: 1}, {Key: Key(t), Limit: l, Cost: 1, MaxDelay: time.Second}}, out[:])
+			require.ErrorIs(t, err, core.ErrInvalidCost)
+			require.ErrorContains(t, err, "op 1: MaxDelay")
+		})
+	}
+}
