@@ -51,7 +51,7 @@ func (l *Limiter) AllowN(ctx context.Context, policy, identity string, n int64) 
 	if err != nil {
 		return PolicyResult{}, err
 	}
-	return l.allowN(ctx, p, identity, n)
+	return l.allowN(ctx, p, identity, n, 0)
 }
 
 // keyPolicy finds the named policy and checks the arguments of a
@@ -79,8 +79,9 @@ type scratch struct {
 	res [1]Result
 }
 
-// allowN makes one take of n units of identity under p.
-func (l *Limiter) allowN(ctx context.Context, p *compiledPolicy, identity string, n int64) (PolicyResult, error) {
+// allowN makes one take of n units of identity under p, or, with maxDelay
+// positive, a booking within maxDelay (see Op.MaxDelay).
+func (l *Limiter) allowN(ctx context.Context, p *compiledPolicy, identity string, n int64, maxDelay time.Duration) (PolicyResult, error) {
 	ctx = context.WithoutCancel(ctx)
 	if l.cfg.storeTimeout > 0 {
 		var cancel context.CancelFunc
@@ -93,6 +94,7 @@ func (l *Limiter) allowN(ctx context.Context, p *compiledPolicy, identity string
 		sc = new(scratch)
 	}
 	sc.op[0] = pr.op()
+	sc.op[0].MaxDelay = maxDelay
 	err := l.store.Take(ctx, sc.op[:], sc.res[:])
 	pr.Result = sc.res[0]
 	*sc = scratch{} // keeps no identity
@@ -118,41 +120,81 @@ func (l *Limiter) Wait(ctx context.Context, policy, identity string) (PolicyResu
 // WaitN shapes traffic instead of rejecting it: it blocks until n events of
 // identity are admitted under the named policy (counted as AllowN counts
 // them) and returns the admission's result. It never lets more through
-// than the limit promises, across every instance that shares the store:
-// each attempt is one atomic take, and a denied attempt sleeps the exact
-// RetryAfter the store reported before trying again.
+// than the limit promises, across every instance that shares the store.
+//
+// On a bucket policy (TokenBucket, LeakyBucket, GCRA) a wait is a booking
+// (see ReserveN): one atomic store step books the next slot, at most until
+// ctx's deadline, and WaitN sleeps exactly until it. Waiters are served in
+// the order their bookings reached the store, on every instance alike: a
+// queue, with no waiter overtaken. If ctx ends while it sleeps, the slot is
+// given back (as Reservation.Cancel) and ctx's error returned. The Result
+// returned is the admission's at its slot: At is the slot, RetryAfter zero.
+//
+// On a window policy, and when the store cannot decide (a guard's failure
+// policy answered: fail closed), each attempt is one atomic take, and a denied
+// attempt sleeps the exact RetryAfter the store reported before trying
+// again; waiters are then not queued: when a slot frees, whichever waiter
+// takes it first gets it, and one asking for a large n may starve behind
+// a stream of small ones.
 //
 // Like x/time/rate's WaitN, it returns at once, without counting anything,
 // an error wrapping ErrWouldExceedDeadline when the wait needed ends after
 // ctx's deadline, and one wrapping ErrExceedsCapacity when n exceeds the
 // capacity of the limit applied (no wait admits it); it returns ctx's
-// error when ctx ends while it sleeps. A shadow policy does not shape: a
-// denial on trial returns at once, as AllowN reports it, with no error.
-//
-// Fairness: waiters are not queued. When a slot frees, whichever waiter
-// (on any instance) takes it first gets it, and the others sleep again for
-// the new RetryAfter; under sustained contention one waiter may be
-// overtaken many times, and the store's clock and each instance's sleep
-// timing decide the order. Waiters asking for large n may starve behind a
-// stream of small ones. The limit itself is never exceeded.
+// error when ctx ends while it sleeps. A shadow policy does not shape: it
+// takes, and a denial on trial returns at once, as AllowN reports it, with
+// no error.
 func (l *Limiter) WaitN(ctx context.Context, policy, identity string, n int64) (PolicyResult, error) {
 	p, err := l.keyPolicy("WaitN", policy, identity, n)
 	if err != nil {
 		return PolicyResult{}, err
 	}
+	book := p.Limit.Algorithm.Bucket() && !p.Shadow
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
+	sleep := func(d time.Duration) bool {
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		select {
+		case <-timer.C:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	for {
 		if err := ctx.Err(); err != nil {
 			return PolicyResult{}, err
 		}
-		pr, err := l.allowN(ctx, p, identity, n)
-		if err != nil || pr.Allowed || pr.Shadow {
+		var maxDelay time.Duration
+		if book {
+			maxDelay = RetryNever // as far as the store books
+			if dl, ok := ctx.Deadline(); ok {
+				maxDelay = time.Until(dl)
+			}
+		}
+		pr, err := l.allowN(ctx, p, identity, n, max(maxDelay, 0))
+		if err != nil || pr.Shadow && !pr.Allowed {
 			return pr, err
+		}
+		if pr.Allowed {
+			if pr.RetryAfter > 0 { // booked: sleep until the slot
+				if !sleep(pr.RetryAfter) {
+					if err := l.cancel(ctx, &pr); err != nil {
+						return PolicyResult{}, errors.Join(ctx.Err(), err)
+					}
+					return PolicyResult{}, ctx.Err()
+				}
+				pr.RetryAfter = 0
+			}
+			return pr, nil
 		}
 		if pr.Never() {
 			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w %d", n, p.Name, nested{ErrExceedsCapacity}, pr.Result.Capacity)
@@ -164,14 +206,7 @@ func (l *Limiter) WaitN(ctx context.Context, policy, identity string, n int64) (
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w (needs %s)", n, p.Name, nested{ErrWouldExceedDeadline}, wait)
 		}
-		if timer == nil {
-			timer = time.NewTimer(wait)
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
+		if !sleep(wait) {
 			return PolicyResult{}, ctx.Err()
 		}
 	}

@@ -72,3 +72,43 @@ func ExampleLimiter_Wait() {
 	// 200ms
 	// true
 }
+
+// A webhook sender books its next deliveries instead of polling: each
+// Reserve holds the next slot of the receiver's queue (on Redis, across
+// every instance), and a delivery that will not be made gives its slot back.
+func ExampleLimiter_Reserve() {
+	s, err := memorystore.New()
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	l, err := core.NewLimiter(s, []core.Policy{
+		{Name: "webhooks", Key: keyfunc.Const("unused"), Limit: core.PerSecond(10).WithBurst(1).WithAlgorithm(core.LeakyBucket)},
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	var last *core.Reservation
+	for range 3 {
+		r, err := l.Reserve(ctx, "webhooks", "https://hooks.example/a", time.Second)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(r.OK(), r.Result().RetryAfter.Round(10*time.Millisecond)) // the wait until the slot
+		last = r
+	}
+	if err := last.Cancel(ctx); err != nil { // that delivery is not needed after all
+		panic(err)
+	}
+	r, err := l.Reserve(ctx, "webhooks", "https://hooks.example/a", 150*time.Millisecond)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(r.OK(), r.Result().RetryAfter.Round(10*time.Millisecond)) // the freed slot, 200ms away, is beyond the bound
+	// Output:
+	// true 0s
+	// true 100ms
+	// true 200ms
+	// false 200ms
+}
