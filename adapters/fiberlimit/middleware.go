@@ -84,17 +84,27 @@ func (flow) Earlier(fc *fiber.Ctx) *core.Decision { d, _ := DecisionFrom(fc); re
 // Publish writes d's fields with fasthttp, which copies names and values:
 // buf may be on the stack, and the values are read in place (as fc.Set,
 // less its scan of the value for line breaks: a formatted value has none).
-// d holds no request memory (policy names are the Limiter's), so a handler
-// may keep the pointer after the request.
+// The names are written as fasthttp would normalize them (as net/http
+// canonicalizes them), or as they are under DisableHeaderNormalizing, so
+// fasthttp need not copy and normalize each one. d holds no request memory
+// (policy names are the Limiter's), so a handler may keep the pointer after
+// the request.
 func (flow) Publish(fc *fiber.Ctx, _ *request, d *core.Decision, f *fieldfmt.Formatter) {
 	var buf [128]byte
 	fields, _ := f.Append(buf[:0], d, f.Now())
 	h := &fc.Response().Header
+	names := &fieldfmt.CanonicalKeys
+	if fc.App().Config().DisableHeaderNormalizing {
+		names = &fieldfmt.Names
+	}
 	for i := range fields.N {
-		h.SetBytesV(fieldfmt.Names[fields.ID[i]], unsafe.Slice(unsafe.StringData(fields.Value[i]), len(fields.Value[i])))
+		h.SetCanonical(bytes(names[fields.ID[i]]), bytes(fields.Value[i]))
 	}
 	fc.Locals(DecisionKey, d)
 }
+
+// bytes is s's bytes, for fasthttp's setters, which only read them.
+func bytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 func (flow) Next(fc *fiber.Ctx, _ *request) error { return fc.Next() }
 
