@@ -378,8 +378,7 @@ func (e *IPExtractor) ClientIP(r Request) (netip.Addr, error) {
 // clientIP is ClientIP that also returns the RemoteAddr the address was
 // parsed from when it is the transport peer's ("" when a header gave it).
 func (e *IPExtractor) clientIP(r Request) (netip.Addr, string, error) {
-	remote := r.RemoteAddr()
-	peer, peerOK := parseAddrPort(remote, false)
+	peer, remote, peerOK := peerAddr(r)
 	switch {
 	case e.hops > 0:
 		if a, ok := e.walkHops(r); ok {
@@ -407,8 +406,14 @@ func (e *IPExtractor) Key(r Request) (string, error) {
 	whole4 := e.v4bits == 0 || e.v4bits == 32
 	if whole4 && e.hops == 0 && len(e.trusted) == 0 && !e.trustUnix {
 		// Only the peer is used: most peers are "a.b.c.d:port", whose key
-		// is already in the request (no parsing, no allocation).
-		if host, ok := dottedPeer(r.RemoteAddr()); ok {
+		// is already in the request (no parsing, no allocation), unless
+		// the request has the address itself.
+		if p, ok := r.(PeerRequest); ok {
+			if a, ok := p.PeerAddr(); ok && a.Is4() {
+				var buf [16]byte
+				return string(a.AppendTo(buf[:0])), nil
+			}
+		} else if host, ok := dottedPeer(r.RemoteAddr()); ok {
 			return host, nil
 		}
 	}
@@ -442,6 +447,21 @@ func (e *IPExtractor) Key(r Request) (string, error) {
 	b = append(b, '/')
 	b = strconv.AppendInt(b, int64(bits), 10)
 	return string(b), nil
+}
+
+// peerAddr returns r's transport peer: its address and ok true when it is
+// an IP address (with a port or not), else RemoteAddr's text. remote is
+// also the text when it was parsed, "" when r gave the address itself
+// (PeerRequest).
+func peerAddr(r Request) (a netip.Addr, remote string, ok bool) {
+	if p, isPeer := r.(PeerRequest); isPeer {
+		if a, ok = p.PeerAddr(); ok {
+			return a, "", true
+		}
+	}
+	remote = r.RemoteAddr()
+	a, ok = parseAddrPort(remote, false)
+	return a, remote, ok
 }
 
 // dottedPeer returns the host of remote when remote is an IPv4 address in

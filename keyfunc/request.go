@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 )
 
@@ -61,6 +62,20 @@ type Request interface {
 	// usually "host:port" or "[v6%zone]:port", but it may be "", a unix
 	// socket name ("@", "/run/app.sock") or anything else a listener reports.
 	RemoteAddr() string
+}
+
+// PeerRequest is a Request that can also give its transport peer as an
+// address, for adapters whose framework holds the peer as one (a
+// net.Addr) rather than as text: IP reads PeerAddr instead of formatting
+// and parsing RemoteAddr. An adapter's view implements it as an option;
+// key functions need not.
+type PeerRequest interface {
+	Request
+	// PeerAddr returns the IP address of RemoteAddr's host, IPv4-mapped
+	// addresses unmapped and without a zone (what IP would parse from
+	// RemoteAddr), or ok false when the peer is not an IP address (a unix
+	// socket, say); IP then reads RemoteAddr.
+	PeerAddr() (addr netip.Addr, ok bool)
 }
 
 // Func derives a rate-limit key from a request. It returns a non-empty key, or

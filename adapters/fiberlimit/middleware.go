@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"unsafe"
+	"net/netip"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
@@ -84,27 +84,18 @@ func (flow) Earlier(fc *fiber.Ctx) *core.Decision { d, _ := DecisionFrom(fc); re
 // Publish writes d's fields with fasthttp, which copies names and values:
 // buf may be on the stack, and the values are read in place (as fc.Set,
 // less its scan of the value for line breaks: a formatted value has none).
-// The names are written as fasthttp would normalize them (as net/http
-// canonicalizes them), or as they are under DisableHeaderNormalizing, so
-// fasthttp need not copy and normalize each one. d holds no request memory
-// (policy names are the Limiter's), so a handler may keep the pointer after
-// the request.
+// The names are written as fasthttp would write them (SetCanonical: not
+// copied and normalized again). d holds no request memory (policy names
+// are the Limiter's), so a handler may keep the pointer after the request.
 func (flow) Publish(fc *fiber.Ctx, _ *request, d *core.Decision, f *fieldfmt.Formatter) {
 	var buf [128]byte
 	fields, _ := f.Append(buf[:0], d, f.Now())
-	h := &fc.Response().Header
-	names := &fieldfmt.CanonicalKeys
-	if fc.App().Config().DisableHeaderNormalizing {
-		names = &fieldfmt.Names
-	}
+	names := middleware.Names(fc.App().Config().DisableHeaderNormalizing)
 	for i := range fields.N {
-		h.SetCanonical(bytes(names[fields.ID[i]]), bytes(fields.Value[i]))
+		fc.Response().Header.SetCanonical(middleware.Bytes(names[fields.ID[i]]), middleware.Bytes(fields.Value[i]))
 	}
 	fc.Locals(DecisionKey, d)
 }
-
-// bytes is s's bytes, for fasthttp's setters, which only read them.
-func bytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 func (flow) Next(fc *fiber.Ctx, _ *request) error { return fc.Next() }
 
@@ -183,6 +174,9 @@ func (r *request) Query(name string) string {
 // common case, is formatted with one allocation instead of the three of
 // net.TCPAddr.String, and reads the same.
 func (r *request) RemoteAddr() string { return middleware.AddrString(r.ctx().Context().RemoteAddr()) }
+
+// PeerAddr is RemoteAddr's address, not formatted (keyfunc.PeerRequest).
+func (r *request) PeerAddr() (netip.Addr, bool) { return middleware.PeerAddr(r.ctx().Context()) }
 
 // Request returns the keyfunc.Request view of c, for key functions used
 // outside the middleware. Its strings are valid only until the handler

@@ -3,6 +3,8 @@ package middleware
 import (
 	"strings"
 	"unsafe"
+
+	"github.com/sluicehq/sluice/internal/fieldfmt"
 )
 
 // The header lookups of a framework whose header values are valid until
@@ -55,3 +57,18 @@ func scanHeader(exact bool, visitAll func(func(k, v []byte)), name string, n int
 }
 
 func str(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// Bytes is s's bytes, for a framework's setters that only read them
+// (fasthttp's, which copy names and values).
+func Bytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// Names are the names of the fields (by fieldfmt field ID) as a framework
+// that normalizes header names (fasthttp, unless exact: Fiber's
+// DisableHeaderNormalizing) would write them: the names net/http
+// canonicalizes, or the fields' own when exact.
+func Names(exact bool) *[fieldfmt.NumFields]string {
+	if exact {
+		return &fieldfmt.Names
+	}
+	return &fieldfmt.CanonicalKeys
+}

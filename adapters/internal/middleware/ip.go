@@ -42,6 +42,19 @@ func AddrString(a net.Addr) string {
 	return a.String()
 }
 
+// PeerAddr is the IP address of c's peer when it is a TCP peer, for a
+// view's keyfunc.PeerRequest: the host AddrString(c.RemoteAddr()) writes,
+// unmapped and without its zone, as keyfunc parses it; ok is false for any
+// other address.
+func PeerAddr(c interface{ RemoteAddr() net.Addr }) (netip.Addr, bool) {
+	if t, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(t.IP); ok {
+			return ip.Unmap(), true
+		}
+	}
+	return netip.Addr{}, false
+}
+
 // KeyFunc returns a key function over a framework's request value, which
 // get finds behind a request's view (an adapter's Context): f receives the
 // view and that value. On a request of another adapter it fails with an

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"net"
+	"net/netip"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -42,3 +43,43 @@ func TestAddrString(t *testing.T) {
 	a := &net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 80}
 	require.LessOrEqual(t, testing.AllocsPerRun(100, func() { AddrString(a) }), 1.0)
 }
+
+// PeerAddr is what keyfunc reads from AddrString's text, so a view's
+// PeerRequest keys every peer as its RemoteAddr does.
+func TestPeerAddr(t *testing.T) {
+	f := keyfunc.IP(keyfunc.IPv6Prefix(128))
+	for _, a := range []net.Addr{
+		&net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 80},
+		&net.TCPAddr{IP: net.ParseIP("203.0.113.7").To4(), Port: 80},
+		&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 443},
+		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 1, Zone: "eth0"},
+		&net.TCPAddr{IP: net.IPv4zero, Port: 0},
+		&net.TCPAddr{IP: nil, Port: 80},
+		&net.UDPAddr{IP: net.ParseIP("203.0.113.7"), Port: 80},
+		&net.UnixAddr{Name: "@", Net: "unix"},
+	} {
+		want, wantErr := f(&keyfunc.Static{Remote: AddrString(a)})
+		got, gotErr := f(peerView{a: a})
+		if wantErr != nil {
+			require.ErrorIs(t, gotErr, keyfunc.ErrNoKey, a.String())
+			continue
+		}
+		require.NoError(t, gotErr, a.String())
+		require.Equal(t, want, got, a.String())
+	}
+}
+
+// peerView is a view whose peer is a, as Fiber's: RemoteAddr formats it,
+// PeerAddr reads it.
+type peerView struct {
+	keyfunc.Static
+	a net.Addr
+}
+
+func (v peerView) RemoteAddr() string           { return AddrString(v.a) }
+func (v peerView) PeerAddr() (netip.Addr, bool) { return PeerAddr(conn{v.a}) }
+
+// conn is a connection from a.
+type conn struct{ a net.Addr }
+
+func (c conn) RemoteAddr() net.Addr { return c.a }
