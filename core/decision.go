@@ -63,7 +63,7 @@ type Decision struct {
 	// and the slice may be shared with the Limiter: do not modify it.
 	Skipped []string
 
-	buf  [2]PolicyResult // Results of up to two policies, without an allocation
+	buf  [1]PolicyResult // Results of one policy, without an allocation
 	one  [1]Op           // the op of a request one policy decides, without an allocation
 	idem *idemRecord     // the idempotency record a counted original wrote
 	sctx detached        // the context of store calls (see storeContext)

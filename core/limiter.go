@@ -161,8 +161,8 @@ func (l *Limiter) CheckWith(ctx context.Context, r keyfunc.Request, c Call) (Dec
 }
 
 // Decide is CheckWith writing into d, which adapters allocate once per
-// request (d then holds up to two results without another allocation). d
-// must not be copied afterwards.
+// request (d then holds the result of one policy without another
+// allocation; more take one array). d must not be copied afterwards.
 func (l *Limiter) Decide(ctx context.Context, r keyfunc.Request, c Call, d *Decision) error {
 	if len(l.cfg.observers) == 0 {
 		return l.decideCall(ctx, r, c, d)
@@ -264,11 +264,7 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 	// clearing d.buf too would cost a request a second zeroing of memory
 	// the allocator has just zeroed.
 	d.Allowed, d.Binding, d.Repeat, d.Skipped, d.idem = true, 0, false, nil, nil
-	if len(idx) <= len(d.buf) {
-		d.Results = d.buf[:len(idx)]
-	} else {
-		d.Results = make([]PolicyResult, len(idx))
-	}
+	d.Results = d.buf[:0]
 	if len(idx) == 0 {
 		return nil
 	}
@@ -298,7 +294,12 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 		if tl, ok := p.tiers[tier]; ok {
 			lim = tl
 		}
+		if n == cap(d.Results) {
+			// More results than d.buf holds: the request's own array.
+			d.Results = append(make([]PolicyResult, 0, len(idx)), d.Results...)
+		}
 		// Field by field: Result is written by the store, or below.
+		d.Results = d.Results[:n+1]
 		pr := &d.Results[n]
 		n++
 		pr.Policy, pr.Limit, pr.Tier, pr.Shadow, pr.refund, pr.id, pr.cost = p.Name, *lim, "", p.Shadow, p.Refund, id, cost
@@ -312,7 +313,6 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 			denied = denied || !p.Shadow
 		}
 	}
-	d.Results = d.Results[:n]
 	if n == 0 {
 		return fmt.Errorf("sluice: policy %q: key: %w", keyPolicy, nested{keyErr})
 	}
