@@ -59,7 +59,7 @@ type unaryFlows = map[*core.Limiter]*middleware.Flow[unary, *call, unaryFlow]
 func (c *config) unaryFlows() unaryFlows {
 	cfg := middleware.Config[unary, *call]{
 		Key:    c.key,
-		Denied: func(r *call) error { return c.deny((*callContext)(r), r.method, r.decision(), r.took) },
+		Denied: func(_ unary, r *call) error { return c.deny((*callContext)(r), r.method, r.decision(), r.took) },
 		OnError: func(u unary, err error) (bool, error) {
 			err = c.undecided(u.r.parent, u.r.method, err)
 			return err == nil, err
