@@ -2,7 +2,7 @@ package echolimit_test
 
 import (
 	"net/http"
-	"strconv"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/adapters/echolimit"
+	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
 	"github.com/sluicehq/sluice/keyfunc"
 )
@@ -18,6 +19,14 @@ import (
 // middleware.Recover: a panic the middleware does not contain fails the
 // test).
 type harness struct{}
+
+// GlobalRoute: Echo routes before it runs the middleware.
+func (harness) GlobalRoute(template, path string) string {
+	if template == "" {
+		return path
+	}
+	return strings.ReplaceAll(template, "{name}", ":name")
+}
 
 var echoRouters = map[string]func(*echo.Echo){
 	"default": func(*echo.Echo) {},
@@ -41,17 +50,16 @@ func (harness) Routers() []string { return []string{"default", "RemoveTrailingSl
 type echoServer struct {
 	e    *echo.Echo
 	runs atomic.Int64
-	ran  string
 }
 
-func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
+func options(s adaptertest.Setup) []echolimit.Option {
 	var opts []echolimit.Option
 	if s.Logger != nil {
 		opts = append(opts, echolimit.WithLogger(s.Logger))
 	}
 	if s.OnError != nil {
 		opts = append(opts, echolimit.WithErrorHandler(func(c echo.Context, err error) (bool, error) {
-			return s.OnError(err), echo.ErrServiceUnavailable
+			return s.OnError(err), echo.NewHTTPError(http.StatusServiceUnavailable, adaptertest.Refused)
 		}))
 	}
 	if s.Cost {
@@ -59,6 +67,15 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	}
 	if s.Skip {
 		opts = append(opts, echolimit.WithSkip(func(c echo.Context) bool { return c.Request().Header.Get("X-Skip") != "" }))
+	}
+	if s.Headers != nil {
+		opts = append(opts, echolimit.WithHeaders(*s.Headers))
+	}
+	if s.Denied {
+		opts = append(opts, echolimit.WithDeniedHandler(func(c echo.Context) error {
+			d, ok := echolimit.DecisionFrom(c)
+			return c.String(http.StatusTooManyRequests, adaptertest.DeniedBody(d, ok, c.Response().Header().Get("Retry-After")))
+		}))
 	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
@@ -68,28 +85,44 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	case adaptertest.CostCallback:
 		opts = append(opts, echolimit.WithCost(func(echo.Context) int64 { panic("boom") }))
 	}
+	return opts
+}
+
+func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
+	opts := options(s)
 	srv := &echoServer{e: newEcho()}
 	if s.Router != "" {
 		echoRouters[s.Router](srv.e)
 	}
-	srv.e.Use(echolimit.New(s.Limiter, opts...))
-	route := func(name string) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			srv.runs.Add(1)
-			srv.ran = name
-			_, decided := echolimit.DecisionFrom(c)
-			c.Response().Header().Set(adaptertest.HeaderDecided, strconv.FormatBool(decided))
-			return c.String(http.StatusOK, "hello")
-		}
+	if s.Limiter != nil {
+		srv.e.Use(echolimit.New(s.Limiter, opts...))
 	}
-	srv.e.GET("/", route("root"))
-	srv.e.GET("/login", route("login"))
-	srv.e.GET("/files/:name", route("files"))
+	route := func(path, name string) {
+		var mws []echo.MiddlewareFunc
+		if rl, ok := s.Routes[name]; ok {
+			ropts := slices.Clip(opts)
+			if rl.Key != nil {
+				ropts = append(ropts, echolimit.WithKey(rl.Key))
+			}
+			mws = append(mws, echolimit.New(rl.Limiter, ropts...))
+		}
+		srv.e.GET(path, func(c echo.Context) error {
+			srv.runs.Add(1)
+			d, ok := echolimit.DecisionFrom(c)
+			hd, _ := httplimit.DecisionFrom(c.Request().Context())
+			c.Response().Header().Set(adaptertest.HeaderRoute, name)
+			c.Response().Header().Set(adaptertest.HeaderDecision, adaptertest.Describe(d, ok, c.Get(echolimit.DecisionKey), hd))
+			return c.String(adaptertest.StatusOf(c.Request().Header.Get(adaptertest.HeaderStatus)), "hello")
+		}, mws...)
+	}
+	route("/", "root")
+	route("/login", "login")
+	route("/files/:name", "files")
 	return srv
 }
 
 func (s *echoServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
-	return adaptertest.ServeHTTP(t, s.e, r, &s.ran)
+	return adaptertest.ServeHTTP(t, s.e, r)
 }
 
 func (s *echoServer) Runs() int64 { return s.runs.Load() }

@@ -1,14 +1,19 @@
 package fiberlimit_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"net"
 	"net/http"
-	"strconv"
-	"sync"
+	"net/http/httputil"
+	"slices"
 	"sync/atomic"
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
 
 	"github.com/sluicehq/sluice/adapters/fiberlimit"
 	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
@@ -19,6 +24,9 @@ import (
 // does not recover handlers: a panic the middleware does not contain takes
 // the test process down.
 type harness struct{}
+
+// GlobalRoute: Fiber gives app.Use middleware the Use prefix.
+func (harness) GlobalRoute(string, string) string { return "/" }
 
 var fiberRouters = map[string]fiber.Config{
 	"default":       {},
@@ -34,20 +42,18 @@ func (harness) Routers() []string {
 }
 
 type fiberServer struct {
-	app  *fiber.App
+	h    fasthttp.RequestHandler
 	runs atomic.Int64
-	mu   sync.Mutex
-	ran  string
 }
 
-func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
+func options(s adaptertest.Setup) []fiberlimit.Option {
 	var opts []fiberlimit.Option
 	if s.Logger != nil {
 		opts = append(opts, fiberlimit.WithLogger(s.Logger))
 	}
 	if s.OnError != nil {
 		opts = append(opts, fiberlimit.WithErrorHandler(func(c *fiber.Ctx, err error) (bool, error) {
-			return s.OnError(err), fiber.ErrServiceUnavailable
+			return s.OnError(err), fiber.NewError(fiber.StatusServiceUnavailable, adaptertest.Refused) // to Fiber's ErrorHandler
 		}))
 	}
 	if s.Cost {
@@ -55,6 +61,15 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	}
 	if s.Skip {
 		opts = append(opts, fiberlimit.WithSkip(func(c *fiber.Ctx) bool { return c.Get("X-Skip") != "" }))
+	}
+	if s.Headers != nil {
+		opts = append(opts, fiberlimit.WithHeaders(*s.Headers))
+	}
+	if s.Denied {
+		opts = append(opts, fiberlimit.WithDeniedHandler(func(c *fiber.Ctx) error {
+			d, ok := fiberlimit.DecisionFrom(c)
+			return c.Status(fiber.StatusTooManyRequests).SendString(adaptertest.DeniedBody(d, ok, c.GetRespHeader("Retry-After")))
+		}))
 	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
@@ -64,10 +79,16 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	case adaptertest.CostCallback:
 		opts = append(opts, fiberlimit.WithCost(func(*fiber.Ctx) int64 { panic("boom") }))
 	}
-	srv := &fiberServer{app: fiber.New(fiberRouters[s.Router])}
+	return opts
+}
+
+func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
+	opts := options(s)
+	app := fiber.New(fiberRouters[s.Router])
+	srv := &fiberServer{}
 	// A gone client: an app that ties UserContext to the connection sees
 	// it cancelled.
-	srv.app.Use(func(c *fiber.Ctx) error {
+	app.Use(func(c *fiber.Ctx) error {
 		if c.Get("X-Gone") != "" {
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
@@ -75,44 +96,52 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 		}
 		return c.Next()
 	})
-	srv.app.Use(fiberlimit.New(s.Limiter, opts...))
-	route := func(name string) fiber.Handler {
-		return func(c *fiber.Ctx) error {
-			srv.runs.Add(1)
-			_, decided := fiberlimit.DecisionFrom(c)
-			c.Set(adaptertest.HeaderDecided, strconv.FormatBool(decided))
-			srv.mu.Lock()
-			srv.ran = name
-			srv.mu.Unlock()
-			return c.SendString("hello")
-		}
+	if s.Limiter != nil {
+		app.Use(fiberlimit.New(s.Limiter, opts...))
 	}
-	srv.app.Get("/", route("root"))
-	srv.app.Get("/login", route("login"))
-	srv.app.Get("/files/:name", route("files"))
+	route := func(path, name string) {
+		var hs []fiber.Handler
+		if rl, ok := s.Routes[name]; ok {
+			ropts := slices.Clip(opts)
+			if rl.Key != nil {
+				ropts = append(ropts, fiberlimit.WithKey(rl.Key))
+			}
+			hs = append(hs, fiberlimit.New(rl.Limiter, ropts...))
+		}
+		app.Get(path, append(hs, func(c *fiber.Ctx) error {
+			srv.runs.Add(1)
+			d, ok := fiberlimit.DecisionFrom(c)
+			c.Set(adaptertest.HeaderRoute, name)
+			c.Set(adaptertest.HeaderDecision, adaptertest.Describe(d, ok, c.Locals(fiberlimit.DecisionKey)))
+			return c.Status(adaptertest.StatusOf(c.Get(adaptertest.HeaderStatus))).SendString("hello")
+		})...)
+	}
+	route("/", "root")
+	route("/login", "login")
+	route("/files/:name", "files")
+	srv.h = app.Handler() // after the routes: it builds the route tree
 	return srv
 }
 
+// Do parses r from the wire as a fasthttp server would (as app.Test does)
+// and serves it from r.Remote on a RequestCtx of its own.
 func (s *fiberServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
-	if r.Path == "" {
-		r.Path = "/"
-	}
-	var hdr []string
+	hr := adaptertest.HTTPRequest(t, r)
 	if r.Gone {
-		hdr = []string{"X-Gone", "1"}
+		hr.Header.Set("X-Gone", "1")
 	}
-	for k, vs := range r.Header {
-		for _, v := range vs {
-			hdr = append(hdr, k, v)
-		}
-	}
-	s.mu.Lock()
-	s.ran = ""
-	s.mu.Unlock()
-	res := get(t, s.app, r.Path, hdr...)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return adaptertest.Response{Status: res.status, Header: http.Header(res.header), Body: res.body, Ran: s.ran}
+	raw, err := httputil.DumpRequest(hr, false)
+	require.NoError(t, err)
+	var req fasthttp.Request
+	require.NoError(t, req.Read(bufio.NewReader(bytes.NewReader(raw))))
+	remote, err := net.ResolveTCPAddr("tcp", hr.RemoteAddr)
+	require.NoError(t, err)
+	var fctx fasthttp.RequestCtx
+	fctx.Init(&req, remote, nil)
+	s.h(&fctx)
+	h := http.Header{}
+	fctx.Response.Header.VisitAll(func(k, v []byte) { h.Add(string(k), string(v)) })
+	return adaptertest.Response{Status: fctx.Response.StatusCode(), Header: h, Body: string(fctx.Response.Body()), Ran: h.Get(adaptertest.HeaderRoute)}
 }
 
 func (s *fiberServer) Runs() int64 { return s.runs.Load() }

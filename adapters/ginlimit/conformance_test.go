@@ -2,20 +2,36 @@ package ginlimit_test
 
 import (
 	"net/http"
-	"strconv"
+	"os"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/sluicehq/sluice/adapters/ginlimit"
+	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
+func TestMain(m *testing.M) {
+	gin.SetMode(gin.TestMode)
+	os.Exit(m.Run())
+}
+
 // harness runs the adapter conformance suite against ginlimit (no
 // gin.Recovery: a panic the middleware does not contain fails the test).
 type harness struct{}
+
+// GlobalRoute: Gin routes before it runs the middleware.
+func (harness) GlobalRoute(template, path string) string {
+	if template == "" {
+		return path
+	}
+	return strings.ReplaceAll(template, "{name}", ":name")
+}
 
 var ginRouters = map[string]func(*gin.Engine){
 	"default":           func(*gin.Engine) {},
@@ -32,10 +48,9 @@ func (harness) Routers() []string {
 type ginServer struct {
 	r    *gin.Engine
 	runs atomic.Int64
-	ran  string
 }
 
-func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
+func options(s adaptertest.Setup) []ginlimit.Option {
 	var opts []ginlimit.Option
 	if s.Logger != nil {
 		opts = append(opts, ginlimit.WithLogger(s.Logger))
@@ -45,7 +60,7 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			if s.OnError(err) {
 				return true
 			}
-			c.Status(http.StatusServiceUnavailable)
+			c.String(http.StatusServiceUnavailable, adaptertest.Refused) // no Abort: the middleware aborts
 			return false
 		}))
 	}
@@ -55,6 +70,15 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	if s.Skip {
 		opts = append(opts, ginlimit.WithSkip(func(c *gin.Context) bool { return c.GetHeader("X-Skip") != "" }))
 	}
+	if s.Headers != nil {
+		opts = append(opts, ginlimit.WithHeaders(*s.Headers))
+	}
+	if s.Denied {
+		opts = append(opts, ginlimit.WithDeniedHandler(func(c *gin.Context) {
+			d, ok := ginlimit.DecisionFrom(c)
+			c.String(http.StatusTooManyRequests, adaptertest.DeniedBody(d, ok, c.Writer.Header().Get("Retry-After")))
+		}))
+	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
 		opts = append(opts, ginlimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") }))
@@ -63,28 +87,45 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	case adaptertest.CostCallback:
 		opts = append(opts, ginlimit.WithCost(func(*gin.Context) int64 { panic("boom") }))
 	}
+	return opts
+}
+
+func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
+	opts := options(s)
 	srv := &ginServer{r: gin.New()}
 	if s.Router != "" {
 		ginRouters[s.Router](srv.r)
 	}
-	srv.r.Use(ginlimit.New(s.Limiter, opts...))
-	route := func(name string) gin.HandlerFunc {
-		return func(c *gin.Context) {
-			srv.runs.Add(1)
-			srv.ran = name
-			_, decided := ginlimit.DecisionFrom(c)
-			c.Header(adaptertest.HeaderDecided, strconv.FormatBool(decided))
-			c.String(http.StatusOK, "hello")
-		}
+	if s.Limiter != nil {
+		srv.r.Use(ginlimit.New(s.Limiter, opts...))
 	}
-	srv.r.GET("/", route("root"))
-	srv.r.GET("/login", route("login"))
-	srv.r.GET("/files/:name", route("files"))
+	route := func(name string) []gin.HandlerFunc {
+		var hs []gin.HandlerFunc
+		if rl, ok := s.Routes[name]; ok {
+			ropts := slices.Clip(opts)
+			if rl.Key != nil {
+				ropts = append(ropts, ginlimit.WithKey(rl.Key))
+			}
+			hs = append(hs, ginlimit.New(rl.Limiter, ropts...))
+		}
+		return append(hs, func(c *gin.Context) {
+			srv.runs.Add(1)
+			d, ok := ginlimit.DecisionFrom(c)
+			v, _ := c.Get(ginlimit.DecisionKey)
+			hd, _ := httplimit.DecisionFrom(c.Request.Context())
+			c.Header(adaptertest.HeaderRoute, name)
+			c.Header(adaptertest.HeaderDecision, adaptertest.Describe(d, ok, v, hd))
+			c.String(adaptertest.StatusOf(c.GetHeader(adaptertest.HeaderStatus)), "hello")
+		})
+	}
+	srv.r.GET("/", route("root")...)
+	srv.r.GET("/login", route("login")...)
+	srv.r.GET("/files/:name", route("files")...)
 	return srv
 }
 
 func (s *ginServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
-	return adaptertest.ServeHTTP(t, s.r, r, &s.ran)
+	return adaptertest.ServeHTTP(t, s.r, r)
 }
 
 func (s *ginServer) Runs() int64 { return s.runs.Load() }

@@ -1,8 +1,9 @@
 package httplimit_test
 
 import (
+	"io"
 	"net/http"
-	"strconv"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -16,15 +17,17 @@ import (
 // fails the test).
 type harness struct{}
 
+// GlobalRoute: the ServeMux routes after the middleware has run.
+func (harness) GlobalRoute(_, path string) string { return path }
+
 func (harness) Routers() []string { return []string{"ServeMux"} }
 
 type muxServer struct {
 	h    http.Handler
 	runs atomic.Int64
-	ran  string
 }
 
-func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
+func options(s adaptertest.Setup) []httplimit.Option {
 	var opts []httplimit.Option
 	if s.Logger != nil {
 		opts = append(opts, httplimit.WithLogger(s.Logger))
@@ -35,6 +38,7 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 				return true
 			}
 			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, adaptertest.Refused)
 			return false
 		}))
 	}
@@ -44,6 +48,17 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	if s.Skip {
 		opts = append(opts, httplimit.WithSkip(func(r *http.Request) bool { return r.Header.Get("X-Skip") != "" }))
 	}
+	if s.Headers != nil {
+		opts = append(opts, httplimit.WithHeaders(*s.Headers))
+	}
+	if s.Denied {
+		opts = append(opts, httplimit.WithDeniedHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			d, ok := httplimit.DecisionFrom(r.Context())
+			body := adaptertest.DeniedBody(d, ok, w.Header().Get("Retry-After"))
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, body)
+		})))
+	}
 	switch s.Panic {
 	case adaptertest.KeyCallback:
 		opts = append(opts, httplimit.WithKey(func(keyfunc.Request) (string, error) { panic("boom") }))
@@ -52,26 +67,43 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	case adaptertest.CostCallback:
 		opts = append(opts, httplimit.WithCost(func(*http.Request) int64 { panic("boom") }))
 	}
+	return opts
+}
+
+func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
+	opts := options(s)
 	srv := &muxServer{}
-	route := func(name string) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
+	route := func(name string) http.Handler {
+		var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			srv.runs.Add(1)
-			_, decided := httplimit.DecisionFrom(r.Context())
-			w.Header().Set(adaptertest.HeaderDecided, strconv.FormatBool(decided))
-			srv.ran = name
+			d, ok := httplimit.DecisionFrom(r.Context())
+			w.Header().Set(adaptertest.HeaderRoute, name)
+			w.Header().Set(adaptertest.HeaderDecision, adaptertest.Describe(d, ok))
+			w.WriteHeader(adaptertest.StatusOf(r.Header.Get(adaptertest.HeaderStatus)))
 			_, _ = w.Write([]byte("hello"))
+		})
+		if rl, ok := s.Routes[name]; ok {
+			ropts := slices.Clip(opts)
+			if rl.Key != nil {
+				ropts = append(ropts, httplimit.WithKey(rl.Key))
+			}
+			h = httplimit.New(rl.Limiter, ropts...)(h)
 		}
+		return h
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", route("root"))
-	mux.HandleFunc("GET /login", route("login"))
-	mux.HandleFunc("GET /files/{name}", route("files"))
-	srv.h = httplimit.New(s.Limiter, opts...)(mux)
+	mux.Handle("GET /{$}", route("root"))
+	mux.Handle("GET /login", route("login"))
+	mux.Handle("GET /files/{name}", route("files"))
+	srv.h = mux
+	if s.Limiter != nil {
+		srv.h = httplimit.New(s.Limiter, opts...)(mux)
+	}
 	return srv
 }
 
 func (s *muxServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
-	return adaptertest.ServeHTTP(t, s.h, r, &s.ran)
+	return adaptertest.ServeHTTP(t, s.h, r)
 }
 
 func (s *muxServer) Runs() int64 { return s.runs.Load() }

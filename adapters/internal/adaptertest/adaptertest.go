@@ -7,8 +7,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // ErrDown is the error of the Store whose backend is down (DownStore).
@@ -69,13 +72,36 @@ type Setup struct {
 	// Router names one of the harness's router configurations (Routers);
 	// "" is the framework's default.
 	Router string
+	// Routes installs a second middleware on one route only, by route name
+	// ("login", "files"), with the options above; the global one (Limiter)
+	// is installed only if Limiter is not nil.
+	Routes map[string]Route
+	// Headers, when not nil, is the middleware's header configuration.
+	Headers *ratelimitfields.Config
+	// Denied, when set, installs a denied handler that answers 429 with the
+	// body DeniedBody gives for the Decision it finds in the request and the
+	// Retry-After already set on the response.
+	Denied bool
+}
+
+// Route is a middleware installed on one route only.
+type Route struct {
+	// Limiter decides.
+	Limiter *core.Limiter
+	// Key, when not nil, replaces the policies' keys (the WithKey option).
+	Key keyfunc.Func
 }
 
 // Request is one request the suite sends.
 type Request struct {
 	// Path is the request target (default "/"); a gRPC harness ignores it.
 	Path string
-	// Header is added to the request.
+	// Remote is the client's address (default 192.0.2.1); a gRPC harness
+	// ignores it.
+	Remote string
+	// Header is added to the request (each value as its own field line).
+	// An HTTP harness's handlers answer with the status HeaderStatus names
+	// (StatusOf).
 	Header http.Header
 	// Gone makes the request's context cancelled before the middleware
 	// decides, as for a client that disconnected.
@@ -93,9 +119,54 @@ type Response struct {
 	Ran string
 }
 
-// HeaderDecided is the response header an HTTP harness's handlers set to
-// "true" or "false": whether the adapter's DecisionFrom found a Decision.
-const HeaderDecided = "X-Test-Decided"
+// The headers of the suite's requests and of an HTTP harness's responses.
+const (
+	// HeaderRoute is the response header an HTTP harness's handlers set to
+	// the name of their route (Response.Ran).
+	HeaderRoute = "X-Test-Route"
+	// HeaderDecision is the response header an HTTP harness's handlers set
+	// to Describe of the Decision the adapter's DecisionFrom found.
+	HeaderDecision = "X-Test-Decision"
+	// HeaderStatus is the request header that names the status the
+	// handler answers with (StatusOf).
+	HeaderStatus = "X-Test-Status"
+)
+
+// Describe is what a handler reports of the Decision the adapter gave it
+// (ok: one was found): "none", or the binding policy, the state and the
+// remaining quota ("per-ip normal 9"); "inconsistent" if any of also (the
+// Decision as the adapter's other storage holds it) is not d.
+func Describe(d *core.Decision, ok bool, also ...any) string {
+	if !ok {
+		return "none"
+	}
+	for _, a := range also {
+		if a != any(d) {
+			return "inconsistent"
+		}
+	}
+	b := d.Bound()
+	return fmt.Sprintf("%s %s %d", b.Policy, d.State(), b.Remaining)
+}
+
+// DeniedBody is the body of the denied handler Setup.Denied installs, given
+// what it found: the Decision and the Retry-After on the response.
+func DeniedBody(d *core.Decision, ok bool, retryAfter string) string {
+	return "denied " + Describe(d, ok) + " retry=" + retryAfter
+}
+
+// StatusOf is the status a handler answers with when the request's
+// HeaderStatus is v: v as a number, 200 if it is none.
+func StatusOf(v string) int {
+	if n, err := strconv.Atoi(v); err == nil {
+		return n
+	}
+	return http.StatusOK
+}
+
+// Refused is the message of an error handler's refusal in an HTTP harness
+// (status 503): the body says it, in the framework's own format.
+const Refused = "try later"
 
 // Server is one installed middleware in front of a counting handler. An
 // HTTP harness routes GET "/" (route "root"), "/login" ("login") and
@@ -122,12 +193,22 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ErrorHandlerCanContinue", func(t *testing.T) { errorHandlerCanContinue(t, h) })
 	t.Run("PanickingCallbacks", func(t *testing.T) { panickingCallbacks(t, h) })
 	t.Run("DisconnectedClient", func(t *testing.T) { disconnectedClient(t, h) })
+	t.Run("Concurrent", func(t *testing.T) { concurrent(t, h) })
 	if routers := h.Routers(); len(routers) > 0 { // an HTTP adapter
 		t.Run("HeadersAndWarningState", func(t *testing.T) { headersAndWarningState(t, h) })
 		t.Run("SeveralPolicies", func(t *testing.T) { severalPolicies(t, h) })
 		t.Run("Cost", func(t *testing.T) { cost(t, h) })
 		t.Run("Skip", func(t *testing.T) { skip(t, h) })
 		t.Run("Undecided", func(t *testing.T) { undecided(t, h) })
+		t.Run("StoreRecovers", func(t *testing.T) { storeRecovers(t, h) })
+		t.Run("RefillAndOtherClients", func(t *testing.T) { refillAndOtherClients(t, h) })
+		t.Run("DecisionInHandler", func(t *testing.T) { decisionInHandler(t, h) })
+		t.Run("DeniedHandler", func(t *testing.T) { deniedHandler(t, h) })
+		t.Run("HeaderConfig", func(t *testing.T) { headerConfig(t, h) })
+		t.Run("PerRoute", func(t *testing.T) { perRoute(t, h) })
+		t.Run("RouteTemplate", func(t *testing.T) { routeTemplate(t, h) })
+		t.Run("ClientAddress", func(t *testing.T) { clientAddress(t, h) })
+		t.Run("Policies", func(t *testing.T) { policies(t, h) })
 		t.Run("PathVariants", func(t *testing.T) { pathVariants(t, h, routers) })
 	}
 }
@@ -169,11 +250,20 @@ func pathVariants(t *testing.T, h Harness, routers []string) {
 	}
 }
 
+// slogTo is a text logger writing to w, or discarding if w is nil.
+func slogTo(w *SyncBuffer) *slog.Logger {
+	if w == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(w, nil))
+}
+
+// limiter is a Limiter of one policy "per-ip" of l keyed by key (default
+// keyfunc.IP).
 func limiter(t *testing.T, s core.Store, key keyfunc.Func, l core.Limit) *core.Limiter {
 	t.Helper()
 	if key == nil {
-		ip := keyfunc.IP()
-		key = ip
+		key = keyfunc.IP()
 	}
 	lim, err := core.NewLimiter(s, []core.Policy{{Name: "per-ip", Key: key, Limit: l}})
 	require.NoError(t, err)
@@ -348,6 +438,9 @@ func cost(t *testing.T, h Harness) {
 		res := s.Do(t, Request{Header: http.Header{"X-Cost": {st.cost}}})
 		require.Equal(t, st.status, res.Status, "step %d", i)
 		require.Equal(t, st.remaining, res.Header.Get("X-RateLimit-Remaining"), "step %d", i)
+		if i == 3 {
+			require.Equal(t, "6", res.Header.Get("Retry-After"), "one token short, at 6s a token")
+		}
 	}
 	require.EqualValues(t, 4, s.Runs(), "the handler never runs for a denied request")
 
@@ -368,15 +461,15 @@ func skip(t *testing.T, h Harness) {
 	for range 5 {
 		res := s.Do(t, Request{Header: http.Header{"X-Skip": {"1"}}})
 		require.Equal(t, http.StatusOK, res.Status)
-		require.Equal(t, "false", res.Header.Get(HeaderDecided), "a skipped request has no Decision")
+		require.Equal(t, "none", res.Header.Get(HeaderDecision), "a skipped request has no Decision")
 		require.Empty(t, res.Header.Get("RateLimit"), "skipped requests get no headers")
 		require.Empty(t, res.Header.Get("X-RateLimit-State"))
 		require.Empty(t, res.Header.Get("X-RateLimit-Remaining"))
 	}
 	res := s.Do(t, Request{})
 	require.Equal(t, http.StatusOK, res.Status)
-	require.Equal(t, "true", res.Header.Get(HeaderDecided))
-	require.Equal(t, "1", res.Header.Get("X-RateLimit-Remaining"), "skipped requests are not counted")
+	require.Equal(t, "per-ip normal 1", res.Header.Get(HeaderDecision), "skipped requests are not counted")
+	require.Equal(t, "1", res.Header.Get("X-RateLimit-Remaining"))
 	require.EqualValues(t, 6, s.Runs())
 }
 
@@ -392,10 +485,11 @@ func undecided(t *testing.T, h Harness) {
 		limiter *core.Limiter
 		req     Request
 		is      error
+		logged  string // what the log says of the error
 	}{
-		{"store fails", limiter(t, DownStore{}, nil, core.PerMinute(10)), Request{}, ErrDown},
-		{"no identity", healthy, Request{}, keyfunc.ErrNoKey},
-		{"invalid cost", healthy, Request{Header: http.Header{"X-Api-Key": {"k"}, "X-Cost": {"-1"}}}, core.ErrInvalidCost},
+		{"store fails", limiter(t, DownStore{}, nil, core.PerMinute(10)), Request{}, ErrDown, ErrDown.Error()},
+		{"no identity", healthy, Request{}, keyfunc.ErrNoKey, `header \"X-API-Key\" is empty`},
+		{"invalid cost", healthy, Request{Header: http.Header{"X-Api-Key": {"k"}, "X-Cost": {"-1"}}}, core.ErrInvalidCost, core.ErrInvalidCost.Error()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name+"/fail open", func(t *testing.T) {
@@ -404,10 +498,10 @@ func undecided(t *testing.T, h Harness) {
 			res := s.Do(t, tc.req)
 			require.Equal(t, http.StatusOK, res.Status)
 			require.Equal(t, "hello", res.Body)
-			for _, name := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-State"} {
-				require.Empty(t, res.Header.Values(name))
-			}
+			require.Equal(t, "none", res.Header.Get(HeaderDecision), "no Decision when undecided")
+			requireNoHeaders(t, res)
 			require.Contains(t, logs.String(), "sluice: request not rate limited")
+			require.Contains(t, logs.String(), tc.logged, "the log says why")
 			require.EqualValues(t, 1, s.Runs())
 		})
 		t.Run(tc.name+"/error handler", func(t *testing.T) {
@@ -421,7 +515,9 @@ func undecided(t *testing.T, h Harness) {
 			}})
 			res := s.Do(t, tc.req)
 			require.Equal(t, http.StatusServiceUnavailable, res.Status)
+			require.Contains(t, res.Body, Refused, "the error handler's answer reaches the client")
 			require.NotContains(t, res.Body, "down", "no error text reaches the client")
+			requireNoHeaders(t, res)
 			require.Zero(t, s.Runs(), "the handler does not run after the error handler refused")
 			mu.Lock()
 			defer mu.Unlock()

@@ -2,19 +2,22 @@ package adaptertest
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"testing"
 )
 
-// ServeHTTP sends r to h as an HTTP harness does: GET r.Path (default "/")
-// from 192.0.2.1:1 with r.Header, its context cancelled if r.Gone. ran is
-// where the harness's handlers write the name of their route: ServeHTTP
-// clears it first and reports it in Response.Ran.
-func ServeHTTP(t *testing.T, h http.Handler, r Request, ran *string) Response {
+// HTTPRequest is r as an HTTP harness sends it: GET r.Path (default "/")
+// from r.Remote (default 192.0.2.1) port 1 with r.Header, its context
+// cancelled if r.Gone.
+func HTTPRequest(t *testing.T, r Request) *http.Request {
 	if r.Path == "" {
 		r.Path = "/"
+	}
+	if r.Remote == "" {
+		r.Remote = "192.0.2.1"
 	}
 	ctx := t.Context()
 	if r.Gone {
@@ -23,14 +26,20 @@ func ServeHTTP(t *testing.T, h http.Handler, r Request, ran *string) Response {
 		ctx = c
 	}
 	hr := httptest.NewRequestWithContext(ctx, http.MethodGet, r.Path, nil)
-	hr.RemoteAddr = "192.0.2.1:1"
+	hr.RemoteAddr = net.JoinHostPort(r.Remote, "1")
 	for k, vs := range r.Header {
 		hr.Header[k] = vs
 	}
+	return hr
+}
+
+// ServeHTTP sends r to h as an HTTP harness does (HTTPRequest) and returns
+// what the client saw.
+func ServeHTTP(t *testing.T, h http.Handler, r Request) Response {
 	w := httptest.NewRecorder()
-	*ran = ""
-	h.ServeHTTP(w, hr)
-	return Response{Status: w.Code, Header: w.Result().Header, Body: w.Body.String(), Ran: *ran}
+	h.ServeHTTP(w, HTTPRequest(t, r))
+	res := w.Result()
+	return Response{Status: res.StatusCode, Header: res.Header, Body: w.Body.String(), Ran: res.Header.Get(HeaderRoute)}
 }
 
 // CostOf is the cost a harness's cost callback gives a request whose
