@@ -37,6 +37,14 @@ func headersAndWarningState(t *testing.T, h Harness) {
 				}
 				require.Equal(t, want, res.Header.Get("X-RateLimit-State"), "request %d", i)
 				checkHeaders(t, res, remaining, sent)
+				if a == core.TokenBucket && i <= 10 {
+					// A token every 6 s: whole again 6 s per token used,
+					// in epoch seconds from the moment the middleware ran.
+					reset, err := strconv.ParseInt(res.Header.Get("X-RateLimit-Reset"), 10, 64)
+					require.NoError(t, err)
+					require.GreaterOrEqual(t, reset, sent.Unix()+6*i, "request %d", i)
+					require.LessOrEqual(t, reset, time.Now().Unix()+6*i+1, "request %d", i)
+				}
 				if i <= 10 {
 					require.Equal(t, http.StatusOK, res.Status, "request %d", i)
 					require.Equal(t, "hello", res.Body)
