@@ -70,6 +70,9 @@ func checkHeaders(t *testing.T, res Response, remaining int64, sent time.Time) {
 	require.Len(t, rl, 1)
 	require.Equal(t, "per-ip", rl[0].Name)
 	require.Equal(t, remaining, rl[0].Params["r"])
+	for k := range rl[0].Params {
+		require.Contains(t, []string{"r", "t"}, k, "RateLimit's parameters")
+	}
 	tSec := rl[0].Params["t"]
 	require.Positive(t, tSec, "t is never 0")
 	require.LessOrEqual(t, tSec, int64(60), "t is never more than the window")
