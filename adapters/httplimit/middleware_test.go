@@ -3,7 +3,6 @@ package httplimit_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +19,6 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/internal/sftest"
 	"github.com/sluicehq/sluice/keyfunc"
-	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 type fixture struct {
@@ -158,125 +156,16 @@ func TestSeveralPoliciesAndTheBindingOne(t *testing.T) {
 	require.Equal(t, "3598", w.Result().Header.Get("Retry-After"), "the aligned hour ends 3598s after 12:00:02")
 }
 
-func TestHeaderFamiliesAndResetFormat(t *testing.T) {
+// Huge and garbage forwarding headers still get a decision, and a peer
+// that is no address fails open (documented), never a shared bucket. (A
+// client's spoofed headers and a neighbour: the conformance suite.)
+func TestHugeHeadersAndNoPeer(t *testing.T) {
 	f := newFixture(t)
-	l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(2)))
-	h := httplimit.New(l, httplimit.WithHeaders(ratelimitfields.Config{Omit: ratelimitfields.Draft | ratelimitfields.State, Reset: ratelimitfields.ResetDelta}))(ok)
-	hdr := get(h, "/", "192.0.2.1:1").Result().Header
-	require.Empty(t, hdr.Get("RateLimit"))
-	require.Empty(t, hdr.Get("RateLimit-Policy"))
-	require.Empty(t, hdr.Get("X-RateLimit-State"))
-	require.Equal(t, "30", hdr.Get("X-RateLimit-Reset"))
-	get(h, "/", "192.0.2.1:1")
-	h2 := httplimit.New(l, httplimit.WithHeaders(ratelimitfields.Config{Omit: ratelimitfields.RetryAfter | ratelimitfields.XRateLimit}))(ok)
-	w := get(h2, "/", "192.0.2.1:1")
-	require.Equal(t, http.StatusTooManyRequests, w.Code)
-	require.Empty(t, w.Result().Header.Get("Retry-After"))
-	require.Empty(t, w.Result().Header.Get("X-RateLimit-Limit"))
-	require.NotEmpty(t, w.Result().Header.Get("RateLimit"))
-}
-
-func TestSkipCostAndKey(t *testing.T) {
-	f := newFixture(t)
-	l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(10)))
-	h := httplimit.New(l,
-		httplimit.WithSkip(func(r *http.Request) bool { return r.URL.Path == "/healthz" }),
-		httplimit.WithCost(func(r *http.Request) int64 {
-			if r.URL.Path == "/export" {
-				return 4
-			}
-			return 1
-		}),
-	)(ok)
-	for range 20 {
-		w := get(h, "/healthz", "192.0.2.9:1")
-		require.Equal(t, http.StatusOK, w.Code)
-		require.Empty(t, w.Result().Header.Get("RateLimit"))
-	}
-	require.Equal(t, "6", get(h, "/export", "192.0.2.9:1").Result().Header.Get("X-RateLimit-Remaining"))
-	require.Equal(t, "2", get(h, "/export", "192.0.2.9:1").Result().Header.Get("X-RateLimit-Remaining"))
-	w := get(h, "/export", "192.0.2.9:1")
-	require.Equal(t, http.StatusTooManyRequests, w.Code)
-	require.Equal(t, "12", w.Result().Header.Get("Retry-After"), "two more tokens at 6s each")
-	// WithKey: an API key header instead of the IP, on this route only.
-	keyed := httplimit.New(l, httplimit.WithKey(keyfunc.Header("X-API-Key")))(ok)
-	require.Equal(t, "9", get(keyed, "/", "192.0.2.9:1", "X-API-Key", "k1").Result().Header.Get("X-RateLimit-Remaining"))
-	require.Equal(t, "9", get(keyed, "/", "192.0.2.9:1", "X-API-Key", "k2").Result().Header.Get("X-RateLimit-Remaining"))
-	// No key: fail open by default, no headers, no error text.
-	w = get(keyed, "/", "192.0.2.9:1")
-	require.Equal(t, http.StatusOK, w.Code)
-	require.Equal(t, "hello", w.Body.String())
-	require.Empty(t, w.Result().Header.Get("RateLimit"))
-}
-
-func TestPerRouteLimits(t *testing.T) {
-	f := newFixture(t)
-	general := f.limiter(t, nil, ipPolicy(t, "hello", core.PerMinute(10)))
-	login := f.limiter(t, nil, ipPolicy(t, "login", core.PerMinute(3)))
-	mux := http.NewServeMux()
-	mux.Handle("GET /hello", httplimit.New(general)(ok))
-	mux.Handle("POST /login", httplimit.New(login)(ok))
-	codes := func(method, path string, n int) (out []int) {
-		for range n {
-			r := httptest.NewRequest(method, path, nil)
-			r.RemoteAddr = "192.0.2.50:9"
-			w := httptest.NewRecorder()
-			mux.ServeHTTP(w, r)
-			out = append(out, w.Code)
-		}
-		return out
-	}
-	require.Equal(t, []int{200, 200, 200, 429}, codes(http.MethodPost, "/login", 4))
-	require.Equal(t, []int{200, 200, 200, 200, 200}, codes(http.MethodGet, "/hello", 5), "the login limit does not touch /hello")
-}
-
-// failingStore is a memory store whose backend is down: every Take fails.
-type failingStore struct{ core.Store }
-
-func (failingStore) Take(context.Context, []core.Op, []core.Result) error {
-	return errors.New("dial tcp 10.0.0.1:6379: connection refused")
-}
-
-func TestStoreFailure(t *testing.T) {
-	ip := keyfunc.IP()
-	l, err := core.NewLimiter(failingStore{newFixture(t).store}, []core.Policy{{Name: "p", Key: ip, Limit: core.PerMinute(1)}})
-	require.NoError(t, err)
-	// Default: fail open, nothing of the error reaches the client.
-	w := get(httplimit.New(l)(ok), "/", "192.0.2.1:1")
-	require.Equal(t, http.StatusOK, w.Code)
-	require.Equal(t, "hello", w.Body.String())
-	require.Empty(t, w.Result().Header.Get("RateLimit"))
-	// An error handler decides otherwise.
-	var got error
-	h := httplimit.New(l, httplimit.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) bool {
-		got = err
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return false
-	}))(ok)
-	w = get(h, "/", "192.0.2.1:1")
-	require.Equal(t, http.StatusServiceUnavailable, w.Code)
-	require.NotContains(t, w.Body.String(), "connection refused")
-	require.ErrorContains(t, got, "connection refused")
-}
-
-func TestSpoofedAddressesKeepTheirOwnBucket(t *testing.T) {
-	f := newFixture(t)
-	l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(2)))
+	l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(1)))
 	h := httplimit.New(l)(ok)
-	// The attacker rotates X-Forwarded-For and Forwarded: with no trusted
-	// proxy they are ignored and it stays in its own bucket.
-	var codes []int
-	for i := range 4 {
-		codes = append(codes, get(h, "/", "203.0.113.66:5000",
-			"X-Forwarded-For", fmt.Sprintf("10.0.0.%d", i), "Forwarded", fmt.Sprintf("for=10.1.0.%d", i), "X-Real-IP", "10.2.0.1").Code)
-	}
-	require.Equal(t, []int{200, 200, 429, 429}, codes)
-	// A neighbour is not affected.
-	require.Equal(t, 200, get(h, "/", "203.0.113.67:5000").Code)
-	// Garbage and huge headers: no panic, a decision.
+	require.Equal(t, 200, get(h, "/", "203.0.113.66:5000").Code)
 	huge := strings.Repeat("1.2.3.4, ", 100_000)
 	require.Equal(t, 429, get(h, "/", "203.0.113.66:5000", "X-Forwarded-For", huge, "Forwarded", `for="[::1`).Code)
-	// No usable peer: fail open by default (documented), never a shared bucket.
 	w := get(h, "/", "not-an-address")
 	require.Equal(t, 200, w.Code)
 	require.Empty(t, w.Result().Header.Get("RateLimit"))

@@ -44,6 +44,8 @@ func headersAndWarningState(t *testing.T, h Harness) {
 					require.NoError(t, err)
 					require.GreaterOrEqual(t, reset, sent.Unix()+6*i, "request %d", i)
 					require.LessOrEqual(t, reset, time.Now().Unix()+6*i+1, "request %d", i)
+					// t: until more quota is available, the next token.
+					require.Equal(t, int64(6), sftest.List(t, res.Header.Get("RateLimit"))[0].Params["t"])
 				}
 				if i <= 10 {
 					require.Equal(t, http.StatusOK, res.Status, "request %d", i)
