@@ -1,10 +1,8 @@
 package echolimit_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -192,38 +190,6 @@ func TestDenialTakesTheErrorPath(t *testing.T) {
 		get(e, "/", "203.0.113.5:1")
 		checkProblem(t, get(e, "/", "203.0.113.5:1"), "per-ip")
 		require.ErrorAs(t, got, new(*echo.HTTPError))
-	})
-}
-
-// A request with no client address (a Unix socket's "@") cannot be
-// decided: the default is to let it through without headers and log; an
-// error handler answers instead.
-func TestNoClientAddress(t *testing.T) {
-	l := ipLimiter(t, core.PerMinute(10))
-	t.Run("fail open", func(t *testing.T) {
-		var logs bytes.Buffer
-		e := newEcho()
-		e.Use(echolimit.New(l, echolimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
-		e.GET("/", hello)
-		w := get(e, "/", "@")
-		require.Equal(t, http.StatusOK, w.Code)
-		require.Equal(t, "hello", w.Body.String())
-		for _, name := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-State"} {
-			require.Empty(t, w.Header().Values(name))
-		}
-		require.Contains(t, logs.String(), "sluice: request not rate limited")
-	})
-	t.Run("error handler", func(t *testing.T) {
-		var got error
-		e := newEcho()
-		e.Use(echolimit.New(l, echolimit.WithErrorHandler(func(c echo.Context, err error) (bool, error) {
-			got = err
-			return false, echo.ErrServiceUnavailable
-		})))
-		e.GET("/", func(c echo.Context) error { t.Error("handler ran after the error handler"); return nil })
-		w := get(e, "/", "@")
-		require.Equal(t, http.StatusServiceUnavailable, w.Code)
-		require.ErrorIs(t, got, keyfunc.ErrNoKey)
 	})
 }
 

@@ -134,8 +134,11 @@ func (s *fiberServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Respon
 	require.NoError(t, err)
 	var req fasthttp.Request
 	require.NoError(t, req.Read(bufio.NewReader(bytes.NewReader(raw))))
-	remote, err := net.ResolveTCPAddr("tcp", hr.RemoteAddr)
-	require.NoError(t, err)
+	var remote net.Addr = &net.UnixAddr{Name: adaptertest.NoAddress, Net: "unix"}
+	if r.Remote != adaptertest.NoAddress {
+		remote, err = net.ResolveTCPAddr("tcp", hr.RemoteAddr)
+		require.NoError(t, err)
+	}
 	var fctx fasthttp.RequestCtx
 	fctx.Init(&req, remote, nil)
 	s.h(&fctx)

@@ -1,8 +1,6 @@
 package ginlimit_test
 
 import (
-	"bytes"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -38,40 +36,6 @@ func get(h http.Handler, remote string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	return w
-}
-
-// A request with no client address (a Unix socket's "@") cannot be
-// decided: the default is to let it through without headers and log; an
-// error handler answers instead.
-func TestNoClientAddress(t *testing.T) {
-	l := ipLimiter(t, core.PerMinute(10))
-	t.Run("fail open", func(t *testing.T) {
-		var logs bytes.Buffer
-		r := gin.New()
-		r.Use(ginlimit.New(l, ginlimit.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
-		r.GET("/", hello)
-		w := get(r, "@")
-		require.Equal(t, http.StatusOK, w.Code)
-		require.Equal(t, "hello", w.Body.String())
-		for _, name := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-State"} {
-			require.Empty(t, w.Header().Values(name))
-		}
-		require.Contains(t, logs.String(), "sluice: request not rate limited")
-	})
-	t.Run("error handler", func(t *testing.T) {
-		var got error
-		r := gin.New()
-		r.Use(ginlimit.New(l, ginlimit.WithErrorHandler(func(c *gin.Context, err error) bool {
-			got = err
-			c.String(http.StatusServiceUnavailable, "try later")
-			return false
-		})))
-		r.GET("/", func(c *gin.Context) { t.Error("handler ran after the error handler") })
-		w := get(r, "@")
-		require.Equal(t, http.StatusServiceUnavailable, w.Code)
-		require.Equal(t, "try later", w.Body.String())
-		require.ErrorIs(t, got, keyfunc.ErrNoKey)
-	})
 }
 
 // Outside the middleware there is no Decision, and the default denied

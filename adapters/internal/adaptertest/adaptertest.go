@@ -96,8 +96,8 @@ type Route struct {
 type Request struct {
 	// Path is the request target (default "/"); a gRPC harness ignores it.
 	Path string
-	// Remote is the client's address (default 192.0.2.1); a gRPC harness
-	// ignores it.
+	// Remote is the client's address (default 192.0.2.1), or NoAddress; a
+	// gRPC harness ignores it.
 	Remote string
 	// Header is added to the request (each value as its own field line).
 	// An HTTP harness's handlers answer with the status HeaderStatus names
@@ -107,6 +107,10 @@ type Request struct {
 	// decides, as for a client that disconnected.
 	Gone bool
 }
+
+// NoAddress is the Request.Remote of a client with no address, as a
+// Unix socket's peer ("@").
+const NoAddress = "@"
 
 // Response is what the client saw. A gRPC harness maps codes to statuses:
 // OK 200, ResourceExhausted 429, Unavailable 503, anything else 500.
@@ -477,7 +481,7 @@ func skip(t *testing.T, h Harness) {
 }
 
 // undecided: a request the Limiter cannot decide (its store fails, it has
-// no identity, its cost is invalid) goes through without rate-limit
+// no identity or no client address, its cost is invalid) goes through without rate-limit
 // headers and is logged by default; an error handler that refuses it
 // answers instead, without the error text, and the handler does not run.
 func undecided(t *testing.T, h Harness) {
@@ -492,6 +496,7 @@ func undecided(t *testing.T, h Harness) {
 	}{
 		{"store fails", limiter(t, DownStore{}, nil, core.PerMinute(10)), Request{}, ErrDown, ErrDown.Error()},
 		{"no identity", healthy, Request{}, keyfunc.ErrNoKey, `header \"X-API-Key\" is empty`},
+		{"no client address", limiter(t, memStore(t), nil, core.PerMinute(10)), Request{Remote: NoAddress}, keyfunc.ErrNoKey, `no client IP: transport peer \"@\" is not an IP address`},
 		{"invalid cost", healthy, Request{Header: http.Header{"X-Api-Key": {"k"}, "X-Cost": {"-1"}}}, core.ErrInvalidCost, core.ErrInvalidCost.Error()},
 	}
 	for _, tc := range cases {

@@ -10,8 +10,8 @@ import (
 )
 
 // HTTPRequest is r as an HTTP harness sends it: GET r.Path (default "/")
-// from r.Remote (default 192.0.2.1) port 1 with r.Header, its context
-// cancelled if r.Gone.
+// from r.Remote (default 192.0.2.1) port 1 (NoAddress: RemoteAddr "@")
+// with r.Header, its context cancelled if r.Gone.
 func HTTPRequest(t *testing.T, r Request) *http.Request {
 	if r.Path == "" {
 		r.Path = "/"
@@ -27,6 +27,9 @@ func HTTPRequest(t *testing.T, r Request) *http.Request {
 	}
 	hr := httptest.NewRequestWithContext(ctx, http.MethodGet, r.Path, nil)
 	hr.RemoteAddr = net.JoinHostPort(r.Remote, "1")
+	if r.Remote == NoAddress {
+		hr.RemoteAddr = NoAddress
+	}
 	for k, vs := range r.Header {
 		hr.Header[k] = vs
 	}
