@@ -3,6 +3,7 @@ package grpclimit_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -50,6 +51,24 @@ func panicOption(cb adaptertest.Callback) []grpclimit.Option {
 	return nil
 }
 
+// incoming is the first value of the call's metadata key.
+func incoming(ctx context.Context, key string) string {
+	if v := metadata.ValueFromIncomingContext(ctx, key); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+// report tells the client what the handler found: adaptertest.Describe of
+// the call's Decision, in the header metadata.
+func report(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	d, ok := grpclimit.DecisionFrom(ctx)
+	if err := grpc.SetHeader(ctx, metadata.Pairs(strings.ToLower(adaptertest.HeaderDecision), adaptertest.Describe(d, ok))); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
 func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	opts := panicOption(s.Panic)
 	if s.Logger != nil {
@@ -60,19 +79,38 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			if s.OnError(err) {
 				return true, nil
 			}
-			return false, status.Error(codes.Unavailable, "rate limiter unavailable")
+			return false, status.Error(codes.Unavailable, adaptertest.Refused)
 		}))
 	}
+	if s.Cost {
+		opts = append(opts, grpclimit.WithCost(func(ctx context.Context, _ string, _ any) int64 {
+			return adaptertest.CostOf(incoming(ctx, "x-cost"))
+		}))
+	}
+	if s.Skip {
+		opts = append(opts, grpclimit.WithSkip(func(ctx context.Context, _ string) bool { return incoming(ctx, "x-skip") != "" }))
+	}
+	if s.Headers != nil {
+		opts = append(opts, grpclimit.WithHeaders(*s.Headers))
+	}
 	return grpcServer{serve(t, bufconnTransport, []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(gone, grpclimit.UnaryServerInterceptor(s.Limiter, opts...)),
+		grpc.ChainUnaryInterceptor(gone, grpclimit.UnaryServerInterceptor(s.Limiter, opts...), report),
 		grpc.StreamInterceptor(grpclimit.StreamServerInterceptor(s.Limiter, opts...)),
 	})}
 }
 
+// Do makes one unary call with r.Header as metadata, and answers with the
+// header and trailer metadata together and the status message as the
+// body.
 func (g grpcServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
 	ctx := t.Context()
 	if r.Gone {
 		ctx = metadata.AppendToOutgoingContext(ctx, "x-gone", "1")
+	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			ctx = metadata.AppendToOutgoingContext(ctx, strings.ToLower(k), v)
+		}
 	}
 	res := g.s.unary(t, ctx, methodUnary)
 	st, ok := status.FromError(res.err)
@@ -89,12 +127,14 @@ func (g grpcServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response
 		code = http.StatusServiceUnavailable
 	}
 	h := http.Header{}
-	for k, vs := range res.header {
-		for _, v := range vs {
-			h.Add(k, v)
+	for _, md := range []metadata.MD{res.header, res.trailer} {
+		for k, vs := range md {
+			for _, v := range vs {
+				h.Add(k, v)
+			}
 		}
 	}
-	return adaptertest.Response{Status: code, Header: h, Ran: "unary"}
+	return adaptertest.Response{Status: code, Header: h, Body: st.Message(), Ran: "unary", RPC: true}
 }
 
 func (g grpcServer) Runs() int64 { return g.s.echo.calls.Load() }
