@@ -204,6 +204,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Concurrent", func(t *testing.T) { concurrent(t, h) })
 	t.Run("HeadersAndWarningState", func(t *testing.T) { headersAndWarningState(t, h) })
 	t.Run("SeveralPolicies", func(t *testing.T) { severalPolicies(t, h) })
+	t.Run("BindingMoves", func(t *testing.T) { bindingMoves(t, h) })
+	t.Run("Hooks", func(t *testing.T) { hooks(t, h) })
 	t.Run("Cost", func(t *testing.T) { cost(t, h) })
 	t.Run("Skip", func(t *testing.T) { skip(t, h) })
 	t.Run("Undecided", func(t *testing.T) { undecided(t, h) })

@@ -385,3 +385,62 @@ func testPolicies(t *testing.T, h Harness, st core.Store, now time.Time) {
 	require.Equal(t, "2", first)
 	require.Equal(t, first, again)
 }
+
+// hooks: through the adapter, the Limiter's OnWarning fires once, as a
+// client enters the warning state, and OnStateChange at each change of
+// state.
+func hooks(t *testing.T, h Harness) {
+	var mu sync.Mutex
+	var warned, changes []string
+	l, err := core.NewLimiter(memStore(t), []core.Policy{{Name: "per-ip", Key: keyfunc.IP(), Limit: core.PerMinute(10)}},
+		core.OnWarning(func(_ context.Context, _ keyfunc.Request, p core.PolicyResult) {
+			mu.Lock()
+			defer mu.Unlock()
+			warned = append(warned, p.Policy)
+		}),
+		core.OnStateChange(func(_ context.Context, _ keyfunc.Request, p core.PolicyResult) {
+			mu.Lock()
+			defer mu.Unlock()
+			changes = append(changes, p.Previous.String()+">"+p.State.String())
+		}))
+	require.NoError(t, err)
+	s := h.Start(t, Setup{Limiter: l})
+	for range 12 {
+		s.Do(t, Request{})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"per-ip"}, warned, "OnWarning fires once, entering the warning state")
+	require.Equal(t, []string{"normal>warning", "warning>throttled"}, changes)
+}
+
+// bindingMoves: the binding policy (the one RateLimit names) is whichever
+// leaves the least, as time refills one and not the other; the denial
+// names the policy that denied and its exact wait, to the end of an
+// aligned fixed window.
+func bindingMoves(t *testing.T, h Harness) {
+	clock := limitertest.NewClock() // on the hour
+	l, err := core.NewLimiter(clockStore(t, clock), []core.Policy{
+		{Name: "burst", Key: keyfunc.IP(), Limit: core.PerSecond(5)},
+		{Name: "hourly", Key: keyfunc.IP(), Limit: core.PerHour(8).WithAlgorithm(core.FixedWindow)},
+	})
+	require.NoError(t, err)
+	s := h.Start(t, Setup{Limiter: l})
+	var res Response
+	for range 4 {
+		res = s.Do(t, Request{})
+	}
+	require.Equal(t, []sftest.Member{{Name: "burst", Params: map[string]int64{"q": 5, "w": 1}}, {Name: "hourly", Params: map[string]int64{"q": 8, "w": 3600}}},
+		sftest.List(t, res.Header.Get("RateLimit-Policy")))
+	require.Equal(t, "burst", sftest.List(t, res.Header.Get("RateLimit"))[0].Name, "1/5 left is tighter than 4/8")
+	clock.Advance(2 * time.Second)
+	for range 4 {
+		res = s.Do(t, Request{})
+	}
+	require.Equal(t, http.StatusOK, res.Status)
+	require.Equal(t, "hourly", sftest.List(t, res.Header.Get("RateLimit"))[0].Name, "0/8 left now binds")
+	res = s.Do(t, Request{})
+	checkProblem(t, res, "hourly")
+	require.Equal(t, "3598", res.Header.Get("Retry-After"), "the aligned hour ends 3598 s after hh:00:02")
+	require.EqualValues(t, 8, s.Runs())
+}
