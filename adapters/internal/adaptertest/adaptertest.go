@@ -399,7 +399,9 @@ func disconnectedClient(t *testing.T, h Harness) {
 			t.Cleanup(func() { _ = rstore.Close() })
 			var store core.Store = rstore
 			if behind == "guard" {
-				g, err := guard.New(rstore, guard.WithFailOpen(), guard.WithLogger(slog.New(slog.DiscardHandler)))
+				// A timeout far above a loaded machine's latency: the live
+				// requests below must be decided, not failed open.
+				g, err := guard.New(rstore, guard.WithFailOpen(), guard.WithTimeout(5*time.Second), guard.WithLogger(slog.New(slog.DiscardHandler)))
 				require.NoError(t, err)
 				store = g
 			}
