@@ -205,7 +205,7 @@ func headerConfig(t *testing.T, h Harness) {
 }
 
 // perRoute: a limiter on one route only, behind a global one, counts that
-// route alone; another route's limiter with its own key (an API key and
+// route alone, and its Decision merges with the global one's; another route's limiter with its own key (an API key and
 // the route template) counts per key across the route's paths, and lets
 // a request without the key through.
 func perRoute(t *testing.T, h Harness) {
@@ -225,7 +225,9 @@ func perRoute(t *testing.T, h Harness) {
 	}
 	res := s.Do(t, Request{Path: "/login"})
 	checkProblem(t, res, "login")
-	require.Equal(t, map[string]int64{"q": 2, "w": 60}, member(t, res.Header.Get("RateLimit-Policy"), "login").Params)
+	// Stacked, the route's limiter merges with the global one: both
+	// policies are listed, the denying one binds.
+	require.Equal(t, `"per-ip";q=100;w=60, "login";q=2;w=60`, res.Header.Get("RateLimit-Policy"))
 	require.Equal(t, "login", sftest.List(t, res.Header.Get("RateLimit"))[0].Name, "the denying policy binds")
 	require.Equal(t, http.StatusOK, s.Do(t, Request{}).Status, "other routes are unaffected")
 	require.Equal(t, http.StatusOK, s.Do(t, Request{Path: "/login", Remote: "198.51.100.1"}).Status, "other clients are unaffected")
@@ -236,7 +238,10 @@ func perRoute(t *testing.T, h Harness) {
 	key := func(k, path, remote string) Response {
 		return s.Do(t, Request{Path: path, Remote: remote, Header: http.Header{"X-Api-Key": {k}}})
 	}
-	require.Equal(t, "2", key("k1", "/files/a", "203.0.113.7").Header.Get("X-RateLimit-Remaining"))
+	res = key("k1", "/files/a", "203.0.113.7")
+	require.Equal(t, "2", res.Header.Get("X-RateLimit-Remaining"))
+	require.Equal(t, "api normal 2", res.Header.Get(HeaderDecision), "the handler sees the merge, bound by the route's policy")
+	require.Len(t, sftest.List(t, res.Header.Get("RateLimit-Policy")), 2)
 	require.Equal(t, "1", key("k1", "/files/b", "198.51.100.1").Header.Get("X-RateLimit-Remaining"))
 	require.Equal(t, "0", key("k1", "/files/c", "192.0.2.1").Header.Get("X-RateLimit-Remaining"))
 	checkProblem(t, key("k1", "/files/a", "192.0.2.2"), "api")
