@@ -1,6 +1,15 @@
 // Package adaptertest is the conformance suite of the sluice adapters: the
 // behaviour every adapter (net/http, Gin, Echo, Fiber, gRPC) must share,
 // written once and run against each through a Harness.
+//
+// A harness maps the suite's Setup onto the adapter's options and its
+// Request and Response onto the framework's; it is the only code an
+// adapter's conformance_test.go holds. What is left in an adapter's other
+// tests is its framework's own (router path semantics, error paths,
+// request views, buffer reuse). The cases that need paths, client
+// addresses or response bodies run for HTTP harnesses only (those with
+// Routers); the others run for gRPC too, which answers with metadata and
+// a status (Response.RPC).
 package adaptertest
 
 import (
@@ -195,7 +204,8 @@ type Harness interface {
 	Routers() []string
 }
 
-// Run runs the conformance suite against h.
+// Run runs the conformance suite against h: every case for an HTTP
+// harness, the protocol-neutral ones for a gRPC harness (no Routers).
 func Run(t *testing.T, h Harness) {
 	t.Run("UndecidedLogIsRateLimited", func(t *testing.T) { undecidedLogIsRateLimited(t, h) })
 	t.Run("ErrorHandlerCanContinue", func(t *testing.T) { errorHandlerCanContinue(t, h) })
