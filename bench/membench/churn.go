@@ -93,9 +93,9 @@ func Churn(d time.Duration, sweeper bool) (ChurnResult, error) {
 	var herr error
 	for i := 0; ; i++ {
 		t0 := time.Now()
-		r, err := takeOne(ctx, s, hot[i%ChurnHotKeys], hotL, 1)
+		allowed, err := takeOne(ctx, s, hot[i%ChurnHotKeys], hotL, 1)
 		t1 := time.Now()
-		if err == nil && !r.Allowed {
+		if err == nil && !allowed {
 			err = fmt.Errorf("hot key %s denied", hot[i%ChurnHotKeys])
 		}
 		if err != nil {

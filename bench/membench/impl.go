@@ -99,21 +99,22 @@ func newSluice(c Config) (Limiter, error) {
 }
 
 func (l *sluiceLimiter) Allow(key string) bool {
-	res, err := takeOne(l.ctx, l.st, key, l.lim, 1)
+	allowed, err := takeOne(l.ctx, l.st, key, l.lim, 1)
 	if err != nil {
 		panic(fmt.Sprintf("sluice: Take: %v", err))
 	}
-	return res.Allowed
+	return allowed
 }
 
-// takeOne is a Take of one op: cost units of key (an identity without a
-// policy) under l. Its op and result stay on the stack: the memory store
-// keeps neither.
-func takeOne(ctx context.Context, s *memorystore.Store, key string, l core.Limit, cost int64) (core.Result, error) {
+// takeOne is a Take of one op, cost units of key (an identity without a
+// policy) under l, reporting whether it was admitted. Its op and result
+// stay on the stack (the memory store keeps neither), and only Allowed is
+// copied out of the Result.
+func takeOne(ctx context.Context, s *memorystore.Store, key string, l core.Limit, cost int64) (bool, error) {
 	ops := [1]core.Op{{Key: core.Key{Identity: key}, Limit: l, Cost: cost}}
 	var out [1]core.Result
 	err := s.Take(ctx, ops[:], out[:])
-	return out[0], err
+	return out[0].Allowed, err
 }
 
 func (l *sluiceLimiter) Close() error { return l.st.Close() }
