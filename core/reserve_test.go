@@ -230,3 +230,61 @@ func testReserveQueue(t *testing.T, newStore func() core.Store, storeNow func() 
 	require.Less(t, elapsed, 2*time.Second)
 	t.Logf("12 Waits through 2 instances in %s (ideal 1.1s)", elapsed)
 }
+
+// Under an override the booking is made on the override's state and a
+// Cancel gives it back there; an override whose limit is a window admits
+// now or not at all (a take), and a block books nothing.
+func TestReserveUnderOverrides(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		testReserveOverrides(t, func(t *testing.T, clock func() time.Time) core.Store {
+			return memStore(t, memorystore.WithClock(clock))
+		})
+	})
+	t.Run("redis", func(t *testing.T) {
+		c := redistest.StartServer(t).Client(t)
+		testReserveOverrides(t, func(t *testing.T, clock func() time.Time) core.Store {
+			s, err := redisstore.New(c, redisstore.WithClock(clock), redisstore.WithTimeout(5*time.Second))
+			require.NoError(t, err)
+			t.Cleanup(func() { s.Close() })
+			return s
+		})
+	})
+}
+
+func testReserveOverrides(t *testing.T, newStore func(t *testing.T, clock func() time.Time) core.Store) {
+	ctx := context.Background()
+	clock := limitertest.NewClock()
+	l, err := core.NewLimiter(newStore(t, clock.Now), []core.Policy{
+		{Name: "q", Key: ipKey(t), Limit: core.PerSecond(10).WithBurst(1)},
+	})
+	require.NoError(t, err)
+	until := clock.Now().Add(time.Hour)
+	raised := core.PerSecond(20).WithBurst(1)
+	require.NoError(t, l.SetOverride(ctx, "q", "a", raised, until))
+	r1, err := l.Reserve(ctx, "q", "a", time.Second)
+	require.NoError(t, err)
+	require.True(t, r1.OK())
+	require.Equal(t, raised, r1.Result().Limit)
+	r2, err := l.Reserve(ctx, "q", "a", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 50*time.Millisecond, r2.Result().RetryAfter, "booked under the override's 20/s")
+	require.NoError(t, r2.Cancel(ctx))
+	r3, err := l.Reserve(ctx, "q", "a", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 50*time.Millisecond, r3.Result().RetryAfter, "the cancel gave the slot back to the override's state")
+
+	window := core.PerSecond(1).WithAlgorithm(core.FixedWindow)
+	require.NoError(t, l.SetOverride(ctx, "q", "b", window, until))
+	r, err := l.Reserve(ctx, "q", "b", time.Hour)
+	require.NoError(t, err)
+	require.True(t, r.OK())
+	require.Zero(t, r.Result().RetryAfter)
+	r, err = l.Reserve(ctx, "q", "b", time.Hour)
+	require.NoError(t, err)
+	require.False(t, r.OK(), "a window override booked ahead")
+
+	require.NoError(t, l.Block(ctx, "q", "c", until))
+	r, err = l.Reserve(ctx, "q", "c", time.Hour)
+	require.NoError(t, err)
+	require.False(t, r.OK(), "a blocked identity booked")
+}
