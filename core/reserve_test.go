@@ -80,6 +80,18 @@ func testReserve(t *testing.T, newStore func(t *testing.T, clock func() time.Tim
 			r = book(1, time.Second)
 			require.True(t, r.OK())
 			require.Equal(t, 100*time.Millisecond, r.Result().RetryAfter)
+			// A Wait whose context ends while it sleeps gives its slot back.
+			r = book(1, time.Second)
+			slot := r.Result().At
+			require.NoError(t, r.Cancel(ctx))
+			cctx, ccancel := context.WithCancel(ctx)
+			time.AfterFunc(20*time.Millisecond, ccancel)
+			start := time.Now()
+			_, err = l.Wait(cctx, "q", "hook")
+			require.ErrorIs(t, err, context.Canceled)
+			require.Less(t, time.Since(start), 150*time.Millisecond, "the Wait slept past its cancel")
+			r = book(1, time.Second)
+			require.Equal(t, slot, r.Result().At, "the cancelled Wait kept its slot")
 		})
 	}
 }
