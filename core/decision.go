@@ -42,6 +42,9 @@ func (p *PolicyResult) op() Op {
 func (p *PolicyResult) ShadowDenied() bool { return p.Shadow && !p.Allowed }
 
 // Decision is the outcome of a request under every policy of a Limiter.
+// A Decision returned by Check, CheckWith or Peek may be copied; one filled
+// by Decide may not (its Results may point into it): pass it by pointer. A
+// Decision is not safe for concurrent modification.
 type Decision struct {
 	// Allowed is false if any policy denied the request.
 	Allowed bool

@@ -31,7 +31,19 @@ type Observer interface {
 }
 
 // Limiter checks requests against its policies in a Store. Build one with
-// NewLimiter; it is safe for concurrent use. Every adapter calls Check.
+// NewLimiter: the zero Limiter has no store and no policies and is not
+// usable. A Limiter is safe for concurrent use, and SetPolicies may run
+// while requests are decided.
+//
+// Its entry points, from the simplest:
+//
+//   - Check(ctx, r): decide r under every policy that matches it, cost 1.
+//   - CheckWith(ctx, r, c): Check with a cost and a key override (Call).
+//   - Decide(ctx, r, c, d): CheckWith writing into a Decision the caller
+//     owns (the adapters keep one per request).
+//   - Peek(ctx, r): where r stands, counting nothing.
+//   - Allow, AllowN, Wait, WaitN, Reserve, ReserveN: one policy and an
+//     identity the caller names, outside a request (see AllowN).
 type Limiter struct {
 	store   Store
 	set     atomic.Pointer[policySet]
