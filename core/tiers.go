@@ -16,7 +16,11 @@ type Tiering struct {
 	// Key identifies the caller whose tier is looked up (an API key, a user).
 	Key keyfunc.Func
 	// Resolve returns the caller's tier; "" or a tier a policy does not list
-	// means that policy's default Limit.
+	// means that policy's default Limit. An error, or a panic, means the
+	// default limits for this request, and is not cached. id may alias the
+	// request's memory (under Fiber it does): Resolve must copy it
+	// (strings.Clone) to keep it after it returns. Resolve is called
+	// concurrently, on a cache miss, in the requesting goroutine.
 	Resolve func(ctx context.Context, id string) (string, error)
 	// TTL is how long a resolved tier is cached in memory (default 1 minute).
 	TTL time.Duration
