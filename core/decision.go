@@ -67,7 +67,6 @@ type Decision struct {
 	Skipped []string
 
 	buf  [1]PolicyResult // Results of one policy, without an allocation
-	one  [1]Op           // the op of a request one policy decides, without an allocation
 	idem *idemRecord     // the idempotency record a counted original wrote
 	sctx detached        // the context of store calls (see storeContext)
 }

@@ -72,8 +72,9 @@ func (l *Limiter) keyPolicy(fn, policy, identity string, n int64) (*compiledPoli
 	return nil, fmt.Errorf("sluice: %s: no policy %q", fn, policy)
 }
 
-// scratch is the op and result of one key-level take: pooled, so that an
-// AllowN allocates nothing (a slice passed to the Store escapes).
+// scratch is the op and result of one take: pooled, so that an AllowN
+// allocates nothing and a Decision need not hold its op (a slice passed to
+// the Store escapes).
 type scratch struct {
 	op  [1]Op
 	res [1]Result

@@ -49,7 +49,7 @@ type Limiter struct {
 	set     atomic.Pointer[policySet]
 	tiers   *tierCache
 	cfg     limiterConfig
-	scratch sync.Pool // of *scratch, for the key-level API
+	scratch sync.Pool // of *scratch, for store calls of one op
 }
 
 type limiterConfig struct {
@@ -348,16 +348,23 @@ func (l *Limiter) run(ctx context.Context, d *Decision, extra *Op, extraRes *Res
 	}
 	switch {
 	case m == 0:
-	case m == 1 && extra == nil: // one op, in d: no allocation
+	case m == 1 && extra == nil: // one op, pooled: no allocation
 		var p *PolicyResult
 		for j := range d.Results {
 			if !d.Results[j].Unidentified {
 				p = &d.Results[j]
 			}
 		}
-		d.one[0] = p.op()
+		sc, _ := l.scratch.Get().(*scratch)
+		if sc == nil {
+			sc = new(scratch)
+		}
+		sc.op[0] = p.op()
 		// The store writes the Result in place: out is p's own.
-		if err := l.store.Take(ctx, d.one[:], unsafe.Slice(&p.Result, 1)); err != nil {
+		err := l.store.Take(ctx, sc.op[:], unsafe.Slice(&p.Result, 1))
+		sc.op[0] = Op{} // keeps no identity
+		l.scratch.Put(sc)
+		if err != nil {
 			return fmt.Errorf("sluice: policy %q: %w", p.Policy, err)
 		}
 	default:
