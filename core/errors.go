@@ -13,7 +13,9 @@ var (
 	// ErrInvalidLimit means a Limit or a Thresholds value cannot be used; the
 	// wrapping error names the field and the bound it broke.
 	ErrInvalidLimit = errors.New("sluice: invalid limit")
-	// ErrInvalidCost means a negative cost was passed to Take.
+	// ErrInvalidCost means a Take's ops cannot be decided: a negative cost,
+	// a negative MaxDelay, a booking among several ops, or two ops of one
+	// Key (see ValidateGroup).
 	ErrInvalidCost = errors.New("sluice: invalid cost")
 	// ErrNoKey means a key was empty. sluice never lets an empty key fall into
 	// one shared bucket: the caller decides what an unidentified request gets.

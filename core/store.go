@@ -56,6 +56,26 @@ func ValidateBooking(maxDelay time.Duration, n int) error {
 	return nil
 }
 
+// ValidateGroup reports why ops cannot be decided in one Take of several
+// ops: nil, or an error wrapping ErrInvalidCost that names the op and the
+// field: a booking (see ValidateBooking), or an op whose Key an earlier op
+// has (each op is decided against its Key's state before the Take, so two
+// ops of one Key would each see the other's units as free, and admit more
+// than the Limit).
+func ValidateGroup(ops []Op) error {
+	for i := range ops {
+		if err := ValidateBooking(ops[i].MaxDelay, len(ops)); err != nil {
+			return fmt.Errorf("op %d: %w", i, err)
+		}
+		for j := range i {
+			if ops[j].Key == ops[i].Key {
+				return fmt.Errorf("op %d: Key: %w: op %d has the same Key", i, ErrInvalidCost, j)
+			}
+		}
+	}
+	return nil
+}
+
 // Admission names one admission to give back with Store.Refund: the op that
 // was admitted, and its Result's At and Override.
 type Admission struct {
@@ -89,7 +109,8 @@ type Admission struct {
 // Limit per Key (the Limiter's keys name the policy).
 type Store interface {
 	// Take decides every op, all or nothing, writing op i's Result to
-	// out[i] (len(out) must be len(ops)). An op with Cost >= 1 consumes
+	// out[i] (len(out) must be len(ops)). Each op names its own Key: ops
+	// sharing a Key are an error (see ValidateGroup). An op with Cost >= 1 consumes
 	// Cost units when admitted; Cost 0 peeks and writes nothing; a Cost
 	// above the Limit's capacity is denied with RetryAfter RetryNever. If
 	// any op that is not Shadow is denied, no op consumes anything: the

@@ -199,10 +199,8 @@ func (s *Store) Take(_ context.Context, ops []core.Op, out []core.Result) error 
 	case 1:
 		return s.take(&ops[0], &out[0])
 	}
-	for i := range ops {
-		if ops[i].MaxDelay != 0 {
-			return fmt.Errorf("memorystore: Take: op %d: %w", i, core.ValidateBooking(ops[i].MaxDelay, len(ops)))
-		}
+	if err := core.ValidateGroup(ops); err != nil {
+		return fmt.Errorf("memorystore: Take: %w", err)
 	}
 	return s.takeAll(ops, out)
 }

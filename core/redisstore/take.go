@@ -34,10 +34,8 @@ func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) erro
 		}
 		return s.take(ctx, cp, op, &out[0])
 	}
-	for i := range ops {
-		if ops[i].MaxDelay != 0 {
-			return fmt.Errorf("redisstore: Take: op %d: %w", i, core.ValidateBooking(ops[i].MaxDelay, len(ops)))
-		}
+	if err := core.ValidateGroup(ops); err != nil {
+		return fmt.Errorf("redisstore: Take: %w", err)
 	}
 	return s.takeAll(ctx, ops, out)
 }
