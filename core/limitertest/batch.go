@@ -2,6 +2,7 @@ package limitertest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -79,6 +80,16 @@ func testBatch(t *testing.T, newStore Factory) {
 				clock.Advance(time.Hour)
 				if err := s.Take(ctx, ops, out); err != nil || !out[0].Allowed || !out[1].Allowed {
 					t.Fatalf("an hour later: %+v %v", out, err)
+				}
+				// Two ops of one Key are an error, and count nothing
+				// (decided against one state, they admitted 6 of 5).
+				k := Key(t)
+				dup := []core.Op{{Key: k, Limit: wide, Cost: 3}, ops[0], {Key: k, Limit: wide, Cost: 3}}
+				if err := s.Take(ctx, dup, make([]core.Result, 3)); !errors.Is(err, core.ErrInvalidCost) {
+					t.Fatalf("a Take of two ops of one Key: %v, want an error wrapping ErrInvalidCost", err)
+				}
+				if r, err := TakeOne(ctx, s, k, wide, 0); err != nil || r.Remaining != 5 {
+					t.Fatalf("a refused Take counted: %+v %v", r, err)
 				}
 			})
 		}
