@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/sluicehq/sluice/adapters/echolimit"
+	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
 	"github.com/sluicehq/sluice/core"
 )
 
@@ -24,7 +25,7 @@ func (discard) WriteHeader(int)             {}
 // middleware (memory store, one key) against the same Echo without it; the
 // overhead is the difference.
 func BenchmarkMiddleware(b *testing.B) {
-	l := ipLimiter(b, core.Per(1_000_000_000, time.Second))
+	l := adaptertest.IPLimiter(b, core.Per(1_000_000_000, time.Second))
 	ok := func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }
 	bare := newEcho()
 	bare.GET("/", ok)

@@ -12,24 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/adapters/echolimit"
+	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/keyfunc"
 	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // Echo's own idioms. The behaviour every adapter shares is in the
 // conformance suite (conformance_test.go).
-
-func ipLimiter(t testing.TB, l core.Limit) *core.Limiter {
-	s, err := memorystore.New()
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	ip := keyfunc.IP()
-	lim, err := core.NewLimiter(s, []core.Policy{{Name: "per-ip", Key: ip, Limit: l}})
-	require.NoError(t, err)
-	return lim
-}
 
 func newEcho() *echo.Echo {
 	e := echo.New()
@@ -78,7 +67,7 @@ func checkProblem(t *testing.T, w *httptest.ResponseRecorder, violated ...string
 // renders it its own way; one that delegates to Echo's default gets the
 // problem document; HEAD gets no body.
 func TestDenialTakesTheErrorPath(t *testing.T) {
-	l := ipLimiter(t, core.PerMinute(1))
+	l := adaptertest.IPLimiter(t, core.PerMinute(1))
 
 	t.Run("custom error handler", func(t *testing.T) {
 		var seen []error

@@ -9,24 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/adapters/ginlimit"
+	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/keyfunc"
 	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // Gin's own idioms. The behaviour every adapter shares is in the
 // conformance suite (conformance_test.go).
-
-func ipLimiter(t testing.TB, l core.Limit) *core.Limiter {
-	s, err := memorystore.New()
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	ip := keyfunc.IP()
-	lim, err := core.NewLimiter(s, []core.Policy{{Name: "per-ip", Key: ip, Limit: l}})
-	require.NoError(t, err)
-	return lim
-}
 
 func hello(c *gin.Context) { c.String(http.StatusOK, "hello") }
 
@@ -57,7 +46,7 @@ func TestOutsideTheMiddleware(t *testing.T) {
 // A custom denied handler that wraps the default one gets its problem
 // document; neither needs to call Abort.
 func TestDeniedHandlerWrapsTheDefault(t *testing.T) {
-	l := ipLimiter(t, core.PerMinute(1))
+	l := adaptertest.IPLimiter(t, core.PerMinute(1))
 	var seen []bool
 	r := gin.New()
 	r.Use(ginlimit.New(l, ginlimit.WithDeniedHandler(func(c *gin.Context) {

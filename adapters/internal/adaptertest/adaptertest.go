@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/sftest"
@@ -556,4 +557,17 @@ func undecided(t *testing.T, h Harness) {
 			require.ErrorIs(t, got, tc.is)
 		})
 	}
+}
+
+// IPLimiter is a Limiter of one policy "per-ip" of l, keyed by keyfunc.IP,
+// on a memory store that t closes: the fixture of an adapter's own tests
+// and benchmarks.
+func IPLimiter(t testing.TB, l core.Limit) *core.Limiter {
+	t.Helper()
+	st, err := memorystore.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	lim, err := core.NewLimiter(st, []core.Policy{{Name: "per-ip", Key: keyfunc.IP(), Limit: l}})
+	require.NoError(t, err)
+	return lim
 }
