@@ -14,7 +14,6 @@ package adaptertest
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,15 +37,14 @@ import (
 	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
-// ErrDown is the error of the Store whose backend is down (DownStore).
+// ErrDown is the error of a Store whose backend is down (FlakyStore).
 var ErrDown = errors.New("adaptertest: backend down")
 
-// DownStore is a Store whose backend is down: every Take fails with ErrDown.
-type DownStore struct{ core.Store }
-
-// Take fails with ErrDown.
-func (DownStore) Take(context.Context, []core.Op, []core.Result) error {
-	return ErrDown
+// downStore is a Store whose backend is down: every Take fails with ErrDown.
+func downStore() *FlakyStore {
+	s := &FlakyStore{}
+	s.Down.Store(true)
+	return s
 }
 
 // Callback names a callback the harness installs as one that panics.
@@ -322,7 +320,7 @@ func (b *SyncBuffer) String() string {
 func undecidedLogIsRateLimited(t *testing.T, h Harness) {
 	var logs SyncBuffer
 	s := h.Start(t, Setup{
-		Limiter: limiter(t, DownStore{}, nil, core.PerMinute(1)),
+		Limiter: limiter(t, downStore(), nil, core.PerMinute(1)),
 		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	start := time.Now()
@@ -338,7 +336,7 @@ func undecidedLogIsRateLimited(t *testing.T, h Harness) {
 // errorHandlerCanContinue (issue 12 item 3): the error handler chooses to
 // let an undecided request through or to refuse it.
 func errorHandlerCanContinue(t *testing.T, h Harness) {
-	l := limiter(t, DownStore{}, nil, core.PerMinute(1))
+	l := limiter(t, downStore(), nil, core.PerMinute(1))
 	for _, proceed := range []bool{true, false} {
 		var mu sync.Mutex
 		var got error
@@ -515,7 +513,7 @@ func undecided(t *testing.T, h Harness) {
 		logged  string // what the log says of the error
 	}
 	cases := []undecidedCase{
-		{"store fails", limiter(t, DownStore{}, nil, core.PerMinute(10)), Request{}, ErrDown, ErrDown.Error()},
+		{"store fails", limiter(t, downStore(), nil, core.PerMinute(10)), Request{}, ErrDown, ErrDown.Error()},
 		{"no identity", healthy, Request{}, keyfunc.ErrNoKey, `header \"X-API-Key\" is empty`},
 		{"invalid cost", healthy, Request{Header: http.Header{"X-Api-Key": {"k"}, "X-Cost": {"-1"}}}, core.ErrInvalidCost, core.ErrInvalidCost.Error()},
 	}
