@@ -50,7 +50,10 @@ func ExampleNewLimiter() {
 // says whether it is allowed and which policy binds: the one the client
 // should hear about in the response headers.
 func ExampleLimiter_Check() {
-	store, err := memorystore.New()
+	// A stopped clock keeps the output the same on every run; a real
+	// program calls memorystore.New() and lets time pass.
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, err := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	if err != nil {
 		panic(err)
 	}
@@ -70,7 +73,7 @@ func ExampleLimiter_Check() {
 			panic(err) // no identity, an invalid cost, or the store failed
 		}
 		b := d.Bound()
-		fmt.Println(d.Allowed, b.Policy, b.Remaining, b.RetryAfter.Round(time.Second))
+		fmt.Println(d.Allowed, b.Policy, b.Remaining, b.RetryAfter)
 	}
 
 	// Without an X-API-Key the only policy has no identity: the request
