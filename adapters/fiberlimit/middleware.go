@@ -88,11 +88,11 @@ func (flow) Earlier(fc *fiber.Ctx) *core.Decision { d, _ := DecisionFrom(fc); re
 // copied and normalized again). d holds no request memory (policy names
 // are the Limiter's), so a handler may keep the pointer after the request.
 func (flow) Publish(fc *fiber.Ctx, _ *request, d *core.Decision, f *fieldfmt.Formatter) {
-	var buf [128]byte
-	fields, _ := f.Append(buf[:0], d, f.Now())
+	buf, fb := [128]byte{}, fieldfmt.Builder{}
+	out := f.Build(&fb, buf[:0], d, f.Now())
 	names := middleware.Names(fc.App().Config().DisableHeaderNormalizing)
-	for i := range fields.N {
-		fc.Response().Header.SetCanonical(middleware.Bytes(names[fields.ID[i]]), middleware.Bytes(fields.Value[i]))
+	for i := range fb.Len() {
+		fc.Response().Header.SetCanonical(middleware.Bytes(names[fb.ID(i)]), fb.ValueBytes(i, out))
 	}
 	fc.Locals(DecisionKey, d)
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/core"
 )
@@ -106,6 +107,16 @@ func (fb *builder) ID(i int) uint8 { return fb.id[i] }
 // Value returns the value of the field recorded i-th, all being the buffer
 // Build returned, as a string.
 func (fb *builder) Value(i int, all string) string { return fb.value(i, all) }
+
+// ValueBytes is Value as bytes, out being the buffer Build returned, for
+// a framework's setters that copy them (fasthttp's): they must not be
+// written.
+func (fb *builder) ValueBytes(i int, out []byte) []byte {
+	if v := fb.set[i]; v != "" {
+		return unsafe.Slice(unsafe.StringData(v), len(v))
+	}
+	return out[fb.start[i]:fb.end[i]]
+}
 
 // value returns the value of field i, all being the final buffer.
 func (fb *builder) value(i int, all string) string {

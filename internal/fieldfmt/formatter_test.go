@@ -43,7 +43,27 @@ func TestBuildIsAppend(t *testing.T) {
 	for i := range fb.Len() {
 		require.Equal(t, want.ID[i], fb.ID(i))
 		require.Equal(t, want.Value[i], fb.Value(i, string(out)))
+		require.Equal(t, want.Value[i], string(fb.ValueBytes(i, out)))
 	}
+}
+
+// Build into an array on the caller's stack, read with ValueBytes (as
+// Fiber writes the fields), allocates nothing once the texts are cached.
+func TestBuildToTheStackAllocatesNothing(t *testing.T) {
+	f := NewFormatter(Config{})
+	d := decisionOf(t)
+	now := time.Now()
+	f.Append(nil, d, now) // caches the texts
+	n := 0
+	allocs := testing.AllocsPerRun(100, func() {
+		buf, fb := [128]byte{}, Builder{}
+		out := f.Build(&fb, buf[:0], d, now)
+		for i := range fb.Len() {
+			n += len(fb.ValueBytes(i, out))
+		}
+	})
+	require.Zero(t, allocs)
+	require.Positive(t, n)
 }
 
 // Append into an array on the caller's stack allocates nothing once the
