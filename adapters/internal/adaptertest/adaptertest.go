@@ -225,6 +225,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("RefillAndOtherClients", func(t *testing.T) { refillAndOtherClients(t, h) })
 		t.Run("DeniedHandler", func(t *testing.T) { deniedHandler(t, h) })
 		t.Run("PerRoute", func(t *testing.T) { perRoute(t, h) })
+		t.Run("Stacked", func(t *testing.T) { stacked(t, h) })
 		t.Run("RouteTemplate", func(t *testing.T) { routeTemplate(t, h) })
 		t.Run("ClientAddress", func(t *testing.T) { clientAddress(t, h) })
 		t.Run("Policies", func(t *testing.T) { policies(t, h) })
