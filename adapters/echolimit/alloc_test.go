@@ -32,11 +32,24 @@ func TestMiddlewareAllocations(t *testing.T) {
 		req := httptest.NewRequest(http.MethodGet, "/", nil)
 		req.RemoteAddr = "203.0.113.7:4000"
 		w := discard{} // bench_test.go's: the writer keeps nothing
-		return testing.AllocsPerRun(200, func() {
+		return leastAllocs(func() {
 			clear(w)
 			e.ServeHTTP(w, req)
 		})
 	}
 	bare, limited := allocs(), allocs(echolimit.New(l))
 	require.LessOrEqual(t, limited-bare, 4.0, "bare %v, limited %v", bare, limited)
+}
+
+// leastAllocs is the fewest allocations f makes in a run, over five
+// measurements: testing.AllocsPerRun counts every goroutine's allocations,
+// and one that another test left running (a breaker probing a stopped
+// Redis, say) only ever adds to them.
+func leastAllocs(f func()) float64 {
+	least := testing.AllocsPerRun(100, f)
+	for range 4 {
+		time.Sleep(time.Millisecond)
+		least = min(least, testing.AllocsPerRun(100, f))
+	}
+	return least
 }

@@ -36,7 +36,7 @@ func TestMiddlewareAllocations(t *testing.T) {
 		req.Header.Set("X-API-Key", "k-0123456789")
 		var fctx fasthttp.RequestCtx
 		fctx.Init(&req, &net.TCPAddr{IP: net.IPv4(203, 0, 113, 7), Port: 5555}, nil)
-		return testing.AllocsPerRun(200, func() {
+		return leastAllocs(func() {
 			fctx.Response.Reset()
 			fctx.ResetUserValues()
 			h(&fctx)
@@ -52,4 +52,17 @@ func TestMiddlewareAllocations(t *testing.T) {
 	byKey := allocs(fiberlimit.New(limiter(keyfunc.Header("X-API-Key"))))
 	require.LessOrEqual(t, byIP-bare, 2.0, "bare %v, by IP %v", bare, byIP)
 	require.LessOrEqual(t, byKey-bare, 1.0, "bare %v, by key %v", bare, byKey)
+}
+
+// leastAllocs is the fewest allocations f makes in a run, over five
+// measurements: testing.AllocsPerRun counts every goroutine's allocations,
+// and one that another test left running (a breaker probing a stopped
+// Redis, say) only ever adds to them.
+func leastAllocs(f func()) float64 {
+	least := testing.AllocsPerRun(100, f)
+	for range 4 {
+		time.Sleep(time.Millisecond)
+		least = min(least, testing.AllocsPerRun(100, f))
+	}
+	return least
 }
