@@ -107,18 +107,25 @@ func (r *Reservation) DelayFrom(t time.Time) time.Duration {
 // store's clock (µs), and whose Remaining is zero while bookings queue.
 func (r *Reservation) Result() PolicyResult { return r.pr }
 
-// Cancel gives the slot back: the holder will not act on it. The store
-// gives back as much of it as is provably safe (see docs/algorithms.md,
-// "Booking"): all of it while nothing was booked behind it, less what later
-// bookings rest on, and, once the slot has passed, only what has not
-// drained yet. A Reservation is given back at most once: later calls, and a
-// Cancel of a Reservation that is not OK, do nothing. The store call runs
-// detached from ctx's cancellation (bounded by WithStoreTimeout); an error
-// means the store failed, and the slot stays counted.
+// Cancel gives the slot back: the holder will not act on it. Before the
+// slot, the store gives back as much of it as is provably safe (see
+// docs/algorithms.md, "Booking"): all of it while nothing was booked behind
+// it, less what later bookings rest on. Once the slot has come (Delay is
+// zero, on the local clock: at once for a slot booked now), Cancel gives
+// nothing back, as x/time/rate's: the holder may have acted on it, and a
+// Cancel deferred past the act would otherwise free a second slot. A
+// Reservation is given back at most once: later calls, and a Cancel of a
+// Reservation that is not OK, do nothing. The store call runs detached from
+// ctx's cancellation (bounded by WithStoreTimeout); an error means the
+// store failed, and the slot stays counted.
 func (r *Reservation) Cancel(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done {
+		return nil
+	}
+	if r.pr.Allowed && !time.Now().Before(r.act) {
+		r.done = true // the slot has come: it is the holder's
 		return nil
 	}
 	if err := r.l.cancel(ctx, &r.pr); err != nil {
