@@ -68,6 +68,9 @@ func options(s adaptertest.Setup) []echolimit.Option {
 	if s.Skip {
 		opts = append(opts, echolimit.WithSkip(func(c echo.Context) bool { return c.Request().Header.Get("X-Skip") != "" }))
 	}
+	if s.Key != nil {
+		opts = append(opts, echolimit.WithKey(s.Key))
+	}
 	if s.Headers != nil {
 		opts = append(opts, echolimit.WithHeaders(*s.Headers))
 	}

@@ -62,6 +62,9 @@ func options(s adaptertest.Setup) []fiberlimit.Option {
 	if s.Skip {
 		opts = append(opts, fiberlimit.WithSkip(func(c *fiber.Ctx) bool { return c.Get("X-Skip") != "" }))
 	}
+	if s.Key != nil {
+		opts = append(opts, fiberlimit.WithKey(s.Key))
+	}
 	if s.Headers != nil {
 		opts = append(opts, fiberlimit.WithHeaders(*s.Headers))
 	}
@@ -86,14 +89,16 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	opts := options(s)
 	app := fiber.New(fiberRouters[s.Router])
 	srv := &fiberServer{}
-	// A gone client: an app that ties UserContext to the connection sees
-	// it cancelled.
+	// The request's context (UserContext) holds ContextValue; a gone
+	// client's is cancelled, as an app that ties it to the connection sees.
 	app.Use(func(c *fiber.Ctx) error {
+		ctx := context.WithValue(c.UserContext(), adaptertest.ContextKey{}, adaptertest.ContextValue)
 		if c.Get("X-Gone") != "" {
-			ctx, cancel := context.WithCancel(context.Background())
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(ctx)
 			cancel()
-			c.SetUserContext(ctx)
 		}
+		c.SetUserContext(ctx)
 		return c.Next()
 	})
 	if s.Limiter != nil {

@@ -70,6 +70,9 @@ func options(s adaptertest.Setup) []ginlimit.Option {
 	if s.Skip {
 		opts = append(opts, ginlimit.WithSkip(func(c *gin.Context) bool { return c.GetHeader("X-Skip") != "" }))
 	}
+	if s.Key != nil {
+		opts = append(opts, ginlimit.WithKey(s.Key))
+	}
 	if s.Headers != nil {
 		opts = append(opts, ginlimit.WithHeaders(*s.Headers))
 	}

@@ -48,6 +48,9 @@ func options(s adaptertest.Setup) []httplimit.Option {
 	if s.Skip {
 		opts = append(opts, httplimit.WithSkip(func(r *http.Request) bool { return r.Header.Get("X-Skip") != "" }))
 	}
+	if s.Key != nil {
+		opts = append(opts, httplimit.WithKey(s.Key))
+	}
 	if s.Headers != nil {
 		opts = append(opts, httplimit.WithHeaders(*s.Headers))
 	}

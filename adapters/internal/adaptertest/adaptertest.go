@@ -84,6 +84,9 @@ type Setup struct {
 	// ("login", "files"), with the options above; the global one (Limiter)
 	// is installed only if Limiter is not nil.
 	Routes map[string]Route
+	// Key, when not nil, replaces the policies' keys in the global
+	// middleware (the WithKey option).
+	Key keyfunc.Func
 	// Headers, when not nil, is the middleware's header configuration.
 	Headers *ratelimitfields.Config
 	// Denied, when set, installs a denied handler that answers 429 with the
@@ -147,6 +150,13 @@ const (
 	// handler answers with (StatusOf).
 	HeaderStatus = "X-Test-Status"
 )
+
+// ContextKey is the key of ContextValue in the context of every request
+// an HTTP harness sends: the context the adapter's keyfunc.Request gives.
+type ContextKey struct{}
+
+// ContextValue is the value of ContextKey in a request's context.
+const ContextValue = "the request's context"
 
 // Describe is what a handler reports of the Decision the adapter gave it
 // (ok: one was found): "none", or the binding policy, the state and the
@@ -228,6 +238,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("Stacked", func(t *testing.T) { stacked(t, h) })
 		t.Run("RouteTemplate", func(t *testing.T) { routeTemplate(t, h) })
 		t.Run("ClientAddress", func(t *testing.T) { clientAddress(t, h) })
+		t.Run("RequestView", func(t *testing.T) { requestView(t, h) })
 		t.Run("Policies", func(t *testing.T) { policies(t, h) })
 		t.Run("PathVariants", func(t *testing.T) { pathVariants(t, h, routers) })
 	}

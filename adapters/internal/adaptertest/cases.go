@@ -449,3 +449,51 @@ func bindingMoves(t *testing.T, h Harness) {
 	require.Equal(t, "3598", res.Header.Get("Retry-After"), "the aligned hour ends 3598 s after hh:00:02")
 	require.EqualValues(t, 8, s.Runs())
 }
+
+// viewSeen is what a key function read of its keyfunc.Request.
+type viewSeen struct {
+	route, path, method, header, upper, query, missing, remote string
+	lines                                                      []string
+	absent                                                     bool
+	ctx                                                        any
+}
+
+// requestView: a key function reads the request as it was sent through
+// the adapter's keyfunc.Request: the route (RouteKeys), the path, the
+// method, headers in any case and every line of a repeated one, the first
+// value of a query parameter, the peer's address and the request's
+// context.
+func requestView(t *testing.T, h Harness) {
+	rk, ok := h.(RouteKeys)
+	require.True(t, ok, "an HTTP harness implements RouteKeys")
+	var mu sync.Mutex
+	var got viewSeen
+	key := func(r keyfunc.Request) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		// Cloned: a view's strings may alias the request's buffers.
+		got = viewSeen{
+			route: strings.Clone(r.Route()), path: strings.Clone(r.Path()), method: strings.Clone(r.Method()),
+			header: strings.Clone(r.Header("x-api-key")), upper: strings.Clone(r.Header("X-API-KEY")),
+			query: strings.Clone(r.Query("a")), missing: r.Query("missing"), remote: r.RemoteAddr(),
+			absent: r.HeaderValues("X-Absent") == nil, ctx: r.Context().Value(ContextKey{}),
+		}
+		for _, v := range r.HeaderValues("x-forwarded-for") {
+			got.lines = append(got.lines, strings.Clone(v))
+		}
+		return "k", nil
+	}
+	s := h.Start(t, Setup{Limiter: limiter(t, memStore(t), nil, core.PerMinute(10)), Key: key})
+	res := s.Do(t, Request{Path: "/files/42?a=b&a=c", Remote: "203.0.113.7", Header: http.Header{
+		"X-Api-Key": {"k1"}, "X-Forwarded-For": {"10.0.0.1", "10.0.0.2, 10.0.0.3"},
+	}})
+	require.Equal(t, http.StatusOK, res.Status)
+	require.Equal(t, "files", res.Ran)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, viewSeen{
+		route: rk.GlobalRoute("/files/{name}", "/files/42"), path: "/files/42", method: http.MethodGet,
+		header: "k1", upper: "k1", query: "b", remote: "203.0.113.7:1",
+		lines: []string{"10.0.0.1", "10.0.0.2, 10.0.0.3"}, absent: true, ctx: ContextValue,
+	}, got)
+}

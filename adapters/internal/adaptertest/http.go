@@ -11,7 +11,7 @@ import (
 
 // HTTPRequest is r as an HTTP harness sends it: GET r.Path (default "/")
 // from r.Remote (default 192.0.2.1) port 1 (NoAddress: RemoteAddr "@")
-// with r.Header, its context cancelled if r.Gone.
+// with r.Header, its context holding ContextValue and cancelled if r.Gone.
 func HTTPRequest(t *testing.T, r Request) *http.Request {
 	if r.Path == "" {
 		r.Path = "/"
@@ -19,7 +19,7 @@ func HTTPRequest(t *testing.T, r Request) *http.Request {
 	if r.Remote == "" {
 		r.Remote = "192.0.2.1"
 	}
-	ctx := t.Context()
+	ctx := context.WithValue(t.Context(), ContextKey{}, ContextValue)
 	if r.Gone {
 		c, cancel := context.WithCancel(ctx)
 		cancel() // the client is gone before the middleware runs
