@@ -50,8 +50,8 @@ func TestMiddlewareAllocations(t *testing.T) {
 	bare := allocs()
 	byIP := allocs(fiberlimit.New(limiter(keyfunc.IP())))
 	byKey := allocs(fiberlimit.New(limiter(keyfunc.Header("X-API-Key"))))
-	require.LessOrEqual(t, byIP-bare, 2.0, "bare %v, by IP %v", bare, byIP)
-	require.LessOrEqual(t, byKey-bare, 1.0, "bare %v, by key %v", bare, byKey)
+	require.LessOrEqual(t, byIP-bare, 2.0+raceAllocs, "bare %v, by IP %v", bare, byIP)
+	require.LessOrEqual(t, byKey-bare, 1.0+raceAllocs, "bare %v, by key %v", bare, byKey)
 }
 
 // leastAllocs is the fewest allocations f makes in a run, over five

@@ -17,8 +17,7 @@ import (
 
 // An allowed request costs the middleware three allocations over the bare
 // engine: its state (the Decision, header values and context in one
-// Scratch) and gin's Keys map that holds the Decision (one more under the
-// race detector).
+// Scratch) and gin's Keys map that holds the Decision.
 func TestMiddlewareAllocations(t *testing.T) {
 	store, err := memorystore.New()
 	require.NoError(t, err)
