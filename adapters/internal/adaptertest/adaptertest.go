@@ -236,6 +236,7 @@ func Run(t *testing.T, h Harness) {
 		t.Run("DeniedHandler", func(t *testing.T) { deniedHandler(t, h) })
 		t.Run("PerRoute", func(t *testing.T) { perRoute(t, h) })
 		t.Run("Stacked", func(t *testing.T) { stacked(t, h) })
+		t.Run("StackedRefunds", func(t *testing.T) { stackedRefunds(t, h) })
 		t.Run("RouteTemplate", func(t *testing.T) { routeTemplate(t, h) })
 		t.Run("ClientAddress", func(t *testing.T) { clientAddress(t, h) })
 		t.Run("RequestView", func(t *testing.T) { requestView(t, h) })
