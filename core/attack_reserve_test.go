@@ -256,3 +256,34 @@ func TestAttackReserveBounds(t *testing.T) {
 		})
 	}
 }
+
+// A booking under an override is admitted under the override's limit only
+// for a slot before the override ends: a request arriving later is decided
+// under the policy's own limit, and so is a slot. (A client of a 1/s policy
+// with a 10/s raise for one second booked 30 slots over 2.9s, 19 of them
+// after the raise, and acted on them under a limit of 1/s.)
+func TestAttackReserveUnderAnOverrideEndsWithIt(t *testing.T) {
+	ctx := context.Background()
+	for name, newStore := range attackStores(t) {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t)
+			l, err := core.NewLimiter(s, []core.Policy{{Name: "q", Key: ipKey(t), Limit: core.PerSecond(1).WithBurst(1)}})
+			require.NoError(t, err)
+			id := limitertest.Key(t).Identity
+			until := time.Now().Add(time.Second)
+			require.NoError(t, s.SetOverride(ctx, core.Key{Identity: id, Policy: "q"}, core.Override{Limit: core.PerSecond(10).WithBurst(1), Until: until}))
+			booked := 0
+			for range 30 {
+				r, err := l.Reserve(ctx, "q", id, 3*time.Second)
+				require.NoError(t, err)
+				if !r.OK() {
+					continue
+				}
+				booked++
+				require.Less(t, r.Result().At, until.UnixMicro(), "a slot booked under the override after it ends")
+			}
+			require.GreaterOrEqual(t, booked, 8)
+			require.LessOrEqual(t, booked, 11)
+		})
+	}
+}

@@ -39,7 +39,9 @@ func (l *Limiter) Reserve(ctx context.Context, policy, identity string, maxDelay
 //
 // Only a bucket policy can reserve: a window policy is an error wrapping
 // ErrCannotReserve. An override of the identity applies as for AllowN (an
-// override whose limit is a window admits now or not at all). Errors are
+// override whose limit is a window admits now or not at all), to slots
+// before it ends only: a slot after it would be admitted under the
+// policy's own limit, so none is booked there. Errors are
 // AllowN's, and a negative maxDelay. The store call runs detached from
 // ctx's cancellation, as AllowN's. Under a guard (package core/guard), a
 // Reservation its failure policy answered says so in Result().Source: one

@@ -35,8 +35,10 @@ type Op struct {
 	// (in whole µs; a store books at most algo.Spec.MaxDelay ahead and
 	// cuts a longer bound to it), counting it now. The Result's RetryAfter
 	// is then the wait until the slot and its At the slot, which names the
-	// booking to Refund (see docs/algorithms.md, "Booking"). A window, the
-	// op's or an override's, does not book: it decides a take. Zero, the
+	// booking to Refund (see docs/algorithms.md, "Booking"). Under an
+	// override a slot is booked only before the override ends (a later
+	// one would be decided under the Key's own limit). A window, the op's
+	// or an override's, does not book: it decides a take. Zero, the
 	// default, is a take. Only a Take of one op books: a MaxDelay in a
 	// Take of several ops, or a negative one, is an error (see
 	// ValidateBooking).

@@ -77,8 +77,9 @@ end
 
 -- prepare reads the override of op i, whose limit is lim. It returns the
 -- algorithm, the state key and the parameters that apply, then the
--- override's six reply values (all 0 when none applies). A block returns
--- nil and the time it has left in µs.
+-- override's six reply values (all 0 when none applies), then, under an
+-- override limit, the µs it has left. A block returns nil and the time it
+-- has left in µs.
 local function prepare(KEYS, i, lim)
   local k = KEYS_PER_OP * (i - 1)
   local raw = call('GET', KEYS[k + KEY_OVERRIDE])
@@ -95,7 +96,7 @@ local function prepare(KEYS, i, lim)
       local a = OV_PARAMS
       local p = {tonumber(f[a]), tonumber(f[a + 1]), tonumber(f[a + 2]), tonumber(f[a + 3]), tonumber(f[a + 4]), tonumber(f[a + 5])}
       local b = OV_LIMIT
-      return algos[f[OV_CODE]], KEYS[k + KEY_OVERRIDE_STATE], p, OVERRIDE_LIMIT, tonumber(f[b]), tonumber(f[b + 1]), tonumber(f[b + 2]), tonumber(f[b + 3]), tonumber(f[OV_ID]) or 0
+      return algos[f[OV_CODE]], KEYS[k + KEY_OVERRIDE_STATE], p, OVERRIDE_LIMIT, tonumber(f[b]), tonumber(f[b + 1]), tonumber(f[b + 2]), tonumber(f[b + 3]), tonumber(f[OV_ID]) or 0, untilUs - now
     end
   end
   local _, fn, p = limit(lim)
@@ -111,10 +112,15 @@ end
 -- OUTCOME_LEN when no override applies.
 local function decideOne(KEYS, i, t, lim, cost, book)
   clock(t)
-  local fn, key, p, o1, o2, o3, o4, o5, o6 = prepare(KEYS, i, lim)
+  local fn, key, p, o1, o2, o3, o4, o5, o6, left = prepare(KEYS, i, lim)
   if not fn then
-    local left = key
+    left = key
     return {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}
+  end
+  if book and left then
+    -- A slot is admitted under the limit in force at it: the override's
+    -- only before it ends.
+    book = math.min(book, left - 1)
   end
   local allowed, remaining, retry, reset, state, prevState, at = fn(key, tonumber(cost), p, true, book)
   if o1 == OVERRIDE_NONE then

@@ -68,6 +68,21 @@ func testBooking(t *testing.T, newStore Factory) {
 			err = s.Take(ctx, []core.Op{{Key: k, Limit: l, Cost: 1}, {Key: Key(t), Limit: l, Cost: 1, MaxDelay: time.Second}}, out[:])
 			require.ErrorIs(t, err, core.ErrInvalidCost)
 			require.ErrorContains(t, err, "op 1: MaxDelay")
+
+			// Under an override a slot is booked only before the
+			// override ends: after it, the Key's own limit applies.
+			ko := Key(t)
+			until := clock.Now().Add(time.Second)
+			require.NoError(t, s.SetOverride(ctx, ko, core.Override{Limit: core.PerSecond(10).WithBurst(1).WithAlgorithm(a), Until: until}))
+			own := core.PerSecond(1).WithBurst(1).WithAlgorithm(a)
+			booked := 0
+			for range 15 {
+				if r := book(t, s, ko, own, 1, 3*time.Second); r.Allowed {
+					booked++
+					require.Less(t, r.At, until.UnixMicro(), "slot %d booked under the override after it ends", booked)
+				}
+			}
+			require.Equal(t, 10, booked, "the burst and 9 slots before the override ends")
 		})
 	}
 }

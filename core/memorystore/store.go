@@ -217,6 +217,7 @@ func (s *Store) take(op *core.Op, res *core.Result) error {
 	now := s.clock()
 	var applied *core.Limit
 	var gen uint64
+	book := int64(op.MaxDelay / time.Microsecond)
 	if ov, ok := s.overridden(op.Key, now); ok {
 		if ov.spec == nil {
 			*res = blocked(sp, ov.until, now)
@@ -225,11 +226,14 @@ func (s *Store) take(op *core.Op, res *core.Result) error {
 		sp = ov.spec
 		h = s.overrideHash(&op.Key, sp.Algorithm, ov.gen)
 		applied, gen = &sp.Limit, ov.gen
+		// A slot is admitted under the limit in force at it: the
+		// override's only before it ends.
+		book = min(book, ov.until-now-1)
 	}
 	sh := &s.shards[h&s.mask]
 	var o algo.Outcome
 	sh.mu.Lock()
-	sh.take(sp, &o, h, now, op.Cost, int64(op.MaxDelay/time.Microsecond), s)
+	sh.take(sp, &o, h, now, op.Cost, book, s)
 	sh.mu.Unlock()
 	*res = sp.Result(&o)
 	res.Applied, res.Override = applied, gen // the override's limit, which the Result describes
