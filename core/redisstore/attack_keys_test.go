@@ -1,12 +1,15 @@
 package redisstore
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/redistest"
 )
 
 // oldBase is the previous release's key function (d5bdf55,
@@ -53,4 +56,24 @@ func TestAttackRedisKeysAsBefore(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Two distinct Keys whose Policy holds a NUL can name one Redis state (see
+// parts); a Take of both is an error, as a Take of two ops of one Key is,
+// instead of deciding each against the state before the Take.
+func TestAttackTakeOfKeysSharingRedisKeys(t *testing.T) {
+	ctx := context.Background()
+	s, err := New(redistest.StartServer(t).Client(t), WithTimeout(5*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	l := core.PerMinute(5)
+	a, b := core.Key{Identity: "a\x00b", Policy: "c"}, core.Key{Identity: "a", Policy: "b\x00c"}
+	require.Equal(t, s.Key(a, l.Algorithm), s.Key(b, l.Algorithm))
+	err = s.Take(ctx, []core.Op{{Key: a, Limit: l, Cost: 3}, {Key: b, Limit: l, Cost: 3}}, make([]core.Result, 2))
+	require.ErrorIs(t, err, core.ErrInvalidCost)
+	require.ErrorContains(t, err, "op 0 has the same Redis keys")
+	out := make([]core.Result, 1)
+	require.NoError(t, s.Take(ctx, []core.Op{{Key: a, Limit: l, Cost: 5}}, out))
+	require.True(t, out[0].Allowed, "the refused Take counted")
+	require.NoError(t, s.Take(ctx, []core.Op{{Key: core.Key{Identity: "x", Policy: "p\x00q"}, Limit: l, Cost: 1}, {Key: core.Key{Identity: "x", Policy: "q"}, Limit: l, Cost: 1}}, make([]core.Result, 2)))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -37,7 +38,34 @@ func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) erro
 	if err := core.ValidateGroup(ops); err != nil {
 		return fmt.Errorf("redisstore: Take: %w", err)
 	}
+	if err := sharedKeys(ops); err != nil {
+		return fmt.Errorf("redisstore: Take: %w", err)
+	}
 	return s.takeAll(ctx, ops, out)
+}
+
+// sharedKeys reports two ops whose distinct Keys have the same Redis keys:
+// a Policy holding a NUL is cut at it (see parts), so Key{"a\x00b", "c"}
+// and Key{"a", "b\x00c"} share their state, and decided in one Take they
+// would each see the other's units as free (as two ops of one Key, see
+// core.ValidateGroup). The Limiter's policy names never hold a NUL.
+func sharedKeys(ops []core.Op) error {
+	nul := false
+	for i := range ops {
+		nul = nul || strings.IndexByte(ops[i].Key.Policy, 0) >= 0
+	}
+	if !nul {
+		return nil
+	}
+	for i := range ops {
+		id, policy := parts(ops[i].Key)
+		for j := range i {
+			if jd, jp := parts(ops[j].Key); jd == id && jp == policy {
+				return fmt.Errorf("op %d: Key: %w: op %d has the same Redis keys", i, core.ErrInvalidCost, j)
+			}
+		}
+	}
+	return nil
 }
 
 // book decides a booking of one op into res: decide1 with its booking
