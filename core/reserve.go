@@ -43,7 +43,11 @@ func (l *Limiter) Reserve(ctx context.Context, policy, identity string, maxDelay
 // before it ends only: a slot after it would be admitted under the
 // policy's own limit, so none is booked there. Errors are
 // AllowN's, and a negative maxDelay. The store call runs detached from
-// ctx's cancellation, as AllowN's. Under a guard (package core/guard), a
+// ctx's cancellation, as AllowN's. A shadow policy does not shape, as in
+// WaitN: nothing is booked ahead, the events are taken now as AllowN takes
+// them, and the Reservation is OK with no Delay even when the policy would
+// have denied them (its Result's ShadowDenied says so; nothing was
+// counted then). Under a guard (package core/guard), a
 // Reservation its failure policy answered says so in Result().Source: one
 // failed open is OK at once, and nothing was booked in the shared limit.
 func (l *Limiter) ReserveN(ctx context.Context, policy, identity string, n int64, maxDelay time.Duration) (*Reservation, error) {
@@ -56,6 +60,9 @@ func (l *Limiter) ReserveN(ctx context.Context, policy, identity string, n int64
 	}
 	if !p.Limit.Algorithm.Bucket() {
 		return nil, fmt.Errorf("sluice: ReserveN: policy %q (%s): %w", p.Name, p.Limit.Algorithm, ErrCannotReserve)
+	}
+	if p.Shadow {
+		maxDelay = 0 // on trial: report, never make the caller wait
 	}
 	return l.reserve(ctx, p, identity, n, maxDelay)
 }
@@ -85,8 +92,9 @@ type Reservation struct {
 	done bool // canceled
 }
 
-// OK reports whether a slot was booked (within the maxDelay asked for).
-func (r *Reservation) OK() bool { return r.pr.Allowed }
+// OK reports whether a slot was booked (within the maxDelay asked for), or
+// the policy is a shadow one, which never refuses.
+func (r *Reservation) OK() bool { return r.pr.Allowed || r.pr.Shadow }
 
 // Delay is how long the holder must wait from now before acting: zero once
 // the slot has come, and RetryNever when nothing was booked (see Result for
@@ -97,10 +105,13 @@ func (r *Reservation) Delay() time.Duration { return r.DelayFrom(time.Now()) }
 
 // DelayFrom is Delay measured from t.
 func (r *Reservation) DelayFrom(t time.Time) time.Duration {
-	if !r.pr.Allowed {
-		return RetryNever
+	switch {
+	case r.pr.Allowed:
+		return max(r.act.Sub(t), 0)
+	case r.pr.Shadow:
+		return 0 // a shadow policy's denial is reported, never waited for
 	}
-	return max(r.act.Sub(t), 0)
+	return RetryNever
 }
 
 // Result returns the store's answer to the booking: the policy, the limit

@@ -300,3 +300,35 @@ func testReserveOverrides(t *testing.T, newStore func(t *testing.T, clock func()
 	require.NoError(t, err)
 	require.False(t, r.OK(), "a blocked identity booked")
 }
+
+// A shadow policy is on trial: Reserve never books ahead on it nor makes the
+// caller wait, as WaitN does not; a denial it would make is reported by
+// Result().ShadowDenied() and counts nothing.
+func TestReserveShadowDoesNotShape(t *testing.T) {
+	ctx := context.Background()
+	clock := limitertest.NewClock()
+	l, err := core.NewLimiter(memStore(t, memorystore.WithClock(clock.Now)), []core.Policy{
+		{Name: "trial", Key: ipKey(t), Limit: core.PerSecond(10).WithBurst(1), Shadow: true},
+	})
+	require.NoError(t, err)
+	r, err := l.Reserve(ctx, "trial", "a", time.Hour)
+	require.NoError(t, err)
+	require.True(t, r.OK())
+	require.Zero(t, r.Delay())
+	pr := r.Result()
+	require.False(t, pr.ShadowDenied())
+	for range 3 {
+		r, err = l.Reserve(ctx, "trial", "a", time.Hour)
+		require.NoError(t, err)
+		require.True(t, r.OK(), "a shadow policy never refuses")
+		require.Zero(t, r.Delay(), "nor makes the caller wait")
+		pr = r.Result()
+		require.True(t, pr.ShadowDenied())
+		require.Equal(t, 100*time.Millisecond, pr.RetryAfter, "no slot was booked behind the denied ones")
+		require.NoError(t, r.Cancel(ctx), "cancelling what was not counted does nothing")
+	}
+	clock.Advance(100 * time.Millisecond)
+	pr, err = l.Allow(ctx, "trial", "a")
+	require.NoError(t, err)
+	require.True(t, pr.Allowed, "the denied reservations counted nothing")
+}
