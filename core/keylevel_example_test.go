@@ -44,7 +44,8 @@ func ExampleLimiter_Allow() {
 // dropping them: Wait sleeps until the next slot, and gives up at once when
 // the slot is beyond the context's deadline.
 func ExampleLimiter_Wait() {
-	s, err := memorystore.New()
+	now := time.Unix(1_700_000_000, 0) // a clock that stands still, for exact output
+	s, err := memorystore.New(memorystore.WithClock(func() time.Time { return now }))
 	if err != nil {
 		panic(err)
 	}
@@ -56,30 +57,30 @@ func ExampleLimiter_Wait() {
 		panic(err)
 	}
 	ctx := context.Background()
-	start := time.Now()
-	wait := func(ctx context.Context) error {
-		_, err := l.Wait(ctx, "webhooks", "https://hooks.example/a")
-		return err
+	wait := func(ctx context.Context) (time.Duration, error) {
+		r, err := l.Wait(ctx, "webhooks", "https://hooks.example/a")
+		return time.UnixMicro(r.At).Sub(now), err // its slot, from now
 	}
-	if err := wait(ctx); err != nil { // the first passes at once
+	if _, err := wait(ctx); err != nil { // the first passes at once
 		panic(err)
 	}
 	// The next slot is 100ms away: a Wait with 10ms left gives up at once,
 	// counting nothing.
 	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
 	defer cancel()
-	fmt.Println(errors.Is(wait(short), core.ErrWouldExceedDeadline))
-	for range 2 {
-		if err := wait(ctx); err != nil {
+	_, err = wait(short)
+	fmt.Println(errors.Is(err, core.ErrWouldExceedDeadline))
+	for range 2 { // each sleeps until its slot, one interval after the one before
+		slot, err := wait(ctx)
+		if err != nil {
 			panic(err)
 		}
+		fmt.Println(slot)
 	}
-	// The third slot is two intervals after the first (a goroutine that
-	// wakes late only adds to that).
-	fmt.Println(time.Since(start) >= 200*time.Millisecond)
 	// Output:
 	// true
-	// true
+	// 100ms
+	// 200ms
 }
 
 // A webhook sender books its next deliveries instead of polling: each

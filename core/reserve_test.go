@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/schedlag"
 )
 
 // testReserve books, refuses and cancels slots of one 10/s bucket of
@@ -139,7 +140,8 @@ func TestReserveErrors(t *testing.T) {
 // booking gets the next slot, exactly one interval after the one before (a
 // queue, with no slot given twice and none skipped). Then Waits on the same
 // key are each served at their slot, never before it on the store's own
-// clock, in booking order, and together in the ideal time.
+// clock (so in booking order: when each goroutine then runs is the
+// scheduler's business, not asserted), and together in the ideal time.
 func TestReserveQueueAcrossInstances(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		s := memStore(t)
@@ -209,9 +211,9 @@ func testReserveQueue(t *testing.T, newStore func() core.Store, storeNow func() 
 
 	type served struct {
 		at, now int64 // the slot, and the store's clock when the Wait returned
-		done    time.Time
 	}
 	var out []served
+	lag := schedlag.Start(t)
 	start := time.Now()
 	for g := range 12 {
 		wg.Add(1)
@@ -223,7 +225,7 @@ func testReserveQueue(t *testing.T, newStore func() core.Store, storeNow func() 
 			}
 			now := storeNow()
 			mu.Lock()
-			out = append(out, served{r.At, now, time.Now()})
+			out = append(out, served{r.At, now})
 			mu.Unlock()
 		}()
 	}
@@ -234,12 +236,11 @@ func testReserveQueue(t *testing.T, newStore func() core.Store, storeNow func() 
 		require.GreaterOrEqual(t, out[i].now, out[i].at, "waiter %d returned before its slot on the store's clock", i)
 		if i > 0 {
 			require.Equal(t, int64(100_000), out[i].at-out[i-1].at, "a queue of Waits: one slot per interval, none skipped")
-			require.False(t, out[i].done.Before(out[i-1].done.Add(-20*time.Millisecond)), "waiter %d served well before the one booked before it", i)
 		}
 	}
 	elapsed := time.Since(start)
 	require.GreaterOrEqual(t, elapsed, 1050*time.Millisecond, "11 intervals of 100ms")
-	require.Less(t, elapsed, 2*time.Second)
+	require.Less(t, elapsed, 2*time.Second+lag.Max(), "scheduling delay seen %s", lag.Max())
 	t.Logf("12 Waits through 2 instances in %s (ideal 1.1s)", elapsed)
 }
 
