@@ -72,24 +72,38 @@ func (s *slowStore) Take(ctx context.Context, ops []core.Op, out []core.Result) 
 // sent the denied call, is admitted, even when the denial's decision was
 // slow (a store stall) and the retry's fast; so is one that waits the
 // RetryInfo delay. Real Redis, real TCP.
+//
+// The wait is counted from the moment the server received the denied call
+// (an interceptor ahead of the limiter stamps it): no server can see the
+// client's send, and on a loaded machine the call's trip to the server can
+// take longer than its retry's, which makes a client counting from its send
+// early by the difference. On an idle loopback the two instants are within
+// a fraction of a millisecond, and a pushback that left out the time the
+// decision took (3ms here, against a millisecond of margin) still makes the
+// retry early.
 func TestRetryAtThePushbackFromSend(t *testing.T) {
 	rs := redistest.StartServer(t)
-	rstore, err := redisstore.New(rs.Client(t))
+	rstore, err := redisstore.New(rs.Client(t), redisstore.WithTimeout(10*time.Second)) // not about Redis's latency
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rstore.Close() })
 	store := &slowStore{Store: rstore}
 	lim := newLimiter(t, store, "tight", core.Per(1, 120*time.Millisecond), keyfunc.Const("one"))
-	s := serve(t, tcpTransport, []grpc.ServerOption{grpc.UnaryInterceptor(grpclimit.UnaryServerInterceptor(lim))})
+	var received atomic.Int64 // when the server received the last call, in ns since the Unix epoch
+	stamp := func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		received.Store(time.Now().UnixNano())
+		return handler(ctx, req)
+	}
+	s := serve(t, tcpTransport, []grpc.ServerOption{grpc.ChainUnaryInterceptor(stamp, grpclimit.UnaryServerInterceptor(lim))})
 	const trials = 16
 	retried := 0
 	for trial := 0; retried < trials && trial < 4*trials; trial++ {
 		store.slow.Store(true)
-		sent := time.Now()
 		r := s.unary(t, t.Context(), methodUnary)
 		store.slow.Store(false)
 		if r.err == nil {
 			continue
 		}
+		sent := time.Unix(0, received.Load())
 		det := denial(t, r.err)
 		var wait time.Duration
 		if trial%2 == 0 {

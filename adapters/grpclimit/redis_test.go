@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -21,7 +22,7 @@ func TestRedisSharedLimit(t *testing.T) {
 	rs := redistest.StartServer(t)
 	var servers []*server
 	for range 2 {
-		store, err := redisstore.New(rs.Client(t))
+		store, err := redisstore.New(rs.Client(t), redisstore.WithTimeout(10*time.Second)) // not about Redis's latency: this machine may stall
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = store.Close() })
 		lim := newLimiter(t, store, "shared", core.PerHour(5), nil)

@@ -416,13 +416,15 @@ func disconnectedClient(t *testing.T, h Harness) {
 	rs := redistest.StartServer(t)
 	for _, behind := range []string{"redis", "guard"} {
 		t.Run(behind, func(t *testing.T) {
-			rstore, err := redisstore.New(rs.Client(t), redisstore.WithPrefix(behind+":"))
+			// A timeout far above a loaded machine's latency, in the store
+			// (its own default, 50ms, bounds each call under the guard's) and
+			// in the guard: the live requests below must be decided, not
+			// failed open.
+			rstore, err := redisstore.New(rs.Client(t), redisstore.WithPrefix(behind+":"), redisstore.WithTimeout(5*time.Second))
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = rstore.Close() })
 			var store core.Store = rstore
 			if behind == "guard" {
-				// A timeout far above a loaded machine's latency: the live
-				// requests below must be decided, not failed open.
 				g, err := guard.New(rstore, guard.WithFailOpen(), guard.WithTimeout(5*time.Second), guard.WithLogger(slog.New(slog.DiscardHandler)))
 				require.NoError(t, err)
 				store = g
