@@ -15,10 +15,12 @@ import (
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
-// An allowed request costs the middleware two allocations over the bare
-// app with an IP key (its Decision, and the peer's address as a string)
-// and one with a header key: the header values are written from a buffer
-// on the stack, which fasthttp copies.
+// An allowed request costs the middleware one allocation over the bare
+// app with an IP key (the peer's address as a string) and none with a
+// header key: its Decision comes from the middleware's pool and goes back
+// when Locals are emptied (ResetUserValues, as the server does), and the
+// header values are written from a buffer on the stack, which fasthttp
+// copies.
 func TestMiddlewareAllocations(t *testing.T) {
 	store, err := memorystore.New()
 	require.NoError(t, err)
@@ -50,8 +52,8 @@ func TestMiddlewareAllocations(t *testing.T) {
 	bare := allocs()
 	byIP := allocs(fiberlimit.New(limiter(keyfunc.IP())))
 	byKey := allocs(fiberlimit.New(limiter(keyfunc.Header("X-API-Key"))))
-	require.LessOrEqual(t, byIP-bare, 2.0+raceAllocs, "bare %v, by IP %v", bare, byIP)
-	require.LessOrEqual(t, byKey-bare, 1.0+raceAllocs, "bare %v, by key %v", bare, byKey)
+	require.LessOrEqual(t, byIP-bare, 1.0+raceAllocs, "bare %v, by IP %v", bare, byIP)
+	require.LessOrEqual(t, byKey-bare, 0.0+raceAllocs, "bare %v, by key %v", bare, byKey)
 }
 
 // leastAllocs is the fewest allocations f makes in a run, over five

@@ -17,7 +17,9 @@
 // header names are case-insensitive.
 //
 // The Decision is in c.Locals(DecisionKey), and DecisionFrom returns it, so
-// handlers can see the warning state.
+// handlers can see the warning state. Like Fiber's own values it is valid
+// only within the request (see DecisionFrom): the middleware reuses it for
+// a later request, so that an allowed request costs it no allocation.
 //
 // Failure: if the limiter cannot decide (a store failure, a key function or
 // callback that panicked, or no policy with an identity for the request),
@@ -66,8 +68,10 @@
 //   - the store key is a new string built by core.Limiter from the identity
 //     and the policy name, so a Store (and a Redis call still running after a
 //     timeout) never holds request memory;
-//   - the Decision stored in c.Locals, and every string in it, is owned by
-//     the Limiter and the Store: a handler may keep the *core.Decision;
+//   - every string in the Decision stored in c.Locals is owned by the
+//     Limiter and the Store, so a handler may keep a copy of a
+//     core.PolicyResult; the *core.Decision itself is the middleware's, and
+//     is reused after the request (DecisionFrom), as Fiber reuses the Ctx;
 //   - the context passed to the limiter and the store is c.UserContext(), not
 //     the pooled *fasthttp.RequestCtx, which is recycled with the request;
 //   - header values are copied into the response by fasthttp.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/netip"
+	"sync"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
@@ -16,7 +17,7 @@ import (
 	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
-type config = middleware.Config[*fiber.Ctx, *request]
+type config = middleware.Config[*fiber.Ctx, *call]
 
 // Option configures the middleware. Every sluice adapter has the same
 // options, with its framework's types.
@@ -39,7 +40,7 @@ func WithSkip(f func(*fiber.Ctx) bool) Option { return func(c *config) { c.Skip 
 // The rate-limit headers are already set and the Decision stored
 // (DecisionFrom) when h runs.
 func WithDeniedHandler(h fiber.Handler) Option {
-	return func(c *config) { c.Denied = func(fc *fiber.Ctx, _ *request) error { return h(fc) } }
+	return func(c *config) { c.Denied = func(fc *fiber.Ctx, _ *call) error { return h(fc) } }
 }
 
 // WithErrorHandler decides what a request the limiter could not decide
@@ -63,7 +64,8 @@ func WithHeaders(h ratelimitfields.Config) Option { return func(c *config) { c.H
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.Logger = l } }
 
 // DecisionKey is the c.Locals key under which the middleware stores the
-// request's *core.Decision; DecisionFrom reads it.
+// request's *core.Decision; DecisionFrom reads it (and says for how long
+// it is valid).
 const DecisionKey = "sluice.decision"
 
 // New returns Fiber middleware that limits requests with l. It panics if l
@@ -71,13 +73,27 @@ const DecisionKey = "sluice.decision"
 // one), its Decision and headers are merged with the earlier one's
 // (core.Merge).
 func New(l *core.Limiter, opts ...Option) fiber.Handler {
-	return middleware.New("fiberlimit", l, flow{}, WithDeniedHandler(DeniedHandler), opts).Run
+	calls := &sync.Pool{}
+	calls.New = func() any { return &call{calls: calls} }
+	return middleware.New("fiberlimit", l, flow{calls}, WithDeniedHandler(DeniedHandler), opts).Run
 }
 
 // flow maps Fiber onto the middleware flow.
-type flow struct{}
+type flow struct {
+	calls *sync.Pool // of *call, the state of a request this middleware decides
+}
 
-func (flow) Start(fc *fiber.Ctx) *request { return (*request)(fc) }
+// Start takes a call from the pool and puts it in c.Locals (under the
+// pool's pointer: a key of this middleware's own), which Fiber empties
+// after the top handler returns, closing every io.Closer: the call's Close
+// then gives it back, once the response and the app's error handler are
+// done with its Decision.
+func (f flow) Start(fc *fiber.Ctx) *call {
+	r := f.calls.Get().(*call)
+	r.request = (*request)(fc)
+	fc.Locals(f.calls, r)
+	return r
+}
 
 func (flow) Earlier(fc *fiber.Ctx) *core.Decision { d, _ := DecisionFrom(fc); return d }
 
@@ -85,9 +101,8 @@ func (flow) Earlier(fc *fiber.Ctx) *core.Decision { d, _ := DecisionFrom(fc); re
 // buf may be on the stack, and the values are read in place (as fc.Set,
 // less its scan of the value for line breaks: a formatted value has none).
 // The names are written as fasthttp would write them (SetCanonical: not
-// copied and normalized again). d holds no request memory (policy names
-// are the Limiter's), so a handler may keep the pointer after the request.
-func (flow) Publish(fc *fiber.Ctx, _ *request, d *core.Decision, f *fieldfmt.Formatter) {
+// copied and normalized again).
+func (flow) Publish(fc *fiber.Ctx, _ *call, d *core.Decision, f *fieldfmt.Formatter) {
 	buf, fb := [128]byte{}, fieldfmt.Builder{}
 	out := f.Build(&fb, buf[:0], d, f.Now())
 	names := middleware.Names(fc.App().Config().DisableHeaderNormalizing)
@@ -97,9 +112,9 @@ func (flow) Publish(fc *fiber.Ctx, _ *request, d *core.Decision, f *fieldfmt.For
 	fc.Locals(DecisionKey, d)
 }
 
-func (flow) Next(fc *fiber.Ctx, _ *request) error { return fc.Next() }
+func (flow) Next(fc *fiber.Ctx, _ *call) error { return fc.Next() }
 
-func (flow) Watch(fc *fiber.Ctx, _ *request) (int, error) {
+func (flow) Watch(fc *fiber.Ctx, _ *call) (int, error) {
 	err := fc.Next()
 	var fe *fiber.Error
 	if errors.As(err, &fe) {
@@ -125,8 +140,12 @@ func DeniedHandler(c *fiber.Ctx) error {
 
 // DecisionFrom returns the Decision the middleware made for this request:
 // under stacked sluice middlewares, the merge of theirs (core.Merge).
-// The Decision does not alias request memory: it may be kept after the
-// request.
+// Like the values of a *fiber.Ctx, it is valid only within the request:
+// the handlers, the denied handler and the app's ErrorHandler may read it,
+// but it goes back to the middleware's pool for another request once
+// Fiber empties c.Locals, after the top handler returns. Do not keep the
+// pointer, or its Results, beyond that: copy what you need (a
+// core.PolicyResult is a plain value, and its strings are the Limiter's).
 func DecisionFrom(c *fiber.Ctx) (*core.Decision, bool) {
 	return middleware.DecisionOf(c.Locals(DecisionKey))
 }
@@ -192,12 +211,39 @@ func Request(c *fiber.Ctx) keyfunc.Request { return (*request)(c) }
 // Like the view's strings, c's values alias fasthttp's buffers until the
 // handler returns (core copies the identity into the store key). It reports
 // false for any other keyfunc.Request.
-func Context(r keyfunc.Request) (*fiber.Ctx, bool) { return middleware.As(r, (*request).ctx) }
+func Context(r keyfunc.Request) (*fiber.Ctx, bool) {
+	switch v := r.(type) {
+	case *call:
+		return v.ctx(), v.request != nil
+	case *request:
+		return v.ctx(), true
+	}
+	return nil, false
+}
 
-// Decision allocates the Decision of a request the middleware decides:
-// the view itself is the *fiber.Ctx, so that is the request's one
-// allocation.
-func (r *request) Decision() *core.Decision { return new(core.Decision) }
+// call is the state of one request the middleware decides: the view and
+// its Decision, from the middleware's pool, so that an allowed request
+// takes no allocation of its own. It is given back by Close, when Fiber
+// empties the request's Locals.
+type call struct {
+	*request
+	d     core.Decision
+	calls *sync.Pool
+}
+
+func (r *call) Decision() *core.Decision { return &r.d }
+
+// Close gives r back to its pool, with nothing of the request left in it.
+// Fiber calls it once the top handler has returned (Ctx.Locals); a second
+// call does nothing.
+func (r *call) Close() error {
+	if r.request == nil {
+		return nil
+	}
+	r.request, r.d = nil, core.Decision{}
+	r.calls.Put(r)
+	return nil
+}
 
 // FrameworkIP returns a key function that keys a request by Fiber's c.IP(),
 // grouped as keyfunc.IP groups the peer (IPv6 by /64, IPv4-mapped

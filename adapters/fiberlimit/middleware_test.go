@@ -199,20 +199,25 @@ func TestFrameworkIP(t *testing.T) {
 }
 
 // fasthttp reuses request buffers after each request. What the middleware
-// hands out beyond the request (the Decision) must not change when it does,
-// and a store is given each request's own key.
+// hands out that may be kept beyond the request (a copy of a PolicyResult:
+// its strings) must not change when it does, and a store is given each
+// request's own key. The Decision itself goes back to the middleware's
+// pool when Fiber empties Locals (DecisionFrom), and comes back empty.
 func TestKeptValuesSurviveBufferReuse(t *testing.T) {
 	t.Parallel()
 	mem, _ := newStore(t)
 	store := &recordingStore{Store: mem}
 	l := newLimiter(t, store, core.Policy{Name: "per-key", Key: keyfunc.Header("X-API-Key"), Limit: core.PerMinute(1000)})
 	const n = 300
-	var kept []*core.Decision
+	var kept []core.PolicyResult
+	var allowed []bool
+	var last *core.Decision
 	var raw []string // view strings kept without a copy: the control
 	app := fiber.New()
 	app.Get("/", fiberlimit.New(l), func(c *fiber.Ctx) error {
 		d, _ := fiberlimit.DecisionFrom(c)
-		kept = append(kept, d)
+		require.Len(t, d.Results, 1)
+		kept, allowed, last = append(kept, d.Results[0]), append(allowed, d.Allowed), d
 		raw = append(raw, fiberlimit.Request(c).Header("X-API-Key"))
 		return c.SendString("ok")
 	})
@@ -236,14 +241,18 @@ func TestKeptValuesSurviveBufferReuse(t *testing.T) {
 	require.Len(t, kept, n)
 	require.Len(t, store.keys, n)
 	for i := range n {
-		d := kept[i]
-		require.True(t, d.Allowed)
-		require.Len(t, d.Results, 1)
-		require.Equal(t, "per-key", d.Results[0].Policy)
-		require.Equal(t, int64(999), d.Results[0].Remaining)
-		require.Equal(t, core.Normal, d.State())
+		p := kept[i]
+		require.True(t, allowed[i])
+		require.Equal(t, "per-key", p.Policy)
+		require.Equal(t, int64(999), p.Remaining)
+		require.Equal(t, core.Normal, p.State)
 		require.Equal(t, core.Key{Identity: key(i), Policy: "per-key"}, store.keys[i], "store key %d", i)
 	}
+	// The last request's Decision was given back when its Locals were
+	// emptied, with nothing of it left.
+	fctx.ResetUserValues()
+	require.False(t, last.Allowed)
+	require.Empty(t, last.Results)
 	// The control: an uncopied view string now reads a later request's key,
 	// so the reuse this test relies on did happen.
 	require.NotEqual(t, key(0), raw[0])
