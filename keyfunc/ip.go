@@ -410,6 +410,11 @@ func (e *IPExtractor) Key(r Request) (string, error) {
 		// the request has the address itself.
 		if p, ok := r.(PeerRequest); ok {
 			if a, ok := p.PeerAddr(); ok && a.Is4() {
+				if t, ok := p.(PeerTextRequest); ok {
+					if text, ok := t.PeerText(); ok {
+						return text, nil
+					}
+				}
 				var buf [16]byte
 				return string(a.AppendTo(buf[:0])), nil
 			}

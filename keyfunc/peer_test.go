@@ -59,3 +59,45 @@ func TestIPPeerRequestAllocs(t *testing.T) {
 	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { key, _ = f(r) }))
 	require.Equal(t, "203.0.113.7", key)
 }
+
+// textReq is a PeerRequest that holds its peer's text too.
+type textReq struct {
+	peerReq
+	text  string
+	calls *int
+}
+
+func (r textReq) PeerText() (string, bool) { *r.calls++; return r.text, r.ok }
+
+// IP keys a PeerTextRequest's IPv4 peer, when it keys by the whole peer,
+// with PeerText, without an allocation; every other key is IP's own, as
+// for a PeerRequest.
+func TestIPPeerTextRequest(t *testing.T) {
+	v4, v6 := netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8:1:2:3:4:5:6")
+	var calls int
+	// A text IP never writes, so that the test sees which one IP used.
+	held := func(a netip.Addr, ok bool) textReq {
+		return textReq{peerReq{keyfunc.Static{Remote: "192.0.2.1:1"}, a, ok}, "held:" + a.String(), &calls}
+	}
+	f := keyfunc.IP()
+	r := held(v4, true)
+	var key string
+	require.Zero(t, testing.AllocsPerRun(100, func() { key, _ = f(&r) }))
+	require.Equal(t, "held:203.0.113.7", key)
+	require.Positive(t, calls)
+
+	calls = 0
+	key, err := f(held(v6, true))
+	require.NoError(t, err)
+	require.Equal(t, "2001:db8:1:2::/64", key, "an IPv6 peer is grouped")
+	key, err = keyfunc.IP(keyfunc.IPv4Prefix(24))(held(v4, true))
+	require.NoError(t, err)
+	require.Equal(t, "203.0.113.0/24", key, "a grouped IPv4 peer")
+	key, err = f(held(netip.Addr{}, false))
+	require.NoError(t, err)
+	require.Equal(t, "192.0.2.1", key, "no address: RemoteAddr")
+	key, err = keyfunc.IP(hops1...)(textReq{peerReq{req("192.0.2.1:1", xff, "198.51.100.9"), v4, true}, "held", &calls})
+	require.NoError(t, err)
+	require.Equal(t, "198.51.100.9", key, "through a proxy")
+	require.Zero(t, calls, "PeerText only for a whole IPv4 peer")
+}

@@ -78,6 +78,21 @@ type PeerRequest interface {
 	PeerAddr() (addr netip.Addr, ok bool)
 }
 
+// PeerTextRequest is a PeerRequest that also holds the text of its peer's
+// address in memory of its own, for adapters whose views live in per-request
+// memory: IP returns PeerText as the key of a peer it keys by its whole
+// address instead of formatting it into a new string. Like the view's
+// other strings, the text is valid while the key function that received
+// the view runs (core copies the identity where it keeps it). An adapter's
+// view implements it as an option; key functions need not.
+type PeerTextRequest interface {
+	PeerRequest
+	// PeerText returns PeerAddr's address as netip.Addr.String writes it,
+	// the same text on every call for one request, or ok false when
+	// PeerAddr's is.
+	PeerText() (text string, ok bool)
+}
+
 // Func derives a rate-limit key from a request. It returns a non-empty key, or
 // an error; a Func must never return "" with a nil error (the built-in ones
 // return an error wrapping ErrNoKey instead). A Func must be safe for

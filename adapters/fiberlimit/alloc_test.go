@@ -15,12 +15,12 @@ import (
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
-// An allowed request costs the middleware one allocation over the bare
-// app with an IP key (the peer's address as a string) and none with a
-// header key: its Decision comes from the middleware's pool and goes back
-// when Locals are emptied (ResetUserValues, as the server does), and the
-// header values are written from a buffer on the stack, which fasthttp
-// copies.
+// An allowed request costs the middleware no allocation over the bare app,
+// with an IP key or a header key: its Decision, and the peer's address as
+// text (keyfunc.PeerTextRequest), are in state from the middleware's pool
+// that goes back when Locals are emptied (ResetUserValues, as the server
+// does), and the header values are written from a buffer on the stack,
+// which fasthttp copies.
 func TestMiddlewareAllocations(t *testing.T) {
 	store, err := memorystore.New()
 	require.NoError(t, err)
@@ -52,7 +52,7 @@ func TestMiddlewareAllocations(t *testing.T) {
 	bare := allocs()
 	byIP := allocs(fiberlimit.New(limiter(keyfunc.IP())))
 	byKey := allocs(fiberlimit.New(limiter(keyfunc.Header("X-API-Key"))))
-	require.LessOrEqual(t, byIP-bare, 1.0+raceAllocs, "bare %v, by IP %v", bare, byIP)
+	require.LessOrEqual(t, byIP-bare, 0.0+raceAllocs, "bare %v, by IP %v", bare, byIP)
 	require.LessOrEqual(t, byKey-bare, 0.0+raceAllocs, "bare %v, by key %v", bare, byKey)
 }
 

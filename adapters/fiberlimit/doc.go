@@ -61,7 +61,10 @@
 // point into them, without a copy: they are valid only while the key function
 // or hook that received them runs, which is all the keyfunc.Request contract
 // allows. A key function or core hook that keeps one (in a channel, a
-// goroutine, a cache) must copy it with strings.Clone. Everything the
+// goroutine, a cache) must copy it with strings.Clone; so must one that
+// keeps the key keyfunc.IP gives an IPv4 peer, which is the peer's text
+// in the middleware's per-request state (keyfunc.PeerTextRequest), reused
+// after the request as the Decision is. Everything the
 // middleware itself keeps beyond the request is independent of those
 // buffers:
 //

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"unsafe"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/utils"
@@ -229,9 +230,25 @@ type call struct {
 	*request
 	d     core.Decision
 	calls *sync.Pool
+	peer  [48]byte // PeerText's text
+	peerN uint8    // its length, 0 until formatted
 }
 
 func (r *call) Decision() *core.Decision { return &r.d }
+
+// PeerText is PeerAddr's address as text, formatted once into r
+// (keyfunc.PeerTextRequest): keyfunc.IP keys an IPv4 peer with it, without
+// an allocation. It is valid until the request ends, as the Decision.
+func (r *call) PeerText() (string, bool) {
+	if r.peerN == 0 {
+		a, ok := r.PeerAddr()
+		if !ok {
+			return "", false
+		}
+		r.peerN = uint8(len(a.AppendTo(r.peer[:0])))
+	}
+	return unsafe.String(&r.peer[0], r.peerN), true
+}
 
 // Close gives r back to its pool, with nothing of the request left in it.
 // Fiber calls it once the top handler has returned (Ctx.Locals); a second
@@ -240,7 +257,7 @@ func (r *call) Close() error {
 	if r.request == nil {
 		return nil
 	}
-	r.request, r.d = nil, core.Decision{}
+	*r = call{calls: r.calls}
 	r.calls.Put(r)
 	return nil
 }

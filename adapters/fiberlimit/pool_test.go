@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp"
 
 	"github.com/sluicehq/sluice/adapters/fiberlimit"
 	"github.com/sluicehq/sluice/core"
@@ -97,5 +98,38 @@ func TestPooledDecisionsUnderConcurrency(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
+	}
+}
+
+// keyfunc.IP keys an IPv4 peer with the text the middleware formats into
+// its pooled state (keyfunc.PeerTextRequest), which is zeroed when the
+// request ends: the store keeps a copy of the key, so each peer's count
+// goes on from one request to the next (a map key zeroed under the store
+// would start every round afresh), and each request is keyed by its own
+// peer.
+func TestPeerTextKeysSurvivePoolReuse(t *testing.T) {
+	t.Parallel()
+	mem, _ := newStore(t)
+	store := &recordingStore{Store: mem}
+	l := newLimiter(t, store, core.Policy{Name: "per-ip", Key: keyfunc.IP(), Limit: core.PerMinute(1000)})
+	app := fiber.New()
+	app.Get("/", fiberlimit.New(l), func(c *fiber.Ctx) error { return c.SendString("ok") })
+	h := app.Handler()
+	peers := []net.IP{net.IPv4(203, 0, 113, 7), net.IPv4(198, 51, 100, 23), net.IPv4(192, 0, 2, 255)}
+	for round := range 3 {
+		for _, ip := range peers {
+			var fctx fasthttp.RequestCtx
+			var req fasthttp.Request
+			req.SetRequestURI("/")
+			fctx.Init(&req, &net.TCPAddr{IP: ip, Port: 5555}, nil)
+			h(&fctx)
+			require.Equal(t, fiber.StatusOK, fctx.Response.StatusCode())
+			require.Equal(t, fmt.Sprint(999-round), string(fctx.Response.Header.Peek("X-RateLimit-Remaining")), "%v round %d", ip, round)
+			fctx.ResetUserValues() // the request ends: its state goes back to the pool, zeroed
+		}
+	}
+	require.Len(t, store.keys, 9)
+	for i, k := range store.keys {
+		require.Equal(t, core.Key{Identity: peers[i%3].String(), Policy: "per-ip"}, k, "store key %d", i)
 	}
 }
