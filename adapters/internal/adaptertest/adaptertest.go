@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,6 +118,10 @@ type Request struct {
 	// Gone makes the request's context cancelled before the middleware
 	// decides, as for a client that disconnected.
 	Gone bool
+	// Form, when not nil, makes the request a POST of this form
+	// (application/x-www-form-urlencoded); an HTTP harness routes POST
+	// "/login" as it routes GET "/login". A gRPC harness ignores it.
+	Form url.Values
 }
 
 // NoAddress is the Request.Remote of a client with no address, as a
@@ -149,6 +154,9 @@ const (
 	// HeaderStatus is the request header that names the status the
 	// handler answers with (StatusOf).
 	HeaderStatus = "X-Test-Status"
+	// HeaderForm is the response header an HTTP harness's handlers set to
+	// the request's form value "username", as the framework reads it.
+	HeaderForm = "X-Test-Form"
 )
 
 // ContextKey is the key of ContextValue in the context of every request
@@ -240,6 +248,12 @@ func Run(t *testing.T, h Harness) {
 		t.Run("RouteTemplate", func(t *testing.T) { routeTemplate(t, h) })
 		t.Run("ClientAddress", func(t *testing.T) { clientAddress(t, h) })
 		t.Run("RequestView", func(t *testing.T) { requestView(t, h) })
+		if a, ok := h.(Accessor); ok {
+			t.Run("Accessor", func(t *testing.T) { accessor(t, h, a) })
+		}
+		if a, ok := h.(Allocations); ok {
+			t.Run("Allocations", func(t *testing.T) { allocations(t, a) })
+		}
 		t.Run("Policies", func(t *testing.T) { policies(t, h) })
 		t.Run("PathVariants", func(t *testing.T) { pathVariants(t, h, routers) })
 	}

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 )
 
-// HTTPRequest is r as an HTTP harness sends it: GET r.Path (default "/")
+// HTTPRequest is r as an HTTP harness sends it: GET r.Path (default "/"),
+// or POST of r.Form if it is not nil,
 // from r.Remote (default 192.0.2.1) port 1 (NoAddress: RemoteAddr "@")
 // with r.Header, its context holding ContextValue and cancelled if r.Gone.
 func HTTPRequest(t *testing.T, r Request) *http.Request {
@@ -26,6 +28,10 @@ func HTTPRequest(t *testing.T, r Request) *http.Request {
 		ctx = c
 	}
 	hr := httptest.NewRequestWithContext(ctx, http.MethodGet, r.Path, nil)
+	if r.Form != nil {
+		hr = httptest.NewRequestWithContext(ctx, http.MethodPost, r.Path, strings.NewReader(r.Form.Encode()))
+		hr.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
 	hr.RemoteAddr = net.JoinHostPort(r.Remote, "1")
 	if r.Remote == NoAddress {
 		hr.RemoteAddr = NoAddress

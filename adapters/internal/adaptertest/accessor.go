@@ -1,0 +1,92 @@
+package adaptertest
+
+import (
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/keyfunc"
+)
+
+// Accessor is implemented by an HTTP harness whose adapter has a typed
+// accessor from a keyfunc.Request to its framework's request (Context,
+// HTTPRequest) and a KeyFunc over it.
+type Accessor interface {
+	// Package is the adapter's package name, as its errors give it
+	// ("ginlimit").
+	Package() string
+	// FormKey is the adapter's KeyFunc over its accessor that keys a
+	// request by its form value field, read through the framework.
+	FormKey(field string) keyfunc.Func
+	// Access is the adapter's accessor on r: whether it found the
+	// framework's request (ok) and whether what it returned is not nil.
+	Access(r keyfunc.Request) (ok, notNil bool)
+}
+
+// accessor: a login limit keyed by the form's username is one line: the
+// adapter's KeyFunc reaches the framework's request through its accessor
+// in the middleware, and the handler still reads the form. On a view that
+// is not the adapter's (none, a static one, another adapter's) the
+// accessor finds nothing (ok false, nil) and the KeyFunc fails with a key
+// error naming the adapter, never a panic: Check returns it, and another
+// adapter's middleware lets the request through undecided, and logs it.
+func accessor(t *testing.T, h Harness, a Accessor) {
+	form := a.FormKey("username")
+	var mu sync.Mutex
+	var found []bool
+	key := func(r keyfunc.Request) (string, error) {
+		ok, notNil := a.Access(r)
+		mu.Lock()
+		found = append(found, ok && notNil)
+		mu.Unlock()
+		return form(r)
+	}
+	l, err := core.NewLimiter(memStore(t), []core.Policy{{Name: "login", Key: key, Limit: core.PerMinute(2)}})
+	require.NoError(t, err)
+	s := h.Start(t, Setup{Limiter: l})
+	login := Request{Path: "/login", Form: url.Values{"username": {"alice"}}}
+	for range 2 {
+		res := s.Do(t, login)
+		require.Equal(t, http.StatusOK, res.Status)
+		require.Equal(t, "login", res.Ran)
+		require.Equal(t, "alice", res.Header.Get(HeaderForm), "the handler still reads the form")
+	}
+	require.Equal(t, http.StatusTooManyRequests, s.Do(t, login).Status, "alice's third attempt")
+	require.Equal(t, http.StatusOK, s.Do(t, Request{Path: "/login", Form: url.Values{"username": {"bob"}}}).Status, "bob has a bucket of his own")
+	mu.Lock()
+	require.Equal(t, []bool{true, true, true, true}, found, "the accessor finds the framework's request in the middleware")
+	mu.Unlock()
+
+	errOther := a.Package() + ": KeyFunc: not a request of the " + a.Package() + " middleware"
+	views := []keyfunc.Request{nil, &keyfunc.Static{}}
+	other := a.Package() != "httplimit" // net/http is another adapter
+	if other {
+		views = append(views, httplimit.Request(HTTPRequest(t, login)))
+	}
+	for i, r := range views {
+		ok, notNil := a.Access(r)
+		require.False(t, ok, "view %d", i)
+		require.False(t, notNil, "view %d", i)
+		if r == nil {
+			continue
+		}
+		_, err := form(r)
+		require.ErrorContains(t, err, errOther, "view %d", i)
+		_, err = l.Check(t.Context(), r)
+		require.ErrorContains(t, err, `policy "login": key: `+errOther, "view %d", i)
+	}
+	if !other {
+		return
+	}
+	var logs SyncBuffer
+	mw := httplimit.New(l, httplimit.WithLogger(slogTo(&logs)))(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for range 3 {
+		require.Equal(t, http.StatusOK, ServeHTTP(t, mw, login).Status, "undecided: proceeds")
+	}
+	require.Contains(t, logs.String(), "not a request of the "+a.Package()+" middleware")
+}
