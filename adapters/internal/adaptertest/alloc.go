@@ -7,27 +7,34 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/keyfunc"
 )
 
 // Allocations is implemented by an HTTP harness that bounds the
 // allocations its middleware adds to an allowed request.
 type Allocations interface {
 	// Serve returns a function that serves one GET "/" from 203.0.113.7
-	// through the framework to a handler that answers 204, into a writer
-	// that keeps nothing, behind the middleware of l (nil: none, the bare
-	// framework).
+	// with the header X-API-Key through the framework to a handler that
+	// answers 204, into a writer that keeps nothing, behind the middleware
+	// of l (nil: none, the bare framework).
 	Serve(t *testing.T, l *core.Limiter) func()
 	// MaxAllocs is the most allocations the middleware adds to an allowed
-	// request keyed by IP (with what the race detector adds).
-	MaxAllocs() float64
+	// request keyed by IP and to one keyed by the header X-API-Key (with
+	// what the race detector adds).
+	MaxAllocs() (byIP, byHeader float64)
 }
 
-// allocations: an allowed request costs the middleware no more than
-// MaxAllocs allocations over the bare framework.
+// allocations: an allowed request keyed by IP or by a header costs the
+// middleware no more allocations over the bare framework than MaxAllocs
+// says.
 func allocations(t *testing.T, a Allocations) {
-	l := IPLimiter(t, core.Per(1_000_000_000, time.Second))
-	bare, limited := LeastAllocs(a.Serve(t, nil)), LeastAllocs(a.Serve(t, l))
-	require.LessOrEqual(t, limited-bare, a.MaxAllocs(), "bare %v, limited %v", bare, limited)
+	limit := core.Per(1_000_000_000, time.Second)
+	bare := LeastAllocs(a.Serve(t, nil))
+	byIP := LeastAllocs(a.Serve(t, limiter(t, memStore(t), keyfunc.IP(), limit)))
+	byKey := LeastAllocs(a.Serve(t, limiter(t, memStore(t), keyfunc.Header("X-API-Key"), limit)))
+	maxIP, maxKey := a.MaxAllocs()
+	require.LessOrEqual(t, byIP-bare, maxIP, "bare %v, by IP %v", bare, byIP)
+	require.LessOrEqual(t, byKey-bare, maxKey, "bare %v, by key %v", bare, byKey)
 }
 
 // LeastAllocs is the fewest allocations f makes in a run, over five
