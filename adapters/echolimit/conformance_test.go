@@ -170,3 +170,7 @@ func (s *echoServer) Runs() int64 { return s.runs.Load() }
 
 // TestConformance runs the behaviour every adapter shares.
 func TestConformance(t *testing.T) { adaptertest.Run(t, harness{}) }
+
+// TestMiddlewareAllocations bounds what the middleware allocates for an
+// allowed request (MaxAllocs).
+func TestMiddlewareAllocations(t *testing.T) { adaptertest.RunAllocations(t, harness{}) }

@@ -251,9 +251,6 @@ func Run(t *testing.T, h Harness) {
 		if a, ok := h.(Accessor); ok {
 			t.Run("Accessor", func(t *testing.T) { accessor(t, h, a) })
 		}
-		if a, ok := h.(Allocations); ok {
-			t.Run("Allocations", func(t *testing.T) { allocations(t, a) })
-		}
 		t.Run("Policies", func(t *testing.T) { policies(t, h) })
 		t.Run("PathVariants", func(t *testing.T) { pathVariants(t, h, routers) })
 	}

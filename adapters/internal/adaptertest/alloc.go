@@ -11,7 +11,7 @@ import (
 )
 
 // Allocations is implemented by an HTTP harness that bounds the
-// allocations its middleware adds to an allowed request.
+// allocations its middleware adds to an allowed request (RunAllocations).
 type Allocations interface {
 	// Serve returns a function that serves one GET "/" from 203.0.113.7
 	// with the header X-API-Key through the framework to a handler that
@@ -24,10 +24,11 @@ type Allocations interface {
 	MaxAllocs() (byIP, byHeader float64)
 }
 
-// allocations: an allowed request keyed by IP or by a header costs the
-// middleware no more allocations over the bare framework than MaxAllocs
-// says.
-func allocations(t *testing.T, a Allocations) {
+// RunAllocations asserts that an allowed request keyed by IP or by a
+// header costs a's middleware no more allocations over the bare framework
+// than MaxAllocs says. It is not part of Run: testing.AllocsPerRun panics
+// in a parallel test, and Run may be one.
+func RunAllocations(t *testing.T, a Allocations) {
 	limit := core.Per(1_000_000_000, time.Second)
 	bare := LeastAllocs(a.Serve(t, nil))
 	byIP := LeastAllocs(a.Serve(t, limiter(t, memStore(t), keyfunc.IP(), limit)))
