@@ -10,20 +10,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/adapters/httplimit"
+	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/keyfunc"
 )
 
 // The one allocation of an allowed request (its view and Scratch) stays in
 // the allocator's 1024-byte class: a field more in the request's state or
 // its Decision that crosses it costs every request 128 bytes.
 func TestMiddlewareAllocationFitsItsClass(t *testing.T) {
-	store, err := memorystore.New()
-	require.NoError(t, err)
-	t.Cleanup(func() { store.Close() })
-	l, err := core.NewLimiter(store, []core.Policy{{Name: "per-ip", Key: keyfunc.IP(), Limit: core.Per(1_000_000_000, time.Second)}})
-	require.NoError(t, err)
+	l := adaptertest.IPLimiter(t, core.Per(1_000_000_000, time.Second))
 	h := httplimit.New(l)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r.RemoteAddr = "203.0.113.7:4242"

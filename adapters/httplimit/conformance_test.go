@@ -3,12 +3,14 @@ package httplimit_test
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync/atomic"
 	"testing"
 
 	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/adapters/internal/adaptertest"
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -81,6 +83,7 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			srv.runs.Add(1)
 			d, ok := httplimit.DecisionFrom(r.Context())
 			w.Header().Set(adaptertest.HeaderRoute, name)
+			w.Header().Set(adaptertest.HeaderForm, r.PostFormValue("username"))
 			w.Header().Set(adaptertest.HeaderDecision, adaptertest.Describe(d, ok))
 			w.WriteHeader(adaptertest.StatusOf(r.Header.Get(adaptertest.HeaderStatus)))
 			_, _ = w.Write([]byte("hello"))
@@ -97,6 +100,7 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /{$}", route("root"))
 	mux.Handle("GET /login", route("login"))
+	mux.Handle("POST /login", route("login"))
 	mux.Handle("GET /files/{name}", route("files"))
 	srv.h = mux
 	if s.Limiter != nil {
@@ -104,6 +108,38 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	}
 	return srv
 }
+
+// Package, FormKey and Access: httplimit.KeyFunc over httplimit.HTTPRequest.
+func (harness) Package() string { return "httplimit" }
+
+func (harness) FormKey(field string) keyfunc.Func {
+	return httplimit.KeyFunc(func(r *http.Request) (string, error) { return r.PostFormValue(field), nil })
+}
+
+func (harness) Access(r keyfunc.Request) (ok, notNil bool) {
+	hr, ok := httplimit.HTTPRequest(r)
+	return ok, hr != nil
+}
+
+// Serve and MaxAllocs: an allowed request costs the middleware one
+// allocation (its view and Scratch); keyed by a header, a second: the
+// canonical form of its name.
+func (harness) Serve(_ *testing.T, l *core.Limiter) func() {
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	if l != nil {
+		h = httplimit.New(l)(h)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.RemoteAddr = "203.0.113.7:4242"
+	r.Header.Set("X-API-Key", "k-0123456789")
+	w := &nopWriter{h: http.Header{}}
+	return func() {
+		clear(w.h)
+		h.ServeHTTP(w, r)
+	}
+}
+
+func (harness) MaxAllocs() (byIP, byHeader float64) { return 1 + raceAllocs, 2 + raceAllocs }
 
 func (s *muxServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
 	return adaptertest.ServeHTTP(t, s.h, r)
@@ -113,3 +149,7 @@ func (s *muxServer) Runs() int64 { return s.runs.Load() }
 
 // TestConformance runs the behaviour every adapter shares.
 func TestConformance(t *testing.T) { adaptertest.Run(t, harness{}) }
+
+// TestMiddlewareAllocations bounds what the middleware allocates for an
+// allowed request (MaxAllocs).
+func TestMiddlewareAllocations(t *testing.T) { adaptertest.RunAllocations(t, harness{}) }
