@@ -117,6 +117,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			hd, _ := httplimit.DecisionFrom(c.Request().Context())
 			c.Response().Header().Set(adaptertest.HeaderRoute, name)
 			c.Response().Header().Set(adaptertest.HeaderForm, c.FormValue("username"))
+			if s.InHandler != nil {
+				s.InHandler(echolimit.Request(c))
+			}
 			c.Response().Header().Set(adaptertest.HeaderDecision, adaptertest.Describe(d, ok, c.Get(echolimit.DecisionKey), hd))
 			return c.String(adaptertest.StatusOf(c.Request().Header.Get(adaptertest.HeaderStatus)), "hello")
 		}, mws...)

@@ -120,6 +120,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			d, ok := fiberlimit.DecisionFrom(c)
 			c.Set(adaptertest.HeaderRoute, name)
 			c.Set(adaptertest.HeaderForm, c.FormValue("username"))
+			if s.InHandler != nil {
+				s.InHandler(fiberlimit.Request(c))
+			}
 			c.Set(adaptertest.HeaderDecision, adaptertest.Describe(d, ok, c.Locals(fiberlimit.DecisionKey)))
 			return c.Status(adaptertest.StatusOf(c.Get(adaptertest.HeaderStatus))).SendString("hello")
 		})

@@ -120,6 +120,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			hd, _ := httplimit.DecisionFrom(c.Request.Context())
 			c.Header(adaptertest.HeaderRoute, name)
 			c.Header(adaptertest.HeaderForm, c.PostForm("username"))
+			if s.InHandler != nil {
+				s.InHandler(ginlimit.Request(c))
+			}
 			c.Header(adaptertest.HeaderDecision, adaptertest.Describe(d, ok, v, hd))
 			c.String(adaptertest.StatusOf(c.GetHeader(adaptertest.HeaderStatus)), "hello")
 		})

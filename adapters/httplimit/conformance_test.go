@@ -84,6 +84,9 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			d, ok := httplimit.DecisionFrom(r.Context())
 			w.Header().Set(adaptertest.HeaderRoute, name)
 			w.Header().Set(adaptertest.HeaderForm, r.PostFormValue("username"))
+			if s.InHandler != nil {
+				s.InHandler(httplimit.Request(r))
+			}
 			w.Header().Set(adaptertest.HeaderDecision, adaptertest.Describe(d, ok))
 			w.WriteHeader(adaptertest.StatusOf(r.Header.Get(adaptertest.HeaderStatus)))
 			_, _ = w.Write([]byte("hello"))

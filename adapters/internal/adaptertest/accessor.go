@@ -28,7 +28,9 @@ type Accessor interface {
 	Access(r keyfunc.Request) (ok, notNil bool)
 }
 
-// accessor: a login limit keyed by the form's username is one line: the
+// accessor: in a handler, the adapter's view built there is one the
+// accessor finds the framework's request behind, and a Check on it keys
+// by the KeyFunc. A login limit keyed by the form's username is one line: the
 // adapter's KeyFunc reaches the framework's request through its accessor
 // in the middleware, and the handler still reads the form. On a view that
 // is not the adapter's (none, a static one, another adapter's) the
@@ -61,6 +63,24 @@ func accessor(t *testing.T, h Harness, a Accessor) {
 	mu.Lock()
 	require.Equal(t, []bool{true, true, true, true}, found, "the accessor finds the framework's request in the middleware")
 	mu.Unlock()
+
+	inHandler, err := core.NewLimiter(memStore(t), []core.Policy{{Name: "login", Key: form, Limit: core.PerMinute(1)}})
+	require.NoError(t, err)
+	var checked []error
+	var allowed, seen []bool
+	s = h.Start(t, Setup{InHandler: func(r keyfunc.Request) {
+		ok, notNil := a.Access(r)
+		seen = append(seen, ok && notNil)
+		d, err := inHandler.Check(r.Context(), r)
+		checked = append(checked, err)
+		allowed = append(allowed, d.Allowed)
+	}})
+	for range 2 {
+		require.Equal(t, http.StatusOK, s.Do(t, login).Status)
+	}
+	require.Equal(t, []bool{true, true}, seen, "the accessor finds the handler's request")
+	require.Equal(t, []error{nil, nil}, checked)
+	require.Equal(t, []bool{true, false}, allowed, "on its own view the key function keys")
 
 	errOther := a.Package() + ": KeyFunc: not a request of the " + a.Package() + " middleware"
 	views := []keyfunc.Request{nil, &keyfunc.Static{}}

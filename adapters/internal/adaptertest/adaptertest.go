@@ -90,6 +90,10 @@ type Setup struct {
 	Key keyfunc.Func
 	// Headers, when not nil, is the middleware's header configuration.
 	Headers *ratelimitfields.Config
+	// InHandler, when not nil, is called by the route handlers with the
+	// adapter's view of their request, built in the handler (the
+	// adapter's Request), before they answer.
+	InHandler func(keyfunc.Request)
 	// Denied, when set, installs a denied handler that answers 429 with the
 	// body DeniedBody gives for the Decision it finds in the request and the
 	// Retry-After already set on the response.
