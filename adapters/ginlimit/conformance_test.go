@@ -2,7 +2,6 @@ package ginlimit_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -156,14 +155,7 @@ func (harness) Serve(_ *testing.T, l *core.Limiter) func() {
 		e.Use(ginlimit.New(l))
 	}
 	e.GET("/", func(c *gin.Context) { c.Status(http.StatusNoContent) })
-	req := httptest.NewRequest(http.MethodGet, "/", nil)
-	req.RemoteAddr = "203.0.113.7:4000"
-	req.Header.Set("X-API-Key", "k-0123456789")
-	w := discard{} // bench_test.go's: the writer keeps nothing
-	return func() {
-		clear(w)
-		e.ServeHTTP(w, req)
-	}
+	return adaptertest.ServeFunc(e)
 }
 
 func (harness) MaxAllocs() (byIP, byHeader float64) { return 3 + raceAllocs, 4 + raceAllocs }

@@ -3,7 +3,6 @@ package httplimit_test
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -132,14 +131,7 @@ func (harness) Serve(_ *testing.T, l *core.Limiter) func() {
 	if l != nil {
 		h = httplimit.New(l)(h)
 	}
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	r.RemoteAddr = "203.0.113.7:4242"
-	r.Header.Set("X-API-Key", "k-0123456789")
-	w := &nopWriter{h: http.Header{}}
-	return func() {
-		clear(w.h)
-		h.ServeHTTP(w, r)
-	}
+	return adaptertest.ServeFunc(h)
 }
 
 func (harness) MaxAllocs() (byIP, byHeader float64) { return 1 + raceAllocs, 2 + raceAllocs }

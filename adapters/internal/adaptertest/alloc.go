@@ -1,6 +1,8 @@
 package adaptertest
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -37,6 +39,27 @@ func RunAllocations(t *testing.T, a Allocations) {
 	require.LessOrEqual(t, byIP-bare, maxIP, "bare %v, by IP %v", bare, byIP)
 	require.LessOrEqual(t, byKey-bare, maxKey, "bare %v, by key %v", bare, byKey)
 }
+
+// ServeFunc is an HTTP harness's Allocations.Serve for h, the framework
+// with its middleware and route: it serves h the request Serve describes
+// into a writer that keeps nothing but its header map, cleared each time.
+func ServeFunc(h http.Handler) func() {
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.RemoteAddr = "203.0.113.7:4000"
+	req.Header.Set("X-API-Key", "k-0123456789")
+	w := discard{}
+	return func() {
+		clear(w)
+		h.ServeHTTP(w, req)
+	}
+}
+
+// discard is a ResponseWriter that keeps nothing but its header map.
+type discard http.Header
+
+func (w discard) Header() http.Header       { return http.Header(w) }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}
 
 // LeastAllocs is the fewest allocations f makes in a run, over five
 // measurements: testing.AllocsPerRun counts every goroutine's allocations,
