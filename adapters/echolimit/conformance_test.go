@@ -117,7 +117,7 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			c.Response().Header().Set(adaptertest.HeaderRoute, name)
 			c.Response().Header().Set(adaptertest.HeaderForm, c.FormValue("username"))
 			if s.InHandler != nil {
-				s.InHandler(echolimit.Request(c))
+				s.InHandler(echolimit.Request(c), c)
 			}
 			c.Response().Header().Set(adaptertest.HeaderDecision, adaptertest.Describe(d, ok, c.Get(echolimit.DecisionKey), hd))
 			return c.String(adaptertest.StatusOf(c.Request().Header.Get(adaptertest.HeaderStatus)), "hello")
@@ -136,9 +136,12 @@ func (harness) FormKey(field string) keyfunc.Func {
 	return echolimit.KeyFunc(func(c echo.Context) (string, error) { return c.FormValue(field), nil })
 }
 
-func (harness) Access(r keyfunc.Request) (ok, notNil bool) {
-	c, ok := echolimit.Context(r)
-	return ok, c != nil
+func (harness) Access(r keyfunc.Request) (bool, any) {
+	v, ok := echolimit.Context(r)
+	if v == nil {
+		return ok, nil
+	}
+	return ok, v
 }
 
 // Serve and MaxAllocs: an allowed request costs the middleware four

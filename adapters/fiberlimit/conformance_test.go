@@ -121,7 +121,7 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			c.Set(adaptertest.HeaderRoute, name)
 			c.Set(adaptertest.HeaderForm, c.FormValue("username"))
 			if s.InHandler != nil {
-				s.InHandler(fiberlimit.Request(c))
+				s.InHandler(fiberlimit.Request(c), c)
 			}
 			c.Set(adaptertest.HeaderDecision, adaptertest.Describe(d, ok, c.Locals(fiberlimit.DecisionKey)))
 			return c.Status(adaptertest.StatusOf(c.Get(adaptertest.HeaderStatus))).SendString("hello")
@@ -143,9 +143,12 @@ func (harness) FormKey(field string) keyfunc.Func {
 	return fiberlimit.KeyFunc(func(c *fiber.Ctx) (string, error) { return c.FormValue(field), nil })
 }
 
-func (harness) Access(r keyfunc.Request) (ok, notNil bool) {
-	c, ok := fiberlimit.Context(r)
-	return ok, c != nil
+func (harness) Access(r keyfunc.Request) (bool, any) {
+	v, ok := fiberlimit.Context(r)
+	if v == nil {
+		return ok, nil
+	}
+	return ok, v
 }
 
 // Serve and MaxAllocs: an allowed request costs the middleware no

@@ -120,7 +120,7 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			c.Header(adaptertest.HeaderRoute, name)
 			c.Header(adaptertest.HeaderForm, c.PostForm("username"))
 			if s.InHandler != nil {
-				s.InHandler(ginlimit.Request(c))
+				s.InHandler(ginlimit.Request(c), c)
 			}
 			c.Header(adaptertest.HeaderDecision, adaptertest.Describe(d, ok, v, hd))
 			c.String(adaptertest.StatusOf(c.GetHeader(adaptertest.HeaderStatus)), "hello")
@@ -140,9 +140,12 @@ func (harness) FormKey(field string) keyfunc.Func {
 	return ginlimit.KeyFunc(func(c *gin.Context) (string, error) { return c.PostForm(field), nil })
 }
 
-func (harness) Access(r keyfunc.Request) (ok, notNil bool) {
-	c, ok := ginlimit.Context(r)
-	return ok, c != nil
+func (harness) Access(r keyfunc.Request) (bool, any) {
+	v, ok := ginlimit.Context(r)
+	if v == nil {
+		return ok, nil
+	}
+	return ok, v
 }
 
 // Serve and MaxAllocs: an allowed request costs the middleware three

@@ -84,7 +84,7 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 			w.Header().Set(adaptertest.HeaderRoute, name)
 			w.Header().Set(adaptertest.HeaderForm, r.PostFormValue("username"))
 			if s.InHandler != nil {
-				s.InHandler(httplimit.Request(r))
+				s.InHandler(httplimit.Request(r), r)
 			}
 			w.Header().Set(adaptertest.HeaderDecision, adaptertest.Describe(d, ok))
 			w.WriteHeader(adaptertest.StatusOf(r.Header.Get(adaptertest.HeaderStatus)))
@@ -118,9 +118,12 @@ func (harness) FormKey(field string) keyfunc.Func {
 	return httplimit.KeyFunc(func(r *http.Request) (string, error) { return r.PostFormValue(field), nil })
 }
 
-func (harness) Access(r keyfunc.Request) (ok, notNil bool) {
-	hr, ok := httplimit.HTTPRequest(r)
-	return ok, hr != nil
+func (harness) Access(r keyfunc.Request) (bool, any) {
+	v, ok := httplimit.HTTPRequest(r)
+	if v == nil {
+		return ok, nil
+	}
+	return ok, v
 }
 
 // Serve and MaxAllocs: an allowed request costs the middleware one

@@ -24,8 +24,9 @@ type Accessor interface {
 	// request by its form value field, read through the framework.
 	FormKey(field string) keyfunc.Func
 	// Access is the adapter's accessor on r: whether it found the
-	// framework's request (ok) and whether what it returned is not nil.
-	Access(r keyfunc.Request) (ok, notNil bool)
+	// framework's request (ok), and what it returned (nil, untyped, if
+	// that is nil).
+	Access(r keyfunc.Request) (ok bool, got any)
 }
 
 // accessor: in a handler, the adapter's view built there is one the
@@ -42,9 +43,9 @@ func accessor(t *testing.T, h Harness, a Accessor) {
 	var mu sync.Mutex
 	var found []bool
 	key := func(r keyfunc.Request) (string, error) {
-		ok, notNil := a.Access(r)
+		ok, got := a.Access(r)
 		mu.Lock()
-		found = append(found, ok && notNil)
+		found = append(found, ok && got != nil)
 		mu.Unlock()
 		return form(r)
 	}
@@ -68,9 +69,9 @@ func accessor(t *testing.T, h Harness, a Accessor) {
 	require.NoError(t, err)
 	var checked []error
 	var allowed, seen []bool
-	s = h.Start(t, Setup{InHandler: func(r keyfunc.Request) {
-		ok, notNil := a.Access(r)
-		seen = append(seen, ok && notNil)
+	s = h.Start(t, Setup{InHandler: func(r keyfunc.Request, native any) {
+		ok, got := a.Access(r)
+		seen = append(seen, ok && got == native)
 		d, err := inHandler.Check(r.Context(), r)
 		checked = append(checked, err)
 		allowed = append(allowed, d.Allowed)
@@ -78,7 +79,7 @@ func accessor(t *testing.T, h Harness, a Accessor) {
 	for range 2 {
 		require.Equal(t, http.StatusOK, s.Do(t, login).Status)
 	}
-	require.Equal(t, []bool{true, true}, seen, "the accessor finds the handler's request")
+	require.Equal(t, []bool{true, true}, seen, "the accessor finds the handler's very request")
 	require.Equal(t, []error{nil, nil}, checked)
 	require.Equal(t, []bool{true, false}, allowed, "on its own view the key function keys")
 
@@ -89,9 +90,9 @@ func accessor(t *testing.T, h Harness, a Accessor) {
 		views = append(views, httplimit.Request(HTTPRequest(t, login)))
 	}
 	for i, r := range views {
-		ok, notNil := a.Access(r)
+		ok, got := a.Access(r)
 		require.False(t, ok, "view %d", i)
-		require.False(t, notNil, "view %d", i)
+		require.Nil(t, got, "view %d", i)
 		if r == nil {
 			continue
 		}

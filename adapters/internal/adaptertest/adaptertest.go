@@ -92,8 +92,10 @@ type Setup struct {
 	Headers *ratelimitfields.Config
 	// InHandler, when not nil, is called by the route handlers with the
 	// adapter's view of their request, built in the handler (the
-	// adapter's Request), before they answer.
-	InHandler func(keyfunc.Request)
+	// adapter's Request), and the framework's request value it views
+	// (*gin.Context, echo.Context, *fiber.Ctx, *http.Request), before
+	// they answer.
+	InHandler func(view keyfunc.Request, native any)
 	// Denied, when set, installs a denied handler that answers 429 with the
 	// body DeniedBody gives for the Decision it finds in the request and the
 	// Retry-After already set on the response.
