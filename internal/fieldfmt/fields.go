@@ -64,7 +64,7 @@ const sfMax = 999_999_999_999_999
 // share one allocation.
 func Format(c Config, d *core.Decision, now time.Time) Fields {
 	var buf [512]byte
-	var fb builder
+	var fb Builder
 	out := fb.format(c, nil, d, now, buf[:0])
 	if fb.n == 0 {
 		return Fields{}
@@ -76,10 +76,7 @@ func Format(c Config, d *core.Decision, now time.Time) Fields {
 // one by one (Formatter.Build): each value is either a string already (a
 // constant or cached text) or a span of the buffer Build appends to, read
 // once the buffer is complete. The zero value is empty.
-type Builder = builder
-
-// builder is Builder.
-type builder struct {
+type Builder struct {
 	n          int
 	id         [NumFields]uint8
 	set        [NumFields]string
@@ -87,58 +84,55 @@ type builder struct {
 }
 
 // put adds field id whose value is v (not empty).
-func (fb *builder) put(id uint8, v string) {
+func (fb *Builder) put(id uint8, v string) {
 	fb.id[fb.n], fb.set[fb.n] = id, v
 	fb.n++
 }
 
 // span adds field id whose value is out[from:to].
-func (fb *builder) span(id uint8, from, to int) {
+func (fb *Builder) span(id uint8, from, to int) {
 	fb.id[fb.n], fb.start[fb.n], fb.end[fb.n] = id, int32(from), int32(to)
 	fb.n++
 }
 
 // Len returns the number of fields recorded.
-func (fb *builder) Len() int { return fb.n }
+func (fb *Builder) Len() int { return fb.n }
 
 // ID returns the field recorded i-th (FieldPolicy...).
-func (fb *builder) ID(i int) uint8 { return fb.id[i] }
+func (fb *Builder) ID(i int) uint8 { return fb.id[i] }
 
 // Value returns the value of the field recorded i-th, all being the buffer
 // Build returned, as a string.
-func (fb *builder) Value(i int, all string) string { return fb.value(i, all) }
-
-// ValueBytes is Value as bytes, out being the buffer Build returned, for
-// a framework's setters that copy them (fasthttp's): they must not be
-// written.
-func (fb *builder) ValueBytes(i int, out []byte) []byte {
-	if v := fb.set[i]; v != "" {
-		return unsafe.Slice(unsafe.StringData(v), len(v))
-	}
-	return out[fb.start[i]:fb.end[i]]
-}
-
-// value returns the value of field i, all being the final buffer.
-func (fb *builder) value(i int, all string) string {
+func (fb *Builder) Value(i int, all string) string {
 	if v := fb.set[i]; v != "" {
 		return v
 	}
 	return all[fb.start[i]:fb.end[i]]
 }
 
+// ValueBytes is Value as bytes, out being the buffer Build returned, for
+// a framework's setters that copy them (fasthttp's): they must not be
+// written.
+func (fb *Builder) ValueBytes(i int, out []byte) []byte {
+	if v := fb.set[i]; v != "" {
+		return unsafe.Slice(unsafe.StringData(v), len(v))
+	}
+	return out[fb.start[i]:fb.end[i]]
+}
+
 // fields returns the recorded fields, all being the final buffer. It
 // returns them rather than filling a *Fields, so that all does not escape.
-func (fb *builder) fields(all string) Fields {
+func (fb *Builder) fields(all string) Fields {
 	f := Fields{N: fb.n}
 	for i := range fb.n {
-		f.ID[i], f.Value[i] = fb.id[i], fb.value(i, all)
+		f.ID[i], f.Value[i] = fb.id[i], fb.Value(i, all)
 	}
 	return f
 }
 
 // format appends to out the values of d's fields that are not constant or
 // in fm's cache (fm may be nil), records every field in fb and returns out.
-func (fb *builder) format(c Config, fm *Formatter, d *core.Decision, now time.Time, out []byte) []byte {
+func (fb *Builder) format(c Config, fm *Formatter, d *core.Decision, now time.Time, out []byte) []byte {
 	if len(d.Results) == 0 {
 		return out
 	}

@@ -75,7 +75,7 @@ func (f *Formatter) Now() time.Time {
 // again while they are in use; for a framework that copies header values
 // (fasthttp), buf can be an array on the stack.
 func (f *Formatter) Append(buf []byte, d *core.Decision, now time.Time) (Fields, []byte) {
-	var fb builder
+	var fb Builder
 	out := fb.format(f.cfg, f, d, now, buf)
 	return fb.fields(unsafe.String(unsafe.SliceData(out), len(out))), out
 }
