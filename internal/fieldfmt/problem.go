@@ -10,12 +10,20 @@ import (
 // ProblemContentType is the media type of Problem's body.
 const ProblemContentType = "application/problem+json"
 
+// problemHead opens every problem+json body sluice writes.
+const problemHead = `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429`
+
+// UnknownProblem is the problem+json body of a denial whose Decision is
+// unknown (a denied handler called outside the middleware): Problem's
+// without the detail and the policies.
+const UnknownProblem = problemHead + "}\n"
+
 // Problem returns the RFC 9457 application/problem+json body of a denied
 // request (ratelimitfields.Problem).
 func Problem(d *core.Decision) []byte {
 	wait, never := Retry(d)
 	out := make([]byte, 0, 256)
-	out = append(out, `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"`...)
+	out = append(out, problemHead+`,"detail":"`...)
 	switch unidentified := firstUnidentified(d); {
 	case unidentified != nil:
 		out = append(out, `The request has no identity for policy \"`...)

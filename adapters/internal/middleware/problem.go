@@ -5,12 +5,13 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/sluicehq/sluice/internal/fieldfmt"
 	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // ProblemBody is the problem+json body of a denial whose Decision is
 // unknown (a denied handler called outside the middleware).
-const ProblemBody = `{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429}` + "\n"
+const ProblemBody = fieldfmt.UnknownProblem
 
 // Problem is a problem+json body carried as the message of a framework's
 // error (Echo's *echo.HTTPError): it marshals to Body and records that it
