@@ -83,12 +83,8 @@ type scratch struct {
 // allowN makes one take of n units of identity under p, or, with maxDelay
 // positive, a booking within maxDelay (see Op.MaxDelay).
 func (l *Limiter) allowN(ctx context.Context, p *compiledPolicy, identity string, n int64, maxDelay time.Duration) (PolicyResult, error) {
-	ctx = context.WithoutCancel(ctx)
-	if l.cfg.storeTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.cfg.storeTimeout)
-		defer cancel()
-	}
+	ctx, cancel := l.detached(ctx)
+	defer cancel()
 	pr := PolicyResult{Policy: p.Name, Limit: p.Limit, Shadow: p.Shadow, refund: p.Refund, id: identity, cost: n}
 	sc, _ := l.scratch.Get().(*scratch)
 	if sc == nil {

@@ -238,6 +238,17 @@ func (l *Limiter) storeContext(ctx context.Context, d *Decision) (context.Contex
 	return &d.sctx, nil
 }
 
+// detached returns the context of a store call outside a decision (a
+// refund, a key-level take, a cancel): ctx's values without its
+// cancellation, bounded by WithStoreTimeout if set.
+func (l *Limiter) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx = context.WithoutCancel(ctx)
+	if l.cfg.storeTimeout > 0 {
+		return context.WithTimeout(ctx, l.cfg.storeTimeout)
+	}
+	return ctx, func() {}
+}
+
 // Peek reports r's state under every matching policy without counting it.
 // Its Decision's Allowed reports whether a request of cost 1 would be
 // admitted now by every policy that is not a shadow.
@@ -433,12 +444,8 @@ func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 	if !d.Allowed {
 		return nil
 	}
-	ctx = context.WithoutCancel(ctx)
-	if l.cfg.storeTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.cfg.storeTimeout)
-		defer cancel()
-	}
+	ctx, cancel := l.detached(ctx)
+	defer cancel()
 	refunded := false
 	for i := range d.Results {
 		p := &d.Results[i]

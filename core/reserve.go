@@ -157,12 +157,8 @@ func (l *Limiter) cancel(ctx context.Context, p *PolicyResult) error {
 	case p.Applied != nil && p.Override == 0:
 		return nil // under an override the store cannot name: its state cannot be found
 	}
-	ctx = context.WithoutCancel(ctx)
-	if l.cfg.storeTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.cfg.storeTimeout)
-		defer cancel()
-	}
+	ctx, cancel := l.detached(ctx)
+	defer cancel()
 	// p.Limit is the policy's limit, or, for an admission under an
 	// override, the override's (whose state it goes back to).
 	if err := l.store.Refund(ctx, Admission{Key: p.key(), Limit: p.Limit, Cost: p.cost, At: p.At, Override: p.Override}); err != nil {
