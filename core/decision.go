@@ -31,6 +31,20 @@ type PolicyResult struct {
 // key is the Key of p's state in the store.
 func (p *PolicyResult) key() Key { return Key{Identity: p.id, Policy: p.Policy} }
 
+// admission names what p counted in the store, for a refund or a cancel:
+// false when it counted nothing there (denied, already given back, or
+// answered by a guard's failure policy, whose Result names no admission of
+// the shared store), or was admitted under an override the store cannot
+// name (its state cannot be found, and the key's own state did not count
+// it). p.Limit is the policy's limit, or, for an admission under an
+// override, the override's, whose state it goes back to.
+func (p *PolicyResult) admission() (Admission, bool) {
+	if !p.Allowed || p.cost == 0 || p.Source.Degraded() || p.Applied != nil && p.Override == 0 {
+		return Admission{}, false
+	}
+	return Admission{Key: p.key(), Limit: p.Limit, Cost: p.cost, At: p.At, Override: p.Override}, true
+}
+
 // op is the store op that decides p. Until the decision is settled (see
 // settle), p.Limit is the policy's (or tier's) limit, which the key's state
 // is stored under.

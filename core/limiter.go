@@ -450,15 +450,11 @@ func (l *Limiter) Refund(ctx context.Context, d *Decision, status int) error {
 	for i := range d.Results {
 		p := &d.Results[i]
 		if p.cost > 0 && p.Allowed && p.refund.matches(status) {
-			if p.Applied != nil && p.Override == 0 {
-				// An override the store cannot name: its state cannot be
-				// found, and the key's own state did not count this request.
-				p.cost = 0
+			a, ok := p.admission()
+			if !ok {
+				p.cost = 0 // nothing the store can give back
 				continue
 			}
-			// p.Limit is the policy's limit, or, for an admission under
-			// an override, the override's (whose state it goes back to).
-			a := Admission{Key: p.key(), Limit: p.Limit, Cost: p.cost, At: p.At, Override: p.Override}
 			if err := l.store.Refund(ctx, a); err != nil {
 				return fmt.Errorf("sluice: policy %q: refund: %w", p.Policy, err)
 			}

@@ -151,17 +151,13 @@ func (r *Reservation) Cancel(ctx context.Context) error {
 // cancel gives back the admission of p, a key-level take or booking, if it
 // counted anything.
 func (l *Limiter) cancel(ctx context.Context, p *PolicyResult) error {
-	switch {
-	case !p.Allowed, p.cost == 0, p.Source == FailedOpen, p.Source == FailedClosed:
-		return nil // nothing counted
-	case p.Applied != nil && p.Override == 0:
-		return nil // under an override the store cannot name: its state cannot be found
+	a, ok := p.admission()
+	if !ok {
+		return nil // nothing counted that the store can name
 	}
 	ctx, cancel := l.detached(ctx)
 	defer cancel()
-	// p.Limit is the policy's limit, or, for an admission under an
-	// override, the override's (whose state it goes back to).
-	if err := l.store.Refund(ctx, Admission{Key: p.key(), Limit: p.Limit, Cost: p.cost, At: p.At, Override: p.Override}); err != nil {
+	if err := l.store.Refund(ctx, a); err != nil {
 		return fmt.Errorf("sluice: policy %q: cancel: %w", p.Policy, err)
 	}
 	return nil
