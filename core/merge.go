@@ -14,9 +14,10 @@ package core
 // Results give nothing back to Limiter.Refund and it is never Refundable.
 // Each middleware refunds its own Decision. earlier and later are not
 // modified, and the merge holds no identity (no request memory), so it may
-// be kept; its Skipped may be shared with them (do not modify it). A nil argument stands for no Decision: Merge
-// then returns the other one (nil if both are nil). Merge allocates the
-// merged Decision; a request with a single middleware never calls it.
+// be kept; its Skipped may be shared with them (do not modify it). A nil
+// argument stands for no Decision: Merge then returns the other one (nil
+// if both are nil). Merge allocates the merged Decision; a request with a
+// single middleware never calls it.
 func Merge(earlier, later *Decision) *Decision {
 	if earlier == nil || !earlier.Limited() {
 		return later
