@@ -50,7 +50,7 @@ func newCall(e *entry, keys, args int, deadline time.Time) *call {
 // command returns the Redis command of the call.
 func (c *call) command(ctx context.Context) *redis.IntSliceCmd {
 	cmd := redis.NewIntSliceCmd(ctx, c.argv...)
-	cmd.SetFirstKeyPos(3)
+	cmd.SetFirstKeyPos(argvFirstKey)
 	return cmd
 }
 
