@@ -42,11 +42,12 @@ func (s *Store) opKeys(argv []any, k core.Key, a core.Algorithm) []any {
 // the state the admission was made on (k's own under algorithm a, or, with
 // an override id, the override's), then k's override.
 func (s *Store) refundKeys(args []any, k core.Key, a core.Algorithm, ovID uint64) []any {
-	ovr := s.overrideKey(k)
+	b := s.base(k)
+	ovr := b + "ovr" // overrideKey
 	if ovID != 0 {
 		return append(args, ovr+":s", ovr)
 	}
-	return append(args, s.Key(k, a), ovr)
+	return append(args, b+algoCode[a], ovr) // Key
 }
 
 // overrideKey is the Redis key of k's override, in the identity's slot.
