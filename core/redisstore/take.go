@@ -74,8 +74,7 @@ func sharedKeys(ops []core.Op) error {
 // with others (see runner.group).
 func (s *Store) book(ctx context.Context, cp *compiled, op *core.Op, res *core.Result) error {
 	c := newCall(&s.r.book, keysPerOp, decide1Args+1, time.Now().Add(s.timeout))
-	c.argv = s.opKeys(c.argv, op.Key, op.Limit.Algorithm)
-	c.argv = append(c.argv, s.now(), cp.boxed, op.Cost, min(int64(op.MaxDelay/time.Microsecond), cp.sp.MaxDelay()))
+	c.argv = append(s.decide1Argv(c.argv, cp, op), min(int64(op.MaxDelay/time.Microsecond), cp.sp.MaxDelay()))
 	if err := s.run(ctx, c); err != nil {
 		return err
 	}
@@ -90,8 +89,7 @@ func (s *Store) book(ctx context.Context, cp *compiled, op *core.Op, res *core.R
 // take decides one op into res.
 func (s *Store) take(ctx context.Context, cp *compiled, op *core.Op, res *core.Result) error {
 	c := s.newCall1(time.Now().Add(s.timeout))
-	c.argv = s.opKeys(c.argv, op.Key, op.Limit.Algorithm)
-	c.argv = append(c.argv, s.now(), cp.boxed, op.Cost)
+	c.argv = s.decide1Argv(c.argv, cp, op)
 	err := s.run(ctx, c)
 	var d decided
 	if err == nil {
@@ -103,6 +101,13 @@ func (s *Store) take(ctx context.Context, cp *compiled, op *core.Op, res *core.R
 	}
 	*res = d.result()
 	return nil
+}
+
+// decide1Argv appends the KEYS and ARGV of decide1 for op (see protocol.go):
+// its keys, the instant, its limit compiled (cp) and its cost.
+func (s *Store) decide1Argv(argv []any, cp *compiled, op *core.Op) []any {
+	argv = s.opKeys(argv, op.Key, op.Limit.Algorithm)
+	return append(argv, s.now(), cp.boxed, op.Cost)
 }
 
 // newCall1 returns a call of decide1 (one op) due by deadline, from a pool
@@ -180,8 +185,7 @@ func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 		if len(idx) == 1 { // one op: decide1
 			i := idx[0]
 			c := newCall(&s.r.decide1, keysPerOp, decide1Args, deadline)
-			c.argv = s.opKeys(c.argv, ops[i].Key, ops[i].Limit.Algorithm)
-			c.argv = append(c.argv, s.now(), cps[i].boxed, ops[i].Cost)
+			c.argv = s.decide1Argv(c.argv, cps[i], &ops[i])
 			calls[g] = c
 			continue
 		}
