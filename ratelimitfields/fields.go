@@ -92,7 +92,9 @@ func (f Fields) All() iter.Seq2[Field, string] {
 }
 
 // Format returns the fields c selects of d at instant now (which only
-// X-RateLimit-Reset in epoch seconds reads). All values share one
+// X-RateLimit-Reset in epoch seconds reads; sluice's adapters pass the
+// instant the store decided at, the binding policy's Result.At, to which
+// its ResetAfter is relative). All values share one
 // allocation. A Decision no policy applied to, whose binding policy is a
 // shadow, or that failed open has no fields.
 func (c Config) Format(d *core.Decision, now time.Time) Fields {

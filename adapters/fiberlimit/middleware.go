@@ -105,7 +105,7 @@ func (flow) Earlier(fc *fiber.Ctx) *core.Decision { d, _ := DecisionFrom(fc); re
 // copied and normalized again).
 func (flow) Publish(fc *fiber.Ctx, _ *call, d *core.Decision, f *fieldfmt.Formatter) {
 	buf, fb := [128]byte{}, fieldfmt.Builder{}
-	out := f.Build(&fb, buf[:0], d, f.Now())
+	out := f.Build(&fb, buf[:0], d, f.Now(d))
 	names := middleware.Names(fc.App().Config().DisableHeaderNormalizing)
 	for i := range fb.Len() {
 		fc.Response().Header.SetCanonical(middleware.Bytes(names[fb.ID(i)]), fb.ValueBytes(i, out))

@@ -113,7 +113,7 @@ func (fw unaryFlow) Next(u unary, r *call) error {
 	resp, err := u.handler(ctx, r.msg)
 	r.resp = resp
 	if d, at, ok := r.sends(); ok {
-		if f := fw.c.headers.Format(d, at); f.N > 0 {
+		if f := format(fw.c.headers, d, at); f.N > 0 {
 			attach(r.parent, grpc.ServerTransportStreamFromContext(r.parent), Metadata(f), err)
 		}
 	}
@@ -267,7 +267,7 @@ func (s *serverStream) takeMetadata() metadata.MD {
 	if !ok {
 		return nil
 	}
-	if f := s.c.headers.Format(d, at); f.N > 0 {
+	if f := format(s.c.headers, d, at); f.N > 0 {
 		return Metadata(f)
 	}
 	return nil
@@ -306,7 +306,7 @@ func (s *serverStream) finish(err error) {
 		}
 	}
 	if s.msg != nil {
-		trailer = Metadata(s.c.msgHdrs.Format(s.msg, s.msgAt))
+		trailer = Metadata(format(s.c.msgHdrs, s.msg, s.msgAt))
 		if !s.msg.Allowed {
 			trailer[MetadataPushback] = []string{Pushback(s.msg)}
 		}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/fieldfmt"
 	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
@@ -159,10 +160,17 @@ func ceilMillis(d time.Duration) int64 {
 	return int64((d-1)/time.Millisecond) + 1
 }
 
+// format returns the fields h selects of d, relative to the instant d was
+// decided at on the store's clock (now when no store decided it), as every
+// sluice adapter sends them.
+func format(h ratelimitfields.Config, d *core.Decision, now time.Time) ratelimitfields.Fields {
+	return h.Format(d, fieldfmt.DecidedAt(d, now))
+}
+
 // denialMetadata is the trailer of a denied call: its rate-limit metadata
 // and the retry pushback.
 func denialMetadata(h ratelimitfields.Config, d *core.Decision, now time.Time, extra time.Duration) metadata.MD {
-	md := Metadata(h.Format(d, now))
+	md := Metadata(format(h, d, now))
 	md[MetadataPushback] = []string{pushback(d, extra)}
 	return md
 }

@@ -47,16 +47,22 @@ func (f *Formatter) Config() Config { return f.cfg }
 // wallEvery is how often Now reads the wall clock.
 const wallEvery = time.Second
 
-// Now returns the instant Append needs: the current time when
-// X-RateLimit-Reset is written in epoch seconds, and the zero Time (no
-// clock read) when no field depends on it. It reads the wall clock (as
-// time.Now does) at most once a second, and otherwise adds the monotonic
+// Now returns the instant Append needs for d: the zero Time (no clock
+// read) when no field depends on it, and otherwise the instant d was
+// decided at on the store's clock (the binding policy's Result.At, to
+// which its ResetAfter is relative, so X-RateLimit-Reset is the instant
+// the store resets the key), or the current time when no store decided (a
+// failure policy). The current time is read from the wall clock (as
+// time.Now does) at most once a second, and otherwise as the monotonic
 // time elapsed since that reading: one clock read instead of two, and the
 // same whole seconds but when the wall clock is stepped or slewed within
 // that second.
-func (f *Formatter) Now() time.Time {
+func (f *Formatter) Now(d *core.Decision) time.Time {
 	if !f.epoch {
 		return time.Time{}
+	}
+	if at, ok := decidedAt(d); ok {
+		return at
 	}
 	if base := f.wall.Load(); base != nil {
 		if el := time.Since(*base); el >= 0 && el < wallEvery {
@@ -66,6 +72,23 @@ func (f *Formatter) Now() time.Time {
 	now := time.Now()
 	f.wall.Store(&now)
 	return now
+}
+
+// DecidedAt returns the instant the fields of d are relative to: the
+// instant d was decided at on the store's clock (the binding policy's
+// Result.At), or now when no store decided it (a failure policy).
+func DecidedAt(d *core.Decision, now time.Time) time.Time {
+	if at, ok := decidedAt(d); ok {
+		return at
+	}
+	return now
+}
+
+func decidedAt(d *core.Decision) (time.Time, bool) {
+	if b := d.Binding; b >= 0 && b < len(d.Results) && d.Results[b].At > 0 {
+		return time.UnixMicro(d.Results[b].At), true
+	}
+	return time.Time{}, false
 }
 
 // Append appends to buf, as append does, the values of d's fields at

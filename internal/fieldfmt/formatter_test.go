@@ -18,18 +18,27 @@ func decisionOf(t *testing.T) *core.Decision {
 	}}
 }
 
-// Now reads the wall clock: within a second of time.Now, and the zero Time
-// when no field needs it.
+// Now is the binding policy's decision instant (the store's clock, to
+// which ResetAfter is relative) when a store decided, and otherwise reads
+// the wall clock: within a second of time.Now. It is the zero Time when no
+// field needs it.
 func TestFormatterNow(t *testing.T) {
 	f := NewFormatter(Config{})
+	d := decisionOf(t)
+	d.Results[1].At = 1_700_000_000_123_456
+	d.Results[0].At = 1_600_000_000_000_000 // not the binding policy
+	require.Equal(t, time.UnixMicro(1_700_000_000_123_456), f.Now(d))
+	require.Equal(t, int64(1_700_000_061), epochReset(f.Now(d), d.Results[1].ResetAfter), "a minute after the decision, rounded up")
+	d.Results[1].At = 0 // a failure policy answered: no store's clock
 	for range 3 {
 		before := time.Now()
-		now := f.Now()
+		now := f.Now(d)
 		require.WithinDuration(t, before, now, time.Second)
 		require.False(t, now.Before(before.Add(-time.Millisecond)))
 	}
-	require.True(t, NewFormatter(Config{Reset: ResetDelta}).Now().IsZero())
-	require.True(t, NewFormatter(Config{Omit: XRateLimit}).Now().IsZero())
+	require.WithinDuration(t, time.Now(), f.Now(&core.Decision{}), time.Second, "no results")
+	require.True(t, NewFormatter(Config{Reset: ResetDelta}).Now(d).IsZero())
+	require.True(t, NewFormatter(Config{Omit: XRateLimit}).Now(d).IsZero())
 }
 
 // Build records what Append returns, field by field.

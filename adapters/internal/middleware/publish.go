@@ -15,10 +15,10 @@ import (
 // middlewares) takes a few.
 func PublishHTTP(s *httpfields.Scratch, f *fieldfmt.Formatter, h http.Header, req *http.Request, d *core.Decision) *http.Request {
 	if d == &s.Decision {
-		s.SetHeaders(f, h, f.Now())
+		s.SetHeaders(f, h, f.Now(d))
 		return s.Request(req)
 	}
-	fields, _ := f.Append(nil, d, f.Now())
+	fields, _ := f.Append(nil, d, f.Now(d))
 	for i := range fields.N {
 		h[fieldfmt.CanonicalKeys[fields.ID[i]]] = []string{fields.Value[i]}
 	}
