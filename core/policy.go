@@ -86,7 +86,7 @@ func (w RefundWhen) matches(status int) bool {
 // atomically, so a reload never drops or blocks a request.
 type policySet struct {
 	policies []compiledPolicy
-	routes   trie
+	routes   route.Trie
 	// everyRequest: every policy applies to every request (no routes, no
 	// methods), so no matching is needed.
 	everyRequest bool
@@ -168,13 +168,13 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 			return nil, fmt.Errorf("sluice: policy %q: Tiers: set, but the Limiter has no WithTiering", p.Name)
 		}
 		if len(p.Match.Routes) == 0 {
-			set.routes.all = append(set.routes.all, i)
+			set.routes.InsertAll(i)
 		}
 		for _, pattern := range p.Match.Routes {
 			if err := route.Validate(pattern); err != nil {
 				return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
 			}
-			set.routes.insert(pattern, i)
+			set.routes.Insert(pattern, i)
 		}
 		anyMethod := false
 		for _, m := range p.Match.Methods {
@@ -196,7 +196,7 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 		}
 		set.policies = append(set.policies, cp)
 	}
-	set.everyRequest = len(set.routes.all) == len(set.policies) && !set.anyMethods()
+	set.everyRequest = set.routes.NumAll() == len(set.policies) && !set.anyMethods()
 	return set, nil
 }
 
@@ -205,7 +205,7 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 func (set *policySet) matched(r keyfunc.Request) []int {
 	n := len(set.policies)
 	seen := make([]bool, n)
-	set.routes.match(r.Path(), func(i int) { seen[i] = true })
+	set.routes.Match(r.Path(), func(i int) { seen[i] = true })
 	out := make([]int, 0, n)
 	method := ""
 	for i, ok := range seen {
