@@ -1,0 +1,185 @@
+package rules_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+const nativeFile = `rules:
+  - name: orders-per-user
+    dimension: user
+    endpoints: [/api/v1/orders, /api/v1/orders/*]
+    algorithm: sliding_window_counter
+    rate: 100
+    period: 1m
+    tiers: {pro: {rate: 1000, period: 1m}}
+  - name: api-per-user
+    dimension: user
+    endpoints: [/api/**]
+    rate: 10
+    period: 1s
+    burst: 20
+  - name: any-per-user
+    dimension: user
+    rate: 5000
+    period: 1h
+    shadow: true
+  - name: per-ip
+    dimension: ip
+    rate: 50
+    period: 1s
+  - name: partner-orders
+    domain: partners
+    dimension: user
+    rate: 7
+    period: 1m
+tier_assignments:
+  user: {alice: pro}
+`
+
+func names(rs []*rules.Rule) []string {
+	out := []string{}
+	for _, r := range rs {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+func TestParseNative(t *testing.T) {
+	s, err := rules.Parse("r.yaml", []byte(nativeFile))
+	require.NoError(t, err)
+	require.Len(t, s.Revision(), 12)
+	require.Equal(t, []string{"orders-per-user", "api-per-user", "any-per-user", "per-ip", "partner-orders"}, names(s.Rules()))
+	require.WithinDuration(t, time.Now(), s.LoadedAt(), time.Minute)
+
+	r, ok := s.Rule("orders-per-user")
+	require.True(t, ok)
+	require.Equal(t, core.Limit{Algorithm: core.SlidingWindowCounter, Rate: 100, Period: time.Minute}, r.Limit)
+	require.Equal(t, map[string]core.Limit{"pro": {Algorithm: core.TokenBucket, Rate: 1000, Period: time.Minute}}, r.Tiers)
+	require.Equal(t, rules.Position{File: "r.yaml", Line: 2}, r.Source)
+	require.Equal(t, "user", r.Dimension)
+	r, _ = s.Rule("api-per-user")
+	require.Equal(t, core.Limit{Algorithm: core.TokenBucket, Rate: 10, Period: time.Second, Burst: 20}, r.Limit)
+	r, _ = s.Rule("any-per-user")
+	require.True(t, r.Shadow)
+	_, ok = s.Rule("nope")
+	require.False(t, ok)
+
+	require.Equal(t, "pro", s.TierOf("user", "alice"))
+	require.Equal(t, "", s.TierOf("user", "bob"))
+	require.Equal(t, "", s.TierOf("ip", "alice"))
+
+	// The same content has the same revision; another has another.
+	s2, err := rules.Parse("other.yaml", []byte(nativeFile))
+	require.NoError(t, err)
+	require.Equal(t, s.Revision(), s2.Revision())
+	s3, err := rules.Parse("r.yaml", []byte(strings.Replace(nativeFile, "rate: 50", "rate: 51", 1)))
+	require.NoError(t, err)
+	require.NotEqual(t, s.Revision(), s3.Revision())
+}
+
+func TestMatch(t *testing.T) {
+	s, err := rules.Parse("r.yaml", []byte(nativeFile))
+	require.NoError(t, err)
+	for _, c := range []struct {
+		domain, dim, endpoint string
+		want                  []string
+	}{
+		{"", "user", "/api/v1/orders", []string{"orders-per-user", "api-per-user", "any-per-user"}},
+		{"", "user", "/api/v1/orders/42", []string{"orders-per-user", "api-per-user", "any-per-user"}},
+		{"", "user", "/api/v1/orders/42/items", []string{"api-per-user", "any-per-user"}},
+		{"", "user", "/api", []string{"api-per-user", "any-per-user"}},
+		{"", "user", "/apix", []string{"any-per-user"}},
+		{"", "user", "", []string{"any-per-user"}},
+		{"", "ip", "/anything", []string{"per-ip"}},
+		{"", "ip", "", []string{"per-ip"}},
+		{"", "api_key", "/api/v1/orders", []string{}},
+		{"partners", "user", "/api/v1/orders", []string{"partner-orders"}},
+		{"partners", "ip", "/x", []string{}},
+		{"nope", "user", "/api", []string{}},
+	} {
+		require.Equal(t, c.want, names(s.Match(c.domain, c.dim, c.endpoint)), "%+v", c)
+	}
+}
+
+func TestMatchManyRules(t *testing.T) {
+	// More rules than Match's stack buffer holds.
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for i := range 100 {
+		b.WriteString("  - {name: r" + strconv.Itoa(i) + ", dimension: user, rate: 1, period: 1s, endpoints: [/p" + strconv.Itoa(i%10) + "/**]}\n")
+	}
+	s, err := rules.Parse("many.yaml", []byte(b.String()))
+	require.NoError(t, err)
+	got := names(s.Match("", "user", "/p3/x"))
+	require.Len(t, got, 10)
+	require.Equal(t, "r3", got[0])
+	require.Equal(t, "r93", got[9])
+}
+
+func TestParseNativeErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, file string
+		want       []string // each must appear in the error
+	}{
+		{"unknown field", "rules:\n  - name: a\n    dimension: user\n    rate: 1\n    period: 1s\n    limit: 3\n",
+			[]string{"r.yaml:6: rules[0].limit: unknown field (known: name, dimension, endpoints, algorithm, rate, period, burst, tiers, shadow, domain)"}},
+		{"unknown top-level", "rules:\n  - {name: a, dimension: user, rate: 1, period: 1s}\npolicies: []\n",
+			[]string{"r.yaml:3: policies: unknown field (known: rules, tier_assignments)"}},
+		{"no rules", "tier_assignments: {}\n", []string{"r.yaml:1: rules: at least one rule is required"}},
+		{"missing fields", "rules:\n  - name: a\n", []string{
+			"r.yaml:2: rules[0].dimension: required",
+			"r.yaml:2: rules[0].rate: required",
+			"r.yaml:2: rules[0].period: required",
+		}},
+		{"bad name", "rules:\n  - {name: a b, dimension: user, rate: 1, period: 1s}\n",
+			[]string{`r.yaml:2: rules[0].name: only a-z A-Z 0-9 _ . : - allowed, got "a b"`}},
+		{"duplicate name", "rules:\n  - {name: a, dimension: user, rate: 1, period: 1s}\n  - {name: a, dimension: ip, rate: 1, period: 1s}\n",
+			[]string{`r.yaml:3: rules[1].name: duplicate rule name "a" (first at line 2)`}},
+		{"bad dimension", "rules:\n  - {name: a, dimension: 'us er', rate: 1, period: 1s}\n",
+			[]string{`r.yaml:2: rules[0].dimension: only a-z A-Z 0-9 _ . : - allowed`}},
+		{"bad route", "rules:\n  - name: a\n    dimension: user\n    rate: 1\n    period: 1s\n    endpoints: [/ok, api, /a/**/b]\n",
+			[]string{`r.yaml:6: rules[0].endpoints[1]: pattern "api" must start with /`, `r.yaml:6: rules[0].endpoints[2]: pattern "/a/**/b": ** must be the last segment`}},
+		{"bad algorithm", "rules:\n  - {name: a, dimension: user, rate: 1, period: 1s, algorithm: leaky}\n",
+			[]string{`r.yaml:2: rules[0].algorithm: unknown algorithm "leaky" (token_bucket,`}},
+		{"bad numbers", "rules:\n  - {name: a, dimension: user, rate: 1.5, period: 0s, burst: -1}\n",
+			[]string{`r.yaml:2: rules[0].rate: must be a whole number >= 1, got "1.5"`, `r.yaml:2: rules[0].period: must be a positive duration`, `r.yaml:2: rules[0].burst: must be a whole number >= 0, got "-1"`}},
+		{"core validation", "rules:\n  - {name: a, dimension: user, rate: 10, period: 1s, algorithm: fixed_window, burst: 20}\n",
+			[]string{`r.yaml:2: rules[0]: `, `Burst: fixed_window has no burst`}},
+		{"bad tier", "rules:\n  - name: a\n    dimension: user\n    rate: 1\n    period: 1s\n    tiers:\n      pro: {rate: 0, period: 1s}\n      gold: {period: 1s, extra: 1}\n",
+			[]string{`r.yaml:7: rules[0].tiers.pro.rate: must be a whole number >= 1, got "0"`, `r.yaml:8: rules[0].tiers.gold.extra: unknown field (known: algorithm, rate, period, burst)`, `r.yaml:8: rules[0].tiers.gold.rate: required`}},
+		{"unknown tier assignment", "rules:\n  - {name: a, dimension: user, rate: 1, period: 1s, tiers: {pro: {rate: 2, period: 1s}}}\ntier_assignments:\n  user:\n    alice: gold\n  ip: {1.2.3.4: pro}\n",
+			[]string{`r.yaml:5: tier_assignments.user.alice: unknown tier "gold" (known: pro)`, `r.yaml:6: tier_assignments.ip.1.2.3.4: unknown tier "pro" (no rule of dimension ip has tiers)`}},
+		{"bad shadow", "rules:\n  - {name: a, dimension: user, rate: 1, period: 1s, shadow: yes please}\n",
+			[]string{`r.yaml:2: rules[0].shadow: must be true or false, got "yes please"`}},
+		{"not a mapping", "- a\n- b\n", []string{"r.yaml:1: file: must be a mapping"}},
+		{"yaml syntax", "rules: [\n", []string{"rules: r.yaml: yaml:"}},
+		{"empty", "", []string{"rules: r.yaml: empty file"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, err := rules.Parse("r.yaml", []byte(c.file))
+			require.Error(t, err)
+			require.Nil(t, s)
+			for _, w := range c.want {
+				require.Contains(t, err.Error(), w)
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				require.True(t, strings.HasPrefix(line, "rules: r.yaml"), "every error names the file: %q", line)
+			}
+		})
+	}
+}
+
+func TestParseMaxBytes(t *testing.T) {
+	_, err := rules.Parse("r.yaml", []byte(nativeFile), rules.WithMaxBytes(10))
+	require.ErrorContains(t, err, "larger than 10 bytes")
+	_, err = rules.Parse("r.yaml", []byte(nativeFile), rules.WithMaxRules(2))
+	require.ErrorContains(t, err, "r.yaml:2: rules: 5 rules, more than the limit of 2")
+}

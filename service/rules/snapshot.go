@@ -1,0 +1,417 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/route"
+)
+
+// Snapshot is an immutable, validated rule set: what a source loaded at one
+// revision. It is safe for concurrent use; neither it nor the rules it
+// returns may be changed.
+type Snapshot struct {
+	revision string
+	loadedAt time.Time
+	rules    []*Rule
+	byID     map[string]*Rule
+	native   map[nativeKey]*dimIndex
+	tiers    map[string]map[string]string
+	envoy    map[string]*envoyTree
+}
+
+type nativeKey struct{ domain, dimension string }
+
+// dimIndex holds the native rules of one domain and dimension.
+type dimIndex struct {
+	rules []*Rule    // in file order
+	every []*Rule    // the rules without endpoint patterns, in file order
+	trie  route.Trie // endpoint patterns, by index into rules
+	// allEvery: no rule has endpoint patterns, so every endpoint matches
+	// every rule (Match returns rules itself).
+	allEvery bool
+}
+
+// envoyTree is one level of an Envoy domain's descriptor tree.
+type envoyTree struct {
+	byValue   map[Entry]*envoyTree // key and literal value
+	byKey     map[string]*envoyTree
+	wildcards []*envoyTree // in file order
+	level     EnvoyLevel
+	rule      *Rule
+}
+
+// New builds a snapshot of rules (in the order given) at revision, with the
+// tier assignments tiers (dimension -> identifier -> tier; nil for none).
+// It checks what a parser checks of each rule, without file lines: valid
+// and unique IDs, limits, tiers, endpoint patterns, Envoy paths unique per
+// domain. Sources other than files (the database of issue 15) build their
+// snapshots with it. New keeps rules and tiers: do not change them after.
+func New(revision string, rules []*Rule, tiers map[string]map[string]string) (*Snapshot, error) {
+	s := &Snapshot{
+		revision: revision,
+		loadedAt: time.Now(),
+		rules:    rules,
+		byID:     make(map[string]*Rule, len(rules)),
+		native:   map[nativeKey]*dimIndex{},
+		tiers:    tiers,
+		envoy:    map[string]*envoyTree{},
+	}
+	var errs []error
+	bad := func(r *Rule, field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("rules: %s: rule %q: %s: %s", r.Source, r.ID, field, fmt.Sprintf(format, args...)))
+	}
+	for i, r := range rules {
+		if r == nil {
+			errs = append(errs, fmt.Errorf("rules: rule %d: nil", i))
+			continue
+		}
+		if err := core.ValidatePolicyName(r.ID); err != nil {
+			bad(r, "name", "%v", err)
+		} else if prev, dup := s.byID[r.ID]; dup {
+			bad(r, "name", "duplicate rule name (first at %s)", prev.Source)
+		} else {
+			s.byID[r.ID] = r
+		}
+		if r.Unlimited {
+			if r.Limit != (core.Limit{}) || len(r.Tiers) > 0 {
+				bad(r, "unlimited", "an unlimited rule has no limit")
+			}
+		} else if err := r.Limit.Validate(); err != nil {
+			bad(r, "limit", "%v", err)
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.Tiers)) {
+			if strings.TrimSpace(name) == "" {
+				bad(r, "tiers", "a tier needs a name")
+			} else if err := r.Tiers[name].Validate(); err != nil {
+				bad(r, "tiers."+name, "%v", err)
+			}
+		}
+		if r.Envoy != nil {
+			if err := s.addEnvoy(r); err != nil {
+				bad(r, "descriptors", "%v", err)
+			}
+			continue
+		}
+		if err := validDimension(r.Dimension); err != nil {
+			bad(r, "dimension", "%v", err)
+			continue
+		}
+		for _, p := range r.Endpoints {
+			if err := route.Validate(p); err != nil {
+				bad(r, "endpoints", "%v", err)
+			}
+		}
+		k := nativeKey{r.Domain, r.Dimension}
+		idx := s.native[k]
+		if idx == nil {
+			idx = &dimIndex{}
+			s.native[k] = idx
+		}
+		n := len(idx.rules)
+		idx.rules = append(idx.rules, r)
+		if len(r.Endpoints) == 0 {
+			idx.every = append(idx.every, r)
+			idx.trie.InsertAll(n)
+		}
+		for _, p := range r.Endpoints {
+			idx.trie.Insert(p, n)
+		}
+	}
+	for _, idx := range s.native {
+		idx.allEvery = len(idx.every) == len(idx.rules)
+	}
+	for _, dim := range slices.Sorted(maps.Keys(tiers)) {
+		if err := validDimension(dim); err != nil {
+			errs = append(errs, fmt.Errorf("rules: tier_assignments.%s: %w", dim, err))
+		}
+		for id, tier := range tiers[dim] {
+			if tier == "" {
+				errs = append(errs, fmt.Errorf("rules: tier_assignments.%s.%s: empty tier", dim, id))
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// validDimension reports why d cannot name a dimension: 1 to 64 of
+// a-z A-Z 0-9 _ . : -, as a rule name.
+func validDimension(d string) error {
+	if d == "" {
+		return errors.New("required (user, ip, api_key or any name)")
+	}
+	if len(d) > 64 {
+		return fmt.Errorf("must be at most 64 characters, got %d", len(d))
+	}
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
+			return fmt.Errorf("only a-z A-Z 0-9 _ . : - allowed, got %q", d)
+		}
+	}
+	return nil
+}
+
+// addEnvoy places r in its domain's descriptor tree.
+func (s *Snapshot) addEnvoy(r *Rule) error {
+	if len(r.Envoy.Path) == 0 {
+		return errors.New("an Envoy rule needs a descriptor path")
+	}
+	t := s.envoy[r.Domain]
+	if t == nil {
+		t = &envoyTree{}
+		s.envoy[r.Domain] = t
+	}
+	for _, l := range r.Envoy.Path {
+		if l.Key == "" {
+			return errors.New("descriptor has empty key")
+		}
+		t = t.child(l)
+	}
+	if t.rule != nil {
+		return fmt.Errorf("duplicate descriptor %s (rule %q at %s)", pathString(r.Domain, r.Envoy.Path), t.rule.ID, t.rule.Source)
+	}
+	t.rule = r
+	return nil
+}
+
+// child returns the node of level l under t, creating it.
+func (t *envoyTree) child(l EnvoyLevel) *envoyTree {
+	switch {
+	case l.Value == "":
+		if c := t.byKey[l.Key]; c != nil {
+			return c
+		}
+		if t.byKey == nil {
+			t.byKey = map[string]*envoyTree{}
+		}
+		c := &envoyTree{level: l}
+		t.byKey[l.Key] = c
+		return c
+	case l.wildcard():
+		for _, c := range t.wildcards {
+			if c.level.Key == l.Key && c.level.Value == l.Value {
+				return c
+			}
+		}
+		c := &envoyTree{level: l}
+		t.wildcards = append(t.wildcards, c)
+		return c
+	default:
+		e := Entry{l.Key, l.Value}
+		if c := t.byValue[e]; c != nil {
+			return c
+		}
+		if t.byValue == nil {
+			t.byValue = map[Entry]*envoyTree{}
+		}
+		c := &envoyTree{level: l}
+		t.byValue[e] = c
+		return c
+	}
+}
+
+// pathString formats an Envoy path as EN names it: domain.key_value.key.
+func pathString(domain string, path []EnvoyLevel) string {
+	var b strings.Builder
+	b.WriteString(domain)
+	for _, l := range path {
+		b.WriteByte('.')
+		b.WriteString(l.Key)
+		if l.Value != "" {
+			b.WriteByte('_')
+			b.WriteString(l.Value)
+		}
+	}
+	return b.String()
+}
+
+// Revision identifies the snapshot's content: the first 12 hex digits of
+// the SHA-256 of a file's bytes, or a database revision. It is shown in
+// health and metrics.
+func (s *Snapshot) Revision() string { return s.revision }
+
+// LoadedAt is when the snapshot was built.
+func (s *Snapshot) LoadedAt() time.Time { return s.loadedAt }
+
+// Rules returns every rule, in file order. The slice is shared: do not
+// change it.
+func (s *Snapshot) Rules() []*Rule { return s.rules }
+
+// Rule returns the rule named id.
+func (s *Snapshot) Rule(id string) (*Rule, bool) {
+	r, ok := s.byID[id]
+	return r, ok
+}
+
+// Match returns the native rules of domain ("" for rules without domain:)
+// that apply to a check of dimension on endpoint, in file order: the rules
+// of that dimension whose endpoint patterns match endpoint, or that have
+// none. An empty endpoint matches only the rules without patterns. The
+// result may be shared between calls: do not change it.
+func (s *Snapshot) Match(domain, dimension, endpoint string) []*Rule {
+	idx := s.native[nativeKey{domain, dimension}]
+	switch {
+	case idx == nil:
+		return nil
+	case idx.allEvery:
+		return idx.rules
+	case endpoint == "":
+		return idx.every
+	}
+	var small [64]bool
+	seen := small[:0]
+	if len(idx.rules) <= len(small) {
+		seen = small[:len(idx.rules)]
+	} else {
+		seen = make([]bool, len(idx.rules))
+	}
+	n := 0
+	idx.trie.Match(endpoint, func(i int) {
+		if !seen[i] {
+			seen[i] = true
+			n++
+		}
+	})
+	if n == 0 {
+		return nil
+	}
+	out := make([]*Rule, 0, n)
+	for i, ok := range seen {
+		if ok {
+			out = append(out, idx.rules[i])
+		}
+	}
+	return out
+}
+
+// MatchDescriptor returns the Envoy rule that a request descriptor's
+// entries reach in domain, as envoyproxy/ratelimit finds it: at each level
+// the entry's key and value first, then the level's wildcard values in file
+// order (foo* matches any value starting with foo), then the key alone; the
+// rule must be on the level of the last entry (the request's depth equals
+// the config's). identity names the counter: the domain and every entry's
+// key and value, escaped and joined unambiguously, with the wildcard
+// pattern instead of the value on levels with share_threshold. ok is false
+// when no rule applies.
+func (s *Snapshot) MatchDescriptor(domain string, entries []Entry) (r *Rule, identity string, ok bool) {
+	t := s.envoy[domain]
+	if t == nil || len(entries) == 0 {
+		return nil, "", false
+	}
+	for _, e := range entries {
+		next := t.byValue[e]
+		if next == nil {
+			for _, w := range t.wildcards {
+				if w.level.Key == e.Key && glob(w.level.Value, e.Value) {
+					next = w
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = t.byKey[e.Key]
+		}
+		if next == nil {
+			return nil, "", false
+		}
+		t = next
+	}
+	if t.rule == nil {
+		return nil, "", false
+	}
+	return t.rule, identityOf(domain, entries, t.rule.Envoy.Path), true
+}
+
+// identityOf joins domain and the entries as domain|key=value|key=value,
+// escaping \ | and = with a backslash, so distinct descriptors never share
+// an identity.
+func identityOf(domain string, entries []Entry, path []EnvoyLevel) string {
+	var b strings.Builder
+	n := len(domain)
+	for _, e := range entries {
+		n += len(e.Key) + len(e.Value) + 2
+	}
+	b.Grow(n + 8)
+	escapeTo(&b, domain)
+	for i, e := range entries {
+		b.WriteByte('|')
+		escapeTo(&b, e.Key)
+		b.WriteByte('=')
+		if l := path[i]; l.ShareThreshold && l.wildcard() {
+			escapeTo(&b, l.Value)
+		} else {
+			escapeTo(&b, e.Value)
+		}
+	}
+	return b.String()
+}
+
+func escapeTo(b *strings.Builder, s string) {
+	if !strings.ContainsAny(s, `\|=`) {
+		b.WriteString(s)
+		return
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\\' || c == '|' || c == '=' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+}
+
+// glob reports whether value matches pattern, where each * in pattern
+// stands for any run of characters (possibly empty) and everything else is
+// literal.
+func glob(pattern, value string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == value
+	}
+	if !strings.HasPrefix(value, parts[0]) {
+		return false
+	}
+	value = value[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(value, p)
+		if i < 0 {
+			return false
+		}
+		value = value[i+len(p):]
+	}
+	return len(value) >= len(last) && strings.HasSuffix(value, last)
+}
+
+// TierOf returns the tier of identifier in dimension, "" when it has none
+// (the rules' default limits apply).
+func (s *Snapshot) TierOf(dimension, identifier string) string {
+	return s.tiers[dimension][identifier]
+}
+
+// tierNames lists the tiers the rules of dimension define, sorted.
+func (s *Snapshot) tierNames(dimension string) []string {
+	set := map[string]bool{}
+	for k, idx := range s.native {
+		if k.dimension != dimension {
+			continue
+		}
+		for _, r := range idx.rules {
+			for t := range r.Tiers {
+				set[t] = true
+			}
+		}
+	}
+	out := slices.Collect(maps.Keys(set))
+	sort.Strings(out)
+	return out
+}
