@@ -125,10 +125,9 @@ func (o options) parseFile(name string, data []byte) (*parsed, error) {
 	doc := root.Content[0]
 	out := &parsed{}
 	if isEnvoy(doc) {
-		out.rules = p.envoyFile(doc)
-		if len(p.errs) == 0 && len(out.rules) > 0 {
-			out.domains = map[string]string{out.rules[0].Domain: name}
-		}
+		var domain string
+		domain, out.rules = p.envoyFile(doc)
+		out.domains = map[string]string{domain: name}
 	} else {
 		out.rules, out.tiers, out.tierLines = p.nativeFile(doc)
 	}
@@ -153,6 +152,7 @@ func isEnvoy(doc *yaml.Node) bool {
 // snapshot checks what spans rules (unique names, known tiers) and builds
 // the snapshot.
 func (f *parsed) snapshot(revision string) (*Snapshot, error) {
+	assignEnvoyIDs(f.rules)
 	var errs []error
 	seen := map[string]*Rule{}
 	for _, r := range f.rules {
@@ -322,8 +322,28 @@ func (p *parser) limit(n *yaml.Node, f map[string]*yaml.Node, path string) (core
 		return l, false
 	}
 	if err := l.Validate(); err != nil {
-		p.fail(n, path, "%v", err)
+		p.limitError(n, f, path, err, nil)
 		return l, false
 	}
 	return l, true
+}
+
+// limitError reports an error of core.Limit.Validate at the field it names
+// (Algorithm, Rate, Period, Burst: algorithm, rate, period, burst, or the
+// names given in rename), on that field's line when it is written.
+func (p *parser) limitError(n *yaml.Node, f map[string]*yaml.Node, path string, err error, rename map[string]string) {
+	msg := strings.TrimPrefix(err.Error(), core.ErrInvalidLimit.Error()+": ")
+	field, rest, ok := strings.Cut(msg, ": ")
+	name := strings.ToLower(field)
+	if r, renamed := rename[name]; renamed {
+		name = r
+	}
+	if !ok || !slices.Contains([]string{"algorithm", "rate", "period", "burst"}, strings.ToLower(field)) {
+		p.fail(n, path, "%s", msg)
+		return
+	}
+	if v := f[name]; v != nil {
+		n = v
+	}
+	p.fail(n, path+"."+name, "%s", rest)
 }
