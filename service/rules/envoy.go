@@ -63,7 +63,7 @@ func (p *parser) envoyFile(doc *yaml.Node) (string, []*Rule) {
 
 // envoyDescriptors reads one level of descriptors under path.
 func (p *parser) envoyDescriptors(list *yaml.Node, field, domain string, parent []EnvoyLevel, out *[]*Rule) {
-	if list.Kind == yaml.ScalarNode && list.ShortTag() == "!!null" {
+	if isNull(list) {
 		return
 	}
 	if list.Kind != yaml.SequenceNode {
@@ -89,7 +89,7 @@ func (p *parser) envoyDescriptors(list *yaml.Node, field, domain string, parent 
 		} else {
 			l.Key = s
 		}
-		if v := f["value"]; v != nil {
+		if v := f["value"]; v != nil && !isNull(v) {
 			l.Value, _ = p.str(v, path+".value")
 		}
 		composite := l.Key
@@ -114,7 +114,7 @@ func (p *parser) envoyDescriptors(list *yaml.Node, field, domain string, parent 
 		node.ValueToMetric = flag("value_to_metric")
 		l.ShareThreshold = flag("share_threshold")
 		node.Path[len(node.Path)-1] = l
-		if rl := f["rate_limit"]; rl != nil {
+		if rl := f["rate_limit"]; rl != nil && !isNull(rl) {
 			if r := p.envoyRateLimit(rl, path+".rate_limit", dn); r != nil {
 				r.Domain = domain
 				r.Shadow = shadow
@@ -291,3 +291,7 @@ func fold(s string) string {
 	}
 	return string(b)
 }
+
+// isNull reports whether v is YAML's null (a key with nothing after it), which
+// envoyproxy/ratelimit reads as the field's zero value.
+func isNull(v *yaml.Node) bool { return v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" }

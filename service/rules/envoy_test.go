@@ -241,6 +241,18 @@ func TestEnvoyReplacesAndIDs(t *testing.T) {
 	require.Equal(t, "my_name", b)
 }
 
+func TestEnvoyNulls(t *testing.T) {
+	// envoyproxy/ratelimit reads an empty field as its zero value.
+	s, err := rules.Parse("n.yaml", []byte("domain: d\ndescriptors:\n  - key: a\n    value:\n    rate_limit:\n    descriptors:\n      - key: b\n        rate_limit: {unit: second, requests_per_unit: 2}\n"))
+	require.NoError(t, err)
+	require.Len(t, s.Rules(), 1)
+	r, _, ok := s.MatchDescriptor("d", e("a", "x", "b", "y"))
+	require.True(t, ok)
+	require.Equal(t, int64(2), r.Limit.Rate)
+	_, _, ok = s.MatchDescriptor("d", e("a", "x"))
+	require.False(t, ok)
+}
+
 func TestEnvoyErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, file string
