@@ -113,6 +113,9 @@ func (p *parser) envoyDescriptors(list *yaml.Node, field, domain string, parent 
 		node.DetailedMetric = flag("detailed_metric")
 		node.ValueToMetric = flag("value_to_metric")
 		l.ShareThreshold = flag("share_threshold")
+		if l.ShareThreshold && !l.wildcard() {
+			p.fail(f["share_threshold"], path+".share_threshold", "share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", composite)
+		}
 		node.Path[len(node.Path)-1] = l
 		if rl := f["rate_limit"]; rl != nil && !isNull(rl) {
 			if r := p.envoyRateLimit(rl, path+".rate_limit", dn); r != nil {

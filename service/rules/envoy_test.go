@@ -275,6 +275,7 @@ func TestEnvoyErrors(t *testing.T) {
 		{"bad algorithm", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: fast}\n", []string{`e.yaml:4: descriptors[0].rate_limit.algorithm: unknown algorithm "fast"`}},
 		{"fixed window burst", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, burst: 5}\n", []string{`e.yaml:4: descriptors[0].rate_limit.burst: fixed_window has no burst: leave it 0, got 5`}},
 		{"bad flag", "domain: d\ndescriptors:\n  - key: a\n    shadow_mode: maybe\n", []string{`e.yaml:4: descriptors[0].shadow_mode: must be true or false, got "maybe"`}},
+		{"share_threshold without wildcard", "domain: d\ndescriptors:\n  - key: a\n    value: b\n    share_threshold: true\n", []string{`e.yaml:5: descriptors[0].share_threshold: share_threshold can only be used with wildcard values (ending with '*'), but found key 'a_b'`}},
 		{"several", "domain: d\ndescriptors:\n  - key: a\n    bad: 1\n  - key: b\n    rate_limit: {unit: eon, requests_per_unit: 1}\n", []string{`e.yaml:4: descriptors[0].bad`, `e.yaml:6: descriptors[1].rate_limit.unit`}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -302,15 +303,38 @@ func TestEnvoyDirectory(t *testing.T) {
 
 	w := watch(t, src)
 	// A second file for the same domain: an error; the last good stays.
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "again.yaml"), []byte(strings.Replace(envoyMessaging, "requests_per_unit: 5", "requests_per_unit: 6", 1)), 0o600))
+	// (Files are replaced atomically: a half-written file is an error too.)
+	write(t, filepath.Join(dir, "again.yaml"), strings.Replace(envoyMessaging, "requests_per_unit: 5", "requests_per_unit: 6", 1))
 	err = w.err(t)
 	require.ErrorContains(t, err, `domain: duplicate domain "messaging"`)
 	require.NoError(t, os.Remove(filepath.Join(dir, "again.yaml")))
 	w.quiet(t)
 	// An edit of one file reloads the whole set.
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "messaging.yaml"), []byte(strings.Replace(envoyMessaging, "requests_per_unit: 5", "requests_per_unit: 9", 1)), 0o600))
+	write(t, filepath.Join(dir, "messaging.yaml"), strings.Replace(envoyMessaging, "requests_per_unit: 5", "requests_per_unit: 9", 1))
 	s = w.snap(t)
 	r, _, ok := s.MatchDescriptor("messaging", e("message_type", "marketing", "to_number", "1"))
 	require.True(t, ok)
 	require.Equal(t, int64(9), r.Limit.Rate)
+}
+
+func TestEnvoyShareThresholdNested(t *testing.T) {
+	// share_threshold on a wildcard level above the rate_limit: every value
+	// matching the pattern shares the counter; the deeper value does not.
+	s, err := rules.Parse("s.yaml", []byte(`domain: files
+descriptors:
+  - key: path
+    value: /files/*
+    share_threshold: true
+    descriptors:
+      - key: user
+        rate_limit: {unit: minute, requests_per_unit: 10}
+`))
+	require.NoError(t, err)
+	_, a, ok := s.MatchDescriptor("files", e("path", "/files/a", "user", "u1"))
+	require.True(t, ok)
+	_, b, _ := s.MatchDescriptor("files", e("path", "/files/b", "user", "u1"))
+	_, c, _ := s.MatchDescriptor("files", e("path", "/files/b", "user", "u2"))
+	require.Equal(t, "files|path=/files/*|user=u1", a)
+	require.Equal(t, a, b)
+	require.NotEqual(t, a, c)
 }
