@@ -86,6 +86,7 @@ func (w RefundWhen) matches(status int) bool {
 // atomically, so a reload never drops or blocks a request.
 type policySet struct {
 	policies []compiledPolicy
+	byName   map[string]int // index in policies, by Name (CheckGroup)
 	routes   route.Trie
 	// everyRequest: every policy applies to every request (no routes, no
 	// methods), so no matching is needed.
@@ -137,7 +138,7 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 	if len(policies) == 0 {
 		return nil, errors.New("sluice: no policies")
 	}
-	set := &policySet{}
+	set := &policySet{byName: make(map[string]int, len(policies))}
 	seen := map[string]bool{}
 	for i, p := range policies {
 		if err := ValidatePolicyName(p.Name); err != nil {
@@ -147,6 +148,7 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 			return nil, fmt.Errorf("sluice: policy %q: Name: duplicate", p.Name)
 		}
 		seen[p.Name] = true
+		set.byName[p.Name] = i
 		if p.Key == nil {
 			return nil, fmt.Errorf("sluice: policy %q: Key: required (for example keyfunc.IP)", p.Name)
 		}

@@ -1,0 +1,91 @@
+package core
+
+import (
+	"context"
+	"fmt"
+)
+
+// GroupOp is one member of a CheckGroup: Cost units of Identity under the
+// named policy.
+type GroupOp struct {
+	// Policy names a policy of the Limiter.
+	Policy string
+	// Identity is what the policy's Key would return for the caller
+	// counted (as for AllowN). Required.
+	Identity string
+	// Tier, when the policy has Tiers, picks that tier's limit; "" or a
+	// tier the policy does not list means its Limit.
+	Tier string
+	// Cost is how many units the op takes: 0 peeks (it reports whether a
+	// cost of 1 would be admitted now, counting nothing). Negative is an
+	// error.
+	Cost int64
+}
+
+// CheckGroup decides ops all or nothing, outside any request: every op is
+// admitted and counted, or, if one whose policy is not a shadow is denied,
+// none counts anything (as the policies of one request). It is the
+// key-level form of Check for callers that name each policy, identity,
+// tier and cost themselves: a service deciding the descriptors of one
+// call, each with its own cost, or several checks of one batch.
+//
+// The Decision has one PolicyResult per op, in the order of ops, with
+// Allowed, Binding and each Limit (the limit applied: an override's when
+// one applied) as for a request; it may be copied and refunded (see
+// Refund). The policies' Match, Key and MissingKey, and the Limiter's
+// tiering and idempotency, do not apply (the caller names the policy, the
+// identity and the tier); Shadow, Tiers, overrides and blocks do, as does
+// the guard's failure policy under a guard. Hooks and Observers are not
+// called. Ops must name distinct keys (policy and identity): two ops of
+// one key are an error wrapping ErrInvalidCost (give one op their summed
+// cost). An unknown policy, an empty identity (ErrNoKey) or a negative cost
+// (ErrInvalidCost) is an error naming the op; so is a store failure. Like
+// a request's decision, it runs on a context detached from ctx's
+// cancellation, bounded by WithStoreTimeout.
+func (l *Limiter) CheckGroup(ctx context.Context, ops []GroupOp) (Decision, error) {
+	var d Decision
+	set := l.set.Load()
+	d.Allowed = true
+	if len(ops) > 1 {
+		d.Results = make([]PolicyResult, 0, len(ops))
+	} else {
+		d.Results = d.buf[:0]
+	}
+	for i := range ops {
+		op := &ops[i]
+		if op.Identity == "" {
+			return Decision{}, fmt.Errorf("sluice: CheckGroup: op %d (policy %q): Identity: %w", i, op.Policy, nested{ErrNoKey})
+		}
+		if op.Cost < 0 {
+			return Decision{}, fmt.Errorf("sluice: CheckGroup: op %d (policy %q): Cost: %w: %d", i, op.Policy, nested{ErrInvalidCost}, op.Cost)
+		}
+		j, ok := set.byName[op.Policy]
+		if !ok {
+			return Decision{}, fmt.Errorf("sluice: CheckGroup: op %d: Policy: no policy %q", i, op.Policy)
+		}
+		p := &set.policies[j]
+		lim := &p.Limit
+		pr := PolicyResult{Policy: p.Name, Shadow: p.Shadow, refund: p.Refund, id: op.Identity, cost: op.Cost}
+		if len(p.Tiers) > 0 {
+			if tl, ok := p.tiers[op.Tier]; ok {
+				lim = tl
+				pr.Tier = op.Tier
+			}
+		}
+		pr.Limit = *lim
+		d.Results = append(d.Results, pr)
+	}
+	if len(d.Results) == 0 {
+		return d, nil
+	}
+	sctx, cancel := l.storeContext(ctx, &d)
+	if cancel != nil {
+		defer cancel()
+	}
+	if err := l.run(sctx, &d, nil, nil); err != nil {
+		return Decision{}, err
+	}
+	d.settle()
+	d.detach()
+	return d, nil
+}
