@@ -6,9 +6,16 @@
 package engine
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/service/rules"
 )
 
 // Check is one question to the engine: may identifier, of the given
@@ -62,4 +69,339 @@ type Result struct {
 	// Decision is the whole decision, one PolicyResult per rule that
 	// applied, for the rate-limit fields (ratelimitfields.Config.Format).
 	Decision core.Decision
+}
+
+// Input bounds: longer fields are invalid input (they would become store
+// keys).
+const (
+	maxDimension   = 128
+	maxIdentifier  = 1024
+	maxEndpoint    = 2048
+	maxIdempotency = 256
+)
+
+// idemHeader is the name under which a check's view carries its
+// idempotency key to core's idempotency (core.WithIdempotency reads it as a
+// header).
+const idemHeader = "X-Idempotency-Key"
+
+// Engine decides checks under the rules in force, on one store. It is safe
+// for concurrent use; a rules reload swaps the rules in force atomically
+// (checks in flight finish under the rules they started with), and
+// counters, kept in the store under rule ID and identifier, survive the
+// reload of every rule that keeps its ID and limit.
+type Engine struct {
+	store core.Store
+	src   rules.Source
+	cfg   config
+	cur   atomic.Pointer[state]
+}
+
+// state is what one snapshot decides with: immutable, swapped whole.
+type state struct {
+	snap *rules.Snapshot
+	// native decides native checks: the native rules, matched by endpoint
+	// (core's route matching) and counted by dimension; nil when there
+	// are none.
+	native *core.Limiter
+	// all holds every limited rule without endpoint matching: checks
+	// naming a rule, resets, reports' drains and Envoy's descriptors;
+	// nil when there is none.
+	all *core.Limiter
+}
+
+// New builds an engine deciding on store under the rules of src's first
+// snapshot (src.Load). It follows src's changes once Run is called. An
+// error means the rules could not be loaded or the options are invalid.
+func New(ctx context.Context, store core.Store, src rules.Source, opts ...Option) (*Engine, error) {
+	if store == nil {
+		return nil, errors.New("engine: New: store: required")
+	}
+	if src == nil {
+		return nil, errors.New("engine: New: rules source: required")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{store: store, src: src, cfg: cfg}
+	snap, err := src.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("engine: rules: %w", err)
+	}
+	st, err := e.build(snap)
+	if err != nil {
+		return nil, err
+	}
+	e.cur.Store(st)
+	return e, nil
+}
+
+// Run puts every new snapshot of the rules source in force until ctx ends
+// (src.Watch); a rule set the engine cannot use is refused, logged and
+// reported to the observers, and the rules in force stay. It returns nil
+// when ctx ends, or the source's error.
+func (e *Engine) Run(ctx context.Context) error {
+	err := e.src.Watch(ctx, func(s *rules.Snapshot) {
+		if err := e.apply(s); err != nil {
+			e.cfg.log.Error("ratelimitd: rules refused; the rules in force stay", "revision", s.Revision(), "err", err)
+			e.reloaded(err)
+			return
+		}
+		e.cfg.log.Info("ratelimitd: rules reloaded", "revision", s.Revision(), "rules", len(s.Rules()))
+		e.reloaded(nil)
+	}, func(err error) {
+		e.cfg.log.Error("ratelimitd: invalid rules; the rules in force stay", "revision", e.Snapshot().Revision(), "err", err)
+		e.reloaded(err)
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine: rules: %w", err)
+	}
+	return nil
+}
+
+func (e *Engine) reloaded(err error) {
+	s := e.Snapshot()
+	for _, o := range e.cfg.observers {
+		o.Reloaded(s, err)
+	}
+}
+
+// apply puts s in force.
+func (e *Engine) apply(s *rules.Snapshot) error {
+	st, err := e.build(s)
+	if err != nil {
+		return err
+	}
+	e.cur.Store(st)
+	return nil
+}
+
+// Snapshot returns the rules in force.
+func (e *Engine) Snapshot() *rules.Snapshot { return e.cur.Load().snap }
+
+// build compiles s into its limiters.
+func (e *Engine) build(s *rules.Snapshot) (*state, error) {
+	if s == nil {
+		return nil, errors.New("engine: rules: nil snapshot")
+	}
+	st := &state{snap: s}
+	var native, all []core.Policy
+	tiers := false
+	for _, r := range s.Rules() {
+		if r.Unlimited {
+			continue
+		}
+		p := core.Policy{Name: r.ID, Limit: r.Limit, Tiers: r.Tiers, Shadow: r.Shadow}
+		tiers = tiers || len(r.Tiers) > 0
+		p.Key = anyRuleKey(r.ID)
+		all = append(all, p)
+		if r.Envoy == nil && r.Domain == "" {
+			p.Key = nativeKey(r.Dimension)
+			p.Match.Routes = r.Endpoints
+			native = append(native, p)
+		}
+	}
+	opts := []core.LimiterOption{core.WithIdempotency(core.Idempotency{Header: idemHeader, TTL: e.cfg.idemTTL, MaxRepeats: e.cfg.idemRepeats})}
+	if tiers {
+		opts = append(opts, core.WithTiering(core.Tiering{Key: tierKey, Resolve: func(_ context.Context, id string) (string, error) {
+			dim, ident, _ := strings.Cut(id, "\x00")
+			return s.TierOf(dim, ident), nil
+		}}))
+	}
+	var err error
+	if len(native) > 0 {
+		if st.native, err = core.NewLimiter(e.store, native, opts...); err != nil {
+			return nil, fmt.Errorf("engine: rules %s: %w", s.Revision(), err)
+		}
+	}
+	if len(all) > 0 {
+		if st.all, err = core.NewLimiter(e.store, all, opts...); err != nil {
+			return nil, fmt.Errorf("engine: rules %s: %w", s.Revision(), err)
+		}
+	}
+	return st, nil
+}
+
+// view is a Check seen as a request by core's Limiter: its endpoint is the
+// path and route, its idempotency key a header.
+type view struct {
+	ctx  context.Context
+	c    *Check
+	only string // the rule the check names, if any
+}
+
+func (v *view) Context() context.Context { return v.ctx }
+func (v *view) Method() string           { return "POST" }
+func (v *view) Route() string            { return v.c.Endpoint }
+func (v *view) Path() string             { return v.c.Endpoint }
+func (v *view) Header(name string) string {
+	if name == idemHeader {
+		return v.c.IdempotencyKey
+	}
+	return ""
+}
+func (v *view) HeaderValues(string) []string { return nil }
+func (v *view) Query(string) string          { return "" }
+func (v *view) RemoteAddr() string           { return "" }
+
+// nativeKey is the Key of a native rule of dimension: the check's
+// identifier when the check is of that dimension.
+func nativeKey(dimension string) keyfunc.Func {
+	return func(r keyfunc.Request) (string, error) {
+		if v, ok := r.(*view); ok && v.only == "" && v.c.Dimension == dimension {
+			return v.c.Identifier, nil
+		}
+		return "", keyfunc.ErrNoKey
+	}
+}
+
+// anyRuleKey is the Key of rule id in the limiter of every rule: the
+// identifier of a check that names the rule.
+func anyRuleKey(id string) keyfunc.Func {
+	return func(r keyfunc.Request) (string, error) {
+		if v, ok := r.(*view); ok && v.only == id {
+			return v.c.Identifier, nil
+		}
+		return "", keyfunc.ErrNoKey
+	}
+}
+
+// tierKey identifies a check's caller for its tier: dimension and
+// identifier.
+func tierKey(r keyfunc.Request) (string, error) {
+	v, ok := r.(*view)
+	if !ok {
+		return "", keyfunc.ErrNoKey
+	}
+	return v.c.Dimension + "\x00" + v.c.Identifier, nil
+}
+
+// validate checks c's fields (for every call but Descriptors) and returns
+// the rule it names, if any.
+func (e *Engine) validate(st *state, c *Check) (*rules.Rule, error) {
+	switch {
+	case c.Dimension == "":
+		return nil, invalid("dimension", "required")
+	case len(c.Dimension) > maxDimension:
+		return nil, invalid("dimension", "at most %d bytes, got %d", maxDimension, len(c.Dimension))
+	case c.Identifier == "":
+		return nil, invalid("identifier", "required")
+	case len(c.Identifier) > maxIdentifier:
+		return nil, invalid("identifier", "at most %d bytes, got %d", maxIdentifier, len(c.Identifier))
+	case len(c.Endpoint) > maxEndpoint:
+		return nil, invalid("endpoint", "at most %d bytes, got %d", maxEndpoint, len(c.Endpoint))
+	case c.Cost < 0:
+		return nil, invalid("cost", "must not be negative, got %d", c.Cost)
+	case len(c.IdempotencyKey) > maxIdempotency:
+		return nil, invalid("idempotency_key", "at most %d bytes, got %d", maxIdempotency, len(c.IdempotencyKey))
+	}
+	if !c.ClientTime.IsZero() {
+		if skew := e.cfg.now().Sub(c.ClientTime); skew > e.cfg.maxSkew || skew < -e.cfg.maxSkew {
+			return nil, invalid("client_time", "%s is more than %s off the server's clock", c.ClientTime.UTC().Format(time.RFC3339), e.cfg.maxSkew)
+		}
+	}
+	if c.Rule == "" {
+		return nil, nil
+	}
+	r, ok := st.snap.Rule(c.Rule)
+	switch {
+	case !ok:
+		return nil, invalid("rule", "no rule %q", c.Rule)
+	case r.Envoy != nil:
+		return nil, invalid("rule", "rule %q is an Envoy rule (decided by descriptors)", c.Rule)
+	case r.Dimension != c.Dimension:
+		return nil, invalid("rule", "rule %q counts dimension %q, not %q", c.Rule, r.Dimension, c.Dimension)
+	}
+	return r, nil
+}
+
+// Check decides c under the rules that apply to it: the native rules of
+// its dimension whose endpoints match its endpoint (or the rule it names),
+// all or nothing (a denial by one consumes nothing from the others). Cost 0
+// peeks: nothing is consumed, and Allowed says whether a check of cost 1
+// would pass now. A check no rule applies to is allowed, with Rule "" and
+// nothing counted. A repeat of an admitted check with the same idempotency
+// key is allowed without being counted (within the idempotency TTL and
+// repeat bound).
+//
+// Invalid input is an error wrapping ErrInvalid (a *FieldError naming the
+// field). A store failure is an error wrapping the store's: its text is for
+// logs, never for a client. Under a guard (core/guard) a store failure is
+// answered by the guard's failure mode instead, and the Decision's Source
+// says so.
+func (e *Engine) Check(ctx context.Context, c Check) (Result, error) {
+	start := time.Now()
+	st := e.cur.Load()
+	d, err := e.check(ctx, st, &c)
+	kind := KindCheck
+	if c.Cost == 0 {
+		kind = KindPeek
+	}
+	e.observe(ctx, kind, &d, start, err)
+	if err != nil {
+		return Result{}, err
+	}
+	return resultOf(d), nil
+}
+
+// check decides c on st.
+func (e *Engine) check(ctx context.Context, st *state, c *Check) (core.Decision, error) {
+	r, err := e.validate(st, c)
+	if err != nil {
+		return core.Decision{}, err
+	}
+	lim, v := st.native, view{ctx: ctx, c: c}
+	if r != nil {
+		if r.Unlimited {
+			return core.Decision{Allowed: true}, nil
+		}
+		lim, v.only = st.all, r.ID
+	}
+	if lim == nil {
+		return core.Decision{Allowed: true}, nil
+	}
+	var d core.Decision
+	if c.Cost == 0 {
+		d, err = lim.Peek(ctx, &v)
+	} else {
+		d, err = lim.CheckWith(ctx, &v, core.Call{Cost: c.Cost})
+	}
+	if err != nil {
+		if errors.Is(err, core.ErrNoKey) { // no rule of the check's dimension matched
+			return core.Decision{Allowed: true}, nil
+		}
+		return core.Decision{}, fmt.Errorf("engine: %w", err)
+	}
+	return d, nil
+}
+
+// resultOf summarizes d by its binding rule.
+func resultOf(d core.Decision) Result {
+	res := Result{Allowed: d.Allowed, Decision: d, State: d.State()}
+	if len(d.Results) == 0 {
+		return res
+	}
+	b := &d.Results[d.Binding]
+	res.Rule = b.Policy
+	res.Limit = b.Capacity
+	res.Remaining = b.Remaining
+	res.Used = max(b.Capacity-b.Remaining, 0)
+	res.ResetAt = resetAt(&b.Result)
+	if !d.Allowed {
+		res.RetryAfter = b.RetryAfter
+	}
+	return res
+}
+
+// resetAt is when r's key is fresh again, on the store's clock when the
+// store decided.
+func resetAt(r *core.Result) time.Time {
+	if r.At != 0 {
+		return time.UnixMicro(r.At).Add(r.ResetAfter)
+	}
+	return time.Now().Add(r.ResetAfter)
 }

@@ -1,0 +1,80 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+// Kind names the engine call an Event describes: a label of metrics.
+type Kind uint8
+
+// The kinds of decision.
+const (
+	// KindCheck is a Check of cost >= 1 (or one item of CheckBatch).
+	KindCheck Kind = iota
+	// KindPeek is a Check of cost 0.
+	KindPeek
+	// KindReport is a Report.
+	KindReport
+	// KindDescriptors is a Descriptors call (Envoy's ShouldRateLimit).
+	KindDescriptors
+)
+
+// String returns "check", "peek", "report" or "descriptors".
+func (k Kind) String() string {
+	switch k {
+	case KindCheck:
+		return "check"
+	case KindPeek:
+		return "peek"
+	case KindReport:
+		return "report"
+	case KindDescriptors:
+		return "descriptors"
+	}
+	return "unknown"
+}
+
+// Event describes one decision to an Observer.
+type Event struct {
+	// Kind is the call decided.
+	Kind Kind
+	// Decision holds one PolicyResult per rule that applied (Policy is the
+	// rule's ID; Decision.Outcome(i) labels it: allowed, warning, denied,
+	// shadow_denied, repeat, failed_open, ...). Empty when no rule
+	// applied; nil when Err is set. It must not be kept or changed.
+	Decision *core.Decision
+	// Took is how long the decision took (for a batch: the whole batch).
+	Took time.Duration
+	// Err is the error the caller got: invalid input (wrapping
+	// ErrInvalid) or a store failure.
+	Err error
+}
+
+// Observer sees every decision and every rules reload of an Engine: the
+// service's metrics implement it. Its methods run in the calling
+// goroutine and must be fast; they must not keep the Event's Decision.
+type Observer interface {
+	// Decided is called after each decision (each item of a batch).
+	Decided(ctx context.Context, ev *Event)
+	// Reloaded is called when Run puts a new snapshot in force (err nil),
+	// or when a new rule set was refused (err set; s is the snapshot
+	// still in force).
+	Reloaded(s *rules.Snapshot, err error)
+}
+
+func (e *Engine) observe(ctx context.Context, kind Kind, d *core.Decision, start time.Time, err error) {
+	if len(e.cfg.observers) == 0 {
+		return
+	}
+	ev := Event{Kind: kind, Decision: d, Took: time.Since(start), Err: err}
+	if err != nil {
+		ev.Decision = nil
+	}
+	for _, o := range e.cfg.observers {
+		o.Decided(ctx, &ev)
+	}
+}
