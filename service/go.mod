@@ -3,9 +3,16 @@ module github.com/sluicehq/sluice/service
 go 1.25.0
 
 require (
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/sluicehq/sluice v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.5
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
+	golang.org/x/sys v0.30.0 // indirect
 )
 
 replace github.com/sluicehq/sluice => ../

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+// CheckBatch decides many checks in one call, under one snapshot of the
+// rules, each with its own Result or error (results[i] and errs[i] answer
+// cs[i]; errs[i] nil means results[i] holds the answer).
+//
+// Without allOrNothing each check is decided on its own, in order, exactly
+// as Check decides it (idempotency keys included).
+//
+// With allOrNothing the batch is one decision: every check's rules are
+// decided in one all-or-nothing store call, so either every check is
+// admitted and counted, or none counts anything, and every Result's
+// Allowed is the batch's (a check no rule applies to follows the batch
+// too). Two checks counted by one rule and identifier take their summed
+// cost from one counter. Idempotency keys do not apply to such a batch. If
+// any check is invalid, nothing is decided: the invalid ones get their
+// errors and the others an error wrapping ErrInvalid that names
+// all_or_nothing. A store failure is every check's error.
+func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) ([]Result, []error) {
+	results, errs := make([]Result, len(cs)), make([]error, len(cs))
+	st := e.cur.Load()
+	if !allOrNothing {
+		for i := range cs {
+			start := time.Now()
+			d, err := e.check(ctx, st, &cs[i])
+			e.observe(ctx, kindOf(&cs[i]), &d, start, err)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			results[i] = resultOf(d)
+		}
+		return results, errs
+	}
+	start := time.Now()
+	var (
+		ops     []core.GroupOp
+		members = make([][]int, len(cs)) // cs[i] is decided by ops[members[i][k]]
+		index   = map[string]int{}       // ops index by rule ID and identifier
+		bad     = false
+	)
+	for i := range cs {
+		c := &cs[i]
+		r, err := e.validate(st, c)
+		if err != nil {
+			errs[i], bad = err, true
+			continue
+		}
+		matched := []*rules.Rule{r}
+		if r == nil {
+			matched = st.snap.Match("", c.Dimension, c.Endpoint)
+		}
+		for _, m := range matched {
+			if m.Unlimited {
+				continue
+			}
+			k := m.ID + "\x00" + c.Identifier
+			j, ok := index[k]
+			if ok {
+				ops[j].Cost += c.Cost
+			} else {
+				j = len(ops)
+				index[k] = j
+				op := core.GroupOp{Policy: m.ID, Identity: c.Identifier, Cost: c.Cost}
+				if len(m.Tiers) > 0 {
+					op.Tier = st.snap.TierOf(c.Dimension, c.Identifier)
+				}
+				ops = append(ops, op)
+			}
+			members[i] = append(members[i], j)
+		}
+	}
+	if bad {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = invalid("all_or_nothing", "not decided: another check of the batch is invalid")
+			}
+		}
+		return results, errs
+	}
+	d := core.Decision{Allowed: true}
+	if len(ops) > 0 {
+		var err error
+		if d, err = st.all.CheckGroup(ctx, ops); err != nil {
+			err = fmt.Errorf("engine: batch: %w", err)
+			for i := range errs {
+				errs[i] = err
+				e.observe(ctx, kindOf(&cs[i]), nil, start, err)
+			}
+			return results, errs
+		}
+	}
+	for i := range cs {
+		di := core.Decision{Allowed: d.Allowed}
+		if len(members[i]) > 0 {
+			di.Results = make([]core.PolicyResult, len(members[i]))
+			for k, j := range members[i] {
+				di.Results[k] = d.Results[j]
+			}
+			di.Binding = binding(di.Results)
+		}
+		e.observe(ctx, kindOf(&cs[i]), &di, start, nil)
+		results[i] = resultOf(di)
+	}
+	return results, errs
+}
+
+func kindOf(c *Check) Kind {
+	if c.Cost == 0 {
+		return KindPeek
+	}
+	return KindCheck
+}
+
+// binding picks the most constraining of rs as core does for a request:
+// among denials the longest RetryAfter; among admissions the fewest
+// Remaining, then the longest ResetAfter; shadow rules bind only when
+// every rule is a shadow.
+func binding(rs []core.PolicyResult) int {
+	best := 0
+	for i := 1; i < len(rs); i++ {
+		a, b := &rs[i], &rs[best]
+		if a.Shadow != b.Shadow {
+			if b.Shadow {
+				best = i
+			}
+			continue
+		}
+		switch {
+		case a.Allowed != b.Allowed:
+			if !a.Allowed {
+				best = i
+			}
+		case !a.Allowed:
+			if a.RetryAfter > b.RetryAfter {
+				best = i
+			}
+		case a.Remaining != b.Remaining:
+			if a.Remaining < b.Remaining {
+				best = i
+			}
+		case a.ResetAfter > b.ResetAfter:
+			best = i
+		}
+	}
+	return best
+}

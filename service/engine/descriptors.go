@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+// Bounds of a Descriptors call.
+const (
+	maxDescriptors = 256
+	maxEntries     = 32
+	maxEntryBytes  = 1024
+)
+
+// Descriptor is one descriptor of an Envoy rate-limit request: its ordered
+// entries, and the hits it adds.
+type Descriptor struct {
+	// Entries are the descriptor's key/value pairs, in order. Required.
+	Entries []rules.Entry
+	// Cost is the hits the descriptor adds (Envoy's hits_addend: the
+	// front door turns "unset" into 1); 0 peeks.
+	Cost int64
+	// Negative makes Cost hits a refund (Envoy's is_negative_hits): see
+	// Engine.Descriptors for what is given back.
+	Negative bool
+}
+
+// DescriptorResult is the status of one descriptor.
+type DescriptorResult struct {
+	// Rule is the rule that decided the descriptor; nil when no rule
+	// applies (no rule matches, or a matching rule of the request replaces
+	// it): the descriptor is OK and nothing was counted.
+	Rule *rules.Rule
+	// Result is the rule's decision for the descriptor (Policy is the
+	// rule's ID; Limit, Remaining, ResetAfter and RetryAfter describe its
+	// counter); zero when Rule is nil or Unlimited.
+	Result core.PolicyResult
+	// Unlimited: the rule is unlimited (Envoy's unlimited: true): OK,
+	// nothing counted.
+	Unlimited bool
+}
+
+// DescriptorsResult is the answer to an Envoy rate-limit request.
+type DescriptorsResult struct {
+	// Allowed is the overall code: false when a rule that is not a shadow
+	// denied a descriptor.
+	Allowed bool
+	// Statuses holds one status per descriptor, in the request's order.
+	Statuses []DescriptorResult
+	// Decision is the request's decision under every rule counted (one
+	// PolicyResult per counter, Binding the most constraining), for the
+	// rate-limit header fields (ratelimitfields).
+	Decision core.Decision
+}
+
+// Descriptors decides an Envoy rate-limit request of domain: every
+// descriptor reaches at most one rule (Snapshot.MatchDescriptor), and the
+// descriptors that add hits are decided all or nothing, each with its own
+// cost (0 peeks): if one is denied, no descriptor's counter takes anything.
+// Two descriptors reaching one counter (the same rule and values) take
+// their summed cost from it, and share its status. A rule named by the
+// replaces of another rule matched in the same request does not apply; an
+// unlimited rule matches and counts nothing; a shadow rule's denial is
+// reported in its status but does not deny the request.
+//
+// A Negative descriptor gives Cost hits back to its counter, after the
+// decision of the others, within what the counter's algorithm can give
+// back without ever admitting more than its limit promises (the refund of
+// an admission made now, docs/algorithms.md "Refunds"): a fixed window
+// and a sliding window counter lower their current window's count (never
+// below zero); the buckets (token, leaky, GCRA) give back up to what they
+// still hold; a sliding window log, whose entries are single admissions
+// the request cannot name, gives back nothing. Its status is its counter
+// after the refund.
+//
+// Invalid input (no domain, no descriptors, a descriptor without entries,
+// an entry without key, a negative cost, or sizes over the bounds) wraps
+// ErrInvalid, naming the field ("descriptors[1].entries[0].key"). A store
+// failure is an error wrapping the store's.
+func (e *Engine) Descriptors(ctx context.Context, domain string, ds []Descriptor) (DescriptorsResult, error) {
+	start := time.Now()
+	res, err := e.descriptors(ctx, domain, ds)
+	e.observe(ctx, KindDescriptors, &res.Decision, start, err)
+	if err != nil {
+		return DescriptorsResult{}, err
+	}
+	return res, nil
+}
+
+func validateDescriptors(domain string, ds []Descriptor) error {
+	switch {
+	case domain == "":
+		return invalid("domain", "required")
+	case len(domain) > maxEntryBytes:
+		return invalid("domain", "at most %d bytes, got %d", maxEntryBytes, len(domain))
+	case len(ds) == 0:
+		return invalid("descriptors", "required")
+	case len(ds) > maxDescriptors:
+		return invalid("descriptors", "at most %d, got %d", maxDescriptors, len(ds))
+	}
+	for i := range ds {
+		d := &ds[i]
+		f := "descriptors[" + strconv.Itoa(i) + "]"
+		switch {
+		case len(d.Entries) == 0:
+			return invalid(f+".entries", "required")
+		case len(d.Entries) > maxEntries:
+			return invalid(f+".entries", "at most %d, got %d", maxEntries, len(d.Entries))
+		case d.Cost < 0:
+			return invalid(f+".hits_addend", "must not be negative, got %d", d.Cost)
+		}
+		for j, en := range d.Entries {
+			switch {
+			case en.Key == "":
+				return invalid(fmt.Sprintf("%s.entries[%d].key", f, j), "required")
+			case len(en.Key) > maxEntryBytes:
+				return invalid(fmt.Sprintf("%s.entries[%d].key", f, j), "at most %d bytes, got %d", maxEntryBytes, len(en.Key))
+			case len(en.Value) > maxEntryBytes:
+				return invalid(fmt.Sprintf("%s.entries[%d].value", f, j), "at most %d bytes, got %d", maxEntryBytes, len(en.Value))
+			}
+		}
+	}
+	return nil
+}
+
+func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor) (DescriptorsResult, error) {
+	if err := validateDescriptors(domain, ds); err != nil {
+		return DescriptorsResult{}, err
+	}
+	st := e.cur.Load()
+	type match struct {
+		rule *rules.Rule
+		id   string
+		op   int // index in ops, -1 if none
+	}
+	ms := make([]match, len(ds))
+	var replaced map[string]bool
+	for i := range ds {
+		r, id, ok := st.snap.MatchDescriptor(domain, ds[i].Entries)
+		ms[i] = match{op: -1}
+		if !ok {
+			continue
+		}
+		ms[i].rule, ms[i].id = r, id
+		for _, name := range r.Replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			replaced[name] = true
+		}
+	}
+	res := DescriptorsResult{Allowed: true, Statuses: make([]DescriptorResult, len(ds))}
+	var ops []core.GroupOp
+	var negatives []int
+	for i := range ms {
+		m := &ms[i]
+		if m.rule == nil || replaced[m.rule.ID] {
+			m.rule = nil
+			continue
+		}
+		res.Statuses[i].Rule = m.rule
+		switch {
+		case m.rule.Unlimited:
+			res.Statuses[i].Unlimited = true
+			continue
+		case ds[i].Negative:
+			negatives = append(negatives, i)
+			continue
+		}
+		for j := range ops { // descriptors are few: a scan beats a map
+			if ops[j].Policy == m.rule.ID && ops[j].Identity == m.id {
+				ops[j].Cost += ds[i].Cost
+				m.op = j
+				break
+			}
+		}
+		if m.op < 0 {
+			m.op = len(ops)
+			ops = append(ops, core.GroupOp{Policy: m.rule.ID, Identity: m.id, Cost: ds[i].Cost})
+		}
+	}
+	if len(ops) > 0 {
+		d, err := st.all.CheckGroup(ctx, ops)
+		if err != nil {
+			return DescriptorsResult{}, fmt.Errorf("engine: descriptors: %w", err)
+		}
+		res.Decision, res.Allowed = d, d.Allowed
+		for i := range ms {
+			if ms[i].op >= 0 {
+				res.Statuses[i].Result = d.Results[ms[i].op]
+			}
+		}
+	} else {
+		res.Decision.Allowed = true
+	}
+	for _, i := range negatives {
+		pr, err := e.refund(ctx, st, ms[i].rule, ms[i].id, ds[i].Cost)
+		if err != nil {
+			return DescriptorsResult{}, err
+		}
+		res.Statuses[i].Result = pr
+	}
+	return res, nil
+}
+
+// refund gives cost hits back to rule's counter of identity as the refund
+// of an admission made now (the instant a peek reads on the store's
+// clock), and returns the counter's state after it.
+func (e *Engine) refund(ctx context.Context, st *state, r *rules.Rule, identity string, cost int64) (core.PolicyResult, error) {
+	op := []core.GroupOp{{Policy: r.ID, Identity: identity}}
+	peek, err := st.all.CheckGroup(ctx, op)
+	if err != nil {
+		return core.PolicyResult{}, fmt.Errorf("engine: negative hits: %w", err)
+	}
+	p := peek.Results[0]
+	if cost == 0 || p.Source.Degraded() || p.Applied != nil && p.Override == 0 || p.At == 0 {
+		return p, nil // nothing to give back, or no admission the store can name
+	}
+	a := core.Admission{Key: core.Key{Identity: identity, Policy: r.ID}, Limit: p.Limit, Cost: min(cost, p.Limit.Capacity()), At: p.At, Override: p.Override}
+	if err := e.store.Refund(ctx, a); err != nil {
+		return core.PolicyResult{}, fmt.Errorf("engine: negative hits: rule %q: %w", r.ID, err)
+	}
+	after, err := st.all.CheckGroup(ctx, op)
+	if err != nil {
+		return core.PolicyResult{}, fmt.Errorf("engine: negative hits: %w", err)
+	}
+	return after.Results[0], nil
+}
