@@ -6,7 +6,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # Under `make test` a Redis test that cannot start its server fails.
 export SLUICE_REQUIRE_REDIS ?= 1
 
-.PHONY: test deps lint bench load demo fuzz accuracy attack
+.PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check
 
 ## test: install what the tests need, then run every module's tests with -race
 test: deps
@@ -62,3 +62,18 @@ demo:
 FUZZTIME ?= 10s
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+## proto: regenerate the Go code of service/proto (service/ratelimitv1) with
+## pinned tools: protoc from Debian's protobuf-compiler (installed when
+## missing), protoc-gen-go and protoc-gen-go-grpc installed into service/.bin
+PROTOC_GEN_GO_VERSION      := v1.36.11
+PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+PROTOGEN := GO=$(GO) PROTOC_GEN_GO_VERSION=$(PROTOC_GEN_GO_VERSION) \
+	PROTOC_GEN_GO_GRPC_VERSION=$(PROTOC_GEN_GO_GRPC_VERSION) ./service/scripts/protogen.sh
+proto:
+	@$(PROTOGEN)
+
+## proto-check: fail when the committed generated code differs from what
+## `make proto` generates (run by CI)
+proto-check:
+	@$(PROTOGEN) -check
