@@ -1,0 +1,33 @@
+// Package remotestore lets a sluice limiter use ratelimitd as its store: a
+// core.Store whose every decision is made over gRPC by the service's own
+// store (memory or Redis), and the server side of that API
+// (sluice.ratelimit.v1.StoreService, see proto/sluice/ratelimit/v1/store.proto).
+//
+// A middleware app (net/http, Gin, Echo, Fiber, gRPC) keeps its policies,
+// key functions and headers, and swaps its store for one line:
+//
+//	conn, _ := grpc.NewClient("ratelimitd:8081", grpc.WithTransportCredentials(insecure.NewCredentials()))
+//	store := remotestore.New(conn)
+//
+// usually wrapped in a guard (package core/guard) for a timeout, a circuit
+// breaker and a failure mode (fail open, fail closed, or a local fallback
+// limiter) when the service cannot be reached:
+//
+//	gs, _ := guard.New(remotestore.New(conn), guard.WithTimeout(20*time.Millisecond), guard.WithFailOpen())
+//	lim, _ := core.NewLimiter(gs, policies)
+//
+// Every method is one RPC on the one connection, whose HTTP/2 streams
+// multiplex all concurrent calls; a Take of several ops (a request that
+// several policies apply to) is one RPC, decided all or nothing by the
+// server's store.
+//
+// Errors keep their meaning across the wire: an invalid argument (an
+// invalid limit, an empty identity, a negative cost, a booking among
+// several ops, two ops of one key) comes back as an error wrapping the same
+// sentinel of package core (core.ErrInvalidLimit, core.ErrNoKey,
+// core.ErrInvalidCost) with the server's text naming the op and the field,
+// so the guard passes it to the caller as it would a local one. A failure
+// of the server's store arrives as a generic UNAVAILABLE (the server logs
+// its cause, it never sends it); an unreachable or slow server as the gRPC
+// error or a context.DeadlineExceeded: the guard answers those by its mode.
+package remotestore

@@ -1,0 +1,162 @@
+package remotestore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/ratelimitv1"
+)
+
+// MaxOps bounds the ops of one Take: a larger request is INVALID_ARGUMENT
+// (core.ErrInvalidCost naming the field ops). A Take is one request's
+// policies; this is far above any real one.
+const MaxOps = 1024
+
+// Server answers sluice.ratelimit.v1.StoreService on a core.Store: every
+// RPC is one call of the store, so its decisions are the store's own
+// (ratelimitd passes its memory or Redis store, guarded or not).
+type Server struct {
+	ratelimitv1.UnimplementedStoreServiceServer
+	store core.Store
+	log   *slog.Logger
+}
+
+// ServerOption configures a Server.
+type ServerOption func(*Server)
+
+// WithLogger sets the logger of store failures (the default is
+// slog.Default()): their text is logged there and never sent to a client.
+func WithLogger(l *slog.Logger) ServerOption {
+	return func(s *Server) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
+
+// NewServer returns a Server deciding on store.
+func NewServer(store core.Store, opts ...ServerOption) *Server {
+	s := &Server{store: store, log: slog.Default()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Register registers s on a gRPC server (a *grpc.Server).
+func (s *Server) Register(r grpc.ServiceRegistrar) {
+	ratelimitv1.RegisterStoreServiceServer(r, s)
+}
+
+// takeOne is everything a Take of one op needs, in one allocation.
+type takeOne struct {
+	resp ratelimitv1.TakeResponse
+	ptrs [1]*ratelimitv1.StoreResult
+	res  [1]wireResult
+	ops  [1]core.Op
+	out  [1]core.Result
+}
+
+// Take decides the request's ops all or nothing on the store.
+func (s *Server) Take(ctx context.Context, req *ratelimitv1.TakeRequest) (*ratelimitv1.TakeResponse, error) {
+	n := len(req.Ops)
+	if n > MaxOps {
+		return nil, toStatus(ctx, s.log, "Take", fmt.Errorf("ops: %w: at most %d ops in one Take, got %d", core.ErrInvalidCost, MaxOps, n))
+	}
+	var (
+		resp *ratelimitv1.TakeResponse
+		ptrs []*ratelimitv1.StoreResult
+		res  []wireResult
+		ops  []core.Op
+		out  []core.Result
+	)
+	if n == 1 {
+		one := new(takeOne)
+		resp, ptrs, res, ops, out = &one.resp, one.ptrs[:], one.res[:], one.ops[:], one.out[:]
+	} else {
+		resp = new(ratelimitv1.TakeResponse)
+		ptrs = make([]*ratelimitv1.StoreResult, n)
+		res = make([]wireResult, n)
+		ops = make([]core.Op, n)
+		out = make([]core.Result, n)
+	}
+	for i, p := range req.Ops {
+		if p == nil {
+			return nil, toStatus(ctx, s.log, "Take", opError(i, "Key", core.ErrNoKey, "the op is missing"))
+		}
+		l, err := limitOf(p.Limit, i, "Limit")
+		if err != nil {
+			return nil, toStatus(ctx, s.log, "Take", err)
+		}
+		maxDelay, ok := duration(p.MaxDelay)
+		if !ok {
+			return nil, toStatus(ctx, s.log, "Take", opError(i, "MaxDelay", core.ErrInvalidCost, "not a valid duration"))
+		}
+		ops[i] = core.Op{Key: keyOf(p.Key), Limit: l, Cost: p.Cost, Shadow: p.Shadow, MaxDelay: maxDelay}
+	}
+	if err := s.store.Take(ctx, ops, out); err != nil {
+		return nil, toStatus(ctx, s.log, "Take", err)
+	}
+	for i := range out {
+		ptrs[i] = res[i].set(&out[i])
+	}
+	resp.Results = ptrs
+	return resp, nil
+}
+
+// Refund gives back one admission on the store.
+func (s *Server) Refund(ctx context.Context, req *ratelimitv1.RefundRequest) (*ratelimitv1.RefundResponse, error) {
+	l, err := limitOf(req.Limit, -1, "Limit")
+	if err != nil {
+		return nil, toStatus(ctx, s.log, "Refund", err)
+	}
+	a := core.Admission{Key: keyOf(req.Key), Limit: l, Cost: req.Cost, At: req.At, Override: req.Override}
+	if err := s.store.Refund(ctx, a); err != nil {
+		return nil, toStatus(ctx, s.log, "Refund", err)
+	}
+	return &ratelimitv1.RefundResponse{}, nil
+}
+
+// Reset forgets one key's state on the store.
+func (s *Server) Reset(ctx context.Context, req *ratelimitv1.StoreResetRequest) (*ratelimitv1.StoreResetResponse, error) {
+	l, err := limitOf(req.Limit, -1, "Limit")
+	if err != nil {
+		return nil, toStatus(ctx, s.log, "Reset", err)
+	}
+	if err := s.store.Reset(ctx, keyOf(req.Key), l); err != nil {
+		return nil, toStatus(ctx, s.log, "Reset", err)
+	}
+	return &ratelimitv1.StoreResetResponse{}, nil
+}
+
+// SetOverride sets one key's override or block on the store.
+func (s *Server) SetOverride(ctx context.Context, req *ratelimitv1.SetOverrideRequest) (*ratelimitv1.SetOverrideResponse, error) {
+	l, err := limitOf(req.Limit, -1, "Override.Limit")
+	if err != nil {
+		return nil, toStatus(ctx, s.log, "SetOverride", err)
+	}
+	var o core.Override
+	o.Limit = l
+	if req.Until != nil {
+		if err := req.Until.CheckValid(); err != nil {
+			return nil, toStatus(ctx, s.log, "SetOverride", fmt.Errorf("Override.Until: %w: %w", core.ErrInvalidLimit, err))
+		}
+		o.Until = req.Until.AsTime()
+	}
+	if err := s.store.SetOverride(ctx, keyOf(req.Key), o); err != nil {
+		return nil, toStatus(ctx, s.log, "SetOverride", err)
+	}
+	return &ratelimitv1.SetOverrideResponse{}, nil
+}
+
+// ClearOverride ends one key's override on the store.
+func (s *Server) ClearOverride(ctx context.Context, req *ratelimitv1.ClearOverrideRequest) (*ratelimitv1.ClearOverrideResponse, error) {
+	if err := s.store.ClearOverride(ctx, keyOf(req.Key)); err != nil {
+		return nil, toStatus(ctx, s.log, "ClearOverride", err)
+	}
+	return &ratelimitv1.ClearOverrideResponse{}, nil
+}
