@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/service/remotestore"
 )
 
@@ -110,3 +113,22 @@ func (b *logBuffer) String() string {
 }
 
 func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
+
+// redisBackend is a Redis store on a real redis-server.
+type redisBackend struct {
+	server *redistest.Server
+	store  *redisstore.Store
+}
+
+// newRedisStore returns a Redis store on srv, closed at the test's end; its
+// calls fail fast once srv is gone.
+func newRedisStore(t testing.TB, srv *redistest.Server) (*redisBackend, error) {
+	t.Helper()
+	client := srv.Client(t, func(o *redis.Options) { o.MaxRetries = -1; o.DialTimeout = 200 * time.Millisecond })
+	rs, err := redisstore.New(client, redisstore.WithTimeout(time.Second))
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { rs.Close() })
+	return &redisBackend{server: srv, store: rs}, nil
+}
