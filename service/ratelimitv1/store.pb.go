@@ -632,6 +632,214 @@ func (x *TakeResponse) GetResults() []*StoreResult {
 	return nil
 }
 
+// TakeBatchRequest holds independent Takes.
+type TakeBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Takes         []*TakeRequest         `protobuf:"bytes,1,rep,name=takes,proto3" json:"takes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TakeBatchRequest) Reset() {
+	*x = TakeBatchRequest{}
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TakeBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TakeBatchRequest) ProtoMessage() {}
+
+func (x *TakeBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TakeBatchRequest.ProtoReflect.Descriptor instead.
+func (*TakeBatchRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TakeBatchRequest) GetTakes() []*TakeRequest {
+	if x != nil {
+		return x.Takes
+	}
+	return nil
+}
+
+// TakeBatchResponse holds one outcome per Take, in the order of the Takes.
+type TakeBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcomes      []*TakeOutcome         `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TakeBatchResponse) Reset() {
+	*x = TakeBatchResponse{}
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TakeBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TakeBatchResponse) ProtoMessage() {}
+
+func (x *TakeBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TakeBatchResponse.ProtoReflect.Descriptor instead.
+func (*TakeBatchResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TakeBatchResponse) GetOutcomes() []*TakeOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+// TakeOutcome is the outcome of one Take of a batch: its results, or, when
+// error is set, the error the Take would have had alone.
+type TakeOutcome struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*StoreResult         `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	Error         *StoreError            `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TakeOutcome) Reset() {
+	*x = TakeOutcome{}
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TakeOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TakeOutcome) ProtoMessage() {}
+
+func (x *TakeOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TakeOutcome.ProtoReflect.Descriptor instead.
+func (*TakeOutcome) Descriptor() ([]byte, []int) {
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TakeOutcome) GetResults() []*StoreResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *TakeOutcome) GetError() *StoreError {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// StoreError is the status a Take alone would have failed with.
+type StoreError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is a google.rpc.Code (INVALID_ARGUMENT, UNAVAILABLE, ...).
+	Code    int32  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// reason is the ErrorInfo reason of an INVALID_ARGUMENT (INVALID_LIMIT,
+	// INVALID_COST, NO_KEY).
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreError) Reset() {
+	*x = StoreError{}
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreError) ProtoMessage() {}
+
+func (x *StoreError) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreError.ProtoReflect.Descriptor instead.
+func (*StoreError) Descriptor() ([]byte, []int) {
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *StoreError) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *StoreError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *StoreError) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // RefundRequest names one admission (core.Admission).
 type RefundRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -648,7 +856,7 @@ type RefundRequest struct {
 
 func (x *RefundRequest) Reset() {
 	*x = RefundRequest{}
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[6]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +868,7 @@ func (x *RefundRequest) String() string {
 func (*RefundRequest) ProtoMessage() {}
 
 func (x *RefundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[6]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +881,7 @@ func (x *RefundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundRequest.ProtoReflect.Descriptor instead.
 func (*RefundRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{6}
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RefundRequest) GetKey() *StoreKey {
@@ -720,7 +928,7 @@ type RefundResponse struct {
 
 func (x *RefundResponse) Reset() {
 	*x = RefundResponse{}
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[7]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +940,7 @@ func (x *RefundResponse) String() string {
 func (*RefundResponse) ProtoMessage() {}
 
 func (x *RefundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[7]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +953,7 @@ func (x *RefundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundResponse.ProtoReflect.Descriptor instead.
 func (*RefundResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{7}
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{11}
 }
 
 // StoreResetRequest names the key to forget and its limit.
@@ -759,7 +967,7 @@ type StoreResetRequest struct {
 
 func (x *StoreResetRequest) Reset() {
 	*x = StoreResetRequest{}
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[8]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +979,7 @@ func (x *StoreResetRequest) String() string {
 func (*StoreResetRequest) ProtoMessage() {}
 
 func (x *StoreResetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[8]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +992,7 @@ func (x *StoreResetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreResetRequest.ProtoReflect.Descriptor instead.
 func (*StoreResetRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{8}
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StoreResetRequest) GetKey() *StoreKey {
@@ -810,7 +1018,7 @@ type StoreResetResponse struct {
 
 func (x *StoreResetResponse) Reset() {
 	*x = StoreResetResponse{}
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[9]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +1030,7 @@ func (x *StoreResetResponse) String() string {
 func (*StoreResetResponse) ProtoMessage() {}
 
 func (x *StoreResetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[9]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +1043,7 @@ func (x *StoreResetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StoreResetResponse.ProtoReflect.Descriptor instead.
 func (*StoreResetResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{9}
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{13}
 }
 
 // SetOverrideRequest is core.Store.SetOverride's arguments.
@@ -852,7 +1060,7 @@ type SetOverrideRequest struct {
 
 func (x *SetOverrideRequest) Reset() {
 	*x = SetOverrideRequest{}
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[10]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +1072,7 @@ func (x *SetOverrideRequest) String() string {
 func (*SetOverrideRequest) ProtoMessage() {}
 
 func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[10]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +1085,7 @@ func (x *SetOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOverrideRequest.ProtoReflect.Descriptor instead.
 func (*SetOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{10}
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetOverrideRequest) GetKey() *StoreKey {
@@ -910,7 +1118,7 @@ type SetOverrideResponse struct {
 
 func (x *SetOverrideResponse) Reset() {
 	*x = SetOverrideResponse{}
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[11]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1130,7 @@ func (x *SetOverrideResponse) String() string {
 func (*SetOverrideResponse) ProtoMessage() {}
 
 func (x *SetOverrideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[11]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1143,7 @@ func (x *SetOverrideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOverrideResponse.ProtoReflect.Descriptor instead.
 func (*SetOverrideResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{11}
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{15}
 }
 
 // ClearOverrideRequest names the key whose override ends.
@@ -948,7 +1156,7 @@ type ClearOverrideRequest struct {
 
 func (x *ClearOverrideRequest) Reset() {
 	*x = ClearOverrideRequest{}
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[12]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1168,7 @@ func (x *ClearOverrideRequest) String() string {
 func (*ClearOverrideRequest) ProtoMessage() {}
 
 func (x *ClearOverrideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[12]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1181,7 @@ func (x *ClearOverrideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearOverrideRequest.ProtoReflect.Descriptor instead.
 func (*ClearOverrideRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{12}
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ClearOverrideRequest) GetKey() *StoreKey {
@@ -992,7 +1200,7 @@ type ClearOverrideResponse struct {
 
 func (x *ClearOverrideResponse) Reset() {
 	*x = ClearOverrideResponse{}
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[13]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1212,7 @@ func (x *ClearOverrideResponse) String() string {
 func (*ClearOverrideResponse) ProtoMessage() {}
 
 func (x *ClearOverrideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[13]
+	mi := &file_sluice_ratelimit_v1_store_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1225,7 @@ func (x *ClearOverrideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearOverrideResponse.ProtoReflect.Descriptor instead.
 func (*ClearOverrideResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{13}
+	return file_sluice_ratelimit_v1_store_proto_rawDescGZIP(), []int{17}
 }
 
 var File_sluice_ratelimit_v1_store_proto protoreflect.FileDescriptor
@@ -1058,7 +1266,19 @@ const file_sluice_ratelimit_v1_store_proto_rawDesc = "" +
 	"\vTakeRequest\x12.\n" +
 	"\x03ops\x18\x01 \x03(\v2\x1c.sluice.ratelimit.v1.StoreOpR\x03ops\"J\n" +
 	"\fTakeResponse\x12:\n" +
-	"\aresults\x18\x01 \x03(\v2 .sluice.ratelimit.v1.StoreResultR\aresults\"\xb7\x01\n" +
+	"\aresults\x18\x01 \x03(\v2 .sluice.ratelimit.v1.StoreResultR\aresults\"J\n" +
+	"\x10TakeBatchRequest\x126\n" +
+	"\x05takes\x18\x01 \x03(\v2 .sluice.ratelimit.v1.TakeRequestR\x05takes\"Q\n" +
+	"\x11TakeBatchResponse\x12<\n" +
+	"\boutcomes\x18\x01 \x03(\v2 .sluice.ratelimit.v1.TakeOutcomeR\boutcomes\"\x80\x01\n" +
+	"\vTakeOutcome\x12:\n" +
+	"\aresults\x18\x01 \x03(\v2 .sluice.ratelimit.v1.StoreResultR\aresults\x125\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.sluice.ratelimit.v1.StoreErrorR\x05error\"R\n" +
+	"\n" +
+	"StoreError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xb7\x01\n" +
 	"\rRefundRequest\x12/\n" +
 	"\x03key\x18\x01 \x01(\v2\x1d.sluice.ratelimit.v1.StoreKeyR\x03key\x125\n" +
 	"\x05limit\x18\x02 \x01(\v2\x1f.sluice.ratelimit.v1.StoreLimitR\x05limit\x12\x12\n" +
@@ -1096,9 +1316,10 @@ const file_sluice_ratelimit_v1_store_proto_rawDesc = "" +
 	"\x17STORE_SOURCE_DENY_CACHE\x10\x01\x12\x1c\n" +
 	"\x18STORE_SOURCE_FAILED_OPEN\x10\x02\x12\x1e\n" +
 	"\x1aSTORE_SOURCE_FAILED_CLOSED\x10\x03\x12\x19\n" +
-	"\x15STORE_SOURCE_FALLBACK\x10\x042\xd2\x03\n" +
+	"\x15STORE_SOURCE_FALLBACK\x10\x042\xae\x04\n" +
 	"\fStoreService\x12K\n" +
-	"\x04Take\x12 .sluice.ratelimit.v1.TakeRequest\x1a!.sluice.ratelimit.v1.TakeResponse\x12Q\n" +
+	"\x04Take\x12 .sluice.ratelimit.v1.TakeRequest\x1a!.sluice.ratelimit.v1.TakeResponse\x12Z\n" +
+	"\tTakeBatch\x12%.sluice.ratelimit.v1.TakeBatchRequest\x1a&.sluice.ratelimit.v1.TakeBatchResponse\x12Q\n" +
 	"\x06Refund\x12\".sluice.ratelimit.v1.RefundRequest\x1a#.sluice.ratelimit.v1.RefundResponse\x12X\n" +
 	"\x05Reset\x12&.sluice.ratelimit.v1.StoreResetRequest\x1a'.sluice.ratelimit.v1.StoreResetResponse\x12`\n" +
 	"\vSetOverride\x12'.sluice.ratelimit.v1.SetOverrideRequest\x1a(.sluice.ratelimit.v1.SetOverrideResponse\x12f\n" +
@@ -1117,7 +1338,7 @@ func file_sluice_ratelimit_v1_store_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_ratelimit_v1_store_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_ratelimit_v1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_sluice_ratelimit_v1_store_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_sluice_ratelimit_v1_store_proto_goTypes = []any{
 	(StoreAlgorithm)(0),           // 0: sluice.ratelimit.v1.StoreAlgorithm
 	(StoreState)(0),               // 1: sluice.ratelimit.v1.StoreState
@@ -1128,54 +1349,64 @@ var file_sluice_ratelimit_v1_store_proto_goTypes = []any{
 	(*StoreResult)(nil),           // 6: sluice.ratelimit.v1.StoreResult
 	(*TakeRequest)(nil),           // 7: sluice.ratelimit.v1.TakeRequest
 	(*TakeResponse)(nil),          // 8: sluice.ratelimit.v1.TakeResponse
-	(*RefundRequest)(nil),         // 9: sluice.ratelimit.v1.RefundRequest
-	(*RefundResponse)(nil),        // 10: sluice.ratelimit.v1.RefundResponse
-	(*StoreResetRequest)(nil),     // 11: sluice.ratelimit.v1.StoreResetRequest
-	(*StoreResetResponse)(nil),    // 12: sluice.ratelimit.v1.StoreResetResponse
-	(*SetOverrideRequest)(nil),    // 13: sluice.ratelimit.v1.SetOverrideRequest
-	(*SetOverrideResponse)(nil),   // 14: sluice.ratelimit.v1.SetOverrideResponse
-	(*ClearOverrideRequest)(nil),  // 15: sluice.ratelimit.v1.ClearOverrideRequest
-	(*ClearOverrideResponse)(nil), // 16: sluice.ratelimit.v1.ClearOverrideResponse
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*TakeBatchRequest)(nil),      // 9: sluice.ratelimit.v1.TakeBatchRequest
+	(*TakeBatchResponse)(nil),     // 10: sluice.ratelimit.v1.TakeBatchResponse
+	(*TakeOutcome)(nil),           // 11: sluice.ratelimit.v1.TakeOutcome
+	(*StoreError)(nil),            // 12: sluice.ratelimit.v1.StoreError
+	(*RefundRequest)(nil),         // 13: sluice.ratelimit.v1.RefundRequest
+	(*RefundResponse)(nil),        // 14: sluice.ratelimit.v1.RefundResponse
+	(*StoreResetRequest)(nil),     // 15: sluice.ratelimit.v1.StoreResetRequest
+	(*StoreResetResponse)(nil),    // 16: sluice.ratelimit.v1.StoreResetResponse
+	(*SetOverrideRequest)(nil),    // 17: sluice.ratelimit.v1.SetOverrideRequest
+	(*SetOverrideResponse)(nil),   // 18: sluice.ratelimit.v1.SetOverrideResponse
+	(*ClearOverrideRequest)(nil),  // 19: sluice.ratelimit.v1.ClearOverrideRequest
+	(*ClearOverrideResponse)(nil), // 20: sluice.ratelimit.v1.ClearOverrideResponse
+	(*durationpb.Duration)(nil),   // 21: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 22: google.protobuf.Timestamp
 }
 var file_sluice_ratelimit_v1_store_proto_depIdxs = []int32{
 	0,  // 0: sluice.ratelimit.v1.StoreLimit.algorithm:type_name -> sluice.ratelimit.v1.StoreAlgorithm
-	17, // 1: sluice.ratelimit.v1.StoreLimit.period:type_name -> google.protobuf.Duration
+	21, // 1: sluice.ratelimit.v1.StoreLimit.period:type_name -> google.protobuf.Duration
 	3,  // 2: sluice.ratelimit.v1.StoreOp.key:type_name -> sluice.ratelimit.v1.StoreKey
 	4,  // 3: sluice.ratelimit.v1.StoreOp.limit:type_name -> sluice.ratelimit.v1.StoreLimit
-	17, // 4: sluice.ratelimit.v1.StoreOp.max_delay:type_name -> google.protobuf.Duration
+	21, // 4: sluice.ratelimit.v1.StoreOp.max_delay:type_name -> google.protobuf.Duration
 	1,  // 5: sluice.ratelimit.v1.StoreResult.state:type_name -> sluice.ratelimit.v1.StoreState
 	1,  // 6: sluice.ratelimit.v1.StoreResult.previous:type_name -> sluice.ratelimit.v1.StoreState
 	2,  // 7: sluice.ratelimit.v1.StoreResult.source:type_name -> sluice.ratelimit.v1.StoreSource
-	17, // 8: sluice.ratelimit.v1.StoreResult.retry_after:type_name -> google.protobuf.Duration
-	17, // 9: sluice.ratelimit.v1.StoreResult.reset_after:type_name -> google.protobuf.Duration
+	21, // 8: sluice.ratelimit.v1.StoreResult.retry_after:type_name -> google.protobuf.Duration
+	21, // 9: sluice.ratelimit.v1.StoreResult.reset_after:type_name -> google.protobuf.Duration
 	4,  // 10: sluice.ratelimit.v1.StoreResult.applied:type_name -> sluice.ratelimit.v1.StoreLimit
 	5,  // 11: sluice.ratelimit.v1.TakeRequest.ops:type_name -> sluice.ratelimit.v1.StoreOp
 	6,  // 12: sluice.ratelimit.v1.TakeResponse.results:type_name -> sluice.ratelimit.v1.StoreResult
-	3,  // 13: sluice.ratelimit.v1.RefundRequest.key:type_name -> sluice.ratelimit.v1.StoreKey
-	4,  // 14: sluice.ratelimit.v1.RefundRequest.limit:type_name -> sluice.ratelimit.v1.StoreLimit
-	3,  // 15: sluice.ratelimit.v1.StoreResetRequest.key:type_name -> sluice.ratelimit.v1.StoreKey
-	4,  // 16: sluice.ratelimit.v1.StoreResetRequest.limit:type_name -> sluice.ratelimit.v1.StoreLimit
-	3,  // 17: sluice.ratelimit.v1.SetOverrideRequest.key:type_name -> sluice.ratelimit.v1.StoreKey
-	4,  // 18: sluice.ratelimit.v1.SetOverrideRequest.limit:type_name -> sluice.ratelimit.v1.StoreLimit
-	18, // 19: sluice.ratelimit.v1.SetOverrideRequest.until:type_name -> google.protobuf.Timestamp
-	3,  // 20: sluice.ratelimit.v1.ClearOverrideRequest.key:type_name -> sluice.ratelimit.v1.StoreKey
-	7,  // 21: sluice.ratelimit.v1.StoreService.Take:input_type -> sluice.ratelimit.v1.TakeRequest
-	9,  // 22: sluice.ratelimit.v1.StoreService.Refund:input_type -> sluice.ratelimit.v1.RefundRequest
-	11, // 23: sluice.ratelimit.v1.StoreService.Reset:input_type -> sluice.ratelimit.v1.StoreResetRequest
-	13, // 24: sluice.ratelimit.v1.StoreService.SetOverride:input_type -> sluice.ratelimit.v1.SetOverrideRequest
-	15, // 25: sluice.ratelimit.v1.StoreService.ClearOverride:input_type -> sluice.ratelimit.v1.ClearOverrideRequest
-	8,  // 26: sluice.ratelimit.v1.StoreService.Take:output_type -> sluice.ratelimit.v1.TakeResponse
-	10, // 27: sluice.ratelimit.v1.StoreService.Refund:output_type -> sluice.ratelimit.v1.RefundResponse
-	12, // 28: sluice.ratelimit.v1.StoreService.Reset:output_type -> sluice.ratelimit.v1.StoreResetResponse
-	14, // 29: sluice.ratelimit.v1.StoreService.SetOverride:output_type -> sluice.ratelimit.v1.SetOverrideResponse
-	16, // 30: sluice.ratelimit.v1.StoreService.ClearOverride:output_type -> sluice.ratelimit.v1.ClearOverrideResponse
-	26, // [26:31] is the sub-list for method output_type
-	21, // [21:26] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	7,  // 13: sluice.ratelimit.v1.TakeBatchRequest.takes:type_name -> sluice.ratelimit.v1.TakeRequest
+	11, // 14: sluice.ratelimit.v1.TakeBatchResponse.outcomes:type_name -> sluice.ratelimit.v1.TakeOutcome
+	6,  // 15: sluice.ratelimit.v1.TakeOutcome.results:type_name -> sluice.ratelimit.v1.StoreResult
+	12, // 16: sluice.ratelimit.v1.TakeOutcome.error:type_name -> sluice.ratelimit.v1.StoreError
+	3,  // 17: sluice.ratelimit.v1.RefundRequest.key:type_name -> sluice.ratelimit.v1.StoreKey
+	4,  // 18: sluice.ratelimit.v1.RefundRequest.limit:type_name -> sluice.ratelimit.v1.StoreLimit
+	3,  // 19: sluice.ratelimit.v1.StoreResetRequest.key:type_name -> sluice.ratelimit.v1.StoreKey
+	4,  // 20: sluice.ratelimit.v1.StoreResetRequest.limit:type_name -> sluice.ratelimit.v1.StoreLimit
+	3,  // 21: sluice.ratelimit.v1.SetOverrideRequest.key:type_name -> sluice.ratelimit.v1.StoreKey
+	4,  // 22: sluice.ratelimit.v1.SetOverrideRequest.limit:type_name -> sluice.ratelimit.v1.StoreLimit
+	22, // 23: sluice.ratelimit.v1.SetOverrideRequest.until:type_name -> google.protobuf.Timestamp
+	3,  // 24: sluice.ratelimit.v1.ClearOverrideRequest.key:type_name -> sluice.ratelimit.v1.StoreKey
+	7,  // 25: sluice.ratelimit.v1.StoreService.Take:input_type -> sluice.ratelimit.v1.TakeRequest
+	9,  // 26: sluice.ratelimit.v1.StoreService.TakeBatch:input_type -> sluice.ratelimit.v1.TakeBatchRequest
+	13, // 27: sluice.ratelimit.v1.StoreService.Refund:input_type -> sluice.ratelimit.v1.RefundRequest
+	15, // 28: sluice.ratelimit.v1.StoreService.Reset:input_type -> sluice.ratelimit.v1.StoreResetRequest
+	17, // 29: sluice.ratelimit.v1.StoreService.SetOverride:input_type -> sluice.ratelimit.v1.SetOverrideRequest
+	19, // 30: sluice.ratelimit.v1.StoreService.ClearOverride:input_type -> sluice.ratelimit.v1.ClearOverrideRequest
+	8,  // 31: sluice.ratelimit.v1.StoreService.Take:output_type -> sluice.ratelimit.v1.TakeResponse
+	10, // 32: sluice.ratelimit.v1.StoreService.TakeBatch:output_type -> sluice.ratelimit.v1.TakeBatchResponse
+	14, // 33: sluice.ratelimit.v1.StoreService.Refund:output_type -> sluice.ratelimit.v1.RefundResponse
+	16, // 34: sluice.ratelimit.v1.StoreService.Reset:output_type -> sluice.ratelimit.v1.StoreResetResponse
+	18, // 35: sluice.ratelimit.v1.StoreService.SetOverride:output_type -> sluice.ratelimit.v1.SetOverrideResponse
+	20, // 36: sluice.ratelimit.v1.StoreService.ClearOverride:output_type -> sluice.ratelimit.v1.ClearOverrideResponse
+	31, // [31:37] is the sub-list for method output_type
+	25, // [25:31] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_sluice_ratelimit_v1_store_proto_init() }
@@ -1189,7 +1420,7 @@ func file_sluice_ratelimit_v1_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_ratelimit_v1_store_proto_rawDesc), len(file_sluice_ratelimit_v1_store_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	StoreService_Take_FullMethodName          = "/sluice.ratelimit.v1.StoreService/Take"
+	StoreService_TakeBatch_FullMethodName     = "/sluice.ratelimit.v1.StoreService/TakeBatch"
 	StoreService_Refund_FullMethodName        = "/sluice.ratelimit.v1.StoreService/Refund"
 	StoreService_Reset_FullMethodName         = "/sluice.ratelimit.v1.StoreService/Reset"
 	StoreService_SetOverride_FullMethodName   = "/sluice.ratelimit.v1.StoreService/SetOverride"
@@ -52,6 +53,11 @@ type StoreServiceClient interface {
 	// Take decides every op all or nothing (core.Store.Take): one result per
 	// op, in order.
 	Take(ctx context.Context, in *TakeRequest, opts ...grpc.CallOption) (*TakeResponse, error)
+	// TakeBatch decides several independent Takes in one RPC: each is decided
+	// all or nothing on its own, exactly as if it had been sent alone, and
+	// has its own outcome (results or error), in order. The client coalesces
+	// concurrent Takes into it when calls are already in flight.
+	TakeBatch(ctx context.Context, in *TakeBatchRequest, opts ...grpc.CallOption) (*TakeBatchResponse, error)
 	// Refund gives back one admission (core.Store.Refund).
 	Refund(ctx context.Context, in *RefundRequest, opts ...grpc.CallOption) (*RefundResponse, error)
 	// Reset forgets one key's state under its limit (core.Store.Reset).
@@ -75,6 +81,16 @@ func (c *storeServiceClient) Take(ctx context.Context, in *TakeRequest, opts ...
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TakeResponse)
 	err := c.cc.Invoke(ctx, StoreService_Take_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *storeServiceClient) TakeBatch(ctx context.Context, in *TakeBatchRequest, opts ...grpc.CallOption) (*TakeBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TakeBatchResponse)
+	err := c.cc.Invoke(ctx, StoreService_TakeBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +154,11 @@ type StoreServiceServer interface {
 	// Take decides every op all or nothing (core.Store.Take): one result per
 	// op, in order.
 	Take(context.Context, *TakeRequest) (*TakeResponse, error)
+	// TakeBatch decides several independent Takes in one RPC: each is decided
+	// all or nothing on its own, exactly as if it had been sent alone, and
+	// has its own outcome (results or error), in order. The client coalesces
+	// concurrent Takes into it when calls are already in flight.
+	TakeBatch(context.Context, *TakeBatchRequest) (*TakeBatchResponse, error)
 	// Refund gives back one admission (core.Store.Refund).
 	Refund(context.Context, *RefundRequest) (*RefundResponse, error)
 	// Reset forgets one key's state under its limit (core.Store.Reset).
@@ -159,6 +180,9 @@ type UnimplementedStoreServiceServer struct{}
 
 func (UnimplementedStoreServiceServer) Take(context.Context, *TakeRequest) (*TakeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Take not implemented")
+}
+func (UnimplementedStoreServiceServer) TakeBatch(context.Context, *TakeBatchRequest) (*TakeBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TakeBatch not implemented")
 }
 func (UnimplementedStoreServiceServer) Refund(context.Context, *RefundRequest) (*RefundResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Refund not implemented")
@@ -207,6 +231,24 @@ func _StoreService_Take_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(StoreServiceServer).Take(ctx, req.(*TakeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _StoreService_TakeBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TakeBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(StoreServiceServer).TakeBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: StoreService_TakeBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(StoreServiceServer).TakeBatch(ctx, req.(*TakeBatchRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -293,6 +335,10 @@ var StoreService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Take",
 			Handler:    _StoreService_Take_Handler,
+		},
+		{
+			MethodName: "TakeBatch",
+			Handler:    _StoreService_TakeBatch_Handler,
 		},
 		{
 			MethodName: "Refund",

@@ -65,7 +65,8 @@ func benchTake(b *testing.B, s core.Store) {
 // "redis" is the Redis store called in process (the middleware's usual
 // backend), "remote" the remote store calling a StoreService (a separate
 // process, as ratelimitd is) that decides on a Redis store on that same
-// server. Allocations are the caller's process's only.
+// server; "remote-unbatched" the same without coalescing concurrent Takes
+// into TakeBatch RPCs. Allocations are the caller's process's only.
 func BenchmarkRemoteTake(b *testing.B) {
 	srv := redistest.StartServer(b)
 	rs, err := redisstore.New(srv.Client(b), redisstore.WithTimeout(5*time.Second))
@@ -75,6 +76,9 @@ func BenchmarkRemoteTake(b *testing.B) {
 
 	addr := serveProcess(b, srv.Addr)
 	b.Run("remote", func(b *testing.B) { benchTake(b, remotestore.New(dial(b, addr))) })
+	b.Run("remote-unbatched", func(b *testing.B) {
+		benchTake(b, remotestore.New(dial(b, addr), remotestore.WithBatching(0, 0)))
+	})
 }
 
 // BenchmarkRemoteTakeMemory is the remote store on a StoreService on a

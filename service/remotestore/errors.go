@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
 
 // ErrorDomain is the domain of the google.rpc.ErrorInfo detail the server
@@ -64,25 +65,40 @@ func (e *remoteError) Error() string {
 
 func (e *remoteError) Unwrap() []error { return []error{e.kind, e.status} }
 
-// toStatus turns the error of a call on the server's store into the status
-// the client receives: bad input as INVALID_ARGUMENT with its text and the
+// classify turns the error of a call on the server's store into what the
+// client receives: bad input as INVALID_ARGUMENT with its text and the
 // reason of its sentinel; the caller's context ending as its code; any other
 // failure as UNAVAILABLE with a generic message, its cause logged.
-func toStatus(ctx context.Context, log *slog.Logger, method string, err error) error {
+func classify(ctx context.Context, log *slog.Logger, method string, err error) (code codes.Code, msg, reason string) {
 	for _, r := range reasons {
 		if errors.Is(err, r.err) {
-			st := status.New(codes.InvalidArgument, err.Error())
-			if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: r.reason, Domain: ErrorDomain}); derr == nil {
-				st = d
-			}
-			return st.Err()
+			return codes.InvalidArgument, err.Error(), r.reason
 		}
 	}
 	if cerr := ctx.Err(); cerr != nil {
-		return status.FromContextError(cerr).Err()
+		st := status.FromContextError(cerr)
+		return st.Code(), st.Message(), ""
 	}
 	log.LogAttrs(ctx, slog.LevelError, "remotestore: store call failed", slog.String("method", method), slog.Any("error", err))
-	return status.Error(codes.Unavailable, unavailableMessage)
+	return codes.Unavailable, unavailableMessage, ""
+}
+
+// toStatus is classify's answer as a gRPC status error.
+func toStatus(ctx context.Context, log *slog.Logger, method string, err error) error {
+	code, msg, reason := classify(ctx, log, method, err)
+	st := status.New(code, msg)
+	if reason != "" {
+		if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}); derr == nil {
+			st = d
+		}
+	}
+	return st.Err()
+}
+
+// toWire is classify's answer as the error of one Take of a batch.
+func toWire(ctx context.Context, log *slog.Logger, err error) *ratelimitv1.StoreError {
+	code, msg, reason := classify(ctx, log, "TakeBatch", err)
+	return &ratelimitv1.StoreError{Code: int32(code), Message: msg, Reason: reason}
 }
 
 // fromStatus turns the error of an RPC back into what a local store would
@@ -91,25 +107,34 @@ func toStatus(ctx context.Context, log *slog.Logger, method string, err error) e
 // wrapping ErrUnavailable and the status.
 func fromStatus(method string, err error) error {
 	st, _ := status.FromError(err)
-	switch st.Code() {
-	case codes.InvalidArgument:
-		e := &invalidError{method: method, msg: st.Message()}
+	reason := ""
+	if st.Code() == codes.InvalidArgument {
 		for _, d := range st.Details() {
-			info, ok := d.(*errdetails.ErrorInfo)
-			if !ok || info.GetDomain() != ErrorDomain {
-				continue
-			}
-			for _, r := range reasons {
-				if r.reason == info.GetReason() {
-					e.sentinel = r.err
-				}
+			if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain {
+				reason = info.GetReason()
 			}
 		}
-		if e.sentinel == nil {
-			// Not our server's answer: a failure of the call, not the caller's fault.
-			return &remoteError{method: method, status: err, kind: ErrUnavailable}
+	}
+	return fromCode(method, st.Code(), st.Message(), reason, err)
+}
+
+// fromWire is fromStatus for the error of one Take of a batch.
+func fromWire(e *ratelimitv1.StoreError) error {
+	code := codes.Code(e.Code)
+	return fromCode("Take", code, e.Message, e.Reason, status.Error(code, e.Message))
+}
+
+// fromCode builds the client's error from a status's parts; err is the
+// status error itself.
+func fromCode(method string, code codes.Code, msg, reason string, err error) error {
+	switch code {
+	case codes.InvalidArgument:
+		for _, r := range reasons {
+			if r.reason == reason {
+				return &invalidError{method: method, msg: msg, sentinel: r.err}
+			}
 		}
-		return e
+		// Not our server's answer: a failure of the call, not the caller's fault.
 	case codes.DeadlineExceeded:
 		return &remoteError{method: method, status: err, kind: context.DeadlineExceeded}
 	case codes.Canceled:
@@ -126,3 +151,6 @@ func opError(i int, field string, sentinel error, format string, args ...any) er
 	}
 	return fmt.Errorf("op %d: %s: %w: %s", i, field, sentinel, fmt.Sprintf(format, args...))
 }
+
+// ctxStatus is the status of a call whose context ended.
+func ctxStatus(ctx context.Context) error { return status.FromContextError(ctx.Err()).Err() }

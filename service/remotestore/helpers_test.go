@@ -32,6 +32,12 @@ type server struct {
 // for a fresh port).
 func serve(t testing.TB, store core.Store, addr string, opts ...remotestore.ServerOption) *server {
 	t.Helper()
+	return serveGRPC(t, store, addr, nil, opts...)
+}
+
+// serveGRPC is serve with options for the gRPC server.
+func serveGRPC(t testing.TB, store core.Store, addr string, gopts []grpc.ServerOption, opts ...remotestore.ServerOption) *server {
+	t.Helper()
 	var ln net.Listener
 	var err error
 	// A restarted server takes its old port back: retry while the kernel
@@ -43,7 +49,7 @@ func serve(t testing.TB, store core.Store, addr string, opts ...remotestore.Serv
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.NoError(t, err)
-	s := &server{addr: ln.Addr().String(), srv: grpc.NewServer(), done: make(chan struct{})}
+	s := &server{addr: ln.Addr().String(), srv: grpc.NewServer(gopts...), done: make(chan struct{})}
 	remotestore.NewServer(store, opts...).Register(s.srv)
 	go func() {
 		defer close(s.done)

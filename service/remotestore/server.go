@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"google.golang.org/grpc"
 
@@ -63,9 +64,18 @@ type takeOne struct {
 
 // Take decides the request's ops all or nothing on the store.
 func (s *Server) Take(ctx context.Context, req *ratelimitv1.TakeRequest) (*ratelimitv1.TakeResponse, error) {
+	resp, err := s.take(ctx, req)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, "Take", err)
+	}
+	return resp, nil
+}
+
+// take decides one Take; its error is the store's (or a conversion's).
+func (s *Server) take(ctx context.Context, req *ratelimitv1.TakeRequest) (*ratelimitv1.TakeResponse, error) {
 	n := len(req.Ops)
 	if n > MaxOps {
-		return nil, toStatus(ctx, s.log, "Take", fmt.Errorf("ops: %w: at most %d ops in one Take, got %d", core.ErrInvalidCost, MaxOps, n))
+		return nil, fmt.Errorf("ops: %w: at most %d ops in one Take, got %d", core.ErrInvalidCost, MaxOps, n)
 	}
 	var (
 		resp *ratelimitv1.TakeResponse
@@ -86,25 +96,59 @@ func (s *Server) Take(ctx context.Context, req *ratelimitv1.TakeRequest) (*ratel
 	}
 	for i, p := range req.Ops {
 		if p == nil {
-			return nil, toStatus(ctx, s.log, "Take", opError(i, "Key", core.ErrNoKey, "the op is missing"))
+			return nil, opError(i, "Key", core.ErrNoKey, "the op is missing")
 		}
 		l, err := limitOf(p.Limit, i, "Limit")
 		if err != nil {
-			return nil, toStatus(ctx, s.log, "Take", err)
+			return nil, err
 		}
 		maxDelay, ok := duration(p.MaxDelay)
 		if !ok {
-			return nil, toStatus(ctx, s.log, "Take", opError(i, "MaxDelay", core.ErrInvalidCost, "not a valid duration"))
+			return nil, opError(i, "MaxDelay", core.ErrInvalidCost, "not a valid duration")
 		}
 		ops[i] = core.Op{Key: keyOf(p.Key), Limit: l, Cost: p.Cost, Shadow: p.Shadow, MaxDelay: maxDelay}
 	}
 	if err := s.store.Take(ctx, ops, out); err != nil {
-		return nil, toStatus(ctx, s.log, "Take", err)
+		return nil, err
 	}
 	for i := range out {
 		ptrs[i] = res[i].set(&out[i])
 	}
 	resp.Results = ptrs
+	return resp, nil
+}
+
+// MaxBatch bounds the Takes of one TakeBatch: a larger request is
+// INVALID_ARGUMENT (core.ErrInvalidCost naming the field takes).
+const MaxBatch = 4096
+
+// TakeBatch decides each Take of the request on its own, concurrently (so
+// the Redis store pipelines them), and answers every one's outcome.
+func (s *Server) TakeBatch(ctx context.Context, req *ratelimitv1.TakeBatchRequest) (*ratelimitv1.TakeBatchResponse, error) {
+	n := len(req.Takes)
+	if n > MaxBatch {
+		return nil, toStatus(ctx, s.log, "TakeBatch", fmt.Errorf("takes: %w: at most %d Takes in one batch, got %d", core.ErrInvalidCost, MaxBatch, n))
+	}
+	outcomes := make([]ratelimitv1.TakeOutcome, n)
+	resp := &ratelimitv1.TakeBatchResponse{Outcomes: make([]*ratelimitv1.TakeOutcome, n)}
+	decide := func(i int) {
+		o := &outcomes[i]
+		r, err := s.take(ctx, req.Takes[i])
+		if err != nil {
+			o.Error = toWire(ctx, s.log, err)
+		} else {
+			o.Results = r.Results
+		}
+		resp.Outcomes[i] = o
+	}
+	var wg sync.WaitGroup
+	for i := 1; i < n; i++ {
+		wg.Go(func() { decide(i) })
+	}
+	if n > 0 {
+		decide(0)
+	}
+	wg.Wait()
 	return resp, nil
 }
 

@@ -23,6 +23,9 @@ type Store struct {
 	opts   []grpc.CallOption
 	closed atomic.Bool
 	calls  sync.Pool // of *takeCall
+
+	inflight, maxBatch int
+	batch              *batcher // nil: every Take is its own RPC
 }
 
 // Option configures a Store.
@@ -38,11 +41,14 @@ func WithCallOptions(opts ...grpc.CallOption) Option {
 // New returns a Store calling ratelimitd over conn (a *grpc.ClientConn).
 // The Store does not own conn: close it after the Store's last use.
 func New(conn grpc.ClientConnInterface, opts ...Option) *Store {
-	s := &Store{conn: conn}
+	s := &Store{conn: conn, inflight: DefaultInflight, maxBatch: DefaultMaxBatch}
 	for _, o := range opts {
 		o(s)
 	}
 	s.calls.New = func() any { return new(takeCall) }
+	if s.inflight > 0 && s.maxBatch > 0 {
+		s.batch = &batcher{s: s, maxActive: s.inflight, maxBatch: s.maxBatch}
+	}
 	return s
 }
 
@@ -111,7 +117,8 @@ func (s *Store) open(method string) error {
 }
 
 // Take decides ops all or nothing on the server's store (see
-// core.Store.Take), in one RPC.
+// core.Store.Take): in one Take RPC, or, when that many are in flight
+// already, in one TakeBatch RPC with other queued Takes (see WithBatching).
 func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) error {
 	if len(out) != len(ops) {
 		return fmt.Errorf("remotestore: Take: %d results for %d ops", len(out), len(ops))
@@ -122,6 +129,14 @@ func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) erro
 	if len(ops) == 0 {
 		return nil
 	}
+	if s.batch != nil {
+		return s.batch.take(ctx, ops, out)
+	}
+	return s.takeRPC(ctx, ops, out)
+}
+
+// takeRPC decides ops in one Take RPC.
+func (s *Store) takeRPC(ctx context.Context, ops []core.Op, out []core.Result) error {
 	c := s.calls.Get().(*takeCall)
 	c.fill(ops)
 	resp := new(ratelimitv1.TakeResponse)
