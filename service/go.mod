@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/sluicehq/sluice v0.0.0
+	github.com/sluicehq/sluice/adapters/grpclimit v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.5
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260706201446-f0a921348800
@@ -21,3 +22,5 @@ require (
 )
 
 replace github.com/sluicehq/sluice => ../
+
+replace github.com/sluicehq/sluice/adapters/grpclimit => ../adapters/grpclimit

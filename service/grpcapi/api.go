@@ -1,0 +1,333 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/adapters/grpclimit"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/fieldfmt"
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/ratelimitv1"
+)
+
+// Bounds on the request's strings, in bytes: a check names a caller, it
+// does not carry data.
+const (
+	maxIdentifier  = 1024
+	maxDimension   = 128
+	maxEndpoint    = 2048
+	maxRuleID      = 64
+	maxIdempotency = 256
+)
+
+// CheckRateLimit decides one check (cost absent: 1; 0: a peek).
+func (s *Server) CheckRateLimit(ctx context.Context, req *ratelimitv1.CheckRequest) (*ratelimitv1.CheckResponse, error) {
+	c, bad := toCheck(req, "", true)
+	if bad != nil {
+		return nil, invalid(bad)
+	}
+	r, err := s.engine.Check(ctx, c)
+	if err != nil {
+		return nil, s.fail(ctx, "CheckRateLimit", "", err)
+	}
+	s.sendFields(ctx, &r)
+	return toResponse(&r), nil
+}
+
+// GetRemainingQuota decides a peek of the check: nothing is consumed and
+// the request's cost is ignored.
+func (s *Server) GetRemainingQuota(ctx context.Context, req *ratelimitv1.CheckRequest) (*ratelimitv1.CheckResponse, error) {
+	c, bad := toCheck(req, "", false)
+	if bad != nil {
+		return nil, invalid(bad)
+	}
+	c.Cost = 0
+	c.IdempotencyKey = ""
+	r, err := s.engine.Check(ctx, c)
+	if err != nil {
+		return nil, s.fail(ctx, "GetRemainingQuota", "", err)
+	}
+	s.sendFields(ctx, &r)
+	return toResponse(&r), nil
+}
+
+// Report charges the cost of work already done (cost absent: 1): taken
+// even beyond what is left, which then drains to 0; allowed is false when
+// the cost did not fit.
+func (s *Server) Report(ctx context.Context, req *ratelimitv1.CheckRequest) (*ratelimitv1.CheckResponse, error) {
+	c, bad := toCheck(req, "", true)
+	if bad != nil {
+		return nil, invalid(bad)
+	}
+	r, err := s.engine.Report(ctx, c)
+	if err != nil {
+		return nil, s.fail(ctx, "Report", "", err)
+	}
+	s.sendFields(ctx, &r)
+	return toResponse(&r), nil
+}
+
+// ResetLimit clears the identifier's counters of every matching rule.
+func (s *Server) ResetLimit(ctx context.Context, req *ratelimitv1.ResetRequest) (*ratelimitv1.ResetResponse, error) {
+	c := engine.Check{
+		Identifier: req.GetIdentifier(),
+		Dimension:  req.GetDimension(),
+		Endpoint:   req.GetEndpoint(),
+		Rule:       req.GetRuleId(),
+	}
+	var bad []*errdetails.BadRequest_FieldViolation
+	bad = checkNames(bad, "", c)
+	if bad != nil {
+		return nil, invalid(bad)
+	}
+	if err := s.engine.Reset(ctx, c); err != nil {
+		return nil, s.fail(ctx, "ResetLimit", "", err)
+	}
+	return &ratelimitv1.ResetResponse{}, nil
+}
+
+// CheckRateLimitBatch decides the checks of req, each with its own result
+// or error; with all_or_nothing, either all are admitted and charged or
+// none is charged.
+func (s *Server) CheckRateLimitBatch(ctx context.Context, req *ratelimitv1.BatchRequest) (*ratelimitv1.BatchResponse, error) {
+	n := len(req.GetChecks())
+	if n > s.maxBatch {
+		return nil, invalid([]*errdetails.BadRequest_FieldViolation{{
+			Field:       "checks",
+			Description: fmt.Sprintf("at most %d checks in one batch, got %d", s.maxBatch, n),
+		}})
+	}
+	results := make([]*ratelimitv1.BatchResult, n)
+	checks := make([]engine.Check, 0, n)
+	index := make([]int, 0, n) // checks[j] is request check index[j]
+	invalidSeen := false
+	for i, cr := range req.GetChecks() {
+		prefix := fmt.Sprintf("checks[%d].", i)
+		c, bad := toCheck(cr, prefix, true)
+		if bad != nil {
+			results[i] = errorResult(invalidStatus(bad))
+			invalidSeen = true
+			continue
+		}
+		checks = append(checks, c)
+		index = append(index, i)
+	}
+	aon := req.GetAllOrNothing()
+	if aon && invalidSeen {
+		// nothing is decided: the batch stands or falls as a whole
+		for _, i := range index {
+			results[i] = errorResult(status.New(codes.Aborted,
+				"not decided: another check of the all-or-nothing batch is invalid"))
+		}
+		return &ratelimitv1.BatchResponse{Results: results}, nil
+	}
+	if len(checks) > 0 {
+		rs, errs := s.engine.CheckBatch(ctx, checks, aon)
+		logged := false // one store failure logged per batch, not one per check
+		for j, i := range index {
+			var err error
+			if j < len(errs) {
+				err = errs[j]
+			}
+			switch {
+			case err != nil:
+				st, store := s.failStatus(ctx, fmt.Sprintf("checks[%d].", i), err)
+				if store && !logged {
+					logged = true
+					s.log.ErrorContext(ctx, "ratelimitd: check failed", "method", "CheckRateLimitBatch", "error", err)
+				}
+				results[i] = errorResult(st)
+			case j < len(rs):
+				results[i] = &ratelimitv1.BatchResult{Outcome: &ratelimitv1.BatchResult_Response{Response: toResponse(&rs[j])}}
+			default:
+				results[i] = errorResult(status.New(codes.Internal, "no result"))
+			}
+		}
+	}
+	return &ratelimitv1.BatchResponse{Results: results}, nil
+}
+
+func errorResult(st *status.Status) *ratelimitv1.BatchResult {
+	return &ratelimitv1.BatchResult{Outcome: &ratelimitv1.BatchResult_Error{Error: st.Proto()}}
+}
+
+// toCheck validates req (field names prefixed by prefix) and returns its
+// engine.Check; withCost reads the cost (absent: 1).
+func toCheck(req *ratelimitv1.CheckRequest, prefix string, withCost bool) (engine.Check, []*errdetails.BadRequest_FieldViolation) {
+	c := engine.Check{
+		Identifier:     req.GetIdentifier(),
+		Dimension:      req.GetDimension(),
+		Endpoint:       req.GetEndpoint(),
+		Rule:           req.GetRuleId(),
+		IdempotencyKey: req.GetIdempotencyKey(),
+		Cost:           1,
+	}
+	var bad []*errdetails.BadRequest_FieldViolation
+	bad = checkNames(bad, prefix, c)
+	if len(c.IdempotencyKey) > maxIdempotency {
+		bad = violation(bad, prefix+"idempotency_key", fmt.Sprintf("at most %d bytes", maxIdempotency))
+	}
+	if withCost && req.Cost != nil {
+		c.Cost = req.GetCost()
+		if c.Cost < 0 {
+			bad = violation(bad, prefix+"cost", fmt.Sprintf("must not be negative, got %d", c.Cost))
+		}
+	}
+	if ct := req.GetClientTime(); ct != nil {
+		if err := ct.CheckValid(); err != nil {
+			bad = violation(bad, prefix+"client_time", "not a valid timestamp")
+		} else {
+			c.ClientTime = ct.AsTime()
+		}
+	}
+	return c, bad
+}
+
+// checkNames validates the names of c: identifier and dimension required,
+// every name bounded.
+func checkNames(bad []*errdetails.BadRequest_FieldViolation, prefix string, c engine.Check) []*errdetails.BadRequest_FieldViolation {
+	switch {
+	case c.Identifier == "":
+		bad = violation(bad, prefix+"identifier", "required")
+	case len(c.Identifier) > maxIdentifier:
+		bad = violation(bad, prefix+"identifier", fmt.Sprintf("at most %d bytes", maxIdentifier))
+	}
+	switch {
+	case c.Dimension == "":
+		bad = violation(bad, prefix+"dimension", "required")
+	case len(c.Dimension) > maxDimension:
+		bad = violation(bad, prefix+"dimension", fmt.Sprintf("at most %d bytes", maxDimension))
+	}
+	if len(c.Endpoint) > maxEndpoint {
+		bad = violation(bad, prefix+"endpoint", fmt.Sprintf("at most %d bytes", maxEndpoint))
+	}
+	if len(c.Rule) > maxRuleID {
+		bad = violation(bad, prefix+"rule_id", fmt.Sprintf("at most %d bytes", maxRuleID))
+	}
+	return bad
+}
+
+func violation(bad []*errdetails.BadRequest_FieldViolation, field, desc string) []*errdetails.BadRequest_FieldViolation {
+	return append(bad, &errdetails.BadRequest_FieldViolation{Field: field, Description: desc})
+}
+
+// invalidStatus is INVALID_ARGUMENT naming the fields of bad in its message
+// and in a BadRequest detail.
+func invalidStatus(bad []*errdetails.BadRequest_FieldViolation) *status.Status {
+	parts := make([]string, len(bad))
+	for i, v := range bad {
+		parts[i] = v.GetField() + ": " + v.GetDescription()
+	}
+	st := status.New(codes.InvalidArgument, strings.Join(parts, "; "))
+	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: bad}); err == nil {
+		return d
+	}
+	return st
+}
+
+func invalid(bad []*errdetails.BadRequest_FieldViolation) error { return invalidStatus(bad).Err() }
+
+// fail maps an engine error: invalid input to INVALID_ARGUMENT naming the
+// field (prefixed by prefix), the call's own end to its status, anything
+// else (a store failure) to UNAVAILABLE with a generic message, the error
+// itself logged only.
+func (s *Server) fail(ctx context.Context, method, prefix string, err error) error {
+	st, store := s.failStatus(ctx, prefix, err)
+	if store {
+		s.log.ErrorContext(ctx, "ratelimitd: check failed", "method", method, "error", err)
+	}
+	return st.Err()
+}
+
+// failStatus is fail's status; store is true for a store failure (to be
+// logged by the caller).
+func (s *Server) failStatus(ctx context.Context, prefix string, err error) (st *status.Status, store bool) {
+	switch {
+	case errors.Is(err, engine.ErrInvalid):
+		field, desc := fieldOf(err)
+		return invalidStatus(violation(nil, prefix+field, desc)), false
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		if ctx.Err() != nil {
+			return status.FromContextError(ctx.Err()), false
+		}
+	}
+	return status.New(codes.Unavailable, errStore.Error()), true
+}
+
+// engineFields maps the engine's names of Check's fields to the request's
+// where they differ.
+var engineFields = map[string]string{"rule": "rule_id"}
+
+// fieldOf returns the field an engine.ErrInvalid error names and what is
+// wrong with it ("request" when it names none).
+func fieldOf(err error) (field, desc string) {
+	var fe *engine.FieldError
+	if !errors.As(err, &fe) || fe.Field == "" {
+		return "request", strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
+	}
+	field = fe.Field
+	if m, ok := engineFields[field]; ok {
+		field = m
+	}
+	return field, fe.Message
+}
+
+// sendFields sets the rate-limit metadata of r's decision on the call's
+// response header (nothing when there is none).
+func (s *Server) sendFields(ctx context.Context, r *engine.Result) {
+	if s.noFields {
+		return
+	}
+	f := s.headers.Format(&r.Decision, fieldfmt.DecidedAt(&r.Decision, s.now()))
+	if f.N == 0 {
+		return
+	}
+	// the only error is a call that is not a gRPC server call (a direct
+	// method call in a test): then there is no header to set
+	_ = grpc.SetHeader(ctx, grpclimit.Metadata(f))
+}
+
+// toResponse is r on the wire.
+func toResponse(r *engine.Result) *ratelimitv1.CheckResponse {
+	resp := &ratelimitv1.CheckResponse{
+		Allowed:   r.Allowed,
+		Current:   r.Used,
+		Limit:     r.Limit,
+		Remaining: r.Remaining,
+		State:     toState(r.State),
+		Rule:      r.Rule,
+	}
+	if !r.ResetAt.IsZero() {
+		resp.ResetAt = timestamppb.New(r.ResetAt)
+	}
+	if !r.Allowed {
+		if r.RetryAfter == core.RetryNever {
+			resp.RetryNever = true
+		} else {
+			resp.RetryAfter = durationpb.New(r.RetryAfter)
+		}
+	}
+	return resp
+}
+
+func toState(st core.State) ratelimitv1.State {
+	switch st {
+	case core.Normal:
+		return ratelimitv1.State_STATE_NORMAL
+	case core.Warning:
+		return ratelimitv1.State_STATE_WARNING
+	case core.Throttled:
+		return ratelimitv1.State_STATE_THROTTLED
+	}
+	return ratelimitv1.State_STATE_UNSPECIFIED
+}
