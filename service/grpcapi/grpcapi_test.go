@@ -75,6 +75,11 @@ const testRules = `rules:
     algorithm: fixed_window
     rate: 10
     period: 1m
+  - name: bench
+    dimension: bench
+    algorithm: token_bucket
+    rate: 1000000000
+    period: 1s
 `
 
 // harness is ratelimitd's native API over real gRPC on a loopback port.
@@ -84,7 +89,7 @@ type harness struct {
 	conn   *grpc.ClientConn
 }
 
-func memStore(t *testing.T) core.Store {
+func memStore(t testing.TB) core.Store {
 	st, err := memorystore.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
@@ -92,7 +97,7 @@ func memStore(t *testing.T) core.Store {
 }
 
 // start serves the native API on an engine over store under testRules.
-func start(t *testing.T, store core.Store, opts ...grpcapi.Option) *harness {
+func start(t testing.TB, store core.Store, opts ...grpcapi.Option) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -114,7 +119,7 @@ func start(t *testing.T, store core.Store, opts ...grpcapi.Option) *harness {
 	return &harness{api: api, client: ratelimitv1.NewRateLimitServiceClient(conn), conn: conn}
 }
 
-func callCtx(t *testing.T) context.Context {
+func callCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return ctx
