@@ -30,6 +30,10 @@ const (
 	maxIdempotency = 256
 )
 
+// errNotDecided is the error of a valid check of an all-or-nothing batch
+// that another check's invalid input kept from being decided.
+const errNotDecided = "not decided: another check of the all-or-nothing batch is invalid"
+
 // CheckRateLimit decides one check (cost absent: 1; 0: a peek).
 func (s *Server) CheckRateLimit(ctx context.Context, req *ratelimitv1.CheckRequest) (*ratelimitv1.CheckResponse, error) {
 	c, bad := toCheck(req, "", true)
@@ -126,8 +130,7 @@ func (s *Server) CheckRateLimitBatch(ctx context.Context, req *ratelimitv1.Batch
 	if aon && invalidSeen {
 		// nothing is decided: the batch stands or falls as a whole
 		for _, i := range index {
-			results[i] = errorResult(status.New(codes.Aborted,
-				"not decided: another check of the all-or-nothing batch is invalid"))
+			results[i] = errorResult(status.New(codes.Aborted, errNotDecided))
 		}
 		return &ratelimitv1.BatchResponse{Results: results}, nil
 	}
@@ -252,7 +255,11 @@ func (s *Server) fail(ctx context.Context, method, prefix string, err error) err
 // failStatus is fail's status; store is true for a store failure (to be
 // logged by the caller).
 func (s *Server) failStatus(ctx context.Context, prefix string, err error) (st *status.Status, store bool) {
+	var fe *engine.FieldError
 	switch {
+	case errors.As(err, &fe) && fe.Field == "all_or_nothing":
+		// a valid check of an all-or-nothing batch another check spoiled
+		return status.New(codes.Aborted, errNotDecided), false
 	case errors.Is(err, engine.ErrInvalid):
 		field, desc := fieldOf(err)
 		return invalidStatus(violation(nil, prefix+field, desc)), false

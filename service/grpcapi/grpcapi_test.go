@@ -436,6 +436,20 @@ func TestBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 3, r.GetRemaining())
 
+	// all or nothing with a check the engine finds invalid (an unknown
+	// rule): the same, nothing decided
+	unknown := check("fw", "erin")
+	unknown.RuleId = "no-such-rule"
+	resp, err = h.client.CheckRateLimitBatch(ctx, &ratelimitv1.BatchRequest{AllOrNothing: true, Checks: []*ratelimitv1.CheckRequest{
+		orders("erin", 1), unknown,
+	}})
+	require.NoError(t, err)
+	require.Equal(t, int32(codes.Aborted), resp.GetResults()[0].GetError().GetCode())
+	requireViolation(t, status.FromProto(resp.GetResults()[1].GetError()), "checks[1].rule_id")
+	r, err = h.client.GetRemainingQuota(ctx, orders("erin", 0))
+	require.NoError(t, err)
+	require.EqualValues(t, 3, r.GetRemaining())
+
 	// all or nothing, all allowed: all charged
 	resp, err = h.client.CheckRateLimitBatch(ctx, &ratelimitv1.BatchRequest{AllOrNothing: true, Checks: []*ratelimitv1.CheckRequest{
 		orders("frank", 1), check("tb", "frank"),

@@ -454,8 +454,9 @@ type BatchResult_Response struct {
 
 type BatchResult_Error struct {
 	// The error of this check: INVALID_ARGUMENT with google.rpc.BadRequest
-	// details naming the field (checks[i].field), UNAVAILABLE when the store
-	// failed, ABORTED when all_or_nothing and another check failed.
+	// details naming the field (checks[i].field); UNAVAILABLE when the store
+	// failed (with all_or_nothing: every check's error); ABORTED when
+	// all_or_nothing and another check was invalid (nothing was decided).
 	Error *status.Status `protobuf:"bytes,2,opt,name=error,proto3,oneof"`
 }
 
