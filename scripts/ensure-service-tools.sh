@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the tools the service module's tests drive ratelimitd with into
+# service/.bin, when missing, so that `make test` runs them on a fresh
+# machine: envoyproxy/ratelimit's gRPC client (client_cmd), which the Envoy
+# RLS tests (service/envoyrls) run against ratelimitd's ShouldRateLimit.
+# Versions are pinned; a different pin reinstalls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="$PWD/service/.bin"
+GO="${GO:-go}"
+mkdir -p "$BIN"
+
+# envoyproxy/ratelimit's client, at the commit the issue names.
+EN_VERSION=v1.4.1-0.20260122083618-3fb702589d36
+if [ ! -x "$BIN/client_cmd" ] || [ "$(cat "$BIN/client_cmd.version" 2>/dev/null)" != "$EN_VERSION" ]; then
+  echo "ensure-service-tools: installing envoyproxy/ratelimit client_cmd@$EN_VERSION into service/.bin"
+  GOBIN="$BIN" GOFLAGS=-mod=mod "$GO" install "github.com/envoyproxy/ratelimit/src/client_cmd@$EN_VERSION"
+  echo "$EN_VERSION" >"$BIN/client_cmd.version"
+fi
