@@ -2,7 +2,9 @@
 # Installs the tools the service module's tests drive ratelimitd with into
 # service/.bin, when missing, so that `make test` runs them on a fresh
 # machine: envoyproxy/ratelimit's gRPC client (client_cmd), which the Envoy
-# RLS tests (service/envoyrls) run against ratelimitd's ShouldRateLimit.
+# RLS tests (service/envoyrls) run against ratelimitd's ShouldRateLimit, and
+# its config checker (config_check_cmd), which proves that the Envoy-format
+# rules files of those tests are ones envoyproxy/ratelimit accepts.
 # Versions are pinned; a different pin reinstalls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +14,10 @@ mkdir -p "$BIN"
 
 # envoyproxy/ratelimit's client, at the commit the issue names.
 EN_VERSION=v1.4.1-0.20260122083618-3fb702589d36
-if [ ! -x "$BIN/client_cmd" ] || [ "$(cat "$BIN/client_cmd.version" 2>/dev/null)" != "$EN_VERSION" ]; then
-  echo "ensure-service-tools: installing envoyproxy/ratelimit client_cmd@$EN_VERSION into service/.bin"
-  GOBIN="$BIN" GOFLAGS=-mod=mod "$GO" install "github.com/envoyproxy/ratelimit/src/client_cmd@$EN_VERSION"
-  echo "$EN_VERSION" >"$BIN/client_cmd.version"
-fi
+for cmd in client_cmd config_check_cmd; do
+  if [ ! -x "$BIN/$cmd" ] || [ "$(cat "$BIN/$cmd.version" 2>/dev/null)" != "$EN_VERSION" ]; then
+    echo "ensure-service-tools: installing envoyproxy/ratelimit $cmd@$EN_VERSION into service/.bin"
+    GOBIN="$BIN" GOFLAGS=-mod=mod "$GO" install "github.com/envoyproxy/ratelimit/src/$cmd@$EN_VERSION"
+    echo "$EN_VERSION" >"$BIN/$cmd.version"
+  fi
+done

@@ -1,0 +1,480 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/ratelimitfields"
+	"github.com/sluicehq/sluice/service/engine"
+)
+
+// Path is where ratelimitd serves the handler.
+const Path = "/api/v1/rate-limit/check"
+
+// MaxBody bounds a request body; a larger one is answered 413.
+const MaxBody = 64 << 10
+
+// Bounds on the fields, in bytes: a longer value is answered 400 naming
+// the field.
+const (
+	MaxKeyType        = 128
+	MaxKeyValue       = 1024
+	MaxRuleID         = 128
+	MaxEndpoint       = 2048
+	MaxIdempotencyKey = 256
+)
+
+// Checker decides one check. *engine.Engine is the Checker ratelimitd
+// serves.
+type Checker interface {
+	Check(ctx context.Context, c engine.Check) (engine.Result, error)
+}
+
+// Request is the JSON body of a check (all names snake_case; unknown names
+// are rejected).
+type Request struct {
+	// KeyType is the dimension of KeyValue: "user", "ip", "api_key" or any
+	// name a rule uses. Required.
+	KeyType string `json:"key_type"`
+	// KeyValue is the caller counted: a user id, an address, a key.
+	// Required.
+	KeyValue string `json:"key_value"`
+	// RuleID, when set, decides the check under that rule only.
+	RuleID string `json:"rule_id,omitempty"`
+	// Endpoint is the operation called; rules match it by their endpoint
+	// patterns.
+	Endpoint string `json:"endpoint,omitempty"`
+	// RequestCount is the cost: absent means 1, 0 peeks (nothing is
+	// consumed), negative is invalid.
+	RequestCount *int64 `json:"request_count,omitempty"`
+	// IdempotencyKey makes a retry of an admitted check free.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}
+
+// Response is the JSON body of an answer.
+type Response struct {
+	// Allowed is false when a rule denied the check.
+	Allowed bool `json:"allowed"`
+	// Limit is the deciding rule's capacity, Remaining what is left of it
+	// (0 and 0 when no rule applies).
+	Limit     int64 `json:"limit"`
+	Remaining int64 `json:"remaining"`
+	// ResetAt is when the deciding rule's key is fresh again (RFC 3339,
+	// UTC); null when no rule applies.
+	ResetAt *time.Time `json:"reset_at"`
+	// RetryAfter is, when denied, the seconds to wait before a check of the
+	// same cost passes, fractional, rounded up to the millisecond (the
+	// Retry-After header carries it rounded up to whole seconds); 0 when
+	// allowed; null when the check can never pass (its cost exceeds the
+	// capacity).
+	RetryAfter *float64 `json:"retry_after"`
+	// Rule is the rule that decided: the denying one, or the one closest to
+	// its limit; "" when no rule applies.
+	Rule string `json:"rule"`
+	// State is the deciding key's warning state: "normal", "warning" or
+	// "throttled".
+	State string `json:"state"`
+}
+
+// Handler serves POST (and GET) /api/v1/rate-limit/check. It is safe for
+// concurrent use. Build one with New.
+type Handler struct {
+	checker    Checker
+	log        *slog.Logger
+	fields     ratelimitfields.Config
+	statusMode bool
+	denyStatus int
+	now        func() time.Time
+}
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithStatusMode sets the mode of requests that do not name one: false (the
+// default) answers 200 with "allowed": false on a denial; true answers the
+// deny status (429 unless WithDenyStatus says otherwise) with Retry-After,
+// and 200 when allowed, for proxies that read only the status, such as
+// nginx auth_request. A request chooses its own with ?mode=status or
+// ?mode=body.
+func WithStatusMode(on bool) Option { return func(h *Handler) { h.statusMode = on } }
+
+// WithDenyStatus sets the status of a denial in status mode: 429 (the
+// default), 403 or 401. nginx auth_request treats any status but 2xx, 401 and
+// 403 as an error (it answers 500), so behind nginx use 403 and map it to
+// 429 there (see the package documentation); a request may choose with
+// ?deny_status=. Other values are ignored.
+func WithDenyStatus(code int) Option {
+	return func(h *Handler) {
+		if validDenyStatus(code) {
+			h.denyStatus = code
+		}
+	}
+}
+
+// WithFields sets which rate-limit header fields are sent (all by default:
+// RateLimit, RateLimit-Policy, X-RateLimit-*, Retry-After on a denial).
+func WithFields(c ratelimitfields.Config) Option { return func(h *Handler) { h.fields = c } }
+
+// WithLogger sets the logger store failures are reported to (they never
+// reach the client). The default is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(h *Handler) {
+		if l != nil {
+			h.log = l
+		}
+	}
+}
+
+// New returns a Handler deciding on c.
+func New(c Checker, opts ...Option) *Handler {
+	h := &Handler{checker: c, log: slog.Default(), denyStatus: http.StatusTooManyRequests, now: time.Now}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+func validDenyStatus(code int) bool {
+	return code == http.StatusTooManyRequests || code == http.StatusForbidden || code == http.StatusUnauthorized
+}
+
+// fieldError is a client error naming its field.
+type fieldError struct {
+	status int
+	title  string
+	field  string
+	msg    string
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+
+func badField(field, format string, args ...any) *fieldError {
+	return &fieldError{status: http.StatusBadRequest, title: "invalid request", field: field, msg: fmt.Sprintf(format, args...)}
+}
+
+// ServeHTTP decides the check r asks for.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost && r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET, POST")
+		writeProblem(w, &fieldError{status: http.StatusMethodNotAllowed, title: "method not allowed",
+			field: "method", msg: r.Method + " is not served: use POST (JSON body) or GET (query parameters)"})
+		return
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeProblem(w, badField("query", "malformed query string"))
+		return
+	}
+	statusMode, denyStatus, ferr := h.mode(q)
+	if ferr != nil {
+		writeProblem(w, ferr)
+		return
+	}
+	req, ferr := readRequest(w, r, q)
+	if ferr != nil {
+		writeProblem(w, ferr)
+		return
+	}
+	c, ferr := check(req)
+	if ferr != nil {
+		writeProblem(w, ferr)
+		return
+	}
+	res, err := h.checker.Check(r.Context(), c)
+	if err != nil {
+		if errors.Is(err, engine.ErrInvalid) {
+			writeProblem(w, engineError(err))
+			return
+		}
+		if r.Context().Err() == nil {
+			h.log.LogAttrs(r.Context(), slog.LevelError, "httpapi: check failed",
+				slog.String("key_type", c.Dimension), slog.Any("error", err))
+		}
+		writeProblem(w, &fieldError{status: http.StatusServiceUnavailable, title: "no decision",
+			msg: "the rate limit decision could not be made"})
+		return
+	}
+	h.answer(w, &res, statusMode, denyStatus)
+}
+
+// mode returns the mode and deny status the query chooses.
+func (h *Handler) mode(q url.Values) (statusMode bool, denyStatus int, _ *fieldError) {
+	statusMode, denyStatus = h.statusMode, h.denyStatus
+	switch m := q.Get("mode"); m {
+	case "":
+	case "status":
+		statusMode = true
+	case "body":
+		statusMode = false
+	default:
+		return false, 0, badField("mode", "%q is not a mode (known: status, body)", clip(m))
+	}
+	if s := q.Get("deny_status"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || !validDenyStatus(n) {
+			return false, 0, badField("deny_status", "%q is not one of 429, 403, 401", clip(s))
+		}
+		denyStatus = n
+	}
+	return statusMode, denyStatus, nil
+}
+
+// The query parameters and headers a bodiless request may carry its fields
+// in (a query parameter wins over its header).
+var (
+	queryFields  = []string{"key_type", "key_value", "rule_id", "endpoint", "request_count", "idempotency_key"}
+	headerFields = []string{"Sluice-Key-Type", "Sluice-Key-Value", "Sluice-Rule-Id", "Sluice-Endpoint", "Sluice-Request-Count", "Sluice-Idempotency-Key"}
+)
+
+// readRequest reads the check from r: from its JSON body when it has one,
+// else from the query parameters and the Sluice-* headers.
+func readRequest(w http.ResponseWriter, r *http.Request, q url.Values) (Request, *fieldError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return Request{}, &fieldError{status: http.StatusRequestEntityTooLarge, title: "body too large",
+				field: "body", msg: fmt.Sprintf("larger than %d bytes", MaxBody)}
+		}
+		return Request{}, badField("body", "could not be read")
+	}
+	for k := range q {
+		if k != "mode" && k != "deny_status" && !slices.Contains(queryFields, k) {
+			return Request{}, badField(clip(k), "unknown query parameter (known: mode, deny_status, %s)", strings.Join(queryFields, ", "))
+		}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return fromQuery(r, q)
+	}
+	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
+		return Request{}, &fieldError{status: http.StatusUnsupportedMediaType, title: "unsupported media type",
+			field: "Content-Type", msg: fmt.Sprintf("%q is not application/json", clip(ct))}
+	}
+	return fromJSON(body)
+}
+
+// fromJSON decodes a body strictly: one object, known fields, right types.
+func fromJSON(body []byte) (Request, *fieldError) {
+	var req Request
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return Request{}, jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Request{}, badField("body", "trailing data after the JSON object")
+	}
+	return req, nil
+}
+
+// jsonError names the field a decoding error is about.
+func jsonError(err error) *fieldError {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return badField("body", "invalid JSON at byte %d", syn.Offset)
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return badField("body", "must be a JSON object, not %s", typ.Value)
+		}
+		want := "a string"
+		if typ.Type.Kind() == reflect.Int64 {
+			want = "an integer from 0 to 9223372036854775807"
+		}
+		return badField(typ.Field, "must be %s, not %s", want, typ.Value)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return badField("body", "truncated JSON")
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		name, _ = strconv.Unquote(name)
+		return badField(clip(name), "unknown field (known: %s)", strings.Join(queryFields, ", "))
+	}
+	return badField("body", "invalid JSON")
+}
+
+// fromQuery reads a bodiless request (GET, or nginx auth_request's
+// subrequest) from its query parameters and headers.
+func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
+	var vals [6]string
+	for i, name := range queryFields {
+		if vs, ok := q[name]; ok {
+			if len(vs) > 1 {
+				return Request{}, badField(name, "given %d times", len(vs))
+			}
+			vals[i] = vs[0]
+		} else {
+			vals[i] = r.Header.Get(headerFields[i])
+		}
+	}
+	req := Request{KeyType: vals[0], KeyValue: vals[1], RuleID: vals[2], Endpoint: vals[3], IdempotencyKey: vals[5]}
+	if req.Endpoint == "" {
+		// nginx's documented auth_request setup sends the original URI here.
+		if u := r.Header.Get("X-Original-URI"); u != "" {
+			if p, err := url.ParseRequestURI(u); err == nil {
+				req.Endpoint = p.Path
+			}
+		}
+	}
+	if s := vals[4]; s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return Request{}, badField("request_count", "%q is not an integer from 0 to 9223372036854775807", clip(s))
+		}
+		req.RequestCount = &n
+	}
+	return req, nil
+}
+
+// check validates req and translates it into the engine's Check.
+func check(req Request) (engine.Check, *fieldError) {
+	for _, f := range []struct {
+		name, v string
+		max     int
+		req     bool
+	}{
+		{"key_type", req.KeyType, MaxKeyType, true},
+		{"key_value", req.KeyValue, MaxKeyValue, true},
+		{"rule_id", req.RuleID, MaxRuleID, false},
+		{"endpoint", req.Endpoint, MaxEndpoint, false},
+		{"idempotency_key", req.IdempotencyKey, MaxIdempotencyKey, false},
+	} {
+		switch {
+		case f.req && f.v == "":
+			return engine.Check{}, badField(f.name, "required")
+		case len(f.v) > f.max:
+			return engine.Check{}, badField(f.name, "longer than %d bytes", f.max)
+		}
+	}
+	cost := int64(1)
+	if req.RequestCount != nil {
+		cost = *req.RequestCount
+		if cost < 0 {
+			return engine.Check{}, badField("request_count", "must not be negative (0 peeks)")
+		}
+	}
+	return engine.Check{
+		Dimension:      req.KeyType,
+		Identifier:     req.KeyValue,
+		Endpoint:       req.Endpoint,
+		Rule:           req.RuleID,
+		Cost:           cost,
+		IdempotencyKey: req.IdempotencyKey,
+	}, nil
+}
+
+// engineError is an invalid-input error of the engine, with this API's
+// field names.
+func engineError(err error) *fieldError {
+	var fe *engine.FieldError
+	if !errors.As(err, &fe) {
+		return &fieldError{status: http.StatusBadRequest, title: "invalid request", msg: err.Error()}
+	}
+	field := fe.Field
+	switch field {
+	case "dimension":
+		field = "key_type"
+	case "identifier":
+		field = "key_value"
+	case "cost":
+		field = "request_count"
+	case "rule":
+		field = "rule_id"
+	}
+	return badField(field, "%s", fe.Message)
+}
+
+// answer writes the decision.
+func (h *Handler) answer(w http.ResponseWriter, res *engine.Result, statusMode bool, denyStatus int) {
+	out := Response{Allowed: res.Allowed, Rule: res.Rule, State: res.State.String()}
+	zero := 0.0
+	out.RetryAfter = &zero
+	if res.Rule != "" {
+		out.Limit, out.Remaining = res.Limit, res.Remaining
+		at := res.ResetAt.UTC()
+		out.ResetAt = &at
+	}
+	if !res.Allowed {
+		if res.RetryAfter == core.RetryNever {
+			out.RetryAfter = nil
+		} else {
+			ms := (res.RetryAfter + time.Millisecond - 1) / time.Millisecond
+			s := float64(ms) / 1000
+			out.RetryAfter = &s
+		}
+	}
+	hdr := w.Header()
+	d := &res.Decision
+	if d.Limited() {
+		at := h.now()
+		if b := d.Bound(); b.At != 0 {
+			at = time.UnixMicro(b.At)
+		}
+		for name, value := range h.fields.Format(d, at).All() {
+			hdr.Set(name.String(), value)
+		}
+	}
+	body, _ := json.Marshal(out) // a Response always marshals
+	hdr.Set("Content-Type", "application/json")
+	code := http.StatusOK
+	if statusMode && !res.Allowed {
+		code = denyStatus
+	}
+	w.WriteHeader(code)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// problem is an RFC 9457 problem details object; Field names the request
+// field at fault.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	Field  string `json:"field,omitempty"`
+}
+
+// writeProblem answers e as application/problem+json.
+func writeProblem(w http.ResponseWriter, e *fieldError) {
+	detail := e.msg
+	if e.field != "" {
+		detail = e.field + ": " + e.msg
+	}
+	b, _ := json.Marshal(problem{Type: "about:blank", Title: e.title, Status: e.status, Detail: detail, Field: e.field})
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(e.status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// isJSON reports whether a Content-Type is JSON (application/json or any
+// application/*+json, with parameters).
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+}
+
+// clip bounds a client-supplied string quoted back in an error.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
