@@ -1,0 +1,156 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// serveConfig is everything `ratelimitd serve` is told by its flags and
+// environment.
+type serveConfig struct {
+	Rules    string // rules file; "" = the bundled example
+	GRPCAddr string
+	HTTPAddr string
+
+	Redis             string // "" = memory store; see parseRedis
+	RedisPassword     string
+	RedisPrefix       string
+	FailureMode       string // open, closed, fallback
+	FallbackInstances int
+	StoreTimeout      time.Duration
+	DenyCacheKeys     int
+
+	TLSCert, TLSKey string
+
+	LogLevel  string
+	LogFormat string
+
+	DrainDelay      time.Duration
+	ShutdownTimeout time.Duration
+	MaxConnAge      time.Duration
+
+	HTTPStatusMode bool
+	PprofAddr      string
+}
+
+// newServeFlags binds c to a flag set for serve, with the defaults.
+func newServeFlags(c *serveConfig) *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.StringVar(&c.Rules, "rules", "", "rules file, sluice's format or envoyproxy/ratelimit's (told apart by content); empty: the bundled example rules")
+	fs.StringVar(&c.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address: the native API, Envoy's ShouldRateLimit, health, reflection")
+	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address: the JSON API, Envoy's /json, /metrics, /healthz, /readyz")
+	fs.StringVar(&c.Redis, "redis", "", "Redis to share state on: host:port or redis://host:port[/db] (one node), redis-sentinel://MASTER@h1:p1,h2:p2[/db] (Sentinel), redis-cluster://h1:p1,h2:p2 (Cluster); rediss-... for TLS; empty: the memory store")
+	fs.StringVar(&c.RedisPassword, "redis-password", "", "Redis password (AUTH); prefer the environment variable")
+	fs.StringVar(&c.RedisPrefix, "redis-prefix", "sluice", "first segment of every Redis key (middleware instances with the same prefix share the counters)")
+	fs.StringVar(&c.FailureMode, "failure-mode", "open", "what a check gets while Redis fails: open (allowed), closed (denied) or fallback (a local limiter, limits divided by --fallback-instances)")
+	fs.IntVar(&c.FallbackInstances, "fallback-instances", 1, "the number of ratelimitd instances sharing Redis, dividing each limit in fallback mode")
+	fs.DurationVar(&c.StoreTimeout, "store-timeout", 5*time.Millisecond, "bound on each Redis call; a slower call is a failure answered by --failure-mode")
+	fs.IntVar(&c.DenyCacheKeys, "deny-cache-keys", 100_000, "keys the guard's deny cache holds (a key denied by Redis is denied locally until its retry time); 0 disables it")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate: serve gRPC and HTTP over TLS (with --tls-key)")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "on SIGTERM, how long health reports NOT_SERVING while still answering, before the servers stop")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "after the drain delay, the bound on finishing the requests in flight")
+	fs.DurationVar(&c.MaxConnAge, "grpc-max-connection-age", 30*time.Minute, "gRPC connections are closed (gracefully) after this age, so clients rebalance across instances; 0: never")
+	fs.BoolVar(&c.HTTPStatusMode, "http-status-mode", false, "the HTTP check API answers a denial with 429 and Retry-After (for nginx auth_request) instead of 200 with allowed:false")
+	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this address (loopback advised); empty: off")
+	return fs
+}
+
+// validate checks c, naming the flag of each error.
+func (c *serveConfig) validate() error {
+	var errs []error
+	if c.GRPCAddr == "" {
+		errs = append(errs, errors.New("--grpc-addr: required"))
+	}
+	if c.HTTPAddr == "" {
+		errs = append(errs, errors.New("--http-addr: required"))
+	}
+	if c.Redis != "" {
+		if _, err := parseRedis(c.Redis); err != nil {
+			errs = append(errs, fmt.Errorf("--redis: %w", err))
+		}
+	}
+	if c.RedisPrefix == "" || strings.ContainsAny(c.RedisPrefix, "{}") {
+		errs = append(errs, fmt.Errorf("--redis-prefix: must be non-empty and free of braces, got %q", c.RedisPrefix))
+	}
+	switch c.FailureMode {
+	case "open", "closed", "fallback":
+	default:
+		errs = append(errs, fmt.Errorf("--failure-mode: want open, closed or fallback, got %q", c.FailureMode))
+	}
+	if c.FallbackInstances < 1 {
+		errs = append(errs, fmt.Errorf("--fallback-instances: must be at least 1, got %d", c.FallbackInstances))
+	}
+	if c.StoreTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--store-timeout: must be positive, got %s", c.StoreTimeout))
+	}
+	if c.DenyCacheKeys < 0 {
+		errs = append(errs, fmt.Errorf("--deny-cache-keys: must not be negative, got %d", c.DenyCacheKeys))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("--tls-cert, --tls-key: give both or neither"))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format: want text or json, got %q", c.LogFormat))
+	}
+	if c.DrainDelay < 0 {
+		errs = append(errs, fmt.Errorf("--drain-delay: must not be negative, got %s", c.DrainDelay))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-timeout: must be positive, got %s", c.ShutdownTimeout))
+	}
+	if c.MaxConnAge < 0 {
+		errs = append(errs, fmt.Errorf("--grpc-max-connection-age: must not be negative, got %s", c.MaxConnAge))
+	}
+	return errors.Join(errs...)
+}
+
+// parseLevel reads a log level name.
+func parseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("want debug, info, warn or error, got %q", s)
+}
+
+// attrs are the settings in force, logged at start (the password masked).
+func (c *serveConfig) attrs() []any {
+	rules := c.Rules
+	if rules == "" {
+		rules = "(bundled example)"
+	}
+	store := "memory"
+	if c.Redis != "" {
+		store = c.Redis
+	}
+	pw := ""
+	if c.RedisPassword != "" {
+		pw = "(set)"
+	}
+	return []any{
+		slog.String("rules", rules), slog.String("grpc_addr", c.GRPCAddr), slog.String("http_addr", c.HTTPAddr),
+		slog.String("store", store), slog.String("redis_password", pw), slog.String("redis_prefix", c.RedisPrefix),
+		slog.String("failure_mode", c.FailureMode), slog.Int("fallback_instances", c.FallbackInstances),
+		slog.Duration("store_timeout", c.StoreTimeout), slog.Int("deny_cache_keys", c.DenyCacheKeys),
+		slog.Bool("tls", c.TLSCert != ""), slog.String("log_level", c.LogLevel), slog.String("log_format", c.LogFormat),
+		slog.Duration("drain_delay", c.DrainDelay), slog.Duration("shutdown_timeout", c.ShutdownTimeout),
+		slog.Duration("grpc_max_connection_age", c.MaxConnAge), slog.Bool("http_status_mode", c.HTTPStatusMode),
+		slog.String("pprof_addr", c.PprofAddr),
+	}
+}
