@@ -124,6 +124,9 @@ func startOnce(bin string) (*Server, error) {
 	}
 }
 
+// PID is the server's process id (for its CPU time in /proc).
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
 // Close kills the server, waits for it and removes its directory.
 func (s *Server) Close() error {
 	s.once.Do(func() {

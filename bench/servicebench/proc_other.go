@@ -1,0 +1,13 @@
+//go:build !linux
+
+package servicebench
+
+import (
+	"errors"
+	"time"
+)
+
+// ProcessCPU needs Linux's /proc; elsewhere it returns an error.
+func ProcessCPU(pid int) (time.Duration, error) {
+	return 0, errors.New("per-process CPU time needs Linux's /proc")
+}

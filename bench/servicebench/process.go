@@ -1,0 +1,161 @@
+package servicebench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process is a server the benchmark started: ratelimitd or
+// envoyproxy/ratelimit, bound to loopback. Close stops it.
+type Process struct {
+	// Name says which server it is, for messages.
+	Name string
+	// GRPCAddr is its gRPC listener (127.0.0.1:port).
+	GRPCAddr string
+	// HTTPAddr is its HTTP listener, if it has one.
+	HTTPAddr string
+
+	cmd  *exec.Cmd
+	dir  string // removed on Close, if set
+	out  *tail
+	done chan struct{}
+	err  error // the process's exit, valid once done is closed
+	once sync.Once
+}
+
+// start runs bin with args and env (added to this process's environment)
+// and reaps it in the background.
+func start(name, bin string, args, env []string, dir string) (*Process, error) {
+	p := &Process{Name: name, dir: dir, out: &tail{max: 32 << 10}, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	// The server dies with the harness if it is interrupted.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	return p, nil
+}
+
+// PID is the server's process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// CPU returns the CPU time (user + system, every thread) the server has used
+// so far, from /proc/PID/stat.
+func (p *Process) CPU() (time.Duration, error) { return ProcessCPU(p.PID()) }
+
+// Output returns the end of what the server wrote to stdout and stderr.
+func (p *Process) Output() string { return p.out.String() }
+
+// Exited reports whether the server has exited, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Close stops the server: SIGTERM, then SIGKILL after 5 seconds; it waits
+// for the process and removes its directory.
+func (p *Process) Close() error {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if p.dir != "" {
+			os.RemoveAll(p.dir)
+		}
+	})
+	return nil
+}
+
+// waitReady calls probe until it succeeds, the process exits or timeout
+// passes; on failure the process is stopped and the error carries its
+// output.
+func (p *Process) waitReady(ctx context.Context, timeout time.Duration, probe func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		last = probe(pctx)
+		pcancel()
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			p.Close()
+			return fmt.Errorf("%s exited before it was ready (%v): %v\n%s", p.Name, p.err, last, p.Output())
+		case <-ctx.Done():
+			p.Close()
+			return fmt.Errorf("%s not ready within %s: %v\n%s", p.Name, timeout, last, p.Output())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1 (held open
+// together while they are chosen, then released for the server to bind).
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// tail keeps the last max bytes written to it (a server's log).
+type tail struct {
+	mu  sync.Mutex
+	b   []byte
+	max int
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(bytes.TrimSpace(t.b))
+}

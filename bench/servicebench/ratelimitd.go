@@ -1,0 +1,75 @@
+package servicebench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// ErrNoRatelimitd says the service module has no cmd/ratelimitd to build.
+var ErrNoRatelimitd = errors.New("service/cmd/ratelimitd not found")
+
+// BuildRatelimitd builds ratelimitd from the service module in serviceDir
+// (its cmd/ratelimitd, as it is in the working tree) into dir and returns
+// the binary's path. It wraps ErrNoRatelimitd when there is nothing to
+// build.
+func BuildRatelimitd(ctx context.Context, goBin, serviceDir, dir string, log io.Writer) (string, error) {
+	if _, err := os.Stat(filepath.Join(serviceDir, "cmd", "ratelimitd")); errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("ratelimitd: %w in %s", ErrNoRatelimitd, serviceDir)
+	}
+	bin := filepath.Join(dir, "ratelimitd")
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goBin, "build", "-o", bin, "./cmd/ratelimitd")
+	cmd.Dir = serviceDir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("ratelimitd: go build ./cmd/ratelimitd in %s: %w", serviceDir, err)
+	}
+	return bin, nil
+}
+
+// StartRatelimitd starts `ratelimitd serve` (bin) on free loopback ports with
+// rules written to a fresh file, on the redis-server at redisAddr ("" for
+// its memory store), with extra arguments appended, and waits until it
+// answers ShouldRateLimit under those rules.
+func StartRatelimitd(ctx context.Context, bin, redisAddr string, rules []byte, extra ...string) (*Process, error) {
+	dir, err := os.MkdirTemp("", "sluice-bench-ratelimitd-")
+	if err != nil {
+		return nil, err
+	}
+	file := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(file, rules, 0o644); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	p := &Process{GRPCAddr: loopback(ports[0]), HTTPAddr: loopback(ports[1])}
+	args := []string{"serve", "--rules", file, "--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr}
+	name := "ratelimitd (memory store)"
+	if redisAddr != "" {
+		args = append(args, "--redis", redisAddr)
+		name = "ratelimitd (Redis)"
+	}
+	args = append(args, extra...)
+	started, err := start(name, bin, args, nil, dir)
+	if err != nil {
+		return nil, err
+	}
+	started.GRPCAddr, started.HTTPAddr = p.GRPCAddr, p.HTTPAddr
+	if err := started.waitReady(ctx, 30*time.Second, func(ctx context.Context) error { return probe(ctx, started.GRPCAddr) }); err != nil {
+		return nil, err
+	}
+	return started, nil
+}

@@ -1,0 +1,41 @@
+package servicebench
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// Conns is the number of gRPC connections the load generator opens to a
+// server: as an Envoy with two worker threads would (one per worker).
+const Conns = 2
+
+// Benchmark is the go test form of the scenario: b.N calls in total by
+// Callers callers over Identities users, on im's server from servers, so
+// ns/op is the inverse of the calls' throughput. Besides ns/op it reports
+// checks/s, p50-µs and p99-µs (one call as its caller saw it), and
+// server-µs/check, redis-µs/check and loadgen-µs/check (CPU time of the
+// server process, redis-server and this process per check). It fails if a
+// call fails or a check is denied, and skips ratelimitd's implementations
+// while the service module has no cmd/ratelimitd.
+func Benchmark(b *testing.B, servers *Servers, im Impl) {
+	ctx := context.Background()
+	t, closeConns, err := servers.Target(ctx, im, Conns, Users(Identities))
+	if errors.Is(err, ErrNoRatelimitd) {
+		b.Skipf("skipping %s: %v", im.Name, err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeConns()
+	s, err := Run(ctx, t, RunConfig{Callers: Callers, Users: Users(Identities), N: int64(b.N), Start: b.ResetTimer, Stop: b.StopTimer})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(s.PerSec, "checks/s")
+	b.ReportMetric(float64(s.P50)/1e3, "p50-µs")
+	b.ReportMetric(float64(s.P99)/1e3, "p99-µs")
+	b.ReportMetric(s.PerCheck(s.ServerCPU), "server-µs/check")
+	b.ReportMetric(s.PerCheck(s.RedisCPU), "redis-µs/check")
+	b.ReportMetric(s.PerCheck(s.LoadCPU), "loadgen-µs/check")
+}

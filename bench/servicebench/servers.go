@@ -1,0 +1,134 @@
+package servicebench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sluicehq/sluice/bench/redisbench"
+)
+
+// Servers starts the processes the implementations run on, once each, on
+// one redis-server, and stops them on Close.
+type Servers struct {
+	// Redis is the shared redis-server.
+	Redis *redisbench.Server
+	// GoCommand builds ratelimitd and installs envoyproxy/ratelimit.
+	GoCommand string
+	// CacheDir holds envoyproxy/ratelimit's binary (see CacheDir).
+	CacheDir string
+	// ServiceDir is the service module's directory (../service from bench).
+	ServiceDir string
+	// Log receives the go command's output.
+	Log io.Writer
+	// Rules is the rules file both servers load (RulesYAML if nil).
+	Rules []byte
+
+	buildDir        string
+	envoyBin, rlBin string
+	envoyErr, rlErr error
+	binsDone        [2]bool
+	procs           map[string]*Process
+	failed          map[string]error
+}
+
+// Binary returns the path of server's binary, building or installing it on
+// first use.
+func (s *Servers) Binary(ctx context.Context, server Server) (string, error) {
+	if !s.binsDone[server] {
+		s.binsDone[server] = true
+		switch server {
+		case EnvoyRatelimit:
+			s.envoyBin, s.envoyErr = InstallEnvoyRatelimit(ctx, s.GoCommand, s.CacheDir, s.Log)
+		case Ratelimitd:
+			if s.buildDir == "" {
+				d, err := os.MkdirTemp("", "sluice-bench-build-")
+				if err != nil {
+					s.rlErr = err
+					break
+				}
+				s.buildDir = d
+			}
+			s.rlBin, s.rlErr = BuildRatelimitd(ctx, s.GoCommand, s.ServiceDir, s.buildDir, s.Log)
+		}
+	}
+	if server == EnvoyRatelimit {
+		return s.envoyBin, s.envoyErr
+	}
+	return s.rlBin, s.rlErr
+}
+
+// Start returns the running server of im, starting it on first use (and
+// remembering a failure to start).
+func (s *Servers) Start(ctx context.Context, im Impl) (*Process, error) {
+	k := im.key()
+	if p, ok := s.procs[k]; ok {
+		return p, nil
+	}
+	if err, ok := s.failed[k]; ok {
+		return nil, err
+	}
+	p, err := s.start(ctx, im)
+	if s.procs == nil {
+		s.procs, s.failed = map[string]*Process{}, map[string]error{}
+	}
+	if err != nil {
+		s.failed[k] = err
+		return nil, err
+	}
+	s.procs[k] = p
+	return p, nil
+}
+
+func (s *Servers) start(ctx context.Context, im Impl) (*Process, error) {
+	bin, err := s.Binary(ctx, im.Server)
+	if err != nil {
+		return nil, err
+	}
+	rules := s.Rules
+	if rules == nil {
+		rules = RulesYAML()
+	}
+	redisAddr := ""
+	if im.Redis {
+		if s.Redis == nil {
+			return nil, fmt.Errorf("%s: no redis-server", im.Name)
+		}
+		redisAddr = s.Redis.Addr
+	}
+	if im.Server == EnvoyRatelimit {
+		return StartEnvoyRatelimit(ctx, bin, redisAddr, rules, im.Env...)
+	}
+	return StartRatelimitd(ctx, bin, redisAddr, rules)
+}
+
+// Close stops every server started and removes the built binary.
+func (s *Servers) Close() error {
+	for _, p := range s.procs {
+		p.Close()
+	}
+	s.procs = nil
+	if s.buildDir != "" {
+		os.RemoveAll(s.buildDir)
+	}
+	return nil
+}
+
+// Target starts im's server if it is not running, opens conns connections
+// to it and returns the Target of a run; closeConns closes the connections.
+func (s *Servers) Target(ctx context.Context, im Impl, conns int, users []string) (t Target, closeConns func(), err error) {
+	p, err := s.Start(ctx, im)
+	if err != nil {
+		return Target{}, nil, err
+	}
+	cs, err := Dial(p.GRPCAddr, conns)
+	if err != nil {
+		return Target{}, nil, err
+	}
+	t = Target{Name: im.Name, Server: p, Decider: im.NewDecider(cs, users), ChecksPerCall: max(im.ChecksPerCall, 1)}
+	if im.Redis {
+		t.Redis = s.Redis
+	}
+	return t, func() { closeAll(cs) }, nil
+}
