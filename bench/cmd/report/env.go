@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/bench/membench"
 	"github.com/sluicehq/sluice/bench/redisbench"
+	"github.com/sluicehq/sluice/bench/servicebench"
 )
 
 // environment describes the machine and the software of a run.
@@ -144,6 +145,8 @@ func moduleUsers() map[string][]string {
 	add("github.com/sluicehq/sluice", "Redis: sluice-*")
 	add("github.com/redis/go-redis/v9", "the client of every Redis implementation")
 	add("github.com/valyala/fasthttp", "under Fiber")
+	add("github.com/envoyproxy/go-control-plane/envoy", "service: the load generator's ShouldRateLimit client")
+	add("google.golang.org/grpc", "service: the load generator's gRPC client")
 	return users
 }
 
@@ -238,8 +241,10 @@ func (r *report) writeCommands(w io.Writer) {
 	fmt.Fprintf(w, "- the Redis server: `redis-server --port PORT --bind 127.0.0.1 --save \"\" --appendonly no` on a free loopback port, started and killed by the report\n")
 	fmt.Fprintf(w, "- the ceiling: `redis-benchmark -h 127.0.0.1 -p PORT -c %d -n %d -r %d -q [-P 16] EVALSHA <sha> 1 user:__rand_int__`, the script being `redisbench.RawScript` (GET, SET PX, five integers back)\n",
 		o.callers, o.ceilingN, redisbench.Identities)
-	fmt.Fprintf(w, "- settings of this run: in memory and middleware %d runs of %s each (heap: %d runs of %d keys); Redis %d runs of %s after %s of warm-up, %d callers; redis-benchmark -n %d; Redis memory %d identities\n",
-		o.count, o.benchtime, o.heapCount, o.heapKeys, o.redisCount, o.redisTime, o.redisWarm, o.callers, o.ceilingN, o.redisKeys)
+	fmt.Fprintf(w, "- the service: `go run ./cmd/report -scenarios service` (ratelimitd is built from `../service`, envoyproxy/ratelimit installed with `go install %s@%s` into the cache directory on first use); as a go test benchmark `go test -run XXX -bench Service -benchtime 50000x .`\n",
+		servicebench.EnvoyRatelimitPackage, servicebench.EnvoyRatelimitVersion)
+	fmt.Fprintf(w, "- settings of this run: in memory and middleware %d runs of %s each (heap: %d runs of %d keys); Redis %d runs of %s after %s of warm-up, %d callers; redis-benchmark -n %d; Redis memory %d identities; service %d runs of %s after %s of warm-up, %d gRPC connections\n",
+		o.count, o.benchtime, o.heapCount, o.heapKeys, o.redisCount, o.redisTime, o.redisWarm, o.callers, o.ceilingN, o.redisKeys, o.serviceCount, o.serviceTime, o.serviceWarm, o.serviceConns)
 }
 
 func prefixed(p, s string) string {

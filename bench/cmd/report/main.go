@@ -11,7 +11,10 @@
 //   - Redis (package redisbench): Redis64Callers and RedisMemoryPerKey, on a
 //     redis-server the report starts and stops itself;
 //   - churn (membench.Churn): ChurnLatency, sluice's hot-key decision latency
-//     while millions of short-lived keys churn, with the sweeper on and off.
+//     while millions of short-lived keys churn, with the sweeper on and off;
+//   - the service (package servicebench): Service64Callers, ratelimitd and
+//     envoyproxy/ratelimit as processes on one redis-server, answering
+//     ShouldRateLimit from one load generator.
 //
 // Usage (from the bench directory):
 //
@@ -19,6 +22,8 @@
 //	    [-impls sluice,ulule,...] [-count 5] [-heapcount 3] [-benchtime 400ms] [-heapkeys 1000000]
 //	    [-rediscount 3] [-redistime 1500ms] [-rediswarmup 250ms] [-callers 64] [-ceilingn 150000]
 //	    [-rediskeys 50000] [-churntime 10s] [-churncount 1]
+//	    [-servicecount 2] [-servicetime 3s] [-servicewarmup 500ms] [-serviceconns 2]
+//	    [-servicedir ../service] [-servicecache DIR]
 //
 // Without -out the Markdown goes to stdout (and no chart is written); with
 // -out DIR it goes to DIR/benchmarks.md and the chart to DIR/benchmarks.svg.
@@ -39,6 +44,7 @@ import (
 
 	"github.com/sluicehq/sluice/bench/membench"
 	"github.com/sluicehq/sluice/bench/redisbench"
+	"github.com/sluicehq/sluice/bench/servicebench"
 )
 
 // Names of the scenarios outside package membench.
@@ -48,6 +54,7 @@ const (
 	redisScenario       = "Redis64Callers"
 	redisMemoryScenario = "RedisMemoryPerKey"
 	churnScenario       = "ChurnLatency"
+	serviceScenario     = "Service64Callers"
 )
 
 // Output file names under -out.
@@ -69,6 +76,12 @@ type options struct {
 	redisKeys             int
 	churnTime             time.Duration
 	churnCount            int
+	serviceCount          int
+	serviceTime           time.Duration
+	serviceWarm           time.Duration
+	serviceConns          int
+	serviceDir            string
+	serviceCache          string
 	scenarios, impls      string
 	cpuProfile            string
 	args                  []string // as given, for the Commands section
@@ -80,7 +93,8 @@ type options struct {
 var quickValues = map[string]string{
 	"count": "2", "heapcount": "1", "benchtime": "100ms", "heapkeys": "200000",
 	"rediscount": "1", "redistime": "500ms", "rediswarmup": "100ms", "ceilingn": "40000", "rediskeys": "10000",
-	"churntime": "2s",
+	"churntime":    "2s",
+	"servicecount": "1", "servicetime": "1s", "servicewarmup": "200ms",
 }
 
 // parseFlags parses the command line, printing usage and errors to stderr.
@@ -92,8 +106,8 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.SetOutput(out)
 	fs.StringVar(&o.out, "out", "", "directory to write "+mdName+" and "+svgName+" to (e.g. ../docs); without it the Markdown goes to stdout")
 	fs.BoolVar(&o.quick, "quick", false, "a quick run (about a minute): "+quickSummary()+", unless set explicitly")
-	fs.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, HotKeyParallel, Keys100kSerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead,\nFiberMiddlewareOverhead, Redis64Callers, RedisMemoryPerKey, ChurnLatency: e.g. hot,parallel,heap,middleware,fiber,redis,churn), or all")
-	fs.StringVar(&o.impls, "impls", "default", "comma-separated implementations to run, default or all. A name selects itself and the variants\nnamed after it (sluice selects sluice-xrl and sluice-gcra-nopipe too). default is all but the\nunpipelined Redis variants of sluice's algorithms other than token_bucket. In memory: sluice, xrate,\nsethvargo, ulule, throttled. Middleware: bare (always run), sluice, sluice-xrl, ulule, httprate,\nthrottled, sethvargo; Fiber: bare, sluice, sluice-xrl, fiber, fiber-sliding. Redis: sluice-<algorithm>[-nopipe],\nulule, redis_rate, throttled, evalsha, redis-benchmark, redis-benchmark-P16")
+	fs.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, HotKeyParallel, Keys100kSerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead,\nFiberMiddlewareOverhead, Redis64Callers, RedisMemoryPerKey, ChurnLatency, Service64Callers:\ne.g. hot,parallel,heap,middleware,fiber,redis,churn,service), or all")
+	fs.StringVar(&o.impls, "impls", "default", "comma-separated implementations to run, default or all. A name selects itself and the variants\nnamed after it (sluice selects sluice-xrl and sluice-gcra-nopipe too). default is all but the\nunpipelined Redis variants of sluice's algorithms other than token_bucket. In memory: sluice, xrate,\nsethvargo, ulule, throttled. Middleware: bare (always run), sluice, sluice-xrl, ulule, httprate,\nthrottled, sethvargo; Fiber: bare, sluice, sluice-xrl, fiber, fiber-sliding. Redis: sluice-<algorithm>[-nopipe],\nulule, redis_rate, throttled, evalsha, redis-benchmark, redis-benchmark-P16. Service: envoy-ratelimit,\nratelimitd-redis, ratelimitd-memory (ratelimitd selects every ratelimitd-*)")
 	fs.IntVar(&o.count, "count", 5, "runs of each in-memory throughput and middleware benchmark; the tables show the medians")
 	fs.IntVar(&o.heapCount, "heapcount", 3, "runs of each heap benchmark (its bytes/key barely varies; each run fills -heapkeys keys)")
 	fs.DurationVar(&o.benchtime, "benchtime", 400*time.Millisecond, "target duration of each run of the in-memory throughput and middleware scenarios\n(the heap scenario always does one fill per run)")
@@ -106,6 +120,12 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.IntVar(&o.redisKeys, "rediskeys", 50_000, "identities the Redis memory scenario inserts")
 	fs.DurationVar(&o.churnTime, "churntime", 10*time.Second, "timed duration of each churn run (sweeper on, then off)")
 	fs.IntVar(&o.churnCount, "churncount", 1, "runs of each churn variant; the table shows the medians")
+	fs.IntVar(&o.serviceCount, "servicecount", 2, "runs of each service implementation")
+	fs.DurationVar(&o.serviceTime, "servicetime", 3*time.Second, "measured duration of each service run")
+	fs.DurationVar(&o.serviceWarm, "servicewarmup", 500*time.Millisecond, "unmeasured load before each service run")
+	fs.IntVar(&o.serviceConns, "serviceconns", servicebench.Conns, "gRPC connections of the service load generator to a server")
+	fs.StringVar(&o.serviceDir, "servicedir", "../service", "the service module, whose cmd/ratelimitd the service scenario builds")
+	fs.StringVar(&o.serviceCache, "servicecache", "", "directory envoyproxy/ratelimit is installed into (default $"+servicebench.CacheEnv+" or the user's cache directory, sluice-bench)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole report to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/report [flags]\n\nRuns the rate-limiter benchmarks of sluice and its peers and writes Markdown tables\n(and, with -out, an SVG chart).\n\n")
@@ -129,7 +149,8 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	o.args = args
 	if fs.NArg() > 0 || o.count < 1 || o.heapCount < 1 || o.benchtime <= 0 || o.heapKeys < 1 ||
 		o.redisCount < 1 || o.redisTime <= 0 || o.redisWarm < 0 || o.callers < 1 || o.ceilingN < 1 || o.redisKeys < o.callers ||
-		o.churnTime <= 0 || o.churnCount < 1 {
+		o.churnTime <= 0 || o.churnCount < 1 ||
+		o.serviceCount < 1 || o.serviceTime <= 0 || o.serviceWarm < 0 || o.serviceConns < 1 {
 		fs.Usage()
 		return o, fmt.Errorf("invalid arguments")
 	}
@@ -157,6 +178,7 @@ type selection struct {
 	fiberImpls     []mwImpl
 	rdImpls        []redisbench.Impl
 	rdMemImpls     []redisbench.Impl
+	svcImpls       []servicebench.Impl
 	redis, rdMem   bool
 	mw, fiber      bool
 	churn          bool // sluice only
@@ -166,7 +188,8 @@ type selection struct {
 func selectAll(o options) (selection, error) {
 	var s selection
 	var err error
-	s.mem, s.mw, s.fiber, s.redis, s.rdMem, s.churn, err = selectScenarios(o.scenarios)
+	var service bool
+	s.mem, s.mw, s.fiber, s.redis, s.rdMem, s.churn, service, err = selectScenarios(o.scenarios)
 	if err != nil {
 		return s, err
 	}
@@ -196,6 +219,9 @@ func selectAll(o options) (selection, error) {
 	}
 	if s.rdMem {
 		s.rdMemImpls = filterImpls(f, memoryImpls(), func(im redisbench.Impl) string { return im.Name })
+	}
+	if service {
+		s.svcImpls = filterImpls(f, servicebench.Impls(), func(im servicebench.Impl) string { return im.Name })
 	}
 	return s, f.unused()
 }
@@ -288,6 +314,7 @@ type report struct {
 	redis    *redisSection
 	redisMem *redisMemSection
 	churn    *churnSection
+	service  *serviceSection
 	env      environment
 }
 
@@ -333,6 +360,9 @@ func (r *report) run() {
 		r.churn = &churnSection{}
 		r.churn.timing = timed(func() { r.churn.run(o.churnTime, o.churnCount) })
 	}
+	if len(s.svcImpls) > 0 {
+		r.runService()
+	}
 }
 
 // write writes the whole Markdown document.
@@ -365,6 +395,9 @@ func (r *report) write(w io.Writer) {
 	if r.churn != nil {
 		r.churn.write(w, r.opts)
 	}
+	if r.service != nil {
+		r.service.write(w)
+	}
 }
 
 func fatal(err error) {
@@ -373,17 +406,17 @@ func fatal(err error) {
 }
 
 // selectScenarios returns the in-memory scenarios selected by spec and
-// whether the net/http, Fiber, Redis throughput, Redis memory and churn
-// scenarios are.
-func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem, churn bool, err error) {
+// whether the net/http, Fiber, Redis throughput, Redis memory, churn and
+// service scenarios are.
+func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem, churn, service bool, err error) {
 	all := membench.Scenarios()
 	if spec == "all" || spec == "" {
-		return all, true, true, true, true, true, nil
+		return all, true, true, true, true, true, true, nil
 	}
 	others := []struct {
 		name string
 		on   *bool
-	}{{middlewareScenario, &mw}, {fiberScenario, &fiber}, {redisScenario, &rd}, {redisMemoryScenario, &rdMem}, {churnScenario, &churn}}
+	}{{middlewareScenario, &mw}, {fiberScenario, &fiber}, {redisScenario, &rd}, {redisMemoryScenario, &rdMem}, {churnScenario, &churn}, {serviceScenario, &service}}
 	allNames := scenarioNames(all)
 	for _, o := range others {
 		allNames = append(allNames, o.name)
@@ -405,7 +438,7 @@ func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem
 			}
 		}
 		if !found {
-			return nil, false, false, false, false, false, fmt.Errorf("-scenarios: %q matches none of %s", tok, strings.Join(allNames, ", "))
+			return nil, false, false, false, false, false, false, fmt.Errorf("-scenarios: %q matches none of %s", tok, strings.Join(allNames, ", "))
 		}
 	}
 	// Keep the report order whatever the order of the tokens.
@@ -413,7 +446,7 @@ func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem
 		return slices.IndexFunc(all, func(s membench.Scenario) bool { return s.Name == a.Name }) -
 			slices.IndexFunc(all, func(s membench.Scenario) bool { return s.Name == b.Name })
 	})
-	return mem, mw, fiber, rd, rdMem, churn, nil
+	return mem, mw, fiber, rd, rdMem, churn, service, nil
 }
 
 func scenarioNames(scs []membench.Scenario) []string {

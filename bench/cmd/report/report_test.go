@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/bench/membench"
 	"github.com/sluicehq/sluice/bench/redisbench"
+	"github.com/sluicehq/sluice/bench/servicebench"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -113,6 +114,20 @@ func TestSelect(t *testing.T) {
 		}},
 		{name: "all selects churn", scenarios: "all", impls: "default", check: func(t *testing.T, s selection) {
 			require.True(t, s.churn)
+		}},
+		{name: "service alone", scenarios: "service", impls: "default", check: func(t *testing.T, s selection) {
+			require.Len(t, s.svcImpls, len(servicebench.Impls()))
+			require.Empty(t, s.mem)
+			require.False(t, s.mw || s.fiber || s.redis || s.rdMem || s.churn)
+		}},
+		{name: "ratelimitd selects its variants", scenarios: "service", impls: "ratelimitd", check: func(t *testing.T, s selection) {
+			require.NotEmpty(t, s.svcImpls)
+			for _, im := range s.svcImpls {
+				require.Equal(t, servicebench.Ratelimitd, im.Server)
+			}
+		}},
+		{name: "redis does not select the service", scenarios: "redis", impls: "default", check: func(t *testing.T, s selection) {
+			require.Empty(t, s.svcImpls)
 		}},
 		{name: "unknown scenario", scenarios: "nosuch", impls: "all", wantErr: true},
 		{name: "impl absent from the scenarios", scenarios: "hot", impls: "redis_rate", wantErr: true},
@@ -221,7 +236,13 @@ func TestWriteMarkdown(t *testing.T) {
 	} {
 		require.Contains(t, md, want)
 	}
-	// Every table row has as many cells as its header.
+	requireTables(t, md)
+}
+
+// requireTables checks that every table row has as many cells as its
+// header.
+func requireTables(t *testing.T, md string) {
+	t.Helper()
 	lines := strings.Split(md, "\n")
 	for i := 1; i < len(lines); i++ {
 		if strings.HasPrefix(lines[i], "|---") {
@@ -260,4 +281,63 @@ func TestChart(t *testing.T) {
 	require.Equal(t, 1, strings.Count(svg, `fill="`+colorInfo+`"`)-1)
 	require.Contains(t, svg, "1000.00× clipped", "the label gives the true value even when the bar is clipped")
 	require.Contains(t, svg, ">32×<", "the scale stops at 2^5")
+}
+
+// fakeService is a service section with made-up results.
+func fakeService(ratelimitdPerSec float64, p99 time.Duration) *serviceSection {
+	byName := map[string]servicebench.Impl{}
+	for _, im := range servicebench.Impls() {
+		byName[im.Name] = im
+	}
+	row := func(name string, perSec float64, p99 time.Duration) serviceRow {
+		return serviceRow{impl: byName[name], samples: make([]servicebench.Sample, 2), perSec: perSec, best: perSec * 1.05,
+			p50: p99 / 3, p99: p99, p999: p99 * 2, serverUs: 1e6 / perSec, redisUs: 10}
+	}
+	return &serviceSection{opts: serviceOptions{count: 2, callers: 64, conns: 2, measure: time.Second}, rows: []serviceRow{
+		row(envoyRatelimitImpl, 10_000, 15*time.Millisecond),
+		row(ratelimitdRedis, ratelimitdPerSec, p99),
+		{impl: byName["ratelimitd-memory"], skipped: "ratelimitd: service/cmd/ratelimitd not found"},
+	}}
+}
+
+func TestServiceTargets(t *testing.T) {
+	ts := fakeService(60_000, 3*time.Millisecond).targets()
+	require.Len(t, ts, 2)
+	require.True(t, ts[0].met)
+	require.InDelta(t, 6.0, ts[0].ratio, 1e-9)
+	require.Contains(t, ts[0].measured, "envoyproxy/ratelimit 10000 checks/s")
+	require.True(t, ts[1].met)
+	require.InDelta(t, 0.6, ts[1].ratio, 1e-9)
+
+	ts = fakeService(48_000, 7*time.Millisecond).targets()
+	require.False(t, ts[0].met)
+	require.True(t, ts[0].close, "ratelimitd's best run (50400) reached 5× the median (50000)")
+	require.False(t, ts[1].met)
+
+	sec := fakeService(60_000, 3*time.Millisecond)
+	sec.rows[1] = serviceRow{impl: sec.rows[1].impl, skipped: "ratelimitd: service/cmd/ratelimitd not found"}
+	ts = sec.targets()
+	require.Equal(t, "not measured", ts[0].verdict())
+	require.Contains(t, ts[0].missing, "not found")
+	require.Empty(t, sec.chartRows())
+}
+
+func TestServiceMarkdown(t *testing.T) {
+	r := fakeReport(90)
+	r.service = fakeService(60_000, 3*time.Millisecond)
+	var b bytes.Buffer
+	r.write(&b)
+	md := b.String()
+	for _, want := range []string{
+		"## The rate-limit service: ratelimitd and envoyproxy/ratelimit, 64 concurrent callers",
+		"| **`ratelimitd-redis`** | ratelimitd | Redis |", "| `ratelimitd-redis` | 6.00× |",
+		"skipped: ratelimitd: service/cmd/ratelimitd not found", "requests_per_unit: 1000000",
+		"ratelimitd on Redis at least 5×", "| 6.00× | ≥ 5× | **met** |",
+	} {
+		require.Contains(t, md, want)
+	}
+	requireTables(t, md)
+	rows := r.chartRows()
+	require.Equal(t, "service", rows[len(rows)-1].group)
+	require.Len(t, r.service.chartRows(), 2)
 }

@@ -138,6 +138,9 @@ func (r *report) targets() []target {
 	if r.churn != nil {
 		out = append(out, r.churn.target())
 	}
+	if r.service != nil {
+		out = append(out, r.service.targets()...)
+	}
 	return out
 }
 
@@ -234,6 +237,9 @@ func (r *report) chartRows() []bar {
 		if self, best := r.redisMem.compare(); self != nil && best != nil && self.s.BytesPerIdentity() > 0 {
 			out = append(out, bar{group: "Redis", label: "memory per identity", value: best.s.BytesPerIdentity() / self.s.BytesPerIdentity(), note: "vs " + best.impl.Name + " (bytes)"})
 		}
+	}
+	if r.service != nil {
+		out = append(out, r.service.chartRows()...)
 	}
 	return out
 }
