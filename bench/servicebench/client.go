@@ -87,9 +87,9 @@ func CheckLimit(resp *rlsv3.RateLimitResponse) error {
 	return nil
 }
 
-// envoyDecider sends one ShouldRateLimit per check, each caller's call on
+// rlsDecider sends one ShouldRateLimit per check, each caller's call on
 // the next of its connections.
-type envoyDecider struct {
+type rlsDecider struct {
 	clients []rlsv3.RateLimitServiceClient
 	next    atomic.Uint32
 	reqs    map[string]*rlsv3.RateLimitRequest // built once: no allocation of the harness per call
@@ -99,7 +99,7 @@ type envoyDecider struct {
 // ShouldRateLimit (Request(UserKey, user)) over conns, for every user of
 // users: allowed is an OK overall code.
 func NewEnvoyDecider(conns []*grpc.ClientConn, users []string) redisbench.Decider {
-	d := &envoyDecider{reqs: make(map[string]*rlsv3.RateLimitRequest, len(users))}
+	d := &rlsDecider{reqs: make(map[string]*rlsv3.RateLimitRequest, len(users))}
 	for _, c := range conns {
 		d.clients = append(d.clients, rlsv3.NewRateLimitServiceClient(c))
 	}
@@ -109,7 +109,7 @@ func NewEnvoyDecider(conns []*grpc.ClientConn, users []string) redisbench.Decide
 	return d
 }
 
-func (d *envoyDecider) Decide(ctx context.Context, user string) (bool, error) {
+func (d *rlsDecider) Decide(ctx context.Context, user string) (bool, error) {
 	req, ok := d.reqs[user]
 	if !ok {
 		return false, fmt.Errorf("user %q: not among the decider's users", user)

@@ -1,6 +1,10 @@
 package servicebench
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/bench/redisbench"
@@ -14,13 +18,42 @@ const (
 	EnvoyRatelimit Server = iota
 	// Ratelimitd is sluice's service.
 	Ratelimitd
+	// InProcess is no server: the load generator decides itself (sluice's
+	// Redis store, the yardstick of the remote store).
+	InProcess
 )
 
 func (s Server) String() string {
-	if s == EnvoyRatelimit {
+	switch s {
+	case EnvoyRatelimit:
 		return "envoyproxy/ratelimit"
+	case Ratelimitd:
+		return "ratelimitd"
 	}
-	return "ratelimitd"
+	return "none (in the load generator)"
+}
+
+// Group is the table of the report an implementation belongs to.
+type Group uint8
+
+const (
+	// Envoy: ShouldRateLimit, the comparison with envoyproxy/ratelimit.
+	Envoy Group = iota
+	// Native: ratelimitd's own API on its memory store.
+	Native
+	// Remote: the remote store against sluice's Redis store.
+	Remote
+)
+
+// Conn is what a decider is built on.
+type Conn struct {
+	// GRPC are the connections to the server (none for InProcess).
+	GRPC []*grpc.ClientConn
+	// RedisAddr is the shared redis-server.
+	RedisAddr string
+	// Users are the identities of the load, Callers its callers.
+	Users   []string
+	Callers int
 }
 
 // Impl is one server configuration and one kind of call under comparison.
@@ -28,20 +61,24 @@ type Impl struct {
 	// Name is the -impls and sub-benchmark name.
 	Name   string
 	Server Server
-	// Redis says the server decides on the shared redis-server; false is
+	Group  Group
+	// Redis says the decisions are made on the shared redis-server; false is
 	// ratelimitd's memory store.
 	Redis bool
+	// Rules is the server's rules file (nil: RulesYAML, Envoy's format).
+	Rules []byte
 	// Env is added to envoyproxy/ratelimit's environment.
 	Env []string
 	// API is what one call is, for the report.
 	API string
 	// ChecksPerCall is 1, or a batch's size.
 	ChecksPerCall int
-	// NewDecider returns the decider of one call over conns, for users.
-	NewDecider func(conns []*grpc.ClientConn, users []string) redisbench.Decider
+	// NewDecider returns the decider of one call (and what to close after
+	// the run, or nil).
+	NewDecider func(c Conn) (d redisbench.Decider, closeFn func(), err error)
 }
 
-// Store names the server's store, for the report.
+// Store names where the decisions are made, for the report.
 func (im Impl) Store() string {
 	if im.Redis {
 		return "Redis"
@@ -49,25 +86,33 @@ func (im Impl) Store() string {
 	return "memory"
 }
 
+func (im Impl) rules() []byte {
+	if im.Rules == nil {
+		return RulesYAML()
+	}
+	return im.Rules
+}
+
 // key identifies the server process an implementation runs on: impls with
 // the same key share one process.
 func (im Impl) key() string {
-	k := im.Server.String() + "/" + im.Store()
-	for _, e := range im.Env {
-		k += " " + e
-	}
-	return k
+	sum := sha256.Sum256(im.rules())
+	return strings.Join(append([]string{im.Server.String(), im.Store(), hex.EncodeToString(sum[:8])}, im.Env...), " ")
 }
 
 const shouldRateLimit = "ShouldRateLimit, one descriptor (user=N)"
+
+func envoyDecider(c Conn) (redisbench.Decider, func(), error) {
+	return NewEnvoyDecider(c.GRPC, c.Users), nil, nil
+}
 
 // Impls returns every implementation, in report order: envoyproxy/ratelimit
 // on Redis, then ratelimitd on Redis and on its memory store, all answering
 // ShouldRateLimit with the same descriptors under the same rules.
 func Impls() []Impl {
 	return []Impl{
-		{Name: "envoy-ratelimit", Server: EnvoyRatelimit, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: NewEnvoyDecider},
-		{Name: "ratelimitd-redis", Server: Ratelimitd, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: NewEnvoyDecider},
-		{Name: "ratelimitd-memory", Server: Ratelimitd, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: NewEnvoyDecider},
+		{Name: "envoy-ratelimit", Server: EnvoyRatelimit, Group: Envoy, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
+		{Name: "ratelimitd-redis", Server: Ratelimitd, Group: Envoy, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
+		{Name: "ratelimitd-memory", Server: Ratelimitd, Group: Envoy, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
 	}
 }

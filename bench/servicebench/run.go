@@ -13,7 +13,8 @@ import (
 type Target struct {
 	// Name is the implementation's name in the report.
 	Name string
-	// Server is the process whose CPU time is measured.
+	// Server is the process whose CPU time is measured (nil: none, the
+	// load generator decides itself).
 	Server *Process
 	// Redis is the redis-server the server decides on, nil for ratelimitd's
 	// memory store: it is emptied (FLUSHALL) before each run and its CPU
@@ -65,8 +66,10 @@ func (s Sample) PerCheck(d time.Duration) float64 {
 // after. A run in which a call failed or a check was denied returns an error
 // with the Sample.
 func Run(ctx context.Context, t Target, cfg RunConfig) (Sample, error) {
-	if exited, err := t.Server.Exited(); exited {
-		return Sample{}, fmt.Errorf("%s: %s has exited (%v):\n%s", t.Name, t.Server.Name, err, t.Server.Output())
+	if t.Server != nil {
+		if exited, err := t.Server.Exited(); exited {
+			return Sample{}, fmt.Errorf("%s: %s has exited (%v):\n%s", t.Name, t.Server.Name, err, t.Server.Output())
+		}
 	}
 	if t.Redis != nil {
 		if err := t.Redis.Admin().FlushAll(ctx).Err(); err != nil {
@@ -81,8 +84,10 @@ func Run(ctx context.Context, t Target, cfg RunConfig) (Sample, error) {
 		return Sample{}, fmt.Errorf("%s: warm-up: %d of %d calls failed, first: %w", t.Name, w.Errors, w.Decisions, w.FirstErr)
 	}
 	cpu := func() (srv, rd, self time.Duration, err error) {
-		if srv, err = t.Server.CPU(); err != nil {
-			return
+		if t.Server != nil {
+			if srv, err = t.Server.CPU(); err != nil {
+				return
+			}
 		}
 		if t.Redis != nil {
 			if rd, err = ProcessCPU(t.Redis.PID()); err != nil {

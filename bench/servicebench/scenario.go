@@ -20,7 +20,7 @@ const Conns = 2
 // while the service module has no cmd/ratelimitd.
 func Benchmark(b *testing.B, servers *Servers, im Impl) {
 	ctx := context.Background()
-	t, closeConns, err := servers.Target(ctx, im, Conns, Users(Identities))
+	t, closeConns, err := servers.Target(ctx, im, Conns, Callers, Users(Identities))
 	if errors.Is(err, ErrNoRatelimitd) {
 		b.Skipf("skipping %s: %v", im.Name, err)
 	}

@@ -21,10 +21,7 @@ type Servers struct {
 	// ServiceDir is the service module's directory (../service from bench).
 	ServiceDir string
 	// Log receives the go command's output.
-	Log io.Writer
-	// Rules is the rules file both servers load (RulesYAML if nil).
-	Rules []byte
-
+	Log             io.Writer
 	buildDir        string
 	envoyBin, rlBin string
 	envoyErr, rlErr error
@@ -82,14 +79,14 @@ func (s *Servers) Start(ctx context.Context, im Impl) (*Process, error) {
 }
 
 func (s *Servers) start(ctx context.Context, im Impl) (*Process, error) {
+	if im.Server == InProcess {
+		return nil, fmt.Errorf("%s: no server to start", im.Name)
+	}
 	bin, err := s.Binary(ctx, im.Server)
 	if err != nil {
 		return nil, err
 	}
-	rules := s.Rules
-	if rules == nil {
-		rules = RulesYAML()
-	}
+	rules := im.rules()
 	redisAddr := ""
 	if im.Redis {
 		if s.Redis == nil {
@@ -115,20 +112,38 @@ func (s *Servers) Close() error {
 	return nil
 }
 
-// Target starts im's server if it is not running, opens conns connections
-// to it and returns the Target of a run; closeConns closes the connections.
-func (s *Servers) Target(ctx context.Context, im Impl, conns int, users []string) (t Target, closeConns func(), err error) {
-	p, err := s.Start(ctx, im)
-	if err != nil {
-		return Target{}, nil, err
+// Target starts im's server if it has one and it is not running, opens
+// conns connections to it and returns the Target of a run; done closes the
+// connections and what the decider holds.
+func (s *Servers) Target(ctx context.Context, im Impl, conns, callers int, users []string) (t Target, done func(), err error) {
+	c := Conn{Users: users, Callers: callers}
+	if s.Redis != nil {
+		c.RedisAddr = s.Redis.Addr
 	}
-	cs, err := Dial(p.GRPCAddr, conns)
-	if err != nil {
-		return Target{}, nil, err
-	}
-	t = Target{Name: im.Name, Server: p, Decider: im.NewDecider(cs, users), ChecksPerCall: max(im.ChecksPerCall, 1)}
+	t = Target{Name: im.Name, ChecksPerCall: max(im.ChecksPerCall, 1)}
 	if im.Redis {
 		t.Redis = s.Redis
 	}
-	return t, func() { closeAll(cs) }, nil
+	if im.Server != InProcess {
+		p, err := s.Start(ctx, im)
+		if err != nil {
+			return Target{}, nil, err
+		}
+		t.Server = p
+		if c.GRPC, err = Dial(p.GRPCAddr, conns); err != nil {
+			return Target{}, nil, err
+		}
+	}
+	d, closeFn, err := im.NewDecider(c)
+	if err != nil {
+		closeAll(c.GRPC)
+		return Target{}, nil, fmt.Errorf("%s: %w", im.Name, err)
+	}
+	t.Decider = d
+	return t, func() {
+		if closeFn != nil {
+			closeFn()
+		}
+		closeAll(c.GRPC)
+	}, nil
 }

@@ -92,7 +92,7 @@ func (sec *serviceSection) run(ims []servicebench.Impl) {
 			if row.failed != "" || row.skipped != "" {
 				continue
 			}
-			t, closeConns, err := servers.Target(ctx, row.impl, o.conns, users)
+			t, closeConns, err := servers.Target(ctx, row.impl, o.conns, o.callers, users)
 			if errors.Is(err, servicebench.ErrNoRatelimitd) {
 				row.skipped = err.Error()
 				fmt.Fprintf(os.Stderr, "%s/%s: skipped: %v\n", serviceScenario, row.impl.Name, err)
@@ -165,6 +165,8 @@ func (sec *serviceSection) find(name string) *serviceRow {
 const (
 	envoyRatelimitImpl = "envoy-ratelimit"
 	ratelimitdRedis    = "ratelimitd-redis"
+	remoteImpl         = "remotestore"
+	redisStoreImpl     = "redisstore"
 )
 
 // Goals of the service targets (issue 14).
@@ -234,6 +236,75 @@ func (sec *serviceSection) chartRows() []bar {
 	return out
 }
 
+// writeTable writes the rows of group g, and the ratios that matter to it.
+func (sec *serviceSection) writeTable(w io.Writer, g servicebench.Group) {
+	fmt.Fprintln(w, "| implementation | server | store | one call | checks/s | spread | best | p50 | p99 | p99.9 | server CPU µs/check | redis CPU µs/check | load generator CPU µs/check |")
+	fmt.Fprintln(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for i := range sec.rows {
+		r := &sec.rows[i]
+		if r.impl.Group != g {
+			continue
+		}
+		name := "`" + r.impl.Name + "`"
+		if r.impl.Server == servicebench.Ratelimitd {
+			name = "**" + name + "**"
+		}
+		cells := []string{name, r.impl.Server.String(), r.impl.Store(), r.impl.API}
+		switch {
+		case r.skipped != "":
+			cells = append(cells, "skipped: "+cell(r.skipped))
+			cells = append(cells, make([]string, 8)...)
+		case !r.ok():
+			cells = append(cells, "FAILED: "+cell(r.failed))
+			cells = append(cells, make([]string, 8)...)
+		default:
+			server, redis := "—", "—"
+			if r.impl.Server != servicebench.InProcess {
+				server = fmt.Sprintf("%.1f (%.0f%% of a CPU)", r.serverUs, 100*r.serverBusy)
+			}
+			if r.impl.Redis {
+				redis = fmt.Sprintf("%.1f (%.0f%% of a CPU)", r.redisUs, 100*r.redisBusy)
+			}
+			cells = append(cells, fmt.Sprintf("%.0f", r.perSec), fmt.Sprintf("%.0f%%", 100*r.spread), fmt.Sprintf("%.0f", r.best),
+				latency(r.p50, true), latency(r.p99, true), latency(r.p999, true), server, redis,
+				fmt.Sprintf("%.1f (%.0f%% of a CPU)", r.loadUs, 100*r.lgB))
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	switch g {
+	case servicebench.Envoy:
+		en := sec.find(envoyRatelimitImpl)
+		if en == nil || !slices.ContainsFunc(sec.rows, func(r serviceRow) bool {
+			return r.impl.Server == servicebench.Ratelimitd && r.impl.Group == g && r.ok()
+		}) {
+			return
+		}
+		fmt.Fprintf(w, "\n| ratelimitd variant | checks/s ÷ envoyproxy/ratelimit's | server CPU per check ÷ envoyproxy/ratelimit's | p99 |\n|---|---:|---:|---:|\n")
+		for i := range sec.rows {
+			r := &sec.rows[i]
+			if r.impl.Server != servicebench.Ratelimitd || r.impl.Group != g || !r.ok() {
+				continue
+			}
+			cpu := "—"
+			if en.serverUs > 0 {
+				cpu = fmt.Sprintf("%.2f×", r.serverUs/en.serverUs)
+			}
+			fmt.Fprintf(w, "| `%s` | %.2f× | %s | %s |\n", r.impl.Name, r.perSec/en.perSec, cpu, latency(r.p99, true))
+		}
+	case servicebench.Remote:
+		remote, local := sec.find(remoteImpl), sec.find(redisStoreImpl)
+		if remote == nil || local == nil {
+			return
+		}
+		rt, lt := remote.totalUs(), local.totalUs()
+		fmt.Fprintf(w, "\nThe remote store's overhead per decision: %.1f µs of CPU (%.1f µs in all three processes against %.1f µs for the Redis store in the app), %s more at p50 and %s more at p99; %.2f× the Redis store's decisions/s.\n",
+			rt-lt, rt, lt, latency(max(remote.p50-local.p50, 0), true), latency(max(remote.p99-local.p99, 0), true), remote.perSec/local.perSec)
+	}
+}
+
+// totalUs is the CPU per check of every process the row measured.
+func (r *serviceRow) totalUs() float64 { return r.serverUs + r.redisUs + r.loadUs }
+
 func (sec *serviceSection) write(w io.Writer) {
 	o := sec.opts
 	fmt.Fprintf(w, "\n## The rate-limit service: ratelimitd and envoyproxy/ratelimit, %d concurrent callers\n\n", o.callers)
@@ -250,46 +321,17 @@ func (sec *serviceSection) write(w io.Writer) {
 	fmt.Fprintf(w, "- **the servers, redis-server and the load generator share this machine's %d CPUs** (1-minute load average %s during this section): CPU per check is each process's utime+stime (`/proc/PID/stat`, every thread) over the measured interval ÷ checks\n", runtime.NumCPU(), sec.load)
 	fmt.Fprintf(w, "- each cell is the median of %d run(s) of %s after %s of warm-up, implementations interleaved and rotated each round; took %s\n\n", o.count, o.measure, o.warmup, sec.took.Round(time.Second))
 
-	fmt.Fprintln(w, "| implementation | server | store | one call | checks/s | spread | best | p50 | p99 | p99.9 | server CPU µs/check | redis CPU µs/check | load generator CPU µs/check |")
-	fmt.Fprintln(w, "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-	for i := range sec.rows {
-		r := &sec.rows[i]
-		name := "`" + r.impl.Name + "`"
-		if r.impl.Server == servicebench.Ratelimitd {
-			name = "**" + name + "**"
-		}
-		cells := []string{name, r.impl.Server.String(), r.impl.Store(), r.impl.API}
-		switch {
-		case r.skipped != "":
-			cells = append(cells, "skipped: "+cell(r.skipped))
-			cells = append(cells, make([]string, 8)...)
-		case !r.ok():
-			cells = append(cells, "FAILED: "+cell(r.failed))
-			cells = append(cells, make([]string, 8)...)
-		default:
-			redis := "—"
-			if r.impl.Redis {
-				redis = fmt.Sprintf("%.1f (%.0f%% of a CPU)", r.redisUs, 100*r.redisBusy)
-			}
-			cells = append(cells, fmt.Sprintf("%.0f", r.perSec), fmt.Sprintf("%.0f%%", 100*r.spread), fmt.Sprintf("%.0f", r.best),
-				latency(r.p50, true), latency(r.p99, true), latency(r.p999, true),
-				fmt.Sprintf("%.1f (%.0f%% of a CPU)", r.serverUs, 100*r.serverBusy), redis,
-				fmt.Sprintf("%.1f (%.0f%% of a CPU)", r.loadUs, 100*r.lgB))
-		}
-		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
-	}
-	if en := sec.find(envoyRatelimitImpl); en != nil && slices.ContainsFunc(sec.rows, func(r serviceRow) bool { return r.impl.Server == servicebench.Ratelimitd && r.ok() }) {
-		fmt.Fprintf(w, "\n| ratelimitd variant | checks/s ÷ envoyproxy/ratelimit's | server CPU per check ÷ envoyproxy/ratelimit's | p99 |\n|---|---:|---:|---:|\n")
-		for i := range sec.rows {
-			r := &sec.rows[i]
-			if r.impl.Server != servicebench.Ratelimitd || !r.ok() {
-				continue
-			}
-			cpu := "—"
-			if en.serverUs > 0 {
-				cpu = fmt.Sprintf("%.2f×", r.serverUs/en.serverUs)
-			}
-			fmt.Fprintf(w, "| `%s` | %.2f× | %s | %s |\n", r.impl.Name, r.perSec/en.perSec, cpu, latency(r.p99, true))
+	for _, g := range []struct {
+		group servicebench.Group
+		title string
+	}{
+		{servicebench.Envoy, "Envoy's protocol: ShouldRateLimit, the same descriptors and rules"},
+		{servicebench.Native, "ratelimitd's own API on its memory store: single checks and batches"},
+		{servicebench.Remote, "The remote store (a middleware deciding through ratelimitd) against sluice's Redis store"},
+	} {
+		if slices.ContainsFunc(sec.rows, func(r serviceRow) bool { return r.impl.Group == g.group }) {
+			fmt.Fprintf(w, "\n### %s\n\n", g.title)
+			sec.writeTable(w, g.group)
 		}
 	}
 	fmt.Fprintln(w)
