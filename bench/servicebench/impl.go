@@ -1,13 +1,17 @@
 package servicebench
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/bench/redisbench"
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/redisstore"
 )
 
 // Server says which program an implementation runs.
@@ -118,5 +122,35 @@ func Impls() []Impl {
 			API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
 		{Name: "ratelimitd-redis", Server: Ratelimitd, Group: Envoy, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
 		{Name: "ratelimitd-memory", Server: Ratelimitd, Group: Envoy, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
+		{Name: "redisstore", Server: InProcess, Group: Remote, Redis: true, API: StoreLimit.String() + " Take of one op, sluice's Redis store in the app (pipelined)", ChecksPerCall: 1, NewDecider: redisStoreDecider},
 	}
+}
+
+// StoreLimit is the limit of the remote store comparison's decisions: a
+// token bucket never emptied.
+var StoreLimit = core.PerSecond(Rate)
+
+// redisStoreDecider is sluice's Redis store in the load generator's process,
+// as the Redis scenario's sluice-token_bucket: a go-redis client with a pool
+// for every caller, automatic pipelining, one Take of one op per decision.
+func redisStoreDecider(c Conn) (redisbench.Decider, func(), error) {
+	client := redisbench.NewClient(c.RedisAddr, c.Callers)
+	st, err := redisstore.New(client, redisstore.WithTimeout(time.Second))
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	return storeDecider{st}, func() { client.Close() }, nil
+}
+
+// storeDecider takes one op of cost 1 under StoreLimit per decision.
+type storeDecider struct{ st core.Store }
+
+func (d storeDecider) Decide(ctx context.Context, key string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	ops := [1]core.Op{{Key: core.Key{Identity: key}, Limit: StoreLimit, Cost: 1}}
+	var out [1]core.Result
+	err := d.st.Take(ctx, ops[:], out[:])
+	return out[0].Allowed, err
 }

@@ -72,7 +72,9 @@ func load(t *testing.T, target servicebench.Target) servicebench.Sample {
 	require.Positive(t, s.P50)
 	require.GreaterOrEqual(t, s.P99, s.P50)
 	require.GreaterOrEqual(t, s.Max, s.P999)
-	require.Positive(t, s.ServerCPU, "the server did work during the run")
+	if target.Server != nil {
+		require.Positive(t, s.ServerCPU, "the server did work during the run")
+	}
 	require.Positive(t, s.LoadCPU, "the load generator did work during the run")
 	if target.Redis != nil {
 		require.Positive(t, s.RedisCPU, "redis-server did work during the run")
@@ -93,4 +95,46 @@ func TestEnvoyRatelimit(t *testing.T) {
 	require.NoError(t, p.Close())
 	exited, _ := p.Exited()
 	require.True(t, exited)
+}
+
+func implNamed(t *testing.T, name string) servicebench.Impl {
+	t.Helper()
+	for _, im := range servicebench.Impls() {
+		if im.Name == name {
+			return im
+		}
+	}
+	t.Fatalf("no implementation %q", name)
+	return servicebench.Impl{}
+}
+
+// TestServers runs envoyproxy/ratelimit with write buffering and the Redis
+// store in the load generator through Servers, as the report does.
+func TestServers(t *testing.T) {
+	srv := redisbench.StartServerTB(t)
+	dir, err := servicebench.CacheDir()
+	require.NoError(t, err)
+	servers := &servicebench.Servers{Redis: srv, GoCommand: servicebench.GoCommand(), CacheDir: dir, ServiceDir: "../../service", Log: testWriter{t}}
+	defer servers.Close()
+	ctx := context.Background()
+	users := servicebench.Users(50)
+
+	im := implNamed(t, "envoy-ratelimit-window")
+	tgt, done, err := servers.Target(ctx, im, 2, 8, users)
+	require.NoError(t, err)
+	require.NotNil(t, tgt.Server)
+	limits(t, tgt.Server.GRPCAddr)
+	load(t, tgt)
+	done()
+	again, done, err := servers.Target(ctx, im, 1, 8, users)
+	require.NoError(t, err)
+	require.Same(t, tgt.Server, again.Server, "one process per server configuration")
+	done()
+
+	tgt, done, err = servers.Target(ctx, implNamed(t, "redisstore"), 2, 8, users)
+	require.NoError(t, err)
+	require.Nil(t, tgt.Server, "decided in the load generator")
+	s := load(t, tgt)
+	require.Zero(t, s.ServerCPU)
+	done()
 }
