@@ -71,6 +71,9 @@ type Impl struct {
 	Redis bool
 	// Rules is the server's rules file (nil: RulesYAML, Envoy's format).
 	Rules []byte
+	// Ready tells a server started with Rules that it applies them (nil:
+	// a ShouldRateLimit probe under RulesYAML).
+	Ready func(ctx context.Context, grpcAddr string) error
 	// Env is added to envoyproxy/ratelimit's environment.
 	Env []string
 	// API is what one call is, for the report.

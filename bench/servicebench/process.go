@@ -22,6 +22,8 @@ type Process struct {
 	GRPCAddr string
 	// HTTPAddr is its HTTP listener, if it has one.
 	HTTPAddr string
+	// PprofAddr is its net/http/pprof listener, if it was started with one.
+	PprofAddr string
 
 	cmd  *exec.Cmd
 	dir  string // removed on Close, if set

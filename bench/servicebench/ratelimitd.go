@@ -36,11 +36,19 @@ func BuildRatelimitd(ctx context.Context, goBin, serviceDir, dir string, log io.
 	return bin, nil
 }
 
+// PprofFlag is ratelimitd's flag that serves net/http/pprof on its own
+// listener (off by default).
+const PprofFlag = "--pprof-addr"
+
 // StartRatelimitd starts `ratelimitd serve` (bin) on free loopback ports with
 // rules written to a fresh file, on the redis-server at redisAddr ("" for
-// its memory store), with extra arguments appended, and waits until it
-// answers ShouldRateLimit under those rules.
-func StartRatelimitd(ctx context.Context, bin, redisAddr string, rules []byte, extra ...string) (*Process, error) {
+// its memory store), with net/http/pprof on a loopback port of its own if
+// pprof is set (PprofFlag), and waits until ready succeeds on its gRPC
+// address (nil: until it answers ShouldRateLimit under RulesYAML).
+func StartRatelimitd(ctx context.Context, bin, redisAddr string, rules []byte, pprof bool, ready func(ctx context.Context, grpcAddr string) error) (*Process, error) {
+	if ready == nil {
+		ready = probe
+	}
 	dir, err := os.MkdirTemp("", "sluice-bench-ratelimitd-")
 	if err != nil {
 		return nil, err
@@ -50,7 +58,7 @@ func StartRatelimitd(ctx context.Context, bin, redisAddr string, rules []byte, e
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	ports, err := freePorts(2)
+	ports, err := freePorts(3)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -62,13 +70,16 @@ func StartRatelimitd(ctx context.Context, bin, redisAddr string, rules []byte, e
 		args = append(args, "--redis", redisAddr)
 		name = "ratelimitd (Redis)"
 	}
-	args = append(args, extra...)
+	if pprof {
+		p.PprofAddr = loopback(ports[2])
+		args = append(args, PprofFlag, p.PprofAddr)
+	}
 	started, err := start(name, bin, args, nil, dir)
 	if err != nil {
 		return nil, err
 	}
-	started.GRPCAddr, started.HTTPAddr = p.GRPCAddr, p.HTTPAddr
-	if err := started.waitReady(ctx, 30*time.Second, func(ctx context.Context) error { return probe(ctx, started.GRPCAddr) }); err != nil {
+	started.GRPCAddr, started.HTTPAddr, started.PprofAddr = p.GRPCAddr, p.HTTPAddr, p.PprofAddr
+	if err := started.waitReady(ctx, 30*time.Second, func(ctx context.Context) error { return ready(ctx, started.GRPCAddr) }); err != nil {
 		return nil, err
 	}
 	return started, nil

@@ -36,6 +36,10 @@ type RunConfig struct {
 	// Start and Stop, if set, are called right before and after the
 	// measured load (a benchmark's ResetTimer and StopTimer).
 	Start, Stop func()
+	// Profile takes a CPU profile of the server during the measured load
+	// (duration mode; the server must have a PprofAddr): whole seconds from
+	// its start, at least one, at most the load's duration rounded down.
+	Profile bool
 }
 
 // Sample is what one run measured.
@@ -51,6 +55,10 @@ type Sample struct {
 	// process, of redis-server (0 without one) and of this process (the
 	// load generator) over the measured interval.
 	ServerCPU, RedisCPU, LoadCPU time.Duration
+	// Profile is where the server's CPU time went, if RunConfig.Profile
+	// asked for it and it could be taken; ProfileErr says why not.
+	Profile    *Breakdown
+	ProfileErr error
 }
 
 // PerCheck returns d per check, in microseconds.
@@ -101,6 +109,11 @@ func Run(ctx context.Context, t Target, cfg RunConfig) (Sample, error) {
 	if err != nil {
 		return Sample{}, err
 	}
+	var prof chan profileResult
+	if cfg.Profile {
+		prof = make(chan profileResult, 1)
+		go func() { prof <- takeProfile(ctx, t.Server, cfg.Duration) }()
+	}
 	if cfg.Start != nil {
 		cfg.Start()
 	}
@@ -122,6 +135,10 @@ func Run(ctx context.Context, t Target, cfg RunConfig) (Sample, error) {
 	if lr.Elapsed > 0 {
 		s.PerSec = float64(s.Checks) / lr.Elapsed.Seconds()
 	}
+	if prof != nil {
+		pr := <-prof
+		s.Profile, s.ProfileErr = pr.b, pr.err
+	}
 	switch {
 	case lr.Errors > 0:
 		return s, fmt.Errorf("%s: %d of %d calls failed, first: %w", t.Name, lr.Errors, lr.Decisions, lr.FirstErr)
@@ -129,4 +146,25 @@ func Run(ctx context.Context, t Target, cfg RunConfig) (Sample, error) {
 		return s, fmt.Errorf("%s: %d of %d calls denied: the limit is too low for this load", t.Name, lr.Denied, lr.Decisions)
 	}
 	return s, nil
+}
+
+type profileResult struct {
+	b   *Breakdown
+	err error
+}
+
+// takeProfile profiles p for the whole seconds of d (at least one).
+func takeProfile(ctx context.Context, p *Process, d time.Duration) profileResult {
+	if p == nil || p.PprofAddr == "" {
+		return profileResult{err: fmt.Errorf("no pprof listener to profile")}
+	}
+	data, err := FetchCPUProfile(ctx, p.PprofAddr, max(d.Truncate(time.Second), time.Second))
+	if err != nil {
+		return profileResult{err: err}
+	}
+	b, err := Analyze(data)
+	if err != nil {
+		return profileResult{err: err}
+	}
+	return profileResult{b: &b}
 }

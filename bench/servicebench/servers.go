@@ -21,7 +21,11 @@ type Servers struct {
 	// ServiceDir is the service module's directory (../service from bench).
 	ServiceDir string
 	// Log receives the go command's output.
-	Log             io.Writer
+	Log io.Writer
+	// Profile starts ratelimitd with net/http/pprof on a loopback port
+	// (Process.PprofAddr), so that a run can profile it.
+	Profile bool
+
 	buildDir        string
 	envoyBin, rlBin string
 	envoyErr, rlErr error
@@ -97,7 +101,7 @@ func (s *Servers) start(ctx context.Context, im Impl) (*Process, error) {
 	if im.Server == EnvoyRatelimit {
 		return StartEnvoyRatelimit(ctx, bin, redisAddr, rules, im.Env...)
 	}
-	return StartRatelimitd(ctx, bin, redisAddr, rules)
+	return StartRatelimitd(ctx, bin, redisAddr, rules, s.Profile, im.Ready)
 }
 
 // Close stops every server started and removes the built binary.

@@ -325,6 +325,9 @@ func TestServiceTargets(t *testing.T) {
 func TestServiceMarkdown(t *testing.T) {
 	r := fakeReport(90)
 	r.service = fakeService(60_000, 3*time.Millisecond)
+	r.service.rows[1].profile = &servicebench.Breakdown{Total: 2 * time.Second, Duration: 3 * time.Second,
+		Shares: []servicebench.Share{{Category: "gRPC and HTTP/2", Fraction: 0.5}, {Category: "decision", Fraction: 0.25}, {Category: servicebench.RuntimeCategory, Fraction: 0.25}},
+		Top:    []servicebench.Share{{Category: "syscall.write", Fraction: 0.2}}}
 	var b bytes.Buffer
 	r.write(&b)
 	md := b.String()
@@ -333,6 +336,7 @@ func TestServiceMarkdown(t *testing.T) {
 		"| **`ratelimitd-redis`** | ratelimitd | Redis |", "| `ratelimitd-redis` | 6.00× |",
 		"skipped: ratelimitd: service/cmd/ratelimitd not found", "requests_per_unit: 1000000",
 		"ratelimitd on Redis at least 5×", "| 6.00× | ≥ 5× | **met** |",
+		"### Where ratelimitd's CPU goes", "| gRPC and HTTP/2 | 50% (8.3) |", "- `syscall.write` 20.0%",
 	} {
 		require.Contains(t, md, want)
 	}

@@ -21,6 +21,7 @@ type serviceOptions struct {
 	measure, warmup time.Duration
 	callers, conns  int
 	dir, cache      string
+	profile         bool
 }
 
 // serviceSection is the rate-limit service area: ratelimitd and
@@ -44,6 +45,8 @@ type serviceRow struct {
 	p50, p99, p999             time.Duration
 	serverUs, redisUs, loadUs  float64 // CPU µs per check
 	serverBusy, redisBusy, lgB float64 // CPU time ÷ wall time
+	profile                    *servicebench.Breakdown
+	profileErr                 string
 }
 
 func (r *serviceRow) ok() bool { return r.failed == "" && r.skipped == "" && len(r.samples) > 0 }
@@ -52,7 +55,7 @@ func (r *serviceRow) ok() bool { return r.failed == "" && r.skipped == "" && len
 // implementation o.count times, interleaved, the order rotated each round.
 func (r *report) runService() {
 	o := r.opts
-	so := serviceOptions{count: o.serviceCount, measure: o.serviceTime, warmup: o.serviceWarm, callers: o.callers, conns: o.serviceConns, dir: o.serviceDir, cache: o.serviceCache}
+	so := serviceOptions{count: o.serviceCount, measure: o.serviceTime, warmup: o.serviceWarm, callers: o.callers, conns: o.serviceConns, dir: o.serviceDir, cache: o.serviceCache, profile: o.serviceProfile}
 	sec := &serviceSection{opts: so}
 	r.service = sec
 	sec.timing = timed(func() { sec.run(r.sel.svcImpls) })
@@ -82,7 +85,7 @@ func (sec *serviceSection) run(ims []servicebench.Impl) {
 	}
 	defer srv.Close()
 	sec.version = srv.Version(ctx)
-	servers := &servicebench.Servers{Redis: srv, GoCommand: servicebench.GoCommand(), CacheDir: cache, ServiceDir: o.dir, Log: os.Stderr}
+	servers := &servicebench.Servers{Redis: srv, GoCommand: servicebench.GoCommand(), CacheDir: cache, ServiceDir: o.dir, Log: os.Stderr, Profile: o.profile}
 	defer servers.Close()
 	users := servicebench.Users(servicebench.Identities)
 	for rep := range o.count {
@@ -104,7 +107,9 @@ func (sec *serviceSection) run(ims []servicebench.Impl) {
 				continue
 			}
 			runtime.GC()
-			s, err := servicebench.Run(ctx, t, servicebench.RunConfig{Callers: o.callers, Users: users, Warmup: o.warmup, Duration: o.measure})
+			// The last round profiles ratelimitd (at 100 Hz: about 1% of its CPU).
+			profile := o.profile && rep == o.count-1 && row.impl.Server == servicebench.Ratelimitd
+			s, err := servicebench.Run(ctx, t, servicebench.RunConfig{Callers: o.callers, Users: users, Warmup: o.warmup, Duration: o.measure, Profile: profile})
 			closeConns()
 			if err != nil {
 				row.failed = err.Error()
@@ -112,6 +117,12 @@ func (sec *serviceSection) run(ims []servicebench.Impl) {
 				continue
 			}
 			row.samples = append(row.samples, s)
+			if s.Profile != nil {
+				row.profile = s.Profile
+			} else if s.ProfileErr != nil {
+				row.profileErr = s.ProfileErr.Error()
+				fmt.Fprintf(os.Stderr, "%s/%s: no profile: %v\n", serviceScenario, row.impl.Name, s.ProfileErr)
+			}
 			fmt.Fprintf(os.Stderr, "%s/%s run %d/%d: %.0f checks/s, p50 %s p99 %s, CPU µs/check: server %.1f, redis %.1f, load generator %.1f\n",
 				serviceScenario, row.impl.Name, rep+1, o.count, s.PerSec, latency(s.P50, true), latency(s.P99, true),
 				s.PerCheck(s.ServerCPU), s.PerCheck(s.RedisCPU), s.PerCheck(s.LoadCPU))
@@ -302,6 +313,73 @@ func (sec *serviceSection) writeTable(w io.Writer, g servicebench.Group) {
 	}
 }
 
+// writeProfiles writes where ratelimitd's CPU went in the profiled runs:
+// one column per profiled row, one line per category.
+func (sec *serviceSection) writeProfiles(w io.Writer) {
+	var rows []*serviceRow
+	for i := range sec.rows {
+		if r := &sec.rows[i]; r.ok() && r.profile != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	var cats []string
+	for _, r := range rows {
+		for _, sh := range r.profile.Shares {
+			if !slices.Contains(cats, sh.Category) {
+				cats = append(cats, sh.Category)
+			}
+		}
+	}
+	// Largest share first, over every profiled row.
+	sum := func(c string) float64 {
+		var f float64
+		for _, r := range rows {
+			f += r.profile.Share(c)
+		}
+		return f
+	}
+	slices.SortStableFunc(cats, func(a, b string) int {
+		sa, sb := sum(a), sum(b)
+		switch {
+		case sa > sb:
+			return -1
+		case sa < sb:
+			return 1
+		}
+		return 0
+	})
+	fmt.Fprintf(w, "\n### Where ratelimitd's CPU goes\n\n")
+	fmt.Fprintf(w, "A CPU profile of the ratelimitd process (net/http/pprof, `%s`) during its last measured run; each sample is counted for the innermost frame that is not the Go runtime or a general-purpose standard package (an allocation or a lock counts for the code that made it). Each cell: the share of the server's CPU, and in parentheses the µs of server CPU per check it makes.\n\n", servicebench.PprofFlag)
+	header := "| where |"
+	sep := "|---|"
+	for _, r := range rows {
+		header += " `" + r.impl.Name + "` |"
+		sep += "---:|"
+	}
+	fmt.Fprintln(w, header)
+	fmt.Fprintln(w, sep)
+	for _, c := range cats {
+		line := "| " + c + " |"
+		for _, r := range rows {
+			f := r.profile.Share(c)
+			line += fmt.Sprintf(" %.0f%% (%.1f) |", 100*f, f*r.serverUs)
+		}
+		fmt.Fprintln(w, line)
+	}
+	line := "| profiled CPU, of wall time |"
+	for _, r := range rows {
+		line += fmt.Sprintf(" %s in %s |", r.profile.Total.Round(time.Millisecond), r.profile.Duration.Round(time.Millisecond))
+	}
+	fmt.Fprintln(w, line)
+	fmt.Fprintf(w, "\nThe functions with the most CPU of their own (flat), in `%s`:\n\n", rows[0].impl.Name)
+	for _, sh := range rows[0].profile.Top {
+		fmt.Fprintf(w, "- `%s` %.1f%%\n", sh.Category, 100*sh.Fraction)
+	}
+}
+
 // totalUs is the CPU per check of every process the row measured.
 func (r *serviceRow) totalUs() float64 { return r.serverUs + r.redisUs + r.loadUs }
 
@@ -334,6 +412,7 @@ func (sec *serviceSection) write(w io.Writer) {
 			sec.writeTable(w, g.group)
 		}
 	}
+	sec.writeProfiles(w)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "checks/s: checks completed ÷ wall time of the measured run (a batch call counts its checks); spread is (max−min)/median and best the highest run.")
 	fmt.Fprintln(w, "Latency is one call as its caller saw it (queueing in the client included), recorded for every call in a log-linear histogram (≤1.6% error).")
