@@ -73,7 +73,7 @@ func New(revision string, rules []*Rule, tiers map[string]map[string]string) (*S
 			continue
 		}
 		if err := core.ValidatePolicyName(r.ID); err != nil {
-			bad(r, "name", "%v", err)
+			bad(r, "name", "%s", strings.TrimPrefix(err.Error(), "Name: "))
 		} else if prev, dup := s.byID[r.ID]; dup {
 			bad(r, "name", "duplicate rule name (first at %s)", prev.Source)
 		} else {
