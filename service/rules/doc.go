@@ -41,6 +41,8 @@
 // MINUTE, HOUR, DAY, WEEK (7 days), MONTH (30 days), YEAR (365 days),
 // windows aligned on the Unix epoch. Two extension fields of rate_limit,
 // algorithm: (one of the six) and burst:, count it another way.
+// requests_per_unit: 0 (a ban list in envoyproxy/ratelimit's own example)
+// makes a Deny rule: every request it matches is denied, nothing counted.
 // quota_mode is accepted and kept but not applied. A rule's ID is its
 // rate_limit name when that is a valid, unused rule name, else its path
 // (domain.key_value.key) folded into the rule-name characters, shortened

@@ -175,13 +175,17 @@ func (p *parser) envoyRateLimit(n *yaml.Node, path string, descriptor *yaml.Node
 		}
 		if v := f["requests_per_unit"]; v == nil {
 			p.fail(n, path+".requests_per_unit", "required")
-		} else if rate, ok := p.whole(v, path+".requests_per_unit", 1); ok {
+		} else if rate, ok := p.whole(v, path+".requests_per_unit", 0); ok {
 			l.Rate = rate
+			r.Deny = rate == 0
 		}
 		if v := f["burst"]; v != nil {
+			if r.Deny {
+				p.fail(v, path+".burst", "requests_per_unit 0 denies every request: no burst")
+			}
 			l.Burst, _ = p.whole(v, path+".burst", 0)
 		}
-		if len(p.errs) == before {
+		if len(p.errs) == before && !r.Deny {
 			if err := l.Validate(); err != nil {
 				p.limitError(n, f, path, err, map[string]string{"rate": "requests_per_unit", "period": "unit"})
 			}
@@ -199,7 +203,7 @@ func (p *parser) envoyRateLimit(n *yaml.Node, path string, descriptor *yaml.Node
 					continue
 				}
 				name := ""
-				if nv := ef["name"]; nv != nil {
+				if nv := ef["name"]; nv != nil && !isNull(nv) {
 					name, _ = p.str(nv, ep+".name")
 				}
 				switch {

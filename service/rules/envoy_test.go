@@ -253,6 +253,26 @@ func TestEnvoyNulls(t *testing.T) {
 	require.False(t, ok)
 }
 
+func TestEnvoyDeny(t *testing.T) {
+	// envoyproxy/ratelimit's own example bans a value with requests_per_unit: 0.
+	s, err := rules.Parse("ban.yaml", []byte(`domain: d
+descriptors:
+  - key: bar
+    value: banned
+    rate_limit: {name: banned_limit, unit: minute, requests_per_unit: 0}
+  - key: bar
+    rate_limit: {unit: minute, requests_per_unit: 3}
+`))
+	require.NoError(t, err)
+	r, _, ok := s.MatchDescriptor("d", e("bar", "banned"))
+	require.True(t, ok)
+	require.True(t, r.Deny)
+	require.Equal(t, "banned_limit", r.ID)
+	require.Equal(t, core.Limit{Algorithm: core.FixedWindow, Period: time.Minute}, r.Limit)
+	r, _, _ = s.MatchDescriptor("d", e("bar", "other"))
+	require.False(t, r.Deny)
+}
+
 func TestEnvoyErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, file string
@@ -269,7 +289,9 @@ func TestEnvoyErrors(t *testing.T) {
 		{"invalid unit", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: fortnight, requests_per_unit: 1}\n", []string{`e.yaml:4: descriptors[0].rate_limit.unit: invalid rate limit unit 'fortnight' (second, minute, hour, day, week, month, year)`}},
 		{"no unit", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {requests_per_unit: 1}\n", []string{`e.yaml:4: descriptors[0].rate_limit.unit: required`}},
 		{"unit when unlimited", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unlimited: true, unit: second}\n", []string{`e.yaml:4: descriptors[0].rate_limit.unit: should not specify rate limit unit when unlimited`}},
-		{"zero requests", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 0}\n", []string{`e.yaml:4: descriptors[0].rate_limit.requests_per_unit: must be a whole number >= 1, got "0"`}},
+		{"negative requests", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: -1}\n", []string{`e.yaml:4: descriptors[0].rate_limit.requests_per_unit: must be a whole number >= 0, got "-1"`}},
+		{"deny with burst", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 0, algorithm: token_bucket, burst: 2}\n", []string{`e.yaml:4: descriptors[0].rate_limit.burst: requests_per_unit 0 denies every request: no burst`}},
+		{"null replaces name", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces: [{name: }]\n", []string{`e.yaml:7: descriptors[0].rate_limit.replaces[0].name: should not have an empty replaces entry`}},
 		{"empty replaces", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces: [{name: \"\"}]\n", []string{`e.yaml:7: descriptors[0].rate_limit.replaces[0].name: should not have an empty replaces entry`}},
 		{"replaces self", "domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      name: me\n      replaces: [{name: me}]\n", []string{`e.yaml:8: descriptors[0].rate_limit.replaces[0].name: replaces should not contain name of same descriptor`}},
 		{"bad algorithm", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, algorithm: fast}\n", []string{`e.yaml:4: descriptors[0].rate_limit.algorithm: unknown algorithm "fast"`}},

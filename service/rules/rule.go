@@ -23,7 +23,8 @@ type Rule struct {
 	// "/api/**"); empty means every endpoint.
 	Endpoints []string
 	// Limit is the rule's limit, valid under core.Limit.Validate, except for
-	// an Unlimited rule, whose Limit is the zero value.
+	// an Unlimited rule, whose Limit is the zero value, and a Deny rule
+	// (Rate 0).
 	Limit core.Limit
 	// Tiers maps a tier name to the limit that replaces Limit for callers
 	// of that tier (Snapshot.TierOf).
@@ -33,6 +34,12 @@ type Rule struct {
 	// Unlimited rules (Envoy's unlimited: true) match, never limit and
 	// count nothing.
 	Unlimited bool
+	// Deny rules (Envoy's requests_per_unit: 0, a ban list) match and
+	// deny every request (unless Shadow), counting nothing. Their Limit
+	// holds Rate 0 with the algorithm and Period of the file (what Envoy's
+	// current_limit reports); it is not a valid core.Limit: build no policy
+	// from it.
+	Deny bool
 	// Replaces holds the IDs of the rules this one cancels when both match
 	// one request (Envoy's replaces, whose names are resolved to the IDs of
 	// every rule of the domain carrying that name; a name no rule carries

@@ -79,12 +79,21 @@ func New(revision string, rules []*Rule, tiers map[string]map[string]string) (*S
 		} else {
 			s.byID[r.ID] = r
 		}
-		if r.Unlimited {
+		switch {
+		case r.Unlimited && r.Deny:
+			bad(r, "unlimited", "a rule cannot be both unlimited and deny")
+		case r.Unlimited:
 			if r.Limit != (core.Limit{}) || len(r.Tiers) > 0 {
 				bad(r, "unlimited", "an unlimited rule has no limit")
 			}
-		} else if err := r.Limit.Validate(); err != nil {
-			bad(r, "limit", "%v", err)
+		case r.Deny:
+			if r.Limit.Rate != 0 || len(r.Tiers) > 0 {
+				bad(r, "deny", "a deny rule has rate 0 and no tiers")
+			}
+		default:
+			if err := r.Limit.Validate(); err != nil {
+				bad(r, "limit", "%v", err)
+			}
 		}
 		for _, name := range slices.Sorted(maps.Keys(r.Tiers)) {
 			if strings.TrimSpace(name) == "" {

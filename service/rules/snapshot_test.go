@@ -52,6 +52,8 @@ func TestNewErrors(t *testing.T) {
 		{"same envoy path", []*rules.Rule{{ID: "a", Domain: "d", Envoy: envoy("k", "v"), Limit: lim}, {ID: "b", Domain: "d", Envoy: envoy("k", "v"), Limit: lim}}, nil, `rule "b": descriptors: duplicate descriptor d.k_v (rule "a"`},
 		{"empty envoy path", []*rules.Rule{{ID: "a", Envoy: &rules.EnvoyNode{}, Limit: lim}}, nil, `rule "a": descriptors: an Envoy rule needs a descriptor path`},
 		{"empty tier", []*rules.Rule{{ID: "a", Dimension: "user", Limit: lim}}, map[string]map[string]string{"user": {"x": ""}}, `tier_assignments.user.x: empty tier`},
+		{"deny with a rate", []*rules.Rule{{ID: "a", Envoy: envoy("k", ""), Deny: true, Limit: lim}}, nil, `rule "a": deny: a deny rule has rate 0 and no tiers`},
+		{"deny and unlimited", []*rules.Rule{{ID: "a", Envoy: envoy("k", ""), Deny: true, Unlimited: true}}, nil, `rule "a": unlimited: a rule cannot be both unlimited and deny`},
 		{"nil rule", []*rules.Rule{nil}, nil, `rule 0: nil`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
