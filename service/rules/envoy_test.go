@@ -169,10 +169,11 @@ func TestEnvoyMatchValuesAndWildcards(t *testing.T) {
 	require.Equal(t, "edge_proxy_per_ip|path=/f*", id, "share_threshold: one counter for every match")
 	_, id2 := match("path", "/fb")
 	require.Equal(t, id, id2)
-	r, _ = match("path", "/a/x")
+	// A * before the end is literal, as in envoyproxy/ratelimit.
+	r, _ = match("path", "*/x")
 	require.Equal(t, int64(40), r.Limit.Rate)
 	require.Equal(t, time.Hour, r.Limit.Period)
-	_, _, ok := s.MatchDescriptor("edge_proxy_per_ip", e("path", "/a/y"))
+	_, _, ok := s.MatchDescriptor("edge_proxy_per_ip", e("path", "/a/x"))
 	require.False(t, ok, "no wildcard matches and the key alone has no rule")
 
 	// Unlimited: matches, no limit.

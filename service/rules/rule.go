@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/sluicehq/sluice/core"
 )
@@ -85,23 +86,17 @@ type EnvoyLevel struct {
 	// Key is the descriptor entry's key.
 	Key string
 	// Value is the value matched: "" for the key alone (any value, one
-	// counter per value), a literal, or a pattern with * (any run of
-	// characters) such as "foo*".
+	// counter per value), a literal, or a prefix pattern ending with "*"
+	// such as "foo*" (any value starting with foo; "*" alone: any value).
 	Value string
 	// ShareThreshold makes every value matching a wildcard Value share one
 	// counter (the identity holds the pattern, not the value).
 	ShareThreshold bool
 }
 
-// wildcard reports whether the level's value is a pattern.
-func (l EnvoyLevel) wildcard() bool {
-	for i := 0; i < len(l.Value); i++ {
-		if l.Value[i] == '*' {
-			return true
-		}
-	}
-	return false
-}
+// wildcard reports whether the level's value is a pattern: it ends with
+// "*" (a "*" elsewhere is literal, as in envoyproxy/ratelimit).
+func (l EnvoyLevel) wildcard() bool { return strings.HasSuffix(l.Value, "*") }
 
 // Entry is one entry of an Envoy descriptor: a key and its value.
 type Entry struct {

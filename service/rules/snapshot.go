@@ -321,7 +321,7 @@ func (s *Snapshot) MatchDescriptor(domain string, entries []Entry) (r *Rule, ide
 		next := t.byValue[e]
 		if next == nil {
 			for _, w := range t.wildcards {
-				if w.level.Key == e.Key && glob(w.level.Value, e.Value) {
+				if w.level.Key == e.Key && strings.HasPrefix(e.Value, w.level.Value[:len(w.level.Value)-1]) {
 					next = w
 					break
 				}
@@ -376,29 +376,6 @@ func escapeTo(b *strings.Builder, s string) {
 		}
 		b.WriteByte(s[i])
 	}
-}
-
-// glob reports whether value matches pattern, where each * in pattern
-// stands for any run of characters (possibly empty) and everything else is
-// literal.
-func glob(pattern, value string) bool {
-	parts := strings.Split(pattern, "*")
-	if len(parts) == 1 {
-		return pattern == value
-	}
-	if !strings.HasPrefix(value, parts[0]) {
-		return false
-	}
-	value = value[len(parts[0]):]
-	last := parts[len(parts)-1]
-	for _, p := range parts[1 : len(parts)-1] {
-		i := strings.Index(value, p)
-		if i < 0 {
-			return false
-		}
-		value = value[i+len(p):]
-	}
-	return len(value) >= len(last) && strings.HasSuffix(value, last)
 }
 
 // TierOf returns the tier of identifier in dimension, "" when it has none
