@@ -70,7 +70,9 @@ func (f *File) Load(ctx context.Context) (*Snapshot, error) {
 // symbolic links anew each time (so a swapped link is seen), and calls apply
 // when their content changed and is valid. An invalid or unreadable (for
 // example deleted) file is reported to onError once per distinct content or
-// error, and the last good snapshot stays in force. Watch returns nil when
+// error, and the last good snapshot stays in force (a file caught
+// half-written is reported too, and the next poll applies it complete:
+// replace files by renaming to avoid the report). Watch returns nil when
 // ctx ends.
 func (f *File) Watch(ctx context.Context, apply func(*Snapshot), onError func(error)) error {
 	if len(f.o.errs) > 0 {
