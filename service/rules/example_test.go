@@ -104,7 +104,8 @@ func ExampleNewFile() {
 	for _, r := range s.Rules() {
 		fmt.Println(r.ID, r.Dimension, r.Endpoints, r.Limit)
 	}
-	// Then, in the server: go src.Watch(ctx, apply, onError)
+	// Then, in the server: go src.Watch(ctx, apply, onError).
+
 	// Output:
 	// api-per-user user [/api/**] 10/1m0s sliding_window_counter
 	// login-per-ip ip [/login] 5/1m0s fixed_window
