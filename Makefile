@@ -22,9 +22,12 @@ test: deps
 attack: deps
 	cd internal/attack && $(GO) test -race -shuffle=on -count=1 -v -timeout 5m ./...
 
-## deps: redis-server and redis-cli from Debian's packages when missing
+## deps: redis-server and redis-cli from Debian's packages when missing, and
+## the tools the service's tests drive ratelimitd with (envoyproxy/ratelimit's
+## client and config checker, pinned, into service/.bin)
 deps:
 	@./scripts/ensure-redis.sh
+	@GO=$(GO) ./scripts/ensure-service-tools.sh
 
 ## lint: gofmt, go vet and go mod tidy -diff on every module
 lint:
