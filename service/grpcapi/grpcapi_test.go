@@ -1,10 +1,13 @@
 package grpcapi_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -513,7 +516,8 @@ func TestStoreDown(t *testing.T) {
 	client := srv.Client(t)
 	store, err := redisstore.New(client)
 	require.NoError(t, err)
-	h := start(t, store)
+	var logs syncBuffer
+	h := start(t, store, grpcapi.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	ctx := callCtx(t)
 
 	r, err := h.client.CheckRateLimit(ctx, check("swc", "alice"))
@@ -540,6 +544,10 @@ func TestStoreDown(t *testing.T) {
 	require.Equal(t, "rate limit store unavailable", st.Message())
 	require.NotContains(t, st.Message(), srv.Addr)
 	require.Empty(t, st.Details())
+	// the store's error is logged for the operator
+	require.Contains(t, logs.String(), "ratelimitd: check failed")
+	require.Contains(t, logs.String(), "method=CheckRateLimit")
+	require.Contains(t, logs.String(), "component=store")
 
 	srv.Restart(t)
 	require.Eventually(t, func() bool {
@@ -551,6 +559,24 @@ func TestStoreDown(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	stop()
 	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // Server reflection lists the native API and health.
