@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -619,4 +620,38 @@ func TestWithoutHeaders(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, hdr.Get("x-ratelimit-limit"))
 	require.Empty(t, hdr.Get("ratelimit"))
+}
+
+// Concurrent callers over the wire never get more than the limit admitted:
+// 40 checks race for 5 units of each algorithm's rule.
+func TestConcurrentChecksExact(t *testing.T) {
+	h := start(t, memStore(t))
+	ctx := callCtx(t)
+	for _, alg := range []string{"tb", "lb", "gcra", "fw", "swl", "swc"} {
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		errs := make(chan error, 40)
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 2 {
+					r, err := h.client.CheckRateLimit(ctx, check(alg, "zed"))
+					if err != nil {
+						errs <- err
+						return
+					}
+					if r.GetAllowed() {
+						allowed.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		require.EqualValues(t, 5, allowed.Load(), alg)
+	}
 }
