@@ -84,6 +84,14 @@ const testRules = `rules:
     algorithm: token_bucket
     rate: 1000000000
     period: 1s
+  - name: tiered
+    dimension: account
+    algorithm: fixed_window
+    rate: 2
+    period: 1m
+    tiers: {pro: {algorithm: fixed_window, rate: 4, period: 1m}}
+tier_assignments:
+  account: {alice: pro}
 `
 
 // harness is ratelimitd's native API over real gRPC on a loopback port.
@@ -653,5 +661,22 @@ func TestConcurrentChecksExact(t *testing.T) {
 			require.NoError(t, err)
 		}
 		require.EqualValues(t, 5, allowed.Load(), alg)
+	}
+}
+
+// A caller's tier sets the limit the response reports and enforces.
+func TestTiers(t *testing.T) {
+	h := start(t, memStore(t))
+	ctx := callCtx(t)
+	for id, limit := range map[string]int64{"alice": 4, "bob": 2} {
+		for i := range limit {
+			r, err := h.client.CheckRateLimit(ctx, check("account", id))
+			require.NoError(t, err)
+			require.True(t, r.GetAllowed(), "%s check %d", id, i)
+			require.Equal(t, limit, r.GetLimit(), id)
+		}
+		r, err := h.client.CheckRateLimit(ctx, check("account", id))
+		require.NoError(t, err)
+		require.False(t, r.GetAllowed(), id)
 	}
 }
