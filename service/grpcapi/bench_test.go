@@ -5,14 +5,21 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluicehq/sluice/service/grpcapi"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
 
 // BenchmarkCheckRateLimit: single checks over real gRPC on loopback, many
 // callers in parallel, on the memory store (client, server and engine share
-// the machine's cores).
+// the machine's cores); "nofields" without the rate-limit metadata.
 func BenchmarkCheckRateLimit(b *testing.B) {
-	h := start(b, memStore(b))
+	b.Run("fields", func(b *testing.B) { benchmarkCheck(b) })
+	b.Run("nofields", func(b *testing.B) { benchmarkCheck(b, grpcapi.WithoutHeaders()) })
+}
+
+// benchmarkCheck is BenchmarkCheckRateLimit with the server's options.
+func benchmarkCheck(b *testing.B, opts ...grpcapi.Option) {
+	h := start(b, memStore(b), opts...)
 	ctx := callCtx(b)
 	var n atomic.Int64
 	b.ReportAllocs()
