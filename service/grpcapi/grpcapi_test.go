@@ -34,51 +34,51 @@ import (
 	"github.com/sluicehq/sluice/service/rules"
 )
 
-// testRules: one rule per algorithm (5 per minute, dimension = the
+// testRules: one rule per algorithm (5 per hour, dimension = the
 // algorithm's short name) and a few for the other tests.
 const testRules = `rules:
   - name: tb
     dimension: tb
     algorithm: token_bucket
     rate: 5
-    period: 1m
+    period: 1h
   - name: lb
     dimension: lb
     algorithm: leaky_bucket
     rate: 5
-    period: 1m
+    period: 1h
   - name: gcra
     dimension: gcra
     algorithm: gcra
     rate: 5
-    period: 1m
+    period: 1h
   - name: fw
     dimension: fw
     algorithm: fixed_window
     rate: 5
-    period: 1m
+    period: 1h
   - name: swl
     dimension: swl
     algorithm: sliding_window_log
     rate: 5
-    period: 1m
+    period: 1h
   - name: swc
     dimension: swc
     algorithm: sliding_window_counter
     rate: 5
-    period: 1m
+    period: 1h
   - name: orders
     dimension: user
     endpoints: [/api/orders]
     algorithm: sliding_window_log
     rate: 3
-    period: 1m
+    period: 1h
   - name: search
     dimension: user
     endpoints: [/api/search]
     algorithm: fixed_window
     rate: 10
-    period: 1m
+    period: 1h
   - name: bench
     dimension: bench
     algorithm: token_bucket
@@ -88,8 +88,8 @@ const testRules = `rules:
     dimension: account
     algorithm: fixed_window
     rate: 2
-    period: 1m
-    tiers: {pro: {algorithm: fixed_window, rate: 4, period: 1m}}
+    period: 1h
+    tiers: {pro: {algorithm: fixed_window, rate: 4, period: 1h}}
 tier_assignments:
   account: {alice: pro}
 `
@@ -182,9 +182,9 @@ func TestCheckRateLimitAlgorithms(t *testing.T) {
 			// fresh again, and a denied check passes, within a period (two
 			// for the sliding window counter, whose spent window still
 			// weighs in the next)
-			horizon := time.Minute
+			horizon := time.Hour
 			if alg == "swc" {
-				horizon = 2 * time.Minute
+				horizon = 2 * time.Hour
 			}
 			var states []ratelimitv1.State
 			for i := range 5 {
@@ -344,7 +344,7 @@ func TestClientTime(t *testing.T) {
 	require.True(t, r.GetAllowed())
 	require.EqualValues(t, 4, r.GetRemaining())
 	// the decision's clock is the server's: reset_at is not moved by the hint
-	require.WithinDuration(t, time.Now().Add(time.Minute), r.GetResetAt().AsTime(), time.Minute)
+	require.WithinDuration(t, time.Now().Add(time.Hour), r.GetResetAt().AsTime(), time.Hour)
 
 	req.ClientTime = timestamppb.New(time.Now().Add(-30 * 24 * time.Hour))
 	_, err = h.client.CheckRateLimit(ctx, req)
