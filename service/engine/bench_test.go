@@ -1,0 +1,106 @@
+package engine_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+const benchRules = `
+rules:
+  - name: per-user
+    dimension: user
+    endpoints: [/api/**]
+    algorithm: gcra
+    rate: 1000000000
+    period: 1s
+    burst: 1000000000
+`
+
+// BenchmarkCheck is one check under one rule on the memory store, from
+// parallel goroutines, over 1024 identifiers.
+func BenchmarkCheck(b *testing.B) {
+	e := newEngine(b, memStore(b), benchRules)
+	ids := make([]string, 1024)
+	for i := range ids {
+		ids[i] = "user-" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			r, err := e.Check(context.Background(), engine.Check{Dimension: "user", Identifier: ids[i&1023], Endpoint: "/api/orders", Cost: 1})
+			if err != nil || !r.Allowed {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkCheckBatch10 is a batch of 10 independent checks (or one
+// all-or-nothing decision of 10) per op; checks/s is 10 × ops/s.
+func BenchmarkCheckBatch10(b *testing.B) {
+	for _, aon := range []bool{false, true} {
+		b.Run("all_or_nothing="+strconv.FormatBool(aon), func(b *testing.B) {
+			e := newEngine(b, memStore(b), benchRules)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				cs := make([]engine.Check, 10)
+				n := 0
+				for pb.Next() {
+					for k := range cs {
+						n++
+						cs[k] = engine.Check{Dimension: "user", Identifier: "user-" + strconv.Itoa(n&1023), Endpoint: "/api/orders", Cost: 1}
+					}
+					_, errs := e.CheckBatch(context.Background(), cs, aon)
+					for _, err := range errs {
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+		})
+	}
+}
+
+// BenchmarkDescriptors is an Envoy request of two descriptors on the
+// memory store.
+func BenchmarkDescriptors(b *testing.B) {
+	s, err := rules.Parse("rules.yaml", []byte(`
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: second, requests_per_unit: 1000000000}
+  - key: path
+    value: /a
+    rate_limit: {unit: second, requests_per_unit: 1000000000}
+`))
+	if err != nil {
+		b.Skip("Envoy rules format not available yet:", err)
+	}
+	e, err := engine.New(context.Background(), memStore(b), newSource(s))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		n := 0
+		ds := []engine.Descriptor{
+			{Entries: []rules.Entry{{Key: "remote_address"}}, Cost: 1},
+			{Entries: []rules.Entry{{Key: "path", Value: "/a"}}, Cost: 1},
+		}
+		for pb.Next() {
+			n++
+			ds[0].Entries[0].Value = "10.0.0." + strconv.Itoa(n&255)
+			r, err := e.Descriptors(context.Background(), "edge", ds)
+			if err != nil || !r.Allowed {
+				b.Fatal(err)
+			}
+		}
+	})
+}
