@@ -153,3 +153,57 @@ func TestDescriptorsInvalid(t *testing.T) {
 	require.True(t, r.Allowed)
 	require.Nil(t, r.Statuses[0].Rule)
 }
+
+// TestDescriptorsEnvoyFile decides descriptors under a rules file in
+// envoyproxy/ratelimit's format.
+func TestDescriptorsEnvoyFile(t *testing.T) {
+	ctx := context.Background()
+	e := newEngine(t, memStore(t), `
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit:
+      name: per-ip
+      unit: minute
+      requests_per_unit: 2
+  - key: path
+    value: /free
+    rate_limit:
+      unlimited: true
+  - key: user
+    value: vip
+    rate_limit:
+      unit: hour
+      requests_per_unit: 100
+      replaces:
+        - name: per-ip
+  - key: path
+    value: /api*
+    shadow_mode: true
+    rate_limit:
+      unit: second
+      requests_per_unit: 1
+`)
+	do := func(ds ...engine.Descriptor) engine.DescriptorsResult {
+		t.Helper()
+		r, err := e.Descriptors(ctx, "edge", ds)
+		require.NoError(t, err)
+		return r
+	}
+	r := do(ip("192.0.2.1"), ip("192.0.2.1"))
+	require.True(t, r.Allowed)
+	require.Equal(t, "per-ip", r.Statuses[0].Rule.ID)
+	require.Equal(t, core.FixedWindow, r.Statuses[0].Result.Limit.Algorithm)
+	require.EqualValues(t, 0, r.Statuses[1].Result.Remaining)
+	r = do(ip("192.0.2.1"), path("/free"))
+	require.False(t, r.Allowed)
+	require.True(t, r.Statuses[1].Unlimited)
+	vip := engine.Descriptor{Entries: []rules.Entry{{Key: "user", Value: "vip"}}, Cost: 1}
+	r = do(ip("192.0.2.1"), vip)
+	require.True(t, r.Allowed, "vip replaces per-ip")
+	require.Nil(t, r.Statuses[0].Rule)
+	r = do(path("/api/x"), path("/api/x")) // one counter per value: 2 of 1
+	require.True(t, r.Allowed, "a shadow rule denied")
+	require.True(t, r.Statuses[1].Result.ShadowDenied())
+	require.True(t, r.Statuses[1].Result.Shadow)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -221,7 +223,7 @@ rules:
     period: 1h
 `))
 	rec := &recorder{}
-	e, err := engine.New(ctx, memStore(t), src, engine.WithObserver(rec))
+	e, err := engine.New(ctx, memStore(t), src, engine.WithObserver(rec), engine.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()

@@ -35,7 +35,8 @@ func redisStore(t testing.TB, addr string, opts ...redisstore.Option) core.Store
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { c.Close() })
 	require.NoError(t, c.FlushAll(context.Background()).Err())
-	s, err := redisstore.New(c, opts...)
+	// A generous timeout: the test machine is shared (a later option wins).
+	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithTimeout(5 * time.Second)}, opts...)...)
 	require.NoError(t, err)
 	return s
 }
