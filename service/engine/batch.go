@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -13,8 +15,9 @@ import (
 // rules, each with its own Result or error (results[i] and errs[i] answer
 // cs[i]; errs[i] nil means results[i] holds the answer).
 //
-// Without allOrNothing each check is decided on its own, in order, exactly
-// as Check decides it (idempotency keys included).
+// Without allOrNothing each check is decided on its own, exactly as Check
+// decides it (idempotency keys included): in order, or up to
+// WithBatchParallelism at once.
 //
 // With allOrNothing the batch is one decision: every check's rules are
 // decided in one all-or-nothing store call, so either every check is
@@ -29,16 +32,33 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 	results, errs := make([]Result, len(cs)), make([]error, len(cs))
 	st := e.cur.Load()
 	if !allOrNothing {
-		for i := range cs {
+		one := func(i int) {
 			start := time.Now()
 			d, err := e.check(ctx, st, &cs[i])
 			e.observe(ctx, kindOf(&cs[i]), &d, start, err)
 			if err != nil {
 				errs[i] = err
-				continue
+				return
 			}
 			results[i] = resultOf(d)
 		}
+		workers := min(e.cfg.parallel, len(cs))
+		if workers <= 1 {
+			for i := range cs {
+				one(i)
+			}
+			return results, errs
+		}
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for i := int(next.Add(1) - 1); i < len(cs); i = int(next.Add(1) - 1) {
+					one(i)
+				}
+			})
+		}
+		wg.Wait()
 		return results, errs
 	}
 	start := time.Now()

@@ -163,3 +163,29 @@ func TestCheckInvalid(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "envoy-like", r.Rule)
 }
+
+func TestNoRules(t *testing.T) {
+	ctx := context.Background()
+	empty, err := rules.New("empty", nil, nil) // a database source may have no rules yet
+	require.NoError(t, err)
+	e, err := engine.New(ctx, memStore(t), newSource(empty))
+	require.NoError(t, err)
+	c := engine.Check{Dimension: "user", Identifier: "u", Cost: 1}
+	r := mustCheck(t, e, c)
+	require.True(t, r.Allowed)
+	require.Empty(t, r.Rule)
+	rs, errs := e.CheckBatch(ctx, []engine.Check{c, c}, true)
+	require.NoError(t, errs[0])
+	require.True(t, rs[1].Allowed)
+	r, err = e.Report(ctx, c)
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+	require.NoError(t, e.Reset(ctx, c))
+	d, err := e.Descriptors(ctx, "any", []engine.Descriptor{{Entries: []rules.Entry{{Key: "k"}}, Cost: 1}})
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	_, err = engine.New(ctx, nil, rules.NewBytes("r", nil))
+	require.Error(t, err)
+	_, err = engine.New(ctx, memStore(t), rules.NewBytes("r.yaml", []byte("rules: [{name: x}]\n")))
+	require.Error(t, err, "a source that cannot load")
+}

@@ -272,3 +272,38 @@ rules:
 	require.Error(t, err)
 	require.ErrorIs(t, rec.events[len(rec.events)-1].Err, engine.ErrInvalid)
 }
+
+// TestBatchParallel decides independent checks of a batch at once: each
+// answer is at its check's index, and together they admit exactly the
+// limit.
+func TestBatchParallel(t *testing.T) {
+	ctx := context.Background()
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			e := newEngine(t, newStore(t), fmt.Sprintf(twoRules, core.SlidingWindowLog), engine.WithBatchParallelism(4))
+			cs := make([]engine.Check, 20)
+			for i := range cs {
+				cs[i] = engine.Check{Dimension: "user", Identifier: "par", Endpoint: "/api/x", Cost: 1}
+				if i%5 == 4 {
+					cs[i].Dimension = "" // invalid: its own error
+				}
+			}
+			rs, errs := e.CheckBatch(ctx, cs, false)
+			admitted := 0
+			for i := range cs {
+				if i%5 == 4 {
+					require.ErrorIs(t, errs[i], engine.ErrInvalid)
+					continue
+				}
+				require.NoError(t, errs[i])
+				require.Equal(t, "small", rs[i].Rule)
+				if rs[i].Allowed {
+					admitted++
+				}
+			}
+			require.Equal(t, 5, admitted)
+		})
+	}
+	_, err := engine.New(ctx, memStore(t), rules.NewBytes("r.yaml", []byte("rules: []\n")), engine.WithBatchParallelism(0))
+	require.ErrorContains(t, err, "WithBatchParallelism")
+}

@@ -56,7 +56,8 @@ type Event struct {
 
 // Observer sees every decision and every rules reload of an Engine: the
 // service's metrics implement it. Its methods run in the calling
-// goroutine and must be fast; they must not keep the Event's Decision.
+// goroutine, concurrently (checks run in parallel), and must be fast; they
+// must not keep the Event's Decision.
 type Observer interface {
 	// Decided is called after each decision (each item of a batch).
 	Decided(ctx context.Context, ev *Event)
