@@ -63,42 +63,46 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 	}
 	start := time.Now()
 	var (
-		ops     []core.GroupOp
-		members = make([][]int, len(cs)) // cs[i] is decided by ops[members[i][k]]
-		index   = map[string]int{}       // ops index by rule ID and identifier
-		bad     = false
+		ops   = make([]core.GroupOp, 0, len(cs))
+		memb  = make([]int, 0, len(cs)) // cs[i] is decided by ops[memb[k]], bounds[i] <= k < bounds[i+1]
+		bound = make([]int, len(cs)+1)  // into memb
+		index map[groupKey]int          // ops by rule and identifier, for large batches
+		bad   = false
 	)
 	for i := range cs {
+		bound[i] = len(memb)
 		c := &cs[i]
 		r, err := e.validate(st, c)
 		if err != nil {
 			errs[i], bad = err, true
 			continue
 		}
-		matched := []*rules.Rule{r}
-		if r == nil {
-			matched = st.snap.Match("", c.Dimension, c.Endpoint)
+		matched := st.snap.Match("", c.Dimension, c.Endpoint)
+		if r != nil {
+			matched = []*rules.Rule{r}
 		}
 		for _, m := range matched {
 			if m.Unlimited {
 				continue
 			}
-			k := m.ID + "\x00" + c.Identifier
-			j, ok := index[k]
-			if ok {
+			j := e.findOp(ops, &index, m.ID, c.Identifier)
+			if j >= 0 {
 				ops[j].Cost += c.Cost
 			} else {
 				j = len(ops)
-				index[k] = j
 				op := core.GroupOp{Policy: m.ID, Identity: c.Identifier, Cost: c.Cost}
 				if len(m.Tiers) > 0 {
 					op.Tier = st.snap.TierOf(c.Dimension, c.Identifier)
 				}
 				ops = append(ops, op)
+				if index != nil {
+					index[groupKey{m.ID, c.Identifier}] = j
+				}
 			}
-			members[i] = append(members[i], j)
+			memb = append(memb, j)
 		}
 	}
+	bound[len(cs)] = len(memb)
 	if bad {
 		for i := range errs {
 			if errs[i] == nil {
@@ -119,19 +123,49 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 			return results, errs
 		}
 	}
+	prs := make([]core.PolicyResult, len(memb)) // every check's results, one array
+	for k, j := range memb {
+		prs[k] = d.Results[j]
+	}
 	for i := range cs {
 		di := core.Decision{Allowed: d.Allowed}
-		if len(members[i]) > 0 {
-			di.Results = make([]core.PolicyResult, len(members[i]))
-			for k, j := range members[i] {
-				di.Results[k] = d.Results[j]
-			}
+		if lo, hi := bound[i], bound[i+1]; hi > lo {
+			di.Results = prs[lo:hi:hi]
 			di.Binding = binding(di.Results)
 		}
 		e.observe(ctx, kindOf(&cs[i]), &di, start, nil)
 		results[i] = resultOf(di)
 	}
 	return results, errs
+}
+
+// groupKey names a counter of an all-or-nothing batch.
+type groupKey struct{ rule, identifier string }
+
+// linearOps is how many ops a batch looks through before it indexes them.
+const linearOps = 16
+
+// findOp returns the index in ops of the op of rule and identifier, or -1;
+// past linearOps ops it builds and uses *index.
+func (e *Engine) findOp(ops []core.GroupOp, index *map[groupKey]int, rule, identifier string) int {
+	if *index == nil && len(ops) > linearOps {
+		*index = make(map[groupKey]int, 2*len(ops))
+		for j := range ops {
+			(*index)[groupKey{ops[j].Policy, ops[j].Identity}] = j
+		}
+	}
+	if *index != nil {
+		if j, ok := (*index)[groupKey{rule, identifier}]; ok {
+			return j
+		}
+		return -1
+	}
+	for j := range ops {
+		if ops[j].Policy == rule && ops[j].Identity == identifier {
+			return j
+		}
+	}
+	return -1
 }
 
 func kindOf(c *Check) Kind {

@@ -3,8 +3,10 @@ package engine_test
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/rules"
 )
@@ -98,6 +100,24 @@ descriptors:
 			n++
 			ds[0].Entries[0].Value = "10.0.0." + strconv.Itoa(n&255)
 			r, err := e.Descriptors(context.Background(), "edge", ds)
+			if err != nil || !r.Allowed {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkCheckRedis is one check under one rule on a real redis-server,
+// from 64 goroutines (the store pipelines their calls).
+func BenchmarkCheckRedis(b *testing.B) {
+	e := newEngine(b, redisStore(b, redistest.StartServer(b).Addr), benchRules)
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := "user-" + strconv.Itoa(int(n.Add(1)&1023))
+			r, err := e.Check(context.Background(), engine.Check{Dimension: "user", Identifier: id, Endpoint: "/api/orders", Cost: 1})
 			if err != nil || !r.Allowed {
 				b.Fatal(err)
 			}

@@ -307,3 +307,26 @@ func TestBatchParallel(t *testing.T) {
 	_, err := engine.New(ctx, memStore(t), rules.NewBytes("r.yaml", []byte("rules: []\n")), engine.WithBatchParallelism(0))
 	require.ErrorContains(t, err, "WithBatchParallelism")
 }
+
+// TestBatchLarge decides an all-or-nothing batch of many counters: checks
+// of one identifier share its counter, past the batch's linear lookup.
+func TestBatchLarge(t *testing.T) {
+	ctx := context.Background()
+	e := newEngine(t, memStore(t), fmt.Sprintf(twoRules, core.FixedWindow))
+	var cs []engine.Check
+	for round := range 2 {
+		for i := range 20 {
+			cs = append(cs, engine.Check{Dimension: "user", Identifier: fmt.Sprint("u", i), Endpoint: "/api/x", Cost: int64(1 + round)})
+		}
+	}
+	rs, errs := e.CheckBatch(ctx, cs, true)
+	for i := range cs {
+		require.NoError(t, errs[i])
+		require.True(t, rs[i].Allowed)
+		require.EqualValues(t, 2, rs[i].Remaining, "check %d: 1 + 2 of 5 from one counter", i)
+	}
+	cs[39].Cost = 3 // u19 asks 1 + 3 of the 2 left
+	rs, _ = e.CheckBatch(ctx, cs, true)
+	require.False(t, rs[0].Allowed)
+	require.EqualValues(t, 2, mustCheck(t, e, engine.Check{Dimension: "user", Identifier: "u0", Endpoint: "/api/x"}).Remaining, "a denied batch counted")
+}
