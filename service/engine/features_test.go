@@ -208,6 +208,12 @@ func (r *recorder) Reloaded(_ *rules.Snapshot, err error) { r.reloads = append(r
 // unchanged rules survive it, and that a refused one leaves the rules in
 // force.
 func TestReload(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) { testReload(t, newStore(t)) })
+	}
+}
+
+func testReload(t *testing.T, store core.Store) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	src := newSource(parse(t, `
@@ -223,7 +229,7 @@ rules:
     period: 1h
 `))
 	rec := &recorder{}
-	e, err := engine.New(ctx, memStore(t), src, engine.WithObserver(rec), engine.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	e, err := engine.New(ctx, store, src, engine.WithObserver(rec), engine.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
