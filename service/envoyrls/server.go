@@ -1,0 +1,212 @@
+package envoyrls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/ratelimitfields"
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+// Decider decides the descriptors of one Envoy request, all or nothing.
+// *engine.Engine is the Decider ratelimitd serves.
+type Decider interface {
+	Descriptors(ctx context.Context, domain string, ds []engine.Descriptor) (engine.DescriptorsResult, error)
+}
+
+// MaxDescriptors bounds the descriptors of one request: a request with more
+// is answered INVALID_ARGUMENT (Envoy's route actions produce a handful).
+const MaxDescriptors = 256
+
+// Server answers Envoy's envoy.service.ratelimit.v3.RateLimitService on a
+// Decider. It is safe for concurrent use. Build one with New.
+type Server struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	decider Decider
+	log     *slog.Logger
+	fields  ratelimitfields.Config
+	now     func() time.Time
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithLogger sets the logger store failures are reported to (they never
+// reach the client). The default is slog.Default().
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Server) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
+
+// WithFields sets which rate-limit fields the response's
+// response_headers_to_add carries. The default is the IETF RateLimit and
+// RateLimit-Policy fields, plus Retry-After when the request is over limit:
+// Envoy emits the X-RateLimit-* fields itself from the statuses when its
+// filter's enable_x_ratelimit_headers is DRAFT_VERSION_03.
+func WithFields(c ratelimitfields.Config) Option {
+	return func(s *Server) { s.fields = c }
+}
+
+// New returns a Server deciding on d.
+func New(d Decider, opts ...Option) *Server {
+	s := &Server{
+		decider: d,
+		log:     slog.Default(),
+		fields:  ratelimitfields.Config{Omit: ratelimitfields.XRateLimit | ratelimitfields.State},
+		now:     time.Now,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Register registers s on g as envoy.service.ratelimit.v3.RateLimitService.
+func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(g, s) }
+
+// ShouldRateLimit decides every descriptor of req all or nothing: when one
+// is over its limit, none of the others consumes anything.
+//
+// The cost of a descriptor is its own hits_addend when set (0 peeks:
+// nothing is consumed and the status says whether one more hit would pass),
+// else the request's hits_addend, where 0 (unset) means 1, as Envoy sends.
+// is_negative_hits gives the cost back instead (see engine.Descriptor). A
+// descriptor no rule matches, and a domain no rule names, are OK with no
+// current_limit, as envoyproxy/ratelimit answers; an `unlimited` rule is OK
+// with limit_remaining math.MaxUint32; a shadow rule that would deny is
+// reported OK (it is counted, and never denies). A request-supplied
+// descriptor `limit` is ignored: the configured rule applies.
+//
+// Errors: INVALID_ARGUMENT naming the field (domain, descriptors[i].entries,
+// ...); a store failure is UNAVAILABLE with a generic message (its text is
+// logged, never sent), so that Envoy's failure_mode_deny decides.
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	ds, err := descriptors(req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	res, err := s.decider.Descriptors(ctx, req.GetDomain(), ds)
+	if err != nil {
+		if errors.Is(err, engine.ErrInvalid) {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		s.log.LogAttrs(ctx, slog.LevelError, "envoyrls: deciding descriptors failed",
+			slog.String("domain", req.GetDomain()), slog.Int("descriptors", len(ds)), slog.Any("error", err))
+		return nil, status.Error(codes.Unavailable, "rate limit decision unavailable")
+	}
+	return s.response(&res), nil
+}
+
+// descriptors translates req's descriptors into the engine's, which
+// validates them (naming the field); only the uint64 cost, which the
+// engine cannot see, and the count, before allocating, are checked here.
+func descriptors(req *rlsv3.RateLimitRequest) ([]engine.Descriptor, error) {
+	in := req.GetDescriptors()
+	if len(in) > MaxDescriptors {
+		return nil, fmt.Errorf("descriptors: at most %d, got %d", MaxDescriptors, len(in))
+	}
+	cost := int64(req.GetHitsAddend())
+	if cost == 0 {
+		cost = 1
+	}
+	out := make([]engine.Descriptor, len(in))
+	for i, d := range in {
+		es := d.GetEntries()
+		entries := make([]rules.Entry, len(es))
+		for j, e := range es {
+			entries[j] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
+		}
+		c := cost
+		if h := d.GetHitsAddend(); h != nil {
+			if h.GetValue() > math.MaxInt64 {
+				return nil, fmt.Errorf("descriptors[%d].hits_addend: %d is out of range", i, h.GetValue())
+			}
+			c = int64(h.GetValue())
+		}
+		out[i] = engine.Descriptor{Entries: entries, Cost: c, Negative: d.GetIsNegativeHits()}
+	}
+	return out, nil
+}
+
+// response builds the RateLimitResponse of a decision.
+func (s *Server) response(res *engine.DescriptorsResult) *rlsv3.RateLimitResponse {
+	out := &rlsv3.RateLimitResponse{
+		OverallCode: rlsv3.RateLimitResponse_OK,
+		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(res.Statuses)),
+	}
+	if !res.Allowed {
+		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	for i := range res.Statuses {
+		out.Statuses[i] = descriptorStatus(&res.Statuses[i])
+	}
+	d := &res.Decision
+	if d.Limited() {
+		at := s.now()
+		if b := d.Bound(); b.At != 0 {
+			at = time.UnixMicro(b.At)
+		}
+		f := s.fields.Format(d, at)
+		if f.N > 0 {
+			out.ResponseHeadersToAdd = make([]*corev3.HeaderValue, 0, f.N)
+			for name, value := range f.All() {
+				out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd,
+					&corev3.HeaderValue{Key: name.String(), Value: value})
+			}
+		}
+	}
+	return out
+}
+
+// descriptorStatus is the status of one descriptor: what Envoy needs to
+// emit X-RateLimit-Limit, -Remaining and -Reset itself.
+func descriptorStatus(r *engine.DescriptorResult) *rlsv3.RateLimitResponse_DescriptorStatus {
+	switch {
+	case r.Unlimited:
+		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+	case r.Rule == nil:
+		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	}
+	p := &r.Result
+	code := rlsv3.RateLimitResponse_OK
+	if !p.Allowed && !p.Shadow && !r.Rule.Shadow {
+		code = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	limit := p.Limit
+	if p.Applied != nil {
+		limit = *p.Applied
+	}
+	if limit.Rate == 0 {
+		limit = r.Rule.Limit
+	}
+	perUnit, unit := EnvoyLimit(limit.Rate, limit.Period)
+	remaining := p.Remaining
+	if code == rlsv3.RateLimitResponse_OVER_LIMIT {
+		remaining = 0
+	}
+	return &rlsv3.RateLimitResponse_DescriptorStatus{
+		Code:               code,
+		CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{Name: r.Rule.ID, RequestsPerUnit: perUnit, Unit: unit},
+		LimitRemaining:     clampUint32(remaining),
+		DurationUntilReset: durationpb.New(max(p.ResetAfter, 0)),
+	}
+}

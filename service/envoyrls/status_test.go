@@ -1,0 +1,47 @@
+package envoyrls
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+// TestDescriptorStatus: the status of a decided descriptor, for periods
+// Envoy's units cannot state, overrides, saturation and shadow rules.
+func TestDescriptorStatus(t *testing.T) {
+	rule := &rules.Rule{ID: "thirty", Limit: core.Limit{Algorithm: core.SlidingWindowCounter, Rate: 10, Period: 30 * time.Second}}
+	pr := core.PolicyResult{Policy: "thirty", Limit: rule.Limit,
+		Result: core.Result{Allowed: true, Capacity: 10, Remaining: 7, ResetAfter: 45 * time.Second}}
+	got := descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr})
+	require.Equal(t, rlsv3.RateLimitResponse_OK, got.GetCode())
+	require.Equal(t, "thirty", got.GetCurrentLimit().GetName())
+	require.Equal(t, uint32(20), got.GetCurrentLimit().GetRequestsPerUnit(), "10 per 30s is 20 per minute")
+	require.Equal(t, rlsv3.RateLimitResponse_RateLimit_MINUTE, got.GetCurrentLimit().GetUnit())
+	require.Equal(t, uint32(7), got.GetLimitRemaining())
+	require.Equal(t, 45*time.Second, got.GetDurationUntilReset().AsDuration())
+
+	// An override's limit (Applied) is the one stated.
+	over := core.PerHour(7200)
+	pr.Applied = &over
+	pr.Remaining = 1 << 40 // saturates
+	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr})
+	require.Equal(t, uint32(7200), got.GetCurrentLimit().GetRequestsPerUnit())
+	require.Equal(t, rlsv3.RateLimitResponse_RateLimit_HOUR, got.GetCurrentLimit().GetUnit())
+	require.Equal(t, uint32(math.MaxUint32), got.GetLimitRemaining())
+
+	// Denied: OVER_LIMIT with nothing remaining; in shadow, OK.
+	pr.Applied, pr.Allowed, pr.Remaining = nil, false, 0
+	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr})
+	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, got.GetCode())
+	pr.Shadow = true
+	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr})
+	require.Equal(t, rlsv3.RateLimitResponse_OK, got.GetCode())
+	require.Zero(t, got.GetLimitRemaining())
+}
