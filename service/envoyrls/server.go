@@ -89,8 +89,10 @@ func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer
 // is_negative_hits gives the cost back instead (see engine.Descriptor). A
 // descriptor no rule matches, and a domain no rule names, are OK with no
 // current_limit, as envoyproxy/ratelimit answers; an `unlimited` rule is OK
-// with limit_remaining math.MaxUint32; a shadow rule that would deny is
-// reported OK (it is counted, and never denies). A request-supplied
+// with limit_remaining math.MaxUint32; a Deny rule (requests_per_unit: 0)
+// is OVER_LIMIT, stated as 0 per its unit; a shadow rule that would deny is
+// reported OK (it is counted, and never denies). The overall code is
+// OVER_LIMIT when any status is. A request-supplied
 // descriptor `limit` is ignored: the configured rule applies.
 //
 // Errors: INVALID_ARGUMENT naming the field (domain, descriptors[i].entries,
@@ -156,8 +158,15 @@ func (s *Server) response(res *engine.DescriptorsResult) *rlsv3.RateLimitRespons
 	if !res.Allowed {
 		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
+	var now time.Time
 	for i := range res.Statuses {
-		out.Statuses[i] = descriptorStatus(&res.Statuses[i])
+		if r := &res.Statuses[i]; r.Rule != nil && r.Rule.Deny && now.IsZero() {
+			now = s.now()
+		}
+		out.Statuses[i] = descriptorStatus(&res.Statuses[i], now)
+		if out.Statuses[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+			out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
 	}
 	d := &res.Decision
 	if d.Limited() {
@@ -178,13 +187,16 @@ func (s *Server) response(res *engine.DescriptorsResult) *rlsv3.RateLimitRespons
 }
 
 // descriptorStatus is the status of one descriptor: what Envoy needs to
-// emit X-RateLimit-Limit, -Remaining and -Reset itself.
-func descriptorStatus(r *engine.DescriptorResult) *rlsv3.RateLimitResponse_DescriptorStatus {
+// emit X-RateLimit-Limit, -Remaining and -Reset itself. now is read only
+// for a Deny rule.
+func descriptorStatus(r *engine.DescriptorResult, now time.Time) *rlsv3.RateLimitResponse_DescriptorStatus {
 	switch {
 	case r.Unlimited:
 		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
 	case r.Rule == nil:
 		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	case r.Rule.Deny:
+		return denyStatus(r, now)
 	}
 	p := &r.Result
 	code := rlsv3.RateLimitResponse_OK
@@ -208,5 +220,33 @@ func descriptorStatus(r *engine.DescriptorResult) *rlsv3.RateLimitResponse_Descr
 		CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{Name: r.Rule.ID, RequestsPerUnit: perUnit, Unit: unit},
 		LimitRemaining:     clampUint32(remaining),
 		DurationUntilReset: durationpb.New(max(p.ResetAfter, 0)),
+	}
+}
+
+// denyStatus is the status of a Deny rule (Envoy's requests_per_unit: 0):
+// OVER_LIMIT unless in shadow, stated as 0 per its unit as
+// envoyproxy/ratelimit states it, with nothing remaining and the time until
+// the unit's calendar window ends (the engine's ResetAfter when it gives
+// one).
+func denyStatus(r *engine.DescriptorResult, now time.Time) *rlsv3.RateLimitResponse_DescriptorStatus {
+	code := rlsv3.RateLimitResponse_OVER_LIMIT
+	if r.Rule.Shadow || r.Result.Shadow {
+		code = rlsv3.RateLimitResponse_OK
+	}
+	period := r.Rule.Limit.Period
+	unit := rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+	for _, u := range units {
+		if u.size == period {
+			unit = u.unit
+		}
+	}
+	reset := r.Result.ResetAfter
+	if reset <= 0 && period > 0 {
+		reset = period - time.Duration(now.UnixNano()%int64(period))
+	}
+	return &rlsv3.RateLimitResponse_DescriptorStatus{
+		Code:               code,
+		CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{Name: r.Rule.ID, Unit: unit},
+		DurationUntilReset: durationpb.New(max(reset, 0)),
 	}
 }

@@ -19,7 +19,7 @@ func TestDescriptorStatus(t *testing.T) {
 	rule := &rules.Rule{ID: "thirty", Limit: core.Limit{Algorithm: core.SlidingWindowCounter, Rate: 10, Period: 30 * time.Second}}
 	pr := core.PolicyResult{Policy: "thirty", Limit: rule.Limit,
 		Result: core.Result{Allowed: true, Capacity: 10, Remaining: 7, ResetAfter: 45 * time.Second}}
-	got := descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr})
+	got := descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
 	require.Equal(t, rlsv3.RateLimitResponse_OK, got.GetCode())
 	require.Equal(t, "thirty", got.GetCurrentLimit().GetName())
 	require.Equal(t, uint32(20), got.GetCurrentLimit().GetRequestsPerUnit(), "10 per 30s is 20 per minute")
@@ -31,17 +31,42 @@ func TestDescriptorStatus(t *testing.T) {
 	over := core.PerHour(7200)
 	pr.Applied = &over
 	pr.Remaining = 1 << 40 // saturates
-	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr})
+	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
 	require.Equal(t, uint32(7200), got.GetCurrentLimit().GetRequestsPerUnit())
 	require.Equal(t, rlsv3.RateLimitResponse_RateLimit_HOUR, got.GetCurrentLimit().GetUnit())
 	require.Equal(t, uint32(math.MaxUint32), got.GetLimitRemaining())
 
 	// Denied: OVER_LIMIT with nothing remaining; in shadow, OK.
 	pr.Applied, pr.Allowed, pr.Remaining = nil, false, 0
-	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr})
+	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
 	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, got.GetCode())
 	pr.Shadow = true
-	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr})
+	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
 	require.Equal(t, rlsv3.RateLimitResponse_OK, got.GetCode())
 	require.Zero(t, got.GetLimitRemaining())
+}
+
+// TestDenyStatus: a Deny rule (requests_per_unit: 0) is OVER_LIMIT, stated
+// as 0 per its unit, until the end of the unit's window; OK in shadow.
+func TestDenyStatus(t *testing.T) {
+	rule := &rules.Rule{ID: "banned", Deny: true, Limit: core.Limit{Algorithm: core.FixedWindow, Period: time.Minute}}
+	now := time.Unix(1_800_000_045, 0)
+	got := descriptorStatus(&engine.DescriptorResult{Rule: rule}, now)
+	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, got.GetCode())
+	require.Equal(t, "banned", got.GetCurrentLimit().GetName())
+	require.Zero(t, got.GetCurrentLimit().GetRequestsPerUnit())
+	require.Equal(t, rlsv3.RateLimitResponse_RateLimit_MINUTE, got.GetCurrentLimit().GetUnit())
+	require.Zero(t, got.GetLimitRemaining())
+	require.Equal(t, 15*time.Second, got.GetDurationUntilReset().AsDuration())
+	rule.Shadow = true
+	got = descriptorStatus(&engine.DescriptorResult{Rule: rule}, now)
+	require.Equal(t, rlsv3.RateLimitResponse_OK, got.GetCode())
+
+	// The overall code follows a denying status even if the decision says
+	// allowed.
+	s := New(nil)
+	rule.Shadow = false
+	res := s.response(&engine.DescriptorsResult{Allowed: true, Statuses: []engine.DescriptorResult{{Rule: rule}, {}}})
+	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, res.GetOverallCode())
+	require.Equal(t, rlsv3.RateLimitResponse_OK, res.GetStatuses()[1].GetCode())
 }
