@@ -130,10 +130,16 @@ func descriptors(req *rlsv3.RateLimitRequest) ([]engine.Descriptor, error) {
 	if cost == 0 {
 		cost = 1
 	}
+	n := 0
+	for _, d := range in {
+		n += len(d.GetEntries())
+	}
 	out := make([]engine.Descriptor, len(in))
+	all := make([]rules.Entry, n) // one allocation for every descriptor's entries
 	for i, d := range in {
 		es := d.GetEntries()
-		entries := make([]rules.Entry, len(es))
+		entries := all[:len(es):len(es)]
+		all = all[len(es):]
 		for j, e := range es {
 			entries[j] = rules.Entry{Key: e.GetKey(), Value: e.GetValue()}
 		}
@@ -159,11 +165,12 @@ func (s *Server) response(res *engine.DescriptorsResult) *rlsv3.RateLimitRespons
 		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	var now time.Time
+	blocks := make([]statusBlock, len(res.Statuses)) // one allocation for the statuses
 	for i := range res.Statuses {
 		if r := &res.Statuses[i]; r.Rule != nil && r.Rule.Deny && now.IsZero() {
 			now = s.now()
 		}
-		out.Statuses[i] = descriptorStatus(&res.Statuses[i], now)
+		out.Statuses[i] = blocks[i].fill(&res.Statuses[i], now)
 		if out.Statuses[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
@@ -186,17 +193,41 @@ func (s *Server) response(res *engine.DescriptorsResult) *rlsv3.RateLimitRespons
 	return out
 }
 
+// statusBlock holds the messages of one descriptor's status, allocated
+// together.
+type statusBlock struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	limit  rlsv3.RateLimitResponse_RateLimit
+	reset  durationpb.Duration
+}
+
+// fill makes b the status of r and returns it.
+func (b *statusBlock) fill(r *engine.DescriptorResult, now time.Time) *rlsv3.RateLimitResponse_DescriptorStatus {
+	st := descriptorStatus(r, now, &b.limit, &b.reset)
+	b.status.Code, b.status.CurrentLimit = st.code, st.limit
+	b.status.LimitRemaining, b.status.DurationUntilReset = st.remaining, st.reset
+	return &b.status
+}
+
+// statusFields are a DescriptorStatus's fields.
+type statusFields struct {
+	code      rlsv3.RateLimitResponse_Code
+	limit     *rlsv3.RateLimitResponse_RateLimit
+	remaining uint32
+	reset     *durationpb.Duration
+}
+
 // descriptorStatus is the status of one descriptor: what Envoy needs to
 // emit X-RateLimit-Limit, -Remaining and -Reset itself. now is read only
-// for a Deny rule.
-func descriptorStatus(r *engine.DescriptorResult, now time.Time) *rlsv3.RateLimitResponse_DescriptorStatus {
+// for a Deny rule; l and d are filled when the status has a limit.
+func descriptorStatus(r *engine.DescriptorResult, now time.Time, l *rlsv3.RateLimitResponse_RateLimit, d *durationpb.Duration) statusFields {
 	switch {
 	case r.Unlimited:
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+		return statusFields{code: rlsv3.RateLimitResponse_OK, remaining: math.MaxUint32}
 	case r.Rule == nil:
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		return statusFields{code: rlsv3.RateLimitResponse_OK}
 	case r.Rule.Deny:
-		return denyStatus(r, now)
+		return denyStatus(r, now, l, d)
 	}
 	p := &r.Result
 	code := rlsv3.RateLimitResponse_OK
@@ -215,12 +246,15 @@ func descriptorStatus(r *engine.DescriptorResult, now time.Time) *rlsv3.RateLimi
 	if code == rlsv3.RateLimitResponse_OVER_LIMIT {
 		remaining = 0
 	}
-	return &rlsv3.RateLimitResponse_DescriptorStatus{
-		Code:               code,
-		CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{Name: r.Rule.ID, RequestsPerUnit: perUnit, Unit: unit},
-		LimitRemaining:     clampUint32(remaining),
-		DurationUntilReset: durationpb.New(max(p.ResetAfter, 0)),
-	}
+	l.Name, l.RequestsPerUnit, l.Unit = r.Rule.ID, perUnit, unit
+	setDuration(d, p.ResetAfter)
+	return statusFields{code: code, limit: l, remaining: clampUint32(remaining), reset: d}
+}
+
+// setDuration makes d the Duration of t (0 when negative).
+func setDuration(d *durationpb.Duration, t time.Duration) {
+	t = max(t, 0)
+	d.Seconds, d.Nanos = int64(t/time.Second), int32(t%time.Second)
 }
 
 // denyStatus is the status of a Deny rule (Envoy's requests_per_unit: 0):
@@ -228,7 +262,7 @@ func descriptorStatus(r *engine.DescriptorResult, now time.Time) *rlsv3.RateLimi
 // envoyproxy/ratelimit states it, with nothing remaining and the time until
 // the unit's calendar window ends (the engine's ResetAfter when it gives
 // one).
-func denyStatus(r *engine.DescriptorResult, now time.Time) *rlsv3.RateLimitResponse_DescriptorStatus {
+func denyStatus(r *engine.DescriptorResult, now time.Time, l *rlsv3.RateLimitResponse_RateLimit, d *durationpb.Duration) statusFields {
 	code := rlsv3.RateLimitResponse_OVER_LIMIT
 	if r.Rule.Shadow || r.Result.Shadow {
 		code = rlsv3.RateLimitResponse_OK
@@ -244,9 +278,7 @@ func denyStatus(r *engine.DescriptorResult, now time.Time) *rlsv3.RateLimitRespo
 	if reset <= 0 && period > 0 {
 		reset = period - time.Duration(now.UnixNano()%int64(period))
 	}
-	return &rlsv3.RateLimitResponse_DescriptorStatus{
-		Code:               code,
-		CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{Name: r.Rule.ID, Unit: unit},
-		DurationUntilReset: durationpb.New(max(reset, 0)),
-	}
+	l.Name, l.Unit = r.Rule.ID, unit
+	setDuration(d, reset)
+	return statusFields{code: code, limit: l, reset: d}
 }

@@ -19,7 +19,7 @@ func TestDescriptorStatus(t *testing.T) {
 	rule := &rules.Rule{ID: "thirty", Limit: core.Limit{Algorithm: core.SlidingWindowCounter, Rate: 10, Period: 30 * time.Second}}
 	pr := core.PolicyResult{Policy: "thirty", Limit: rule.Limit,
 		Result: core.Result{Allowed: true, Capacity: 10, Remaining: 7, ResetAfter: 45 * time.Second}}
-	got := descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
+	got := new(statusBlock).fill(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
 	require.Equal(t, rlsv3.RateLimitResponse_OK, got.GetCode())
 	require.Equal(t, "thirty", got.GetCurrentLimit().GetName())
 	require.Equal(t, uint32(20), got.GetCurrentLimit().GetRequestsPerUnit(), "10 per 30s is 20 per minute")
@@ -31,17 +31,17 @@ func TestDescriptorStatus(t *testing.T) {
 	over := core.PerHour(7200)
 	pr.Applied = &over
 	pr.Remaining = 1 << 40 // saturates
-	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
+	got = new(statusBlock).fill(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
 	require.Equal(t, uint32(7200), got.GetCurrentLimit().GetRequestsPerUnit())
 	require.Equal(t, rlsv3.RateLimitResponse_RateLimit_HOUR, got.GetCurrentLimit().GetUnit())
 	require.Equal(t, uint32(math.MaxUint32), got.GetLimitRemaining())
 
 	// Denied: OVER_LIMIT with nothing remaining; in shadow, OK.
 	pr.Applied, pr.Allowed, pr.Remaining = nil, false, 0
-	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
+	got = new(statusBlock).fill(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
 	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, got.GetCode())
 	pr.Shadow = true
-	got = descriptorStatus(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
+	got = new(statusBlock).fill(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
 	require.Equal(t, rlsv3.RateLimitResponse_OK, got.GetCode())
 	require.Zero(t, got.GetLimitRemaining())
 }
@@ -51,7 +51,7 @@ func TestDescriptorStatus(t *testing.T) {
 func TestDenyStatus(t *testing.T) {
 	rule := &rules.Rule{ID: "banned", Deny: true, Limit: core.Limit{Algorithm: core.FixedWindow, Period: time.Minute}}
 	now := time.Unix(1_800_000_045, 0)
-	got := descriptorStatus(&engine.DescriptorResult{Rule: rule}, now)
+	got := new(statusBlock).fill(&engine.DescriptorResult{Rule: rule}, now)
 	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, got.GetCode())
 	require.Equal(t, "banned", got.GetCurrentLimit().GetName())
 	require.Zero(t, got.GetCurrentLimit().GetRequestsPerUnit())
@@ -59,7 +59,7 @@ func TestDenyStatus(t *testing.T) {
 	require.Zero(t, got.GetLimitRemaining())
 	require.Equal(t, 15*time.Second, got.GetDurationUntilReset().AsDuration())
 	rule.Shadow = true
-	got = descriptorStatus(&engine.DescriptorResult{Rule: rule}, now)
+	got = new(statusBlock).fill(&engine.DescriptorResult{Rule: rule}, now)
 	require.Equal(t, rlsv3.RateLimitResponse_OK, got.GetCode())
 
 	// The overall code follows a denying status even if the decision says
