@@ -23,7 +23,10 @@ import (
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/envoyrls"
 	"github.com/sluicehq/sluice/service/rules"
@@ -61,12 +64,39 @@ type rig struct {
 
 func start(t *testing.T, rulesFile string) *rig {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
 	c := newClock(t0)
 	st, err := memorystore.New(memorystore.WithClock(c.now), memorystore.WithSweepInterval(0))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
+	r := startOn(t, st, rulesFile)
+	r.clock = c
+	return r
+}
+
+// startOnRedis is start on a real redis-server (its clock is Redis TIME:
+// the tests first wait until the current minute has at least 10 s left, so
+// that their per-minute counters stay in one window).
+func startOnRedis(t *testing.T, rulesFile string) *rig {
+	t.Helper()
+	st, err := redisstore.New(redistest.StartServer(t).Client(t), redisstore.WithTimeout(5*time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	if left := time.Minute - time.Duration(time.Now().UnixNano()%int64(time.Minute)); left < 10*time.Second {
+		time.Sleep(left + 100*time.Millisecond)
+	}
+	return startOn(t, st, rulesFile)
+}
+
+// onStores runs test on the memory store and on a real redis-server.
+func onStores(t *testing.T, test func(t *testing.T, r *rig)) {
+	t.Run("memory", func(t *testing.T) { test(t, start(t, enRules(t))) })
+	t.Run("redis", func(t *testing.T) { test(t, startOnRedis(t, enRules(t))) })
+}
+
+func startOn(t *testing.T, st core.Store, rulesFile string) *rig {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
 	e, err := engine.New(ctx, st, rules.NewFile(rulesFile))
 	require.NoError(t, err)
 	srv := envoyrls.New(e)
@@ -79,7 +109,7 @@ func start(t *testing.T, rulesFile string) *rig {
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	return &rig{engine: e, server: srv, clock: c, addr: lis.Addr().String(), client: rlsv3.NewRateLimitServiceClient(conn)}
+	return &rig{engine: e, server: srv, addr: lis.Addr().String(), client: rlsv3.NewRateLimitServiceClient(conn)}
 }
 
 func (r *rig) call(t *testing.T, req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
@@ -289,8 +319,9 @@ func TestStatusesAndHeadersExact(t *testing.T) {
 
 // TestAllOrNothing: one descriptor over its limit denies the request and
 // none of the others consumes anything, over many rounds.
-func TestAllOrNothing(t *testing.T) {
-	r := start(t, enRules(t))
+func TestAllOrNothing(t *testing.T) { onStores(t, testAllOrNothing) }
+
+func testAllOrNothing(t *testing.T, r *rig) {
 	both := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{
 		desc("remote_address", "10.2.2.2"), desc("category", "bulk"),
 	}}
@@ -313,8 +344,9 @@ func TestAllOrNothing(t *testing.T) {
 // TestPeekAndPerDescriptorHits: a descriptor's own hits_addend overrides the
 // request's; 0 peeks (nothing consumed, and the status says whether one
 // more would pass).
-func TestPeekAndPerDescriptorHits(t *testing.T) {
-	r := start(t, enRules(t))
+func TestPeekAndPerDescriptorHits(t *testing.T) { onStores(t, testPeekAndPerDescriptorHits) }
+
+func testPeekAndPerDescriptorHits(t *testing.T, r *rig) {
 	peek := desc("remote_address", "10.3.3.3")
 	peek.HitsAddend = wrapperspb.UInt64(0)
 	for range 3 {
@@ -335,8 +367,9 @@ func TestPeekAndPerDescriptorHits(t *testing.T) {
 
 // TestNegativeHits: is_negative_hits gives back what was taken in the
 // current window, and never more than was taken.
-func TestNegativeHits(t *testing.T) {
-	r := start(t, enRules(t))
+func TestNegativeHits(t *testing.T) { onStores(t, testNegativeHits) }
+
+func testNegativeHits(t *testing.T, r *rig) {
 	req := func(hits uint64, negative bool) *rlsv3.RateLimitResponse {
 		d := desc("remote_address", "10.4.4.4")
 		d.HitsAddend = wrapperspb.UInt64(hits)
@@ -355,8 +388,9 @@ func TestNegativeHits(t *testing.T) {
 }
 
 // TestReplacesUnlimitedShadow: envoyproxy/ratelimit's three rule modifiers.
-func TestReplacesUnlimitedShadow(t *testing.T) {
-	r := start(t, enRules(t))
+func TestReplacesUnlimitedShadow(t *testing.T) { onStores(t, testReplacesUnlimitedShadow) }
+
+func testReplacesUnlimitedShadow(t *testing.T, r *rig) {
 	// vip replaces bulk when both match: bulk (4 per hour) limits nothing.
 	both := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{
 		desc("category", "bulk"), desc("plan", "vip"),
@@ -426,8 +460,9 @@ func TestUnknownDomainAndBadInput(t *testing.T) {
 
 // TestConcurrentNeverOverAdmits: many concurrent callers on one descriptor
 // pair admit exactly the tighter limit, all or nothing.
-func TestConcurrentNeverOverAdmits(t *testing.T) {
-	r := start(t, enRules(t))
+func TestConcurrentNeverOverAdmits(t *testing.T) { onStores(t, testConcurrentNeverOverAdmits) }
+
+func testConcurrentNeverOverAdmits(t *testing.T, r *rig) {
 	req := &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{
 		desc("remote_address", "10.5.5.5"), desc("category", "bulk"),
 	}}
