@@ -6,12 +6,15 @@
 // A middleware app (net/http, Gin, Echo, Fiber, gRPC) keeps its policies,
 // key functions and headers, and swaps its store for one line:
 //
-//	conn, _ := grpc.NewClient("ratelimitd:8081", grpc.WithTransportCredentials(insecure.NewCredentials()))
+//	conn, _ := grpc.NewClient("ratelimitd:8081", append(remotestore.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 //	store := remotestore.New(conn)
 //
-// usually wrapped in a guard (package core/guard) for a timeout, a circuit
-// breaker and a failure mode (fail open, fail closed, or a local fallback
-// limiter) when the service cannot be reached:
+// DialOptions reconnects within a second of the server's return and finds
+// a dead connection by keepalive pings (see it for why gRPC's defaults do
+// not suit a store). The store is usually wrapped in a guard (package
+// core/guard) for a timeout, a circuit breaker and a failure mode (fail
+// open, fail closed, or a local fallback limiter) when the service cannot be
+// reached:
 //
 //	gs, _ := guard.New(remotestore.New(conn), guard.WithTimeout(20*time.Millisecond), guard.WithFailOpen())
 //	lim, _ := core.NewLimiter(gs, policies)
@@ -19,7 +22,13 @@
 // Every method is one RPC on the one connection, whose HTTP/2 streams
 // multiplex all concurrent calls; a Take of several ops (a request that
 // several policies apply to) is one RPC, decided all or nothing by the
-// server's store.
+// server's store. Concurrent Takes beyond a few in flight are coalesced
+// into one TakeBatch RPC, each still decided on its own (see WithBatching):
+// under load, one RPC carries many decisions.
+//
+// The server side is NewServer(store).Register(grpcServer): ratelimitd
+// registers it on its gRPC port next to its native API, deciding on its
+// own store, with ServerOptions on the gRPC server.
 //
 // Errors keep their meaning across the wire: an invalid argument (an
 // invalid limit, an empty identity, a negative cost, a booking among

@@ -24,13 +24,13 @@ func Example() {
 	backend, _ := memorystore.New()
 	defer backend.Close()
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(remotestore.ServerOptions()...)
 	remotestore.NewServer(backend).Register(srv)
 	go srv.Serve(ln)
 	defer srv.Stop()
 
 	// The app side: one connection, one line for the store.
-	conn, _ := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, _ := grpc.NewClient(ln.Addr().String(), append(remotestore.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	defer conn.Close()
 	store, _ := guard.New(remotestore.New(conn), guard.WithTimeout(time.Second), guard.WithFailClosed(time.Second))
 	defer store.Close()

@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/core"
@@ -49,7 +48,7 @@ func serveGRPC(t testing.TB, store core.Store, addr string, gopts []grpc.ServerO
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.NoError(t, err)
-	s := &server{addr: ln.Addr().String(), srv: grpc.NewServer(gopts...), done: make(chan struct{})}
+	s := &server{addr: ln.Addr().String(), srv: grpc.NewServer(append(remotestore.ServerOptions(), gopts...)...), done: make(chan struct{})}
 	remotestore.NewServer(store, opts...).Register(s.srv)
 	go func() {
 		defer close(s.done)
@@ -65,16 +64,11 @@ func (s *server) stop() {
 	<-s.done
 }
 
-// dial returns a client connection to addr, closed at the test's end. It
-// reconnects quickly after a failure (a test restarts servers).
+// dial returns a client connection to addr with remotestore.DialOptions,
+// closed at the test's end.
 func dial(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 20 * time.Millisecond, Multiplier: 1.6, MaxDelay: 200 * time.Millisecond},
-			MinConnectTimeout: time.Second,
-		}))
+	conn, err := grpc.NewClient(addr, append(remotestore.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	return conn
