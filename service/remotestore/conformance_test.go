@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/core/limitertest"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/service/remotestore"
 )
 
 // Over real gRPC on loopback, on a server backed by the memory store, the
@@ -20,6 +21,14 @@ func TestConformanceMemory(t *testing.T) {
 	limitertest.Run(t, func(t *testing.T, clock func() time.Time) core.Store {
 		s, _ := remote(t, memory(t, clock))
 		return s
+	})
+}
+
+// Without batching every Take is its own RPC: the same suite.
+func TestConformanceUnbatched(t *testing.T) {
+	limitertest.Run(t, func(t *testing.T, clock func() time.Time) core.Store {
+		srv := serve(t, memory(t, clock), "127.0.0.1:0")
+		return remotestore.New(dial(t, srv.addr), remotestore.WithBatching(0, 0))
 	})
 }
 

@@ -96,6 +96,30 @@ func TestInvalidWireInput(t *testing.T) {
 	require.Equal(t, "INVALID_COST", reasonOf(t, err))
 	require.Contains(t, status.Convert(err).Message(), "ops: ")
 
+	takes := make([]*ratelimitv1.TakeRequest, remotestore.MaxBatch+1)
+	for i := range takes {
+		takes[i] = &ratelimitv1.TakeRequest{}
+	}
+	_, err = raw.TakeBatch(ctx, &ratelimitv1.TakeBatchRequest{Takes: takes})
+	require.Equal(t, "INVALID_COST", reasonOf(t, err))
+	require.Contains(t, status.Convert(err).Message(), "takes: ")
+
+	// In a batch, a bad Take has its own error; the others are decided.
+	resp, err := raw.TakeBatch(ctx, &ratelimitv1.TakeBatchRequest{Takes: []*ratelimitv1.TakeRequest{
+		{Ops: []*ratelimitv1.StoreOp{good("batch-a")}},
+		{Ops: []*ratelimitv1.StoreOp{good("batch-b"), good("batch-b")}},
+		{Ops: []*ratelimitv1.StoreOp{good("batch-c")}},
+	}})
+	require.NoError(t, err)
+	require.Len(t, resp.Outcomes, 3)
+	require.Len(t, resp.Outcomes[0].Results, 1)
+	require.True(t, resp.Outcomes[0].Results[0].Allowed)
+	require.Equal(t, int32(codes.InvalidArgument), resp.Outcomes[1].Error.GetCode())
+	require.Equal(t, "INVALID_COST", resp.Outcomes[1].Error.GetReason())
+	require.Contains(t, resp.Outcomes[1].Error.GetMessage(), "op 1")
+	require.Empty(t, resp.Outcomes[1].Results)
+	require.Equal(t, int64(2), resp.Outcomes[2].Results[0].Remaining)
+
 	// A Refund, Reset and SetOverride name their field without an op.
 	_, err = raw.Refund(ctx, &ratelimitv1.RefundRequest{Key: good("r").Key, Limit: &ratelimitv1.StoreLimit{Algorithm: 1, Rate: 1, Period: &durationpb.Duration{Seconds: -1, Nanos: 1}}, Cost: 1, At: 1})
 	require.Equal(t, "INVALID_LIMIT", reasonOf(t, err))
