@@ -32,6 +32,11 @@ const maxBatchWait = 30 * time.Second
 // busy queue, and the call that frees a slot sends the whole queue as one
 // TakeBatch, in which each Take is decided all or nothing on its own.
 // WithBatching(0, 0) sends every Take as its own RPC.
+//
+// A TakeBatch runs under a context of its own, bounded by the latest
+// deadline of its Takes: values of a caller's context, such as outgoing
+// gRPC metadata, do not travel with a coalesced Take (put per-call
+// credentials in WithCallOptions, which every RPC carries).
 func WithBatching(inflight, maxBatch int) Option {
 	return func(s *Store) { s.inflight, s.maxBatch = inflight, maxBatch }
 }
