@@ -23,12 +23,15 @@ import (
 func TestGuardServerStopped(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	modes := []struct {
-		name   string
-		opt    guard.Option
-		source core.Source
+		name    string
+		opt     guard.Option
+		source  core.Source
+		allowed func(i int) bool // the answer to the i-th take while the server is down
 	}{
-		{"fail open", guard.WithFailOpen(), core.FailedOpen},
-		{"fail closed", guard.WithFailClosed(time.Second), core.FailedClosed},
+		{"fail open", guard.WithFailOpen(), core.FailedOpen, func(int) bool { return true }},
+		{"fail closed", guard.WithFailClosed(time.Second), core.FailedClosed, func(int) bool { return false }},
+		// The local limiter of one instance admits the limit (5) afresh.
+		{"fallback", guard.WithFallback(1), core.FromFallback, func(i int) bool { return i < 5 }},
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -54,7 +57,7 @@ func TestGuardServerStopped(t *testing.T) {
 				took := time.Since(start)
 				require.NoError(t, err)
 				require.Equal(t, m.source, r.Source, "take %d", i)
-				require.Equal(t, m.source == core.FailedOpen, r.Allowed)
+				require.Equal(t, m.allowed(i), r.Allowed, "take %d", i)
 				require.Less(t, took, timeout+time.Second, "take %d answered after %s", i, took)
 			}
 			require.Equal(t, guard.Open, gs.Circuit())
