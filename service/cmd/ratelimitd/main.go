@@ -54,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env looku
 	switch args[0] {
 	case "serve":
 		return serveCmd(ctx, args[1:], stdout, stderr, env)
+	case "validate":
+		return validateCmd(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, version)
 		return 0

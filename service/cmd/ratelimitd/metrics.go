@@ -34,7 +34,8 @@ type metrics struct {
 	rulesInfo   *prometheus.GaugeVec     // {revision} 1
 	rulesLoaded prometheus.Gauge
 	rulesCount  prometheus.Gauge
-	up          *prometheus.GaugeVec // {component}
+	up          *prometheus.GaugeVec   // {component}
+	invalid     *prometheus.CounterVec // {kind}
 
 	mu       sync.Mutex
 	revision string
@@ -74,6 +75,10 @@ func newMetrics() (*metrics, error) {
 			Help: "1 when the component is healthy: store (reachable), rules (loaded), serving (not draining).",
 		}, []string{"component"}),
 	}
+	m.invalid = newInvalidCounter()
+	for _, k := range []string{"check", "peek", "report", "descriptors"} {
+		m.invalid.WithLabelValues(k)
+	}
 	for _, r := range []string{"ok", "error"} {
 		m.reloads.WithLabelValues(r)
 	}
@@ -81,7 +86,7 @@ func newMetrics() (*metrics, error) {
 		m.up.WithLabelValues(c)
 	}
 	for _, c := range []prometheus.Collector{
-		lim, m.requests, m.reloads, m.rulesInfo, m.rulesLoaded, m.rulesCount, m.up,
+		lim, m.requests, m.reloads, m.invalid, m.rulesInfo, m.rulesLoaded, m.rulesCount, m.up,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {

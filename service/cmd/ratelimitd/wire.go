@@ -2,28 +2,50 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/rules"
 )
 
 // wiring is what serve runs besides its servers: the engine following its
 // rules source.
 type wiring struct {
-	run      func(ctx context.Context) error // until ctx ends
-	revision func() string                   // the rules revision in force
+	engine *engine.Engine
 }
 
-// wire builds the engine on st and registers the front doors on the gRPC
-// server and, through handle, on the HTTP mux.
+// run follows the rules source until ctx ends (engine.Run: a valid change
+// is put in force, an invalid one logged and counted, the last good rules
+// kept).
+func (w *wiring) run(ctx context.Context) error { return w.engine.Run(ctx) }
+
+// revision is the rules revision in force.
+func (w *wiring) revision() string { return w.engine.Snapshot().Revision() }
+
+// rulesSource is the source of --rules, or the bundled example.
+func rulesSource(c *serveConfig) rules.Source {
+	if c.Rules == "" {
+		return rules.NewBytes("example.yaml", rules.Example())
+	}
+	return rules.NewFile(c.Rules)
+}
+
+// wire builds the engine on st under the rules of --rules and registers the
+// front doors on the gRPC server and, through handle, on the HTTP mux.
 func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m *metrics, h *health,
 	gs *grpc.Server, handle func(pattern, route string, h http.Handler)) (*wiring, error) {
-	_, _, _, _, _, _, _ = ctx, c, log, st, m, gs, handle
-	h.setRules("none", time.Now())
-	return &wiring{
-		run:      func(ctx context.Context) error { <-ctx.Done(); return nil },
-		revision: func() string { return "none" },
-	}, nil
+	obs := &engineObserver{m: m, h: h, log: log}
+	e, err := engine.New(ctx, st.store, rulesSource(c), engine.WithObserver(obs), engine.WithLogger(log))
+	if err != nil {
+		return nil, fmt.Errorf("--rules: %w", err)
+	}
+	s := e.Snapshot()
+	obs.applied(s)
+	log.Info("rules loaded", "revision", s.Revision(), "rules", len(s.Rules()))
+	_, _ = gs, handle
+	return &wiring{engine: e}, nil
 }
