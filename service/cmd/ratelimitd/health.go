@@ -31,11 +31,15 @@ const (
 func newHealth() *health { return &health{now: time.Now} }
 
 // listen adds a function told of every component change (ok: healthy; for
-// "draining", ok means not draining).
+// "draining", ok means not draining), first of the current state.
 func (h *health) listen(f func(component string, ok bool)) {
 	h.mu.Lock()
 	h.listeners = append(h.listeners, f)
+	store, rules, draining := h.store, h.rules, h.draining
 	h.mu.Unlock()
+	f(componentStore, store)
+	f(componentRules, rules)
+	f(componentDraining, !draining)
 }
 
 func (h *health) set(component string, ok bool) {
