@@ -34,6 +34,7 @@ type serveConfig struct {
 	MaxConnAge      time.Duration
 
 	HTTPStatusMode bool
+	StoreAPI       bool
 	PprofAddr      string
 }
 
@@ -58,6 +59,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "after the drain delay, the bound on finishing the requests in flight")
 	fs.DurationVar(&c.MaxConnAge, "grpc-max-connection-age", 30*time.Minute, "gRPC connections are closed (gracefully) after this age, so clients rebalance across instances; 0: never")
 	fs.BoolVar(&c.HTTPStatusMode, "http-status-mode", false, "the HTTP check API answers a denial with 429 and Retry-After (for nginx auth_request) instead of 200 with allowed:false")
+	fs.BoolVar(&c.StoreAPI, "store-api", true, "serve the store API (sluice.ratelimit.v1.StoreService) on the gRPC address, for middleware using ratelimitd as its store (remotestore); like the rest of the gRPC API it has no authentication: expose it to trusted callers only")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this address (loopback advised); empty: off")
 	return fs
 }
@@ -151,6 +153,6 @@ func (c *serveConfig) attrs() []any {
 		slog.Bool("tls", c.TLSCert != ""), slog.String("log_level", c.LogLevel), slog.String("log_format", c.LogFormat),
 		slog.Duration("drain_delay", c.DrainDelay), slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.Duration("grpc_max_connection_age", c.MaxConnAge), slog.Bool("http_status_mode", c.HTTPStatusMode),
-		slog.String("pprof_addr", c.PprofAddr),
+		slog.Bool("store_api", c.StoreAPI), slog.String("pprof_addr", c.PprofAddr),
 	}
 }

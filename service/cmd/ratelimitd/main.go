@@ -56,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env looku
 		return serveCmd(ctx, args[1:], stdout, stderr, env)
 	case "validate":
 		return validateCmd(ctx, args[1:], stdout, stderr)
+	case "check":
+		return checkCmd(ctx, args[1:], stdout, stderr, env)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, version)
 		return 0

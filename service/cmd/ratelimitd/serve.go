@@ -93,7 +93,13 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	gopts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(m.unaryInterceptor)}
+	gopts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(m.unaryInterceptor),
+		// Accept the keepalive pings of long-lived clients (remotestore
+		// pings an idle connection every 10 s; gRPC's default policy
+		// closes a connection pinged more often than every 5 minutes).
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	}
 	if tlsConf != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsConf)))
 	}

@@ -9,6 +9,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/grpcapi"
+	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/remotestore"
 	"github.com/sluicehq/sluice/service/rules"
 )
 
@@ -46,6 +49,27 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	s := e.Snapshot()
 	obs.applied(s)
 	log.Info("rules loaded", "revision", s.Revision(), "rules", len(s.Rules()))
-	_, _ = gs, handle
+
+	api := grpcapi.New(e, grpcapi.WithLogger(log))
+	api.Register(gs)
+	h.listen(func(component string, ok bool) {
+		if component == componentDraining {
+			if !ok {
+				api.Drain()
+			}
+			return
+		}
+		api.SetComponent(component, ok)
+	})
+
+	if c.StoreAPI {
+		// The store API (remotestore): middleware instances use this
+		// service's store as theirs, behind their own guard.
+		remotestore.NewServer(st.store, remotestore.WithLogger(log)).Register(gs)
+	}
+
+	check := httpapi.New(e, httpapi.WithStatusMode(c.HTTPStatusMode), httpapi.WithLogger(log))
+	handle("POST "+httpapi.Path, httpapi.Path, check)
+	handle("GET "+httpapi.Path, httpapi.Path, check)
 	return &wiring{engine: e}, nil
 }

@@ -1,0 +1,378 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/guard"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
+	"github.com/sluicehq/sluice/service/ratelimitv1"
+	"github.com/sluicehq/sluice/service/remotestore"
+)
+
+// httpCheck posts one check to the HTTP API and returns the status, the
+// decoded body and the headers.
+func httpCheck(t *testing.T, p *ratelimitdtest.Process, query, body string) (int, map[string]any, http.Header) {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Post(p.URL("/api/v1/rate-limit/check"+query), "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m), string(b))
+	return resp.StatusCode, m, resp.Header
+}
+
+func grpcCheck(ctx context.Context, c ratelimitv1.RateLimitServiceClient, user string) (*ratelimitv1.CheckResponse, error) {
+	return c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: user, Endpoint: "/api/v1/orders"})
+}
+
+// TestReadmeDemo is the README's demo: the service started with nothing
+// but its defaults (memory store, bundled rules) shows a check allowed, a
+// warning and a denial, over gRPC (the check subcommand and a client) and
+// over HTTP.
+func TestReadmeDemo(t *testing.T) {
+	p := ratelimitdtest.Start(t, binary, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	// gRPC, through `ratelimitd check` as the README runs it: 10 per minute
+	// per user on /api/**; above 80% a warning.
+	var lines []string
+	for range 11 {
+		code, out, errOut := runBinary(t, "check", "--addr", p.GRPCAddr, "--identifier", "bob", "--endpoint", "/api/v1/orders")
+		require.Empty(t, errOut)
+		lines = append(lines, out)
+		if strings.HasPrefix(out, "denied") {
+			require.Equal(t, 1, code, "a denial exits 1")
+		} else {
+			require.Equal(t, 0, code, out)
+		}
+	}
+	for i, l := range lines {
+		want := "allowed  rule=api-per-user"
+		switch {
+		case i >= 10:
+			want = "denied   rule=api-per-user  used=10/10  remaining=0"
+		case i >= 8:
+			want = "warning  rule=api-per-user"
+		}
+		require.True(t, strings.HasPrefix(l, want), "check %d: %q", i+1, l)
+	}
+	require.Contains(t, lines[0], "used=1/10  remaining=9")
+
+	// The same over the native API with a client: peek consumes nothing.
+	c := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))
+	q, err := c.GetRemainingQuota(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "bob", Endpoint: "/api/v1/orders"})
+	require.NoError(t, err)
+	require.Equal(t, int64(0), q.GetRemaining())
+	r, err := grpcCheck(ctx, c, "dave")
+	require.NoError(t, err)
+	require.True(t, r.GetAllowed())
+	require.Equal(t, ratelimitv1.State_STATE_NORMAL, r.GetState())
+	require.Equal(t, int64(10), r.GetLimit())
+
+	// HTTP: the JSON API, body mode then status mode.
+	body := `{"key_type":"user","key_value":"carol","endpoint":"/api/v1/orders"}`
+	var states []string
+	for range 11 {
+		code, m, hdr := httpCheck(t, p, "", body)
+		require.Equal(t, http.StatusOK, code, "body mode answers 200, denial included")
+		require.NotEmpty(t, hdr.Get("RateLimit"), "the middleware's header fields")
+		states = append(states, fmt.Sprint(m["allowed"], " ", m["state"]))
+	}
+	require.Equal(t, "true normal", states[0])
+	require.Equal(t, "true warning", states[8])
+	require.Equal(t, "false throttled", states[10])
+	code, m, hdr := httpCheck(t, p, "?mode=status", body)
+	require.Equal(t, http.StatusTooManyRequests, code)
+	require.NotEmpty(t, hdr.Get("Retry-After"))
+	require.Equal(t, false, m["allowed"])
+
+	// Bad input names the field, over both APIs.
+	_, err = c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Identifier: "x"})
+	require.ErrorContains(t, err, "dimension")
+	code, m, _ = httpCheck(t, p, "", `{"key_value":"x"}`)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, fmt.Sprint(m), "key_type")
+
+	// The decisions are in the metrics, by rule and outcome.
+	// Denied: bob's 11th check and the peek at his empty quota, carol's 11th
+	// and her status-mode check.
+	require.Equal(t, 4.0, metric(t, p, `ratelimitd_decisions_total{outcome="denied",policy="api-per-user"}`))
+	require.Equal(t, 4.0, metric(t, p, `ratelimitd_decisions_total{outcome="warning",policy="api-per-user"}`))
+	require.Positive(t, metric(t, p, `ratelimitd_request_duration_seconds_count{api="grpc",code="OK",method="/sluice.ratelimit.v1.RateLimitService/CheckRateLimit"}`))
+}
+
+// TestSIGTERMReportsNotServingOverGRPC: grpc.health.v1 says NOT_SERVING as
+// soon as the drain starts, while calls are still answered.
+func TestSIGTERMReportsNotServingOverGRPC(t *testing.T) {
+	p := ratelimitdtest.Start(t, binary, nil, "--drain-delay", "2s", "--shutdown-timeout", "2s")
+	conn := p.Conn(t)
+	hc := healthpb.NewHealthClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	for _, svc := range []string{"", "sluice.ratelimit.v1.RateLimitService", "store", "rules", "draining"} {
+		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		require.NoError(t, err, svc)
+		require.Equal(t, healthpb.HealthCheckResponse_SERVING, r.GetStatus(), svc)
+	}
+	require.NoError(t, p.Signal(syscall.SIGTERM))
+	require.Eventually(t, func() bool {
+		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+		return err == nil && r.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING
+	}, time.Second, 20*time.Millisecond)
+	r, err := grpcCheck(ctx, ratelimitv1.NewRateLimitServiceClient(conn), "eve")
+	require.NoError(t, err, "calls are still answered while draining")
+	require.True(t, r.GetAllowed())
+	exit, err := p.Wait(6 * time.Second)
+	require.NoError(t, err)
+	require.Equal(t, 0, exit, p.Logs())
+}
+
+// TestTwoInstancesShareOneRedisLimit: two ratelimitd on one real Redis,
+// checks spread across both concurrently, admit exactly the limit.
+func TestTwoInstancesShareOneRedisLimit(t *testing.T) {
+	srv := redistest.StartServer(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	const limit = 40
+	writeFile(t, path, fmt.Sprintf("rules:\n  - name: shared\n    dimension: user\n    algorithm: fixed_window\n    rate: %d\n    period: 1h\n", limit))
+	// A generous store timeout and fail closed: a slow call on a loaded
+	// machine must not admit (fail open) or pass silently.
+	args := []string{"--rules", path, "--redis", "redis://" + srv.Addr, "--store-timeout", "2s", "--failure-mode", "closed"}
+	a := ratelimitdtest.Start(t, binary, nil, args...)
+	b := ratelimitdtest.Start(t, binary, nil, args...)
+	clients := []ratelimitv1.RateLimitServiceClient{
+		ratelimitv1.NewRateLimitServiceClient(a.Conn(t)),
+		ratelimitv1.NewRateLimitServiceClient(b.Conn(t)),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const callers, each = 16, 10 // 160 checks for a limit of 40
+	var allowed, denied atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*each)
+	for i := range callers {
+		wg.Go(func() {
+			c := clients[i%2]
+			for range each {
+				r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "shared-user"})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if r.GetAllowed() {
+					allowed.Add(1)
+				} else {
+					denied.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(limit), allowed.Load(), "exactly the limit across both instances")
+	require.Equal(t, int64(callers*each-limit), denied.Load())
+	// Both see the same state.
+	for _, c := range clients {
+		q, err := c.GetRemainingQuota(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "shared-user"})
+		require.NoError(t, err)
+		require.Equal(t, int64(0), q.GetRemaining())
+		require.Equal(t, int64(limit), q.GetCurrent())
+	}
+}
+
+// leaks reports whether s carries a store error's text.
+func leaks(s string) bool {
+	s = strings.ToLower(s)
+	for _, w := range []string{"redis", "dial", "connection refused", "eof", "127.0.0.1", "timeout", "i/o"} {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRedisKilledAndRestartedUnderLoad: while Redis is down, checks are
+// answered by the failure mode (fail open: allowed; fail closed: denied),
+// with no error text in any answer, readiness says the store is down;
+// after Redis restarts, Redis decides again.
+func TestRedisKilledAndRestartedUnderLoad(t *testing.T) {
+	for _, mode := range []string{"open", "closed"} {
+		t.Run(mode, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			path := filepath.Join(t.TempDir(), "rules.yaml")
+			writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 100000\n    period: 1h\n")
+			p := ratelimitdtest.Start(t, binary, nil, "--rules", path, "--redis", srv.Addr,
+				"--failure-mode", mode, "--store-timeout", "100ms")
+			c := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))
+			hc := healthpb.NewHealthClient(p.Conn(t))
+			ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+			defer cancel()
+			require.Eventually(t, func() bool { code, _ := readyz(t, p); return code == http.StatusOK }, 5*time.Second, 50*time.Millisecond)
+			// Warm up: the first call loads the Redis library, which may
+			// outlast the store timeout (and be answered by the mode).
+			require.Eventually(t, func() bool {
+				r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "warm-up"})
+				return err == nil && r.GetAllowed()
+			}, 5*time.Second, 20*time.Millisecond)
+
+			// phase: 0 before the kill, 1 Redis down, 2 after the restart,
+			// 3 in between (answers counted only for leaks and errors).
+			type tally struct{ allowed, denied, grpcErr, leaked atomic.Int64 }
+			var phase atomic.Int32
+			var tallies [4]tally
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for g := range 4 {
+				wg.Go(func() {
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						ph := phase.Load()
+						tl := &tallies[ph]
+						if g == 0 && i%2 == 0 { // some over HTTP
+							code, m, _ := httpCheck(t, p, "", `{"key_type":"user","key_value":"load"}`)
+							if leaks(fmt.Sprint(m)) {
+								tl.leaked.Add(1)
+							}
+							if code == http.StatusOK && m["allowed"] == true {
+								tl.allowed.Add(1)
+							} else if code == http.StatusOK {
+								tl.denied.Add(1)
+							} else {
+								tl.grpcErr.Add(1)
+							}
+							continue
+						}
+						r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "load"})
+						switch {
+						case err != nil:
+							tl.grpcErr.Add(1)
+							if leaks(err.Error()) {
+								tl.leaked.Add(1)
+							}
+						case r.GetAllowed():
+							tl.allowed.Add(1)
+						default:
+							tl.denied.Add(1)
+						}
+						time.Sleep(2 * time.Millisecond)
+					}
+				})
+			}
+			time.Sleep(300 * time.Millisecond)
+			phase.Store(3)
+			time.Sleep(50 * time.Millisecond)
+			srv.Kill()
+			// Let the in-flight calls and the breaker settle, then count.
+			time.Sleep(300 * time.Millisecond)
+			phase.Store(1)
+			require.Eventually(t, func() bool {
+				code, r := readyz(t, p)
+				return code == http.StatusServiceUnavailable && !r.Store
+			}, 5*time.Second, 50*time.Millisecond, "readiness follows the store")
+			hr, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+			require.NoError(t, err)
+			require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, hr.GetStatus())
+			time.Sleep(time.Second)
+
+			phase.Store(3)
+			srv.Restart(t)
+			require.Eventually(t, func() bool { code, _ := readyz(t, p); return code == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+			// The breaker's probe closes the circuit within its cooldown.
+			time.Sleep(1500 * time.Millisecond)
+			phase.Store(2)
+			time.Sleep(500 * time.Millisecond)
+			close(stop)
+			wg.Wait()
+
+			before, down, after := &tallies[0], &tallies[1], &tallies[2]
+			t.Logf("before %d/%d, down %d allowed %d denied %d errors, after %d/%d",
+				before.allowed.Load(), before.denied.Load(), down.allowed.Load(), down.denied.Load(), down.grpcErr.Load(),
+				after.allowed.Load(), after.denied.Load())
+			for i := range tallies {
+				require.Zero(t, tallies[i].leaked.Load(), "no store error text in any answer (phase %d)", i)
+				require.Zero(t, tallies[i].grpcErr.Load(), "the failure mode answers, no error (phase %d)", i)
+			}
+			require.Positive(t, before.allowed.Load())
+			require.Zero(t, before.denied.Load())
+			if mode == "open" {
+				require.Positive(t, down.allowed.Load())
+				require.Zero(t, down.denied.Load(), "fail open: allowed")
+			} else {
+				require.Positive(t, down.denied.Load())
+				require.Zero(t, down.allowed.Load(), "fail closed: denied")
+			}
+			require.Positive(t, after.allowed.Load(), "Redis decides again")
+			require.Zero(t, after.denied.Load())
+			// Redis counted the checks made after the restart (its state was
+			// lost with the kill: no persistence).
+			q, err := c.GetRemainingQuota(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "load"})
+			require.NoError(t, err)
+			require.Positive(t, q.GetCurrent())
+			require.LessOrEqual(t, q.GetCurrent(), before.allowed.Load()+after.allowed.Load()+down.allowed.Load()+tallies[3].allowed.Load())
+			require.Positive(t, metric(t, p, `ratelimitd_store_errors_total{kind="connection"}`)+
+				metric(t, p, `ratelimitd_store_errors_total{kind="timeout"}`))
+		})
+	}
+}
+
+// TestStoreAPIServesTheMiddleware: a middleware's limiter whose store is
+// ratelimitd (remotestore over its gRPC address, behind a guard) shares
+// the service's state: two such limiters admit the limit once between them.
+func TestStoreAPIServesTheMiddleware(t *testing.T) {
+	p := ratelimitdtest.Start(t, binary, nil)
+	newLimiter := func() *core.Limiter {
+		store, err := guard.New(remotestore.New(p.Conn(t)), guard.WithTimeout(2*time.Second), guard.WithFailClosed(time.Second))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = store.Close() })
+		lim, err := core.NewLimiter(store, []core.Policy{{Name: "app-per-user", Key: keyfunc.Header("X-User"), Limit: core.PerMinute(3)}})
+		require.NoError(t, err)
+		return lim
+	}
+	a, b := newLimiter(), newLimiter()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got []bool
+	for i := range 6 {
+		lim := a
+		if i%2 == 1 {
+			lim = b
+		}
+		r, err := lim.Allow(ctx, "app-per-user", "alice")
+		require.NoError(t, err)
+		require.Equal(t, core.Result{}.Source, r.Source, "decided by ratelimitd's store, not a failure mode")
+		got = append(got, r.Allowed)
+	}
+	require.Equal(t, []bool{true, true, true, false, false, false}, got)
+
+	// --store-api=false: the store API is not served.
+	off := ratelimitdtest.Start(t, binary, nil, "--store-api=false")
+	err := remotestore.New(off.Conn(t)).Take(ctx, []core.Op{{Key: core.Key{Identity: "alice", Policy: "p"}, Limit: core.PerMinute(3), Cost: 1}}, make([]core.Result, 1))
+	require.ErrorContains(t, err, "Unimplemented")
+}
