@@ -6,7 +6,7 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # Under `make test` a Redis test that cannot start its server fails.
 export SLUICE_REQUIRE_REDIS ?= 1
 
-.PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check
+.PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check ratelimitd service-demo
 
 ## test: install what the tests need, then run every module's tests with -race
 test: deps
@@ -59,6 +59,17 @@ demo:
 	@mkdir -p bin
 	@cd examples && $(GO) build -o ../bin/sluice-nethttp ./nethttp && $(GO) build -o ../bin/sluice-burst ./burst
 	@./bin/sluice-burst -n 12 -path /hello -- ./bin/sluice-nethttp
+
+## ratelimitd: build the rate-limit service into bin/ratelimitd
+ratelimitd:
+	@mkdir -p bin
+	@cd service && $(GO) build -o ../bin/ratelimitd ./cmd/ratelimitd
+
+## service-demo: start ratelimitd (memory store, bundled example rules) and
+## check one user 11 times over gRPC and one over HTTP, showing allowed,
+## warning and denied (GRPC_ADDR, HTTP_ADDR: other loopback addresses)
+service-demo: ratelimitd
+	@./scripts/service-demo.sh
 
 ## fuzz: a short run of every fuzz target of every module (found by
 ## scripts/fuzz.sh, not listed here), FUZZTIME each (make fuzz FUZZTIME=1m)
