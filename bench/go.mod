@@ -46,6 +46,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/sluicehq/sluice/service v0.0.0
 	github.com/throttled/throttled/v2 v2.15.0
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
@@ -55,3 +56,5 @@ require (
 replace github.com/sluicehq/sluice => ../
 
 replace github.com/sluicehq/sluice/adapters/fiberlimit => ../adapters/fiberlimit
+
+replace github.com/sluicehq/sluice/service => ../service

@@ -125,6 +125,7 @@ func Impls() []Impl {
 			API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
 		{Name: "ratelimitd-redis", Server: Ratelimitd, Group: Envoy, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
 		{Name: "ratelimitd-memory", Server: Ratelimitd, Group: Envoy, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
+		{Name: "remotestore", Server: Ratelimitd, Group: Remote, Redis: true, API: StoreLimit.String() + " Take of one op through remotestore (StoreService on one connection) to ratelimitd on Redis", ChecksPerCall: 1, NewDecider: remoteStoreDecider},
 		{Name: "redisstore", Server: InProcess, Group: Remote, Redis: true, API: StoreLimit.String() + " Take of one op, sluice's Redis store in the app (pipelined)", ChecksPerCall: 1, NewDecider: redisStoreDecider},
 	}
 }

@@ -36,6 +36,15 @@ func BuildRatelimitd(ctx context.Context, goBin, serviceDir, dir string, log io.
 	return bin, nil
 }
 
+// RatelimitdArgs are the options ratelimitd runs with besides its addresses
+// and rules: a store failure is a denial (which fails the run) rather than
+// an admission made without Redis, each Redis call may take up to a second
+// (as the Redis scenario gives sluice's store: a stall of a loaded machine
+// does not fail the run; the code path is the same as with the default 5
+// ms), and warnings only in the log, as envoyproxy/ratelimit logs by
+// default.
+var RatelimitdArgs = []string{"--failure-mode", "closed", "--store-timeout", "1s", "--log-level", "warn"}
+
 // PprofFlag is ratelimitd's flag that serves net/http/pprof on its own
 // listener (off by default).
 const PprofFlag = "--pprof-addr"
@@ -64,7 +73,7 @@ func StartRatelimitd(ctx context.Context, bin, redisAddr string, rules []byte, p
 		return nil, err
 	}
 	p := &Process{GRPCAddr: loopback(ports[0]), HTTPAddr: loopback(ports[1])}
-	args := []string{"serve", "--rules", file, "--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr}
+	args := append([]string{"serve", "--rules", file, "--grpc-addr", p.GRPCAddr, "--http-addr", p.HTTPAddr}, RatelimitdArgs...)
 	name := "ratelimitd (memory store)"
 	if redisAddr != "" {
 		args = append(args, "--redis", redisAddr)
