@@ -531,7 +531,7 @@ func TestStoreDown(t *testing.T) {
 	ctx := callCtx(t)
 
 	r, err := h.client.CheckRateLimit(ctx, check("swc", "alice"))
-	require.NoError(t, err)
+	require.NoError(t, err, "the server's log: %s", logs.String())
 	require.True(t, r.GetAllowed())
 
 	wctx, stop := context.WithCancel(ctx)
