@@ -92,8 +92,8 @@ func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer
 // with limit_remaining math.MaxUint32; a Deny rule (requests_per_unit: 0)
 // is OVER_LIMIT, stated as 0 per its unit; a shadow rule that would deny is
 // reported OK (it is counted, and never denies). The overall code is
-// OVER_LIMIT when any status is. A request-supplied
-// descriptor `limit` is ignored: the configured rule applies.
+// OVER_LIMIT when any status is. A request-supplied descriptor `limit` is
+// ignored: the configured rule applies.
 //
 // Errors: INVALID_ARGUMENT naming the field (domain, descriptors[i].entries,
 // ...); a store failure is UNAVAILABLE with a generic message (its text is
@@ -105,8 +105,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	res, err := s.decider.Descriptors(ctx, req.GetDomain(), ds)
 	if err != nil {
+		if fe := (*engine.FieldError)(nil); errors.As(err, &fe) {
+			return nil, status.Error(codes.InvalidArgument, fe.Error())
+		}
 		if errors.Is(err, engine.ErrInvalid) {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
+			return nil, status.Error(codes.InvalidArgument, "invalid request")
 		}
 		if ctx.Err() != nil {
 			return nil, status.FromContextError(ctx.Err()).Err()
