@@ -294,3 +294,22 @@ func TestHostileBodies(t *testing.T) {
 		require.Less(t, r.status, 500, "%q: %s", b.String(), r.raw)
 	}
 }
+
+// TestIdempotencyKey: a retried check with the same idempotency key is
+// admitted without being counted again; another key is counted.
+func TestIdempotencyKey(t *testing.T) {
+	srv, _ := serve(t)
+	url := srv.URL + httpapi.Path
+	body := `{"key_type":"ip","key_value":"10.6.6.6","idempotency_key":"req-1"}`
+	r := post(t, url, body)
+	require.Equal(t, true, r.body["allowed"])
+	require.Equal(t, float64(2), r.body["remaining"])
+	for range 3 {
+		r = post(t, url, body)
+		require.Equal(t, true, r.body["allowed"])
+	}
+	r = post(t, url, `{"key_type":"ip","key_value":"10.6.6.6","request_count":0}`)
+	require.Equal(t, float64(2), r.body["remaining"], "the retries were not counted")
+	r = get(t, url+"?key_type=ip&key_value=10.6.6.6", "Sluice-Idempotency-Key", "req-2")
+	require.Equal(t, float64(1), r.body["remaining"])
+}
