@@ -15,6 +15,7 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -488,4 +489,19 @@ func testConcurrentNeverOverAdmits(t *testing.T, r *rig) {
 	require.Equal(t, int64(4), ok.Load())
 	res := r.call(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{desc("remote_address", "10.5.5.5")}})
 	require.Equal(t, uint32(0), res.GetStatuses()[0].GetLimitRemaining(), "4 admitted of 5, plus this one")
+}
+
+// TestRequestLimitIgnored: a descriptor's own `limit` does not replace the
+// configured rule (any caller could otherwise set its own limit).
+func TestRequestLimitIgnored(t *testing.T) {
+	r := start(t, enRules(t))
+	d := desc("remote_address", "10.9.0.1")
+	d.Limit = &rlcommon.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1000, Unit: typev3.RateLimitUnit_SECOND}
+	for i := range 5 {
+		res := r.call(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{d}})
+		require.Equal(t, uint32(5), res.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
+		require.Equal(t, uint32(4-i), res.GetStatuses()[0].GetLimitRemaining())
+	}
+	res := r.call(t, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{d}})
+	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, res.GetOverallCode())
 }
