@@ -376,3 +376,32 @@ func TestStoreAPIServesTheMiddleware(t *testing.T) {
 	err := remotestore.New(off.Conn(t)).Take(ctx, []core.Op{{Key: core.Key{Identity: "alice", Policy: "p"}, Limit: core.PerMinute(3), Cost: 1}}, make([]core.Result, 1))
 	require.ErrorContains(t, err, "Unimplemented")
 }
+
+// TestFallbackModeDecidesLocallyWhileRedisIsDown: in fallback mode a dead
+// Redis is replaced by a local limiter whose limit is divided by the
+// number of instances.
+func TestFallbackModeDecidesLocallyWhileRedisIsDown(t *testing.T) {
+	srv := redistest.StartServer(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 10\n    period: 1h\n")
+	p := ratelimitdtest.Start(t, binary, nil, "--rules", path, "--redis", srv.Addr,
+		"--failure-mode", "fallback", "--fallback-instances", "2", "--store-timeout", "200ms")
+	c := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "warm-up"})
+	require.NoError(t, err)
+	require.True(t, r.GetAllowed())
+
+	srv.Kill()
+	var allowed int
+	for range 8 {
+		r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "frank"})
+		require.NoError(t, err)
+		if r.GetAllowed() {
+			allowed++
+		}
+	}
+	require.Equal(t, 5, allowed, "10 per hour over 2 instances: 5 here while Redis is down")
+	require.Positive(t, metric(t, p, `ratelimitd_decisions_total{outcome="fallback",policy="per-user"}`))
+}
