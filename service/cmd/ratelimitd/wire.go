@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/envoyrls"
 	"github.com/sluicehq/sluice/service/grpcapi"
 	"github.com/sluicehq/sluice/service/httpapi"
 	"github.com/sluicehq/sluice/service/remotestore"
@@ -61,6 +62,11 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 		}
 		api.SetComponent(component, ok)
 	})
+
+	// Envoy's protocol on the same gRPC server, and its /json on HTTP.
+	rls := envoyrls.New(e, envoyrls.WithLogger(log))
+	rls.Register(gs)
+	handle("/json", "/json", rls.JSONHandler())
 
 	if c.StoreAPI {
 		// The store API (remotestore): middleware instances use this
