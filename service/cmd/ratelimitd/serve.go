@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/sluicehq/sluice/service/remotestore"
 )
 
 // serveCmd runs `ratelimitd serve`.
@@ -93,13 +95,10 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	gopts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(m.unaryInterceptor),
-		// Accept the keepalive pings of long-lived clients (remotestore
-		// pings an idle connection every 10 s; gRPC's default policy
-		// closes a connection pinged more often than every 5 minutes).
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	}
+	// remotestore's server options accept the keepalive pings its clients
+	// send on idle connections (gRPC's default policy closes a connection
+	// pinged more often than every five minutes).
+	gopts := append(remotestore.ServerOptions(), grpc.ChainUnaryInterceptor(m.unaryInterceptor))
 	if tlsConf != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsConf)))
 	}
