@@ -405,3 +405,43 @@ func TestFallbackModeDecidesLocallyWhileRedisIsDown(t *testing.T) {
 	require.Equal(t, 5, allowed, "10 per hour over 2 instances: 5 here while Redis is down")
 	require.Positive(t, metric(t, p, `ratelimitd_decisions_total{outcome="fallback",policy="per-user"}`))
 }
+
+// TestRedisDeployments: --redis takes a Sentinel deployment and a Cluster
+// in its documented syntax; limits are exact on both.
+func TestRedisDeployments(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 5\n    period: 1h\n")
+	for _, tc := range []struct {
+		name string
+		addr func(t *testing.T) string
+	}{
+		{"sentinel", func(t *testing.T) string {
+			s := redistest.StartSentinel(t)
+			var addrs []string
+			for _, srv := range s.Sentinels {
+				addrs = append(addrs, srv.Addr)
+			}
+			return "redis-sentinel://" + s.MasterName + "@" + strings.Join(addrs, ",")
+		}},
+		{"cluster", func(t *testing.T) string {
+			return "redis-cluster://" + strings.Join(redistest.StartCluster(t, 3).Addrs(), ",")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := ratelimitdtest.Start(t, binary, nil, "--rules", path, "--redis", tc.addr(t),
+				"--failure-mode", "closed", "--store-timeout", "2s")
+			require.Eventually(t, func() bool { code, _ := readyz(t, p); return code == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+			c := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var got []bool
+			for _, user := range []string{"a", "a", "a", "a", "a", "a", "b"} {
+				r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: user})
+				require.NoError(t, err)
+				got = append(got, r.GetAllowed())
+			}
+			require.Equal(t, []bool{true, true, true, true, true, false, true}, got)
+			require.Equal(t, 0.0, metric(t, p, `ratelimitd_decisions_total{outcome="failed_closed",policy="per-user"}`), "decided by Redis")
+		})
+	}
+}
