@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
+	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
 
 // httpGet fetches url (bounded) and returns the status and body.
@@ -166,30 +168,49 @@ func TestSIGTERMDrainsThenExits(t *testing.T) {
 func TestRulesBrokenMidRunKeepsLastGood(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
-	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    rate: 3\n    period: 1m\n")
+	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 3\n    period: 1h\n")
 	p := ratelimitdtest.Start(t, binary, nil, "--rules", path)
 	_, r := readyz(t, p)
 	first := r.Revision
 	require.NotEmpty(t, first)
 	require.Equal(t, 1.0, metric(t, p, `ratelimitd_rules_info{revision="`+first+`"}`))
 
-	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    rate: many\n    period: 1m\n")
+	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: many\n    period: 1h\n")
 	require.Eventually(t, func() bool {
 		return metric(t, p, `ratelimitd_rules_reloads_total{result="error"}`) == 1
 	}, 5*time.Second, 50*time.Millisecond, p.Logs())
+	// The last good rules decide: 3 per hour.
+	c := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	check := func(user string) *ratelimitv1.CheckResponse {
+		r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: user})
+		require.NoError(t, err)
+		return r
+	}
+	for i := range 4 {
+		r := check("ann")
+		require.Equal(t, i < 3, r.GetAllowed(), "check %d", i+1)
+		require.Equal(t, int64(3), r.GetLimit())
+	}
 	code, r := readyz(t, p)
 	require.Equal(t, http.StatusOK, code, "a bad edit does not make the service unready")
 	require.Equal(t, first, r.Revision, "the last good rules stay")
 	require.Equal(t, 1.0, metric(t, p, `ratelimitd_rules_info{revision="`+first+`"}`))
 	require.Contains(t, p.Logs(), "rules[0].rate")
 
-	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    rate: 5\n    period: 1m\n")
+	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 5\n    period: 1h\n")
 	require.Eventually(t, func() bool {
 		_, r := readyz(t, p)
 		return r.Revision != first
 	}, 5*time.Second, 50*time.Millisecond, p.Logs())
 	_, r = readyz(t, p)
 	require.Equal(t, 1.0, metric(t, p, `ratelimitd_rules_info{revision="`+r.Revision+`"}`))
+	// The fixed file decides now: 5 per hour, the 3 counted for ann kept.
+	got := check("ann")
+	require.Equal(t, int64(5), got.GetLimit())
+	require.True(t, got.GetAllowed())
+	require.Equal(t, int64(1), got.GetRemaining())
 	require.Equal(t, -1.0, metric(t, p, `ratelimitd_rules_info{revision="`+first+`"}`), "one series: the revision in force")
 	require.Equal(t, 1.0, metric(t, p, `ratelimitd_rules_reloads_total{result="ok"}`))
 }
