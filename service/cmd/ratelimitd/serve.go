@@ -141,7 +141,13 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 
 	go st.watch(bg, time.Second, log, func(ok bool) { h.set(componentStore, ok) })
 	runErr := make(chan error, 4)
-	go func() { runErr <- w.run(bg) }()
+	go func() {
+		// The engine follows the rules source until bg ends; it returns
+		// early only on a source failure, which stops the service.
+		if err := w.run(bg); err != nil {
+			runErr <- fmt.Errorf("rules: %w", err)
+		}
+	}()
 	go func() {
 		if err := gs.Serve(gl); err != nil {
 			runErr <- fmt.Errorf("grpc server: %w", err)
