@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"time"
 
@@ -117,7 +118,9 @@ func envoyDecider(c Conn) (redisbench.Decider, func(), error) {
 // on Redis (as the issue runs it, then with the write buffering its README
 // recommends for throughput, REDIS_PIPELINE_WINDOW=150us), then ratelimitd
 // on Redis and on its memory store, all answering ShouldRateLimit with the
-// same descriptors under the same rules.
+// same descriptors under the same rules; ratelimitd's native API on its
+// memory store, single checks and batches; the remote store through
+// ratelimitd on Redis and the Redis store in the app.
 func Impls() []Impl {
 	return []Impl{
 		{Name: "envoy-ratelimit", Server: EnvoyRatelimit, Group: Envoy, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
@@ -125,7 +128,11 @@ func Impls() []Impl {
 			API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
 		{Name: "ratelimitd-redis", Server: Ratelimitd, Group: Envoy, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
 		{Name: "ratelimitd-memory", Server: Ratelimitd, Group: Envoy, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
-		{Name: "remotestore", Server: Ratelimitd, Group: Remote, Redis: true, API: StoreLimit.String() + " Take of one op through remotestore (StoreService on one connection) to ratelimitd on Redis", ChecksPerCall: 1, NewDecider: remoteStoreDecider},
+		{Name: "ratelimitd-memory-native", Server: Ratelimitd, Group: Native, Rules: NativeRulesYAML(), Ready: nativeReady,
+			API: "CheckRateLimit, one check (user=N)", ChecksPerCall: 1, NewDecider: nativeSingle},
+		{Name: "ratelimitd-memory-batch10", Server: Ratelimitd, Group: Native, Rules: NativeRulesYAML(), Ready: nativeReady,
+			API: fmt.Sprintf("CheckRateLimitBatch of %d checks (users N … N+%d, each decided on its own)", BatchSize, BatchSize-1), ChecksPerCall: BatchSize, NewDecider: nativeBatch},
+		{Name: "remotestore", Server: Ratelimitd, Group: Remote, Redis: true, Rules: NativeRulesYAML(), Ready: nativeReady, API: StoreLimit.String() + " Take of one op through remotestore (StoreService on one connection) to ratelimitd on Redis", ChecksPerCall: 1, NewDecider: remoteStoreDecider},
 		{Name: "redisstore", Server: InProcess, Group: Remote, Redis: true, API: StoreLimit.String() + " Take of one op, sluice's Redis store in the app (pipelined)", ChecksPerCall: 1, NewDecider: redisStoreDecider},
 	}
 }

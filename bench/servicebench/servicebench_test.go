@@ -7,9 +7,11 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 
 	"github.com/sluicehq/sluice/bench/redisbench"
 	"github.com/sluicehq/sluice/bench/servicebench"
+	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
 
 // testWriter sends a command's output to the test log.
@@ -137,4 +139,58 @@ func TestServers(t *testing.T) {
 	s := load(t, tgt)
 	require.Zero(t, s.ServerCPU)
 	done()
+}
+
+// TestRatelimitd builds ratelimitd from the service module and runs its
+// native API, single and batched, on its memory store; and the remote store
+// through ratelimitd on Redis.
+func TestRatelimitd(t *testing.T) {
+	srv := redisbench.StartServerTB(t)
+	dir, err := servicebench.CacheDir()
+	require.NoError(t, err)
+	servers := &servicebench.Servers{Redis: srv, GoCommand: servicebench.GoCommand(), CacheDir: dir, ServiceDir: "../../service", Log: testWriter{t}, Profile: true}
+	defer servers.Close()
+	ctx := context.Background()
+	users := servicebench.Users(50)
+
+	tgt, done, err := servers.Target(ctx, implNamed(t, "ratelimitd-memory-native"), 1, 8, users)
+	require.NoError(t, err)
+	defer done()
+	require.NotEmpty(t, tgt.Server.PprofAddr)
+	c := ratelimitv1.NewRateLimitServiceClient(mustDial(t, tgt.Server.GRPCAddr))
+	var allowed []bool
+	for range servicebench.TinyLimit + 2 {
+		resp, err := c.CheckRateLimit(ctx, servicebench.NativeCheck(servicebench.TinyKey, t.Name()))
+		require.NoError(t, err)
+		allowed = append(allowed, resp.GetAllowed())
+	}
+	require.Equal(t, []bool{true, true, true, true, true, false, false}, allowed)
+	load(t, tgt)
+
+	batch, done, err := servers.Target(ctx, implNamed(t, "ratelimitd-memory-batch10"), 1, 8, users)
+	require.NoError(t, err)
+	defer done()
+	require.Same(t, tgt.Server, batch.Server, "one process for both")
+	require.Equal(t, 10, batch.ChecksPerCall)
+	s, err := servicebench.Run(ctx, batch, servicebench.RunConfig{Callers: 8, Users: users, Warmup: 50 * time.Millisecond, Duration: time.Second, Profile: true})
+	require.NoError(t, err)
+	require.Equal(t, 10*s.Calls, s.Checks)
+	require.NoError(t, s.ProfileErr)
+	require.NotNil(t, s.Profile)
+	require.Positive(t, s.Profile.Total)
+	require.Positive(t, s.Profile.Share("gRPC and HTTP/2"), "%+v", s.Profile.Shares)
+
+	remote, done, err := servers.Target(ctx, implNamed(t, "remotestore"), 1, 8, users)
+	require.NoError(t, err)
+	defer done()
+	rs := load(t, remote)
+	require.Positive(t, rs.RedisCPU)
+}
+
+func mustDial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conns, err := servicebench.Dial(addr, 1)
+	require.NoError(t, err)
+	t.Cleanup(func() { conns[0].Close() })
+	return conns[0]
 }
