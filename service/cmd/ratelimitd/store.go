@@ -47,7 +47,9 @@ func openStore(c *serveConfig, log *slog.Logger, obs guard.Observer) (*storeSet,
 		return nil, fmt.Errorf("--redis: %w", err)
 	}
 	client := t.client(c.RedisPassword)
-	rs, err := redisstore.New(client, redisstore.WithPrefix(c.RedisPrefix), redisstore.WithLogger(log))
+	// The store's own bound is --store-timeout too: its default (50 ms)
+	// would otherwise cut a call the guard still waits for.
+	rs, err := redisstore.New(client, redisstore.WithPrefix(c.RedisPrefix), redisstore.WithTimeout(c.StoreTimeout), redisstore.WithLogger(log))
 	if err != nil {
 		_ = client.Close()
 		return nil, fmt.Errorf("redis store: %w", err)
