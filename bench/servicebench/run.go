@@ -141,9 +141,9 @@ func Run(ctx context.Context, t Target, cfg RunConfig) (Sample, error) {
 	}
 	switch {
 	case lr.Errors > 0:
-		return s, fmt.Errorf("%s: %d of %d calls failed, first: %w", t.Name, lr.Errors, lr.Decisions, lr.FirstErr)
+		return s, fmt.Errorf("%s: %d of %d calls failed, first: %w%s", t.Name, lr.Errors, lr.Decisions, lr.FirstErr, t.serverLog())
 	case lr.Denied > 0:
-		return s, fmt.Errorf("%s: %d of %d calls denied: the limit is too low for this load", t.Name, lr.Denied, lr.Decisions)
+		return s, fmt.Errorf("%s: %d of %d calls denied (no limit is reached in this load: a store failure?)%s", t.Name, lr.Denied, lr.Decisions, t.serverLog())
 	}
 	return s, nil
 }
@@ -167,4 +167,19 @@ func takeProfile(ctx context.Context, p *Process, d time.Duration) profileResult
 		return profileResult{err: err}
 	}
 	return profileResult{b: &b}
+}
+
+// serverLog returns the end of the server's log, for an error message.
+func (t Target) serverLog() string {
+	if t.Server == nil {
+		return ""
+	}
+	out := t.Server.Output()
+	if out == "" {
+		return ""
+	}
+	if len(out) > 2000 {
+		out = "…" + out[len(out)-2000:]
+	}
+	return "; " + t.Server.Name + " logged:\n" + out
 }
