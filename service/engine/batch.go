@@ -24,7 +24,8 @@ import (
 // admitted and counted, or none counts anything, and every Result's
 // Allowed is the batch's (a check no rule applies to follows the batch
 // too). Two checks counted by one rule and identifier take their summed
-// cost from one counter. Idempotency keys do not apply to such a batch. If
+// cost from one counter. A check a Deny rule (not a shadow) matches denies
+// the batch: no check takes anything (the others' counters are peeked). Idempotency keys do not apply to such a batch. If
 // any check is invalid, nothing is decided: the invalid ones get their
 // errors and the others an error wrapping ErrInvalid that names
 // all_or_nothing. A store failure is every check's error.
@@ -63,11 +64,14 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 	}
 	start := time.Now()
 	var (
-		ops   = make([]core.GroupOp, 0, len(cs))
-		memb  = make([]int, 0, len(cs)) // cs[i] is decided by ops[memb[k]], bounds[i] <= k < bounds[i+1]
-		bound = make([]int, len(cs)+1)  // into memb
-		index map[groupKey]int          // ops by rule and identifier, for large batches
-		bad   = false
+		ops    = make([]core.GroupOp, 0, len(cs))
+		memb   = make([]int, 0, len(cs)) // cs[i] is decided by ops[memb[k]] (denied[-1-memb[k]] if negative), bounds[i] <= k < bounds[i+1]
+		bound  = make([]int, len(cs)+1)  // into memb
+		index  map[groupKey]int          // ops by rule and identifier, for large batches
+		bad    = false
+		denied []core.PolicyResult // of Deny rules
+		denies = false             // a Deny rule (not a shadow) denies the batch
+		now    time.Time
 	)
 	for i := range cs {
 		bound[i] = len(memb)
@@ -83,6 +87,15 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 		}
 		for _, m := range matched {
 			if m.Unlimited {
+				continue
+			}
+			if m.Deny { // no counter: denied now
+				if now.IsZero() {
+					now = e.cfg.now()
+				}
+				memb = append(memb, -1-len(denied))
+				denied = append(denied, denial(m, now))
+				denies = denies || !m.Shadow
 				continue
 			}
 			j := e.findOp(ops, &index, m.ID, c.Identifier)
@@ -111,6 +124,11 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 		}
 		return results, errs
 	}
+	if denies { // all or nothing: the others only peek
+		for j := range ops {
+			ops[j].Cost = 0
+		}
+	}
 	d := core.Decision{Allowed: true}
 	if len(ops) > 0 {
 		var err error
@@ -123,9 +141,16 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 			return results, errs
 		}
 	}
+	if denies {
+		d.Allowed = false
+	}
 	prs := make([]core.PolicyResult, len(memb)) // every check's results, one array
 	for k, j := range memb {
-		prs[k] = d.Results[j]
+		if j < 0 {
+			prs[k] = denied[-1-j]
+		} else {
+			prs[k] = d.Results[j]
+		}
 	}
 	for i := range cs {
 		di := core.Decision{Allowed: d.Allowed}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -38,7 +39,8 @@ type DescriptorResult struct {
 	Rule *rules.Rule
 	// Result is the rule's decision for the descriptor (Policy is the
 	// rule's ID; Limit, Remaining, ResetAfter and RetryAfter describe its
-	// counter); zero when Rule is nil or Unlimited.
+	// counter; for a Deny rule, a denial with Capacity 0 until the end of
+	// the unit's window); zero when Rule is nil or Unlimited.
 	Result core.PolicyResult
 	// Unlimited: the rule is unlimited (Envoy's unlimited: true): OK,
 	// nothing counted.
@@ -65,8 +67,14 @@ type DescriptorsResult struct {
 // Two descriptors reaching one counter (the same rule and values) take
 // their summed cost from it, and share its status. A rule named by the
 // replaces of another rule matched in the same request does not apply; an
-// unlimited rule matches and counts nothing; a shadow rule's denial is
-// reported in its status but does not deny the request.
+// unlimited rule matches and counts nothing; a Deny rule (Envoy's
+// requests_per_unit: 0) matches, counts nothing and denies the request,
+// whatever the descriptor's cost or sign: its status's Result is a denial
+// with no capacity, RetryAfter and ResetAfter until the end of the rule's
+// unit's current window (windows aligned on the Unix epoch), and, all or
+// nothing, the other descriptors' counters are only peeked; a shadow
+// rule's denial (a Deny rule's too) is reported in its status but does
+// not deny the request.
 //
 // A Negative descriptor gives Cost hits back to its counter, after the
 // decision of the others, within what the counter's algorithm can give
@@ -157,6 +165,9 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 	res := DescriptorsResult{Allowed: true, Statuses: make([]DescriptorResult, len(ds))}
 	var ops []core.GroupOp
 	var negatives []int
+	var denied []core.PolicyResult // of Deny rules, one per rule and identity
+	denies := false                // a Deny rule (not a shadow) denies the request
+	var now time.Time
 	for i := range ms {
 		m := &ms[i]
 		if m.rule == nil || replaced[m.rule.ID] {
@@ -167,6 +178,16 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 		switch {
 		case m.rule.Unlimited:
 			res.Statuses[i].Unlimited = true
+			continue
+		case m.rule.Deny: // no counter: denied now, whatever the cost
+			if now.IsZero() {
+				now = e.cfg.now()
+			}
+			res.Statuses[i].Result = denial(m.rule, now)
+			denies = denies || !m.rule.Shadow
+			if !slices.ContainsFunc(denied, func(p core.PolicyResult) bool { return p.Policy == m.rule.ID }) {
+				denied = append(denied, res.Statuses[i].Result)
+			}
 			continue
 		case ds[i].Negative:
 			negatives = append(negatives, i)
@@ -184,6 +205,11 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 			ops = append(ops, core.GroupOp{Policy: m.rule.ID, Identity: m.id, Cost: ds[i].Cost})
 		}
 	}
+	if denies { // all or nothing: the others only peek
+		for j := range ops {
+			ops[j].Cost = 0
+		}
+	}
 	if len(ops) > 0 {
 		d, err := st.all.CheckGroup(ctx, ops)
 		if err != nil {
@@ -198,6 +224,8 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 	} else {
 		res.Decision.Allowed = true
 	}
+	res.Decision = withDenials(res.Decision, denied, denies)
+	res.Allowed = res.Decision.Allowed
 	for _, i := range negatives {
 		pr, err := e.refund(ctx, st, ms[i].rule, ms[i].id, ds[i].Cost)
 		if err != nil {

@@ -108,6 +108,9 @@ type state struct {
 	// naming a rule, resets, reports' drains and Envoy's descriptors;
 	// nil when there is none.
 	all *core.Limiter
+	// deny: some rule is a Deny rule (it has no policy: every check a Deny
+	// rule may match looks for one); nativeDeny: some native rule is.
+	deny, nativeDeny bool
 }
 
 // New builds an engine deciding on store under the rules of src's first
@@ -192,7 +195,11 @@ func (e *Engine) build(s *rules.Snapshot) (*state, error) {
 	var native, all []core.Policy
 	tiers := false
 	for _, r := range s.Rules() {
-		if r.Unlimited {
+		if r.Deny {
+			st.deny = true
+			st.nativeDeny = st.nativeDeny || r.Envoy == nil && r.Domain == ""
+		}
+		if r.Unlimited || r.Deny { // neither counts anything: no policy (a Deny rule's Rate 0 is no valid limit)
 			continue
 		}
 		p := core.Policy{Name: r.ID, Limit: r.Limit, Tiers: r.Tiers, Shadow: r.Shadow}
@@ -326,7 +333,11 @@ func (e *Engine) validate(st *state, c *Check) (*rules.Rule, error) {
 // would pass now. A check no rule applies to is allowed, with Rule "" and
 // nothing counted. A repeat of an admitted check with the same idempotency
 // key is allowed without being counted (within the idempotency TTL and
-// repeat bound).
+// repeat bound). A Deny rule (rules.Rule.Deny) that applies denies the
+// check, peek or not, without counting anything on any rule (the others are
+// peeked): its result has Limit 0 and RetryAfter until the end of its
+// unit's current window, aligned on the Unix epoch (unless it is a shadow,
+// which denies nothing).
 //
 // Invalid input is an error wrapping ErrInvalid (a *FieldError naming the
 // field). A store failure is an error wrapping the store's: its text is for
@@ -355,28 +366,34 @@ func (e *Engine) check(ctx context.Context, st *state, c *Check) (core.Decision,
 		return core.Decision{}, err
 	}
 	lim, v := st.native, view{ctx: ctx, c: c}
-	if r != nil {
-		if r.Unlimited {
-			return core.Decision{Allowed: true}, nil
-		}
+	var denied []core.PolicyResult
+	denies := false
+	switch {
+	case r != nil && r.Unlimited:
+		return core.Decision{Allowed: true}, nil
+	case r != nil && r.Deny:
+		return core.Decision{Allowed: r.Shadow, Results: []core.PolicyResult{denial(r, e.cfg.now())}}, nil
+	case r != nil:
 		lim, v.only = st.all, r.ID
+	case st.nativeDeny:
+		denied, denies = e.denials(st.snap.Match("", c.Dimension, c.Endpoint))
 	}
 	if lim == nil {
-		return core.Decision{Allowed: true}, nil
+		return withDenials(core.Decision{Allowed: true}, denied, denies), nil
 	}
 	var d core.Decision
-	if c.Cost == 0 {
+	if c.Cost == 0 || denies { // a Deny rule denies: the others only peek
 		d, err = lim.Peek(ctx, &v)
 	} else {
 		d, err = lim.CheckWith(ctx, &v, core.Call{Cost: c.Cost})
 	}
 	if err != nil {
 		if errors.Is(err, core.ErrNoKey) { // no rule of the check's dimension matched
-			return core.Decision{Allowed: true}, nil
+			return withDenials(core.Decision{Allowed: true}, denied, denies), nil
 		}
 		return core.Decision{}, fmt.Errorf("engine: %w", err)
 	}
-	return d, nil
+	return withDenials(d, denied, denies), nil
 }
 
 // resultOf summarizes d by its binding rule.

@@ -11,7 +11,8 @@ import (
 // Reset forgets the identifier's counters under every rule that applies to
 // c (the native rules of its dimension matching its endpoint, or the rule
 // it names), under the rules' limits and every tier's: its next check sees
-// fresh keys. c.Cost is ignored. Invalid input wraps ErrInvalid.
+// fresh keys (unlimited and Deny rules keep none). c.Cost is ignored.
+// Invalid input wraps ErrInvalid.
 func (e *Engine) Reset(ctx context.Context, c Check) error {
 	st := e.cur.Load()
 	c.Cost = 0
@@ -25,7 +26,7 @@ func (e *Engine) Reset(ctx context.Context, c Check) error {
 		matched = append(matched, r)
 	}
 	for _, m := range matched {
-		if m.Unlimited {
+		if m.Unlimited || m.Deny { // no counter
 			continue
 		}
 		if err := st.all.Reset(ctx, m.ID, c.Identifier); err != nil {
@@ -44,8 +45,9 @@ const drainAttempts = 3
 // when that is more than some rule has left, it takes what each rule has
 // left instead (up to c.Cost: the rule that denied drains to zero, the
 // others are charged in full) and reports Allowed false, so that the
-// caller's next check is denied until the rule refills. Cost 0 peeks.
-// Errors are Check's.
+// caller's next check is denied until the rule refills. A check denied
+// by a Deny rule takes nothing from any rule. Cost 0 peeks. Errors are
+// Check's.
 func (e *Engine) Report(ctx context.Context, c Check) (Result, error) {
 	start := time.Now()
 	d, err := e.report(ctx, &c)
@@ -59,7 +61,7 @@ func (e *Engine) Report(ctx context.Context, c Check) (Result, error) {
 func (e *Engine) report(ctx context.Context, c *Check) (core.Decision, error) {
 	st := e.cur.Load()
 	d, err := e.check(ctx, st, c)
-	if err != nil || d.Allowed || c.Cost == 0 {
+	if err != nil || d.Allowed || c.Cost == 0 || st.deniedByRule(&d) { // a Deny rule's denial takes nothing
 		return d, err
 	}
 	drained := false
