@@ -23,6 +23,7 @@ type serveConfig struct {
 	FallbackInstances int
 	StoreTimeout      time.Duration
 	DenyCacheKeys     int
+	MemoryMaxKeys     int
 
 	TLSCert, TLSKey string
 
@@ -51,6 +52,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.IntVar(&c.FallbackInstances, "fallback-instances", 1, "the number of ratelimitd instances sharing Redis, dividing each limit in fallback mode")
 	fs.DurationVar(&c.StoreTimeout, "store-timeout", 5*time.Millisecond, "bound on each Redis call; a slower call is a failure answered by --failure-mode")
 	fs.IntVar(&c.DenyCacheKeys, "deny-cache-keys", 100_000, "keys the guard's deny cache holds (a key denied by Redis is denied locally until its retry time); 0 disables it")
+	fs.IntVar(&c.MemoryMaxKeys, "memory-max-keys", 1<<20, "keys the memory store holds (the store without --redis, and fallback mode's local limiter); when full, the most nearly fresh keys are evicted first (a throttled key last)")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate: serve gRPC and HTTP over TLS (with --tls-key)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -94,6 +96,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.DenyCacheKeys < 0 {
 		errs = append(errs, fmt.Errorf("--deny-cache-keys: must not be negative, got %d", c.DenyCacheKeys))
+	}
+	if c.MemoryMaxKeys < 1 {
+		errs = append(errs, fmt.Errorf("--memory-max-keys: must be at least 1, got %d", c.MemoryMaxKeys))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert, --tls-key: give both or neither"))
@@ -150,6 +155,7 @@ func (c *serveConfig) attrs() []any {
 		slog.String("store", store), slog.String("redis_password", pw), slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("failure_mode", c.FailureMode), slog.Int("fallback_instances", c.FallbackInstances),
 		slog.Duration("store_timeout", c.StoreTimeout), slog.Int("deny_cache_keys", c.DenyCacheKeys),
+		slog.Int("memory_max_keys", c.MemoryMaxKeys),
 		slog.Bool("tls", c.TLSCert != ""), slog.String("log_level", c.LogLevel), slog.String("log_format", c.LogFormat),
 		slog.Duration("drain_delay", c.DrainDelay), slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.Duration("grpc_max_connection_age", c.MaxConnAge), slog.Bool("http_status_mode", c.HTTPStatusMode),

@@ -36,7 +36,7 @@ type storeSet struct {
 // answers by the failure mode).
 func openStore(c *serveConfig, log *slog.Logger, obs guard.Observer) (*storeSet, error) {
 	if c.Redis == "" {
-		s, err := memorystore.New()
+		s, err := memorystore.New(memorystore.WithMaxKeys(c.MemoryMaxKeys))
 		if err != nil {
 			return nil, fmt.Errorf("memory store: %w", err)
 		}
@@ -61,7 +61,7 @@ func openStore(c *serveConfig, log *slog.Logger, obs guard.Observer) (*storeSet,
 	case "closed":
 		opts = append(opts, guard.WithFailClosed(0))
 	case "fallback":
-		opts = append(opts, guard.WithFallback(c.FallbackInstances))
+		opts = append(opts, guard.WithFallback(c.FallbackInstances, memorystore.WithMaxKeys(c.MemoryMaxKeys)))
 	}
 	if c.DenyCacheKeys > 0 {
 		opts = append(opts, guard.WithDenyCache(guard.DenyCache{MaxKeys: c.DenyCacheKeys}))
