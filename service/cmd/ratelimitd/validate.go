@@ -6,8 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/rules"
 )
 
@@ -38,8 +41,35 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		return 1
 	}
+	// Build the engine on the rules, as serve does, so that validate and
+	// serve never disagree about a file.
+	if err := buildEngine(ctx, snap); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", path, err)
+		return 1
+	}
 	fmt.Fprintf(stdout, "%s: valid: %d rules, revision %s\n", path, len(snap.Rules()), snap.Revision())
 	return 0
+}
+
+// buildEngine builds an engine under snap on a throwaway memory store.
+func buildEngine(ctx context.Context, snap *rules.Snapshot) error {
+	store, err := memorystore.New(memorystore.WithMaxKeys(1))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	_, err = engine.New(ctx, store, snapshotSource{snap}, engine.WithLogger(slog.New(slog.DiscardHandler)))
+	return err
+}
+
+// snapshotSource is a rules.Source of one snapshot already loaded.
+type snapshotSource struct{ s *rules.Snapshot }
+
+func (s snapshotSource) Load(context.Context) (*rules.Snapshot, error) { return s.s, nil }
+
+func (s snapshotSource) Watch(ctx context.Context, _ func(*rules.Snapshot), _ func(error)) error {
+	<-ctx.Done()
+	return nil
 }
 
 // errorLines splits a rules error into its lines, each without the
