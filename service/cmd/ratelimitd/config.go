@@ -12,9 +12,10 @@ import (
 // serveConfig is everything `ratelimitd serve` is told by its flags and
 // environment.
 type serveConfig struct {
-	Rules    string // rules file; "" = the bundled example
-	GRPCAddr string
-	HTTPAddr string
+	Rules     string // rules file; "" = the bundled example
+	RulesPoll time.Duration
+	GRPCAddr  string
+	HTTPAddr  string
 
 	Redis             string // "" = memory store; see parseRedis
 	RedisPassword     string
@@ -34,6 +35,12 @@ type serveConfig struct {
 	ShutdownTimeout time.Duration
 	MaxConnAge      time.Duration
 
+	IdempotencyTTL     time.Duration
+	IdempotencyRepeats int64
+	MaxClientSkew      time.Duration
+	MaxBatch           int
+	BatchParallelism   int
+
 	HTTPStatusMode bool
 	StoreAPI       bool
 	PprofAddr      string
@@ -43,6 +50,7 @@ type serveConfig struct {
 func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Rules, "rules", "", "rules file, sluice's format or envoyproxy/ratelimit's (told apart by content); empty: the bundled example rules")
+	fs.DurationVar(&c.RulesPoll, "rules-poll", time.Second, "how often the rules file is read for changes")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address: the native API, Envoy's ShouldRateLimit, health, reflection")
 	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address: the JSON API, Envoy's /json, /metrics, /healthz, /readyz")
 	fs.StringVar(&c.Redis, "redis", "", "Redis to share state on: host:port or redis://host:port[/db] (one node), redis-sentinel://MASTER@h1:p1,h2:p2[/db] (Sentinel), redis-cluster://h1:p1,h2:p2 (Cluster); rediss-... for TLS; empty: the memory store")
@@ -60,6 +68,11 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "on SIGTERM, how long health reports NOT_SERVING while still answering, before the servers stop")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "after the drain delay, the bound on finishing the requests in flight")
 	fs.DurationVar(&c.MaxConnAge, "grpc-max-connection-age", 30*time.Minute, "gRPC connections are closed (gracefully) after this age, so clients rebalance across instances; 0: never")
+	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", 5*time.Minute, "how long an admitted check with an idempotency key is remembered (whole seconds or more)")
+	fs.Int64Var(&c.IdempotencyRepeats, "idempotency-repeats", 3, "free repeats of an admitted idempotent check within --idempotency-ttl (1-1000); later ones are counted")
+	fs.DurationVar(&c.MaxClientSkew, "max-client-skew", 24*time.Hour, "a check's client_time further than this from the server's clock is invalid input (it is a hint, never the clock)")
+	fs.IntVar(&c.MaxBatch, "max-batch", 1000, "the most checks of one CheckRateLimitBatch call")
+	fs.IntVar(&c.BatchParallelism, "batch-parallelism", 0, "independent checks of a batch decided at once (pipelined to Redis); 0: 16 with --redis, 1 on the memory store")
 	fs.BoolVar(&c.HTTPStatusMode, "http-status-mode", false, "the HTTP check API answers a denial with 429 and Retry-After (for nginx auth_request) instead of 200 with allowed:false")
 	fs.BoolVar(&c.StoreAPI, "store-api", true, "serve the store API (sluice.ratelimit.v1.StoreService) on the gRPC address, for middleware using ratelimitd as its store (remotestore); like the rest of the gRPC API it has no authentication: expose it to trusted callers only")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this address (loopback advised); empty: off")
@@ -69,6 +82,24 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 // validate checks c, naming the flag of each error.
 func (c *serveConfig) validate() error {
 	var errs []error
+	if c.RulesPoll < time.Millisecond {
+		errs = append(errs, fmt.Errorf("--rules-poll: must be at least 1ms, got %s", c.RulesPoll))
+	}
+	if c.IdempotencyTTL < time.Second {
+		errs = append(errs, fmt.Errorf("--idempotency-ttl: must be at least 1s, got %s", c.IdempotencyTTL))
+	}
+	if c.IdempotencyRepeats < 1 || c.IdempotencyRepeats > 1000 {
+		errs = append(errs, fmt.Errorf("--idempotency-repeats: want 1 to 1000, got %d", c.IdempotencyRepeats))
+	}
+	if c.MaxClientSkew <= 0 {
+		errs = append(errs, fmt.Errorf("--max-client-skew: must be positive, got %s", c.MaxClientSkew))
+	}
+	if c.MaxBatch < 1 {
+		errs = append(errs, fmt.Errorf("--max-batch: must be at least 1, got %d", c.MaxBatch))
+	}
+	if c.BatchParallelism < 0 {
+		errs = append(errs, fmt.Errorf("--batch-parallelism: must not be negative, got %d", c.BatchParallelism))
+	}
 	if c.GRPCAddr == "" {
 		errs = append(errs, errors.New("--grpc-addr: required"))
 	}
@@ -158,7 +189,21 @@ func (c *serveConfig) attrs() []any {
 		slog.Int("memory_max_keys", c.MemoryMaxKeys),
 		slog.Bool("tls", c.TLSCert != ""), slog.String("log_level", c.LogLevel), slog.String("log_format", c.LogFormat),
 		slog.Duration("drain_delay", c.DrainDelay), slog.Duration("shutdown_timeout", c.ShutdownTimeout),
-		slog.Duration("grpc_max_connection_age", c.MaxConnAge), slog.Bool("http_status_mode", c.HTTPStatusMode),
+		slog.Duration("grpc_max_connection_age", c.MaxConnAge), slog.Duration("rules_poll", c.RulesPoll),
+		slog.Duration("idempotency_ttl", c.IdempotencyTTL), slog.Int64("idempotency_repeats", c.IdempotencyRepeats),
+		slog.Duration("max_client_skew", c.MaxClientSkew), slog.Int("max_batch", c.MaxBatch), slog.Int("batch_parallelism", c.batchParallelism()), slog.Bool("http_status_mode", c.HTTPStatusMode),
 		slog.Bool("store_api", c.StoreAPI), slog.String("pprof_addr", c.PprofAddr),
 	}
+}
+
+// batchParallelism is --batch-parallelism, 0 resolved: 16 over Redis (a
+// batch's checks pipelined in about one round trip), 1 in memory.
+func (c *serveConfig) batchParallelism() int {
+	switch {
+	case c.BatchParallelism > 0:
+		return c.BatchParallelism
+	case c.Redis != "":
+		return 16
+	}
+	return 1
 }

@@ -39,6 +39,9 @@ func TestFlagsDefaults(t *testing.T) {
 	require.Empty(t, c.Rules, "the bundled rules by default")
 	require.Equal(t, "open", c.FailureMode)
 	require.NoError(t, c.validate())
+	require.Equal(t, 1, c.batchParallelism(), "batches in order in memory")
+	c.Redis = "127.0.0.1:6379"
+	require.Equal(t, 16, c.batchParallelism(), "pipelined to Redis")
 }
 
 func TestFlagsBadValuesNameTheirSource(t *testing.T) {
@@ -52,6 +55,16 @@ func TestFlagsBadValuesNameTheirSource(t *testing.T) {
 	require.NoError(t, err)
 	err = c.validate()
 	for _, want := range []string{"--failure-mode", "--fallback-instances", "--tls-cert, --tls-key", "--log-level", "--redis"} {
+		require.ErrorContains(t, err, want)
+	}
+
+	c = serveConfig{}
+	_, err = parseFlags(newServeFlags(&c), []string{"--rules-poll", "0s", "--idempotency-ttl", "10ms", "--idempotency-repeats", "0",
+		"--max-client-skew", "0s", "--max-batch", "0", "--batch-parallelism", "-1", "--memory-max-keys", "0", "--shutdown-timeout", "0s"}, envMap(nil))
+	require.NoError(t, err)
+	err = c.validate()
+	for _, want := range []string{"--rules-poll", "--idempotency-ttl", "--idempotency-repeats", "--max-client-skew", "--max-batch",
+		"--batch-parallelism", "--memory-max-keys", "--shutdown-timeout"} {
 		require.ErrorContains(t, err, want)
 	}
 }

@@ -35,7 +35,7 @@ func rulesSource(c *serveConfig) rules.Source {
 	if c.Rules == "" {
 		return rules.NewBytes("example.yaml", rules.Example())
 	}
-	return rules.NewFile(c.Rules)
+	return rules.NewFile(c.Rules, rules.WithPollInterval(c.RulesPoll))
 }
 
 // wire builds the engine on st under the rules of --rules and registers the
@@ -43,7 +43,9 @@ func rulesSource(c *serveConfig) rules.Source {
 func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m *metrics, h *health,
 	gs *grpc.Server, handle func(pattern, route string, h http.Handler)) (*wiring, error) {
 	obs := &engineObserver{m: m, h: h, log: log}
-	e, err := engine.New(ctx, st.store, rulesSource(c), engine.WithObserver(obs), engine.WithLogger(log))
+	e, err := engine.New(ctx, st.store, rulesSource(c), engine.WithObserver(obs), engine.WithLogger(log),
+		engine.WithIdempotency(c.IdempotencyTTL, c.IdempotencyRepeats), engine.WithMaxClientSkew(c.MaxClientSkew),
+		engine.WithBatchParallelism(c.batchParallelism()))
 	if err != nil {
 		return nil, fmt.Errorf("--rules: %w", err)
 	}
@@ -51,7 +53,7 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	obs.applied(s)
 	log.Info("rules loaded", "revision", s.Revision(), "rules", len(s.Rules()))
 
-	api := grpcapi.New(e, grpcapi.WithLogger(log))
+	api := grpcapi.New(e, grpcapi.WithLogger(log), grpcapi.WithMaxBatch(c.MaxBatch))
 	api.Register(gs)
 	h.listen(func(component string, ok bool) {
 		if component == componentDraining {
