@@ -29,6 +29,11 @@ descriptors:
     rate_limit:
       unit: minute
       requests_per_unit: 2
+  - key: client
+    value: banned
+    rate_limit:
+      unit: hour
+      requests_per_unit: 0
 `
 
 func envoyRequest(addr, path string) *rlsv3.RateLimitRequest {
@@ -47,7 +52,7 @@ func TestEnvoyRulesOverShouldRateLimitAndJSON(t *testing.T) {
 	writeFile(t, path, envoyRules)
 	code, out, errOut := runBinary(t, "validate", path)
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "valid: 2 rules")
+	require.Contains(t, out, "valid: 3 rules")
 
 	p := ratelimitdtest.Start(t, binary, nil, "--rules", path)
 	c := rlsv3.NewRateLimitServiceClient(p.Conn(t))
@@ -70,6 +75,13 @@ func TestEnvoyRulesOverShouldRateLimitAndJSON(t *testing.T) {
 	require.Equal(t, uint32(0), r.GetStatuses()[0].GetLimitRemaining(), "3 per minute: 2 then this one")
 	require.Equal(t, uint32(3), r.GetStatuses()[0].GetCurrentLimit().GetRequestsPerUnit())
 	require.Equal(t, rlsv3.RateLimitResponse_RateLimit_MINUTE, r.GetStatuses()[0].GetCurrentLimit().GetUnit())
+
+	// requests_per_unit: 0 (envoyproxy/ratelimit's ban list) denies.
+	r, err = c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*commonv3.RateLimitDescriptor{
+		{Entries: []*commonv3.RateLimitDescriptor_Entry{{Key: "client", Value: "banned"}}},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, r.GetOverallCode())
 
 	// /json: the same decisions, 429 over the limit.
 	post := func(body string) (int, string) {
