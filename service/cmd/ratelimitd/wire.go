@@ -77,7 +77,8 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	}
 
 	check := httpapi.New(e, httpapi.WithStatusMode(c.HTTPStatusMode), httpapi.WithLogger(log))
-	handle("POST "+httpapi.Path, httpapi.Path, check)
-	handle("GET "+httpapi.Path, httpapi.Path, check)
+	// Every method: the handler answers those it does not take with its
+	// own problem+json 405.
+	handle(httpapi.Path, httpapi.Path, check)
 	return &wiring{engine: e}, nil
 }
