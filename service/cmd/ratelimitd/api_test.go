@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -457,4 +458,24 @@ func TestRedisDeployments(t *testing.T) {
 			require.Equal(t, 0.0, metric(t, p, `ratelimitd_decisions_total{outcome="failed_closed",policy="per-user"}`), "decided by Redis")
 		})
 	}
+}
+
+// TestStartsWithRedisDown: ratelimitd starts while its Redis is down,
+// reports not ready, and answers by its failure mode meanwhile.
+func TestStartsWithRedisDown(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	p := ratelimitdtest.Start(t, binary, nil, "--redis", dead, "--failure-mode", "closed")
+	require.Eventually(t, func() bool {
+		code, r := readyz(t, p)
+		return code == http.StatusServiceUnavailable && !r.Store && r.Rules
+	}, 5*time.Second, 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := grpcCheck(ctx, ratelimitv1.NewRateLimitServiceClient(p.Conn(t)), "gina")
+	require.NoError(t, err)
+	require.False(t, r.GetAllowed(), "fail closed")
+	require.False(t, leaks(r.String()), r.String())
 }
