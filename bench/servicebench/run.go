@@ -59,6 +59,8 @@ type Sample struct {
 	// asked for it and it could be taken; ProfileErr says why not.
 	Profile    *Breakdown
 	ProfileErr error
+	// ProfileData is the profile itself (pprof's format, for go tool pprof).
+	ProfileData []byte
 }
 
 // PerCheck returns d per check, in microseconds.
@@ -137,7 +139,7 @@ func Run(ctx context.Context, t Target, cfg RunConfig) (Sample, error) {
 	}
 	if prof != nil {
 		pr := <-prof
-		s.Profile, s.ProfileErr = pr.b, pr.err
+		s.Profile, s.ProfileErr, s.ProfileData = pr.b, pr.err, pr.data
 	}
 	switch {
 	case lr.Errors > 0:
@@ -149,8 +151,9 @@ func Run(ctx context.Context, t Target, cfg RunConfig) (Sample, error) {
 }
 
 type profileResult struct {
-	b   *Breakdown
-	err error
+	b    *Breakdown
+	data []byte
+	err  error
 }
 
 // takeProfile profiles p for the whole seconds of d (at least one).
@@ -166,7 +169,7 @@ func takeProfile(ctx context.Context, p *Process, d time.Duration) profileResult
 	if err != nil {
 		return profileResult{err: err}
 	}
-	return profileResult{b: &b}
+	return profileResult{b: &b, data: data}
 }
 
 // serverLog returns the end of the server's log, for an error message.

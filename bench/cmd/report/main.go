@@ -23,7 +23,7 @@
 //	    [-rediscount 3] [-redistime 1500ms] [-rediswarmup 250ms] [-callers 64] [-ceilingn 150000]
 //	    [-rediskeys 50000] [-churntime 10s] [-churncount 1]
 //	    [-servicecount 2] [-servicetime 3s] [-servicewarmup 500ms] [-serviceconns 2]
-//	    [-servicedir ../service] [-servicecache DIR] [-serviceprofile=false]
+//	    [-servicedir ../service] [-servicecache DIR] [-serviceprofile=false] [-serviceprofiledir DIR]
 //
 // Without -out the Markdown goes to stdout (and no chart is written); with
 // -out DIR it goes to DIR/benchmarks.md and the chart to DIR/benchmarks.svg.
@@ -83,6 +83,7 @@ type options struct {
 	serviceDir            string
 	serviceCache          string
 	serviceProfile        bool
+	serviceProfileDir     string
 	scenarios, impls      string
 	cpuProfile            string
 	args                  []string // as given, for the Commands section
@@ -128,6 +129,7 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.StringVar(&o.serviceDir, "servicedir", "../service", "the service module, whose cmd/ratelimitd the service scenario builds")
 	fs.StringVar(&o.serviceCache, "servicecache", "", "directory envoyproxy/ratelimit is installed into (default $"+servicebench.CacheEnv+" or the user's cache directory, sluice-bench)")
 	fs.BoolVar(&o.serviceProfile, "serviceprofile", true, "profile ratelimitd (its "+servicebench.PprofFlag+" listener) during the last run of each of its implementations")
+	fs.StringVar(&o.serviceProfileDir, "serviceprofiledir", "", "also write each ratelimitd profile to DIR/<implementation>.pprof (for go tool pprof)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole report to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/report [flags]\n\nRuns the rate-limiter benchmarks of sluice and its peers and writes Markdown tables\n(and, with -out, an SVG chart).\n\n")

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -22,6 +23,7 @@ type serviceOptions struct {
 	callers, conns  int
 	dir, cache      string
 	profile         bool
+	profileDir      string
 }
 
 // serviceSection is the rate-limit service area: ratelimitd and
@@ -55,7 +57,7 @@ func (r *serviceRow) ok() bool { return r.failed == "" && r.skipped == "" && len
 // implementation o.count times, interleaved, the order rotated each round.
 func (r *report) runService() {
 	o := r.opts
-	so := serviceOptions{count: o.serviceCount, measure: o.serviceTime, warmup: o.serviceWarm, callers: o.callers, conns: o.serviceConns, dir: o.serviceDir, cache: o.serviceCache, profile: o.serviceProfile}
+	so := serviceOptions{count: o.serviceCount, measure: o.serviceTime, warmup: o.serviceWarm, callers: o.callers, conns: o.serviceConns, dir: o.serviceDir, cache: o.serviceCache, profile: o.serviceProfile, profileDir: o.serviceProfileDir}
 	sec := &serviceSection{opts: so}
 	r.service = sec
 	sec.timing = timed(func() { sec.run(r.sel.svcImpls) })
@@ -119,6 +121,14 @@ func (sec *serviceSection) run(ims []servicebench.Impl) {
 			row.samples = append(row.samples, s)
 			if s.Profile != nil {
 				row.profile = s.Profile
+				if o.profileDir != "" {
+					p := filepath.Join(o.profileDir, row.impl.Name+".pprof")
+					if err := os.WriteFile(p, s.ProfileData, 0o644); err != nil {
+						fmt.Fprintf(os.Stderr, "%s/%s: %v\n", serviceScenario, row.impl.Name, err)
+					} else {
+						fmt.Fprintf(os.Stderr, "%s/%s: wrote %s (go tool pprof -top %s)\n", serviceScenario, row.impl.Name, p, p)
+					}
+				}
 			} else if s.ProfileErr != nil {
 				row.profileErr = s.ProfileErr.Error()
 				fmt.Fprintf(os.Stderr, "%s/%s: no profile: %v\n", serviceScenario, row.impl.Name, s.ProfileErr)
