@@ -51,7 +51,8 @@ type Category struct {
 // runtime and of the general-purpose standard library (sync, time, strings,
 // …) are passed over, so an allocation or a lock counts for the code that
 // made it. A sample with no such frame is the runtime's own (the scheduler,
-// the garbage collector's workers).
+// the garbage collector's workers). Samples growing a goroutine's stack are
+// StackGrowthCategory, wherever they happen.
 var Categories = []Category{
 	{"network syscalls (read, write, epoll)", []string{"syscall.", "internal/poll.", "net.", "internal/runtime/syscall."}},
 	{"gRPC and HTTP/2", []string{"google.golang.org/grpc", "golang.org/x/net/http2", "golang.org/x/net/trace", "net/http."}},
@@ -176,8 +177,17 @@ func frames(s *profile.Sample) []string {
 	return out
 }
 
+// StackGrowthCategory holds the samples spent growing a goroutine's stack
+// (runtime.newstack copying it to a larger one): a server that starts a
+// goroutine per request pays it on every request whose stack outgrows the
+// initial size, in whatever function crossed the boundary.
+const StackGrowthCategory = "goroutine stack growth (runtime.newstack)"
+
 // categorize returns the category of a stack, innermost frame first.
 func categorize(frames []string) string {
+	if slices.Contains(frames, "runtime.newstack") {
+		return StackGrowthCategory
+	}
 	for _, fn := range frames {
 		if passedOver(fn) {
 			continue

@@ -31,6 +31,7 @@ func TestCategorize(t *testing.T) {
 		{[]string{"runtime.findRunnable", "runtime.schedule"}, RuntimeCategory},
 		{[]string{"strings.Index", "github.com/example/else.F"}, OtherCategory},
 		{[]string{"main.(*observer).Observe"}, "ratelimitd's main package (wiring, observers)"},
+		{[]string{"runtime.memmove", "runtime.copystack", "runtime.newstack", "runtime.morestack", "hash/maphash.Comparable[...]", "github.com/sluicehq/sluice/core/guard.(*denyCache).shard"}, StackGrowthCategory},
 	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, categorize(tt.frames), "%v", tt.frames)

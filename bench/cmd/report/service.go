@@ -225,6 +225,10 @@ func (sec *serviceSection) targets() []target {
 		tput.measured = fmt.Sprintf("ratelimitd %.0f checks/s (p99 %s) vs envoyproxy/ratelimit %.0f checks/s (p99 %s)", self.perSec, latency(self.p99, true), en.perSec, latency(en.p99, true))
 		tput.why = fmt.Sprintf("CPU per check: server %.1f µs vs %.1f µs, redis-server %.1f µs vs %.1f µs, load generator %.1f µs vs %.1f µs; all share %d CPUs",
 			self.serverUs, en.serverUs, self.redisUs, en.redisUs, self.loadUs, en.loadUs, runtime.NumCPU())
+		if goal := serviceGoal * en.perSec; !tput.met && goal > 0 {
+			tput.why += fmt.Sprintf(": at %d× (%.0f checks/s) the load generator alone would need %.2f CPUs and ratelimitd, redis-server and it together %.2f",
+				serviceGoal, goal, goal*self.loadUs/1e6, goal*self.totalUs()/1e6)
+		}
 	}
 	return []target{tput, p99}
 }
