@@ -36,7 +36,7 @@ lint:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go mod tidy needed in $$m"; exit 1; }; done
 
 ## bench: sluice against its peers, side by side in one run; writes
-## docs/benchmarks.md and docs/benchmarks.svg (about 5 minutes; a quick look:
+## docs/benchmarks.md and docs/benchmarks.svg (about 6 minutes; a quick look:
 ## make bench BENCHFLAGS=-quick)
 BENCHFLAGS ?=
 bench: deps

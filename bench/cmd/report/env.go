@@ -230,12 +230,12 @@ func (r *report) writeMachine(w io.Writer) {
 func (r *report) writeCommands(w io.Writer) {
 	o := r.opts
 	fmt.Fprintf(w, "\n## Commands\n\n")
-	fmt.Fprintf(w, "- this document and the chart: `make bench`, that is `cd bench && go run ./cmd/report -out ../docs` (about 5 minutes on 2 CPUs); this run was `cd bench && go run ./cmd/report %s`", strings.Join(o.args, " "))
+	fmt.Fprintf(w, "- this document and the chart: `make bench`, that is `cd bench && go run ./cmd/report -out ../docs` (about 6 minutes on 2 CPUs); this run was `cd bench && go run ./cmd/report %s`", strings.Join(o.args, " "))
 	if len(o.quickDefaults) > 0 {
 		fmt.Fprintf(w, " (-quick set %s)", strings.Join(o.quickDefaults, ", "))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "- a quick look (about a minute, figures not to quote): `make bench BENCHFLAGS=-quick`, or `cd bench && go run ./cmd/report -quick` for stdout\n")
+	fmt.Fprintf(w, "- a quick look (about 1.5 minutes, figures not to quote): `make bench BENCHFLAGS=-quick`, or `cd bench && go run ./cmd/report -quick` for stdout\n")
 	fmt.Fprintf(w, "- one area or some implementations: `go run ./cmd/report -scenarios redis -impls sluice-token_bucket,ulule,redis_rate,throttled,redis-benchmark`; all flags: `go run ./cmd/report -h`\n")
 	fmt.Fprintf(w, "- the same scenarios as `go test` benchmarks, from `bench/`: `go test -run XXX -bench 'HotKey|Keys100k|Middleware' -benchtime 400ms .`, `go test -run XXX -bench HeapPerKey -benchtime 1x .`, `go test -run XXX -bench Redis64Callers -benchtime 100000x .`, `go test -run XXX -bench RedisMemoryPerKey -benchtime 1x .`\n")
 	fmt.Fprintf(w, "- the Redis server: `redis-server --port PORT --bind 127.0.0.1 --save \"\" --appendonly no` on a free loopback port, started and killed by the report\n")
