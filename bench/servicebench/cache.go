@@ -1,7 +1,6 @@
 package servicebench
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 )
@@ -11,16 +10,17 @@ import (
 const CacheEnv = "SLUICE_BENCH_CACHE"
 
 // CacheDir returns $SLUICE_BENCH_CACHE, else sluice-bench in the user's
-// cache directory ($XDG_CACHE_HOME or ~/.cache on Linux).
+// cache directory ($XDG_CACHE_HOME or ~/.cache on Linux), else (no home
+// directory, as in some CI environments) sluice-bench in the temporary
+// directory.
 func CacheDir() (string, error) {
 	if d := os.Getenv(CacheEnv); d != "" {
 		return d, nil
 	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("cache directory (set %s): %w", CacheEnv, err)
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "sluice-bench"), nil
 	}
-	return filepath.Join(d, "sluice-bench"), nil
+	return filepath.Join(os.TempDir(), "sluice-bench"), nil
 }
 
 // GoCommand returns the go command to build and install with: $GO (as the

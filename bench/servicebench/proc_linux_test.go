@@ -2,6 +2,7 @@ package servicebench
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,4 +37,18 @@ func TestProcessCPU(t *testing.T) {
 
 	_, err = ProcessCPU(1 << 30)
 	require.Error(t, err)
+}
+
+func TestCacheDir(t *testing.T) {
+	t.Setenv(CacheEnv, "/some/where")
+	d, err := CacheDir()
+	require.NoError(t, err)
+	require.Equal(t, "/some/where", d)
+
+	t.Setenv(CacheEnv, "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	d, err = CacheDir()
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(os.TempDir(), "sluice-bench"), d, "no home: the temporary directory")
 }
