@@ -41,9 +41,9 @@ func BuildRatelimitd(ctx context.Context, goBin, serviceDir, dir string, log io.
 // an admission made without Redis, each Redis call may take up to a second
 // (as the Redis scenario gives sluice's store: a stall of a loaded machine
 // does not fail the run; the code path is the same as with the default 5
-// ms), and warnings only in the log, as envoyproxy/ratelimit logs by
-// default.
-var RatelimitdArgs = []string{"--failure-mode", "closed", "--store-timeout", "1s", "--log-level", "warn"}
+// ms), warnings only in the log, as envoyproxy/ratelimit logs by default,
+// and no drain delay when the benchmark stops it.
+var RatelimitdArgs = []string{"--failure-mode", "closed", "--store-timeout", "1s", "--log-level", "warn", "--drain-delay", "0s"}
 
 // PprofFlag is ratelimitd's flag that serves net/http/pprof on its own
 // listener (off by default).

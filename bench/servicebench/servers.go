@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/sluicehq/sluice/bench/redisbench"
 )
@@ -106,9 +107,11 @@ func (s *Servers) start(ctx context.Context, im Impl) (*Process, error) {
 
 // Close stops every server started and removes the built binary.
 func (s *Servers) Close() error {
+	var wg sync.WaitGroup
 	for _, p := range s.procs {
-		p.Close()
+		wg.Go(func() { p.Close() })
 	}
+	wg.Wait()
 	s.procs = nil
 	if s.buildDir != "" {
 		os.RemoveAll(s.buildDir)
