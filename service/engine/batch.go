@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,7 +101,7 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 			}
 			j := e.findOp(ops, &index, m.ID, c.Identifier)
 			if j >= 0 {
-				ops[j].Cost += c.Cost
+				ops[j].Cost = addCost(ops[j].Cost, c.Cost)
 			} else {
 				j = len(ops)
 				op := core.GroupOp{Policy: m.ID, Identity: c.Identifier, Cost: c.Cost}
@@ -162,6 +163,16 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 		results[i] = resultOf(di)
 	}
 	return results, errs
+}
+
+// addCost sums the costs of two checks or descriptors of one counter,
+// saturating at math.MaxInt64 (a cost no limit admits): a sum that wrapped
+// would be decided as a small, zero or negative cost.
+func addCost(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // groupKey names a counter of an all-or-nothing batch.

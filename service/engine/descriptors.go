@@ -195,7 +195,7 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 		}
 		for j := range ops { // descriptors are few: a scan beats a map
 			if ops[j].Policy == m.rule.ID && ops[j].Identity == m.id {
-				ops[j].Cost += ds[i].Cost
+				ops[j].Cost = addCost(ops[j].Cost, ds[i].Cost)
 				m.op = j
 				break
 			}

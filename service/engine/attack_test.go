@@ -1,0 +1,93 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+// TestAttackBatchCostOverflow: checks of one counter in an all-or-nothing
+// batch take their summed cost; costs that wrap int64 when summed must be
+// refused as invalid input, never decided as the small (or zero, or
+// negative) cost the wrapped sum is.
+func TestAttackBatchCostOverflow(t *testing.T) {
+	ctx := context.Background()
+	snap := parse(t, `
+rules:
+  - name: per-user
+    dimension: user
+    algorithm: fixed_window
+    rate: 10
+    period: 1h
+`)
+	for _, costs := range [][]int64{
+		{math.MaxInt64, math.MaxInt64, 3},    // wraps to 1
+		{1 << 62, 1 << 62, 1 << 62, 1 << 62}, // wraps to 0
+		{math.MaxInt64, math.MaxInt64},       // wraps to -2
+		{math.MaxInt64, 1},                   // wraps to MinInt64
+	} {
+		e, err := engine.New(ctx, memStore(t), newSource(snap))
+		require.NoError(t, err)
+		cs := make([]engine.Check, len(costs))
+		for i, c := range costs {
+			cs[i] = engine.Check{Dimension: "user", Identifier: "mallory", Cost: c}
+		}
+		res, errs := e.CheckBatch(ctx, cs, true)
+		for i := range cs {
+			if errs[i] == nil {
+				require.False(t, res[i].Allowed, "costs %v: check %d of an overflowing batch admitted", costs, i)
+				continue
+			}
+			require.ErrorIs(t, errs[i], engine.ErrInvalid, "costs %v: check %d: a wrapped sum is the caller's input, not a store failure", costs, i)
+			var fe *engine.FieldError
+			require.True(t, errors.As(errs[i], &fe))
+		}
+		// Nothing was taken: the whole limit is left.
+		require.Equal(t, int64(9), mustCheck(t, e, engine.Check{Dimension: "user", Identifier: "mallory", Cost: 1}).Remaining, "costs %v", costs)
+	}
+}
+
+// TestAttackDescriptorCostOverflow: two descriptors reaching one counter
+// take their summed hits; a sum that wraps int64 must not be decided as
+// the wrapped value.
+func TestAttackDescriptorCostOverflow(t *testing.T) {
+	ctx := context.Background()
+	snap, err := rules.Parse("envoy.yaml", []byte(`
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: hour
+      requests_per_unit: 10
+`))
+	require.NoError(t, err)
+	for _, costs := range [][]int64{
+		{math.MaxInt64, math.MaxInt64, 3},
+		{1 << 62, 1 << 62, 1 << 62, 1 << 62},
+		{math.MaxInt64, math.MaxInt64},
+		{math.MaxInt64, 1},
+	} {
+		e, err := engine.New(ctx, memStore(t), newSource(snap))
+		require.NoError(t, err)
+		ds := make([]engine.Descriptor, len(costs))
+		for i, c := range costs {
+			ds[i] = engine.Descriptor{Entries: []rules.Entry{{Key: "remote_address", Value: "10.0.0.1"}}, Cost: c}
+		}
+		res, err := e.Descriptors(ctx, "edge", ds)
+		if err == nil {
+			require.False(t, res.Allowed, "costs %v: an overflowing request admitted", costs)
+		} else {
+			require.ErrorIs(t, err, engine.ErrInvalid, "costs %v: a wrapped sum is the caller's input, not a store failure", costs)
+		}
+		one, err := e.Descriptors(ctx, "edge", []engine.Descriptor{{Entries: []rules.Entry{{Key: "remote_address", Value: "10.0.0.1"}}, Cost: 1}})
+		require.NoError(t, err)
+		require.True(t, one.Allowed)
+		require.Equal(t, int64(9), one.Statuses[0].Result.Remaining, "costs %v: nothing taken by the refused request", costs)
+	}
+}
