@@ -1,0 +1,148 @@
+package attack
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/envoyrls"
+	"github.com/sluicehq/sluice/service/grpcapi"
+	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/ratelimitv1"
+	"github.com/sluicehq/sluice/service/remotestore"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+// stack is one ratelimitd instance in process: an engine on a store under
+// a rules file, with every front door on loopback (the native API, Envoy's
+// RLS and the store API on one gRPC server; the HTTP check API and Envoy's
+// /json on one HTTP server) and clients of each.
+type stack struct {
+	eng    *engine.Engine
+	rules  string // the rules file, rewritable (the engine follows it)
+	logs   *lockedBuffer
+	native ratelimitv1.RateLimitServiceClient
+	envoy  rlsv3.RateLimitServiceClient
+	remote *remotestore.Store // a core.Store on the instance's store, over gRPC
+	http   string             // base URL
+}
+
+// startStack starts an instance on store under the rules in yaml.
+func startStack(t *testing.T, store core.Store, yaml string, opts ...engine.Option) *stack {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
+	eng, err := engine.New(ctx, store, rules.NewFile(path), append([]engine.Option{engine.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = eng.Run(ctx) }()
+
+	logs := &lockedBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	g := grpc.NewServer()
+	grpcapi.New(eng, grpcapi.WithLogger(log)).Register(g)
+	env := envoyrls.New(eng, envoyrls.WithLogger(log))
+	env.Register(g)
+	remotestore.NewServer(store, remotestore.WithLogger(log)).Register(g)
+	go func() { _ = g.Serve(lis) }()
+
+	mux := http.NewServeMux()
+	mux.Handle(httpapi.Path, httpapi.New(eng, httpapi.WithLogger(log)))
+	mux.Handle("/json", env.JSONHandler())
+	hs := httptest.NewServer(mux)
+
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		conn.Close()
+		hs.Close()
+		g.Stop()
+		cancel()
+		<-done
+	})
+	return &stack{
+		eng:    eng,
+		rules:  path,
+		logs:   logs,
+		native: ratelimitv1.NewRateLimitServiceClient(conn),
+		envoy:  rlsv3.NewRateLimitServiceClient(conn),
+		remote: remotestore.New(conn),
+		http:   hs.URL,
+	}
+}
+
+// httpCheck posts body to the HTTP check API and returns the status and
+// the decoded answer (or problem).
+func (s *stack) httpCheck(t *testing.T, body any) (int, map[string]any) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	return s.post(t, httpapi.Path, "application/json", b)
+}
+
+func (s *stack) post(t *testing.T, path, ctype string, body []byte) (int, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.http+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", ctype)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var out map[string]any
+	if len(raw) > 0 {
+		require.NoError(t, json.Unmarshal(raw, &out), "body %q", raw)
+	}
+	return resp.StatusCode, out
+}
+
+// memStore is a memory store, closed at the test's end.
+func memStore(t testing.TB) core.Store {
+	t.Helper()
+	s, err := memorystore.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// redisStore is a Redis store on the redis-server at addr.
+func redisStore(t testing.TB, addr string) core.Store {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { c.Close() })
+	s, err := redisstore.New(c, redisstore.WithTimeout(5*time.Second))
+	require.NoError(t, err)
+	return s
+}
+
+// newRedis starts a redis-server for the test.
+func newRedis(t testing.TB) string {
+	t.Helper()
+	return redistest.StartServer(t).Addr
+}
