@@ -91,3 +91,46 @@ descriptors:
 		require.Equal(t, int64(9), one.Statuses[0].Result.Remaining, "costs %v: nothing taken by the refused request", costs)
 	}
 }
+
+// TestAttackDenyRule: an Envoy rule of requests_per_unit: 0 (a ban list, in
+// envoyproxy/ratelimit's own example; rules.Rule.Deny) must not keep the
+// engine from building (it has no valid core.Limit), denies every request
+// reaching it, and, all or nothing, lets no other descriptor of such a
+// request take anything.
+func TestAttackDenyRule(t *testing.T) {
+	ctx := context.Background()
+	snap, err := rules.Parse("envoy.yaml", []byte(`
+domain: edge
+descriptors:
+  - key: banned
+    rate_limit:
+      unit: hour
+      requests_per_unit: 0
+  - key: tried
+    rate_limit:
+      unit: hour
+      requests_per_unit: 0
+    shadow_mode: true
+  - key: remote_address
+    rate_limit:
+      unit: hour
+      requests_per_unit: 5
+`))
+	require.NoError(t, err)
+	e, err := engine.New(ctx, memStore(t), newSource(snap))
+	require.NoError(t, err)
+	addr := engine.Descriptor{Entries: []rules.Entry{{Key: "remote_address", Value: "10.0.0.9"}}, Cost: 2}
+	banned := engine.Descriptor{Entries: []rules.Entry{{Key: "banned", Value: "10.0.0.9"}}, Cost: 1}
+	for range 3 {
+		res, err := e.Descriptors(ctx, "edge", []engine.Descriptor{addr, banned})
+		require.NoError(t, err)
+		require.False(t, res.Allowed)
+		require.Equal(t, "edge.banned", res.Statuses[1].Rule.ID)
+		require.Equal(t, int64(5), res.Statuses[0].Result.Remaining, "a denied request took from another descriptor's counter")
+	}
+	tried := engine.Descriptor{Entries: []rules.Entry{{Key: "tried", Value: "x"}}, Cost: 1}
+	res, err := e.Descriptors(ctx, "edge", []engine.Descriptor{addr, tried})
+	require.NoError(t, err)
+	require.True(t, res.Allowed, "a Deny rule in shadow denies nothing")
+	require.Equal(t, int64(3), res.Statuses[0].Result.Remaining)
+}
