@@ -84,7 +84,8 @@ type DescriptorsResult struct {
 // below zero); the buckets (token, leaky, GCRA) give back up to what they
 // still hold; a sliding window log, whose entries are single admissions
 // the request cannot name, gives back nothing. Its status is its counter
-// after the refund.
+// after the refund, allowed even when the counter is spent
+// (envoyproxy/ratelimit answers negative hits OK).
 //
 // Invalid input (no domain, no descriptors, a descriptor without entries,
 // an entry without key, a negative cost, or sizes over the bounds) wraps
@@ -231,6 +232,7 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 		if err != nil {
 			return DescriptorsResult{}, err
 		}
+		pr.Allowed, pr.RetryAfter = true, 0 // a refund is never denied (envoyproxy/ratelimit answers negative hits OK)
 		res.Statuses[i].Result = pr
 	}
 	return res, nil
