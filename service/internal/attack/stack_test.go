@@ -50,10 +50,16 @@ type stack struct {
 // startStack starts an instance on store under the rules in yaml.
 func startStack(t *testing.T, store core.Store, yaml string, opts ...engine.Option) *stack {
 	t.Helper()
+	return startStackWith(t, store, yaml, nil, opts...)
+}
+
+// startStackWith is startStack with options of the rules file source.
+func startStackWith(t *testing.T, store core.Store, yaml string, ropts []rules.Option, opts ...engine.Option) *stack {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
-	eng, err := engine.New(ctx, store, rules.NewFile(path), append([]engine.Option{engine.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	eng, err := engine.New(ctx, store, rules.NewFile(path, ropts...), append([]engine.Option{engine.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = eng.Run(ctx) }()
