@@ -28,7 +28,13 @@
 // its fields from query parameters of the same names, or else from the
 // headers Sluice-Key-Type, Sluice-Key-Value, Sluice-Rule-Id,
 // Sluice-Endpoint, Sluice-Request-Count and Sluice-Idempotency-Key; the
-// endpoint defaults to the path of X-Original-URI.
+// endpoint defaults to the path of X-Original-URI. nginx forwards the
+// client's own headers to the subrequest, so when the query names the key
+// (as below) only Sluice-Idempotency-Key is read from the headers; a setup
+// that passes the key in headers instead must set (or clear, with
+// proxy_set_header NAME "") every Sluice-* header, or a client could send
+// Sluice-Request-Count: 0 (a peek), a Sluice-Endpoint no rule matches or
+// another Sluice-Rule-Id, and escape its limit.
 //
 // nginx auth_request admits on 2xx, denies on 401 and 403, and answers 500
 // for any other status, so behind it ask for 403 and turn it into 429:

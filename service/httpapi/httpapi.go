@@ -309,7 +309,19 @@ func jsonError(err error) *fieldError {
 
 // fromQuery reads a bodiless request (GET, or nginx auth_request's
 // subrequest) from its query parameters and headers.
+//
+// A query that names the key (key_type or key_value) is a proxy's
+// configuration, and the headers of its subrequest are the client's own
+// (nginx forwards them): then only the idempotency key (the client's retry
+// key, which frees only bounded repeats of an identical admitted check) is
+// read from a header; Sluice-Rule-Id, Sluice-Endpoint and
+// Sluice-Request-Count would let a client pick its rule, an endpoint no
+// rule matches, or a peek, and escape its limit.
 func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
+	_, proxied := q["key_type"]
+	if _, ok := q["key_value"]; ok {
+		proxied = true
+	}
 	var vals [6]string
 	for i, name := range queryFields {
 		if vs, ok := q[name]; ok {
@@ -317,7 +329,7 @@ func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
 				return Request{}, badField(name, "given %d times", len(vs))
 			}
 			vals[i] = vs[0]
-		} else {
+		} else if !proxied || name == "idempotency_key" {
 			vals[i] = r.Header.Get(headerFields[i])
 		}
 	}

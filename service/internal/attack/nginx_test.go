@@ -1,0 +1,69 @@
+package attack
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const nginxRules = `
+rules:
+  - name: api-per-ip
+    dimension: ip
+    endpoints: [/api/**]
+    algorithm: fixed_window
+    rate: 3
+    period: 1h
+  - name: static-per-ip
+    dimension: ip
+    endpoints: [/static/**]
+    algorithm: fixed_window
+    rate: 1000
+    period: 1h
+`
+
+// TestAttackNginxClientHeaders: behind the documented nginx auth_request
+// setup (key in the query, endpoint from X-Original-URI), the subrequest
+// carries the client's own request headers (nginx forwards them by
+// default). A client adding Sluice-Request-Count: 0 (a peek), a
+// Sluice-Endpoint no rule matches, or a Sluice-Rule-Id of a larger limit
+// must not escape its limit.
+func TestAttackNginxClientHeaders(t *testing.T) {
+	s := startStack(t, memStore(t), nginxRules)
+	for i, attack := range [][]string{
+		{"Sluice-Request-Count", "0"},
+		{"Sluice-Endpoint", "/nothing/matches"},
+		{"Sluice-Rule-Id", "static-per-ip"},
+		{"Sluice-Key-Value", "10.0.0.1"},
+		{"Sluice-Key-Type", "user"},
+	} {
+		t.Run(attack[0], func(t *testing.T) {
+			ip := "198.51.100." + strconv.Itoa(i+1) // one client per attack
+			allowed := 0
+			for range 10 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+					s.http+"/api/v1/rate-limit/check?mode=status&deny_status=403&key_type=ip&key_value="+ip, nil)
+				require.NoError(t, err)
+				req.Header.Set("X-Original-URI", "/api/v1/orders?page=1") // nginx's proxy_set_header
+				req.Header.Set(attack[0], attack[1])                      // the client's, forwarded
+				resp, err := http.DefaultClient.Do(req)
+				cancel()
+				require.NoError(t, err)
+				resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					allowed++
+				case http.StatusForbidden:
+				default:
+					t.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+			require.Equal(t, 3, allowed, "a client header %s: %s escaped the limit of 3", attack[0], attack[1])
+		})
+	}
+}
