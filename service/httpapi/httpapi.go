@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"path"
 	"reflect"
 	"slices"
 	"strconv"
@@ -338,7 +339,7 @@ func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
 		// nginx's documented auth_request setup sends the original URI here.
 		if u := r.Header.Get("X-Original-URI"); u != "" {
 			if p, err := url.ParseRequestURI(u); err == nil {
-				req.Endpoint = p.Path
+				req.Endpoint = cleanPath(p.Path)
 			}
 		}
 	}
@@ -350,6 +351,22 @@ func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
 		req.RequestCount = &n
 	}
 	return req, nil
+}
+
+// cleanPath normalizes a path as nginx does before it matches locations:
+// slashes merged, "." and ".." segments resolved (a trailing slash kept).
+// X-Original-URI is the raw $request_uri the client wrote: "//api/x" or
+// "/x/../api/x" reached nginx's /api/ location, and must match the rules
+// of /api/** here too.
+func cleanPath(p string) string {
+	if p == "" {
+		return p
+	}
+	c := path.Clean("/" + p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
 }
 
 // check validates req and translates it into the engine's Check.

@@ -67,3 +67,38 @@ func TestAttackNginxClientHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestAttackNginxRawURI: X-Original-URI is nginx's $request_uri, raw as
+// the client wrote it, while nginx matched the location on the normalized
+// path (slashes merged, dot segments resolved, percent-decoded). A raw
+// spelling of a limited path must be counted like the path itself.
+func TestAttackNginxRawURI(t *testing.T) {
+	s := startStack(t, memStore(t), nginxRules)
+	for i, uri := range []string{
+		"//api/v1/orders",
+		"/api//v1/orders",
+		"/./api/v1/orders",
+		"/x/../api/v1/orders",
+		"/%61pi/v1/orders",
+		"/api/v1/orders/",
+		"/api/v1/%2e%2e/v1/orders",
+	} {
+		ip := "203.0.113." + strconv.Itoa(i+1)
+		allowed := 0
+		for range 6 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet,
+				s.http+"/api/v1/rate-limit/check?mode=status&deny_status=403&key_type=ip&key_value="+ip, nil)
+			require.NoError(t, err)
+			req.Header.Set("X-Original-URI", uri)
+			resp, err := http.DefaultClient.Do(req)
+			cancel()
+			require.NoError(t, err)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				allowed++
+			}
+		}
+		require.Equal(t, 3, allowed, "X-Original-URI %q escaped the /api/** limit of 3", uri)
+	}
+}
