@@ -134,3 +134,34 @@ descriptors:
 	require.True(t, res.Allowed, "a Deny rule in shadow denies nothing")
 	require.Equal(t, int64(3), res.Statuses[0].Result.Remaining)
 }
+
+// TestAttackOnlyDenyRules: a rule set of Deny rules alone builds no
+// limiter at all; its descriptors, negative ones included, are decided.
+func TestAttackOnlyDenyRules(t *testing.T) {
+	ctx := context.Background()
+	snap, err := rules.Parse("envoy.yaml", []byte(`
+domain: edge
+descriptors:
+  - key: banned
+    rate_limit:
+      unit: minute
+      requests_per_unit: 0
+`))
+	require.NoError(t, err)
+	e, err := engine.New(ctx, memStore(t), newSource(snap))
+	require.NoError(t, err)
+	for _, d := range []engine.Descriptor{
+		{Entries: []rules.Entry{{Key: "banned", Value: "x"}}, Cost: 1},
+		{Entries: []rules.Entry{{Key: "banned", Value: "x"}}, Cost: 3, Negative: true},
+		{Entries: []rules.Entry{{Key: "banned", Value: "x"}}, Cost: 0},
+	} {
+		res, err := e.Descriptors(ctx, "edge", []engine.Descriptor{d, {Entries: []rules.Entry{{Key: "other", Value: "y"}}, Cost: 1}})
+		require.NoError(t, err)
+		require.False(t, res.Allowed)
+		require.Nil(t, res.Statuses[1].Rule)
+	}
+	// Native checks find no rule: allowed, nothing counted.
+	r, err := e.Check(ctx, engine.Check{Dimension: "user", Identifier: "u", Cost: 1})
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+}
