@@ -29,8 +29,10 @@
 // headers Sluice-Key-Type, Sluice-Key-Value, Sluice-Rule-Id,
 // Sluice-Endpoint, Sluice-Request-Count and Sluice-Idempotency-Key; the
 // endpoint defaults to the path of X-Original-URI. nginx forwards the
-// client's own headers to the subrequest, so when the query names the key
-// (as below) only Sluice-Idempotency-Key is read from the headers; a setup
+// client's own headers (and, without proxy_pass_request_body off, its
+// body) to the subrequest, so when the query names the key (as below) a
+// body is ignored and only Sluice-Idempotency-Key is read from the
+// headers; a setup
 // that passes the key in headers instead must set (or clear, with
 // proxy_set_header NAME "") every Sluice-* header, or a client could send
 // Sluice-Request-Count: 0 (a peek), a Sluice-Endpoint no rule matches or

@@ -258,7 +258,11 @@ func readRequest(w http.ResponseWriter, r *http.Request, q url.Values) (Request,
 			return Request{}, badField(clip(k), "unknown query parameter (known: mode, deny_status, %s)", strings.Join(queryFields, ", "))
 		}
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 || proxied(q) {
+		// A query naming the key is a proxy's configuration: a body is
+		// then the client's own request body (an auth_request location
+		// without proxy_pass_request_body off forwards it), never the
+		// check.
 		return fromQuery(r, q)
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
@@ -319,10 +323,7 @@ func jsonError(err error) *fieldError {
 // Sluice-Request-Count would let a client pick its rule, an endpoint no
 // rule matches, or a peek, and escape its limit.
 func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
-	_, proxied := q["key_type"]
-	if _, ok := q["key_value"]; ok {
-		proxied = true
-	}
+	proxied := proxied(q)
 	var vals [6]string
 	for i, name := range queryFields {
 		if vs, ok := q[name]; ok {
@@ -367,6 +368,15 @@ func cleanPath(p string) string {
 		c += "/"
 	}
 	return c
+}
+
+// proxied reports whether the query names the key (key_type or
+// key_value): the check is a proxy's, configured in its query, and the
+// request's headers and body are its client's.
+func proxied(q url.Values) bool {
+	_, t := q["key_type"]
+	_, v := q["key_value"]
+	return t || v
 }
 
 // check validates req and translates it into the engine's Check.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,4 +102,29 @@ func TestAttackNginxRawURI(t *testing.T) {
 		}
 		require.Equal(t, 3, allowed, "X-Original-URI %q escaped the /api/** limit of 3", uri)
 	}
+}
+
+// TestAttackNginxForwardedBody: an auth_request location without
+// proxy_pass_request_body off forwards the client's body to the check: a
+// client POSTing its own check as JSON must not choose its key or cost.
+func TestAttackNginxForwardedBody(t *testing.T) {
+	s := startStack(t, memStore(t), nginxRules)
+	allowed := 0
+	for i := range 8 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		body := `{"key_type":"ip","key_value":"10.9.9.` + strconv.Itoa(i) + `","request_count":0}`
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+			s.http+"/api/v1/rate-limit/check?mode=status&deny_status=403&key_type=ip&key_value=192.0.2.77", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Original-URI", "/api/v1/orders")
+		resp, err := http.DefaultClient.Do(req)
+		cancel()
+		require.NoError(t, err)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			allowed++
+		}
+	}
+	require.Equal(t, 3, allowed, "a forwarded client body chose the check")
 }
