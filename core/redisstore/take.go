@@ -146,7 +146,11 @@ func (s *Store) putCall1(c *call) {
 // are decided by one atomic script; the scripts of different identities go
 // out together, and when one of them denies, the others' admissions are
 // undone in a second round trip (see compensate). A failure of that second
-// round trip never changes the decision: the group stays denied.
+// round trip never changes the decision: the group stays denied. The
+// scripts run to the store's deadline whatever the caller's cancellation
+// (cut, some would run and others not), and when one of them fails the
+// Take fails and the admissions of those that answered are undone too
+// (undoAnswered).
 func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
 	cps := make([]*compiled, len(ops))
 	for i, op := range ops {
@@ -198,7 +202,21 @@ func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 		c.argv = s.args(c.argv, gcps, gops)
 		calls[g] = c
 	}
-	if err := s.runAll(ctx, calls); err != nil {
+	if len(calls) > 1 {
+		// Several scripts decide the group: the caller leaving must not
+		// stop some of them and not the others (one identity charged, the
+		// next not). They run to the deadline; if one still fails, the
+		// admissions of those that answered are given back.
+		rctx, rcancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		defer rcancel()
+		errs := s.runEach(rctx, calls)
+		for _, err := range errs {
+			if err != nil {
+				s.undoAnswered(rctx, ops, groups, calls, errs, cps)
+				return err
+			}
+		}
+	} else if err := s.runAll(ctx, calls); err != nil {
 		return err
 	}
 	ds := make([]decided, len(ops))
@@ -236,6 +254,42 @@ func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 		out[i] = ds[i].result()
 	}
 	return nil
+}
+
+// undoAnswered gives back the admissions of the groups whose scripts
+// answered when another group's failed: the Take fails, so nothing it
+// decided may stay consumed (a failed script that ran all the same, its
+// answer lost, cannot be named: its units stay).
+func (s *Store) undoAnswered(ctx context.Context, ops []core.Op, groups [][]int, calls []*call, errs []error, cps []*compiled) {
+	ds := make([]decided, len(ops))
+	consumed := make([]bool, len(ops))
+	for g, idx := range groups {
+		if errs[g] != nil {
+			continue
+		}
+		res := calls[g].res
+		if len(idx) > 1 && len(res) != opReply*len(idx) {
+			continue
+		}
+		ok, denied := true, false
+		for j, i := range idx {
+			if len(idx) > 1 {
+				res = calls[g].res[opReply*j : opReply*j+opReply]
+			}
+			if err := s.decode(res, cps[i], &ds[i]); err != nil {
+				ok = false
+				break
+			}
+			denied = denied || !ds[i].o.Allowed && ops[i].Cost > 0 && !ops[i].Shadow
+		}
+		if !ok || denied { // a denying group consumed nothing
+			continue
+		}
+		for _, i := range idx {
+			consumed[i] = ds[i].o.Allowed && ops[i].Cost > 0
+		}
+	}
+	s.compensate(ctx, ops, ds, consumed)
 }
 
 // compensate undoes the admissions of the ops that consumed (their group was

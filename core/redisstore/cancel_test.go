@@ -1,0 +1,74 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// twoSlots returns two keys of policy p whose identities live in different
+// slots of s's Cluster (names from prefix and i).
+func twoSlots(t *testing.T, s *redisstore.Store, prefix string, i int) (core.Key, core.Key) {
+	t.Helper()
+	a := core.Key{Identity: fmt.Sprintf("%s-a%d", prefix, i), Policy: "p"}
+	for j := 0; ; j++ {
+		b := core.Key{Identity: fmt.Sprintf("%s-b%d-%d", prefix, i, j), Policy: "p"}
+		if redistest.Slot(s.Key(a, core.FixedWindow)) != redistest.Slot(s.Key(b, core.FixedWindow)) {
+			return a, b
+		}
+	}
+}
+
+// A group over identities in different Cluster slots is several scripts;
+// a caller cancelling at any moment must get all of them run or none, never
+// one identity charged and the other not (it did about 1 time in 20).
+func TestClusterGroupCancelledNeverHalf(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	s := newStore(t, cluster.Client(t), redisstore.WithTimeout(5*time.Second))
+	lim := core.Limit{Algorithm: core.FixedWindow, Rate: 10, Period: time.Hour}
+	r := rand.New(rand.NewPCG(5, 5))
+	for i := range 200 {
+		a, b := twoSlots(t, s, "cancel", i)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(time.Duration(r.IntN(800))*time.Microsecond, cancel)
+		out := make([]core.Result, 2)
+		err := s.Take(ctx, []core.Op{{Key: a, Limit: lim, Cost: 2}, {Key: b, Limit: lim, Cost: 2}}, out)
+		cancel()
+		time.Sleep(2 * time.Millisecond) // a call abandoned by its caller may still run: let it
+		ra, err2 := limitertest.TakeOne(context.Background(), s, a, lim, 0)
+		require.NoError(t, err2)
+		rb, err2 := limitertest.TakeOne(context.Background(), s, b, lim, 0)
+		require.NoError(t, err2)
+		require.Equal(t, ra.Remaining, rb.Remaining, "group %d (err %v): one identity charged, not the other", i, err)
+	}
+}
+
+// When one node of a Cluster group fails, the Take fails, and the
+// admissions the other nodes made are given back.
+func TestClusterGroupNodeDownGivesBack(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	s := newStore(t, cluster.Client(t), redisstore.WithTimeout(2*time.Second))
+	lim := core.Limit{Algorithm: core.FixedWindow, Rate: 10, Period: time.Hour}
+	a, b := twoSlots(t, s, "down", 0)
+	for j := 1; cluster.NodeForKey(s.Key(a, core.FixedWindow)) == cluster.NodeForKey(s.Key(b, core.FixedWindow)); j++ {
+		a, b = twoSlots(t, s, "down", j)
+	}
+	out := make([]core.Result, 2)
+	require.NoError(t, s.Take(context.Background(), []core.Op{{Key: a, Limit: lim, Cost: 1}, {Key: b, Limit: lim, Cost: 1}}, out))
+	require.True(t, out[0].Allowed)
+	cluster.NodeForKey(s.Key(b, core.FixedWindow)).Kill()
+	err := s.Take(context.Background(), []core.Op{{Key: a, Limit: lim, Cost: 3}, {Key: b, Limit: lim, Cost: 3}}, out)
+	require.Error(t, err)
+	ra, err := limitertest.TakeOne(context.Background(), s, a, lim, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(9), ra.Remaining, "a failed group left its other identity charged")
+}
