@@ -30,9 +30,9 @@
 // Sluice-Endpoint, Sluice-Request-Count and Sluice-Idempotency-Key; the
 // endpoint defaults to the path of X-Original-URI. nginx forwards the
 // client's own headers (and, without proxy_pass_request_body off, its
-// body) to the subrequest, so when the query names the key (as below) a
-// body is ignored and only Sluice-Idempotency-Key is read from the
-// headers; a setup
+// body) to the subrequest, so when the query or a Sluice-Key-* header
+// names the key a body is ignored, and when the query names it (as below)
+// only Sluice-Idempotency-Key is read from the headers; a setup
 // that passes the key in headers instead must set (or clear, with
 // proxy_set_header NAME "") every Sluice-* header, or a client could send
 // Sluice-Request-Count: 0 (a peek), a Sluice-Endpoint no rule matches or

@@ -258,11 +258,11 @@ func readRequest(w http.ResponseWriter, r *http.Request, q url.Values) (Request,
 			return Request{}, badField(clip(k), "unknown query parameter (known: mode, deny_status, %s)", strings.Join(queryFields, ", "))
 		}
 	}
-	if len(bytes.TrimSpace(body)) == 0 || proxied(q) {
-		// A query naming the key is a proxy's configuration: a body is
-		// then the client's own request body (an auth_request location
-		// without proxy_pass_request_body off forwards it), never the
-		// check.
+	if len(bytes.TrimSpace(body)) == 0 || proxied(q) || r.Header.Get("Sluice-Key-Type") != "" || r.Header.Get("Sluice-Key-Value") != "" {
+		// A query or headers naming the key are a proxy's configuration:
+		// a body is then the client's own request body (an auth_request
+		// location without proxy_pass_request_body off forwards it),
+		// never the check.
 		return fromQuery(r, q)
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {

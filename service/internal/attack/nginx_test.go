@@ -128,3 +128,29 @@ func TestAttackNginxForwardedBody(t *testing.T) {
 	}
 	require.Equal(t, 3, allowed, "a forwarded client body chose the check")
 }
+
+// TestAttackNginxHeaderModeBody: in the header-based setup (nginx sets
+// Sluice-Key-Type and Sluice-Key-Value), a forwarded client body must not
+// replace the check either.
+func TestAttackNginxHeaderModeBody(t *testing.T) {
+	s := startStack(t, memStore(t), nginxRules)
+	allowed := 0
+	for i := range 8 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		body := `{"key_type":"ip","key_value":"10.8.8.` + strconv.Itoa(i) + `"}`
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.http+"/api/v1/rate-limit/check?mode=status&deny_status=403", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Sluice-Key-Type", "ip")
+		req.Header.Set("Sluice-Key-Value", "192.0.2.88")
+		req.Header.Set("X-Original-URI", "/api/v1/orders")
+		resp, err := http.DefaultClient.Do(req)
+		cancel()
+		require.NoError(t, err)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			allowed++
+		}
+	}
+	require.Equal(t, 3, allowed, "a forwarded client body chose the check")
+}
