@@ -134,6 +134,21 @@ func TestReadmeDemo(t *testing.T) {
 	require.Equal(t, 4.0, metric(t, p, `ratelimitd_decisions_total{outcome="denied",policy="api-per-user"}`))
 	require.Equal(t, 4.0, metric(t, p, `ratelimitd_decisions_total{outcome="warning",policy="api-per-user"}`))
 	require.Positive(t, metric(t, p, `ratelimitd_request_duration_seconds_count{api="grpc",code="OK",method="/sluice.ratelimit.v1.RateLimitService/CheckRateLimit"}`))
+
+	// `ratelimitd check --http` speaks the HTTP API: a check, then a peek
+	// that consumes nothing.
+	clearOfMinuteEdge()
+	code, out, errOut := runBinary(t, "check", "--http", p.URL(""), "--identifier", "erin", "--endpoint", "/api/v1/orders")
+	require.Empty(t, errOut)
+	require.Equal(t, 0, code, out)
+	require.True(t, strings.HasPrefix(out, "allowed  rule=api-per-user  used=1/10  remaining=9"), out)
+	code, out, errOut = runBinary(t, "check", "--http", p.URL(""), "--identifier", "erin", "--endpoint", "/api/v1/orders", "--peek", "--json")
+	require.Empty(t, errOut)
+	require.Equal(t, 0, code, out)
+	var peek map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &peek), out)
+	require.Equal(t, 9.0, peek["remaining"], out)
+	require.Equal(t, "api-per-user", peek["rule"], out)
 }
 
 // TestSIGTERMReportsNotServingOverGRPC: grpc.health.v1 says NOT_SERVING as

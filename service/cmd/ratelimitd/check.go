@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/service/httpapi"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
 
@@ -243,8 +244,8 @@ func (c *checkConfig) runHTTP(ctx context.Context, stdout, stderr io.Writer) int
 	if c.Peek {
 		cost = 0
 	}
-	body, _ := json.Marshal(map[string]any{
-		"key_type": c.Dimension, "key_value": c.Identifier, "endpoint": c.Endpoint, "rule_id": c.Rule, "request_count": cost,
+	body, _ := json.Marshal(httpapi.Request{
+		KeyType: c.Dimension, KeyValue: c.Identifier, Endpoint: c.Endpoint, RuleID: c.Rule, RequestCount: &cost,
 	})
 	client := &http.Client{Timeout: c.Timeout}
 	code := 0
@@ -266,15 +267,7 @@ func (c *checkConfig) runHTTP(ctx context.Context, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "ratelimitd check: HTTP %d: %s\n", resp.StatusCode, strings.TrimSpace(string(data)))
 			return 1
 		}
-		var r struct {
-			Allowed    bool       `json:"allowed"`
-			Limit      int64      `json:"limit"`
-			Remaining  int64      `json:"remaining"`
-			ResetAt    *time.Time `json:"reset_at"`
-			RetryAfter *float64   `json:"retry_after"`
-			Rule       string     `json:"rule"`
-			State      string     `json:"state"`
-		}
+		var r httpapi.Response
 		if err := json.Unmarshal(data, &r); err != nil {
 			fmt.Fprintf(stderr, "ratelimitd check: HTTP answer: %v\n", err)
 			return 1
