@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/limitertest"
@@ -101,9 +102,19 @@ func TestBatchingAbandoned(t *testing.T) {
 	backend := memory(t, nil)
 	srv := serve(t, backend, "127.0.0.1:0")
 	proxy := redistest.NewProxy(t, srv.addr)
-	s := remotestore.New(dial(t, proxy.Addr), remotestore.WithBatching(1, 8))
+	// sent counts the RPCs the client starts (a Take holds its slot first).
+	var sent atomic.Int32
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		sent.Add(1)
+		return invoke(ctx, method, req, reply, cc, opts...)
+	}
+	conn, err := grpc.NewClient(proxy.Addr, append(remotestore.DialOptions(),
+		grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithChainUnaryInterceptor(count))...)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	s := remotestore.New(conn, remotestore.WithBatching(1, 8))
 	k, l := core.Key{Identity: "abandoned", Policy: "p"}, core.PerMinute(10)
-	_, err := limitertest.TakeOne(ctx, s, k, l, 1) // connect
+	_, err = limitertest.TakeOne(ctx, s, k, l, 1) // connect
 	require.NoError(t, err)
 
 	proxy.Stall()
@@ -112,7 +123,7 @@ func TestBatchingAbandoned(t *testing.T) {
 		_, err := limitertest.TakeOne(ctxT(t, time.Second), s, k, l, 1)
 		first <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return sent.Load() == 2 }, 5*time.Second, time.Millisecond, "the first Take holds the slot")
 	start := time.Now()
 	_, err = limitertest.TakeOne(ctxT(t, 100*time.Millisecond), s, k, l, 5)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -124,4 +135,5 @@ func TestBatchingAbandoned(t *testing.T) {
 	r, err := limitertest.TakeOne(ctx, backend, k, l, 0)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, r.Remaining, int64(8))
+	require.Equal(t, int32(2), sent.Load(), "no RPC carried the abandoned Take")
 }
