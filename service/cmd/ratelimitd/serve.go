@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -87,7 +88,10 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 	defer st.close()
 
 	// bg runs the loops that must outlive ctx while draining (store
-	// health, rules reload); it ends when serve returns.
+	// health, rules reload); it ends when serve returns, and the loops
+	// have stopped before the store closes.
+	var loops sync.WaitGroup
+	defer loops.Wait()
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 
@@ -139,15 +143,15 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
-	go st.watch(bg, time.Second, log, func(ok bool) { h.set(componentStore, ok) })
+	loops.Go(func() { st.watch(bg, time.Second, log, func(ok bool) { h.set(componentStore, ok) }) })
 	runErr := make(chan error, 4)
-	go func() {
+	loops.Go(func() {
 		// The engine follows the rules source until bg ends; it returns
 		// early only on a source failure, which stops the service.
 		if err := w.run(bg); err != nil {
 			runErr <- fmt.Errorf("rules: %w", err)
 		}
-	}()
+	})
 	go func() {
 		if err := gs.Serve(gl); err != nil {
 			runErr <- fmt.Errorf("grpc server: %w", err)
