@@ -11,23 +11,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/envoyrls"
-	"github.com/sluicehq/sluice/service/rules"
 )
 
 func benchServer(b *testing.B) *envoyrls.Server {
 	b.Helper()
-	st, err := memorystore.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = st.Close() })
-	e, err := engine.New(context.Background(), st, rules.NewFile(enRules(nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
+	e := memoryEngine(b, enRules(nil))
 	return envoyrls.New(e)
 }
 

@@ -1,31 +1,19 @@
 package envoyrls_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/envoyrls"
-	"github.com/sluicehq/sluice/service/rules"
 )
 
 // FuzzJSON: any body POSTed to /json is answered 200, 429 or a 4xx
 // problem, with a JSON body, never a panic nor a 5xx.
 func FuzzJSON(f *testing.F) {
-	st, err := memorystore.New()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = st.Close() })
-	e, err := engine.New(context.Background(), st, rules.NewFile(enRules(nil)))
-	if err != nil {
-		f.Fatal(err)
-	}
+	e := memoryEngine(f, enRules(nil))
 	h := envoyrls.New(e).JSONHandler()
 	f.Add(`{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"1"}]}]}`)
 	f.Add(`{"domain":"edge","hits_addend":3,"descriptors":[{"entries":[{"key":"path","value":"/api"},{"key":"user","value":"u"}],"hitsAddend":"0"}]}`)

@@ -44,6 +44,18 @@ func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 func newClock(at time.Time) *clock       { c := &clock{}; c.ns.Store(at.UnixNano()); return c }
 func enRules(*testing.T) string          { return filepath.Join("testdata", "envoy", "rules.yaml") }
 
+// memoryEngine is an engine on a memory store (real clock) under the rules
+// file at path, for fuzzing and benchmarks.
+func memoryEngine(tb testing.TB, path string) *engine.Engine {
+	tb.Helper()
+	st, err := memorystore.New()
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = st.Close() })
+	e, err := engine.New(context.Background(), st, rules.NewFile(path))
+	require.NoError(tb, err)
+	return e
+}
+
 // desc builds a descriptor of key, value pairs.
 func desc(kv ...string) *rlcommon.RateLimitDescriptor {
 	out := &rlcommon.RateLimitDescriptor{}

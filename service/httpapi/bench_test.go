@@ -1,31 +1,19 @@
 package httpapi_test
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/httpapi"
-	"github.com/sluicehq/sluice/service/rules"
 )
 
 // BenchmarkCheck: one JSON check through the handler and the engine
 // (memory store), no network.
 func BenchmarkCheck(b *testing.B) {
-	st, err := memorystore.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = st.Close() })
-	e, err := engine.New(context.Background(), st, rules.NewFile("testdata/rules.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
+	e := memoryEngine(b)
 	h := httpapi.New(e)
 	bodies := make([]string, 4096)
 	for i := range bodies {

@@ -1,31 +1,19 @@
 package httpapi_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/sluicehq/sluice/core/memorystore"
-	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/httpapi"
-	"github.com/sluicehq/sluice/service/rules"
 )
 
 // FuzzCheck: any body, query and method is answered below 500 with a JSON
 // body (the decision, or a problem), never a panic.
 func FuzzCheck(f *testing.F) {
-	st, err := memorystore.New()
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = st.Close() })
-	e, err := engine.New(context.Background(), st, rules.NewFile("testdata/rules.yaml"))
-	if err != nil {
-		f.Fatal(err)
-	}
+	e := memoryEngine(f)
 	h := httpapi.New(e)
 	f.Add("POST", "", `{"key_type":"ip","key_value":"1"}`)
 	f.Add("POST", "mode=status", `{"key_type":"user","key_value":"a","endpoint":"/api/v1/orders","request_count":0}`)

@@ -50,6 +50,18 @@ func serve(t *testing.T, opts ...httpapi.Option) (*httptest.Server, *clock) {
 	return srv, c
 }
 
+// memoryEngine is an engine on a memory store (real clock) under
+// testdata/rules.yaml, for fuzzing and benchmarks.
+func memoryEngine(tb testing.TB) *engine.Engine {
+	tb.Helper()
+	st, err := memorystore.New()
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = st.Close() })
+	e, err := engine.New(context.Background(), st, rules.NewFile("testdata/rules.yaml"))
+	require.NoError(tb, err)
+	return e
+}
+
 type reply struct {
 	status int
 	header http.Header
