@@ -476,13 +476,15 @@ func TestRedisDeployments(t *testing.T) {
 }
 
 // TestStartsWithRedisDown: ratelimitd starts while its Redis is down,
-// reports not ready, and answers by its failure mode meanwhile.
+// reports not ready, and answers by its failure mode meanwhile; with
+// --log-format json every line it writes is a JSON object (go-redis's own
+// dial-failure lines are silenced: the guard logs the failure).
 func TestStartsWithRedisDown(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	dead := l.Addr().String()
 	require.NoError(t, l.Close()) // nothing listens there now
-	p := ratelimitdtest.Start(t, binary, nil, "--redis", dead, "--failure-mode", "closed")
+	p := ratelimitdtest.Start(t, binary, nil, "--redis", dead, "--failure-mode", "closed", "--log-format", "json")
 	require.Eventually(t, func() bool {
 		code, r := readyz(t, p)
 		return code == http.StatusServiceUnavailable && !r.Store && r.Rules
@@ -493,4 +495,9 @@ func TestStartsWithRedisDown(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, r.GetAllowed(), "fail closed")
 	require.False(t, leaks(r.String()), r.String())
+	logs := strings.TrimSpace(p.Logs())
+	require.NotEmpty(t, logs)
+	for line := range strings.SplitSeq(logs, "\n") {
+		require.True(t, json.Valid([]byte(line)), "a log line that is not JSON: %q", line)
+	}
 }

@@ -68,9 +68,9 @@ func newCheckFlags(c *checkConfig) *flag.FlagSet {
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	var c checkConfig
 	fs := newCheckFlags(&c)
-	rest, err := parseFlags(fs, args, checkEnv(env))
+	rest, err := parseFlags(fs, args, checkPrefix, env)
 	if errors.Is(err, flag.ErrHelp) {
-		flagUsage(stdout, fs, "usage: ratelimitd check --identifier ID [flags]")
+		flagUsage(stdout, fs, checkPrefix, "usage: ratelimitd check --identifier ID [flags]")
 		return 0
 	}
 	switch {
@@ -132,18 +132,6 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		}
 	}
 	return code
-}
-
-// checkEnv maps the check flags' variables: RATELIMITD_CHECK_<FLAG> (so
-// that RATELIMITD_GRPC_ADDR, set for serve, does not become --addr by
-// accident).
-func checkEnv(env lookupEnv) lookupEnv {
-	if env == nil {
-		return nil
-	}
-	return func(name string) (string, bool) {
-		return env("RATELIMITD_CHECK_" + strings.TrimPrefix(name, "RATELIMITD_"))
-	}
 }
 
 // call makes one call and formats its answer; ok is false on a denial.

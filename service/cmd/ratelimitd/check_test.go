@@ -52,10 +52,18 @@ func TestCheckUsageErrors(t *testing.T) {
 	// The check client's variables are RATELIMITD_CHECK_*: a server's
 	// RATELIMITD_GRPC_ADDR is not the client's --addr.
 	var c checkConfig
-	_, err := parseFlags(newCheckFlags(&c), nil, checkEnv(envMap(map[string]string{
+	_, err := parseFlags(newCheckFlags(&c), nil, checkPrefix, envMap(map[string]string{
 		"RATELIMITD_ADDR": "127.0.0.1:1", "RATELIMITD_CHECK_ADDR": "127.0.0.1:2", "RATELIMITD_CHECK_IDENTIFIER": "zoe",
-	})))
+	}))
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:2", c.Addr)
 	require.Equal(t, "zoe", c.Identifier)
+	// A bad value names the variable it came from, and the help names the
+	// variables the client reads.
+	_, err = parseFlags(newCheckFlags(&c), nil, checkPrefix, envMap(map[string]string{"RATELIMITD_CHECK_COST": "lots"}))
+	require.ErrorContains(t, err, "RATELIMITD_CHECK_COST")
+	var help bytes.Buffer
+	require.Equal(t, 0, checkCmd(context.Background(), []string{"-h"}, &help, &help, envMap(nil)))
+	require.Contains(t, help.String(), "env RATELIMITD_CHECK_ADDR")
+	require.NotContains(t, help.String(), "env RATELIMITD_ADDR")
 }

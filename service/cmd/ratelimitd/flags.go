@@ -7,18 +7,27 @@ import (
 	"strings"
 )
 
-// envName is the environment variable of a flag: RATELIMITD_ and the
-// flag's name in upper snake case (grpc-addr: RATELIMITD_GRPC_ADDR).
-func envName(flagName string) string {
-	return "RATELIMITD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+// The prefixes of the flags' environment variables: serve's are
+// RATELIMITD_<FLAG>, check's RATELIMITD_CHECK_<FLAG> (so that a server's
+// RATELIMITD_GRPC_ADDR never becomes a client's --addr by accident).
+const (
+	servePrefix = "RATELIMITD_"
+	checkPrefix = "RATELIMITD_CHECK_"
+)
+
+// envName is the environment variable of a flag: prefix and the flag's
+// name in upper snake case (grpc-addr: RATELIMITD_GRPC_ADDR).
+func envName(prefix, flagName string) string {
+	return prefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
 // parseFlags parses args into fs after applying the environment: every flag
-// not given on the command line takes its RATELIMITD_ variable when set, so
+// not given on the command line takes its variable (prefix and its name)
+// when set, so
 // a flag wins over the environment, which wins over the default. A bad
 // value names the flag or the variable it came from. It returns the
 // positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string, env lookupEnv) ([]string, error) {
+func parseFlags(fs *flag.FlagSet, args []string, prefix string, env lookupEnv) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -30,7 +39,7 @@ func parseFlags(fs *flag.FlagSet, args []string, env lookupEnv) ([]string, error
 		if err != nil || given[f.Name] || env == nil {
 			return
 		}
-		name := envName(f.Name)
+		name := envName(prefix, f.Name)
 		v, ok := env(name)
 		if !ok {
 			return
@@ -45,10 +54,11 @@ func parseFlags(fs *flag.FlagSet, args []string, env lookupEnv) ([]string, error
 	return fs.Args(), nil
 }
 
-// flagUsage writes the flags of fs with their environment variables.
-func flagUsage(w io.Writer, fs *flag.FlagSet, head string) {
+// flagUsage writes the flags of fs with their environment variables
+// (prefix and the flag's name).
+func flagUsage(w io.Writer, fs *flag.FlagSet, prefix, head string) {
 	fmt.Fprintln(w, head)
 	fs.VisitAll(func(f *flag.Flag) {
-		fmt.Fprintf(w, "  --%s (env %s, default %q)\n      %s\n", f.Name, envName(f.Name), f.DefValue, f.Usage)
+		fmt.Fprintf(w, "  --%s (env %s, default %q)\n      %s\n", f.Name, envName(prefix, f.Name), f.DefValue, f.Usage)
 	})
 }

@@ -14,7 +14,7 @@ func envMap(m map[string]string) lookupEnv {
 func TestFlagsEnvironmentAndPrecedence(t *testing.T) {
 	var c serveConfig
 	fs := newServeFlags(&c)
-	_, err := parseFlags(fs, []string{"--grpc-addr", "127.0.0.1:9001"}, envMap(map[string]string{
+	_, err := parseFlags(fs, []string{"--grpc-addr", "127.0.0.1:9001"}, servePrefix, envMap(map[string]string{
 		"RATELIMITD_GRPC_ADDR":     "127.0.0.1:9999", // the flag wins
 		"RATELIMITD_HTTP_ADDR":     "127.0.0.1:9002",
 		"RATELIMITD_STORE_TIMEOUT": "7ms",
@@ -31,7 +31,7 @@ func TestFlagsEnvironmentAndPrecedence(t *testing.T) {
 
 func TestFlagsDefaults(t *testing.T) {
 	var c serveConfig
-	_, err := parseFlags(newServeFlags(&c), nil, envMap(nil))
+	_, err := parseFlags(newServeFlags(&c), nil, servePrefix, envMap(nil))
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8081", c.GRPCAddr)
 	require.Equal(t, "127.0.0.1:8080", c.HTTPAddr)
@@ -46,12 +46,12 @@ func TestFlagsDefaults(t *testing.T) {
 
 func TestFlagsBadValuesNameTheirSource(t *testing.T) {
 	var c serveConfig
-	_, err := parseFlags(newServeFlags(&c), nil, envMap(map[string]string{"RATELIMITD_STORE_TIMEOUT": "soon"}))
+	_, err := parseFlags(newServeFlags(&c), nil, servePrefix, envMap(map[string]string{"RATELIMITD_STORE_TIMEOUT": "soon"}))
 	require.ErrorContains(t, err, "RATELIMITD_STORE_TIMEOUT")
 
 	c = serveConfig{}
 	_, err = parseFlags(newServeFlags(&c), []string{"--failure-mode", "maybe", "--fallback-instances", "0",
-		"--tls-cert", "x.pem", "--log-level", "loud", "--redis", "mongodb://x:1"}, envMap(nil))
+		"--tls-cert", "x.pem", "--log-level", "loud", "--redis", "mongodb://x:1"}, servePrefix, envMap(nil))
 	require.NoError(t, err)
 	err = c.validate()
 	for _, want := range []string{"--failure-mode", "--fallback-instances", "--tls-cert, --tls-key", "--log-level", "--redis"} {
@@ -60,7 +60,7 @@ func TestFlagsBadValuesNameTheirSource(t *testing.T) {
 
 	c = serveConfig{}
 	_, err = parseFlags(newServeFlags(&c), []string{"--rules-poll", "0s", "--idempotency-ttl", "10ms", "--idempotency-repeats", "0",
-		"--max-client-skew", "0s", "--max-batch", "0", "--batch-parallelism", "-1", "--memory-max-keys", "0", "--shutdown-timeout", "0s"}, envMap(nil))
+		"--max-client-skew", "0s", "--max-batch", "0", "--batch-parallelism", "-1", "--memory-max-keys", "0", "--shutdown-timeout", "0s"}, servePrefix, envMap(nil))
 	require.NoError(t, err)
 	err = c.validate()
 	for _, want := range []string{"--rules-poll", "--idempotency-ttl", "--idempotency-repeats", "--max-client-skew", "--max-batch",

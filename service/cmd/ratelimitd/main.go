@@ -26,9 +26,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func main() {
+	// go-redis writes its own lines (a failed dial, a pool error) to
+	// stderr through a logger of its own, which would break
+	// --log-format json; the store's failures are logged (slog) and
+	// counted by the guard and the store probe instead.
+	redis.SetLogger(quietRedis{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	// After the first signal (a drain), a second one kills at once.
 	go func() { <-ctx.Done(); stop() }()
@@ -36,6 +43,12 @@ func main() {
 	stop()
 	os.Exit(code)
 }
+
+// quietRedis is go-redis's logger in ratelimitd: it drops go-redis's own
+// lines.
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 // lookupEnv reads one environment variable (os.LookupEnv; tests pass a map).
 type lookupEnv func(name string) (string, bool)
@@ -78,7 +91,8 @@ func usage(w io.Writer) {
   ratelimitd check [flags]      ask a running ratelimitd over gRPC (ratelimitd check -h)
   ratelimitd version            print the version
 
-Every serve and check flag is also an environment variable: RATELIMITD_<FLAG>,
-e.g. --grpc-addr is RATELIMITD_GRPC_ADDR. Flags win over the environment.
+Every serve flag is also an environment variable: RATELIMITD_<FLAG>, e.g.
+--grpc-addr is RATELIMITD_GRPC_ADDR; check's are RATELIMITD_CHECK_<FLAG>.
+Flags win over the environment.
 `)
 }

@@ -26,9 +26,9 @@ import (
 func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	var c serveConfig
 	fs := newServeFlags(&c)
-	rest, err := parseFlags(fs, args, env)
+	rest, err := parseFlags(fs, args, servePrefix, env)
 	if errors.Is(err, flag.ErrHelp) {
-		flagUsage(stdout, fs, "usage: ratelimitd serve [flags]")
+		flagUsage(stdout, fs, servePrefix, "usage: ratelimitd serve [flags]")
 		return 0
 	}
 	if err == nil && len(rest) > 0 {
