@@ -85,7 +85,11 @@ func newOptions(opts []Option) options {
 // Positions. Every error is reported, each as "rules: FILE:LINE: field:
 // message", joined with errors.Join.
 func Parse(name string, data []byte, opts ...Option) (*Snapshot, error) {
-	o := newOptions(opts)
+	return newOptions(opts).parse(name, data)
+}
+
+// parse is Parse under o.
+func (o options) parse(name string, data []byte) (*Snapshot, error) {
 	if len(o.errs) > 0 {
 		return nil, errors.Join(o.errs...)
 	}

@@ -5,12 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	_ "embed" // the bundled example rules
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -181,7 +181,7 @@ func (f *File) read() (content, [sha256.Size]byte, error) {
 
 // parse validates content as one rule set.
 func (f *File) parse(c content, sum [sha256.Size]byte) (*Snapshot, error) {
-	rev := fmt.Sprintf("%x", sum[:6])
+	rev := hex.EncodeToString(sum[:6])
 	if len(c.files) == 1 {
 		p, err := f.o.parseFile(c.files[0].name, c.files[0].data)
 		if err != nil {
@@ -258,16 +258,7 @@ func (b *Bytes) Load(ctx context.Context) (*Snapshot, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return Parse(b.name, b.data, slices.Clone(optsOf(b.o))...)
-}
-
-// optsOf turns parsed options back into Options for Parse.
-func optsOf(o options) []Option {
-	if len(o.errs) > 0 {
-		errs := o.errs
-		return []Option{func(x *options) { x.errs = append(x.errs, errs...) }}
-	}
-	return []Option{WithMaxBytes(o.maxBytes), WithMaxRules(o.maxRules)}
+	return b.o.parse(b.name, b.data)
 }
 
 // Watch waits for ctx to end: fixed content never changes.

@@ -198,6 +198,11 @@ func TestBytesSource(t *testing.T) {
 	require.Equal(t, int64(7), rateOf(t, s))
 	_, err = rules.NewBytes("bad.yaml", []byte(ruleFile("x"))).Load(context.Background())
 	require.ErrorContains(t, err, "bad.yaml:2: rules[0].rate")
+	// Its options apply as Parse's do.
+	_, err = rules.NewBytes("big.yaml", []byte(ruleFile("7")), rules.WithMaxBytes(10)).Load(context.Background())
+	require.ErrorContains(t, err, "big.yaml: the file is larger than 10 bytes")
+	_, err = rules.NewBytes("inline.yaml", []byte(ruleFile("7")), rules.WithMaxRules(0)).Load(context.Background())
+	require.ErrorContains(t, err, "WithMaxRules: must be at least 1")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
