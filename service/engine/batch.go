@@ -26,10 +26,11 @@ import (
 // Allowed is the batch's (a check no rule applies to follows the batch
 // too). Two checks counted by one rule and identifier take their summed
 // cost from one counter. A check a Deny rule (not a shadow) matches denies
-// the batch: no check takes anything (the others' counters are peeked). Idempotency keys do not apply to such a batch. If
-// any check is invalid, nothing is decided: the invalid ones get their
-// errors and the others an error wrapping ErrInvalid that names
-// all_or_nothing. A store failure is every check's error.
+// the batch: no check takes anything (the others' counters are peeked).
+// Idempotency keys do not apply to such a batch. If any check is invalid,
+// nothing is decided: the invalid ones get their errors and the others an
+// error wrapping ErrInvalid that names all_or_nothing. A store failure is
+// every check's error.
 func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) ([]Result, []error) {
 	results, errs := make([]Result, len(cs)), make([]error, len(cs))
 	st := e.cur.Load()
