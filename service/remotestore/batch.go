@@ -106,27 +106,17 @@ func (b *batcher) take(ctx context.Context, ops []core.Op, out []core.Result) er
 	return nil
 }
 
-// newQueued copies ops into a request of its own.
+// newQueued copies ops into a request of its own (keys copied, not
+// aliased).
 func newQueued(ctx context.Context, ops []core.Op) *queued {
 	q := &queued{n: len(ops), done: make(chan struct{}, 1)}
 	q.deadline, _ = ctx.Deadline()
-	w := make([]wireOp, len(ops))
-	ptrs := make([]*ratelimitv1.StoreOp, len(ops))
-	for i := range ops {
-		op := &ops[i]
-		w[i].key.key.Identity = []byte(op.Key.Identity)
-		w[i].key.key.Policy = []byte(op.Key.Policy)
-		w[i].op.Key = &w[i].key.key
-		w[i].op.Limit = w[i].limit.set(op.Limit)
-		w[i].op.Cost = op.Cost
-		w[i].op.Shadow = op.Shadow
-		if op.MaxDelay != 0 {
-			setDuration(&w[i].maxDelay, op.MaxDelay)
-			w[i].op.MaxDelay = &w[i].maxDelay
-		}
-		ptrs[i] = &w[i].op
+	c := new(takeCall)
+	c.fill(ops)
+	for i := range c.ops {
+		c.ops[i].key.own()
 	}
-	q.req = &ratelimitv1.TakeRequest{Ops: ptrs}
+	q.req = &c.req
 	return q
 }
 

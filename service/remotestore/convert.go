@@ -1,6 +1,7 @@
 package remotestore
 
 import (
+	"bytes"
 	"math"
 	"time"
 	"unsafe"
@@ -85,6 +86,12 @@ func (w *wireKey) set(k core.Key) *ratelimitv1.StoreKey {
 // clear drops the strings w aliases.
 func (w *wireKey) clear() { w.key.Identity, w.key.Policy = nil, nil }
 
+// own replaces the strings w aliases by copies of them, so that w may
+// outlive them.
+func (w *wireKey) own() {
+	w.key.Identity, w.key.Policy = bytes.Clone(w.key.Identity), bytes.Clone(w.key.Policy)
+}
+
 // keyOf reads a key (nil is the zero Key, which the store rejects).
 func keyOf(p *ratelimitv1.StoreKey) core.Key {
 	if p == nil {
@@ -93,10 +100,10 @@ func keyOf(p *ratelimitv1.StoreKey) core.Key {
 	return core.Key{Identity: stringOf(p.Identity), Policy: stringOf(p.Policy)}
 }
 
-// limitOf reads the limit of op i (or of no op, for a negative i): nil is the zero Limit (invalid for a Take, a
-// block for an override). An algorithm out of range, or a period that is
-// not a valid Duration, is an error wrapping core.ErrInvalidLimit that
-// names the field.
+// limitOf reads the limit of op i (or of no op, for a negative i): nil is
+// the zero Limit (invalid for a Take, a block for an override). An
+// algorithm out of range, or a period that is not a valid Duration, is an
+// error wrapping core.ErrInvalidLimit that names the field.
 func limitOf(p *ratelimitv1.StoreLimit, i int, field string) (core.Limit, error) {
 	if p == nil {
 		return core.Limit{}, nil
