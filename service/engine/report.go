@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/rules"
 )
 
 // Reset forgets the identifier's counters under every rule that applies to
@@ -22,8 +23,7 @@ func (e *Engine) Reset(ctx context.Context, c Check) error {
 	}
 	matched := st.snap.Match("", c.Dimension, c.Endpoint)
 	if r != nil {
-		matched = matched[:0:0]
-		matched = append(matched, r)
+		matched = []*rules.Rule{r}
 	}
 	for _, m := range matched {
 		if m.Unlimited || m.Deny { // no counter
