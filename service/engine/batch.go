@@ -123,6 +123,7 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 			if errs[i] == nil {
 				errs[i] = invalid("all_or_nothing", "not decided: another check of the batch is invalid")
 			}
+			e.observe(ctx, kindOf(&cs[i]), nil, start, errs[i])
 		}
 		return results, errs
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/rules"
 )
@@ -335,4 +336,31 @@ func TestBatchLarge(t *testing.T) {
 	rs, _ = e.CheckBatch(ctx, cs, true)
 	require.False(t, rs[0].Allowed)
 	require.EqualValues(t, 2, mustCheck(t, e, engine.Check{Dimension: "user", Identifier: "u0", Endpoint: "/api/x"}).Remaining, "a denied batch counted")
+}
+
+// TestBatchObservedEachItem: the observer sees every check of a batch, as
+// its doc says, also when an all-or-nothing batch is not decided because
+// one check is invalid (each event carries the error its check got).
+func TestBatchObservedEachItem(t *testing.T) {
+	ctx := context.Background()
+	st, err := memorystore.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	rec := &recorder{}
+	e := newEngine(t, st, fmt.Sprintf(twoRules, core.FixedWindow), engine.WithObserver(rec))
+	cs := []engine.Check{
+		{Dimension: "user", Identifier: "obs", Endpoint: "/api/x", Cost: 1},
+		{Identifier: "obs", Endpoint: "/api/x", Cost: 1}, // no dimension
+	}
+	for _, allOrNothing := range []bool{false, true} {
+		rec.events = nil
+		_, errs := e.CheckBatch(ctx, cs, allOrNothing)
+		require.Len(t, rec.events, len(cs), "all or nothing: %v", allOrNothing)
+		for i, ev := range rec.events {
+			require.ErrorIs(t, errs[1], engine.ErrInvalid)
+			if allOrNothing || i == 1 {
+				require.Error(t, ev.Err, "event %d", i)
+			}
+		}
+	}
 }
