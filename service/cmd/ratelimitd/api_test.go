@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
@@ -134,6 +136,13 @@ func TestReadmeDemo(t *testing.T) {
 	require.Equal(t, 4.0, metric(t, p, `ratelimitd_decisions_total{outcome="denied",policy="api-per-user"}`))
 	require.Equal(t, 4.0, metric(t, p, `ratelimitd_decisions_total{outcome="warning",policy="api-per-user"}`))
 	require.Positive(t, metric(t, p, `ratelimitd_request_duration_seconds_count{api="grpc",code="OK",method="/sluice.ratelimit.v1.RateLimitService/CheckRateLimit"}`))
+	// The bad input of each API is counted, though the front doors refused
+	// it before the engine saw it; a bad peek by its kind.
+	_, err = c.GetRemainingQuota(ctx, &ratelimitv1.CheckRequest{Dimension: "user"})
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	require.Equal(t, 2.0, metric(t, p, `ratelimitd_invalid_requests_total{kind="check"}`), "one over gRPC, one over HTTP")
+	require.Equal(t, 1.0, metric(t, p, `ratelimitd_invalid_requests_total{kind="peek"}`))
+	require.Equal(t, 0.0, metric(t, p, `ratelimitd_invalid_requests_total{kind="report"}`))
 
 	// `ratelimitd check --http` speaks the HTTP API: a check, then a peek
 	// that consumes nothing.

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/adapters/promlimit"
@@ -76,7 +77,7 @@ func newMetrics() (*metrics, error) {
 		}, []string{"component"}),
 	}
 	m.invalid = newInvalidCounter()
-	for _, k := range []string{"check", "peek", "report", "descriptors"} {
+	for _, k := range invalidKinds {
 		m.invalid.WithLabelValues(k)
 	}
 	for _, r := range []string{"ok", "error"} {
@@ -129,7 +130,11 @@ func (m *metrics) setUp(component string, ok bool) {
 func (m *metrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := h(ctx, req)
-	m.requests.WithLabelValues("grpc", info.FullMethod, status.Code(err).String()).Observe(time.Since(start).Seconds())
+	code := status.Code(err)
+	m.requests.WithLabelValues("grpc", info.FullMethod, code.String()).Observe(time.Since(start).Seconds())
+	if code == codes.InvalidArgument {
+		m.invalidInput("grpc", info.FullMethod)
+	}
 	return resp, err
 }
 
@@ -140,7 +145,19 @@ func (m *metrics) instrument(route string, h http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		h.ServeHTTP(sw, r)
 		m.requests.WithLabelValues("http", route, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
+		switch sw.code {
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+			m.invalidInput("http", route)
+		}
 	})
+}
+
+// invalidInput counts a request refused as invalid input, by the kind of
+// its method or route (ratelimitd_invalid_requests_total).
+func (m *metrics) invalidInput(api, method string) {
+	if k := invalidKind(api, method); k != "" {
+		m.invalid.WithLabelValues(k).Inc()
+	}
 }
 
 // statusWriter remembers the status code written.

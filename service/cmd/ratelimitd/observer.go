@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/ratelimitv1"
 	"github.com/sluicehq/sluice/service/rules"
 )
 
@@ -20,10 +24,10 @@ type engineObserver struct {
 }
 
 // Decided counts the decision by rule and outcome (ratelimitd_decisions_total)
-// and its latency; invalid input is counted apart, by kind.
+// and its latency. Invalid input is no decision: the front doors count it
+// (ratelimitd_invalid_requests_total), whether they or the engine found it.
 func (o *engineObserver) Decided(ctx context.Context, ev *engine.Event) {
-	if ev.Err != nil && errors.Is(ev.Err, engine.ErrInvalid) {
-		o.m.invalid.WithLabelValues(ev.Kind.String()).Inc()
+	if errors.Is(ev.Err, engine.ErrInvalid) {
 		return
 	}
 	o.m.limiter.Decided(ctx, nil, ev.Decision, ev.Took, ev.Err)
@@ -52,6 +56,33 @@ var _ engine.Observer = (*engineObserver)(nil)
 func newInvalidCounter() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "ratelimitd", Name: "invalid_requests_total",
-		Help: "Requests refused as invalid input (INVALID_ARGUMENT, 400), by kind: check, peek, report, descriptors.",
+		Help: "Requests refused as invalid input (gRPC INVALID_ARGUMENT; HTTP 400, 413 or 415), by kind: check, batch, peek, reset, report, descriptors, store.",
 	}, []string{"kind"})
+}
+
+// invalidKinds are the kinds of ratelimitd_invalid_requests_total.
+var invalidKinds = []string{"check", "batch", "peek", "reset", "report", "descriptors", "store"}
+
+// invalidKind is the kind of a gRPC method or an HTTP route, for
+// ratelimitd_invalid_requests_total; "" for one that takes no input
+// (health, reflection, metrics).
+func invalidKind(api, method string) string {
+	switch method {
+	case ratelimitv1.RateLimitService_CheckRateLimit_FullMethodName, httpapi.Path:
+		return "check"
+	case ratelimitv1.RateLimitService_CheckRateLimitBatch_FullMethodName:
+		return "batch"
+	case ratelimitv1.RateLimitService_GetRemainingQuota_FullMethodName:
+		return "peek"
+	case ratelimitv1.RateLimitService_ResetLimit_FullMethodName:
+		return "reset"
+	case ratelimitv1.RateLimitService_Report_FullMethodName:
+		return "report"
+	case ratelimitv3.RateLimitService_ShouldRateLimit_FullMethodName, "/json":
+		return "descriptors"
+	}
+	if api == "grpc" && strings.HasPrefix(method, "/"+ratelimitv1.StoreService_ServiceDesc.ServiceName+"/") {
+		return "store"
+	}
+	return ""
 }
