@@ -71,13 +71,17 @@ type Result struct {
 	Decision core.Decision
 }
 
-// Input bounds: longer fields are invalid input (they would become store
-// keys).
+// Bounds on a Check's strings, in bytes: a longer one is invalid input
+// naming its field (they become store keys; a check names a caller, it
+// does not carry data). The front doors check them with the same values.
 const (
-	maxDimension   = 128
-	maxIdentifier  = 1024
-	maxEndpoint    = 2048
-	maxIdempotency = 256
+	MaxDimension      = 128
+	MaxIdentifier     = 1024
+	MaxEndpoint       = 2048
+	MaxIdempotencyKey = 256
+	// MaxRule is the longest rule ID (a core policy name: 1 to 64
+	// characters).
+	MaxRule = 64
 )
 
 // idemHeader is the name under which a check's view carries its
@@ -293,18 +297,18 @@ func (e *Engine) validate(st *state, c *Check) (*rules.Rule, error) {
 	switch {
 	case c.Dimension == "":
 		return nil, invalid("dimension", "required")
-	case len(c.Dimension) > maxDimension:
-		return nil, invalid("dimension", "at most %d bytes, got %d", maxDimension, len(c.Dimension))
+	case len(c.Dimension) > MaxDimension:
+		return nil, invalid("dimension", "at most %d bytes, got %d", MaxDimension, len(c.Dimension))
 	case c.Identifier == "":
 		return nil, invalid("identifier", "required")
-	case len(c.Identifier) > maxIdentifier:
-		return nil, invalid("identifier", "at most %d bytes, got %d", maxIdentifier, len(c.Identifier))
-	case len(c.Endpoint) > maxEndpoint:
-		return nil, invalid("endpoint", "at most %d bytes, got %d", maxEndpoint, len(c.Endpoint))
+	case len(c.Identifier) > MaxIdentifier:
+		return nil, invalid("identifier", "at most %d bytes, got %d", MaxIdentifier, len(c.Identifier))
+	case len(c.Endpoint) > MaxEndpoint:
+		return nil, invalid("endpoint", "at most %d bytes, got %d", MaxEndpoint, len(c.Endpoint))
 	case c.Cost < 0:
 		return nil, invalid("cost", "must not be negative, got %d", c.Cost)
-	case len(c.IdempotencyKey) > maxIdempotency:
-		return nil, invalid("idempotency_key", "at most %d bytes, got %d", maxIdempotency, len(c.IdempotencyKey))
+	case len(c.IdempotencyKey) > MaxIdempotencyKey:
+		return nil, invalid("idempotency_key", "at most %d bytes, got %d", MaxIdempotencyKey, len(c.IdempotencyKey))
 	}
 	if !c.ClientTime.IsZero() {
 		if skew := e.cfg.now().Sub(c.ClientTime); skew > e.cfg.maxSkew || skew < -e.cfg.maxSkew {

@@ -20,14 +20,14 @@ import (
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
 
-// Bounds on the request's strings, in bytes: a check names a caller, it
-// does not carry data.
+// Bounds on the request's strings, in bytes: the engine's (a check names
+// a caller, it does not carry data).
 const (
-	maxIdentifier  = 1024
-	maxDimension   = 128
-	maxEndpoint    = 2048
-	maxRuleID      = 64
-	maxIdempotency = 256
+	maxIdentifier  = engine.MaxIdentifier
+	maxDimension   = engine.MaxDimension
+	maxEndpoint    = engine.MaxEndpoint
+	maxRuleID      = engine.MaxRule
+	maxIdempotency = engine.MaxIdempotencyKey
 )
 
 // errNotDecided is the error of a valid check of an all-or-nothing batch

@@ -30,13 +30,13 @@ const Path = "/api/v1/rate-limit/check"
 const MaxBody = 64 << 10
 
 // Bounds on the fields, in bytes: a longer value is answered 400 naming
-// the field.
+// the field. They are the engine's, so every API refuses the same input.
 const (
-	MaxKeyType        = 128
-	MaxKeyValue       = 1024
-	MaxRuleID         = 128
-	MaxEndpoint       = 2048
-	MaxIdempotencyKey = 256
+	MaxKeyType        = engine.MaxDimension
+	MaxKeyValue       = engine.MaxIdentifier
+	MaxRuleID         = engine.MaxRule
+	MaxEndpoint       = engine.MaxEndpoint
+	MaxIdempotencyKey = engine.MaxIdempotencyKey
 )
 
 // Checker decides one check. *engine.Engine is the Checker ratelimitd
