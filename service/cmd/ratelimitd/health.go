@@ -31,19 +31,22 @@ const (
 func newHealth() *health { return &health{now: time.Now} }
 
 // listen adds a function told of every component change (ok: healthy; for
-// "draining", ok means not draining), first of the current state.
+// "draining", ok means not draining), first of the current state. The
+// functions are called in the order of the changes, under h's lock (so a
+// listener never sees a stale value after a newer one): they must be quick
+// and must not call h.
 func (h *health) listen(f func(component string, ok bool)) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.listeners = append(h.listeners, f)
-	store, rules, draining := h.store, h.rules, h.draining
-	h.mu.Unlock()
-	f(componentStore, store)
-	f(componentRules, rules)
-	f(componentDraining, !draining)
+	f(componentStore, h.store)
+	f(componentRules, h.rules)
+	f(componentDraining, !h.draining)
 }
 
 func (h *health) set(component string, ok bool) {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	switch component {
 	case componentStore:
 		h.store = ok
@@ -52,9 +55,7 @@ func (h *health) set(component string, ok bool) {
 	case componentDraining:
 		h.draining = !ok
 	}
-	ls := h.listeners
-	h.mu.Unlock()
-	for _, f := range ls {
+	for _, f := range h.listeners {
 		f(component, ok)
 	}
 }
