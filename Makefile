@@ -3,8 +3,9 @@ GO      ?= go
 # Every module of the repository (the root and the nested adapter, example
 # and bench modules): `go test ./...` does not cross a nested go.mod.
 MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \; | sort)
-# Under `make test` a Redis test that cannot start its server fails.
+# Under `make test` a Redis or PostgreSQL test that cannot start its server fails.
 export SLUICE_REQUIRE_REDIS ?= 1
+export SLUICE_REQUIRE_POSTGRES ?= 1
 
 .PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check ratelimitd service-demo
 
@@ -27,6 +28,7 @@ attack: deps
 ## client and config checker, pinned, into service/.bin)
 deps:
 	@./scripts/ensure-redis.sh
+	@./scripts/ensure-postgres.sh
 	@GO=$(GO) ./scripts/ensure-service-tools.sh
 
 ## lint: gofmt, go vet and go mod tidy -diff on every module
