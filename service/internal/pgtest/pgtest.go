@@ -169,6 +169,17 @@ func (s *Server) DSN() string { return s.dsn(Database) }
 // Port returns the loopback TCP port the server listens on.
 func (s *Server) Port() int { return s.port }
 
+// Pid returns the postmaster's process id, or 0 when it was never started.
+// After Kill it still names the dead process.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Dir returns the server's temporary directory (data, socket and log).
 func (s *Server) Dir() string { return s.dir }
 
