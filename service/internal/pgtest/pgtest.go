@@ -334,8 +334,15 @@ func (s *Server) waitReady(done <-chan struct{}) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		conn, err := pgx.Connect(ctx, s.dsn("postgres"))
 		if err == nil {
-			err = conn.Ping(ctx)
+			// Another test's server may have won the race for the port:
+			// only our own data directory counts as ready.
+			var dataDir string
+			err = conn.QueryRow(ctx, "SELECT current_setting('data_directory')").Scan(&dataDir)
 			_ = conn.Close(ctx)
+			if err == nil && dataDir != s.dataDir {
+				cancel()
+				return fmt.Errorf("port %d is served by another postgres (data directory %s)", s.port, dataDir)
+			}
 		}
 		cancel()
 		if err == nil {
