@@ -37,7 +37,7 @@ require (
 	github.com/sluicehq/sluice/adapters/promlimit v0.0.0
 	go.uber.org/atomic v1.11.0 // indirect
 	golang.org/x/net v0.57.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/sys v0.47.0
 	golang.org/x/text v0.41.0 // indirect
 )
 

@@ -80,6 +80,7 @@ func TestUnavailable(t *testing.T) {
 // TestCleanupStopsServer checks that the server and its backends are gone
 // once the test that started it has ended.
 func TestCleanupStopsServer(t *testing.T) {
+	t.Parallel()
 	var pid int
 	var dir string
 	t.Run("server", func(t *testing.T) {

@@ -200,6 +200,7 @@ func (s *Server) Kill() {
 	}
 	killTree(cmd.Process.Pid)
 	<-done
+	removeSharedMemory(s.dataDir)
 }
 
 // Restart starts the server again, after Kill, on the same port with the
@@ -376,6 +377,7 @@ func (s *Server) stop() {
 	}
 	killTree(cmd.Process.Pid)
 	<-done
+	removeSharedMemory(s.dataDir)
 }
 
 // findBinDir returns the directory holding initdb and postgres.

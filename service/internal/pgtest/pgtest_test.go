@@ -17,6 +17,7 @@ import (
 // with SIGKILL, checks that connecting then fails, restarts it and checks
 // that the row survived crash recovery and a new connection works.
 func TestServerKillRestart(t *testing.T) {
+	t.Parallel()
 	start := time.Now()
 	srv := pgtest.Start(t)
 	t.Logf("start (initdb, postgres, create database): %v", time.Since(start))
@@ -63,6 +64,7 @@ func TestServerKillRestart(t *testing.T) {
 // connections, the mechanism a database rule source uses to learn of
 // changes.
 func TestListenNotify(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 // port), rather than mistaken for ready, and that the other server is left
 // alone.
 func TestPortTaken(t *testing.T) {
+	t.Parallel()
 	a := Start(t)
 	b := Start(t)
 	b.Kill()

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // sysProcAttr puts the server in its own process group (so that the
@@ -83,4 +85,28 @@ func stat(pid int) (ppid int, state byte) {
 	}
 	ppid, _ = strconv.Atoi(string(fields[1]))
 	return ppid, fields[0][0]
+}
+
+// removeSharedMemory removes the System V shared memory segment that the
+// postmaster recorded on line 7 of dataDir/postmaster.pid ("key shmid").
+// A killed server leaves it behind (56 bytes per server); a server that
+// shuts down, or restarts on the same data directory, removes it itself.
+func removeSharedMemory(dataDir string) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return
+	}
+	lines := bytes.Split(b, []byte("\n"))
+	if len(lines) < 7 {
+		return
+	}
+	fields := bytes.Fields(lines[6])
+	if len(fields) != 2 {
+		return
+	}
+	id, err := strconv.Atoi(string(fields[1]))
+	if err != nil || id < 0 {
+		return
+	}
+	_, _ = unix.SysvShmCtl(id, unix.IPC_RMID, nil)
 }
