@@ -1,0 +1,135 @@
+package rulesdb
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+// ErrInvalid wraps every refusal of a rule that the engine would reject;
+// the message names the field.
+var ErrInvalid = errors.New("rulesdb: invalid rule")
+
+// Rule is one stored rule, in the admin API's JSON shape.
+//
+// Rows with a Tier give the limit for callers of that tier: they are folded
+// into the enabled row without a tier of the same Dimension and
+// EndpointPattern (which must exist). Disabled rows are stored but not
+// served.
+type Rule struct {
+	// ID names the rule and its counters: 1 to 64 of a-z A-Z 0-9 _ . : -.
+	ID string `json:"id"`
+	// Name is a free-text label.
+	Name string `json:"name"`
+	// Dimension is what the caller's identifier is: user, ip, api_key, ...
+	Dimension string `json:"dimension"`
+	// EndpointPattern is a route pattern ("/api/**"); empty matches every
+	// endpoint.
+	EndpointPattern string `json:"endpoint_pattern"`
+	// Limit is the number of requests per window.
+	Limit int64 `json:"limit"`
+	// WindowSeconds is the window (period) in seconds.
+	WindowSeconds int64 `json:"window_seconds"`
+	// Algorithm is one of token_bucket, leaky_bucket, gcra, fixed_window,
+	// sliding_window_log, sliding_window_counter.
+	Algorithm string `json:"algorithm"`
+	// Tier is "" for the base limit, else the tier this row's limit is for.
+	Tier string `json:"tier"`
+	// Burst is the capacity of the bucket algorithms (0: Limit).
+	Burst int64 `json:"burst"`
+	// Shadow rules count and report but never deny.
+	Shadow bool `json:"shadow"`
+	// Enabled rules are served; disabled ones are kept but ignored.
+	Enabled bool `json:"enabled"`
+	// ETag is the revision of the rule's last write (set by the store).
+	ETag string `json:"etag,omitempty"`
+	// Revision is the database revision of the rule's last write.
+	Revision int64 `json:"revision,omitempty"`
+	// CreatedAt and UpdatedAt are set by the store.
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+}
+
+// limit returns the rule's core.Limit, or an error naming the field.
+func (r *Rule) limit() (core.Limit, error) {
+	a, err := core.ParseAlgorithm(r.Algorithm)
+	if err != nil {
+		return core.Limit{}, fmt.Errorf("%w: rule %q: algorithm: %w", ErrInvalid, r.ID, err)
+	}
+	if r.WindowSeconds < 1 || r.WindowSeconds > int64(100*365*24*time.Hour/time.Second) {
+		return core.Limit{}, fmt.Errorf("%w: rule %q: window_seconds: must be at least 1 (and at most 100 years), got %d", ErrInvalid, r.ID, r.WindowSeconds)
+	}
+	l := core.Limit{Algorithm: a, Rate: r.Limit, Period: time.Duration(r.WindowSeconds) * time.Second, Burst: r.Burst}
+	if err := l.Validate(); err != nil {
+		return core.Limit{}, fmt.Errorf("%w: rule %q: limit: %w", ErrInvalid, r.ID, err)
+	}
+	return l, nil
+}
+
+func etagOf(rev int64) string { return `"` + strconv.FormatInt(rev, 10) + `"` }
+
+// snapshot builds the validated snapshot of rows (ordered by id) and tier
+// assignments at revision rev: the engine's view of the database. The
+// error names the rule and field.
+func snapshot(rev int64, rows []*Rule, tiers map[string]map[string]string) (*rules.Snapshot, error) {
+	type key struct{ dim, ep string }
+	base := map[key]*rules.Rule{}
+	var out []*rules.Rule
+	var errs []error
+	src := func(r *Rule) rules.Position { return rules.Position{File: "db:rules/" + r.ID} }
+	for _, r := range rows {
+		if !r.Enabled || r.Tier != "" {
+			continue
+		}
+		l, err := r.limit()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rr := &rules.Rule{ID: r.ID, Dimension: r.Dimension, Limit: l, Shadow: r.Shadow, Source: src(r)}
+		if r.EndpointPattern != "" {
+			rr.Endpoints = []string{r.EndpointPattern}
+		}
+		k := key{r.Dimension, r.EndpointPattern}
+		if prev, dup := base[k]; dup {
+			errs = append(errs, fmt.Errorf("%w: rule %q: endpoint_pattern: rule %q already has dimension %q and endpoint_pattern %q without a tier", ErrInvalid, r.ID, prev.ID, r.Dimension, r.EndpointPattern))
+			continue
+		}
+		base[k] = rr
+		out = append(out, rr)
+	}
+	for _, r := range rows {
+		if !r.Enabled || r.Tier == "" {
+			continue
+		}
+		l, err := r.limit()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		b := base[key{r.Dimension, r.EndpointPattern}]
+		switch {
+		case b == nil:
+			errs = append(errs, fmt.Errorf("%w: rule %q: tier: no enabled rule without a tier has dimension %q and endpoint_pattern %q", ErrInvalid, r.ID, r.Dimension, r.EndpointPattern))
+		case b.Tiers[r.Tier] != (core.Limit{}):
+			errs = append(errs, fmt.Errorf("%w: rule %q: tier: tier %q of dimension %q and endpoint_pattern %q is given twice", ErrInvalid, r.ID, r.Tier, r.Dimension, r.EndpointPattern))
+		default:
+			if b.Tiers == nil {
+				b.Tiers = map[string]core.Limit{}
+			}
+			b.Tiers[r.Tier] = l
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	s, err := rules.New(strconv.FormatInt(rev, 10), out, tiers)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return s, nil
+}

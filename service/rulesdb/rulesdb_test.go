@@ -1,0 +1,364 @@
+package rulesdb
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+func open(t *testing.T, path string) *DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := Open(ctx, path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+func tctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func sample(id string) Rule {
+	return Rule{ID: id, Name: "orders", Dimension: "user", EndpointPattern: "/api/orders/**", Limit: 100,
+		WindowSeconds: 60, Algorithm: "sliding_window_counter", Enabled: true}
+}
+
+func TestMigrations(t *testing.T) {
+	ctx := tctx(t)
+	path := filepath.Join(t.TempDir(), "rules.db")
+	d := open(t, path)
+	var v int
+	require.NoError(t, d.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_version`).Scan(&v))
+	require.Equal(t, SchemaVersion(), v)
+	var mode string
+	require.NoError(t, d.db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode))
+	require.Equal(t, "wal", mode)
+	_, err := d.Create(ctx, "alice", sample("a"))
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+
+	// Re-open: no step runs twice, data and revision are kept.
+	d = open(t, path)
+	var n int
+	require.NoError(t, d.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_version`).Scan(&n))
+	require.Equal(t, SchemaVersion(), n)
+	rev, err := d.Revision(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, rev)
+	_, err = d.Get(ctx, "a")
+	require.NoError(t, err)
+
+	// A newer schema is refused.
+	_, err = d.db.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (?)`, SchemaVersion()+1)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	_, err = Open(ctx, path)
+	require.ErrorIs(t, err, ErrSchemaTooNew)
+	require.ErrorContains(t, err, "schema_version is 2")
+}
+
+func TestOpenBadDSN(t *testing.T) {
+	_, err := Open(tctx(t), " ")
+	require.ErrorContains(t, err, "dsn")
+	_, err = Open(tctx(t), filepath.Join(t.TempDir(), "missing-dir", "x.db"))
+	require.Error(t, err)
+}
+
+func TestCRUDWithETags(t *testing.T) {
+	ctx := tctx(t)
+	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+
+	a, err := d.Create(ctx, "alice", sample("orders"))
+	require.NoError(t, err)
+	require.Equal(t, `"1"`, a.ETag)
+	_, err = d.Create(ctx, "alice", sample("orders"))
+	require.ErrorIs(t, err, ErrExists)
+
+	got, err := d.Get(ctx, "orders")
+	require.NoError(t, err)
+	require.Equal(t, a.ETag, got.ETag)
+	require.Equal(t, int64(100), got.Limit)
+	require.Equal(t, "/api/orders/**", got.EndpointPattern)
+	require.True(t, got.Enabled)
+
+	upd := sample("orders")
+	upd.Limit = 200
+	b, err := d.Update(ctx, "bob", upd, a.ETag)
+	require.NoError(t, err)
+	require.NotEqual(t, a.ETag, b.ETag)
+	_, err = d.Update(ctx, "bob", upd, a.ETag) // stale
+	require.ErrorIs(t, err, ErrStale)
+	got, err = d.Get(ctx, "orders")
+	require.NoError(t, err)
+	require.Equal(t, int64(200), got.Limit)
+	require.Equal(t, b.ETag, got.ETag)
+	_, err = d.Update(ctx, "bob", sample("nope"), "*")
+	require.ErrorIs(t, err, ErrNotFound)
+
+	require.ErrorIs(t, d.Delete(ctx, "bob", "orders", a.ETag), ErrStale)
+	require.NoError(t, d.Delete(ctx, "bob", "orders", b.ETag))
+	_, err = d.Get(ctx, "orders")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorIs(t, d.Delete(ctx, "bob", "orders", "*"), ErrNotFound)
+}
+
+func TestListCursor(t *testing.T) {
+	ctx := tctx(t)
+	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	for _, id := range []string{"e", "a", "c", "b", "d"} {
+		r := sample(id)
+		r.EndpointPattern = "/" + id
+		_, err := d.Create(ctx, "alice", r)
+		require.NoError(t, err)
+	}
+	var ids []string
+	cursor, pages := "", 0
+	for {
+		page, next, err := d.List(ctx, cursor, 2)
+		require.NoError(t, err)
+		for _, r := range page {
+			ids = append(ids, r.ID)
+		}
+		pages++
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	require.Equal(t, []string{"a", "b", "c", "d", "e"}, ids)
+	require.Equal(t, 3, pages)
+	_, _, err := d.List(ctx, "", 0)
+	require.ErrorContains(t, err, "limit")
+}
+
+func TestAuditOneRowPerChange(t *testing.T) {
+	ctx := tctx(t)
+	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	a, err := d.Create(ctx, "alice", sample("r1"))
+	require.NoError(t, err)
+	bad := sample("r2")
+	bad.Limit = 0
+	_, err = d.Create(ctx, "alice", bad) // refused: no audit row
+	require.Error(t, err)
+	upd := sample("r1")
+	upd.Shadow = true
+	b, err := d.Update(ctx, "bob", upd, a.ETag)
+	require.NoError(t, err)
+	_, err = d.Update(ctx, "bob", upd, a.ETag) // stale: no audit row
+	require.ErrorIs(t, err, ErrStale)
+	require.NoError(t, d.Delete(ctx, "carol", "r1", b.ETag))
+
+	log, err := d.Audit(ctx, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, log, 3)
+	require.Equal(t, []string{"rule.create", "rule.update", "rule.delete"}, []string{log[0].Action, log[1].Action, log[2].Action})
+	require.Equal(t, []string{"alice", "bob", "carol"}, []string{log[0].Actor, log[1].Actor, log[2].Actor})
+	require.Nil(t, log[0].Before)
+	require.Contains(t, string(log[0].After), `"limit":100`)
+	require.Contains(t, string(log[1].Before), `"shadow":false`)
+	require.Contains(t, string(log[1].After), `"shadow":true`)
+	require.Nil(t, log[2].After)
+	require.Equal(t, "rule/r1", log[2].Target)
+	rev, err := d.Revision(ctx)
+	require.NoError(t, err)
+	require.Equal(t, log[2].Revision, rev, "the revision moves only with committed writes")
+	_, err = d.Create(ctx, " ", sample("x"))
+	require.ErrorContains(t, err, "actor")
+}
+
+func TestInvalidRuleNeverStored(t *testing.T) {
+	ctx := tctx(t)
+	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	_, err := d.Create(ctx, "alice", sample("base"))
+	require.NoError(t, err)
+	for field, mut := range map[string]func(*Rule){
+		"name":             func(r *Rule) { r.ID = "bad id!" },
+		"limit":            func(r *Rule) { r.Limit = -1 },
+		"window_seconds":   func(r *Rule) { r.WindowSeconds = 0 },
+		"algorithm":        func(r *Rule) { r.Algorithm = "magic" },
+		"dimension":        func(r *Rule) { r.Dimension = "" },
+		"endpoints":        func(r *Rule) { r.EndpointPattern = "no-slash" },
+		"burst":            func(r *Rule) { r.Algorithm = "fixed_window"; r.Burst = 5 },
+		"endpoint_pattern": func(r *Rule) {}, // same dimension and pattern as "base", no tier
+		"tier":             func(r *Rule) { r.Tier = "gold"; r.EndpointPattern = "/other" },
+	} {
+		t.Run(field, func(t *testing.T) {
+			r := sample("new")
+			mut(&r)
+			_, err := d.Create(ctx, "alice", r)
+			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorContains(t, err, field)
+			list, _, err := d.List(ctx, "", 100)
+			require.NoError(t, err)
+			require.Len(t, list, 1)
+			rev, err := d.Revision(ctx)
+			require.NoError(t, err)
+			require.EqualValues(t, 1, rev)
+		})
+	}
+	// Disabled rules are validated too.
+	r := sample("off")
+	r.Enabled, r.Limit = false, 0
+	_, err = d.Create(ctx, "alice", r)
+	require.ErrorIs(t, err, ErrInvalid)
+	// Deleting the base of a tiered rule would leave an invalid set.
+	gold := sample("gold")
+	gold.Tier, gold.Limit = "gold", 1000
+	_, err = d.Create(ctx, "alice", gold)
+	require.NoError(t, err)
+	err = d.Delete(ctx, "alice", "base", "*")
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = d.Get(ctx, "base")
+	require.NoError(t, err)
+}
+
+func TestSourceSnapshot(t *testing.T) {
+	ctx := tctx(t)
+	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	_, err := d.Create(ctx, "a", sample("orders"))
+	require.NoError(t, err)
+	gold := sample("orders-gold")
+	gold.Tier, gold.Limit = "gold", 1000
+	_, err = d.Create(ctx, "a", gold)
+	require.NoError(t, err)
+	off := sample("off")
+	off.Dimension, off.Enabled = "ip", false
+	_, err = d.Create(ctx, "a", off)
+	require.NoError(t, err)
+	_, err = d.db.ExecContext(ctx, `INSERT INTO user_tiers (dimension, identifier, tier, revision, updated_at) VALUES ('user', 'u1', 'gold', 0, 0)`)
+	require.NoError(t, err)
+
+	snap, err := d.Source(0).Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "3", snap.Revision())
+	require.Len(t, snap.Rules(), 1)
+	m := snap.Match("", "user", "/api/orders/7")
+	require.Len(t, m, 1)
+	require.Equal(t, "orders", m[0].ID)
+	require.EqualValues(t, 100, m[0].Limit.Rate)
+	require.Equal(t, time.Minute, m[0].Limit.Period)
+	require.EqualValues(t, 1000, m[0].Tiers["gold"].Rate)
+	require.Equal(t, "gold", snap.TierOf("user", "u1"))
+	require.Empty(t, snap.Match("", "ip", "/api/orders/7"), "disabled rules are not served")
+}
+
+// watch runs src.Watch in the background and returns channels of what it
+// applies and reports.
+func watch(t *testing.T, src rules.Source) (<-chan *rules.Snapshot, <-chan error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	applied := make(chan *rules.Snapshot, 16)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		require.NoError(t, src.Watch(ctx, func(s *rules.Snapshot) { applied <- s }, func(err error) { errs <- err }))
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return applied, errs
+}
+
+func TestSourceWatchSeesOtherHandle(t *testing.T) {
+	ctx := tctx(t)
+	path := filepath.Join(t.TempDir(), "rules.db")
+	reader, writer := open(t, path), open(t, path)
+	src := reader.Source(50 * time.Millisecond)
+	snap, err := src.Load(ctx)
+	require.NoError(t, err)
+	require.Empty(t, snap.Rules())
+	applied, errs := watch(t, src)
+
+	start := time.Now()
+	_, err = writer.Create(ctx, "alice", sample("orders"))
+	require.NoError(t, err)
+	select {
+	case s := <-applied:
+		require.Equal(t, "1", s.Revision())
+		require.Len(t, s.Rules(), 1)
+		require.Less(t, time.Since(start), time.Second)
+	case err := <-errs:
+		t.Fatalf("unexpected error: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no snapshot within 5s")
+	}
+
+	// An invalid set written behind the store's back is reported; the last
+	// good snapshot stays (nothing applied) until the set is fixed.
+	_, err = writer.db.ExecContext(ctx, `UPDATE rules SET "limit" = 0; UPDATE revision SET value = value + 1`)
+	require.NoError(t, err)
+	select {
+	case err := <-errs:
+		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorContains(t, err, "limit")
+	case s := <-applied:
+		t.Fatalf("applied an invalid set at revision %s", s.Revision())
+	case <-time.After(5 * time.Second):
+		t.Fatal("no error within 5s")
+	}
+	_, err = writer.db.ExecContext(ctx, `UPDATE rules SET "limit" = 7; UPDATE revision SET value = value + 1`)
+	require.NoError(t, err)
+	select {
+	case s := <-applied:
+		require.Equal(t, "3", s.Revision())
+		require.EqualValues(t, 7, s.Rules()[0].Limit.Rate)
+	case err := <-errs:
+		t.Fatalf("unexpected error: %v", err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no snapshot within 5s")
+	}
+}
+
+func TestClosedDBIsAnError(t *testing.T) {
+	ctx := tctx(t)
+	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	src := d.Source(20 * time.Millisecond)
+	applied, errs := watch(t, src)
+	require.NoError(t, d.Close())
+	_, err := d.Create(ctx, "alice", sample("x"))
+	require.Error(t, err)
+	_, err = d.Get(ctx, "x")
+	require.Error(t, err)
+	_, _, err = d.List(ctx, "", 10)
+	require.Error(t, err)
+	_, err = src.Load(ctx)
+	require.Error(t, err)
+	select {
+	case err := <-errs:
+		require.ErrorContains(t, err, "closed")
+	case <-applied:
+		t.Fatal("applied a snapshot of a closed database")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no error within 5s")
+	}
+}
+
+func TestLockedDBIsAnError(t *testing.T) {
+	ctx := tctx(t)
+	path := filepath.Join(t.TempDir(), "rules.db")
+	holder := open(t, path)
+	d := open(t, path+"?_pragma=busy_timeout(100)")
+	tx, err := holder.db.BeginTx(ctx, nil) // immediate: holds the write lock
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, `UPDATE revision SET value = value + 1`)
+	require.NoError(t, err)
+	start := time.Now()
+	_, err = d.Create(ctx, "alice", sample("x"))
+	require.Error(t, err)
+	require.True(t, errors.Is(err, ErrInvalid) == false)
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.NoError(t, tx.Rollback())
+	_, err = d.Create(ctx, "alice", sample("x"))
+	require.NoError(t, err, "works again once the lock is released")
+}

@@ -1,0 +1,324 @@
+package rulesdb
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Errors of the store operations, matched with errors.Is.
+var (
+	// ErrNotFound: no rule has that ID.
+	ErrNotFound = errors.New("rulesdb: rule not found")
+	// ErrExists: Create of an ID already stored.
+	ErrExists = errors.New("rulesdb: rule already exists")
+	// ErrStale: the etag given to Update or Delete is not the rule's.
+	ErrStale = errors.New("rulesdb: etag does not match the rule's current etag")
+)
+
+const ruleCols = `id, name, dimension, endpoint_pattern, "limit", window_seconds, algorithm, tier, burst, shadow, enabled, revision, created_at, updated_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRule(s scanner) (*Rule, error) {
+	var r Rule
+	var created, updated int64
+	if err := s.Scan(&r.ID, &r.Name, &r.Dimension, &r.EndpointPattern, &r.Limit, &r.WindowSeconds, &r.Algorithm,
+		&r.Tier, &r.Burst, &r.Shadow, &r.Enabled, &r.Revision, &created, &updated); err != nil {
+		return nil, err
+	}
+	r.ETag = etagOf(r.Revision)
+	r.CreatedAt, r.UpdatedAt = time.UnixMilli(created).UTC(), time.UnixMilli(updated).UTC()
+	return &r, nil
+}
+
+// Get returns the rule id.
+func (d *DB) Get(ctx context.Context, id string) (*Rule, error) {
+	r, err := scanRule(d.db.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("%w: id %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rulesdb: get %q: %w", id, err)
+	}
+	return r, nil
+}
+
+// List returns up to limit rules (1 to 1000) with IDs after cursor, in ID
+// order, and the cursor of the next page ("" after the last).
+func (d *DB) List(ctx context.Context, cursor string, limit int) ([]*Rule, string, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, "", fmt.Errorf("rulesdb: limit: must be 1 to 1000, got %d", limit)
+	}
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id > ? ORDER BY id LIMIT ?`), cursor, limit+1)
+	if err != nil {
+		return nil, "", fmt.Errorf("rulesdb: list: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []*Rule
+	for rows.Next() {
+		r, err := scanRule(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("rulesdb: list: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("rulesdb: list: %w", err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].ID
+	}
+	return out, next, nil
+}
+
+// Create stores r (its ETag, Revision and times are set by the store) and
+// returns the stored rule. A rule the engine would reject, alone or with
+// the rules already stored, is refused with ErrInvalid naming the field,
+// and nothing is written.
+func (d *DB) Create(ctx context.Context, actor string, r Rule) (*Rule, error) {
+	return d.write(ctx, actor, "rule.create", r.ID, func(ctx context.Context, tx *sql.Tx, cur *Rule, rev int64, now int64) (*Rule, error) {
+		if cur != nil {
+			return nil, fmt.Errorf("%w: id %q", ErrExists, r.ID)
+		}
+		r.Revision, r.ETag = rev, etagOf(rev)
+		r.CreatedAt, r.UpdatedAt = time.UnixMilli(now).UTC(), time.UnixMilli(now).UTC()
+		_, err := tx.ExecContext(ctx, d.q(`INSERT INTO rules (`+ruleCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+			r.ID, r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, now)
+		return &r, err
+	}, &r)
+}
+
+// Update replaces the rule r.ID if its current etag is ifMatch (ErrStale
+// otherwise; "*" matches any), with Create's validation, and returns the
+// stored rule with its new etag.
+func (d *DB) Update(ctx context.Context, actor string, r Rule, ifMatch string) (*Rule, error) {
+	return d.write(ctx, actor, "rule.update", r.ID, func(ctx context.Context, tx *sql.Tx, cur *Rule, rev int64, now int64) (*Rule, error) {
+		if cur == nil {
+			return nil, fmt.Errorf("%w: id %q", ErrNotFound, r.ID)
+		}
+		if ifMatch != "*" && ifMatch != cur.ETag {
+			return nil, fmt.Errorf("%w: id %q: etag %s, current %s", ErrStale, r.ID, ifMatch, cur.ETag)
+		}
+		r.Revision, r.ETag = rev, etagOf(rev)
+		r.CreatedAt, r.UpdatedAt = cur.CreatedAt, time.UnixMilli(now).UTC()
+		_, err := tx.ExecContext(ctx, d.q(`UPDATE rules SET name = ?, dimension = ?, endpoint_pattern = ?, "limit" = ?, window_seconds = ?,
+			algorithm = ?, tier = ?, burst = ?, shadow = ?, enabled = ?, revision = ?, updated_at = ? WHERE id = ?`),
+			r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, r.ID)
+		return &r, err
+	}, &r)
+}
+
+// Delete removes the rule id if its current etag is ifMatch ("*" matches
+// any). The remaining rules must still form a valid set.
+func (d *DB) Delete(ctx context.Context, actor, id, ifMatch string) error {
+	_, err := d.write(ctx, actor, "rule.delete", id, func(ctx context.Context, tx *sql.Tx, cur *Rule, _ int64, _ int64) (*Rule, error) {
+		if cur == nil {
+			return nil, fmt.Errorf("%w: id %q", ErrNotFound, id)
+		}
+		if ifMatch != "*" && ifMatch != cur.ETag {
+			return nil, fmt.Errorf("%w: id %q: etag %s, current %s", ErrStale, id, ifMatch, cur.ETag)
+		}
+		_, err := tx.ExecContext(ctx, d.q(`DELETE FROM rules WHERE id = ?`), id)
+		return nil, err
+	}, nil)
+	return err
+}
+
+type change func(ctx context.Context, tx *sql.Tx, cur *Rule, rev int64, now int64) (*Rule, error)
+
+// write runs one rule change in a transaction: it validates next (nil for a
+// delete) alone, bumps the revision, applies change, checks the whole
+// resulting rule set as the engine would and appends the audit row.
+func (d *DB) write(ctx context.Context, actor, action, id string, apply change, next *Rule) (*Rule, error) {
+	if strings.TrimSpace(actor) == "" {
+		return nil, errors.New("rulesdb: actor: required")
+	}
+	if next != nil {
+		if err := validateRow(next); err != nil {
+			return nil, err
+		}
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("rulesdb: %s: begin: %w", action, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	cur, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		cur, err = nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rulesdb: %s: %w", action, err)
+	}
+	rev, err := d.bump(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	now := d.now().UnixMilli()
+	after, err := apply(ctx, tx, cur, rev, now)
+	if err != nil {
+		if errors.Is(err, ErrExists) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrStale) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("rulesdb: %s: %w", action, err)
+	}
+	all, err := loadRules(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	tiers, err := loadTiers(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := snapshot(rev, all, tiers); err != nil {
+		return nil, err
+	}
+	if err := d.audit(ctx, tx, rev, now, actor, action, "rule/"+id, cur, after); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("rulesdb: %s: commit: %w", action, err)
+	}
+	return after, nil
+}
+
+// validateRow checks one rule on its own, enabled or not: what the engine
+// would refuse of it whatever else is stored.
+func validateRow(r *Rule) error {
+	if r.Tier != "" && strings.TrimSpace(r.Tier) == "" {
+		return fmt.Errorf("%w: rule %q: tier: must not be blank", ErrInvalid, r.ID)
+	}
+	alone := *r
+	alone.Enabled, alone.Tier = true, ""
+	_, err := snapshot(0, []*Rule{&alone}, nil)
+	return err
+}
+
+// audit appends the audit row of revision rev.
+func (d *DB) audit(ctx context.Context, tx *sql.Tx, rev, now int64, actor, action, target string, before, after any) error {
+	enc := func(v any) (sql.NullString, error) {
+		if v == nil {
+			return sql.NullString{}, nil
+		}
+		b, err := json.Marshal(v)
+		return sql.NullString{String: string(b), Valid: true}, err
+	}
+	var b, a sql.NullString
+	var err error
+	if r, ok := before.(*Rule); !ok || r != nil {
+		if b, err = enc(before); err != nil {
+			return fmt.Errorf("rulesdb: audit: %w", err)
+		}
+	}
+	if r, ok := after.(*Rule); !ok || r != nil {
+		if a, err = enc(after); err != nil {
+			return fmt.Errorf("rulesdb: audit: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, d.q(`INSERT INTO audit (revision, at, actor, action, target, before_json, after_json) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+		rev, now, actor, action, target, b, a); err != nil {
+		return fmt.Errorf("rulesdb: audit: %w", err)
+	}
+	return nil
+}
+
+// AuditEntry is one row of the audit log.
+type AuditEntry struct {
+	Revision int64           `json:"revision"`
+	At       time.Time       `json:"at"`
+	Actor    string          `json:"actor"`
+	Action   string          `json:"action"`
+	Target   string          `json:"target"`
+	Before   json.RawMessage `json:"before,omitempty"`
+	After    json.RawMessage `json:"after,omitempty"`
+}
+
+// Audit returns up to limit audit entries (1 to 1000) with revisions after
+// since, oldest first.
+func (d *DB) Audit(ctx context.Context, since int64, limit int) ([]AuditEntry, error) {
+	if limit < 1 || limit > 1000 {
+		return nil, fmt.Errorf("rulesdb: limit: must be 1 to 1000, got %d", limit)
+	}
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT revision, at, actor, action, target, before_json, after_json FROM audit WHERE revision > ? ORDER BY revision LIMIT ?`), since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("rulesdb: audit: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []AuditEntry
+	for rows.Next() {
+		var e AuditEntry
+		var at int64
+		var b, a sql.NullString
+		if err := rows.Scan(&e.Revision, &at, &e.Actor, &e.Action, &e.Target, &b, &a); err != nil {
+			return nil, fmt.Errorf("rulesdb: audit: %w", err)
+		}
+		e.At = time.UnixMilli(at).UTC()
+		if b.Valid {
+			e.Before = json.RawMessage(b.String)
+		}
+		if a.Valid {
+			e.After = json.RawMessage(a.String)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rulesdb: audit: %w", err)
+	}
+	return out, nil
+}
+
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// loadRules reads every rule, in ID order.
+func loadRules(ctx context.Context, q querier) ([]*Rule, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+ruleCols+` FROM rules ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("rulesdb: load rules: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []*Rule
+	for rows.Next() {
+		r, err := scanRule(rows)
+		if err != nil {
+			return nil, fmt.Errorf("rulesdb: load rules: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rulesdb: load rules: %w", err)
+	}
+	return out, nil
+}
+
+// loadTiers reads the user tier assignments: dimension -> identifier -> tier.
+func loadTiers(ctx context.Context, q querier) (map[string]map[string]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT dimension, identifier, tier FROM user_tiers`)
+	if err != nil {
+		return nil, fmt.Errorf("rulesdb: load tiers: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	out := map[string]map[string]string{}
+	for rows.Next() {
+		var dim, id, tier string
+		if err := rows.Scan(&dim, &id, &tier); err != nil {
+			return nil, fmt.Errorf("rulesdb: load tiers: %w", err)
+		}
+		if out[dim] == nil {
+			out[dim] = map[string]string{}
+		}
+		out[dim][id] = tier
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rulesdb: load tiers: %w", err)
+	}
+	return out, nil
+}
