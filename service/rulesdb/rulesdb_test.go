@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -361,4 +362,16 @@ func TestLockedDBIsAnError(t *testing.T) {
 	require.NoError(t, tx.Rollback())
 	_, err = d.Create(ctx, "alice", sample("x"))
 	require.NoError(t, err, "works again once the lock is released")
+}
+
+func TestReadRulesStrict(t *testing.T) {
+	_, err := ReadRules(strings.NewReader(`[{"id": "a", "limt": 5}]`))
+	require.ErrorContains(t, err, "rules[0]")
+	require.ErrorContains(t, err, "limt")
+	_, err = ReadRules(strings.NewReader(`{"id": "a"}`))
+	require.ErrorContains(t, err, "JSON array")
+	rs, err := ReadRules(strings.NewReader(`[{"id": "a", "enabled": false}, {"id": "b"}]`))
+	require.NoError(t, err)
+	require.False(t, rs[0].Enabled)
+	require.True(t, rs[1].Enabled)
 }
