@@ -375,3 +375,35 @@ func TestReadRulesStrict(t *testing.T) {
 	require.False(t, rs[0].Enabled)
 	require.True(t, rs[1].Enabled)
 }
+
+func TestSetTier(t *testing.T) {
+	ctx := tctx(t)
+	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	src := d.Source(0)
+	require.NoError(t, d.SetTier(ctx, "alice", "user", "u1", "gold"))
+	require.NoError(t, d.SetTier(ctx, "alice", "user", "u1", "gold")) // no change: no audit row
+	snap, err := src.Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "gold", snap.TierOf("user", "u1"))
+	require.NoError(t, d.SetTier(ctx, "bob", "user", "u1", "silver"))
+	require.NoError(t, d.SetTier(ctx, "bob", "user", "u1", ""))
+	snap, err = src.Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "", snap.TierOf("user", "u1"))
+	require.Equal(t, "3", snap.Revision())
+
+	err = d.SetTier(ctx, "bob", "bad dim!", "u1", "gold")
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "tier_assignments")
+	require.ErrorContains(t, d.SetTier(ctx, "bob", "user", "u1", "  "), "tier")
+	require.ErrorContains(t, d.SetTier(ctx, "bob", "user", "", "gold"), "identifier")
+
+	log, err := d.Audit(ctx, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, log, 3)
+	require.Equal(t, []string{"tier.set", "tier.set", "tier.clear"}, []string{log[0].Action, log[1].Action, log[2].Action})
+	require.JSONEq(t, `{"dimension":"user","identifier":"u1","tier":"gold"}`, string(log[1].Before))
+	require.JSONEq(t, `{"dimension":"user","identifier":"u1","tier":"silver"}`, string(log[1].After))
+	require.Equal(t, "tier/user/u1", log[2].Target)
+	require.Nil(t, log[2].After)
+}
