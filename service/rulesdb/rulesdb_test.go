@@ -354,6 +354,9 @@ func TestLockedDBIsAnError(t *testing.T) {
 	defer func() { _ = tx.Rollback() }()
 	_, err = tx.ExecContext(ctx, `UPDATE revision SET value = value + 1`)
 	require.NoError(t, err)
+	// Readers do not wait on the writer (WAL, deferred read transaction).
+	_, err = d.Source(0).Load(ctx)
+	require.NoError(t, err)
 	start := time.Now()
 	_, err = d.Create(ctx, "alice", sample("x"))
 	require.Error(t, err)

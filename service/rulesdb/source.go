@@ -2,6 +2,7 @@ package rulesdb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -49,7 +50,9 @@ func (s *Source) Load(ctx context.Context) (*rules.Snapshot, error) {
 }
 
 func (s *Source) load(ctx context.Context) (*rules.Snapshot, int64, error) {
-	tx, err := s.db.db.BeginTx(ctx, nil)
+	// A read-only transaction is a deferred one: one consistent view (WAL)
+	// that takes no write lock, so it never waits on a writer.
+	tx, err := s.db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, 0, fmt.Errorf("rulesdb: load: %w", err)
 	}
