@@ -3,6 +3,7 @@ package rulesdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -409,4 +410,43 @@ func TestSetTier(t *testing.T) {
 	require.JSONEq(t, `{"dimension":"user","identifier":"u1","tier":"silver"}`, string(log[1].After))
 	require.Equal(t, "tier/user/u1", log[2].Target)
 	require.Nil(t, log[2].After)
+}
+
+// Writers on two handles (two processes' worth of connections) serialize:
+// every write commits, revisions are unique and the audit has one row each.
+func TestConcurrentWriters(t *testing.T) {
+	ctx := tctx(t)
+	path := filepath.Join(t.TempDir(), "rules.db")
+	dbs := []*DB{open(t, path), open(t, path)}
+	const perWorker = 10
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*perWorker)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := dbs[w%2]
+			for i := range perWorker {
+				r := sample(fmt.Sprintf("w%d-%d", w, i))
+				r.EndpointPattern = "/" + r.ID
+				if _, err := d.Create(ctx, "load", r); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	rev, err := dbs[0].Revision(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 4*perWorker, rev)
+	log, err := dbs[1].Audit(ctx, 0, 1000)
+	require.NoError(t, err)
+	require.Len(t, log, 4*perWorker)
+	for i, e := range log {
+		require.EqualValues(t, i+1, e.Revision)
+	}
 }
