@@ -450,3 +450,62 @@ func TestConcurrentWriters(t *testing.T) {
 		require.EqualValues(t, i+1, e.Revision)
 	}
 }
+
+func TestOverrides(t *testing.T) {
+	ctx := tctx(t)
+	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	now := time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC)
+	d.now = func() time.Time { return now }
+	_, err := d.Create(ctx, "alice", sample("orders"))
+	require.NoError(t, err)
+	o := Override{Dimension: "user", Identifier: "u1", RuleID: "orders", Limit: 5000, WindowSeconds: 60, ExpiresAt: now.Add(time.Hour)}
+	require.NoError(t, d.SetOverride(ctx, "alice", o))
+	got, err := d.Overrides(ctx, "user", "u1", now)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.EqualValues(t, 5000, got[0].Limit)
+	// It lapses at its instant, with no write.
+	got, err = d.Overrides(ctx, "user", "u1", now.Add(time.Hour))
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	block := Override{Dimension: "user", Identifier: "u1", RuleID: "orders", Block: true, ExpiresAt: now.Add(time.Minute)}
+	require.NoError(t, d.SetOverride(ctx, "bob", block)) // replaces
+	got, err = d.Overrides(ctx, "user", "u1", now)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.True(t, got[0].Block)
+
+	for field, bad := range map[string]Override{
+		"rule_id":        {Dimension: "user", Identifier: "u1", RuleID: "nope", Block: true, ExpiresAt: now.Add(time.Hour)},
+		"dimension":      {Dimension: "ip", Identifier: "u1", RuleID: "orders", Block: true, ExpiresAt: now.Add(time.Hour)},
+		"expires_at":     {Dimension: "user", Identifier: "u1", RuleID: "orders", Block: true, ExpiresAt: now},
+		"window_seconds": {Dimension: "user", Identifier: "u1", RuleID: "orders", Limit: 5, ExpiresAt: now.Add(time.Hour)},
+		"limit":          {Dimension: "user", Identifier: "u1", RuleID: "orders", Limit: -5, WindowSeconds: 1, ExpiresAt: now.Add(time.Hour)},
+		"block":          {Dimension: "user", Identifier: "u1", RuleID: "orders", Block: true, Limit: 5, ExpiresAt: now.Add(time.Hour)},
+		"identifier":     {Dimension: "user", RuleID: "orders", Block: true, ExpiresAt: now.Add(time.Hour)},
+	} {
+		err := d.SetOverride(ctx, "bob", bad)
+		require.ErrorIs(t, err, ErrInvalid, field)
+		require.ErrorContains(t, err, field)
+	}
+	require.NoError(t, d.ClearOverride(ctx, "carol", "user", "u1", "orders"))
+	require.ErrorIs(t, d.ClearOverride(ctx, "carol", "user", "u1", "orders"), ErrNotFound)
+	got, err = d.Overrides(ctx, "user", "u1", now)
+	require.NoError(t, err)
+	require.Empty(t, got)
+
+	log, err := d.Audit(ctx, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, log, 4) // create, set, set, clear: refusals write nothing
+	require.Equal(t, "override/user/u1/orders", log[3].Target)
+	require.Contains(t, string(log[2].Before), `"limit":5000`)
+	require.Contains(t, string(log[3].Before), `"block":true`)
+
+	// Deleting the rule deletes its overrides.
+	require.NoError(t, d.SetOverride(ctx, "alice", o))
+	require.NoError(t, d.Delete(ctx, "alice", "orders", "*"))
+	got, err = d.Overrides(ctx, "user", "u1", now)
+	require.NoError(t, err)
+	require.Empty(t, got)
+}

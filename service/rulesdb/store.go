@@ -115,8 +115,9 @@ func (d *DB) Update(ctx context.Context, actor string, r Rule, ifMatch string) (
 	}, &r)
 }
 
-// Delete removes the rule id if its current etag is ifMatch ("*" matches
-// any). The remaining rules must still form a valid set.
+// Delete removes the rule id and its overrides if its current etag is
+// ifMatch ("*" matches any). The remaining rules must still form a valid
+// set.
 func (d *DB) Delete(ctx context.Context, actor, id, ifMatch string) error {
 	_, err := d.write(ctx, actor, "rule.delete", id, func(ctx context.Context, tx *sql.Tx, cur *Rule, _ int64, _ int64) (*Rule, error) {
 		if cur == nil {
@@ -124,6 +125,9 @@ func (d *DB) Delete(ctx context.Context, actor, id, ifMatch string) error {
 		}
 		if ifMatch != "*" && ifMatch != cur.ETag {
 			return nil, fmt.Errorf("%w: id %q: etag %s, current %s", ErrStale, id, ifMatch, cur.ETag)
+		}
+		if _, err := tx.ExecContext(ctx, d.q(`DELETE FROM overrides WHERE rule_id = ?`), id); err != nil {
+			return nil, err
 		}
 		_, err := tx.ExecContext(ctx, d.q(`DELETE FROM rules WHERE id = ?`), id)
 		return nil, err

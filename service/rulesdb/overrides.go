@@ -1,0 +1,175 @@
+package rulesdb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Override is a temporary limit (or a block) of one rule for one caller,
+// in force until ExpiresAt.
+type Override struct {
+	Dimension     string    `json:"dimension"`
+	Identifier    string    `json:"identifier"`
+	RuleID        string    `json:"rule_id"`
+	Limit         int64     `json:"limit"`
+	WindowSeconds int64     `json:"window_seconds"`
+	Block         bool      `json:"block"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	Revision      int64     `json:"revision,omitempty"`
+}
+
+// SetOverride stores o (replacing the caller's override of that rule), in
+// one transaction with its audit row. The rule must exist; the limit is
+// checked with the rule's algorithm (a Block has none); ExpiresAt must be
+// in the future. Refusals wrap ErrInvalid and name the field.
+func (d *DB) SetOverride(ctx context.Context, actor string, o Override) error {
+	if strings.TrimSpace(actor) == "" {
+		return errors.New("rulesdb: actor: required")
+	}
+	if o.Identifier == "" {
+		return fmt.Errorf("%w: identifier: required", ErrInvalid)
+	}
+	now := d.now()
+	if !o.ExpiresAt.After(now) {
+		return fmt.Errorf("%w: expires_at: must be in the future, got %s", ErrInvalid, o.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if o.Block && (o.Limit != 0 || o.WindowSeconds != 0) {
+		return fmt.Errorf("%w: block: a block has no limit or window_seconds", ErrInvalid)
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("rulesdb: override.set: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	rule, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), o.RuleID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: rule_id: no rule %q", ErrInvalid, o.RuleID)
+	}
+	if err != nil {
+		return fmt.Errorf("rulesdb: override.set: %w", err)
+	}
+	if rule.Dimension != o.Dimension {
+		return fmt.Errorf("%w: dimension: rule %q is for dimension %q, got %q", ErrInvalid, o.RuleID, rule.Dimension, o.Dimension)
+	}
+	if !o.Block {
+		probe := *rule
+		probe.Limit, probe.WindowSeconds, probe.Burst = o.Limit, o.WindowSeconds, 0
+		if _, err := probe.limit(); err != nil {
+			return err
+		}
+	}
+	before, err := d.override(ctx, tx, o.Dimension, o.Identifier, o.RuleID)
+	if err != nil {
+		return err
+	}
+	rev, err := d.bump(ctx, tx)
+	if err != nil {
+		return err
+	}
+	o.Revision = rev
+	o.ExpiresAt = time.UnixMilli(o.ExpiresAt.UnixMilli()).UTC()
+	ms := now.UnixMilli()
+	if _, err := tx.ExecContext(ctx, d.q(`INSERT INTO overrides (dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (dimension, identifier, rule_id) DO UPDATE SET "limit" = excluded."limit", window_seconds = excluded.window_seconds,
+		block = excluded.block, expires_at = excluded.expires_at, revision = excluded.revision, created_at = excluded.created_at`),
+		o.Dimension, o.Identifier, o.RuleID, o.Limit, o.WindowSeconds, o.Block, o.ExpiresAt.UnixMilli(), rev, ms); err != nil {
+		return fmt.Errorf("rulesdb: override.set: %w", err)
+	}
+	var b any
+	if before != nil {
+		b = before
+	}
+	if err := d.audit(ctx, tx, rev, ms, actor, "override.set", "override/"+o.Dimension+"/"+o.Identifier+"/"+o.RuleID, b, o); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("rulesdb: override.set: commit: %w", err)
+	}
+	return nil
+}
+
+// ClearOverride removes the caller's override of ruleID (ErrNotFound if
+// none), with its audit row.
+func (d *DB) ClearOverride(ctx context.Context, actor, dimension, identifier, ruleID string) error {
+	if strings.TrimSpace(actor) == "" {
+		return errors.New("rulesdb: actor: required")
+	}
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("rulesdb: override.clear: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	before, err := d.override(ctx, tx, dimension, identifier, ruleID)
+	if err != nil {
+		return err
+	}
+	if before == nil {
+		return fmt.Errorf("%w: no override of rule %q for %s %q", ErrNotFound, ruleID, dimension, identifier)
+	}
+	rev, err := d.bump(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, d.q(`DELETE FROM overrides WHERE dimension = ? AND identifier = ? AND rule_id = ?`), dimension, identifier, ruleID); err != nil {
+		return fmt.Errorf("rulesdb: override.clear: %w", err)
+	}
+	if err := d.audit(ctx, tx, rev, d.now().UnixMilli(), actor, "override.clear", "override/"+dimension+"/"+identifier+"/"+ruleID, before, nil); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("rulesdb: override.clear: commit: %w", err)
+	}
+	return nil
+}
+
+// Overrides returns the caller's overrides in force at now (expired ones
+// are ignored: an override lapses at its instant without any write), by
+// rule ID.
+func (d *DB) Overrides(ctx context.Context, dimension, identifier string, now time.Time) ([]Override, error) {
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision
+		FROM overrides WHERE dimension = ? AND identifier = ? AND expires_at > ? ORDER BY rule_id`), dimension, identifier, now.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("rulesdb: overrides: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []Override
+	for rows.Next() {
+		o, err := scanOverride(rows)
+		if err != nil {
+			return nil, fmt.Errorf("rulesdb: overrides: %w", err)
+		}
+		out = append(out, *o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rulesdb: overrides: %w", err)
+	}
+	return out, nil
+}
+
+func scanOverride(s scanner) (*Override, error) {
+	var o Override
+	var exp int64
+	if err := s.Scan(&o.Dimension, &o.Identifier, &o.RuleID, &o.Limit, &o.WindowSeconds, &o.Block, &exp, &o.Revision); err != nil {
+		return nil, err
+	}
+	o.ExpiresAt = time.UnixMilli(exp).UTC()
+	return &o, nil
+}
+
+// override reads one stored override (expired or not) inside tx; nil if none.
+func (d *DB) override(ctx context.Context, tx *sql.Tx, dimension, identifier, ruleID string) (*Override, error) {
+	o, err := scanOverride(tx.QueryRowContext(ctx, d.q(`SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision
+		FROM overrides WHERE dimension = ? AND identifier = ? AND rule_id = ?`), dimension, identifier, ruleID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rulesdb: override: %w", err)
+	}
+	return o, nil
+}
