@@ -24,6 +24,9 @@ type Snapshot struct {
 	native   map[nativeKey]*dimIndex
 	tiers    map[string]map[string]string
 	envoy    map[string]*envoyTree
+	// overrides are as given to New; byOverride indexes them.
+	overrides  []Override
+	byOverride map[overrideKey]int
 }
 
 type nativeKey struct{ domain, dimension string }
@@ -52,8 +55,12 @@ type envoyTree struct {
 // It checks what a parser checks of each rule, without file lines: valid
 // and unique IDs, limits, tiers, endpoint patterns, Envoy paths unique per
 // domain. Sources other than files (the database of issue 15) build their
-// snapshots with it. New keeps rules and tiers: do not change them after.
-func New(revision string, rules []*Rule, tiers map[string]map[string]string) (*Snapshot, error) {
+// snapshots with it. overrides are the temporary limits of single callers
+// (Override); each must name a native rule of rules and its dimension, and
+// errors name the field as overrides[i].field. Expired overrides may be
+// given: the engine ignores them. New keeps rules, tiers and overrides: do
+// not change them after.
+func New(revision string, rules []*Rule, tiers map[string]map[string]string, overrides ...Override) (*Snapshot, error) {
 	s := &Snapshot{
 		revision: revision,
 		loadedAt: time.Now(),
@@ -146,6 +153,7 @@ func New(revision string, rules []*Rule, tiers map[string]map[string]string) (*S
 			}
 		}
 	}
+	errs = append(errs, s.addOverrides(overrides)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
