@@ -52,7 +52,8 @@ func (l *Limiter) Reset(ctx context.Context, policy, identity string) error {
 
 // SetOverride gives identity a different limit under policy until until (a
 // temporary raise for a customer, say). With Redis every instance sees it
-// at once.
+// at once. Setting the override already in force (the same lim and until)
+// keeps what it has counted (see Store.SetOverride).
 func (l *Limiter) SetOverride(ctx context.Context, policy, identity string, lim Limit, until time.Time) error {
 	if lim == (Limit{}) {
 		return fmt.Errorf("sluice: SetOverride: %w: a zero Limit (use Block)", nested{ErrInvalidLimit})

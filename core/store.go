@@ -144,6 +144,13 @@ type Store interface {
 	// Override), where every user of the store sees it at once (with the
 	// Redis store: in Redis, next to the key). An invalid Override is an
 	// error wrapping ErrInvalidLimit (see ValidateOverride).
+	//
+	// A new override counts on a state of its own, fresh. Setting the
+	// override already in force for k (the same Limit and Until) is a
+	// no-op that keeps that state: many instances applying one rule set,
+	// or one instance restarting, never reset what an override has
+	// counted (the Redis store decides it atomically, in one script).
+	// Another Limit or Until, or a clear in between, starts afresh.
 	SetOverride(ctx context.Context, k Key, o Override) error
 	// ClearOverride ends k's override or block, if any.
 	ClearOverride(ctx context.Context, k Key) error

@@ -65,6 +65,7 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("Batch", func(t *testing.T) { testBatch(t, newStore) })
 	t.Run("Refunds", func(t *testing.T) { testRefundsExact(t, newStore) })
 	t.Run("Overrides", func(t *testing.T) { testOverrides(t, newStore) })
+	t.Run("OverridesIdempotent", func(t *testing.T) { testOverridesIdempotent(t, newStore) })
 	t.Run("Keys", func(t *testing.T) { testKeys(t, newStore) })
 	t.Run("Booking", func(t *testing.T) { testBooking(t, newStore) })
 }

@@ -15,11 +15,14 @@ import (
 // the key's hash), fresh for each override.
 type override struct {
 	spec  *algo.Spec
+	lim   core.Limit // as given (zero: blocked)
 	until int64
 	gen   uint64
 }
 
-// SetOverride replaces k's limit until o.Until; see core.Store.
+// SetOverride replaces k's limit until o.Until; see core.Store. Setting
+// the override already in force for k (the same Limit and Until) changes
+// nothing: its state, and what it has counted, stay.
 func (s *Store) SetOverride(_ context.Context, k core.Key, o core.Override) error {
 	if err := s.open(); err != nil {
 		return fmt.Errorf("memorystore: SetOverride: %w", err)
@@ -30,7 +33,7 @@ func (s *Store) SetOverride(_ context.Context, k core.Key, o core.Override) erro
 	if err := core.ValidateOverride(o, time.UnixMicro(s.clock())); err != nil {
 		return fmt.Errorf("memorystore: SetOverride: %w", err)
 	}
-	ov := override{until: o.Until.UnixMicro(), gen: s.ovGen.Add(1)}
+	ov := override{lim: o.Limit, until: o.Until.UnixMicro()}
 	if !o.Blocks() {
 		sp, err := s.spec(o.Limit)
 		if err != nil {
@@ -43,6 +46,10 @@ func (s *Store) SetOverride(_ context.Context, k core.Key, o core.Override) erro
 	if s.overrides == nil {
 		s.overrides = map[core.Key]override{}
 	}
+	if cur, ok := s.overrides[k]; ok && cur.lim == ov.lim && cur.until == ov.until {
+		return nil // already in force: keep its generation, hence its state
+	}
+	ov.gen = s.ovGen.Add(1)
 	// The key may alias a request buffer that is reused (Fiber): keep a copy.
 	s.overrides[core.Key{Identity: strings.Clone(k.Identity), Policy: strings.Clone(k.Policy)}] = ov
 	s.nOverrides.Store(int64(len(s.overrides)))
