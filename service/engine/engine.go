@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -99,6 +100,10 @@ type Engine struct {
 	src   rules.Source
 	cfg   config
 	cur   atomic.Pointer[state]
+	// ovMu serializes the application of overrides; applied holds those
+	// this engine has set on the store and not cleared since.
+	ovMu    sync.Mutex
+	applied map[overrideKey]rules.Override
 }
 
 // state is what one snapshot decides with: immutable, swapped whole.
@@ -118,8 +123,10 @@ type state struct {
 }
 
 // New builds an engine deciding on store under the rules of src's first
-// snapshot (src.Load). It follows src's changes once Run is called. An
-// error means the rules could not be loaded or the options are invalid.
+// snapshot (src.Load), and applies the snapshot's overrides in force to the
+// store (see rules.Override; one that fails is logged, not fatal). It
+// follows src's changes once Run is called. An error means the rules could
+// not be loaded or the options are invalid.
 func New(ctx context.Context, store core.Store, src rules.Source, opts ...Option) (*Engine, error) {
 	if store == nil {
 		return nil, errors.New("engine: New: store: required")
@@ -131,7 +138,7 @@ func New(ctx context.Context, store core.Store, src rules.Source, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{store: store, src: src, cfg: cfg}
+	e := &Engine{store: store, src: src, cfg: cfg, applied: map[overrideKey]rules.Override{}}
 	snap, err := src.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("engine: rules: %w", err)
@@ -141,16 +148,22 @@ func New(ctx context.Context, store core.Store, src rules.Source, opts ...Option
 		return nil, err
 	}
 	e.cur.Store(st)
+	octx, cancel := overridesContext(ctx)
+	defer cancel()
+	e.applyOverrides(octx, st)
 	return e, nil
 }
 
 // Run puts every new snapshot of the rules source in force until ctx ends
-// (src.Watch); a rule set the engine cannot use is refused, logged and
-// reported to the observers, and the rules in force stay. It returns nil
+// (src.Watch), with its overrides (new or changed ones set on the store,
+// vanished ones cleared; one that fails is logged, reported to an
+// OverridesObserver and retried with the next snapshot); a rule set the
+// engine cannot use is refused, logged and reported to the observers, and
+// the rules in force stay. It returns nil
 // when ctx ends, or the source's error.
 func (e *Engine) Run(ctx context.Context) error {
 	err := e.src.Watch(ctx, func(s *rules.Snapshot) {
-		if err := e.apply(s); err != nil {
+		if err := e.apply(ctx, s); err != nil {
 			e.cfg.log.Error("ratelimitd: rules refused; the rules in force stay", "revision", s.Revision(), "err", err)
 			e.reloaded(err)
 			return
@@ -177,13 +190,17 @@ func (e *Engine) reloaded(err error) {
 	}
 }
 
-// apply puts s in force.
-func (e *Engine) apply(s *rules.Snapshot) error {
+// apply puts s in force, then applies its overrides (see
+// applyOverrides: a failure there is logged and reported, not returned).
+func (e *Engine) apply(ctx context.Context, s *rules.Snapshot) error {
 	st, err := e.build(s)
 	if err != nil {
 		return err
 	}
 	e.cur.Store(st)
+	octx, cancel := overridesContext(ctx)
+	defer cancel()
+	e.applyOverrides(octx, st)
 	return nil
 }
 

@@ -57,6 +57,18 @@ func WithObserver(o Observer) Option {
 // check; over the memory store, keep 1. n below 1 is an error.
 func WithBatchParallelism(n int) Option { return func(c *config) { c.parallel = n } }
 
+// WithClock sets the engine's clock (default time.Now): which overrides
+// of the rules are in force when a snapshot is put in force, the windows
+// of Deny rules, and how far a check's ClientTime is off. The store keeps
+// its own clock (give both the same one in tests). now must not be nil.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now != nil {
+			c.now = now
+		}
+	}
+}
+
 // WithLogger sets the logger of rules reloads (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 

@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+// An override of the rules (rules.Override: a temporary limit or block of
+// one native rule for one caller) is applied to the store through core
+// (Limiter.SetOverride and Block, Store.ClearOverride), under exactly the
+// key a check of that rule and caller counts on: the rule's ID and the
+// caller's identifier. Every instance applies the overrides of the
+// snapshot it puts in force: at start all that are in force, later what
+// changed (new, or another limit, end or revision: set; gone: cleared).
+// The store keeps an override already in force when it is set again
+// (core.Store.SetOverride), so many instances, or a restart, never reset
+// what it has counted; it lapses at its Until in the store, with no
+// reload.
+
+// overrideKey identifies an override: one rule, one caller.
+type overrideKey struct{ rule, dimension, identifier string }
+
+// OverridesObserver is an Observer that also learns how the overrides of
+// each snapshot put in force were applied to the store. err joins the
+// errors of the overrides that could not be set or cleared (they are
+// logged, never fatal, and retried with the next snapshot).
+type OverridesObserver interface {
+	Observer
+	// OverridesApplied is called after the overrides of s were applied:
+	// set is how many were set, cleared how many were cleared.
+	OverridesApplied(s *rules.Snapshot, set, cleared int, err error)
+}
+
+// applyOverrides applies the overrides of st's snapshot to the store: it
+// sets those in force that this engine has not set yet (or set with
+// another value or revision), and clears those it set that the snapshot
+// no longer holds. An override that fails stays to be applied with the
+// next snapshot.
+func (e *Engine) applyOverrides(ctx context.Context, st *state) {
+	e.ovMu.Lock()
+	defer e.ovMu.Unlock()
+	s := st.snap
+	now := e.cfg.now()
+	var errs []error
+	set, cleared := 0, 0
+	want := make(map[overrideKey]bool, len(s.Overrides()))
+	for _, o := range s.Overrides() {
+		if !o.Active(now) {
+			continue // lapsed in the store on its own
+		}
+		k := overrideKey{o.RuleID, o.Dimension, o.Identifier}
+		want[k] = true
+		if cur, ok := e.applied[k]; ok && cur == o {
+			continue
+		}
+		if err := e.setOverride(ctx, st, o); err != nil {
+			errs = append(errs, err)
+			delete(e.applied, k) // unknown: set it again next time
+			continue
+		}
+		e.applied[k] = o
+		set++
+	}
+	for k, o := range e.applied {
+		if want[k] {
+			continue
+		}
+		if !o.Active(now) {
+			delete(e.applied, k) // lapsed in the store on its own
+			continue
+		}
+		// Gone from the rules: cleared on the store itself, so that it
+		// ends even when its rule went (or stopped counting) too.
+		err := e.store.ClearOverride(ctx, core.Key{Identity: k.identifier, Policy: k.rule})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("engine: override of rule %q for a %s: clear: %w", k.rule, k.dimension, err))
+			continue
+		}
+		delete(e.applied, k)
+		cleared++
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		e.cfg.log.Error("ratelimitd: overrides not applied; retried with the next rules", "revision", s.Revision(), "failed", len(errs), "err", err)
+	} else if set+cleared > 0 {
+		e.cfg.log.Info("ratelimitd: overrides applied", "revision", s.Revision(), "set", set, "cleared", cleared)
+	}
+	for _, ob := range e.cfg.observers {
+		if oo, ok := ob.(OverridesObserver); ok {
+			oo.OverridesApplied(s, set, cleared, err)
+		}
+	}
+}
+
+// setOverride sets o on the store, through the limiter of every rule. The
+// error names the rule and the dimension, never the identifier (it is
+// logged).
+func (e *Engine) setOverride(ctx context.Context, st *state, o rules.Override) error {
+	r, _ := st.snap.Rule(o.RuleID)
+	if r == nil || st.all == nil || r.Unlimited || r.Deny {
+		return fmt.Errorf("engine: override of rule %q for a %s: the rule counts nothing (unlimited or deny)", o.RuleID, o.Dimension)
+	}
+	var err error
+	if o.Blocks() {
+		err = st.all.Block(ctx, o.RuleID, o.Identifier, o.Until)
+	} else {
+		err = st.all.SetOverride(ctx, o.RuleID, o.Identifier, o.Limit, o.Until)
+	}
+	if err != nil {
+		return fmt.Errorf("engine: override of rule %q for a %s: %w", o.RuleID, o.Dimension, err)
+	}
+	return nil
+}
+
+// overrideTimeout bounds the application of a snapshot's overrides when
+// the caller's context has no deadline.
+const overrideTimeout = 30 * time.Second
+
+// overridesContext is ctx, detached from its cancellation (a snapshot put
+// in force gets its overrides even while the service stops), bounded.
+func overridesContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), overrideTimeout)
+}
