@@ -103,7 +103,7 @@ type Engine struct {
 	// ovMu serializes the application of overrides; applied holds those
 	// this engine has set on the store and not cleared since.
 	ovMu    sync.Mutex
-	applied map[overrideKey]rules.Override
+	applied map[overrideKey]appliedOverride
 }
 
 // state is what one snapshot decides with: immutable, swapped whole.
@@ -138,7 +138,7 @@ func New(ctx context.Context, store core.Store, src rules.Source, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{store: store, src: src, cfg: cfg, applied: map[overrideKey]rules.Override{}}
+	e := &Engine{store: store, src: src, cfg: cfg, applied: map[overrideKey]appliedOverride{}}
 	snap, err := src.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("engine: rules: %w", err)

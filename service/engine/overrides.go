@@ -25,6 +25,15 @@ import (
 // overrideKey identifies an override: one rule, one caller.
 type overrideKey struct{ rule, dimension, identifier string }
 
+// appliedOverride is what an engine last did with one override: o set on
+// the store (ok), or tried and failed (then the store may hold o or the
+// one before it, in force at most until until).
+type appliedOverride struct {
+	o     rules.Override
+	until time.Time
+	ok    bool
+}
+
 // OverridesObserver is an Observer that also learns how the overrides of
 // each snapshot put in force were applied to the store. err joins the
 // errors of the overrides that could not be set or cleared (they are
@@ -55,22 +64,29 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 		}
 		k := overrideKey{o.RuleID, o.Dimension, o.Identifier}
 		want[k] = true
-		if cur, ok := e.applied[k]; ok && cur == o {
+		cur, had := e.applied[k]
+		if had && cur.ok && cur.o == o {
 			continue
 		}
 		if err := e.setOverride(ctx, st, o); err != nil {
 			errs = append(errs, err)
-			delete(e.applied, k) // unknown: set it again next time
+			// Unknown: set again next time; until then the store may
+			// hold the one before (clear it if it goes).
+			a := appliedOverride{o: o, until: o.Until}
+			if had && cur.until.After(a.until) {
+				a.until = cur.until
+			}
+			e.applied[k] = a
 			continue
 		}
-		e.applied[k] = o
+		e.applied[k] = appliedOverride{o: o, until: o.Until, ok: true}
 		set++
 	}
-	for k, o := range e.applied {
+	for k, a := range e.applied {
 		if want[k] {
 			continue
 		}
-		if !o.Active(now) {
+		if !now.Before(a.until) {
 			delete(e.applied, k) // lapsed in the store on its own
 			continue
 		}

@@ -349,4 +349,23 @@ func TestOverrideErrorsRetried(t *testing.T) {
 	src.next <- overrideSnap(t, "4")
 	require.Equal(t, appliedEv{"4", 0, 1, nil}, obs.next(t))
 	require.EqualValues(t, 3, mustCheck(t, e, order("ann")).Limit)
+
+	// Set, then a change that fails (the store keeps the first), then
+	// gone: the first is cleared.
+	src.next <- overrideSnap(t, "5", o)
+	require.Equal(t, appliedEv{"5", 1, 0, nil}, obs.next(t))
+	st.mu.Lock()
+	st.fail = true
+	st.mu.Unlock()
+	o12 := o
+	o12.Limit = core.PerHour(12).WithAlgorithm(core.FixedWindow)
+	src.next <- overrideSnap(t, "6", o12)
+	require.ErrorIs(t, obs.next(t).err, errOverrideDown)
+	require.EqualValues(t, 10, mustCheck(t, e, order("ann")).Limit)
+	st.mu.Lock()
+	st.fail = false
+	st.mu.Unlock()
+	src.next <- overrideSnap(t, "7")
+	require.Equal(t, appliedEv{"7", 0, 1, nil}, obs.next(t))
+	require.EqualValues(t, 3, mustCheck(t, e, order("ann")).Limit)
 }
