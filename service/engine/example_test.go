@@ -3,7 +3,10 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"time"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/rules"
@@ -46,4 +49,51 @@ rules:
 	// true orders-per-user 0 warning
 	// false orders-per-user 0 throttled
 	// true ""
+}
+
+// Usage shows where a caller stands under every rule of its dimension,
+// with its tier and override resolved, consuming nothing.
+func ExampleEngine_Usage() {
+	ctx := context.Background()
+	store, err := memorystore.New()
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	s, err := rules.New("7", []*rules.Rule{
+		{ID: "orders", Dimension: "user", Endpoints: []string{"/api/v1/orders"}, Limit: core.PerHour(3).WithAlgorithm(core.FixedWindow)},
+		{ID: "reads", Dimension: "user", Limit: core.PerHour(100).WithAlgorithm(core.FixedWindow)},
+	}, nil, rules.Override{RuleID: "orders", Dimension: "user", Identifier: "alice", Limit: core.PerHour(10).WithAlgorithm(core.FixedWindow), Until: time.Now().Add(time.Hour)})
+	if err != nil {
+		panic(err)
+	}
+	e, err := engine.New(ctx, store, snapshot{s}, engine.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		panic(err)
+	}
+	for range 2 {
+		if _, err := e.Check(ctx, engine.Check{Dimension: "user", Identifier: "alice", Endpoint: "/api/v1/orders", Cost: 1}); err != nil {
+			panic(err)
+		}
+	}
+	us, err := e.Usage(ctx, "user", "alice")
+	if err != nil {
+		panic(err)
+	}
+	for _, u := range us {
+		fmt.Println(u.Rule.ID, u.Limit, "override:", u.Override != nil, "used:", u.Used, "of", u.Capacity)
+	}
+	// Output:
+	// orders 10/1h0m0s fixed_window override: true used: 2 of 10
+	// reads 100/1h0m0s fixed_window override: false used: 2 of 100
+}
+
+// snapshot is a rules.Source of one snapshot that never changes.
+type snapshot struct{ s *rules.Snapshot }
+
+func (s snapshot) Load(context.Context) (*rules.Snapshot, error) { return s.s, nil }
+
+func (s snapshot) Watch(ctx context.Context, _ func(*rules.Snapshot), _ func(error)) error {
+	<-ctx.Done()
+	return nil
 }

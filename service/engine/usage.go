@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/rules"
+)
+
+// RuleUsage is where one caller stands under one native rule: the limit in
+// force for it (the rule's, its tier's or an override's) and its counter,
+// peeked.
+type RuleUsage struct {
+	// Rule is the rule.
+	Rule *rules.Rule
+	// Tier is the caller's tier ("" none), whether or not the rule has a
+	// limit for it.
+	Tier string
+	// Limit is the limit in force for the caller now: the override's (the
+	// zero Limit when it blocks), else the tier's when the rule has one for
+	// the caller's tier, else the rule's. An unlimited rule's is zero; a
+	// Deny rule's has Rate 0.
+	Limit core.Limit
+	// Override is the caller's override of the rule in force now; nil when
+	// none.
+	Override *rules.Override
+	// Blocked: every check of the caller under the rule is denied, by a
+	// block (an override with the zero Limit) or because the rule is a Deny
+	// rule.
+	Blocked bool
+	// Capacity is the counter's capacity under the limit the store
+	// applies (an override's, as the store holds it); Remaining what is
+	// left now; Used = Capacity - Remaining. All zero for unlimited and
+	// Deny rules, which count nothing.
+	Capacity, Remaining, Used int64
+	// ResetAt is when the caller's counter is full again (the end of a
+	// block); zero when the rule counts nothing.
+	ResetAt time.Time
+	// State is the counter's warning state: Warning above 80% usage,
+	// Throttled when a check of cost 1 would be denied now (blocked, or
+	// nothing left).
+	State core.State
+}
+
+// Usage reports where identifier, of dimension, stands under every native
+// rule of that dimension, on every endpoint (rules with endpoint patterns
+// included), in the order of the rules: the caller's tier and override
+// resolved, each counter peeked in one store call (nothing is consumed).
+// A dimension no rule counts has none (nil, no error). Invalid input (an
+// empty or too long dimension or identifier) wraps ErrInvalid naming the
+// field; a store failure is an error wrapping the store's (for logs, not
+// for a client).
+func (e *Engine) Usage(ctx context.Context, dimension, identifier string) ([]RuleUsage, error) {
+	switch {
+	case dimension == "":
+		return nil, invalid("dimension", "required")
+	case len(dimension) > MaxDimension:
+		return nil, invalid("dimension", "at most %d bytes, got %d", MaxDimension, len(dimension))
+	case identifier == "":
+		return nil, invalid("identifier", "required")
+	case len(identifier) > MaxIdentifier:
+		return nil, invalid("identifier", "at most %d bytes, got %d", MaxIdentifier, len(identifier))
+	}
+	st := e.cur.Load()
+	s := st.snap
+	now := e.cfg.now()
+	tier := s.TierOf(dimension, identifier)
+	var (
+		out  []RuleUsage
+		ops  []core.GroupOp
+		memb []int // out[memb[j]] is peeked by ops[j]
+	)
+	for _, r := range s.Rules() {
+		if r.Envoy != nil || r.Dimension != dimension {
+			continue
+		}
+		u := RuleUsage{Rule: r, Tier: tier, Limit: r.Limit}
+		if tl, ok := r.Tiers[tier]; ok && tier != "" {
+			u.Limit = tl
+		}
+		if o, ok := s.OverrideOf(r.ID, dimension, identifier); ok && o.Active(now) {
+			u.Override, u.Limit, u.Blocked = &o, o.Limit, o.Blocks()
+		}
+		switch {
+		case r.Unlimited:
+			u.Limit, u.Override, u.Blocked = core.Limit{}, nil, false
+		case r.Deny:
+			u.Limit, u.Override, u.Blocked, u.State = r.Limit, nil, true, core.Throttled
+		default:
+			ops = append(ops, core.GroupOp{Policy: r.ID, Identity: identifier, Tier: tier})
+			memb = append(memb, len(out))
+		}
+		out = append(out, u)
+	}
+	if len(ops) == 0 {
+		return out, nil
+	}
+	d, err := st.all.CheckGroup(ctx, ops)
+	if err != nil {
+		return nil, fmt.Errorf("engine: usage: %w", err)
+	}
+	for j, i := range memb {
+		p := &d.Results[j]
+		u := &out[i]
+		u.Capacity, u.Remaining = p.Capacity, p.Remaining
+		u.Used = max(p.Capacity-p.Remaining, 0)
+		u.ResetAt = resetAt(&p.Result)
+		u.State = p.State
+	}
+	return out, nil
+}
