@@ -94,7 +94,7 @@ type DescriptorsResult struct {
 func (e *Engine) Descriptors(ctx context.Context, domain string, ds []Descriptor) (DescriptorsResult, error) {
 	start := time.Now()
 	res, err := e.descriptors(ctx, domain, ds)
-	e.observe(ctx, KindDescriptors, &res.Decision, start, err)
+	e.observe(ctx, KindDescriptors, nil, &res.Decision, start, err)
 	if err != nil {
 		return DescriptorsResult{}, err
 	}

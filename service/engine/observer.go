@@ -52,6 +52,12 @@ type Event struct {
 	// Err is the error the caller got: invalid input (wrapping
 	// ErrInvalid) or a store failure.
 	Err error
+	// Dimension and Identifier name the caller of a Check, a Report or an
+	// item of a batch (every rule of Decision counted that caller); both
+	// are empty for Descriptors. The identifier is the caller's (a user,
+	// an address, a key): an Observer must never put it in a metric label
+	// (Recent keeps it, bounded, for the admin page only).
+	Dimension, Identifier string
 }
 
 // Observer sees every decision and every rules reload of an Engine: the
@@ -67,11 +73,15 @@ type Observer interface {
 	Reloaded(s *rules.Snapshot, err error)
 }
 
-func (e *Engine) observe(ctx context.Context, kind Kind, d *core.Decision, start time.Time, err error) {
+// observe tells the observers of a decision of c (nil for Descriptors).
+func (e *Engine) observe(ctx context.Context, kind Kind, c *Check, d *core.Decision, start time.Time, err error) {
 	if len(e.cfg.observers) == 0 {
 		return
 	}
 	ev := Event{Kind: kind, Decision: d, Took: time.Since(start), Err: err}
+	if c != nil {
+		ev.Dimension, ev.Identifier = c.Dimension, c.Identifier
+	}
 	if err != nil {
 		ev.Decision = nil
 	}
