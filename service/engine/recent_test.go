@@ -121,7 +121,7 @@ func TestRecentEvictsLeastRecentlySeen(t *testing.T) {
 	r2.Decided(ctx, flagged("r", "old", core.Warning, now))
 	r2.Decided(ctx, flagged("r", "new", core.Warning, now.Add(5*time.Second)))
 	require.Equal(t, 1, r2.Len())
-	require.Equal(t, "new", r2.List(now.Add(5*time.Second))[0].Identifier)
+	require.Equal(t, "new", r2.List(now.Add(5 * time.Second))[0].Identifier)
 }
 
 func TestRecentNoAllocationOnTheDecidePath(t *testing.T) {
