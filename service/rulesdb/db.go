@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
 )
 
 // DB is a rules database: open with Open, close with Close. It is safe for
@@ -18,32 +19,69 @@ import (
 type DB struct {
 	db  *sql.DB
 	now func() time.Time
-	pg  bool // PostgreSQL placeholders ($1) instead of ?
+	pg  bool   // PostgreSQL: $1 placeholders, row locks, NOTIFY
+	dsn string // the PostgreSQL DSN, for the listener's own connection
 }
 
-// Open opens (creating it if needed) the SQLite database at dsn and brings
-// its schema up to date. dsn is a file path or "file:PATH"; WAL journaling,
-// a 5 s busy timeout, foreign keys and immediate (write-locking)
-// transactions are set unless the DSN sets them. A schema newer than this
-// build is refused with ErrSchemaTooNew.
+// Open opens the rules database at dsn and brings its schema up to date.
+// A dsn starting with "postgres://" or "postgresql://" is a PostgreSQL
+// database (pgx v5; migrations run under a transaction-scoped advisory
+// lock, so instances starting together never migrate twice). Anything
+// else is a SQLite file: a path or "file:PATH", created if needed, with WAL
+// journaling, a 5 s busy timeout, foreign keys and immediate
+// (write-locking) transactions unless the DSN sets them. A schema newer
+// than this build is refused with ErrSchemaTooNew.
 func Open(ctx context.Context, dsn string) (*DB, error) {
 	if strings.TrimSpace(dsn) == "" {
 		return nil, errors.New("rulesdb: dsn: required")
 	}
-	db, err := sql.Open("sqlite", sqliteDSN(dsn))
+	d := &DB{now: time.Now}
+	var err error
+	if IsPostgres(dsn) {
+		d.pg, d.dsn = true, dsn
+		d.db, err = sql.Open("pgx", dsn)
+	} else {
+		d.db, err = sql.Open("sqlite", sqliteDSN(dsn))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: dsn: %w", err)
 	}
-	d := &DB{db: db, now: time.Now}
-	if err := db.PingContext(ctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("rulesdb: open: %w", err)
+	if err := d.db.PingContext(ctx); err != nil {
+		_ = d.db.Close()
+		return nil, fmt.Errorf("rulesdb: open %s: %w", Redact(dsn), err)
 	}
 	if err := d.migrate(ctx); err != nil {
-		_ = db.Close()
+		_ = d.db.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// IsPostgres reports whether dsn names a PostgreSQL database
+// ("postgres://" or "postgresql://").
+func IsPostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// Redact returns dsn with any password replaced by "xxxxx", for logs and
+// errors: "postgres://app:secret@db/rules" becomes
+// "postgres://app:xxxxx@db/rules" (a password=... parameter too).
+func Redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" {
+		if strings.Contains(dsn, "@") || strings.Contains(strings.ToLower(dsn), "password") {
+			return "(unparsable DSN, redacted)"
+		}
+		return dsn
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
 
 // sqliteDSN adds the pragmas the store relies on to a path or file: DSN.
@@ -97,14 +135,40 @@ func (d *DB) q(query string) string {
 	return b.String()
 }
 
-// bump increments the revision inside tx and returns the new value.
-func (d *DB) bump(ctx context.Context, tx *sql.Tx) (int64, error) {
-	if _, err := tx.ExecContext(ctx, `UPDATE revision SET value = value + 1 WHERE id = 1`); err != nil {
-		return 0, fmt.Errorf("rulesdb: revision: %w", err)
+// Notify is the PostgreSQL channel every write notifies, in its
+// transaction, with the new revision as the payload.
+const Notify = "sluice_rules"
+
+// begin starts a write transaction. On PostgreSQL it first takes the
+// revision row's lock (SELECT ... FOR UPDATE), so writes serialize from
+// their first read: a write never decides on a row another write is
+// changing (SQLite's immediate transactions do the same with the database
+// lock).
+func (d *DB) begin(ctx context.Context) (*sql.Tx, error) {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil || !d.pg {
+		return tx, err
 	}
 	var rev int64
-	if err := tx.QueryRowContext(ctx, `SELECT value FROM revision WHERE id = 1`).Scan(&rev); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT value FROM revision WHERE id = 1 FOR UPDATE`).Scan(&rev); err != nil {
+		_ = tx.Rollback()
+		return nil, fmt.Errorf("revision lock: %w", err)
+	}
+	return tx, nil
+}
+
+// bump increments the revision inside tx and returns the new value. On
+// PostgreSQL it also queues the NOTIFY of the new revision, delivered when
+// tx commits.
+func (d *DB) bump(ctx context.Context, tx *sql.Tx) (int64, error) {
+	var rev int64
+	if err := tx.QueryRowContext(ctx, `UPDATE revision SET value = value + 1 WHERE id = 1 RETURNING value`).Scan(&rev); err != nil {
 		return 0, fmt.Errorf("rulesdb: revision: %w", err)
+	}
+	if d.pg {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Notify, strconv.FormatInt(rev, 10)); err != nil {
+			return 0, fmt.Errorf("rulesdb: revision: notify: %w", err)
+		}
 	}
 	return rev, nil
 }

@@ -40,7 +40,7 @@ func (d *DB) SetOverride(ctx context.Context, actor string, o Override) error {
 	if o.Block && (o.Limit != 0 || o.WindowSeconds != 0) {
 		return fmt.Errorf("%w: block: a block has no limit or window_seconds", ErrInvalid)
 	}
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("rulesdb: override.set: begin: %w", err)
 	}
@@ -99,7 +99,7 @@ func (d *DB) ClearOverride(ctx context.Context, actor, dimension, identifier, ru
 	if strings.TrimSpace(actor) == "" {
 		return errors.New("rulesdb: actor: required")
 	}
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("rulesdb: override.clear: begin: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,16 +37,20 @@ func sample(id string) Rule {
 		WindowSeconds: 60, Algorithm: "sliding_window_counter", Enabled: true}
 }
 
-func TestMigrations(t *testing.T) {
+func TestMigrations(t *testing.T) { each(t, testMigrations) }
+
+func testMigrations(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	path := filepath.Join(t.TempDir(), "rules.db")
+	path := dsn
 	d := open(t, path)
 	var v int
 	require.NoError(t, d.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_version`).Scan(&v))
 	require.Equal(t, SchemaVersion(), v)
-	var mode string
-	require.NoError(t, d.db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode))
-	require.Equal(t, "wal", mode)
+	if !d.pg {
+		var mode string
+		require.NoError(t, d.db.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode))
+		require.Equal(t, "wal", mode)
+	}
 	_, err := d.Create(ctx, "alice", sample("a"))
 	require.NoError(t, err)
 	require.NoError(t, d.Close())
@@ -62,7 +67,7 @@ func TestMigrations(t *testing.T) {
 	require.NoError(t, err)
 
 	// A newer schema is refused.
-	_, err = d.db.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (?)`, SchemaVersion()+1)
+	_, err = d.db.ExecContext(ctx, d.q(`INSERT INTO schema_version (version) VALUES (?)`), SchemaVersion()+1)
 	require.NoError(t, err)
 	require.NoError(t, d.Close())
 	_, err = Open(ctx, path)
@@ -75,11 +80,23 @@ func TestOpenBadDSN(t *testing.T) {
 	require.ErrorContains(t, err, "dsn")
 	_, err = Open(tctx(t), filepath.Join(t.TempDir(), "missing-dir", "x.db"))
 	require.Error(t, err)
+	// Nothing listens on a port just closed: a quick error naming the
+	// DSN, its password redacted.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	_, err = Open(tctx(t), "postgres://app:s3cret@"+addr+"/rules?sslmode=disable&connect_timeout=2")
+	require.Error(t, err)
+	require.ErrorContains(t, err, "postgres://app:xxxxx@"+addr)
+	require.NotContains(t, err.Error(), "s3cret")
 }
 
-func TestCRUDWithETags(t *testing.T) {
+func TestCRUDWithETags(t *testing.T) { each(t, testCRUDWithETags) }
+
+func testCRUDWithETags(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 
 	a, err := d.Create(ctx, "alice", sample("orders"))
 	require.NoError(t, err)
@@ -115,9 +132,11 @@ func TestCRUDWithETags(t *testing.T) {
 	require.ErrorIs(t, d.Delete(ctx, "bob", "orders", "*"), ErrNotFound)
 }
 
-func TestListCursor(t *testing.T) {
+func TestListCursor(t *testing.T) { each(t, testListCursor) }
+
+func testListCursor(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 	for _, id := range []string{"e", "a", "c", "b", "d"} {
 		r := sample(id)
 		r.EndpointPattern = "/" + id
@@ -144,9 +163,11 @@ func TestListCursor(t *testing.T) {
 	require.ErrorContains(t, err, "limit")
 }
 
-func TestAuditOneRowPerChange(t *testing.T) {
+func TestAuditOneRowPerChange(t *testing.T) { each(t, testAuditOneRowPerChange) }
+
+func testAuditOneRowPerChange(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 	a, err := d.Create(ctx, "alice", sample("r1"))
 	require.NoError(t, err)
 	bad := sample("r2")
@@ -179,9 +200,11 @@ func TestAuditOneRowPerChange(t *testing.T) {
 	require.ErrorContains(t, err, "actor")
 }
 
-func TestInvalidRuleNeverStored(t *testing.T) {
+func TestInvalidRuleNeverStored(t *testing.T) { each(t, testInvalidRuleNeverStored) }
+
+func testInvalidRuleNeverStored(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 	_, err := d.Create(ctx, "alice", sample("base"))
 	require.NoError(t, err)
 	for field, mut := range map[string]func(*Rule){
@@ -225,9 +248,11 @@ func TestInvalidRuleNeverStored(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func TestSourceSnapshot(t *testing.T) {
+func TestSourceSnapshot(t *testing.T) { each(t, testSourceSnapshot) }
+
+func testSourceSnapshot(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 	_, err := d.Create(ctx, "a", sample("orders"))
 	require.NoError(t, err)
 	gold := sample("orders-gold")
@@ -271,9 +296,11 @@ func watch(t *testing.T, src rules.Source) (<-chan *rules.Snapshot, <-chan error
 	return applied, errs
 }
 
-func TestSourceWatchSeesOtherHandle(t *testing.T) {
+func TestSourceWatchSeesOtherHandle(t *testing.T) { each(t, testSourceWatchSeesOtherHandle) }
+
+func testSourceWatchSeesOtherHandle(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	path := filepath.Join(t.TempDir(), "rules.db")
+	path := dsn
 	reader, writer := open(t, path), open(t, path)
 	src := reader.Source(50 * time.Millisecond)
 	snap, err := src.Load(ctx)
@@ -297,7 +324,9 @@ func TestSourceWatchSeesOtherHandle(t *testing.T) {
 
 	// An invalid set written behind the store's back is reported; the last
 	// good snapshot stays (nothing applied) until the set is fixed.
-	_, err = writer.db.ExecContext(ctx, `UPDATE rules SET "limit" = 0; UPDATE revision SET value = value + 1`)
+	_, err = writer.db.ExecContext(ctx, `UPDATE rules SET "limit" = 0`)
+	require.NoError(t, err)
+	_, err = writer.db.ExecContext(ctx, `UPDATE revision SET value = value + 1`)
 	require.NoError(t, err)
 	select {
 	case err := <-errs:
@@ -308,7 +337,9 @@ func TestSourceWatchSeesOtherHandle(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no error within 5s")
 	}
-	_, err = writer.db.ExecContext(ctx, `UPDATE rules SET "limit" = 7; UPDATE revision SET value = value + 1`)
+	_, err = writer.db.ExecContext(ctx, `UPDATE rules SET "limit" = 7`)
+	require.NoError(t, err)
+	_, err = writer.db.ExecContext(ctx, `UPDATE revision SET value = value + 1`)
 	require.NoError(t, err)
 	select {
 	case s := <-applied:
@@ -321,9 +352,11 @@ func TestSourceWatchSeesOtherHandle(t *testing.T) {
 	}
 }
 
-func TestClosedDBIsAnError(t *testing.T) {
+func TestClosedDBIsAnError(t *testing.T) { each(t, testClosedDBIsAnError) }
+
+func testClosedDBIsAnError(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 	src := d.Source(20 * time.Millisecond)
 	applied, errs := watch(t, src)
 	require.NoError(t, d.Close())
@@ -347,7 +380,7 @@ func TestClosedDBIsAnError(t *testing.T) {
 
 func TestLockedDBIsAnError(t *testing.T) {
 	ctx := tctx(t)
-	path := filepath.Join(t.TempDir(), "rules.db")
+	path := sqliteOnly(t)
 	holder := open(t, path)
 	d := open(t, path+"?_pragma=busy_timeout(100)")
 	tx, err := holder.db.BeginTx(ctx, nil) // immediate: holds the write lock
@@ -380,9 +413,11 @@ func TestReadRulesStrict(t *testing.T) {
 	require.True(t, rs[1].Enabled)
 }
 
-func TestSetTier(t *testing.T) {
+func TestSetTier(t *testing.T) { each(t, testSetTier) }
+
+func testSetTier(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 	src := d.Source(0)
 	require.NoError(t, d.SetTier(ctx, "alice", "user", "u1", "gold"))
 	require.NoError(t, d.SetTier(ctx, "alice", "user", "u1", "gold")) // no change: no audit row
@@ -414,9 +449,11 @@ func TestSetTier(t *testing.T) {
 
 // Writers on two handles (two processes' worth of connections) serialize:
 // every write commits, revisions are unique and the audit has one row each.
-func TestConcurrentWriters(t *testing.T) {
+func TestConcurrentWriters(t *testing.T) { each(t, testConcurrentWriters) }
+
+func testConcurrentWriters(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	path := filepath.Join(t.TempDir(), "rules.db")
+	path := dsn
 	dbs := []*DB{open(t, path), open(t, path)}
 	const perWorker = 10
 	var wg sync.WaitGroup
@@ -451,9 +488,11 @@ func TestConcurrentWriters(t *testing.T) {
 	}
 }
 
-func TestOverrides(t *testing.T) {
+func TestOverrides(t *testing.T) { each(t, testOverrides) }
+
+func testOverrides(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 	now := time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC)
 	d.now = func() time.Time { return now }
 	_, err := d.Create(ctx, "alice", sample("orders"))

@@ -13,8 +13,8 @@ var ErrSchemaTooNew = errors.New("rulesdb: database schema is newer than this ra
 
 // migrations are the schema's steps, in order: migrations[i] takes the
 // schema from version i to i+1. Append only; never edit a released step.
-// The SQL is portable to PostgreSQL (quoted "limit", BIGINT times in Unix
-// milliseconds, no AUTOINCREMENT).
+// The SQL runs on SQLite and PostgreSQL alike (quoted "limit", BIGINT
+// times in Unix milliseconds, no AUTOINCREMENT).
 var migrations = [][]string{
 	{ // 1: rules, tiers, overrides, audit, the revision counter
 		`CREATE TABLE revision (
@@ -69,12 +69,16 @@ var migrations = [][]string{
 // SchemaVersion is the schema version this build creates and reads.
 func SchemaVersion() int { return len(migrations) }
 
+// migrateLock is the key of the PostgreSQL advisory lock migrations take
+// ("sluice" in ASCII).
+const migrateLock = 0x736c75696365
+
 // migrate brings the schema up to SchemaVersion, each step in its own
-// transaction together with its schema_version row.
+// transaction together with its schema_version row. On PostgreSQL each
+// transaction first takes a transaction-scoped advisory lock, so that of
+// instances starting at once one migrates and the others wait and then
+// find the step done.
 func (d *DB) migrate(ctx context.Context) error {
-	if _, err := d.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("rulesdb: schema_version: %w", err)
-	}
 	for {
 		done, err := d.migrateStep(ctx)
 		if err != nil || done {
@@ -90,6 +94,14 @@ func (d *DB) migrateStep(ctx context.Context) (done bool, err error) {
 		return false, fmt.Errorf("rulesdb: migrate: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if d.pg {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLock)); err != nil {
+			return false, fmt.Errorf("rulesdb: migrate: advisory lock: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return false, fmt.Errorf("rulesdb: schema_version: %w", err)
+	}
 	var v sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil {
 		return false, fmt.Errorf("rulesdb: schema_version: %w", err)

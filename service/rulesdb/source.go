@@ -52,7 +52,13 @@ func (s *Source) Load(ctx context.Context) (*rules.Snapshot, error) {
 func (s *Source) load(ctx context.Context) (*rules.Snapshot, int64, error) {
 	// A read-only transaction is a deferred one: one consistent view (WAL)
 	// that takes no write lock, so it never waits on a writer.
-	tx, err := s.db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	// On PostgreSQL, repeatable read gives the same: every query of the
+	// load sees one snapshot, and readers never wait on writers.
+	opts := &sql.TxOptions{ReadOnly: true}
+	if s.db.pg {
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	tx, err := s.db.db.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, 0, fmt.Errorf("rulesdb: load: %w", err)
 	}

@@ -149,7 +149,7 @@ func (d *DB) write(ctx context.Context, actor, action, id string, apply change, 
 			return nil, err
 		}
 	}
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: %s: begin: %w", action, err)
 	}

@@ -30,7 +30,7 @@ func (d *DB) SetTier(ctx context.Context, actor, dimension, identifier, tier str
 	if _, err := snapshot(0, nil, map[string]map[string]string{dimension: {identifier: "x"}}); err != nil {
 		return err // names tier_assignments.<dimension>
 	}
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("rulesdb: tier.set: begin: %w", err)
 	}

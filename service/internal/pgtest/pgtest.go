@@ -92,7 +92,6 @@ func unavailable(t testing.TB, format string, args ...any) {
 
 // Server is one running (or killed) PostgreSQL server started by Start.
 type Server struct {
-	t       testing.TB
 	bindir  string
 	dir     string // the test's temporary directory
 	dataDir string
@@ -113,30 +112,38 @@ type Server struct {
 // when SLUICE_REQUIRE_POSTGRES=1.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bindir, err := findBinDir()
+	s, err := launchIn(t.TempDir(), func(f func()) { t.Cleanup(f) })
 	if err != nil {
 		unavailable(t, "%v", err)
 		return nil
 	}
-	s := &Server{t: t, bindir: bindir, dir: t.TempDir()}
+	return s
+}
+
+// launchIn initialises a cluster in dir, starts postgres on a free
+// loopback port and creates the database Database. cleanup registers the
+// server's stop as soon as a process may exist.
+func launchIn(dir string, cleanup func(func())) (*Server, error) {
+	bindir, err := findBinDir()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bindir: bindir, dir: dir}
 	s.dataDir = filepath.Join(s.dir, "data")
 	s.sockDir = filepath.Join(s.dir, "sock")
 	s.logPath = filepath.Join(s.dir, "postgres.log")
 	if err := s.prepare(); err != nil {
-		unavailable(t, "%v", err)
-		return nil
+		return nil, err
 	}
-	t.Cleanup(s.stop)
+	cleanup(s.stop)
 	if err := s.initdb(); err != nil {
-		unavailable(t, "%v", err)
-		return nil
+		return nil, err
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		port, err := freePort()
 		if err != nil {
-			unavailable(t, "choosing a port: %v", err)
-			return nil
+			return nil, fmt.Errorf("choosing a port: %w", err)
 		}
 		s.port = port
 		if lastErr = s.launch(); lastErr == nil {
@@ -144,22 +151,19 @@ func Start(t testing.TB) *Server {
 		}
 	}
 	if lastErr != nil {
-		unavailable(t, "%v", lastErr)
-		return nil
+		return nil, lastErr
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, s.dsn("postgres"))
 	if err != nil {
-		unavailable(t, "connecting to the new server: %v", err)
-		return nil
+		return nil, fmt.Errorf("connecting to the new server: %w", err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+Database); err != nil {
-		unavailable(t, "creating database %s: %v", Database, err)
-		return nil
+		return nil, fmt.Errorf("creating database %s: %w", Database, err)
 	}
-	return s
+	return s, nil
 }
 
 // DSN returns the connection string of the database Database, for
