@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/rules"
 )
 
 // Override is a temporary limit (or a block) of one rule for one caller,
@@ -147,6 +150,48 @@ func (d *DB) Overrides(ctx context.Context, dimension, identifier string, now ti
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("rulesdb: overrides: %w", err)
+	}
+	return out, nil
+}
+
+// toRules is o as the engine's override of r (its served rule; nil if the
+// rule is not served), or an error saying why it cannot apply.
+func (o Override) toRules(r *rules.Rule) (rules.Override, error) {
+	target := "override/" + o.Dimension + "/" + o.Identifier + "/" + o.RuleID
+	switch {
+	case r == nil:
+		return rules.Override{}, fmt.Errorf("rulesdb: %s: rule_id: rule %q is not served (missing, disabled or a tier row): override ignored", target, o.RuleID)
+	case r.Dimension != o.Dimension:
+		return rules.Override{}, fmt.Errorf("rulesdb: %s: dimension: rule %q is now for dimension %q: override ignored", target, o.RuleID, r.Dimension)
+	}
+	ro := rules.Override{RuleID: o.RuleID, Dimension: o.Dimension, Identifier: o.Identifier, Until: o.ExpiresAt, Revision: o.Revision}
+	if !o.Block {
+		ro.Limit = core.Limit{Algorithm: r.Limit.Algorithm, Rate: o.Limit, Period: time.Duration(o.WindowSeconds) * time.Second}
+		if err := ro.Limit.Validate(); err != nil {
+			return rules.Override{}, fmt.Errorf("rulesdb: %s: limit: %w: override ignored", target, err)
+		}
+	}
+	return ro, nil
+}
+
+// loadOverrides reads every stored override in force at now.
+func loadOverrides(ctx context.Context, q querier, d *DB, now time.Time) ([]Override, error) {
+	rows, err := q.QueryContext(ctx, d.q(`SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision
+		FROM overrides WHERE expires_at > ? ORDER BY dimension, identifier, rule_id`), now.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("rulesdb: load overrides: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []Override
+	for rows.Next() {
+		o, err := scanOverride(rows)
+		if err != nil {
+			return nil, fmt.Errorf("rulesdb: load overrides: %w", err)
+		}
+		out = append(out, *o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rulesdb: load overrides: %w", err)
 	}
 	return out, nil
 }

@@ -76,6 +76,16 @@ func etagOf(rev int64) string { return `"` + strconv.FormatInt(rev, 10) + `"` }
 // assignments at revision rev: the engine's view of the database. The
 // error names the rule and field.
 func snapshot(rev int64, rows []*Rule, tiers map[string]map[string]string) (*rules.Snapshot, error) {
+	s, _, err := snapshotAt(strconv.FormatInt(rev, 10), rows, tiers, nil, time.Time{})
+	return s, err
+}
+
+// snapshotAt is snapshot with a revision string and the stored overrides:
+// those in force at now of a served rule of their dimension go into the
+// snapshot (their limit with the rule's algorithm); the others are left
+// out, the ones that no longer fit their rule (a disabled or tiered rule, a
+// changed dimension or algorithm) each with an error in skipped.
+func snapshotAt(revision string, rows []*Rule, tiers map[string]map[string]string, ovs []Override, now time.Time) (snap *rules.Snapshot, skipped []error, err error) {
 	type key struct{ dim, ep string }
 	base := map[key]*rules.Rule{}
 	var out []*rules.Rule
@@ -125,11 +135,27 @@ func snapshot(rev int64, rows []*Rule, tiers map[string]map[string]string) (*rul
 		}
 	}
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
-	s, err := rules.New(strconv.FormatInt(rev, 10), out, tiers)
+	byID := make(map[string]*rules.Rule, len(out))
+	for _, r := range out {
+		byID[r.ID] = r
+	}
+	var in []rules.Override
+	for _, o := range ovs {
+		if !o.ExpiresAt.After(now) {
+			continue
+		}
+		ro, err := o.toRules(byID[o.RuleID])
+		if err != nil {
+			skipped = append(skipped, err)
+			continue
+		}
+		in = append(in, ro)
+	}
+	s, err := rules.New(revision, out, tiers, in...)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, skipped, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return s, nil
+	return s, skipped, nil
 }

@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,96 +17,267 @@ import (
 // DefaultPollInterval is how often a Source checks the revision by default.
 const DefaultPollInterval = 500 * time.Millisecond
 
-// Source is the rules.Source of a database: Load builds a validated
-// snapshot of its enabled rules and user tiers whose revision is the
-// database revision; Watch polls the revision and loads a new snapshot when
-// it moves. It is safe for concurrent use.
-type Source struct {
-	db   *DB
-	poll time.Duration
+// CachedSuffix marks the revision of a snapshot read from the disk cache
+// (WithCache) while the database could not be reached: "42 (cached)".
+const CachedSuffix = " (cached)"
 
-	mu     sync.Mutex
-	loaded int64 // revision of the last snapshot Load returned
-	seen   bool
+// Source is the rules.Source of a database: Load builds a validated
+// snapshot of its enabled rules, user tiers and overrides in force, whose
+// revision is the database revision; Watch follows the revision and loads
+// a new snapshot when it moves. On PostgreSQL Watch listens on the channel
+// Notify on a connection of its own (every write notifies its revision:
+// the hint), still polls the revision every poll interval (the safety net)
+// and reloads fully after the listener reconnects; on SQLite it polls.
+// With WithCache the last good snapshot is kept on disk, and served while
+// the database cannot be reached. It is safe for concurrent use.
+type Source struct {
+	poll time.Duration
+	o    sourceOptions
+	dsn  string // OpenSource: what Watch (re)connects to
+	now  func() time.Time
+
+	mu        sync.Mutex
+	db        *DB
+	loaded    int64 // revision of the last snapshot Load returned
+	seen      bool
+	fromCache bool // that snapshot came from the cache
 }
 
 var _ rules.Source = (*Source)(nil)
 
+// SourceOption configures a Source.
+type SourceOption func(*sourceOptions)
+
+type sourceOptions struct {
+	cache string
+	log   *slog.Logger
+}
+
+// WithCache keeps the last good snapshot's rows (revision, rules, tiers,
+// overrides) as JSON in the file path, rewritten atomically (a temporary
+// file, fsync, rename; mode 0600) after each good load. When the database
+// cannot be reached, Load serves the cached snapshot, its revision marked
+// with CachedSuffix.
+func WithCache(path string) SourceOption { return func(o *sourceOptions) { o.cache = path } }
+
+// WithLogger sets the logger of the Source's own events (the cache used or
+// not written, the listener reconnecting, overrides left out). The default
+// discards them; errors that matter are also passed to Watch's onError.
+func WithLogger(l *slog.Logger) SourceOption { return func(o *sourceOptions) { o.log = l } }
+
 // Source returns the rules.Source of d, polling every poll (0 means
 // DefaultPollInterval; a negative interval is an error of Watch).
-func (d *DB) Source(poll time.Duration) *Source {
+func (d *DB) Source(poll time.Duration, opts ...SourceOption) *Source {
+	s := newSource(poll, opts)
+	s.db = d
+	return s
+}
+
+func newSource(poll time.Duration, opts []SourceOption) *Source {
 	if poll == 0 {
 		poll = DefaultPollInterval
 	}
-	return &Source{db: d, poll: poll}
-}
-
-// Load returns the snapshot of the database's current revision.
-func (s *Source) Load(ctx context.Context) (*rules.Snapshot, error) {
-	snap, rev, err := s.load(ctx)
-	if err == nil {
-		s.mu.Lock()
-		s.loaded, s.seen = rev, true
-		s.mu.Unlock()
+	s := &Source{poll: poll, now: time.Now}
+	for _, o := range opts {
+		o(&s.o)
 	}
-	return snap, err
+	if s.o.log == nil {
+		s.o.log = slog.New(slog.DiscardHandler)
+	}
+	return s
 }
 
-func (s *Source) load(ctx context.Context) (*rules.Snapshot, int64, error) {
-	// A read-only transaction is a deferred one: one consistent view (WAL)
-	// that takes no write lock, so it never waits on a writer.
+// OpenSource opens the database at dsn (as Open) and returns its Source.
+// When the database cannot be reached and WithCache names a readable cache,
+// it returns a Source that serves the cached snapshot (Load succeeds from
+// the cache) while Watch keeps trying to connect, with backoff; once
+// connected Watch migrates, reloads fully and follows the database. DB
+// returns nil until then. With no usable cache an unreachable database is
+// an error. The caller closes the database (DB().Close()) after Watch ends.
+func OpenSource(ctx context.Context, dsn string, poll time.Duration, opts ...SourceOption) (*Source, error) {
+	s := newSource(poll, opts)
+	s.dsn = dsn
+	d, err := Open(ctx, dsn)
+	if err == nil {
+		s.db = d
+		return s, nil
+	}
+	if errors.Is(err, ErrSchemaTooNew) || s.o.cache == "" {
+		return nil, err
+	}
+	if _, _, cerr := readCache(s.o.cache); cerr != nil {
+		return nil, errors.Join(err, cerr)
+	}
+	s.o.log.Warn("rules database unreachable: serving the cached rules until it is back", "db", Redact(dsn), "cache", s.o.cache, "error", err)
+	return s, nil
+}
+
+// DB returns the Source's database, or nil while OpenSource has not
+// connected yet.
+func (s *Source) DB() *DB {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.db
+}
+
+// Load returns the snapshot of the database's current revision, or, with
+// WithCache when the database cannot be reached, the cached one.
+func (s *Source) Load(ctx context.Context) (*rules.Snapshot, error) {
+	var dbErr error
+	if db := s.DB(); db != nil {
+		snap, st, err := s.loadDB(ctx, db)
+		if err == nil {
+			s.mark(st.Revision, false)
+			s.save(st)
+			return snap, nil
+		}
+		if errors.Is(err, ErrInvalid) || s.o.cache == "" {
+			return nil, err
+		}
+		dbErr = err
+	} else if s.o.cache == "" {
+		return nil, errors.New("rulesdb: load: not connected")
+	}
+	snap, st, err := s.loadCache()
+	if err != nil {
+		return nil, errors.Join(dbErr, err)
+	}
+	s.mark(st.Revision, true)
+	return snap, nil
+}
+
+func (s *Source) mark(rev int64, fromCache bool) {
+	s.mu.Lock()
+	s.loaded, s.seen, s.fromCache = rev, true, fromCache
+	s.mu.Unlock()
+}
+
+// state is what one load reads: the rows of one revision, as the cache
+// keeps them.
+type state struct {
+	Revision  int64            `json:"revision"`
+	Rules     []*Rule          `json:"rules"`
+	Tiers     []TierAssignment `json:"tiers"`
+	Overrides []Override       `json:"overrides"`
+}
+
+// snapshot builds the state's validated snapshot under revision.
+func (s *Source) snapshot(st *state, revision string) (*rules.Snapshot, error) {
+	tiers := map[string]map[string]string{}
+	for _, t := range st.Tiers {
+		if tiers[t.Dimension] == nil {
+			tiers[t.Dimension] = map[string]string{}
+		}
+		tiers[t.Dimension][t.Identifier] = t.Tier
+	}
+	snap, skipped, err := snapshotAt(revision, st.Rules, tiers, st.Overrides, s.now())
+	for _, e := range skipped {
+		s.o.log.Warn("rules: override left out", "revision", revision, "error", e)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rulesdb: revision %s: %w", revision, err)
+	}
+	return snap, nil
+}
+
+// loadDB reads the state of db's current revision in one read-only
+// transaction and builds its snapshot. On error the returned state still
+// carries the revision when it was read.
+func (s *Source) loadDB(ctx context.Context, db *DB) (*rules.Snapshot, *state, error) {
+	// A read-only transaction is a deferred one on SQLite: one consistent
+	// view (WAL) that takes no write lock, so it never waits on a writer.
 	// On PostgreSQL, repeatable read gives the same: every query of the
 	// load sees one snapshot, and readers never wait on writers.
 	opts := &sql.TxOptions{ReadOnly: true}
-	if s.db.pg {
+	if db.pg {
 		opts.Isolation = sql.LevelRepeatableRead
 	}
-	tx, err := s.db.db.BeginTx(ctx, opts)
+	st := &state{}
+	tx, err := db.db.BeginTx(ctx, opts)
 	if err != nil {
-		return nil, 0, fmt.Errorf("rulesdb: load: %w", err)
+		return nil, st, fmt.Errorf("rulesdb: load: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	var rev int64
-	if err := tx.QueryRowContext(ctx, `SELECT value FROM revision WHERE id = 1`).Scan(&rev); err != nil {
-		return nil, 0, fmt.Errorf("rulesdb: load: revision: %w", err)
+	if err := tx.QueryRowContext(ctx, `SELECT value FROM revision WHERE id = 1`).Scan(&st.Revision); err != nil {
+		return nil, st, fmt.Errorf("rulesdb: load: revision: %w", err)
 	}
-	all, err := loadRules(ctx, tx)
-	if err != nil {
-		return nil, rev, err
+	if st.Rules, err = loadRules(ctx, tx); err != nil {
+		return nil, st, err
 	}
 	tiers, err := loadTiers(ctx, tx)
 	if err != nil {
-		return nil, rev, err
+		return nil, st, err
 	}
-	snap, err := snapshot(rev, all, tiers)
+	for dim, ids := range tiers {
+		for id, tier := range ids {
+			st.Tiers = append(st.Tiers, TierAssignment{Dimension: dim, Identifier: id, Tier: tier})
+		}
+	}
+	sort.Slice(st.Tiers, func(i, j int) bool {
+		a, b := st.Tiers[i], st.Tiers[j]
+		if a.Dimension != b.Dimension {
+			return a.Dimension < b.Dimension
+		}
+		return a.Identifier < b.Identifier
+	})
+	if st.Overrides, err = loadOverrides(ctx, tx, db, s.now()); err != nil {
+		return nil, st, err
+	}
+	snap, err := s.snapshot(st, strconv.FormatInt(st.Revision, 10))
 	if err != nil {
-		return nil, rev, fmt.Errorf("rulesdb: revision %d: %w", rev, err)
+		return nil, st, err
 	}
-	return snap, rev, nil
+	return snap, st, nil
 }
 
-// Watch polls the revision every poll interval until ctx ends (then it
-// returns nil) and calls apply with the snapshot of each new revision. An
-// invalid rule set or a database error is reported to onError (once until
-// it changes) and the last good snapshot stays in force. The first poll
-// compares against the revision of the last snapshot Load returned (or, if
-// Load was never called, the revision the database has when Watch starts).
+// save writes st to the cache, if there is one; a failure is logged (the
+// service goes on without a fresh cache).
+func (s *Source) save(st *state) {
+	if s.o.cache == "" {
+		return
+	}
+	if err := writeCache(s.o.cache, st, s.now()); err != nil {
+		s.o.log.Error("rules cache not written", "cache", s.o.cache, "error", err)
+	}
+}
+
+// loadCache reads the cache and builds its snapshot, revision marked.
+func (s *Source) loadCache() (*rules.Snapshot, *state, error) {
+	st, written, err := readCache(s.o.cache)
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := s.snapshot(st, strconv.FormatInt(st.Revision, 10)+CachedSuffix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rulesdb: cache %s: %w", s.o.cache, err)
+	}
+	s.o.log.Warn("rules served from the cache", "cache", s.o.cache, "revision", st.Revision, "written_at", written)
+	return snap, st, nil
+}
+
+// Watch follows the database until ctx ends (then it returns nil) and
+// calls apply with the snapshot of each new revision. It polls the
+// revision every poll interval; on PostgreSQL it also listens for the
+// writes' notifications (a newer revision is loaded at once) and reloads
+// fully each time its listening connection is re-established. A Source of
+// OpenSource that has not connected yet keeps trying (backoff up to 5 s),
+// then migrates and reloads fully. An invalid rule set or a database error
+// is reported to onError (once until it changes) and the last good
+// snapshot stays in force. The first poll compares against the revision of
+// the last snapshot Load returned (or, if Load was never called, the
+// revision the database has when Watch starts).
 func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError func(error)) error {
 	if s.poll < 0 {
 		return fmt.Errorf("rulesdb: poll interval: must be positive, got %s", s.poll)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	var listeners sync.WaitGroup
+	defer listeners.Wait()
+	defer cancel()
+
 	s.mu.Lock()
-	last, seen := s.loaded, s.seen
+	last, seen, pending := s.loaded, s.seen, s.fromCache
 	s.mu.Unlock()
-	if !seen {
-		rev, err := s.db.Revision(ctx)
-		if err != nil {
-			rev = -1
-		}
-		last = rev
-	}
-	t := time.NewTicker(s.poll)
-	defer t.Stop()
 	lastErr := ""
 	report := func(err error) {
 		if err.Error() != lastErr {
@@ -111,36 +285,146 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 			onError(err)
 		}
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		rev, err := s.db.Revision(ctx)
+	ev := make(chan listenEvent, 16)
+	listening := false
+	back := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	t := time.NewTicker(s.poll)
+	defer t.Stop()
+
+	// reload loads the current revision and applies it when it is new (or
+	// always, when force: a reconnect may have missed anything).
+	reload := func(db *DB, force bool) {
+		snap, st, err := s.loadDB(ctx, db)
 		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			report(err)
-			continue
-		}
-		if rev == last {
-			continue
-		}
-		snap, rev, err := s.load(ctx)
-		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		if err != nil {
 			report(err)
 			if errors.Is(err, ErrInvalid) {
-				last = rev // an invalid set: do not reload it until the revision moves
+				last, pending = st.Revision, false // do not reload it until the revision moves
 			}
-			continue
+			return
 		}
-		lastErr = ""
-		last = rev
-		apply(snap)
+		lastErr, pending = "", false
+		changed := st.Revision != last
+		last = st.Revision
+		s.mark(st.Revision, false)
+		s.save(st)
+		if changed || force {
+			apply(snap)
+		}
+	}
+
+	for {
+		db := s.DB()
+		if db == nil {
+			d, err := s.connect(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				report(err)
+				if !sleep(ctx, back.next()) {
+					return nil
+				}
+				continue
+			}
+			back.reset()
+			s.o.log.Info("rules database connected", "db", Redact(s.dsn))
+			db, pending = d, true
+		}
+		if !seen {
+			rev, err := db.Revision(ctx)
+			if err != nil {
+				rev = -1
+			}
+			last, seen = rev, true
+		}
+		if db.pg && !listening {
+			listening = true
+			listeners.Go(func() { s.listen(ctx, db.dsn, ev) })
+		}
+		if pending {
+			reload(db, true)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			rev, err := db.Revision(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				report(err)
+				continue
+			}
+			if rev != last {
+				reload(db, false)
+			}
+		case e := <-ev:
+			switch {
+			case e.err != nil:
+				report(e.err)
+			case e.connected && e.again:
+				s.o.log.Info("rules listener reconnected: reloading")
+				pending = true
+			case e.connected:
+				// Anything written before LISTEN took effect is caught
+				// by this check (and by the poll).
+				if rev, err := db.Revision(ctx); err == nil && rev != last {
+					reload(db, false)
+				}
+			case e.revision > last:
+				reload(db, false)
+			}
+		}
+	}
+}
+
+// connect opens s.dsn (OpenSource's database) within a bound, and makes it
+// the Source's database.
+func (s *Source) connect(ctx context.Context) (*DB, error) {
+	if s.dsn == "" {
+		return nil, errors.New("rulesdb: no database")
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	d, err := Open(cctx, s.dsn)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.db = d
+	s.mu.Unlock()
+	return d, nil
+}
+
+// backoff is a doubling delay between min and max.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	switch {
+	case b.cur == 0:
+		b.cur = b.min
+	case b.cur < b.max:
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits d or until ctx ends; it reports whether ctx is still alive.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
