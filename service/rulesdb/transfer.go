@@ -3,11 +3,13 @@ package rulesdb
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
+	"strings"
+	"time"
 )
 
 // ReadRules decodes a JSON array of rules (the admin API's shape; unknown
@@ -41,29 +43,82 @@ func WriteRules(w io.Writer, rs []*Rule) error {
 	return enc.Encode(rs)
 }
 
-// Import creates or replaces each rule of rs (rules without a tier first,
-// so that tiered rows find their base), each write with its own audit row.
-// It stops at the first refusal and returns how many rules were written.
-func (d *DB) Import(ctx context.Context, actor string, rs []Rule) (int, error) {
-	rs = slices.Clone(rs)
-	slices.SortStableFunc(rs, func(a, b Rule) int {
-		switch {
-		case a.Tier == "" && b.Tier != "":
-			return -1
-		case a.Tier != "" && b.Tier == "":
-			return 1
+// Import creates or replaces each rule of rs in ONE transaction: every rule
+// is written, or none is. Each rule is one change with its own revision
+// and audit row ("rule.create" or "rule.update"); each is checked alone as
+// Create checks it, and the resulting rule set as a whole, before the
+// commit. On a refusal nothing is written and the error names the rule
+// (rules[i] in the order given) and the field; n is the number of rules
+// written: len(rs), or 0.
+func (d *DB) Import(ctx context.Context, actor string, rs []Rule) (n int, err error) {
+	if strings.TrimSpace(actor) == "" {
+		return 0, errors.New("rulesdb: actor: required")
+	}
+	seen := make(map[string]int, len(rs))
+	for i := range rs {
+		if err := validateRow(&rs[i]); err != nil {
+			return 0, fmt.Errorf("rulesdb: rules[%d]: %w", i, err)
 		}
-		return 0
-	})
-	for i, r := range rs {
-		r.ETag, r.Revision = "", 0
-		_, err := d.Update(ctx, actor, r, "*")
-		if errors.Is(err, ErrNotFound) {
-			_, err = d.Create(ctx, actor, r)
+		if j, dup := seen[rs[i].ID]; dup {
+			return 0, fmt.Errorf("%w: rules[%d]: id: %q is also rules[%d]", ErrInvalid, i, rs[i].ID, j)
+		}
+		seen[rs[i].ID] = i
+	}
+	tx, err := d.begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("rulesdb: import: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var last int64
+	for i := range rs {
+		r := rs[i]
+		cur, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), r.ID))
+		if errors.Is(err, sql.ErrNoRows) {
+			cur, err = nil, nil
 		}
 		if err != nil {
-			return i, err
+			return 0, fmt.Errorf("rulesdb: import: rules[%d]: %w", i, err)
 		}
+		rev, err := d.bump(ctx, tx)
+		if err != nil {
+			return 0, err
+		}
+		now := d.now().UnixMilli()
+		r.Revision, r.ETag = rev, etagOf(rev)
+		r.UpdatedAt = time.UnixMilli(now).UTC()
+		action := "rule.create"
+		if cur == nil {
+			r.CreatedAt = r.UpdatedAt
+			_, err = tx.ExecContext(ctx, d.q(`INSERT INTO rules (`+ruleCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+				r.ID, r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, now)
+		} else {
+			action = "rule.update"
+			r.CreatedAt = cur.CreatedAt
+			_, err = tx.ExecContext(ctx, d.q(`UPDATE rules SET name = ?, dimension = ?, endpoint_pattern = ?, "limit" = ?, window_seconds = ?,
+				algorithm = ?, tier = ?, burst = ?, shadow = ?, enabled = ?, revision = ?, updated_at = ? WHERE id = ?`),
+				r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, r.ID)
+		}
+		if err != nil {
+			return 0, fmt.Errorf("rulesdb: import: rules[%d]: %w", i, err)
+		}
+		if err := d.audit(ctx, tx, rev, now, actor, action, "rule/"+r.ID, cur, &r); err != nil {
+			return 0, err
+		}
+		last = rev
+	}
+	all, err := loadRules(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	tiers, err := loadTiers(ctx, tx)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := snapshot(last, all, tiers); err != nil {
+		return 0, fmt.Errorf("rulesdb: import: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("rulesdb: import: commit: %w", err)
 	}
 	return len(rs), nil
 }

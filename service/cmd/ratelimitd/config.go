@@ -7,15 +7,23 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
 // serveConfig is everything `ratelimitd serve` is told by its flags and
 // environment.
 type serveConfig struct {
-	Rules     string // rules file; "" = the bundled example
+	Rules     string // rules file; "" = the bundled example (or --db)
 	RulesPoll time.Duration
-	GRPCAddr  string
-	HTTPAddr  string
+	// DB is the rules database (file:PATH or postgres://...), exclusive
+	// with Rules; RulesCache its snapshot cache file ("" none), DBPoll
+	// how often its revision is polled.
+	DB         string
+	RulesCache string
+	DBPoll     time.Duration
+	GRPCAddr   string
+	HTTPAddr   string
 
 	Redis             string // "" = memory store; see parseRedis
 	RedisPassword     string
@@ -51,6 +59,9 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.Rules, "rules", "", "rules file, sluice's format or envoyproxy/ratelimit's (told apart by content); empty: the bundled example rules")
 	fs.DurationVar(&c.RulesPoll, "rules-poll", time.Second, "how often the rules file is read for changes")
+	fs.StringVar(&c.DB, "db", "", "rules database instead of a rules file: file:PATH (SQLite, one instance) or postgres://USER@HOST:PORT/DB (PostgreSQL, a fleet; changes reach every instance within a second); exclusive with --rules; give a DSN holding a password in the environment (RATELIMITD_DB): it is never logged")
+	fs.StringVar(&c.RulesCache, "rules-cache", "", "with --db: a file keeping the last good rules (JSON, mode 0600, rewritten atomically); an instance that cannot reach the database at start serves from it; empty: no cache (the instance then cannot start while the database is down)")
+	fs.DurationVar(&c.DBPoll, "db-poll", 500*time.Millisecond, "with --db: how often the database revision is polled (PostgreSQL: the safety net behind LISTEN/NOTIFY)")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address: the native API, Envoy's ShouldRateLimit, health, reflection")
 	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address: the JSON API, Envoy's /json, /metrics, /healthz, /readyz")
 	fs.StringVar(&c.Redis, "redis", "", "Redis to share state on: host:port or redis://host:port[/db] (one node), redis-sentinel://MASTER@h1:p1,h2:p2[/db] (Sentinel), redis-cluster://h1:p1,h2:p2 (Cluster); rediss-... for TLS; empty: the memory store")
@@ -84,6 +95,18 @@ func (c *serveConfig) validate() error {
 	var errs []error
 	if c.RulesPoll < time.Millisecond {
 		errs = append(errs, fmt.Errorf("--rules-poll: must be at least 1ms, got %s", c.RulesPoll))
+	}
+	if c.DB != "" && c.Rules != "" {
+		errs = append(errs, errors.New("--db, --rules: give one or the other (a database or a rules file)"))
+	}
+	if c.DB == "" && c.RulesCache != "" {
+		errs = append(errs, errors.New("--rules-cache: needs --db"))
+	}
+	if c.DB != "" && strings.Contains(c.DB, "://") && !rulesdb.IsPostgres(c.DB) {
+		errs = append(errs, fmt.Errorf("--db: want file:PATH or postgres://..., got %s", rulesdb.Redact(c.DB)))
+	}
+	if c.DBPoll < time.Millisecond {
+		errs = append(errs, fmt.Errorf("--db-poll: must be at least 1ms, got %s", c.DBPoll))
 	}
 	if c.IdempotencyTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--idempotency-ttl: must be at least 1s, got %s", c.IdempotencyTTL))
@@ -170,7 +193,10 @@ func parseLevel(s string) (slog.Level, error) {
 // attrs are the settings in force, logged at start (the password masked).
 func (c *serveConfig) attrs() []any {
 	rules := c.Rules
-	if rules == "" {
+	switch {
+	case c.DB != "":
+		rules = "(database)"
+	case rules == "":
 		rules = "(bundled example)"
 	}
 	store := "memory"
@@ -182,7 +208,8 @@ func (c *serveConfig) attrs() []any {
 		pw = "(set)"
 	}
 	return []any{
-		slog.String("rules", rules), slog.String("grpc_addr", c.GRPCAddr), slog.String("http_addr", c.HTTPAddr),
+		slog.String("rules", rules), slog.String("db", rulesdb.Redact(c.DB)), slog.String("rules_cache", c.RulesCache),
+		slog.Duration("db_poll", c.DBPoll), slog.String("grpc_addr", c.GRPCAddr), slog.String("http_addr", c.HTTPAddr),
 		slog.String("store", store), slog.String("redis_password", pw), slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("failure_mode", c.FailureMode), slog.Int("fallback_instances", c.FallbackInstances),
 		slog.Duration("store_timeout", c.StoreTimeout), slog.Int("deny_cache_keys", c.DenyCacheKeys),

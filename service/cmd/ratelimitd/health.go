@@ -3,8 +3,11 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
 // health is the service's component health: the store reachable, rules
@@ -75,6 +78,9 @@ type readiness struct {
 	Rules    bool   `json:"rules"`
 	Draining bool   `json:"draining"`
 	Revision string `json:"rules_revision,omitempty"`
+	// Cached: the rules in force were read from --rules-cache because the
+	// database could not be reached (the revision ends in " (cached)").
+	Cached bool `json:"rules_cached"`
 	// LoadedAt and AgeSeconds say when the rules in force were loaded.
 	LoadedAt   *time.Time `json:"rules_loaded_at,omitempty"`
 	AgeSeconds float64    `json:"rules_age_seconds"`
@@ -83,7 +89,8 @@ type readiness struct {
 func (h *health) readiness() readiness {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	r := readiness{Store: h.store, Rules: h.rules, Draining: h.draining, Revision: h.revision}
+	r := readiness{Store: h.store, Rules: h.rules, Draining: h.draining, Revision: h.revision,
+		Cached: strings.HasSuffix(h.revision, rulesdb.CachedSuffix)}
 	r.Ready = r.Store && r.Rules && !r.Draining
 	if !h.loadedAt.IsZero() {
 		at := h.loadedAt.UTC()

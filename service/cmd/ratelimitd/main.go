@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env looku
 	case "check":
 		return checkCmd(ctx, args[1:], stdout, stderr, env)
 	case "rules":
-		return rulesCmd(ctx, args[1:], stdout, stderr)
+		return rulesCmd(ctx, args[1:], stdout, stderr, env)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, version)
 		return 0
@@ -91,7 +91,7 @@ func usage(w io.Writer) {
   ratelimitd serve [flags]      run the service (ratelimitd serve -h lists the flags)
   ratelimitd validate FILE      check a rules file (exit 0 valid, 1 with file:line:field errors)
   ratelimitd check [flags]      ask a running ratelimitd over gRPC (ratelimitd check -h)
-  ratelimitd rules import FILE --db DSN   load rules (a JSON array) into a rules database
+  ratelimitd rules import FILE --db DSN   load rules (a JSON array) into a rules database, all or none
   ratelimitd rules export [FILE] --db DSN write a rules database's rules as JSON
   ratelimitd version            print the version
 

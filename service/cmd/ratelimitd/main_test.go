@@ -7,12 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/service/internal/pgtest"
 	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 )
 
 // binary is the ratelimitd built once for this test binary by TestMain:
 // the integration tests run it as a process.
 var binary string
+
+// pg is one PostgreSQL server for this test binary (a database per test).
+var pg *pgtest.Shared
 
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
@@ -32,5 +36,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	pg = pgtest.StartShared()
+	defer pg.Close()
 	return m.Run()
 }

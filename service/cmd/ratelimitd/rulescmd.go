@@ -7,15 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
 // rulesCmd runs `ratelimitd rules import FILE --db DSN` and `ratelimitd
 // rules export [FILE] --db DSN`: rules as a JSON array in the admin API's
-// shape, to and from a rules database.
-func rulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// shape, to and from a rules database (SQLite or PostgreSQL). --db falls
+// back to RATELIMITD_DB, as serve's does. An import is one transaction:
+// every rule of the file is written, or none.
+func rulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	const use = "usage: ratelimitd rules import FILE --db DSN [--actor NAME] | ratelimitd rules export [FILE] --db DSN"
 	if len(args) == 0 || (args[0] != "import" && args[0] != "export") {
 		fmt.Fprintln(stderr, use)
@@ -24,7 +25,7 @@ func rulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	sub := args[0]
 	fs := flag.NewFlagSet("rules "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dsn := fs.String("db", "", "the rules database: file:PATH (SQLite)")
+	dsn := fs.String("db", "", "the rules database: file:PATH (SQLite) or postgres://... (PostgreSQL); default $"+envName(servePrefix, "db"))
 	actor := fs.String("actor", "cli", "who the audit log records as making the import")
 	// Flags may come before or after FILE.
 	var pos []string
@@ -39,12 +40,12 @@ func rulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		pos = append(pos, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
+	if *dsn == "" && env != nil {
+		*dsn, _ = env(envName(servePrefix, "db"))
+	}
 	switch {
 	case *dsn == "":
-		fmt.Fprintln(stderr, "ratelimitd rules: --db: required (file:PATH)")
-		return 2
-	case strings.HasPrefix(*dsn, "postgres://"), strings.HasPrefix(*dsn, "postgresql://"):
-		fmt.Fprintln(stderr, "ratelimitd rules: --db: PostgreSQL is not supported yet; use file:PATH")
+		fmt.Fprintf(stderr, "ratelimitd rules: --db: required (file:PATH or postgres://...; or %s)\n", envName(servePrefix, "db"))
 		return 2
 	case sub == "import" && len(pos) != 1, sub == "export" && len(pos) > 1:
 		fmt.Fprintln(stderr, use)
@@ -75,11 +76,11 @@ func rulesImport(ctx context.Context, db *rulesdb.DB, path, actor string, stdout
 		return 1
 	}
 	n, err := db.Import(ctx, actor, rs)
-	fmt.Fprintf(stdout, "imported %d of %d rules\n", n, len(rs))
 	if err != nil {
-		fmt.Fprintf(stderr, "ratelimitd rules import: %s: %v\n", path, err)
+		fmt.Fprintf(stderr, "ratelimitd rules import: %s: %v (nothing imported)\n", path, err)
 		return 1
 	}
+	fmt.Fprintf(stdout, "imported %d of %d rules\n", n, len(rs))
 	return 0
 }
 

@@ -23,8 +23,12 @@ func runRules(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestRulesImportExport(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testRulesImportExport(t, "file:"+filepath.Join(t.TempDir(), "rules.db")) })
+	t.Run("postgres", func(t *testing.T) { testRulesImportExport(t, pg.NewDatabase(t)) })
+}
+
+func testRulesImportExport(t *testing.T, dsn string) {
 	dir := t.TempDir()
-	dsn := "file:" + filepath.Join(dir, "rules.db")
 	in := filepath.Join(dir, "in.json")
 	require.NoError(t, os.WriteFile(in, []byte(`[
   {"id": "orders-gold", "name": "gold", "dimension": "user", "endpoint_pattern": "/api/orders/**",
@@ -62,6 +66,30 @@ func TestRulesImportExport(t *testing.T) {
 	code, out, _ = runRules(t, "export", "--db", dsn)
 	require.Equal(t, 0, code)
 	require.NotContains(t, out, `"id": "x"`)
+
+	// One transaction: a file whose third rule conflicts with the first
+	// (same dimension and endpoint pattern, no tier) writes nothing.
+	conflict := filepath.Join(dir, "conflict.json")
+	require.NoError(t, os.WriteFile(conflict, []byte(`[
+  {"id": "c1", "dimension": "ip", "endpoint_pattern": "/c/**", "limit": 5, "window_seconds": 60, "algorithm": "gcra"},
+  {"id": "c2", "dimension": "ip", "endpoint_pattern": "/d/**", "limit": 5, "window_seconds": 60, "algorithm": "gcra"},
+  {"id": "c3", "dimension": "ip", "endpoint_pattern": "/c/**", "limit": 9, "window_seconds": 60, "algorithm": "gcra"}
+]`), 0o600))
+	code, out, errOut = runRules(t, "import", conflict, "--db", dsn)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "endpoint_pattern")
+	require.Contains(t, errOut, "nothing imported")
+	require.NotContains(t, out, "imported")
+	code, out, _ = runRules(t, "export", "--db", dsn)
+	require.Equal(t, 0, code)
+	require.NotContains(t, out, `"c1"`)
+	require.NotContains(t, out, `"c2"`)
+
+	// --db may come from RATELIMITD_DB, as serve's.
+	var o, e bytes.Buffer
+	env := func(k string) (string, bool) { return dsn, k == "RATELIMITD_DB" }
+	require.Equal(t, 0, run(context.Background(), []string{"rules", "export"}, &o, &e, env), e.String())
+	require.Contains(t, o.String(), `"orders"`)
 
 	code, _, errOut = runRules(t, "import", in)
 	require.Equal(t, 2, code)

@@ -87,6 +87,10 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 	}
 	defer st.close()
 
+	// The rules source (--db's database) is released after the loops
+	// following it have stopped (defers run last first).
+	closeRules := func() {}
+	defer func() { closeRules() }()
 	// bg runs the loops that must outlive ctx while draining (store
 	// health, rules reload); it ends when serve returns, and the loops
 	// have stopped before the store closes.
@@ -122,6 +126,7 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	closeRules = w.close
 
 	gl, err := net.Listen("tcp", c.GRPCAddr)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -14,12 +15,19 @@ import (
 	"github.com/sluicehq/sluice/service/httpapi"
 	"github.com/sluicehq/sluice/service/remotestore"
 	"github.com/sluicehq/sluice/service/rules"
+	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
 // wiring is what serve runs besides its servers: the engine following its
 // rules source.
 type wiring struct {
 	engine *engine.Engine
+	// rulesDB is the database source of --db (nil without --db); its DB()
+	// is nil while the database has not been reached yet.
+	rulesDB *rulesdb.Source
+	// close releases the rules source (the database of --db), after the
+	// engine has stopped following it.
+	close func()
 }
 
 // run follows the rules source until ctx ends (engine.Run: a valid change
@@ -30,23 +38,54 @@ func (w *wiring) run(ctx context.Context) error { return w.engine.Run(ctx) }
 // revision is the rules revision in force.
 func (w *wiring) revision() string { return w.engine.Snapshot().Revision() }
 
-// rulesSource is the source of --rules, or the bundled example.
-func rulesSource(c *serveConfig) rules.Source {
-	if c.Rules == "" {
-		return rules.NewBytes("example.yaml", rules.Example())
+// dbOpenTimeout bounds reaching the rules database at start; past it an
+// instance with a --rules-cache starts from the cache.
+const dbOpenTimeout = 10 * time.Second
+
+// rulesSource is the source of --db, of --rules, or the bundled example,
+// and what releases it.
+func rulesSource(ctx context.Context, c *serveConfig, log *slog.Logger) (rules.Source, *rulesdb.Source, func(), error) {
+	switch {
+	case c.DB != "":
+		opts := []rulesdb.SourceOption{rulesdb.WithLogger(log)}
+		if c.RulesCache != "" {
+			opts = append(opts, rulesdb.WithCache(c.RulesCache))
+		}
+		octx, cancel := context.WithTimeout(ctx, dbOpenTimeout)
+		defer cancel()
+		src, err := rulesdb.OpenSource(octx, c.DB, c.DBPoll, opts...)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--db: %w", err)
+		}
+		return src, src, func() {
+			if d := src.DB(); d != nil {
+				_ = d.Close()
+			}
+		}, nil
+	case c.Rules == "":
+		return rules.NewBytes("example.yaml", rules.Example()), nil, func() {}, nil
 	}
-	return rules.NewFile(c.Rules, rules.WithPollInterval(c.RulesPoll))
+	return rules.NewFile(c.Rules, rules.WithPollInterval(c.RulesPoll)), nil, func() {}, nil
 }
 
-// wire builds the engine on st under the rules of --rules and registers the
-// front doors on the gRPC server and, through handle, on the HTTP mux.
+// wire builds the engine on st under the rules of --rules or --db and
+// registers the front doors on the gRPC server and, through handle, on the
+// HTTP mux.
 func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m *metrics, h *health,
 	gs *grpc.Server, handle func(pattern, route string, h http.Handler)) (*wiring, error) {
+	src, db, closeSrc, err := rulesSource(ctx, c, log)
+	if err != nil {
+		return nil, err
+	}
 	obs := &engineObserver{m: m, h: h, log: log}
-	e, err := engine.New(ctx, st.store, rulesSource(c), engine.WithObserver(obs), engine.WithLogger(log),
+	e, err := engine.New(ctx, st.store, src, engine.WithObserver(obs), engine.WithLogger(log),
 		engine.WithIdempotency(c.IdempotencyTTL, c.IdempotencyRepeats), engine.WithMaxClientSkew(c.MaxClientSkew),
 		engine.WithBatchParallelism(c.batchParallelism()))
 	if err != nil {
+		closeSrc()
+		if c.DB != "" {
+			return nil, fmt.Errorf("--db: %w", err)
+		}
 		return nil, fmt.Errorf("--rules: %w", err)
 	}
 	s := e.Snapshot()
@@ -80,5 +119,5 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	// Every method: the handler answers those it does not take with its
 	// own problem+json 405.
 	handle(httpapi.Path, httpapi.Path, check)
-	return &wiring{engine: e}, nil
+	return &wiring{engine: e, rulesDB: db, close: closeSrc}, nil
 }

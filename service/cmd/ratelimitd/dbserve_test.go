@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/service/internal/pgtest"
+	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
+	"github.com/sluicehq/sluice/service/rulesdb"
+)
+
+// checkHTTP asks p's HTTP check API for one request of user id on
+// /api/orders/1 and returns the answer's limit and whether it was allowed.
+func checkHTTP(t *testing.T, c *http.Client, p *ratelimitdtest.Process, id string) (limit int64, allowed bool) {
+	t.Helper()
+	body := `{"key_type": "user", "key_value": "` + id + `", "endpoint": "/api/orders/1"}`
+	resp, err := c.Post(p.URL("/api/v1/rate-limit/check"), "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out struct {
+		Allowed bool  `json:"allowed"`
+		Limit   int64 `json:"limit"`
+	}
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return out.Limit, out.Allowed
+}
+
+func ordersRule(limit int64) rulesdb.Rule {
+	return rulesdb.Rule{ID: "orders", Name: "orders", Dimension: "user", EndpointPattern: "/api/orders/**",
+		Limit: limit, WindowSeconds: 3600, Algorithm: "fixed_window", Enabled: true}
+}
+
+func dbctx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// withPassword adds a password to a pgtest DSN (the test server trusts
+// loopback, so it is not checked): the logs must never show it.
+func withPassword(t *testing.T, dsn string) string {
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	u.User = url.UserPassword(u.User.Username(), "s3cret-pw")
+	return u.String()
+}
+
+// Two `ratelimitd serve --db postgres://…` processes: a rule changed
+// through the database API is in force on the other within 1 s, checked
+// through the HTTP check API (50 changes; the figures are logged).
+func TestServeDBPostgresTwoInstances(t *testing.T) {
+	ctx := dbctx(t)
+	dsn := withPassword(t, pg.NewDatabase(t))
+	admin, err := rulesdb.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer admin.Close()
+	r, err := admin.Create(ctx, "alice", ordersRule(100))
+	require.NoError(t, err)
+
+	a := ratelimitdtest.Start(t, binary, nil, "--db", dsn, "--db-poll", "30s")
+	b := ratelimitdtest.Start(t, binary, []string{"RATELIMITD_DB=" + dsn, "RATELIMITD_DB_POLL=30s"})
+	c := &http.Client{Timeout: 5 * time.Second}
+	for _, p := range []*ratelimitdtest.Process{a, b} {
+		_, ready := readyz(t, p)
+		require.Equal(t, "1", ready.Revision)
+		require.False(t, ready.Cached)
+		limit, ok := checkHTTP(t, c, p, "warmup")
+		require.True(t, ok)
+		require.EqualValues(t, 100, limit)
+	}
+
+	const changes = 50
+	took := make([]time.Duration, 0, changes)
+	for i := range changes {
+		next := ordersRule(int64(200 + i))
+		start := time.Now()
+		r, err = admin.Update(ctx, "alice", next, r.ETag)
+		require.NoError(t, err)
+		for n := 0; ; n++ {
+			limit, _ := checkHTTP(t, c, b, "u"+strconv.Itoa(i)+"-"+strconv.Itoa(n))
+			if limit == next.Limit {
+				break
+			}
+			require.Less(t, time.Since(start), time.Second, "change %d not in force on the other instance within 1s", i)
+		}
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	t.Logf("propagation over %d changes, two ratelimitd processes on PostgreSQL (DB commit to the first HTTP check decided under the new limit, --db-poll 30s): p50 %v, p90 %v, max %v",
+		changes, took[changes/2], took[changes*9/10], took[changes-1])
+	limit, _ := checkHTTP(t, c, a, "last")
+	require.EqualValues(t, 249, limit)
+	_, ready := readyz(t, a)
+	require.Equal(t, strconv.FormatInt(r.Revision, 10), ready.Revision)
+	require.Equal(t, 1.0, metric(t, a, `ratelimitd_rules_info{revision="`+ready.Revision+`"}`))
+	for _, p := range []*ratelimitdtest.Process{a, b} {
+		require.NotContains(t, p.Logs(), "s3cret-pw", "the DSN's password is never logged")
+		require.Contains(t, p.Logs(), "xxxxx")
+	}
+}
+
+// `ratelimitd serve --db file:…` with nothing else: the database is
+// created, served, and a rule written to it (another handle) is in force
+// within a second.
+func TestServeDBSQLite(t *testing.T) {
+	ctx := dbctx(t)
+	dsn := "file:" + filepath.Join(t.TempDir(), "rules.db")
+	p := ratelimitdtest.Start(t, binary, nil, "--db", dsn)
+	c := &http.Client{Timeout: 5 * time.Second}
+	code, ready := readyz(t, p)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "0", ready.Revision)
+	limit, ok := checkHTTP(t, c, p, "ann")
+	require.True(t, ok)
+	require.Zero(t, limit, "no rule yet")
+
+	admin, err := rulesdb.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer admin.Close()
+	_, err = admin.Create(ctx, "alice", ordersRule(2))
+	require.NoError(t, err)
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		limit, _ := checkHTTP(t, c, p, "probe"+strconv.FormatInt(time.Now().UnixNano(), 10))
+		return limit == 2
+	}, 2*time.Second, 10*time.Millisecond)
+	t.Logf("SQLite (poll 500ms): in force after %v", time.Since(start))
+	_, ok = checkHTTP(t, c, p, "bob")
+	require.True(t, ok)
+	_, ok = checkHTTP(t, c, p, "bob")
+	require.True(t, ok)
+	_, ok = checkHTTP(t, c, p, "bob")
+	require.False(t, ok, "the database's rule decides: 2 per hour")
+	_, ready = readyz(t, p)
+	require.Equal(t, "1", ready.Revision)
+	exit, err := p.Stop()
+	require.NoError(t, err)
+	require.Equal(t, 0, exit, p.Logs())
+}
+
+// An instance restarted while PostgreSQL is down starts from its
+// --rules-cache (readiness says cached) and decides under the cached rules;
+// when the database is back it catches up.
+func TestServeDBStartsFromCacheWhileDown(t *testing.T) {
+	srv := pgtest.Start(t)
+	ctx := dbctx(t)
+	admin, err := rulesdb.Open(ctx, srv.DSN())
+	require.NoError(t, err)
+	defer admin.Close()
+	_, err = admin.Create(ctx, "alice", ordersRule(2))
+	require.NoError(t, err)
+	cache := filepath.Join(t.TempDir(), "rules-cache.json")
+	args := []string{"--db", srv.DSN(), "--rules-cache", cache, "--db-poll", "100ms"}
+	c := &http.Client{Timeout: 5 * time.Second}
+
+	one := ratelimitdtest.Start(t, binary, nil, args...)
+	_, ready := readyz(t, one)
+	require.Equal(t, "1", ready.Revision)
+	exit, err := one.Stop()
+	require.NoError(t, err)
+	require.Equal(t, 0, exit, one.Logs())
+
+	srv.Kill()
+	two := ratelimitdtest.Start(t, binary, nil, args...)
+	code, ready := readyz(t, two)
+	require.Equal(t, http.StatusOK, code, "serving from the cache is ready")
+	require.Equal(t, "1 (cached)", ready.Revision)
+	require.True(t, ready.Cached)
+	require.Equal(t, 1.0, metric(t, two, `ratelimitd_rules_info{revision="1 (cached)"}`))
+	for i := range 3 {
+		limit, ok := checkHTTP(t, c, two, "ann")
+		require.EqualValues(t, 2, limit)
+		require.Equal(t, i < 2, ok, "check %d: the cached rules decide", i+1)
+	}
+
+	srv.Restart(t)
+	require.Eventually(t, func() bool {
+		_, err := admin.Update(ctx, "alice", ordersRule(5), "*")
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool {
+		_, ready := readyz(t, two)
+		return ready.Revision == "2" && !ready.Cached
+	}, 15*time.Second, 50*time.Millisecond, two.Logs())
+	limit, ok := checkHTTP(t, c, two, "bob")
+	require.True(t, ok)
+	require.EqualValues(t, 5, limit)
+}
+
+func TestServeDBFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--db", "file:x.db", "--rules", "r.yaml"}, "--db, --rules: give one or the other"},
+		{[]string{"--rules-cache", "c.json"}, "--rules-cache: needs --db"},
+		{[]string{"--db", "mysql://u:hunter2@h/db"}, "--db: want file:PATH or postgres://"},
+		{[]string{"--db", "file:x.db", "--db-poll", "0s"}, "--db-poll: must be at least 1ms"},
+	} {
+		code, _, errOut := runBinary(t, append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, tc.args...)...)
+		require.Equal(t, 2, code, errOut)
+		require.Contains(t, errOut, tc.want)
+		require.NotContains(t, errOut, "hunter2")
+	}
+	// Unreachable, no cache: serve fails (exit 1) naming --db, password
+	// redacted.
+	code, _, errOut := runBinary(t, "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		"--db", "postgres://app:hunter2@127.0.0.1:1/rules?connect_timeout=2")
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "--db")
+	require.NotContains(t, errOut, "hunter2")
+}
