@@ -64,6 +64,26 @@ var migrations = [][]string{
 			before_json TEXT,
 			after_json TEXT)`,
 	},
+	{ // 2: admin tokens, idempotency keys of admin POSTs, the request id of each audit row
+		`CREATE TABLE tokens (
+			name TEXT PRIMARY KEY,
+			hash TEXT NOT NULL UNIQUE,
+			scope TEXT NOT NULL,
+			created_at BIGINT NOT NULL,
+			revoked_at BIGINT)`,
+		`CREATE TABLE idempotency (
+			token TEXT NOT NULL,
+			"key" TEXT NOT NULL,
+			request_hash TEXT NOT NULL,
+			status INTEGER NOT NULL,
+			header_json TEXT,
+			body TEXT,
+			revision BIGINT,
+			created_at BIGINT NOT NULL,
+			PRIMARY KEY (token, "key"))`,
+		`CREATE INDEX idempotency_created ON idempotency (created_at)`,
+		`ALTER TABLE audit ADD COLUMN request_id TEXT`,
+	},
 }
 
 // SchemaVersion is the schema version this build creates and reads.

@@ -226,11 +226,15 @@ func (d *DB) audit(ctx context.Context, tx *sql.Tx, rev, now int64, actor, actio
 			return fmt.Errorf("rulesdb: audit: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, d.q(`INSERT INTO audit (revision, at, actor, action, target, before_json, after_json) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-		rev, now, actor, action, target, b, a); err != nil {
+	var reqID sql.NullString
+	if id := RequestID(ctx); id != "" {
+		reqID = sql.NullString{String: id, Valid: true}
+	}
+	if _, err := tx.ExecContext(ctx, d.q(`INSERT INTO audit (revision, at, actor, action, target, before_json, after_json, request_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+		rev, now, actor, action, target, b, a, reqID); err != nil {
 		return fmt.Errorf("rulesdb: audit: %w", err)
 	}
-	return nil
+	return d.markApplied(ctx, tx, rev)
 }
 
 // AuditEntry is one row of the audit log.
@@ -242,6 +246,9 @@ type AuditEntry struct {
 	Target   string          `json:"target"`
 	Before   json.RawMessage `json:"before,omitempty"`
 	After    json.RawMessage `json:"after,omitempty"`
+	// RequestID is the id of the admin request that made the change (see
+	// WithRequestID); "" for changes made outside a request (the CLI).
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Audit returns up to limit audit entries (1 to 1000) with revisions after
@@ -250,7 +257,7 @@ func (d *DB) Audit(ctx context.Context, since int64, limit int) ([]AuditEntry, e
 	if limit < 1 || limit > 1000 {
 		return nil, fmt.Errorf("rulesdb: limit: must be 1 to 1000, got %d", limit)
 	}
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT revision, at, actor, action, target, before_json, after_json FROM audit WHERE revision > ? ORDER BY revision LIMIT ?`), since, limit)
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT revision, at, actor, action, target, before_json, after_json, request_id FROM audit WHERE revision > ? ORDER BY revision LIMIT ?`), since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: audit: %w", err)
 	}
@@ -259,11 +266,12 @@ func (d *DB) Audit(ctx context.Context, since int64, limit int) ([]AuditEntry, e
 	for rows.Next() {
 		var e AuditEntry
 		var at int64
-		var b, a sql.NullString
-		if err := rows.Scan(&e.Revision, &at, &e.Actor, &e.Action, &e.Target, &b, &a); err != nil {
+		var b, a, reqID sql.NullString
+		if err := rows.Scan(&e.Revision, &at, &e.Actor, &e.Action, &e.Target, &b, &a, &reqID); err != nil {
 			return nil, fmt.Errorf("rulesdb: audit: %w", err)
 		}
 		e.At = time.UnixMilli(at).UTC()
+		e.RequestID = reqID.String
 		if b.Valid {
 			e.Before = json.RawMessage(b.String)
 		}
