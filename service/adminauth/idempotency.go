@@ -1,0 +1,160 @@
+package adminauth
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/service/rulesdb"
+)
+
+// MaxIdempotentBody is the largest body of a POST with an Idempotency-Key
+// (it is read whole, to be hashed): a larger one is 413.
+const MaxIdempotentBody = 1 << 20
+
+// finishTimeout bounds storing a response, which runs even when the client
+// has gone (so the key does not stay in flight).
+const finishTimeout = 5 * time.Second
+
+// validIdempotencyKey reports whether k is 1 to 255 printable ASCII
+// characters (space included).
+func validIdempotencyKey(k string) bool {
+	if k == "" || len(k) > 255 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// requestHash is the SHA-256 of the request's method, path and body, each
+// length-prefixed so no two requests share a preimage.
+func requestHash(method, path string, body []byte) []byte {
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(method), []byte(path), body} {
+		var n [8]byte
+		l := uint64(len(part))
+		for i := range n {
+			n[i] = byte(l >> (56 - 8*i))
+		}
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return h.Sum(nil)
+}
+
+// idempotent runs h for a POST with an Idempotency-Key: once per key, its
+// response stored and replayed (see Wrap).
+func (a *Auth) idempotent(w http.ResponseWriter, r *http.Request, p Principal, h http.Handler) {
+	ctx := r.Context()
+	keys := r.Header.Values("Idempotency-Key")
+	if len(keys) != 1 || !validIdempotencyKey(keys[0]) {
+		writeProblem(w, r, http.StatusBadRequest, "Bad Request", "Idempotency-Key: must be one header of 1 to 255 printable ASCII characters",
+			[]FieldError{{Field: "Idempotency-Key", Message: "must be one header of 1 to 255 printable ASCII characters"}})
+		return
+	}
+	key := keys[0]
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxIdempotentBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeProblem(w, r, http.StatusRequestEntityTooLarge, "Content Too Large", "body: at most 1 MiB with an Idempotency-Key",
+				[]FieldError{{Field: "body", Message: "at most 1 MiB"}})
+			return
+		}
+		writeProblem(w, r, http.StatusBadRequest, "Bad Request", "body: could not be read", []FieldError{{Field: "body", Message: "could not be read"}})
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	stored, err := a.db.BeginIdempotent(ctx, p.Name, key, requestHash(r.Method, r.URL.Path, body))
+	switch {
+	case errors.Is(err, rulesdb.ErrIdempotencyMismatch):
+		writeProblem(w, r, http.StatusUnprocessableEntity, "Unprocessable Content",
+			"Idempotency-Key: this key was used for a request with another method, path or body",
+			[]FieldError{{Field: "Idempotency-Key", Message: "already used for a different request"}})
+		return
+	case errors.Is(err, rulesdb.ErrIdempotencyInFlight):
+		writeProblem(w, r, http.StatusConflict, "Conflict", "Idempotency-Key: the first request with this key is still being processed; retry later",
+			[]FieldError{{Field: "Idempotency-Key", Message: "a request with this key is in flight"}})
+		return
+	case err != nil:
+		a.log.ErrorContext(ctx, "admin: idempotency key", "request_id", rulesdb.RequestID(ctx), "err", err)
+		writeProblem(w, r, http.StatusServiceUnavailable, "Service Unavailable", "the idempotency key could not be checked; retry later", nil)
+		return
+	case stored != nil:
+		for k, v := range stored.Header {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.WriteHeader(stored.Status)
+		_, _ = w.Write(stored.Body)
+		return
+	}
+
+	// This request owns the key: run h into a recorder, store, then send.
+	rec := &recorder{header: http.Header{}}
+	done := false
+	defer func() {
+		if done {
+			return
+		}
+		// h panicked: release the key (as a 5xx), then let the panic go on.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+		defer cancel()
+		if err := a.db.FinishIdempotent(fctx, p.Name, key, rulesdb.StoredResponse{Status: http.StatusInternalServerError}); err != nil {
+			a.log.ErrorContext(ctx, "admin: releasing an idempotency key", "request_id", rulesdb.RequestID(ctx), "err", err)
+		}
+	}()
+	h.ServeHTTP(rec, r.WithContext(rulesdb.WithIdempotency(ctx, p.Name, key)))
+	done = true
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	resp := rulesdb.StoredResponse{Status: rec.status, Header: map[string]string{}, Body: rec.body.Bytes()}
+	for k, vs := range rec.header {
+		resp.Header[k] = strings.Join(vs, ", ")
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	if err := a.db.FinishIdempotent(fctx, p.Name, key, resp); err != nil {
+		// The response is still sent; a replay then sees the key in
+		// flight (409), and after rulesdb.IdempotencyAbandoned runs anew
+		// or, if the request wrote, learns that it was applied.
+		a.log.ErrorContext(ctx, "admin: storing an idempotent response", "request_id", rulesdb.RequestID(ctx), "err", err)
+	}
+	for k, vs := range rec.header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(rec.status)
+	_, _ = w.Write(resp.Body)
+}
+
+// recorder captures a handler's response.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
