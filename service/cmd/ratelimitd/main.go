@@ -8,6 +8,7 @@
 //	ratelimitd serve [flags]          run the service
 //	ratelimitd validate FILE          check a rules file: exit 0 when valid, 1 with file:line:field errors
 //	ratelimitd check [flags]          ask a running ratelimitd (gRPC) and print the answer
+//	ratelimitd token create NAME --scope read|write --db DSN   an admin API token, printed once
 //	ratelimitd version                print the version
 //
 // Every flag of serve is also an environment variable, RATELIMITD_ and the
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env looku
 		return checkCmd(ctx, args[1:], stdout, stderr, env)
 	case "rules":
 		return rulesCmd(ctx, args[1:], stdout, stderr, env)
+	case "token":
+		return tokenCmd(ctx, args[1:], stdout, stderr, env)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, version)
 		return 0
@@ -93,6 +96,8 @@ func usage(w io.Writer) {
   ratelimitd check [flags]      ask a running ratelimitd over gRPC (ratelimitd check -h)
   ratelimitd rules import FILE --db DSN   load rules (a JSON array) into a rules database, all or none
   ratelimitd rules export [FILE] --db DSN write a rules database's rules as JSON
+  ratelimitd token create NAME --scope read|write --db DSN   create an admin API token (its secret is printed once)
+  ratelimitd token list --db DSN | token revoke NAME --db DSN   (--db defaults to $RATELIMITD_DB)
   ratelimitd version            print the version
 
 Every serve flag is also an environment variable: RATELIMITD_<FLAG>, e.g.

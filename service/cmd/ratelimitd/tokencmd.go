@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicehq/sluice/service/rulesdb"
+)
+
+// tokenCmd runs `ratelimitd token create NAME --scope read|write`, `token
+// list` and `token revoke NAME`, each with --db DSN (or RATELIMITD_DB):
+// the admin API's tokens in a rules database. create prints the secret,
+// alone, on stdout: it is stored hashed and cannot be shown again.
+func tokenCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
+	const use = "usage: ratelimitd token create NAME --scope read|write --db DSN | token list --db DSN | token revoke NAME --db DSN\n" +
+		"(--db defaults to $RATELIMITD_DB)"
+	if len(args) == 0 || (args[0] != "create" && args[0] != "list" && args[0] != "revoke") {
+		fmt.Fprintln(stderr, use)
+		return 2
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("token "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defDSN, _ := env("RATELIMITD_DB")
+	dsn := fs.String("db", defDSN, "the rules database: file:PATH (SQLite) or postgres://... (default $RATELIMITD_DB)")
+	scope := new(string)
+	if sub == "create" {
+		scope = fs.String("scope", "", "what the token may do: read (GET, HEAD) or write (everything)")
+	}
+	// Flags may come before or after NAME.
+	var pos []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	switch {
+	case *dsn == "":
+		fmt.Fprintln(stderr, "ratelimitd token: --db: required (or RATELIMITD_DB)")
+		return 2
+	case sub == "list" && len(pos) != 0, sub != "list" && len(pos) != 1:
+		fmt.Fprintln(stderr, use)
+		return 2
+	}
+	var sc rulesdb.Scope
+	if sub == "create" {
+		var err error
+		if sc, err = rulesdb.ParseScope(*scope); err != nil {
+			fmt.Fprintln(stderr, "ratelimitd token create: --scope: must be read or write")
+			return 2
+		}
+	}
+	db, err := rulesdb.Open(ctx, *dsn)
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimitd token: %v\n", err)
+		return 1
+	}
+	defer func() { _ = db.Close() }()
+	actor := cliActor(env)
+	switch sub {
+	case "create":
+		secret, _, err := db.CreateToken(ctx, actor, pos[0], sc)
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelimitd token create: %v\n", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, secret)
+		fmt.Fprintf(stderr, "token %q (scope %s) created: the secret above is shown once and cannot be shown again; store it now\n", pos[0], sc)
+	case "revoke":
+		if err := db.RevokeToken(ctx, actor, pos[0]); err != nil {
+			fmt.Fprintf(stderr, "ratelimitd token revoke: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stderr, "token %q revoked\n", pos[0])
+	case "list":
+		ts, err := db.Tokens(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "ratelimitd token list: %v\n", err)
+			return 1
+		}
+		if err := writeTokens(stdout, ts); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+			fmt.Fprintf(stderr, "ratelimitd token list: %v\n", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+// writeTokens writes the tokens as a table: name, scope, created, revoked.
+func writeTokens(w io.Writer, ts []rulesdb.Token) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSCOPE\tCREATED\tREVOKED")
+	for _, t := range ts {
+		revoked := "-"
+		if !t.RevokedAt.IsZero() {
+			revoked = t.RevokedAt.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, t.Scope, t.CreatedAt.Format(time.RFC3339), revoked)
+	}
+	return tw.Flush()
+}
+
+// cliActor is the audit actor of the command line's changes: "cli:" and
+// the OS user's name.
+func cliActor(env lookupEnv) string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
+	}
+	if name, ok := env("USER"); ok && name != "" {
+		return "cli:" + name
+	}
+	if h, err := os.Hostname(); err == nil {
+		return "cli:unknown@" + h
+	}
+	return "cli:unknown"
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/service/rulesdb"
+)
+
+// runTokenCmd runs the built ratelimitd with args and extra environment
+// variables, and returns its exit code, stdout and stderr.
+func runTokenCmd(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	return code, o.String(), e.String()
+}
+
+func TestTokenCommands(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rules.db")
+	dsn := "file:" + path
+	u, err := user.Current()
+	require.NoError(t, err)
+
+	// create: the secret alone on stdout, the warning on stderr.
+	code, out, errOut := runTokenCmd(t, nil, "token", "create", "ci-deploy", "--scope", "write", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	secret := strings.TrimSuffix(out, "\n")
+	require.Equal(t, secret+"\n", out)
+	require.True(t, strings.HasPrefix(secret, rulesdb.TokenPrefix), out)
+	require.NotContains(t, secret, " ")
+	require.Contains(t, errOut, "cannot be shown again")
+	require.NotContains(t, errOut, secret)
+
+	// RATELIMITD_DB stands for --db; flags may come first.
+	code, out2, errOut := runTokenCmd(t, []string{"RATELIMITD_DB=" + dsn}, "token", "create", "--scope", "read", "dashboard")
+	require.Equal(t, 0, code, errOut)
+	require.NotEqual(t, out, out2)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	db, err := rulesdb.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	tok, err := db.Authenticate(ctx, secret)
+	require.NoError(t, err)
+	require.Equal(t, rulesdb.ScopeWrite, tok.Scope)
+	tok, err = db.Authenticate(ctx, strings.TrimSpace(out2))
+	require.NoError(t, err)
+	require.Equal(t, "dashboard", tok.Name)
+
+	// list: names, scopes, times; never a secret or a hash.
+	code, out, errOut = runTokenCmd(t, nil, "token", "list", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	require.Regexp(t, `^NAME\s+SCOPE\s+CREATED\s+REVOKED$`, lines[0])
+	require.Regexp(t, `^ci-deploy\s+write\s+\d{4}-\d\d-\d\dT\S+\s+-$`, lines[1])
+	require.Regexp(t, `^dashboard\s+read\s+`, lines[2])
+	require.NotContains(t, out, "slk_")
+	require.NotRegexp(t, `[0-9a-f]{64}`, out)
+
+	// revoke: refused from then on, listed with its time.
+	code, _, errOut = runTokenCmd(t, nil, "token", "revoke", "ci-deploy", "--db", dsn)
+	require.Equal(t, 0, code, errOut)
+	_, err = db.Authenticate(ctx, secret)
+	require.ErrorIs(t, err, rulesdb.ErrUnauthorized)
+	code, out, _ = runTokenCmd(t, nil, "token", "list", "--db", dsn)
+	require.Equal(t, 0, code)
+	require.Regexp(t, `ci-deploy\s+write\s+\S+\s+\d{4}-`, out)
+
+	// The audit names the OS user.
+	es, err := db.Audit(ctx, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, es, 3)
+	for _, e := range es {
+		require.Equal(t, "cli:"+u.Username, e.Actor)
+	}
+	require.Equal(t, "token.revoke", es[2].Action)
+
+	// Errors: exit 1 with the reason on stderr, nothing on stdout.
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"token", "create", "ci-deploy", "--scope", "read", "--db", dsn}, 1, "already exists"},
+		{[]string{"token", "revoke", "ci-deploy", "--db", dsn}, 1, "no valid token"},
+		{[]string{"token", "create", "bad name", "--scope", "read", "--db", dsn}, 1, "token name"},
+		{[]string{"token", "create", "x", "--scope", "admin", "--db", dsn}, 2, "--scope"},
+		{[]string{"token", "create", "x", "--db", dsn}, 2, "--scope"},
+		{[]string{"token", "create", "x", "--scope", "read"}, 2, "--db"},
+		{[]string{"token", "list", "extra", "--db", dsn}, 2, "usage"},
+		{[]string{"token", "frob"}, 2, "usage"},
+		{[]string{"token"}, 2, "usage"},
+	} {
+		code, out, errOut := runTokenCmd(t, nil, c.args...)
+		require.Equal(t, c.code, code, "%v: %s", c.args, errOut)
+		require.Empty(t, out, c.args)
+		require.Contains(t, errOut, c.msg, c.args)
+	}
+	ts, err := db.Tokens(ctx)
+	require.NoError(t, err)
+	require.Len(t, ts, 2, "no failed command created anything")
+}
