@@ -1,0 +1,223 @@
+package rulesdb
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrCursor is returned for a pagination cursor this store did not issue
+// (or issued for another listing).
+var ErrCursor = errors.New("rulesdb: cursor: malformed or not from this listing")
+
+// MaxPage bounds a page of ListRules and AuditQuery.
+const MaxPage = 1000
+
+// RuleFilter selects rules for ListRules; an empty field selects all.
+type RuleFilter struct {
+	// Dimension, Tier and Algorithm select rules whose field equals them
+	// exactly. Tier selects rows of that tier; it cannot select the rows
+	// without one (list all and keep those with Tier "").
+	Dimension, Tier, Algorithm string
+	// Enabled, when set, selects the enabled (true) or disabled rules.
+	Enabled *bool
+}
+
+// ValidateRule checks one rule on its own, enabled or not, as every write
+// does before it touches the database: what the engine would refuse of it
+// whatever else is stored. The error wraps ErrInvalid and names the field;
+// a valid rule may still be refused by a write for its conflict with the
+// stored rules (two rules without a tier for one dimension and endpoint
+// pattern, a tier row without its base rule).
+func ValidateRule(r Rule) error { return validateRow(&r) }
+
+// cursor encodes a position of a listing: the kind letter and the last key
+// returned.
+func encodeCursor(kind, key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(kind + ":" + key))
+}
+
+func decodeCursor(kind, c string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", ErrCursor
+	}
+	key, ok := strings.CutPrefix(string(b), kind+":")
+	if !ok {
+		return "", ErrCursor
+	}
+	return key, nil
+}
+
+// ListRules returns up to limit rules (1 to MaxPage) selected by f, in ID
+// order, after the position cursor ("" for the first page) and the opaque
+// cursor of the next page ("" after the last). Paging is by key: a rule
+// that exists throughout a listing is returned exactly once, whatever is
+// written between its pages.
+func (d *DB) ListRules(ctx context.Context, f RuleFilter, cursor string, limit int) ([]*Rule, string, error) {
+	if limit < 1 || limit > MaxPage {
+		return nil, "", fmt.Errorf("rulesdb: limit: must be 1 to %d, got %d", MaxPage, limit)
+	}
+	after := ""
+	if cursor != "" {
+		var err error
+		if after, err = decodeCursor("r", cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	where := []string{"id > ?"}
+	args := []any{after}
+	for _, c := range []struct{ col, v string }{{"dimension", f.Dimension}, {"tier", f.Tier}, {"algorithm", f.Algorithm}} {
+		if c.v != "" {
+			where = append(where, c.col+" = ?")
+			args = append(args, c.v)
+		}
+	}
+	if f.Enabled != nil {
+		where = append(where, "enabled = ?")
+		args = append(args, *f.Enabled)
+	}
+	args = append(args, limit+1)
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("rulesdb: list: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []*Rule
+	for rows.Next() {
+		r, err := scanRule(rows)
+		if err != nil {
+			return nil, "", fmt.Errorf("rulesdb: list: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("rulesdb: list: %w", err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = encodeCursor("r", out[limit-1].ID)
+	}
+	return out, next, nil
+}
+
+// AuditFilter selects audit entries for AuditQuery; an empty field selects
+// all.
+type AuditFilter struct {
+	// Actor selects the entries of that actor (a token name) exactly.
+	Actor string
+	// Target selects the entries of that target exactly ("rule/orders");
+	// a Target ending in "/" selects every target it prefixes
+	// ("override/user/alice/").
+	Target string
+	// Since and Until select the entries written at or after Since and
+	// before Until.
+	Since, Until time.Time
+	// Newest lists the newest entries first; the default is oldest first.
+	Newest bool
+	// Cursor is the position returned with the previous page ("" for the
+	// first); it must come from a query of the same order.
+	Cursor string
+	// Limit is the page size, 1 to MaxPage (0 means 100).
+	Limit int
+}
+
+// AuditQuery returns a page of the audit entries f selects, in revision
+// order (oldest first unless f.Newest), and the opaque cursor of the next
+// page ("" after the last). Entries are paged by revision, so entries
+// written while a listing is paged are never returned twice, and those
+// already there are never skipped.
+func (d *DB) AuditQuery(ctx context.Context, f AuditFilter) ([]AuditEntry, string, error) {
+	limit := f.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 1 || limit > MaxPage {
+		return nil, "", fmt.Errorf("rulesdb: limit: must be 1 to %d, got %d", MaxPage, limit)
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return nil, "", fmt.Errorf("rulesdb: until: must be after since")
+	}
+	kind, cmp, order := "a", ">", "ASC"
+	if f.Newest {
+		kind, cmp, order = "d", "<", "DESC"
+	}
+	var where []string
+	var args []any
+	if f.Cursor != "" {
+		key, err := decodeCursor(kind, f.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		rev, err := strconv.ParseInt(key, 10, 64)
+		if err != nil || rev < 0 {
+			return nil, "", ErrCursor
+		}
+		where = append(where, "revision "+cmp+" ?")
+		args = append(args, rev)
+	}
+	if f.Actor != "" {
+		where = append(where, "actor = ?")
+		args = append(args, f.Actor)
+	}
+	if prefix, ok := strings.CutSuffix(f.Target, "/"); ok {
+		prefix += "/"
+		where = append(where, "substr(target, 1, ?) = ?")
+		args = append(args, len(prefix), prefix)
+	} else if f.Target != "" {
+		where = append(where, "target = ?")
+		args = append(args, f.Target)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "at >= ?")
+		args = append(args, f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "at < ?")
+		args = append(args, f.Until.UnixMilli())
+	}
+	query := `SELECT revision, at, actor, action, target, before_json, after_json FROM audit`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY revision ` + order + ` LIMIT ?`
+	args = append(args, limit+1)
+	rows, err := d.db.QueryContext(ctx, d.q(query), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("rulesdb: audit: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []AuditEntry
+	for rows.Next() {
+		var e AuditEntry
+		var at int64
+		var b, a sql.NullString
+		if err := rows.Scan(&e.Revision, &at, &e.Actor, &e.Action, &e.Target, &b, &a); err != nil {
+			return nil, "", fmt.Errorf("rulesdb: audit: %w", err)
+		}
+		e.At = time.UnixMilli(at).UTC()
+		if b.Valid {
+			e.Before = json.RawMessage(b.String)
+		}
+		if a.Valid {
+			e.After = json.RawMessage(a.String)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("rulesdb: audit: %w", err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = encodeCursor(kind, strconv.FormatInt(out[limit-1].Revision, 10))
+	}
+	return out, next, nil
+}
