@@ -1,0 +1,163 @@
+package adminapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/rulesdb"
+)
+
+// Prefix is the path every resource of the API is under.
+const Prefix = "/api/v1"
+
+// Paths ratelimitd mounts the handler at (a ServeMux pattern each).
+var Paths = []string{Prefix + "/rules", Prefix + "/rules/", Prefix + "/users/", Prefix + "/audit"}
+
+// Options configure the handler New returns.
+type Options struct {
+	// DB is the rules database the API reads and writes. Required.
+	DB *rulesdb.DB
+	// Engine is the engine deciding the service's checks: a user's limits
+	// are read from its rules in force and its store. Required.
+	Engine *engine.Engine
+	// Logger receives database failures (never sent to clients); nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of override expiries; nil means time.Now.
+	Now func() time.Time
+}
+
+// MaxOverrideTTL bounds an override's lifetime: its expiry is at most this
+// far in the future.
+const MaxOverrideTTL = 30 * 24 * time.Hour
+
+// api serves the admin API.
+type api struct {
+	db  *rulesdb.DB
+	eng *engine.Engine
+	log *slog.Logger
+	now func() time.Time
+	// principal names the caller of a request, the actor of its writes.
+	principal func(context.Context) (string, bool)
+}
+
+// New returns the admin API's handler, serving the resources under Prefix
+// (see the package documentation).
+func New(o Options) (http.Handler, error) {
+	a, err := newAPI(o)
+	if err != nil {
+		return nil, err
+	}
+	return a.routes(), nil
+}
+
+func newAPI(o Options) (*api, error) {
+	if o.DB == nil {
+		return nil, errors.New("adminapi: Options.DB: required")
+	}
+	if o.Engine == nil {
+		return nil, errors.New("adminapi: Options.Engine: required")
+	}
+	a := &api{db: o.DB, eng: o.Engine, log: o.Logger, now: o.Now, principal: principalFrom}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	return a, nil
+}
+
+type principalKey struct{}
+
+// principalFrom is the actor of a request's writes.
+func principalFrom(ctx context.Context) (string, bool) {
+	name, ok := ctx.Value(principalKey{}).(string)
+	return name, ok && name != ""
+}
+
+// methods maps the methods of one resource to their handlers.
+type methods map[string]func(http.ResponseWriter, *http.Request) *apiError
+
+// routes builds the mux of every resource; any other path is a 404 and
+// any other method a 405 with Allow, both as problem+json.
+func (a *api) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern string, ms methods) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			if ms[m] != nil || m == http.MethodHead && ms[http.MethodGet] != nil {
+				allow = append(allow, m)
+			}
+		}
+		mux.HandleFunc(Prefix+pattern, func(w http.ResponseWriter, r *http.Request) {
+			m := r.Method
+			if m == http.MethodHead {
+				m = http.MethodGet
+			}
+			h := ms[m]
+			if h == nil {
+				w.Header().Set("Allow", strings.Join(allow, ", "))
+				writeProblem(w, fail(http.StatusMethodNotAllowed, "method", "%s is not served here (allowed: %s)", clip(r.Method), strings.Join(allow, ", ")))
+				return
+			}
+			if e := h(w, r); e != nil {
+				writeProblem(w, e)
+			}
+		})
+	}
+	handle("/rules", methods{http.MethodGet: a.listRules, http.MethodPost: a.createRule})
+	handle("/rules/{id}", methods{http.MethodGet: a.getRule, http.MethodPut: a.putRule, http.MethodDelete: a.deleteRule})
+	handle("/users/{id}/tier", methods{http.MethodPut: a.putTier})
+	handle("/users/{id}/override", methods{http.MethodGet: a.listOverrides, http.MethodPost: a.postOverride})
+	handle("/users/{id}/override/{rule}", methods{http.MethodDelete: a.deleteOverride})
+	handle("/audit", methods{http.MethodGet: a.audit})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, fail(http.StatusNotFound, "path", "no resource %q", clip(r.URL.Path)))
+	})
+	return mux
+}
+
+// actor returns the name of the caller, the actor of a write.
+func (a *api) actor(r *http.Request) (string, *apiError) {
+	name, ok := a.principal(r.Context())
+	if !ok {
+		return "", fail(http.StatusUnauthorized, "Authorization", "no authenticated caller")
+	}
+	return name, nil
+}
+
+// failed is the answer to an unexpected error of the database: logged,
+// answered 503 with a generic detail.
+func (a *api) failed(r *http.Request, op string, err error) *apiError {
+	if r.Context().Err() == nil {
+		a.log.LogAttrs(r.Context(), slog.LevelError, "adminapi: database failed",
+			slog.String("op", op), slog.String("path", r.URL.Path), slog.Any("error", err))
+	}
+	return unavailable
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeProblem(w, fail(http.StatusInternalServerError, "", "the answer could not be encoded"))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// locationOf is the path of a resource under Prefix.
+func locationOf(format string, args ...any) string { return Prefix + fmt.Sprintf(format, args...) }

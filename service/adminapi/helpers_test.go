@@ -1,0 +1,157 @@
+package adminapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/rulesdb"
+)
+
+// env is a served admin API on a real SQLite file, with the engine that
+// follows it and the check API on the same server.
+type env struct {
+	t    *testing.T
+	ctx  context.Context
+	db   *rulesdb.DB
+	eng  *engine.Engine
+	srv  *httptest.Server
+	logs *bytes.Buffer
+}
+
+// testAuth stands for adminauth until it is wired: the bearer token is the
+// caller's name.
+func testAuth(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, name))
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	db, err := rulesdb.Open(ctx, filepath.Join(t.TempDir(), "rules.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	st, err := memorystore.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	e, err := engine.New(ctx, st, db.Source(10*time.Millisecond))
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	logs := &bytes.Buffer{}
+	h, err := New(Options{DB: db, Engine: e, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	for _, p := range Paths {
+		mux.Handle(p, testAuth(h))
+	}
+	mux.Handle(httpapi.Path, httpapi.New(e))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &env{t: t, ctx: ctx, db: db, eng: e, srv: srv, logs: logs}
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+// field is the first field a problem names.
+func (r reply) field() string {
+	errs, _ := r.body["errors"].([]any)
+	if len(errs) == 0 {
+		return ""
+	}
+	f, _ := errs[0].(map[string]any)["field"].(string)
+	return f
+}
+
+// req sends a request as actor alice with a JSON body (none if body is
+// ""); hdr is pairs of header names and values.
+func (e *env) req(method, path, body string, hdr ...string) reply {
+	e.t.Helper()
+	hdr = append([]string{"Authorization", "Bearer alice"}, hdr...)
+	if body != "" {
+		hdr = append([]string{"Content-Type", "application/json"}, hdr...)
+	}
+	return e.raw(method, path, body, hdr...)
+}
+
+// raw sends a request with exactly the headers given.
+func (e *env) raw(method, path, body string, hdr ...string) reply {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, e.srv.URL+path, rd)
+	require.NoError(e.t, err)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	res, err := e.srv.Client().Do(req)
+	require.NoError(e.t, err)
+	defer func() { _ = res.Body.Close() }()
+	b, err := io.ReadAll(res.Body)
+	require.NoError(e.t, err)
+	out := reply{status: res.StatusCode, header: res.Header, raw: string(b)}
+	if len(b) > 0 && b[0] == '{' {
+		require.NoError(e.t, json.Unmarshal(b, &out.body), string(b))
+	}
+	return out
+}
+
+func (e *env) revision() int64 {
+	e.t.Helper()
+	rev, err := e.db.Revision(e.ctx)
+	require.NoError(e.t, err)
+	return rev
+}
+
+// problem asserts r is a problem+json of status naming field.
+func requireProblem(t *testing.T, r reply, status int, field string) {
+	t.Helper()
+	require.Equal(t, status, r.status, r.raw)
+	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"), r.raw)
+	require.EqualValues(t, status, r.body["status"], r.raw)
+	require.NotEmpty(t, r.body["title"], r.raw)
+	require.NotEmpty(t, r.body["detail"], r.raw)
+	require.Equal(t, "about:blank", r.body["type"], r.raw)
+	if field != "" {
+		require.Equal(t, field, r.field(), r.raw)
+		require.Contains(t, r.body["detail"], field, r.raw)
+	}
+}
+
+const ordersRule = `{"id":"orders","name":"Orders","dimension":"user","endpoint_pattern":"/api/orders/**","limit":5,"window_seconds":60,"algorithm":"fixed_window"}`
+
+// eventually polls cond every 10 ms for up to 5 s.
+func eventually(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	require.Eventually(t, cond, 5*time.Second, 10*time.Millisecond, msg)
+}

@@ -1,0 +1,75 @@
+package adminapi
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRulesCRUDWithETags(t *testing.T) {
+	e := newEnv(t)
+	r := e.req("POST", "/api/v1/rules", ordersRule)
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	require.Equal(t, "/api/v1/rules/orders", r.header.Get("Location"))
+	etag := r.header.Get("ETag")
+	require.Equal(t, `"1"`, etag)
+	require.Equal(t, etag, r.body["etag"])
+	require.Equal(t, true, r.body["enabled"], "enabled by default")
+	require.EqualValues(t, 5, r.body["limit"])
+
+	r = e.req("GET", "/api/v1/rules/orders", "")
+	require.Equal(t, http.StatusOK, r.status)
+	require.Equal(t, etag, r.header.Get("ETag"))
+	require.Equal(t, "Orders", r.body["name"])
+
+	r = e.req("GET", "/api/v1/rules/orders", "", "If-None-Match", etag)
+	require.Equal(t, http.StatusNotModified, r.status)
+	require.Empty(t, r.raw)
+	require.Equal(t, etag, r.header.Get("ETag"))
+	r = e.req("GET", "/api/v1/rules/orders", "", "If-None-Match", `"7", W/`+etag)
+	require.Equal(t, http.StatusNotModified, r.status, "weak comparison")
+	r = e.req("GET", "/api/v1/rules/orders", "", "If-None-Match", `"7"`)
+	require.Equal(t, http.StatusOK, r.status)
+	r = e.req("HEAD", "/api/v1/rules/orders", "")
+	require.Equal(t, http.StatusOK, r.status)
+	require.Empty(t, r.raw)
+
+	updated := `{"name":"Orders","dimension":"user","endpoint_pattern":"/api/orders/**","limit":10,"window_seconds":60,"algorithm":"fixed_window"}`
+	requireProblem(t, e.req("PUT", "/api/v1/rules/orders", updated), http.StatusPreconditionRequired, "If-Match")
+	requireProblem(t, e.req("PUT", "/api/v1/rules/orders", updated, "If-Match", `"99"`), http.StatusPreconditionFailed, "If-Match")
+	requireProblem(t, e.req("PUT", "/api/v1/rules/orders", updated, "If-Match", "W/"+etag), http.StatusPreconditionFailed, "If-Match")
+	require.EqualValues(t, 1, e.revision())
+
+	r = e.req("PUT", "/api/v1/rules/orders", updated, "If-Match", etag)
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	etag2 := r.header.Get("ETag")
+	require.Equal(t, `"2"`, etag2)
+	require.EqualValues(t, 10, r.body["limit"])
+
+	// The old etag is stale now, for PUT and DELETE.
+	requireProblem(t, e.req("PUT", "/api/v1/rules/orders", updated, "If-Match", etag), http.StatusPreconditionFailed, "If-Match")
+	requireProblem(t, e.req("DELETE", "/api/v1/rules/orders", ""), http.StatusPreconditionRequired, "If-Match")
+	requireProblem(t, e.req("DELETE", "/api/v1/rules/orders", "", "If-Match", etag), http.StatusPreconditionFailed, "If-Match")
+	// A GET's body can be written back as it is (read-only members ignored).
+	r = e.req("GET", "/api/v1/rules/orders", "")
+	r = e.req("PUT", "/api/v1/rules/orders", r.raw, "If-Match", `"5", `+etag2)
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+	etag3 := r.header.Get("ETag")
+	require.Equal(t, `"3"`, etag3)
+
+	requireProblem(t, e.req("POST", "/api/v1/rules", ordersRule), http.StatusConflict, "id")
+	require.EqualValues(t, 3, e.revision())
+
+	r = e.req("DELETE", "/api/v1/rules/orders", "", "If-Match", etag3)
+	require.Equal(t, http.StatusNoContent, r.status, r.raw)
+	requireProblem(t, e.req("GET", "/api/v1/rules/orders", ""), http.StatusNotFound, "id")
+	requireProblem(t, e.req("DELETE", "/api/v1/rules/orders", "", "If-Match", "*"), http.StatusNotFound, "id")
+	requireProblem(t, e.req("PUT", "/api/v1/rules/orders", updated, "If-Match", "*"), http.StatusNotFound, "id")
+
+	// * matches any current etag.
+	r = e.req("POST", "/api/v1/rules", ordersRule)
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	r = e.req("PUT", "/api/v1/rules/orders", updated, "If-Match", "*")
+	require.Equal(t, http.StatusOK, r.status, r.raw)
+}
