@@ -24,6 +24,7 @@ import (
 // env is a served admin API on a real SQLite file, with the engine that
 // follows it and the check API on the same server.
 type env struct {
+	api  *api
 	t    *testing.T
 	ctx  context.Context
 	db   *rulesdb.DB
@@ -53,15 +54,16 @@ func newEnv(t *testing.T) *env {
 	st, err := memorystore.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	e, err := engine.New(ctx, st, db.Source(10*time.Millisecond))
+	e, err := engine.New(ctx, st, db.Source(10*time.Millisecond), engine.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-done })
 	logs := &bytes.Buffer{}
-	h, err := New(Options{DB: db, Engine: e, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	a, err := newAPI(Options{DB: db, Engine: e, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
+	h := a.routes()
 	mux := http.NewServeMux()
 	for _, p := range Paths {
 		mux.Handle(p, testAuth(h))
@@ -69,7 +71,7 @@ func newEnv(t *testing.T) *env {
 	mux.Handle(httpapi.Path, httpapi.New(e))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &env{t: t, ctx: ctx, db: db, eng: e, srv: srv, logs: logs}
+	return &env{api: a, t: t, ctx: ctx, db: db, eng: e, srv: srv, logs: logs}
 }
 
 type reply struct {
@@ -155,3 +157,9 @@ func eventually(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
 	require.Eventually(t, cond, 5*time.Second, 10*time.Millisecond, msg)
 }
+
+// rulesdbAll selects the whole audit log in one page.
+func rulesdbAll() rulesdb.AuditFilter { return rulesdb.AuditFilter{Limit: rulesdb.MaxPage} }
+
+// setNow sets the API's clock (override expiries).
+func (e *env) setNow(t time.Time) { e.api.now = func() time.Time { return t } }
