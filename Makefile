@@ -6,6 +6,8 @@ MODULES := $(shell find . -name go.mod -not -path './.git/*' -exec dirname {} \;
 # Under `make test` a Redis or PostgreSQL test that cannot start its server fails.
 export SLUICE_REQUIRE_REDIS ?= 1
 export SLUICE_REQUIRE_POSTGRES ?= 1
+# ... and the browser test of the admin page fails when no Chromium is found.
+export SLUICE_REQUIRE_CHROMIUM ?= 1
 
 .PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check ratelimitd service-demo
 
@@ -29,6 +31,7 @@ attack: deps
 deps:
 	@./scripts/ensure-redis.sh
 	@./scripts/ensure-postgres.sh
+	@./scripts/ensure-chromium.sh
 	@GO=$(GO) ./scripts/ensure-service-tools.sh
 
 ## lint: gofmt, go vet and go mod tidy -diff on every module
