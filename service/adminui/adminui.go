@@ -1,0 +1,311 @@
+package adminui
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/sluicehq/sluice/service/adminauth"
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/rulesdb"
+)
+
+//go:embed templates
+var files embed.FS
+
+// cookieName names the session cookie.
+const cookieName = "sluice_admin"
+
+// maxForm bounds a POSTed form, in bytes.
+const maxForm = 64 << 10
+
+// Options are what the admin page shows and changes.
+type Options struct {
+	// DB is the rules database: rules are listed and saved there, the
+	// audit trail is read from it. Required.
+	DB *rulesdb.DB
+	// Engine is the engine deciding checks: the rules and overrides in
+	// force and a caller's usage come from it. Required.
+	Engine *engine.Engine
+	// Auth checks the token given at sign-in, and again on every request
+	// of the session. Required.
+	Auth *adminauth.Auth
+	// Recent, when set, is the engine's observer of warned and throttled
+	// callers (engine.WithObserver): the rules page counts them and
+	// /admin/recent lists them. Nil shows none.
+	Recent *engine.Recent
+	// Logger receives what fails inside (never shown to the browser);
+	// nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// handler serves the admin page.
+type handler struct {
+	db     *rulesdb.DB
+	eng    *engine.Engine
+	auth   *adminauth.Auth
+	recent *engine.Recent
+	log    *slog.Logger
+	now    func() time.Time
+
+	sess  *sessions
+	pages map[string]*template.Template
+	css   template.CSS
+	csp   string
+	mux   *http.ServeMux
+}
+
+// New returns the handler of the admin page, serving every path under
+// /admin/ (mount it at "/admin/"). It fails when a required option is
+// missing.
+func New(o Options) (http.Handler, error) {
+	switch {
+	case o.DB == nil:
+		return nil, errors.New("adminui: Options.DB: required")
+	case o.Engine == nil:
+		return nil, errors.New("adminui: Options.Engine: required")
+	case o.Auth == nil:
+		return nil, errors.New("adminui: Options.Auth: required")
+	}
+	h := &handler{db: o.DB, eng: o.Engine, auth: o.Auth, recent: o.Recent, log: o.Logger, now: time.Now, sess: newSessions(maxSessions)}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	css, err := files.ReadFile("templates/style.css")
+	if err != nil {
+		return nil, err
+	}
+	h.css = template.CSS(css)
+	sum := sha256.Sum256(css)
+	// The page's only resource is its inline stylesheet, allowed by hash;
+	// forms post to the page itself.
+	h.csp = "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) +
+		"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+	funcs := template.FuncMap{"fmtTime": fmtTime}
+	h.pages = map[string]*template.Template{}
+	for _, name := range []string{"login", "rules", "rule", "users", "overrides", "audit", "recent", "message"} {
+		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, err
+		}
+		h.pages[name] = t
+	}
+	m := http.NewServeMux()
+	m.HandleFunc("GET /admin/login", h.loginForm)
+	m.HandleFunc("POST /admin/login", h.login)
+	m.HandleFunc("POST /admin/logout", h.authed(h.logout))
+	m.HandleFunc("GET /admin/{$}", h.authed(h.rules))
+	m.HandleFunc("GET /admin/rules/{id}", h.authed(h.rule))
+	m.HandleFunc("POST /admin/rules/{id}", h.authed(h.saveRule))
+	m.HandleFunc("GET /admin/users", h.authed(h.users))
+	m.HandleFunc("GET /admin/overrides", h.authed(h.overrides))
+	m.HandleFunc("GET /admin/audit", h.authed(h.audit))
+	m.HandleFunc("GET /admin/recent", h.authed(h.recentPage))
+	m.HandleFunc("/admin/", h.authed(h.notFound))
+	h.mux = m
+	return h, nil
+}
+
+// ServeHTTP sets the security headers of every response and serves r.
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", h.csp)
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		if !sameOrigin(r) {
+			h.message(w, r, nil, http.StatusForbidden, "Forbidden: the form was not sent from this page")
+			return
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// sameOrigin reports whether a POST comes from the page's own origin: its
+// Origin header (sent by every current browser with a POST), when present,
+// names this host. SameSite=Strict and the CSRF token are the other locks.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return r.Header.Get("Sec-Fetch-Site") == "" || r.Header.Get("Sec-Fetch-Site") == "same-origin"
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host && (u.Scheme == "https") == (r.TLS != nil)
+}
+
+// req is an authenticated request: its session and principal.
+type req struct {
+	s   *session
+	who adminauth.Principal
+}
+
+func (q *req) canWrite() bool { return q.who.Scope == rulesdb.ScopeWrite }
+
+// authed wraps a page that needs a session: without a live session (or
+// when its token no longer authenticates) the browser is sent to the
+// sign-in form; a POST must carry the session's CSRF token.
+func (h *handler) authed(next func(http.ResponseWriter, *http.Request, *req)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var s *session
+		if c, err := r.Cookie(cookieName); err == nil {
+			s = h.sess.get(c.Value, h.now())
+		}
+		if s == nil {
+			http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
+			return
+		}
+		who, err := h.auth.Authenticate(r.Context(), s.secret)
+		if err != nil {
+			if h.authFailed(w, r, err) {
+				h.sess.end(s.id)
+				clearCookie(w, r)
+				http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
+			}
+			return
+		}
+		q := &req{s: s, who: who}
+		if r.Method == http.MethodPost {
+			if err := r.ParseForm(); err != nil {
+				h.message(w, r, q, http.StatusBadRequest, "Bad request: the form could not be read")
+				return
+			}
+			if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) != 1 {
+				h.message(w, r, q, http.StatusForbidden, "Forbidden: the form's security token is missing or stale; reload the page and try again")
+				return
+			}
+		}
+		next(w, r, q)
+	}
+}
+
+// authFailed answers a failed authentication of a session's token: it
+// returns true when the token is refused (the session ends), and answers
+// itself (and returns false) when the check could not be made.
+func (h *handler) authFailed(w http.ResponseWriter, r *http.Request, err error) bool {
+	if errors.Is(err, rulesdb.ErrUnauthorized) {
+		return true
+	}
+	h.log.ErrorContext(r.Context(), "adminui: authentication failed", "err", err)
+	h.message(w, r, nil, http.StatusServiceUnavailable, "Service unavailable: the token could not be checked; try again shortly")
+	return false
+}
+
+func (h *handler) setCookie(w http.ResponseWriter, r *http.Request, s *session) {
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: s.id, Path: "/admin/", HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, MaxAge: int(sessionLife / time.Second),
+	})
+}
+
+func clearCookie(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: "", Path: "/admin/", HttpOnly: true, Secure: r.TLS != nil,
+		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+}
+
+// view is what every page's template gets.
+type view struct {
+	Title, Nav    string
+	CSS           template.CSS
+	User, Scope   string
+	CanWrite      bool
+	CSRF          string
+	Notice, Error string
+	Data          any
+}
+
+// render executes page into a buffer and sends it with status; a template
+// failure is logged and answered 500.
+func (h *handler) render(w http.ResponseWriter, r *http.Request, q *req, status int, page string, v *view) {
+	v.CSS = h.css
+	if q != nil {
+		v.User, v.Scope, v.CanWrite, v.CSRF = q.who.Name, string(q.who.Scope), q.canWrite(), q.s.csrf
+	}
+	var b bytes.Buffer
+	if err := h.pages[page].ExecuteTemplate(&b, "layout", v); err != nil {
+		h.log.Error("adminui: template", "page", page, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(b.Bytes())
+	}
+}
+
+// message answers status with a page saying title.
+func (h *handler) message(w http.ResponseWriter, r *http.Request, q *req, status int, title string) {
+	h.render(w, r, q, status, "message", &view{Title: title})
+}
+
+// failed logs a store failure and answers 503 without its text.
+func (h *handler) failed(w http.ResponseWriter, r *http.Request, q *req, what string, err error) {
+	h.log.ErrorContext(r.Context(), "adminui: "+what, "err", err)
+	h.message(w, r, q, http.StatusServiceUnavailable, "Service unavailable: "+what+" failed; try again shortly")
+}
+
+func (h *handler) notFound(w http.ResponseWriter, r *http.Request, q *req) {
+	h.message(w, r, q, http.StatusNotFound, "Not found")
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+// loginForm shows the sign-in form (or the rules to a live session).
+func (h *handler) loginForm(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(cookieName); err == nil && h.sess.get(c.Value, h.now()) != nil {
+		http.Redirect(w, r, "/admin/", http.StatusSeeOther)
+		return
+	}
+	h.render(w, r, nil, http.StatusOK, "login", &view{Title: "Sign in"})
+}
+
+// login checks the token of the sign-in form and starts a session.
+func (h *handler) login(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		h.render(w, r, nil, http.StatusBadRequest, "login", &view{Title: "Sign in", Error: "The form could not be read."})
+		return
+	}
+	secret := r.PostFormValue("token")
+	if secret == "" {
+		h.render(w, r, nil, http.StatusBadRequest, "login", &view{Title: "Sign in", Error: "token: required."})
+		return
+	}
+	if _, err := h.auth.Authenticate(r.Context(), secret); err != nil {
+		if errors.Is(err, rulesdb.ErrUnauthorized) {
+			h.render(w, r, nil, http.StatusUnauthorized, "login", &view{Title: "Sign in", Error: "That token is not valid (unknown or revoked)."})
+			return
+		}
+		h.log.ErrorContext(r.Context(), "adminui: sign-in", "err", err)
+		h.render(w, r, nil, http.StatusServiceUnavailable, "login", &view{Title: "Sign in", Error: "The token could not be checked; try again shortly."})
+		return
+	}
+	if c, err := r.Cookie(cookieName); err == nil {
+		h.sess.end(c.Value) // a new session id at every sign-in
+	}
+	h.setCookie(w, r, h.sess.create(secret, h.now()))
+	http.Redirect(w, r, "/admin/", http.StatusSeeOther)
+}
+
+// logout ends the session.
+func (h *handler) logout(w http.ResponseWriter, r *http.Request, q *req) {
+	h.sess.end(q.s.id)
+	clearCookie(w, r)
+	http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
+}

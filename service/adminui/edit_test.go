@@ -1,0 +1,145 @@
+package adminui
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// revision returns the database revision: it moves with every write, so an
+// unchanged revision proves nothing was written.
+func (s *stack) revision() int64 {
+	s.t.Helper()
+	rev, err := s.db.Revision(context.Background())
+	require.NoError(s.t, err)
+	return rev
+}
+
+func TestStaleEditIsRefusedNotLost(t *testing.T) {
+	s := newStack(t)
+	a, b := s.client(), s.client()
+	a.login(s.write)
+	b.login(s.write)
+	formA := ruleForm(t, a.get("/admin/rules/orders").body)
+	formB := ruleForm(t, b.get("/admin/rules/orders").body)
+
+	formA.Set("limit", "5")
+	require.Equal(t, http.StatusSeeOther, a.post("/admin/rules/orders", formA).status)
+	before := s.revision()
+
+	formB.Set("limit", "50")
+	formB.Set("window_seconds", "30")
+	r := b.post("/admin/rules/orders", formB)
+	require.Equal(t, http.StatusConflict, r.status)
+	require.Contains(t, r.body, `id="stale"`)
+	require.Contains(t, r.body, "changed by someone else")
+	require.Contains(t, r.body, "limit: <span class=\"mono\">50</span>", "the refused edit is shown for reference")
+	require.Contains(t, r.body, `id="limit" name="limit" value="5"`, "the form shows the rule as it is now")
+	require.Equal(t, before, s.revision(), "nothing written")
+	got, err := s.db.Get(context.Background(), "orders")
+	require.NoError(t, err)
+	require.EqualValues(t, 5, got.Limit)
+	require.EqualValues(t, 60, got.WindowSeconds)
+
+	// The form now carries the current version: saving it again works.
+	formB2 := ruleForm(t, r.body)
+	formB2.Set("limit", "50")
+	require.Equal(t, http.StatusSeeOther, b.post("/admin/rules/orders", formB2).status)
+}
+
+func TestInvalidEditShowsTheFieldAndChangesNothing(t *testing.T) {
+	s := newStack(t)
+	c := s.client()
+	c.login(s.write)
+	base := ruleForm(t, c.get("/admin/rules/orders").body)
+	before := s.revision()
+	for _, tc := range []struct {
+		field, value, want string
+	}{
+		{"limit", "ten", "must be a whole number"},
+		{"limit", "0", "Rate"},
+		{"limit", "-3", "Rate"},
+		{"window_seconds", "0", "window_seconds"},
+		{"window_seconds", "1.5", "must be a whole number"},
+		{"burst", "5", "Burst"}, // fixed_window has no burst
+		{"burst", "x", "must be a whole number"},
+		{"algorithm", "fastest", "must be one of"},
+		{"endpoint_pattern", "no-slash[", "endpoint"},
+		{"tier", "gold", "tier"}, // a tier row needs its base rule
+		{"limit", "99999999999999999999", "must be a whole number"},
+	} {
+		f := url.Values{}
+		for k, v := range base {
+			f[k] = v
+		}
+		f.Set(tc.field, tc.value)
+		r := c.post("/admin/rules/orders", f)
+		require.Equal(t, http.StatusBadRequest, r.status, "%s=%q", tc.field, tc.value)
+		require.Regexp(t, `<span class="err" id="err-`+tc.field+`">[^<]*`+tc.want, r.body, "%s=%q: the error is next to its field", tc.field, tc.value)
+		require.Contains(t, r.body, `id="error"`)
+		require.Equal(t, before, s.revision(), "%s=%q: nothing written", tc.field, tc.value)
+	}
+}
+
+func TestReadScopeViewsButCannotSave(t *testing.T) {
+	s := newStack(t)
+	c := s.client()
+	c.login(s.read)
+	page := c.get("/admin/rules/orders")
+	require.Equal(t, http.StatusOK, page.status)
+	require.Contains(t, page.body, `id="readonly"`)
+	require.NotContains(t, page.body, `id="save"`)
+	require.Contains(t, page.body, `id="limit" name="limit" value="10" disabled`)
+	require.Contains(t, c.get("/admin/").body, ">view</a>")
+
+	before := s.revision()
+	f := ruleForm(t, page.body)
+	f.Set("limit", "1")
+	r := c.post("/admin/rules/orders", f)
+	require.Equal(t, http.StatusForbidden, r.status)
+	require.Contains(t, r.body, "read scope")
+	require.Equal(t, before, s.revision())
+}
+
+func TestForgedPostsAreRefused(t *testing.T) {
+	s := newStack(t)
+	c := s.client()
+	c.login(s.write)
+	f := ruleForm(t, c.get("/admin/rules/orders").body)
+	f.Set("limit", "1")
+	before := s.revision()
+
+	noCSRF := url.Values{}
+	for k, v := range f {
+		noCSRF[k] = v
+	}
+	noCSRF.Del("csrf")
+	require.Equal(t, http.StatusForbidden, c.post("/admin/rules/orders", noCSRF).status)
+	noCSRF.Set("csrf", "A"+f.Get("csrf")[1:])
+	require.Equal(t, http.StatusForbidden, c.post("/admin/rules/orders", noCSRF).status)
+
+	// Another session's CSRF token does not work in this one.
+	other := s.client()
+	other.login(s.write)
+	require.Equal(t, http.StatusForbidden, other.post("/admin/rules/orders", f).status)
+
+	// A form posted from another origin is refused before anything else.
+	r := c.do(http.MethodPost, "/admin/rules/orders", f, "Origin", "https://evil.example")
+	require.Equal(t, http.StatusForbidden, r.status)
+	r = c.do(http.MethodPost, "/admin/rules/orders", f, "Sec-Fetch-Site", "cross-site")
+	require.Equal(t, http.StatusForbidden, r.status)
+	r = c.do(http.MethodPost, "/admin/login", url.Values{"token": {s.write}}, "Origin", "http://evil.example")
+	require.Equal(t, http.StatusForbidden, r.status, "no login CSRF")
+
+	// An oversized form is refused.
+	big := url.Values{"csrf": {f.Get("csrf")}, "pad": {string(make([]byte, maxForm))}}
+	require.Equal(t, http.StatusBadRequest, c.post("/admin/rules/orders", big).status)
+	require.Equal(t, before, s.revision(), "nothing written")
+
+	// The same form from the page's own origin is saved.
+	r = c.do(http.MethodPost, "/admin/rules/orders", f, "Origin", s.srv.URL)
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+}
