@@ -138,16 +138,14 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 	if len(policies) == 0 {
 		return nil, errors.New("sluice: no policies")
 	}
-	set := &policySet{byName: make(map[string]int, len(policies))}
-	seen := map[string]bool{}
+	set := &policySet{byName: make(map[string]int, len(policies)), policies: make([]compiledPolicy, 0, len(policies))}
 	for i, p := range policies {
 		if err := ValidatePolicyName(p.Name); err != nil {
 			return nil, fmt.Errorf("sluice: policy %d: %w", i, err)
 		}
-		if seen[p.Name] {
+		if _, dup := set.byName[p.Name]; dup {
 			return nil, fmt.Errorf("sluice: policy %q: Name: duplicate", p.Name)
 		}
-		seen[p.Name] = true
 		set.byName[p.Name] = i
 		if p.Key == nil {
 			return nil, fmt.Errorf("sluice: policy %q: Key: required (for example keyfunc.IP)", p.Name)
@@ -203,17 +201,22 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 }
 
 // matched returns the indices of the policies of set that apply to r, in
-// order.
+// order. Its cost follows the policies that match r's path (the trie walks
+// the path's segments), never the number of policies in the set: a set of
+// 100,000 routed policies decides as fast as one of ten.
 func (set *policySet) matched(r keyfunc.Request) []int {
-	n := len(set.policies)
-	seen := make([]bool, n)
-	set.routes.Match(r.Path(), func(i int) { seen[i] = true })
-	out := make([]int, 0, n)
+	out := make([]int, 0, 8)
+	set.routes.Match(r.Path(), func(i int) { out = append(out, i) })
+	if len(out) == 0 {
+		return out
+	}
+	// The trie reports an index once per pattern of its policy that matches:
+	// sorted and deduplicated, the policies are in order, each once.
+	slices.Sort(out)
+	out = slices.Compact(out)
 	method := ""
-	for i, ok := range seen {
-		if !ok {
-			continue
-		}
+	kept := out[:0]
+	for _, i := range out {
 		if ms := set.policies[i].methods; len(ms) > 0 {
 			if method == "" {
 				method = r.Method()
@@ -222,9 +225,9 @@ func (set *policySet) matched(r keyfunc.Request) []int {
 				continue
 			}
 		}
-		out = append(out, i)
+		kept = append(kept, i)
 	}
-	return out
+	return kept
 }
 
 // ValidatePolicyName reports why name cannot name a policy (nil if it can).

@@ -213,7 +213,7 @@ func (e *Engine) build(s *rules.Snapshot) (*state, error) {
 		return nil, errors.New("engine: rules: nil snapshot")
 	}
 	st := &state{snap: s}
-	var native, all []core.Policy
+	native, all := make([]core.Policy, 0, len(s.Rules())), make([]core.Policy, 0, len(s.Rules()))
 	tiers := false
 	for _, r := range s.Rules() {
 		if r.Deny {

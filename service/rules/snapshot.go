@@ -285,28 +285,20 @@ func (s *Snapshot) Match(domain, dimension, endpoint string) []*Rule {
 	case endpoint == "":
 		return idx.every
 	}
-	var small [64]bool
-	seen := small[:0]
-	if len(idx.rules) <= len(small) {
-		seen = small[:len(idx.rules)]
-	} else {
-		seen = make([]bool, len(idx.rules))
-	}
-	n := 0
-	idx.trie.Match(endpoint, func(i int) {
-		if !seen[i] {
-			seen[i] = true
-			n++
-		}
-	})
-	if n == 0 {
+	// The indices the trie reports (once per matching pattern of a rule),
+	// sorted and deduplicated: the cost follows the matches, not the number
+	// of rules of the dimension.
+	var small [16]int
+	found := small[:0]
+	idx.trie.Match(endpoint, func(i int) { found = append(found, i) })
+	if len(found) == 0 {
 		return nil
 	}
-	out := make([]*Rule, 0, n)
-	for i, ok := range seen {
-		if ok {
-			out = append(out, idx.rules[i])
-		}
+	slices.Sort(found)
+	found = slices.Compact(found)
+	out := make([]*Rule, len(found))
+	for k, i := range found {
+		out[k] = idx.rules[i]
 	}
 	return out
 }
