@@ -1,0 +1,141 @@
+package rulesdb
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// Rules at scale (issue 15), in the database: Open and Source.Load of a
+// SQLite file holding 1 000 or 100 000 rules, and one Update among them
+// (every write validates the whole resulting rule set, as the engine would):
+//
+//	go test -run XXX -bench Scale -benchmem ./rulesdb
+
+// scaleDimensions are the dimensions the rules are spread over, in turn.
+var scaleDimensions = []string{"user", "ip", "api_key", "tenant"}
+
+// scaleRow returns stored rule i of a large set: dimension
+// scaleDimensions[i%4]; the first of each dimension for every endpoint, the
+// others one endpoint pattern each, service by service (/api/v1/sS/**, then
+// /api/v1/sS/rR/:id and /api/v1/sS/rR for 20 resources), algorithms in
+// turn, enabled.
+func scaleRow(i int) Rule {
+	const resources = 20
+	algos := []string{"token_bucket", "gcra", "fixed_window", "sliding_window_counter", "leaky_bucket", "sliding_window_log"}
+	dim := scaleDimensions[i%len(scaleDimensions)]
+	r := Rule{ID: fmt.Sprintf("r%d-%s", i, dim), Name: "scale " + strconv.Itoa(i), Dimension: dim,
+		Limit: 1000, WindowSeconds: 60, Algorithm: algos[i%len(algos)], Enabled: true}
+	if k := i / len(scaleDimensions); k > 0 {
+		per := 1 + 2*resources
+		s, m := (k-1)/per, (k-1)%per
+		switch {
+		case m == 0:
+			r.EndpointPattern = fmt.Sprintf("/api/v1/s%d/**", s)
+		case m%2 == 1:
+			r.EndpointPattern = fmt.Sprintf("/api/v1/s%d/r%d/:id", s, (m-1)/2)
+		default:
+			r.EndpointPattern = fmt.Sprintf("/api/v1/s%d/r%d", s, (m-2)/2)
+		}
+	}
+	return r
+}
+
+// fillScale writes n rules (scaleRow) into the database at path in one
+// transaction with one revision, as a bulk import would (Create writes
+// and validates one rule at a time, which at 100 000 rules takes hours),
+// and returns the database closed.
+func fillScale(b *testing.B, path string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	d, err := Open(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer d.Close()
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	rev, err := d.bump(ctx, tx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stmt, err := tx.PrepareContext(ctx, d.q(`INSERT INTO rules (`+ruleCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	for i := range n {
+		r := scaleRow(i)
+		if _, err := stmt.ExecContext(ctx, r.ID, r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm,
+			r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+var scaleDBSizes = []int{1000, 100_000}
+
+// BenchmarkScaleLoad is what a starting ratelimitd does with a database of
+// n rules: Open (schema check) and Source.Load (every rule read and
+// validated into a snapshot), then Close.
+func BenchmarkScaleLoad(b *testing.B) {
+	for _, n := range scaleDBSizes {
+		b.Run("rules="+strconv.Itoa(n), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "rules.db")
+			fillScale(b, path, n)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				d, err := Open(ctx, path)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s, err := d.Source(0).Load(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(s.Rules()) != n {
+					b.Fatalf("%d rules loaded, want %d", len(s.Rules()), n)
+				}
+				_ = d.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkScaleUpdate is one Update (a rule's limit changed) among n
+// stored rules: the write, its audit row and the validation of the whole
+// resulting set in its transaction.
+func BenchmarkScaleUpdate(b *testing.B) {
+	for _, n := range scaleDBSizes {
+		b.Run("rules="+strconv.Itoa(n), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "rules.db")
+			fillScale(b, path, n)
+			ctx := context.Background()
+			d, err := Open(ctx, path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			r := scaleRow(n / 2)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				r.Limit = 1000 + int64(i%2)
+				if _, err := d.Update(ctx, "bench", r, "*"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
