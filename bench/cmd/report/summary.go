@@ -141,6 +141,9 @@ func (r *report) targets() []target {
 	if r.service != nil {
 		out = append(out, r.service.targets()...)
 	}
+	if r.rules != nil {
+		out = append(out, r.rules.target())
+	}
 	return out
 }
 
@@ -240,6 +243,9 @@ func (r *report) chartRows() []bar {
 	}
 	if r.service != nil {
 		out = append(out, r.service.chartRows()...)
+	}
+	if r.rules != nil {
+		out = append(out, r.rules.chartRows()...)
 	}
 	return out
 }
