@@ -32,6 +32,7 @@ type metrics struct {
 
 	requests    *prometheus.HistogramVec // {api, method, code}
 	reloads     *prometheus.CounterVec   // {result}
+	overrides   *prometheus.CounterVec   // {result}
 	rulesInfo   *prometheus.GaugeVec     // {revision} 1
 	rulesLoaded prometheus.Gauge
 	rulesCount  prometheus.Gauge
@@ -59,6 +60,10 @@ func newMetrics() (*metrics, error) {
 			Namespace: "ratelimitd", Name: "rules_reloads_total",
 			Help: "Rules loads after the first, by result: ok (a new snapshot is in force) or error (rejected, the last good rules stay).",
 		}, []string{"result"}),
+		overrides: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "ratelimitd", Name: "overrides_applied_total",
+			Help: "Overrides of the rules applied to the store as snapshots were put in force, by result: set, cleared, or error (logged; retried with the next rules).",
+		}, []string{"result"}),
 		rulesInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "ratelimitd", Name: "rules_info",
 			Help: "1 for the revision of the rules in force (one series).",
@@ -83,11 +88,14 @@ func newMetrics() (*metrics, error) {
 	for _, r := range []string{"ok", "error"} {
 		m.reloads.WithLabelValues(r)
 	}
+	for _, r := range []string{"set", "cleared", "error"} {
+		m.overrides.WithLabelValues(r)
+	}
 	for _, c := range []string{"store", "rules", "serving"} {
 		m.up.WithLabelValues(c)
 	}
 	for _, c := range []prometheus.Collector{
-		lim, m.requests, m.reloads, m.invalid, m.rulesInfo, m.rulesLoaded, m.rulesCount, m.up,
+		lim, m.requests, m.reloads, m.overrides, m.invalid, m.rulesInfo, m.rulesLoaded, m.rulesCount, m.up,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {

@@ -44,13 +44,28 @@ func (o *engineObserver) Reloaded(s *rules.Snapshot, err error) {
 	o.applied(s)
 }
 
+// OverridesApplied counts the overrides of a snapshot set on the store,
+// cleared, and failed (ratelimitd_overrides_applied_total; the engine logs
+// the failures).
+func (o *engineObserver) OverridesApplied(_ *rules.Snapshot, set, cleared int, err error) {
+	o.m.overrides.WithLabelValues("set").Add(float64(set))
+	o.m.overrides.WithLabelValues("cleared").Add(float64(cleared))
+	if err != nil {
+		n := 1
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			n = len(j.Unwrap())
+		}
+		o.m.overrides.WithLabelValues("error").Add(float64(n))
+	}
+}
+
 // applied records s as the rules in force.
 func (o *engineObserver) applied(s *rules.Snapshot) {
 	o.m.rulesApplied(s.Revision(), s.LoadedAt(), len(s.Rules()))
 	o.h.setRules(s.Revision(), s.LoadedAt())
 }
 
-var _ engine.Observer = (*engineObserver)(nil)
+var _ engine.OverridesObserver = (*engineObserver)(nil)
 
 // newInvalidCounter counts requests refused as invalid input, by kind.
 func newInvalidCounter() *prometheus.CounterVec {
