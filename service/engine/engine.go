@@ -104,6 +104,8 @@ type Engine struct {
 	// this engine has set on the store and not cleared since.
 	ovMu    sync.Mutex
 	applied map[overrideKey]appliedOverride
+	// ovPending: the last application left overrides to retry.
+	ovPending atomic.Bool
 }
 
 // state is what one snapshot decides with: immutable, swapped whole.
@@ -157,11 +159,22 @@ func New(ctx context.Context, store core.Store, src rules.Source, opts ...Option
 // Run puts every new snapshot of the rules source in force until ctx ends
 // (src.Watch), with its overrides (new or changed ones set on the store,
 // vanished ones cleared; one that fails is logged, reported to an
-// OverridesObserver and retried with the next snapshot); a rule set the
+// OverridesObserver and retried every second until it is applied, or with
+// the next snapshot); a rule set the
 // engine cannot use is refused, logged and reported to the observers, and
 // the rules in force stay. It returns nil
 // when ctx ends, or the source's error.
 func (e *Engine) Run(ctx context.Context) error {
+	rctx, stop := context.WithCancel(ctx)
+	retried := make(chan struct{})
+	go func() {
+		defer close(retried)
+		e.retryOverrides(rctx)
+	}()
+	defer func() {
+		stop()
+		<-retried
+	}()
 	err := e.src.Watch(ctx, func(s *rules.Snapshot) {
 		if err := e.apply(ctx, s); err != nil {
 			e.cfg.log.Error("ratelimitd: rules refused; the rules in force stay", "revision", s.Revision(), "err", err)

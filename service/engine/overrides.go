@@ -37,26 +37,43 @@ type appliedOverride struct {
 // OverridesObserver is an Observer that also learns how the overrides of
 // each snapshot put in force were applied to the store. err joins the
 // errors of the overrides that could not be set or cleared (they are
-// logged, never fatal, and retried with the next snapshot).
+// logged, never fatal, and retried: with the next snapshot, and every
+// overrideRetry while any is left).
 type OverridesObserver interface {
 	Observer
-	// OverridesApplied is called after the overrides of s were applied:
-	// set is how many were set, cleared how many were cleared.
+	// OverridesApplied is called after the overrides of s were applied
+	// (or retried): set is how many were set, cleared how many were
+	// cleared.
 	OverridesApplied(s *rules.Snapshot, set, cleared int, err error)
 }
+
+const (
+	// overrideRetry is how often Run applies again the overrides that
+	// failed, while any did.
+	overrideRetry = time.Second
+	// overrideFailures is how many store failures one application takes
+	// before it leaves the rest to the next (a store that is down fails
+	// them all: the rules are not held up by it).
+	overrideFailures = 3
+)
+
+// errOverridesLeft is the error of the overrides an application did not
+// try, the store failing.
+var errOverridesLeft = errors.New("engine: overrides left to retry: the store is failing")
 
 // applyOverrides applies the overrides of st's snapshot to the store: it
 // sets those in force that this engine has not set yet (or set with
 // another value or revision), and clears those it set that the snapshot
-// no longer holds. An override that fails stays to be applied with the
-// next snapshot.
+// no longer holds. An override that fails stays to be applied again (see
+// retryOverrides); after overrideFailures failures the rest wait too.
 func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 	e.ovMu.Lock()
 	defer e.ovMu.Unlock()
 	s := st.snap
 	now := e.cfg.now()
 	var errs []error
-	set, cleared := 0, 0
+	set, cleared, left := 0, 0, 0
+	failing := func() bool { return len(errs) >= overrideFailures }
 	want := make(map[overrideKey]bool, len(s.Overrides()))
 	for _, o := range s.Overrides() {
 		if !o.Active(now) {
@@ -66,6 +83,10 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 		want[k] = true
 		cur, had := e.applied[k]
 		if had && cur.ok && cur.o == o {
+			continue
+		}
+		if failing() {
+			left++ // what applied holds stays: tried again next time
 			continue
 		}
 		if err := e.setOverride(ctx, st, o); err != nil {
@@ -90,6 +111,10 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 			delete(e.applied, k) // lapsed in the store on its own
 			continue
 		}
+		if failing() {
+			left++
+			continue
+		}
 		// Gone from the rules: cleared on the store itself, so that it
 		// ends even when its rule went (or stopped counting) too.
 		err := e.store.ClearOverride(ctx, core.Key{Identity: k.identifier, Policy: k.rule})
@@ -100,9 +125,13 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 		delete(e.applied, k)
 		cleared++
 	}
+	if left > 0 {
+		errs = append(errs, fmt.Errorf("%w (%d)", errOverridesLeft, left))
+	}
+	e.ovPending.Store(len(errs) > 0)
 	err := errors.Join(errs...)
 	if err != nil {
-		e.cfg.log.Error("ratelimitd: overrides not applied; retried with the next rules", "revision", s.Revision(), "failed", len(errs), "err", err)
+		e.cfg.log.Error("ratelimitd: overrides not applied; retried", "revision", s.Revision(), "failed", len(errs), "err", err)
 	} else if set+cleared > 0 {
 		e.cfg.log.Info("ratelimitd: overrides applied", "revision", s.Revision(), "set", set, "cleared", cleared)
 	}
@@ -110,6 +139,26 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 		if oo, ok := ob.(OverridesObserver); ok {
 			oo.OverridesApplied(s, set, cleared, err)
 		}
+	}
+}
+
+// retryOverrides applies the overrides of the snapshot in force again
+// every overrideRetry while an application left some, until ctx ends.
+func (e *Engine) retryOverrides(ctx context.Context) {
+	t := time.NewTicker(overrideRetry)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !e.ovPending.Load() {
+			continue
+		}
+		octx, cancel := overridesContext(ctx)
+		e.applyOverrides(octx, e.cur.Load())
+		cancel()
 	}
 }
 

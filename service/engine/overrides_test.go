@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,6 +97,16 @@ func (a *applied) Decided(context.Context, *engine.Event) {}
 func (a *applied) Reloaded(*rules.Snapshot, error)        {}
 func (a *applied) OverridesApplied(s *rules.Snapshot, set, cleared int, err error) {
 	a.ch <- appliedEv{s.Revision(), set, cleared, err}
+}
+
+// until returns the first application ok accepts, skipping the others.
+func (a *applied) until(t *testing.T, ok func(appliedEv) bool) appliedEv {
+	t.Helper()
+	for {
+		if ev := a.next(t); ok(ev) {
+			return ev
+		}
+	}
 }
 
 func (a *applied) next(t *testing.T) appliedEv {
@@ -309,10 +321,16 @@ func (f *failingOverrides) ClearOverride(ctx context.Context, k core.Key) error 
 }
 
 // An override the store refuses is logged and reported, never fatal, and
-// applied with the next snapshot.
+// applied again every second (with no new snapshot) or with the next
+// snapshot.
 func TestOverrideErrorsRetried(t *testing.T) {
 	ctx := context.Background()
 	st := &failingOverrides{Store: memStore(t), fail: true}
+	failing := func(f bool) {
+		st.mu.Lock()
+		st.fail = f
+		st.mu.Unlock()
+	}
 	until := time.Now().Add(time.Hour)
 	o := rules.Override{RuleID: "orders", Dimension: "user", Identifier: "ann", Limit: core.PerHour(10).WithAlgorithm(core.FixedWindow), Until: until}
 	obs := newApplied()
@@ -326,46 +344,66 @@ func TestOverrideErrorsRetried(t *testing.T) {
 	require.NotContains(t, ev.err.Error(), "ann", "no identifier in errors")
 	require.EqualValues(t, 3, mustCheck(t, e, order("ann")).Limit, "not applied")
 
+	// Retried with no new snapshot once the store is back.
 	running(t, e)
-	st.mu.Lock()
-	st.fail = false
-	st.mu.Unlock()
-	src.next <- overrideSnap(t, "2", o)
-	require.Equal(t, appliedEv{"2", 1, 0, nil}, obs.next(t))
-	require.EqualValues(t, 10, mustCheck(t, e, order("ann")).Limit, "applied with the next snapshot")
+	require.ErrorIs(t, obs.next(t).err, errOverrideDown, "retried while failing")
+	failing(false)
+	require.Equal(t, appliedEv{"1", 1, 0, nil}, obs.until(t, func(ev appliedEv) bool { return ev.err == nil }))
+	require.EqualValues(t, 10, mustCheck(t, e, order("ann")).Limit, "applied by the retry")
 
-	// A clear that fails is retried too.
-	st.mu.Lock()
-	st.fail = true
-	st.mu.Unlock()
+	// A clear that fails is retried too, with the next snapshot.
+	failing(true)
 	src.next <- overrideSnap(t, "3")
 	ev = obs.next(t)
 	require.Equal(t, 0, ev.cleared)
 	require.ErrorIs(t, ev.err, errOverrideDown)
 	require.EqualValues(t, 10, mustCheck(t, e, order("ann")).Limit)
-	st.mu.Lock()
-	st.fail = false
-	st.mu.Unlock()
+	failing(false)
 	src.next <- overrideSnap(t, "4")
-	require.Equal(t, appliedEv{"4", 0, 1, nil}, obs.next(t))
+	require.Equal(t, appliedEv{"4", 0, 1, nil}, obs.until(t, func(ev appliedEv) bool { return ev.err == nil }))
 	require.EqualValues(t, 3, mustCheck(t, e, order("ann")).Limit)
+	require.Never(t, func() bool { return len(obs.ch) > 0 }, 1500*time.Millisecond, 100*time.Millisecond, "nothing left: no retries")
 
 	// Set, then a change that fails (the store keeps the first), then
 	// gone: the first is cleared.
 	src.next <- overrideSnap(t, "5", o)
 	require.Equal(t, appliedEv{"5", 1, 0, nil}, obs.next(t))
-	st.mu.Lock()
-	st.fail = true
-	st.mu.Unlock()
+	failing(true)
 	o12 := o
 	o12.Limit = core.PerHour(12).WithAlgorithm(core.FixedWindow)
 	src.next <- overrideSnap(t, "6", o12)
 	require.ErrorIs(t, obs.next(t).err, errOverrideDown)
 	require.EqualValues(t, 10, mustCheck(t, e, order("ann")).Limit)
-	st.mu.Lock()
-	st.fail = false
-	st.mu.Unlock()
+	failing(false)
 	src.next <- overrideSnap(t, "7")
-	require.Equal(t, appliedEv{"7", 0, 1, nil}, obs.next(t))
+	require.Equal(t, appliedEv{"7", 0, 1, nil}, obs.until(t, func(ev appliedEv) bool { return ev.err == nil }))
 	require.EqualValues(t, 3, mustCheck(t, e, order("ann")).Limit)
+}
+
+// A store that is down holds nothing up: after a few failures an
+// application leaves the rest for the retry.
+func TestOverrideFailuresBounded(t *testing.T) {
+	st := &failingOverrides{Store: memStore(t), fail: true}
+	var ovs []rules.Override
+	for i := range 50 {
+		ovs = append(ovs, rules.Override{RuleID: "orders", Dimension: "user", Identifier: fmt.Sprintf("u%d", i), Until: time.Now().Add(time.Hour)})
+	}
+	calls := &countingOverrides{failingOverrides: st}
+	obs := newApplied()
+	_, err := engine.New(context.Background(), calls, newSource(overrideSnap(t, "1", ovs...)), engine.WithObserver(obs))
+	require.NoError(t, err)
+	ev := obs.next(t)
+	require.ErrorContains(t, ev.err, "overrides left to retry: the store is failing (47)")
+	require.EqualValues(t, 3, calls.n.Load(), "three tries, then the rest left")
+}
+
+// countingOverrides counts SetOverride calls.
+type countingOverrides struct {
+	*failingOverrides
+	n atomic.Int64
+}
+
+func (c *countingOverrides) SetOverride(ctx context.Context, k core.Key, o core.Override) error {
+	c.n.Add(1)
+	return c.failingOverrides.SetOverride(ctx, k, o)
 }
