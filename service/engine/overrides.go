@@ -72,8 +72,8 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 	s := st.snap
 	now := e.cfg.now()
 	var errs []error
-	set, cleared, left := 0, 0, 0
-	failing := func() bool { return len(errs) >= overrideFailures }
+	set, cleared, left, fails := 0, 0, 0, 0 // fails: store failures (retried)
+	failing := func() bool { return fails >= overrideFailures }
 	want := make(map[overrideKey]bool, len(s.Overrides()))
 	for _, o := range s.Overrides() {
 		if !o.Active(now) {
@@ -91,6 +91,11 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 		}
 		if err := e.setOverride(ctx, st, o); err != nil {
 			errs = append(errs, err)
+			if permanent(err) { // reported once, never retried
+				e.applied[k] = appliedOverride{o: o, until: o.Until, ok: true}
+				continue
+			}
+			fails++
 			// Unknown: set again next time; until then the store may
 			// hold the one before (clear it if it goes).
 			a := appliedOverride{o: o, until: o.Until}
@@ -120,6 +125,7 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 		err := e.store.ClearOverride(ctx, core.Key{Identity: k.identifier, Policy: k.rule})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("engine: override of rule %q for a %s: clear: %w", k.rule, k.dimension, err))
+			fails++
 			continue
 		}
 		delete(e.applied, k)
@@ -128,7 +134,7 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 	if left > 0 {
 		errs = append(errs, fmt.Errorf("%w (%d)", errOverridesLeft, left))
 	}
-	e.ovPending.Store(len(errs) > 0)
+	e.ovPending.Store(fails+left > 0)
 	err := errors.Join(errs...)
 	if err != nil {
 		e.cfg.log.Error("ratelimitd: overrides not applied; retried", "revision", s.Revision(), "failed", len(errs), "err", err)
@@ -162,13 +168,24 @@ func (e *Engine) retryOverrides(ctx context.Context) {
 	}
 }
 
+// errNoCounter is the error of an override of a rule that counts nothing.
+var errNoCounter = errors.New("the rule counts nothing (unlimited or deny)")
+
+// permanent reports whether err, of setOverride, would be the same on a
+// retry: the override cannot apply to its rule (errNoCounter), or the
+// store refuses it as invalid (an Until already past on the store's
+// clock, say).
+func permanent(err error) bool {
+	return errors.Is(err, errNoCounter) || errors.Is(err, core.ErrInvalidLimit)
+}
+
 // setOverride sets o on the store, through the limiter of every rule. The
 // error names the rule and the dimension, never the identifier (it is
 // logged).
 func (e *Engine) setOverride(ctx context.Context, st *state, o rules.Override) error {
 	r, _ := st.snap.Rule(o.RuleID)
 	if r == nil || st.all == nil || r.Unlimited || r.Deny {
-		return fmt.Errorf("engine: override of rule %q for a %s: the rule counts nothing (unlimited or deny)", o.RuleID, o.Dimension)
+		return fmt.Errorf("engine: override of rule %q for a %s: %w", o.RuleID, o.Dimension, errNoCounter)
 	}
 	var err error
 	if o.Blocks() {

@@ -407,3 +407,19 @@ func (c *countingOverrides) SetOverride(ctx context.Context, k core.Key, o core.
 	c.n.Add(1)
 	return c.failingOverrides.SetOverride(ctx, k, o)
 }
+
+// An override of a rule that counts nothing (unlimited) is reported once,
+// not retried.
+func TestOverrideOfUncountedRule(t *testing.T) {
+	s, err := rules.New("1", []*rules.Rule{{ID: "free", Dimension: "user", Unlimited: true}}, nil,
+		rules.Override{RuleID: "free", Dimension: "user", Identifier: "ann", Until: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
+	obs := newApplied()
+	src := newSource(s)
+	e, err := engine.New(context.Background(), memStore(t), src, engine.WithObserver(obs))
+	require.NoError(t, err)
+	require.ErrorContains(t, obs.next(t).err, `override of rule "free" for a user: the rule counts nothing`)
+	running(t, e)
+	require.Never(t, func() bool { return len(obs.ch) > 0 }, 1500*time.Millisecond, 100*time.Millisecond, "not retried")
+	require.True(t, mustCheck(t, e, engine.Check{Dimension: "user", Identifier: "ann", Cost: 1}).Allowed)
+}
