@@ -38,7 +38,7 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 		one := func(i int) {
 			start := time.Now()
 			d, err := e.check(ctx, st, &cs[i])
-			e.observe(ctx, kindOf(&cs[i]), &cs[i], &d, start, err)
+			e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, &d, start, err)
 			if err != nil {
 				errs[i] = err
 				return
@@ -123,7 +123,7 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 			if errs[i] == nil {
 				errs[i] = invalid("all_or_nothing", "not decided: another check of the batch is invalid")
 			}
-			e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, start, errs[i])
+			e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, nil, start, errs[i])
 		}
 		return results, errs
 	}
@@ -139,7 +139,7 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 			err = fmt.Errorf("engine: batch: %w", err)
 			for i := range errs {
 				errs[i] = err
-				e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, start, err)
+				e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, nil, start, err)
 			}
 			return results, errs
 		}
@@ -161,7 +161,7 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 			di.Results = prs[lo:hi:hi]
 			di.Binding = binding(di.Results)
 		}
-		e.observe(ctx, kindOf(&cs[i]), &cs[i], &di, start, nil)
+		e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, &di, start, nil)
 		results[i] = resultOf(di)
 	}
 	return results, errs

@@ -93,8 +93,8 @@ type DescriptorsResult struct {
 // failure is an error wrapping the store's.
 func (e *Engine) Descriptors(ctx context.Context, domain string, ds []Descriptor) (DescriptorsResult, error) {
 	start := time.Now()
-	res, err := e.descriptors(ctx, domain, ds)
-	e.observe(ctx, KindDescriptors, nil, &res.Decision, start, err)
+	res, ids, err := e.descriptors(ctx, domain, ds, len(e.cfg.observers) > 0)
+	e.observe(ctx, KindDescriptors, nil, ids, &res.Decision, start, err)
 	if err != nil {
 		return DescriptorsResult{}, err
 	}
@@ -137,9 +137,11 @@ func validateDescriptors(domain string, ds []Descriptor) error {
 	return nil
 }
 
-func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor) (DescriptorsResult, error) {
+// descriptors decides ds; with withIDs it also returns the identity of
+// the counter of each of the Decision's results (for the observers).
+func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor, withIDs bool) (DescriptorsResult, []string, error) {
 	if err := validateDescriptors(domain, ds); err != nil {
-		return DescriptorsResult{}, err
+		return DescriptorsResult{}, nil, err
 	}
 	st := e.cur.Load()
 	type match struct {
@@ -167,6 +169,7 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 	var ops []core.GroupOp
 	var negatives []int
 	var denied []core.PolicyResult // of Deny rules, one per rule and identity
+	var deniedIDs []string         // the identity of each of denied
 	denies := false                // a Deny rule (not a shadow) denies the request
 	var now time.Time
 	for i := range ms {
@@ -188,6 +191,7 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 			denies = denies || !m.rule.Shadow
 			if !slices.ContainsFunc(denied, func(p core.PolicyResult) bool { return p.Policy == m.rule.ID }) {
 				denied = append(denied, res.Statuses[i].Result)
+				deniedIDs = append(deniedIDs, m.id)
 			}
 			continue
 		case ds[i].Negative:
@@ -214,7 +218,7 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 	if len(ops) > 0 {
 		d, err := st.all.CheckGroup(ctx, ops)
 		if err != nil {
-			return DescriptorsResult{}, fmt.Errorf("engine: descriptors: %w", err)
+			return DescriptorsResult{}, nil, fmt.Errorf("engine: descriptors: %w", err)
 		}
 		res.Decision, res.Allowed = d, d.Allowed
 		for i := range ms {
@@ -230,12 +234,20 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 	for _, i := range negatives {
 		pr, err := e.refund(ctx, st, ms[i].rule, ms[i].id, ds[i].Cost)
 		if err != nil {
-			return DescriptorsResult{}, err
+			return DescriptorsResult{}, nil, err
 		}
 		pr.Allowed, pr.RetryAfter = true, 0 // a refund is never denied (envoyproxy/ratelimit answers negative hits OK)
 		res.Statuses[i].Result = pr
 	}
-	return res, nil
+	var ids []string
+	if withIDs && len(res.Decision.Results) > 0 {
+		ids = make([]string, 0, len(res.Decision.Results))
+		for j := range ops {
+			ids = append(ids, ops[j].Identity)
+		}
+		ids = append(ids, deniedIDs...)
+	}
+	return res, ids, nil
 }
 
 // refund gives cost hits back to rule's counter of identity as the refund

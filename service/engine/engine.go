@@ -386,7 +386,7 @@ func (e *Engine) Check(ctx context.Context, c Check) (Result, error) {
 	if c.Cost == 0 {
 		kind = KindPeek
 	}
-	e.observe(ctx, kind, &c, &d, start, err)
+	e.observe(ctx, kind, &c, nil, &d, start, err)
 	if err != nil {
 		return Result{}, err
 	}

@@ -58,6 +58,11 @@ type Event struct {
 	// an address, a key): an Observer must never put it in a metric label
 	// (Recent keeps it, bounded, for the admin page only).
 	Dimension, Identifier string
+	// Identities, for Descriptors, holds the identity of the counter of
+	// each of Decision.Results, in order: the domain and the descriptor's
+	// entries (domain|key=value|...). Nil for the other kinds. As
+	// personal as Identifier: never a metric label.
+	Identities []string
 }
 
 // Observer sees every decision and every rules reload of an Engine: the
@@ -73,12 +78,13 @@ type Observer interface {
 	Reloaded(s *rules.Snapshot, err error)
 }
 
-// observe tells the observers of a decision of c (nil for Descriptors).
-func (e *Engine) observe(ctx context.Context, kind Kind, c *Check, d *core.Decision, start time.Time, err error) {
+// observe tells the observers of a decision of c (nil for Descriptors,
+// whose counters' identities are ids).
+func (e *Engine) observe(ctx context.Context, kind Kind, c *Check, ids []string, d *core.Decision, start time.Time, err error) {
 	if len(e.cfg.observers) == 0 {
 		return
 	}
-	ev := Event{Kind: kind, Decision: d, Took: time.Since(start), Err: err}
+	ev := Event{Kind: kind, Decision: d, Took: time.Since(start), Err: err, Identities: ids}
 	if c != nil {
 		ev.Dimension, ev.Identifier = c.Dimension, c.Identifier
 	}

@@ -19,8 +19,8 @@ import (
 // in which every rule is Normal costs a loop over its results, no lock
 // and no allocation. It never exposes identifiers to metrics.
 //
-// It sees the checks, reports and batch items (whose Event names the
-// caller); peeks (cost 0) and Envoy's descriptors are not recorded.
+// It records checks, reports, batch items and Envoy's descriptors; peeks
+// (cost 0) are not recorded.
 type Recent struct {
 	window time.Duration
 	max    int
@@ -32,7 +32,9 @@ type Recent struct {
 
 // Flagged is a caller warned or throttled under a rule in the window.
 type Flagged struct {
-	// Rule is the rule's ID; Dimension and Identifier name the caller.
+	// Rule is the rule's ID; Dimension and Identifier name the caller. For
+	// an Envoy rule, Dimension is empty and Identifier is the descriptor's
+	// counter: its domain and entries (domain|key=value|...).
 	Rule, Dimension, Identifier string
 	// State is the worst state the caller reached under the rule in the
 	// window: core.Throttled (denied, or a shadow rule's denial) or
@@ -64,27 +66,39 @@ func NewRecent(window time.Duration, maxEntries int) *Recent {
 // Decided records the warned or throttled rules of ev's decision under
 // ev's caller.
 func (r *Recent) Decided(_ context.Context, ev *Event) {
-	if ev.Decision == nil || ev.Identifier == "" || ev.Kind == KindPeek || ev.Kind == KindDescriptors {
+	if ev.Decision == nil || ev.Kind == KindPeek {
 		return
 	}
 	rs := ev.Decision.Results
+	if ev.Kind == KindDescriptors {
+		if len(ev.Identities) != len(rs) {
+			return
+		}
+	} else if ev.Identifier == "" {
+		return
+	}
 	for i := range rs {
 		if p := &rs[i]; p.State >= core.Warning && !p.Unidentified {
-			r.record(ev, rs[i:])
+			r.record(ev, i)
 			return
 		}
 	}
 }
 
-// record records the results of rs flagged under ev's caller.
-func (r *Recent) record(ev *Event, rs []core.PolicyResult) {
+// record records the results of ev's decision flagged, from the i-th on.
+func (r *Recent) record(ev *Event, i int) {
 	var now int64
+	rs := ev.Decision.Results
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i := range rs {
+	for ; i < len(rs); i++ {
 		p := &rs[i]
 		if p.State < core.Warning || p.Unidentified {
 			continue
+		}
+		dim, id := ev.Dimension, ev.Identifier
+		if ev.Kind == KindDescriptors {
+			dim, id = "", ev.Identities[i]
 		}
 		at := p.At
 		if at == 0 {
@@ -93,7 +107,7 @@ func (r *Recent) record(ev *Event, rs []core.PolicyResult) {
 			}
 			at = now
 		}
-		r.add(flagKey{p.Policy, ev.Dimension, ev.Identifier}, p.State, at)
+		r.add(flagKey{p.Policy, dim, id}, p.State, at)
 	}
 }
 

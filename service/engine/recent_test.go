@@ -162,3 +162,43 @@ func TestRecentConcurrent(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 50, r.Len())
 }
+
+// Envoy's descriptors are recorded under their counter's identity.
+func TestRecentDescriptors(t *testing.T) {
+	ctx := context.Background()
+	recent := engine.NewRecent(time.Minute, 100)
+	e, err := engine.New(ctx, memStore(t), newSource(envoyRules(t, core.FixedWindow)), engine.WithObserver(recent))
+	require.NoError(t, err)
+	for range 4 {
+		_, err := e.Descriptors(ctx, "edge", []engine.Descriptor{path("/x"), ip("10.0.0.1")})
+		require.NoError(t, err)
+	}
+	_, err = e.Descriptors(ctx, "edge", []engine.Descriptor{ip("10.0.0.2")})
+	require.NoError(t, err)
+	got := recent.List(time.Now())
+	require.Len(t, got, 1)
+	f := got[0]
+	require.Equal(t, "per-ip", f.Rule)
+	require.Equal(t, "", f.Dimension)
+	require.Equal(t, "edge|remote_address=10.0.0.1", f.Identifier)
+	require.Equal(t, core.Throttled, f.State)
+	require.EqualValues(t, 2, f.Count, "the warning at 3 of 3, then the denial")
+}
+
+// A Deny rule's denial of a descriptor is recorded under its identity,
+// beside the other counters of the request (peeked: Normal, not recorded).
+func TestRecentDenyDescriptors(t *testing.T) {
+	ctx := context.Background()
+	recent := engine.NewRecent(time.Minute, 100)
+	e, err := engine.New(ctx, memStore(t), newSource(parse(t, envoyDeny)), engine.WithObserver(recent))
+	require.NoError(t, err)
+	r, err := e.Descriptors(ctx, "edge", []engine.Descriptor{desc("remote_address", "192.0.2.7", 1), desc("banned", "192.0.2.7", 1)})
+	require.NoError(t, err)
+	require.False(t, r.Allowed)
+	got := recent.List(time.Now())
+	require.Len(t, got, 1)
+	require.Equal(t, "edge|banned=192.0.2.7", got[0].Identifier)
+	require.Equal(t, core.Throttled, got[0].State)
+	ban, _ := e.Snapshot().Rule(got[0].Rule)
+	require.True(t, ban.Deny)
+}

@@ -51,7 +51,7 @@ const drainAttempts = 3
 func (e *Engine) Report(ctx context.Context, c Check) (Result, error) {
 	start := time.Now()
 	d, err := e.report(ctx, &c)
-	e.observe(ctx, KindReport, &c, &d, start, err)
+	e.observe(ctx, KindReport, &c, nil, &d, start, err)
 	if err != nil {
 		return Result{}, err
 	}
