@@ -202,3 +202,29 @@ func TestRecentDenyDescriptors(t *testing.T) {
 	ban, _ := e.Snapshot().Rule(got[0].Rule)
 	require.True(t, ban.Deny)
 }
+
+func BenchmarkRecentDecided(b *testing.B) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		state core.State
+		ids   int
+	}{{"normal", core.Normal, 1}, {"flagged-same", core.Throttled, 1}, {"flagged-distinct", core.Throttled, 1 << 20}} {
+		b.Run(c.name, func(b *testing.B) {
+			r := engine.NewRecent(time.Minute, 10_000)
+			ids := make([]string, min(c.ids, 4096))
+			for i := range ids {
+				ids[i] = fmt.Sprintf("caller-%d", i)
+			}
+			ev := flagged("r", ids[0], c.state, time.Now())
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if c.ids > 1 {
+					ev.Identifier = ids[i%len(ids)]
+				}
+				r.Decided(ctx, ev)
+			}
+		})
+	}
+}
