@@ -61,3 +61,56 @@ func Example() {
 	// revision 1 matches orders 100/1m0s token_bucket burst=20
 	// 1 alice rule.create rule/orders
 }
+
+// ExampleOpenSource serves the last good rules from the disk cache while
+// the database cannot be reached (here: a SQLite path in a directory that
+// does not exist stands in for a PostgreSQL server that is down); Watch
+// would keep trying to connect and reload once it can.
+func ExampleOpenSource() {
+	dir, err := os.MkdirTemp("", "rulesdb-cache-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	ctx := context.Background()
+	cache := filepath.Join(dir, "rules-cache.json")
+
+	db, err := rulesdb.Open(ctx, filepath.Join(dir, "rules.db"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = db.Create(ctx, "alice", rulesdb.Rule{ID: "login", Dimension: "ip", EndpointPattern: "/login",
+		Limit: 5, WindowSeconds: 60, Algorithm: "sliding_window_counter", Enabled: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	snap, err := db.Source(0, rulesdb.WithCache(cache)).Load(ctx) // writes the cache
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("from the database:", snap.Revision())
+	_ = db.Close()
+
+	src, err := rulesdb.OpenSource(ctx, filepath.Join(dir, "down", "rules.db"), 0, rulesdb.WithCache(cache))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	snap, err = src.Load(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("from the cache:", snap.Revision(), "connected:", src.DB() != nil)
+	for _, r := range snap.Match("", "ip", "/login") {
+		fmt.Println(r.ID, r.Limit)
+	}
+	// Output:
+	// from the database: 1
+	// from the cache: 1 (cached) connected: false
+	// login 5/1m0s sliding_window_counter
+}

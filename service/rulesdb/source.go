@@ -40,7 +40,8 @@ type Source struct {
 	db        *DB
 	loaded    int64 // revision of the last snapshot Load returned
 	seen      bool
-	fromCache bool // that snapshot came from the cache
+	fromCache bool      // that snapshot came from the cache
+	cachedAt  time.Time // when the cache in use was written
 }
 
 var _ rules.Source = (*Source)(nil)
@@ -138,11 +139,14 @@ func (s *Source) Load(ctx context.Context) (*rules.Snapshot, error) {
 	} else if s.o.cache == "" {
 		return nil, errors.New("rulesdb: load: not connected")
 	}
-	snap, st, err := s.loadCache()
+	snap, st, written, err := s.loadCache()
 	if err != nil {
 		return nil, errors.Join(dbErr, err)
 	}
 	s.mark(st.Revision, true)
+	s.mu.Lock()
+	s.cachedAt = written
+	s.mu.Unlock()
 	return snap, nil
 }
 
@@ -150,6 +154,16 @@ func (s *Source) mark(rev int64, fromCache bool) {
 	s.mu.Lock()
 	s.loaded, s.seen, s.fromCache = rev, true, fromCache
 	s.mu.Unlock()
+}
+
+// CachedAt reports when the cache was written whose snapshot Load last
+// returned; ok is false when that snapshot came from the database (or none
+// was loaded). A service shows it as the age of the rules in force while
+// it serves from the cache.
+func (s *Source) CachedAt() (at time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cachedAt, s.fromCache
 }
 
 // state is what one load reads: the rows of one revision, as the cache
@@ -242,17 +256,17 @@ func (s *Source) save(st *state) {
 }
 
 // loadCache reads the cache and builds its snapshot, revision marked.
-func (s *Source) loadCache() (*rules.Snapshot, *state, error) {
+func (s *Source) loadCache() (*rules.Snapshot, *state, time.Time, error) {
 	st, written, err := readCache(s.o.cache)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, time.Time{}, err
 	}
 	snap, err := s.snapshot(st, strconv.FormatInt(st.Revision, 10)+CachedSuffix)
 	if err != nil {
-		return nil, nil, fmt.Errorf("rulesdb: cache %s: %w", s.o.cache, err)
+		return nil, nil, time.Time{}, fmt.Errorf("rulesdb: cache %s: %w", s.o.cache, err)
 	}
 	s.o.log.Warn("rules served from the cache", "cache", s.o.cache, "revision", st.Revision, "written_at", written)
-	return snap, st, nil
+	return snap, st, written, nil
 }
 
 // Watch follows the database until ctx ends (then it returns nil) and

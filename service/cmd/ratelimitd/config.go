@@ -102,7 +102,7 @@ func (c *serveConfig) validate() error {
 	if c.DB == "" && c.RulesCache != "" {
 		errs = append(errs, errors.New("--rules-cache: needs --db"))
 	}
-	if c.DB != "" && strings.Contains(c.DB, "://") && !rulesdb.IsPostgres(c.DB) {
+	if c.DB != "" && strings.Contains(c.DB, "://") && !rulesdb.IsPostgres(c.DB) && !strings.HasPrefix(c.DB, "file:") {
 		errs = append(errs, fmt.Errorf("--db: want file:PATH or postgres://..., got %s", rulesdb.Redact(c.DB)))
 	}
 	if c.DBPoll < time.Millisecond {

@@ -99,8 +99,10 @@ func TestServeDBPostgresTwoInstances(t *testing.T) {
 	slices.Sort(took)
 	t.Logf("propagation over %d changes, two ratelimitd processes on PostgreSQL (DB commit to the first HTTP check decided under the new limit, --db-poll 30s): p50 %v, p90 %v, max %v",
 		changes, took[changes/2], took[changes*9/10], took[changes-1])
-	limit, _ := checkHTTP(t, c, a, "last")
-	require.EqualValues(t, 249, limit)
+	require.Eventually(t, func() bool {
+		limit, _ := checkHTTP(t, c, a, "last"+strconv.FormatInt(time.Now().UnixNano(), 10))
+		return limit == 249
+	}, time.Second, 5*time.Millisecond, "the writer's side sees it too")
 	_, ready := readyz(t, a)
 	require.Equal(t, strconv.FormatInt(r.Revision, 10), ready.Revision)
 	require.Equal(t, 1.0, metric(t, a, `ratelimitd_rules_info{revision="`+ready.Revision+`"}`))
@@ -118,8 +120,11 @@ func TestServeDBSQLite(t *testing.T) {
 	dsn := "file:" + filepath.Join(t.TempDir(), "rules.db")
 	p := ratelimitdtest.Start(t, binary, nil, "--db", dsn)
 	c := &http.Client{Timeout: 5 * time.Second}
-	code, ready := readyz(t, p)
-	require.Equal(t, http.StatusOK, code)
+	require.Eventually(t, func() bool {
+		code, _ := readyz(t, p)
+		return code == http.StatusOK
+	}, 5*time.Second, 20*time.Millisecond)
+	_, ready := readyz(t, p)
 	require.Equal(t, "0", ready.Revision)
 	limit, ok := checkHTTP(t, c, p, "ann")
 	require.True(t, ok)
@@ -170,13 +175,22 @@ func TestServeDBStartsFromCacheWhileDown(t *testing.T) {
 	exit, err := one.Stop()
 	require.NoError(t, err)
 	require.Equal(t, 0, exit, one.Logs())
+	written := time.Now()
+	time.Sleep(300 * time.Millisecond)
 
 	srv.Kill()
 	two := ratelimitdtest.Start(t, binary, nil, args...)
-	code, ready := readyz(t, two)
-	require.Equal(t, http.StatusOK, code, "serving from the cache is ready")
+	// Ready (the store's first probe may land just after the serving log).
+	require.Eventually(t, func() bool {
+		code, _ := readyz(t, two)
+		return code == http.StatusOK
+	}, 5*time.Second, 20*time.Millisecond, "serving from the cache is ready")
+	_, ready = readyz(t, two)
 	require.Equal(t, "1 (cached)", ready.Revision)
 	require.True(t, ready.Cached)
+	require.NotNil(t, ready.LoadedAt)
+	require.True(t, ready.LoadedAt.Before(written), "the age of cached rules is the cache's: %v", ready.LoadedAt)
+	require.Greater(t, ready.AgeSeconds, 0.3)
 	require.Equal(t, 1.0, metric(t, two, `ratelimitd_rules_info{revision="1 (cached)"}`))
 	for i := range 3 {
 		limit, ok := checkHTTP(t, c, two, "ann")

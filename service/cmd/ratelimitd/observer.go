@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/service/httpapi"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 	"github.com/sluicehq/sluice/service/rules"
+	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
 // engineObserver passes the engine's decisions and reloads on to the
@@ -21,6 +23,9 @@ type engineObserver struct {
 	m   *metrics
 	h   *health
 	log *slog.Logger
+	// cachedAt, when set, tells when the cache the rules in force came
+	// from was written (ok false: they came from the source itself).
+	cachedAt func() (time.Time, bool)
 }
 
 // Decided counts the decision by rule and outcome (ratelimitd_decisions_total)
@@ -61,8 +66,15 @@ func (o *engineObserver) OverridesApplied(_ *rules.Snapshot, set, cleared int, e
 
 // applied records s as the rules in force.
 func (o *engineObserver) applied(s *rules.Snapshot) {
-	o.m.rulesApplied(s.Revision(), s.LoadedAt(), len(s.Rules()))
-	o.h.setRules(s.Revision(), s.LoadedAt())
+	at := s.LoadedAt()
+	if o.cachedAt != nil && strings.HasSuffix(s.Revision(), rulesdb.CachedSuffix) {
+		// Rules from --rules-cache are as old as the cache.
+		if c, ok := o.cachedAt(); ok {
+			at = c
+		}
+	}
+	o.m.rulesApplied(s.Revision(), at, len(s.Rules()))
+	o.h.setRules(s.Revision(), at)
 }
 
 var _ engine.OverridesObserver = (*engineObserver)(nil)

@@ -78,6 +78,9 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 		return nil, err
 	}
 	obs := &engineObserver{m: m, h: h, log: log}
+	if db != nil {
+		obs.cachedAt = db.CachedAt
+	}
 	e, err := engine.New(ctx, st.store, src, engine.WithObserver(obs), engine.WithLogger(log),
 		engine.WithIdempotency(c.IdempotencyTTL, c.IdempotencyRepeats), engine.WithMaxClientSkew(c.MaxClientSkew),
 		engine.WithBatchParallelism(c.batchParallelism()))

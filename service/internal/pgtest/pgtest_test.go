@@ -97,3 +97,33 @@ func TestListenNotify(t *testing.T) {
 	_, err = listener.WaitForNotification(quiet)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 }
+
+// TestShared gives each test a database of its own on one server: two
+// databases are distinct and usable, and a database is dropped with its
+// test.
+func TestShared(t *testing.T) {
+	t.Parallel()
+	sh := pgtest.StartShared()
+	t.Cleanup(sh.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var first string
+	t.Run("a", func(t *testing.T) {
+		first = sh.NewDatabase(t)
+		conn, err := pgx.Connect(ctx, first)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, "CREATE TABLE only_in_a (id int)")
+		require.NoError(t, err)
+	})
+	second := sh.NewDatabase(t)
+	require.NotEqual(t, first, second)
+	conn, err := pgx.Connect(ctx, second)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT COUNT(*) FROM pg_tables WHERE tablename = 'only_in_a'").Scan(&n))
+	require.Zero(t, n, "databases are separate")
+	_, err = pgx.Connect(ctx, first)
+	require.Error(t, err, "the first test's database was dropped at its end")
+}
