@@ -110,3 +110,31 @@ func TestCleanupStopsServer(t *testing.T) {
 		require.NotEqual(t, strconv.Itoa(pid), fields[1], "process %s, a backend of the stopped server, is still running", e.Name())
 	}
 }
+
+// TestSharedUnavailable: a shared server that cannot start fails every
+// test asking it for a database under SLUICE_REQUIRE_POSTGRES=1, and skips
+// it otherwise.
+func TestSharedUnavailable(t *testing.T) {
+	t.Setenv(pgtest.BinDirEnv, t.TempDir()) // holds no initdb
+	newDB := func(tb testing.TB, sh *pgtest.Shared) {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sh.NewDatabase(tb)
+		}()
+		<-done
+	}
+	t.Setenv(pgtest.RequireEnv, "1")
+	sh := pgtest.StartShared()
+	defer sh.Close()
+	required := &recordingTB{TB: t}
+	newDB(required, sh)
+	require.Contains(t, required.fatal, "initdb")
+	require.Contains(t, required.fatal, pgtest.RequireEnv+"=1")
+
+	t.Setenv(pgtest.RequireEnv, "")
+	optional := &recordingTB{TB: t}
+	newDB(optional, sh)
+	require.Contains(t, optional.skip, "PostgreSQL")
+	require.Empty(t, optional.fatal)
+}

@@ -9,6 +9,11 @@
 // bring it back on the same port with the same data, as the service's
 // "killed-and-restarted database" tests need.
 //
+// A test binary with many PostgreSQL tests shares one server instead:
+// StartShared in TestMain (the server starts on first use), NewDatabase
+// in each test (a fresh database, dropped when the test ends), Close after
+// m.Run.
+//
 // initdb and postgres refuse to run as root. When the test runs as root the
 // server runs as the unprivileged system user sluicepg (created by
 // scripts/ensure-postgres.sh, which `make deps` runs), with its directories
