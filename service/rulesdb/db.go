@@ -40,6 +40,13 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	if IsPostgres(dsn) {
 		d.pg, d.dsn = true, dsn
 		d.db, err = sql.Open("pgx", dsn)
+		if err == nil {
+			// Writes serialize on the revision row anyway; a bounded pool
+			// keeps a fleet within the server's max_connections (each
+			// instance also holds one listening connection).
+			d.db.SetMaxOpenConns(maxOpenPG)
+			d.db.SetConnMaxIdleTime(5 * time.Minute)
+		}
 	} else {
 		d.db, err = sql.Open("sqlite", sqliteDSN(dsn))
 	}
@@ -134,6 +141,9 @@ func (d *DB) q(query string) string {
 	}
 	return b.String()
 }
+
+// maxOpenPG bounds a DB's pool of PostgreSQL connections.
+const maxOpenPG = 8
 
 // Notify is the PostgreSQL channel every write notifies, in its
 // transaction, with the new revision as the payload.

@@ -17,6 +17,10 @@ import (
 // DefaultPollInterval is how often a Source checks the revision by default.
 const DefaultPollInterval = 500 * time.Millisecond
 
+// opTimeout bounds each of Watch's queries (a poll, a load), so that a
+// database that stops answering is reported instead of hanging the watch.
+const opTimeout = 10 * time.Second
+
 // CachedSuffix marks the revision of a snapshot read from the disk cache
 // (WithCache) while the database could not be reached: "42 (cached)".
 const CachedSuffix = " (cached)"
@@ -277,7 +281,8 @@ func (s *Source) loadCache() (*rules.Snapshot, *state, time.Time, error) {
 // OpenSource that has not connected yet keeps trying (backoff up to 5 s),
 // then migrates and reloads fully. An invalid rule set or a database error
 // is reported to onError (once until it changes) and the last good
-// snapshot stays in force. The first poll compares against the revision of
+// snapshot stays in force; when the database answers again after a failed
+// poll, Watch reloads fully. The first poll compares against the revision of
 // the last snapshot Load returned (or, if Load was never called, the
 // revision the database has when Watch starts).
 func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError func(error)) error {
@@ -300,7 +305,7 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 		}
 	}
 	ev := make(chan listenEvent, 16)
-	listening := false
+	listening, pollFailed := false, false
 	back := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
@@ -308,7 +313,9 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 	// reload loads the current revision and applies it when it is new (or
 	// always, when force: a reconnect may have missed anything).
 	reload := func(db *DB, force bool) {
-		snap, st, err := s.loadDB(ctx, db)
+		lctx, cancel := context.WithTimeout(ctx, opTimeout)
+		snap, st, err := s.loadDB(lctx, db)
+		cancel()
 		if ctx.Err() != nil {
 			return
 		}
@@ -365,12 +372,21 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			rev, err := db.Revision(ctx)
+			pctx, cancel := context.WithTimeout(ctx, opTimeout)
+			rev, err := db.Revision(pctx)
+			cancel()
 			if ctx.Err() != nil {
 				return nil
 			}
 			if err != nil {
 				report(err)
+				pollFailed = true
+				continue
+			}
+			if pollFailed {
+				// The database is reachable again: whatever happened
+				// while it was not, reload fully.
+				pollFailed, pending = false, true
 				continue
 			}
 			if rev != last {
