@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -101,6 +103,11 @@ func (c *serveConfig) validate() error {
 	}
 	if c.DB == "" && c.RulesCache != "" {
 		errs = append(errs, errors.New("--rules-cache: needs --db"))
+	}
+	if c.RulesCache != "" {
+		if fi, err := os.Stat(filepath.Dir(c.RulesCache)); err != nil || !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("--rules-cache: the directory of %s must exist", c.RulesCache))
+		}
 	}
 	if c.DB != "" && strings.Contains(c.DB, "://") && !rulesdb.IsPostgres(c.DB) && !strings.HasPrefix(c.DB, "file:") {
 		errs = append(errs, fmt.Errorf("--db: want file:PATH or postgres://..., got %s", rulesdb.Redact(c.DB)))

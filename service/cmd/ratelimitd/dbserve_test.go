@@ -219,6 +219,7 @@ func TestServeDBFlags(t *testing.T) {
 	}{
 		{[]string{"--db", "file:x.db", "--rules", "r.yaml"}, "--db, --rules: give one or the other"},
 		{[]string{"--rules-cache", "c.json"}, "--rules-cache: needs --db"},
+		{[]string{"--db", "file:x.db", "--rules-cache", "/nonexistent-dir/c.json"}, "--rules-cache: the directory of /nonexistent-dir/c.json must exist"},
 		{[]string{"--db", "mysql://u:hunter2@h/db"}, "--db: want file:PATH or postgres://"},
 		{[]string{"--db", "file:x.db", "--db-poll", "0s"}, "--db-poll: must be at least 1ms"},
 	} {
