@@ -355,7 +355,9 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 			db, pending = d, true
 		}
 		if !seen {
-			rev, err := db.Revision(ctx)
+			pctx, cancel := context.WithTimeout(ctx, opTimeout)
+			rev, err := db.Revision(pctx)
+			cancel()
 			if err != nil {
 				rev = -1
 			}
@@ -402,7 +404,10 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 			case e.connected:
 				// Anything written before LISTEN took effect is caught
 				// by this check (and by the poll).
-				if rev, err := db.Revision(ctx); err == nil && rev != last {
+				pctx, cancel := context.WithTimeout(ctx, opTimeout)
+				rev, err := db.Revision(pctx)
+				cancel()
+				if err == nil && rev != last {
 					reload(db, false)
 				}
 			case e.revision > last:
