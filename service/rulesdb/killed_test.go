@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -45,7 +44,10 @@ func TestKilledMidRequest(t *testing.T) {
 		killedChild(t, where)
 		return
 	}
-	dsn := "file:" + filepath.Join(t.TempDir(), "rules.db")
+	each(t, testKilledMidRequest)
+}
+
+func testKilledMidRequest(t *testing.T, dsn string) {
 	for _, where := range []string{"claimed", "written"} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestKilledMidRequest$", "-test.count=1")

@@ -120,7 +120,7 @@ func (d *DB) CreateToken(ctx context.Context, actor, name string, scope Scope) (
 		return "", Token{}, fmt.Errorf("rulesdb: token.create: random: %w", err)
 	}
 	secret := TokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.begin(ctx)
 	if err != nil {
 		return "", Token{}, fmt.Errorf("rulesdb: token.create: begin: %w", err)
 	}
@@ -190,7 +190,7 @@ func (d *DB) RevokeToken(ctx context.Context, actor, name string) error {
 	if strings.TrimSpace(actor) == "" {
 		return errors.New("rulesdb: actor: required")
 	}
-	tx, err := d.db.BeginTx(ctx, nil)
+	tx, err := d.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("rulesdb: token.revoke: begin: %w", err)
 	}

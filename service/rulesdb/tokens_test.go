@@ -4,17 +4,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-func TestTokens(t *testing.T) {
+func TestTokens(t *testing.T) { each(t, testTokens) }
+
+func testTokens(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 
 	secret, tok, err := d.CreateToken(WithRequestID(ctx, "req-1"), "cli:root", "ci-deploy", ScopeWrite)
 	require.NoError(t, err)
@@ -106,9 +108,11 @@ func TestTokens(t *testing.T) {
 	require.NotContains(t, string(all), rsecret)
 }
 
-func TestRequestIDInRuleAudit(t *testing.T) {
+func TestRequestIDInRuleAudit(t *testing.T) { each(t, testRequestIDInRuleAudit) }
+
+func testRequestIDInRuleAudit(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 	_, err := d.Create(WithRequestID(ctx, "abc-123"), "alice", sample("a"))
 	require.NoError(t, err)
 	require.NoError(t, d.SetTier(WithRequestID(ctx, "abc-124"), "alice", "user", "u1", "gold"))
@@ -122,9 +126,11 @@ func TestRequestIDInRuleAudit(t *testing.T) {
 	require.Contains(t, string(b), `"request_id":"abc-123"`)
 }
 
-func TestIdempotency(t *testing.T) {
+func TestIdempotency(t *testing.T) { each(t, testIdempotency) }
+
+func testIdempotency(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	d.now = func() time.Time { return now }
 	h1, h2 := []byte{1, 2, 3}, []byte{4, 5, 6}
@@ -207,4 +213,53 @@ func TestIdempotency(t *testing.T) {
 func itoa(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// Concurrent creates of one name on two handles: one token, the others
+// ErrExists; concurrent claims of one idempotency key: one owner, the
+// others in flight.
+func TestTokensAndKeysConcurrent(t *testing.T) { each(t, testTokensAndKeysConcurrent) }
+
+func testTokensAndKeysConcurrent(t *testing.T, dsn string) {
+	ctx := tctx(t)
+	a, b := open(t, dsn), open(t, dsn)
+	const n = 8
+	errs := make([]error, n)
+	owners := make([]bool, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		d := []*DB{a, b}[i%2]
+		wg.Go(func() { _, _, errs[i] = d.CreateToken(ctx, "ops", "dup", ScopeRead) })
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		if err == nil {
+			ok++
+			continue
+		}
+		require.ErrorIs(t, err, ErrExists)
+	}
+	require.Equal(t, 1, ok)
+	for i := range n {
+		d := []*DB{a, b}[i%2]
+		wg.Go(func() {
+			var s *StoredResponse
+			s, errs[i] = d.BeginIdempotent(ctx, "dup", "k", []byte("h"))
+			owners[i] = errs[i] == nil && s == nil
+		})
+	}
+	wg.Wait()
+	ok = 0
+	for i, err := range errs {
+		if owners[i] {
+			ok++
+			continue
+		}
+		require.ErrorIs(t, err, ErrIdempotencyInFlight)
+	}
+	require.Equal(t, 1, ok)
+	es, err := a.Audit(ctx, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, es, 1)
 }
