@@ -68,10 +68,10 @@ func tctx(t *testing.T) context.Context {
 	return ctx
 }
 
-func newFixture(t *testing.T, o adminauth.Options) *fixture {
+func newFixture(t *testing.T, dsn string, o adminauth.Options) *fixture {
 	t.Helper()
 	ctx := tctx(t)
-	db, err := rulesdb.Open(ctx, "file:"+filepath.Join(t.TempDir(), "rules.db"))
+	db, err := rulesdb.Open(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	f := &fixture{db: db, release: make(chan struct{}), blocked: make(chan struct{}, 16), logs: &syncBuffer{}}
@@ -191,8 +191,10 @@ func bearer(secret string) []string { return []string{"Authorization", "Bearer "
 
 const ruleJSON = `{"id":"orders","name":"orders","dimension":"user","endpoint_pattern":"/api/orders/**","limit":100,"window_seconds":60,"algorithm":"gcra","enabled":true}`
 
-func TestScopes(t *testing.T) {
-	f := newFixture(t, adminauth.Options{})
+func TestScopes(t *testing.T) { each(t, testScopes) }
+
+func testScopes(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, adminauth.Options{})
 	ctx := tctx(t)
 
 	r := do(t, "GET", f.url+"/things", "", bearer(f.read)...)
@@ -238,8 +240,10 @@ func TestScopes(t *testing.T) {
 	require.Len(t, r.header.Get("X-Request-Id"), 32)
 }
 
-func TestUnauthorized(t *testing.T) {
-	f := newFixture(t, adminauth.Options{CacheTTL: -1})
+func TestUnauthorized(t *testing.T) { each(t, testUnauthorized) }
+
+func testUnauthorized(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, adminauth.Options{CacheTTL: -1})
 	ctx := tctx(t)
 	revoked, _, err := f.db.CreateToken(ctx, "test", "old", rulesdb.ScopeWrite)
 	require.NoError(t, err)
@@ -276,11 +280,13 @@ func TestUnauthorized(t *testing.T) {
 	require.Equal(t, `Bearer realm="ratelimitd"`, do(t, "GET", f.url+"/things", "").header.Get("WWW-Authenticate"))
 }
 
-func TestRevocationCache(t *testing.T) {
+func TestRevocationCache(t *testing.T) { each(t, testRevocationCache) }
+
+func testRevocationCache(t *testing.T, dsn string) {
 	var mu sync.Mutex
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	f := newFixture(t, adminauth.Options{Now: clock})
+	f := newFixture(t, dsn, adminauth.Options{Now: clock})
 	ctx := tctx(t)
 	p, err := f.auth.Authenticate(ctx, f.write)
 	require.NoError(t, err)
@@ -296,8 +302,10 @@ func TestRevocationCache(t *testing.T) {
 	require.ErrorIs(t, err, rulesdb.ErrUnauthorized)
 }
 
-func TestRateLimits(t *testing.T) {
-	f := newFixture(t, adminauth.Options{})
+func TestRateLimits(t *testing.T) { each(t, testRateLimits) }
+
+func testRateLimits(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, adminauth.Options{})
 	ctx := tctx(t)
 	other, _, err := f.db.CreateToken(ctx, "test", "other", rulesdb.ScopeWrite)
 	require.NoError(t, err)
@@ -333,8 +341,10 @@ func TestRateLimits(t *testing.T) {
 	require.Equal(t, "99", r.header.Get("X-RateLimit-Remaining"))
 }
 
-func TestRateLimitOptions(t *testing.T) {
-	f := newFixture(t, adminauth.Options{ReadsPerMinute: 2, WritesPerMinute: 1})
+func TestRateLimitOptions(t *testing.T) { each(t, testRateLimitOptions) }
+
+func testRateLimitOptions(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, adminauth.Options{ReadsPerMinute: 2, WritesPerMinute: 1})
 	require.Equal(t, 204, do(t, "POST", f.url+"/noop", "", bearer(f.write)...).status)
 	require.Equal(t, 429, do(t, "POST", f.url+"/noop", "", bearer(f.write)...).status)
 	require.Equal(t, 200, do(t, "GET", f.url+"/things", "", bearer(f.read)...).status)
@@ -389,8 +399,10 @@ func TestStoreFailureFailsClosed(t *testing.T) {
 	require.Contains(t, logs.String(), "fail closed")
 }
 
-func TestIdempotencyKey(t *testing.T) {
-	f := newFixture(t, adminauth.Options{})
+func TestIdempotencyKey(t *testing.T) { each(t, testIdempotencyKey) }
+
+func testIdempotencyKey(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, adminauth.Options{})
 	ctx := tctx(t)
 	key := []string{"Idempotency-Key", "create-orders-1"}
 
@@ -440,7 +452,11 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestIdempotencyInFlightAndConcurrent(t *testing.T) {
-	f := newFixture(t, adminauth.Options{})
+	each(t, testIdempotencyInFlightAndConcurrent)
+}
+
+func testIdempotencyInFlightAndConcurrent(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, adminauth.Options{})
 	key := []string{"Idempotency-Key", "k-block"}
 	done := make(chan response, 1)
 	go func() { done <- do(t, "POST", f.url+"/block", "x", append(bearer(f.write), key...)...) }()
@@ -490,8 +506,10 @@ func TestIdempotencyInFlightAndConcurrent(t *testing.T) {
 	require.Len(t, es, 1)
 }
 
-func TestIdempotency5xxReleasesKey(t *testing.T) {
-	f := newFixture(t, adminauth.Options{})
+func TestIdempotency5xxReleasesKey(t *testing.T) { each(t, testIdempotency5xxReleasesKey) }
+
+func testIdempotency5xxReleasesKey(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, adminauth.Options{})
 	f.fails.Store(1)
 	key := []string{"Idempotency-Key", "k-flaky"}
 	require.Equal(t, 503, do(t, "POST", f.url+"/flaky", "b", append(bearer(f.write), key...)...).status)
@@ -506,8 +524,10 @@ func TestIdempotency5xxReleasesKey(t *testing.T) {
 
 // TestHostileInput: odd and huge Authorization headers, request ids and
 // idempotency keys are refused cleanly, and nothing runs or changes.
-func TestHostileInput(t *testing.T) {
-	f := newFixture(t, adminauth.Options{})
+func TestHostileInput(t *testing.T) { each(t, testHostileInput) }
+
+func testHostileInput(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, adminauth.Options{})
 	ctx := tctx(t)
 	rev0, err := f.db.Revision(ctx)
 	require.NoError(t, err)
