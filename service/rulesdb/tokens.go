@@ -51,8 +51,8 @@ var ErrUnauthorized = errors.New("rulesdb: unauthorized")
 const TokenPrefix = "slk_"
 
 // tokenSecretLen is the length of a secret: the prefix and 32 random bytes
-// in unpadded base64url.
-var tokenSecretLen = len(TokenPrefix) + base64.RawURLEncoding.EncodedLen(32)
+// in unpadded base64url (43 characters).
+const tokenSecretLen = len(TokenPrefix) + (32*8+5)/6
 
 // Token is a named admin API token. Its secret is shown once, by
 // CreateToken; the database keeps only its SHA-256.
