@@ -67,8 +67,10 @@ func RequestID(ctx context.Context) string { return rulesdb.RequestID(ctx) }
 // Options configures New. The zero value is the defaults.
 type Options struct {
 	// ReadsPerMinute and WritesPerMinute are each token's limits on reads
-	// (GET, HEAD) and writes (every other method); 0 means the defaults,
-	// 1000 and 100.
+	// (GET, HEAD) and writes (every other method), counted by a sliding
+	// window (counter) of one minute, so a token makes about that many in
+	// any minute, not twice as many across a window's edge; 0 means the
+	// defaults, 1000 and 100.
 	ReadsPerMinute, WritesPerMinute int64
 	// CacheTTL is how long an authentication result (a token's principal,
 	// or a refusal) is kept in memory, so the database is not read on
@@ -134,8 +136,8 @@ func New(db *rulesdb.DB, store core.Store, o Options) (*Auth, error) {
 	// The identity is given by each call (CheckGroup), never by a Key.
 	none := keyfunc.Const("admin")
 	l, err := core.NewLimiter(store, []core.Policy{
-		{Name: PolicyRead, Key: none, Limit: core.PerMinute(o.ReadsPerMinute)},
-		{Name: PolicyWrite, Key: none, Limit: core.PerMinute(o.WritesPerMinute)},
+		{Name: PolicyRead, Key: none, Limit: core.PerMinute(o.ReadsPerMinute).WithAlgorithm(core.SlidingWindowCounter)},
+		{Name: PolicyWrite, Key: none, Limit: core.PerMinute(o.WritesPerMinute).WithAlgorithm(core.SlidingWindowCounter)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("adminauth: limits: %w", err)
