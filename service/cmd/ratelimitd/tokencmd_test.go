@@ -39,8 +39,11 @@ func runTokenCmd(t *testing.T, env []string, args ...string) (int, string, strin
 }
 
 func TestTokenCommands(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "rules.db")
-	dsn := "file:" + path
+	t.Run("sqlite", func(t *testing.T) { testTokenCommands(t, "file:"+filepath.Join(t.TempDir(), "rules.db")) })
+	t.Run("postgres", func(t *testing.T) { testTokenCommands(t, pg.NewDatabase(t)) })
+}
+
+func testTokenCommands(t *testing.T, dsn string) {
 	u, err := user.Current()
 	require.NoError(t, err)
 
