@@ -183,7 +183,7 @@ func (d *DB) AuditQuery(ctx context.Context, f AuditFilter) ([]AuditEntry, strin
 		where = append(where, "at < ?")
 		args = append(args, f.Until.UnixMilli())
 	}
-	query := `SELECT revision, at, actor, action, target, before_json, after_json FROM audit`
+	query := `SELECT revision, at, actor, action, target, before_json, after_json, request_id FROM audit`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, " AND ")
 	}
@@ -198,10 +198,11 @@ func (d *DB) AuditQuery(ctx context.Context, f AuditFilter) ([]AuditEntry, strin
 	for rows.Next() {
 		var e AuditEntry
 		var at int64
-		var b, a sql.NullString
-		if err := rows.Scan(&e.Revision, &at, &e.Actor, &e.Action, &e.Target, &b, &a); err != nil {
+		var b, a, rid sql.NullString
+		if err := rows.Scan(&e.Revision, &at, &e.Actor, &e.Action, &e.Target, &b, &a, &rid); err != nil {
 			return nil, "", fmt.Errorf("rulesdb: audit: %w", err)
 		}
+		e.RequestID = rid.String
 		e.At = time.UnixMilli(at).UTC()
 		if b.Valid {
 			e.Before = json.RawMessage(b.String)

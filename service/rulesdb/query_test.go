@@ -2,16 +2,17 @@ package rulesdb
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-func TestListRulesFiltersAndPages(t *testing.T) {
+func TestListRulesFiltersAndPages(t *testing.T) { each(t, testListRulesFiltersAndPages) }
+
+func testListRulesFiltersAndPages(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 	for i := range 25 {
 		r := sample(fmt.Sprintf("r%02d", i))
 		r.EndpointPattern = fmt.Sprintf("/api/%d/**", i)
@@ -72,9 +73,11 @@ func TestListRulesFiltersAndPages(t *testing.T) {
 	require.ErrorContains(t, err, "limit")
 }
 
-func TestAuditQuery(t *testing.T) {
+func TestAuditQuery(t *testing.T) { each(t, testAuditQuery) }
+
+func testAuditQuery(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	d := open(t, filepath.Join(t.TempDir(), "rules.db"))
+	d := open(t, dsn)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	tick := 0
 	d.now = func() time.Time { tick++; return base.Add(time.Duration(tick) * time.Minute) }
