@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
@@ -27,6 +28,10 @@ type Options struct {
 	// Engine is the engine deciding the service's checks: a user's limits
 	// are read from its rules in force and its store. Required.
 	Engine *engine.Engine
+	// Auth guards every request (bearer token, scope, per-token rate
+	// limits, request id, Idempotency-Key); the actor of a write is its
+	// token's name. Required.
+	Auth *adminauth.Auth
 	// Logger receives database failures (never sent to clients); nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -49,13 +54,13 @@ type api struct {
 }
 
 // New returns the admin API's handler, serving the resources under Prefix
-// (see the package documentation).
+// (see the package documentation) behind o.Auth.Wrap.
 func New(o Options) (http.Handler, error) {
 	a, err := newAPI(o)
 	if err != nil {
 		return nil, err
 	}
-	return a.routes(), nil
+	return o.Auth.Wrap(a.routes()), nil
 }
 
 func newAPI(o Options) (*api, error) {
@@ -64,6 +69,9 @@ func newAPI(o Options) (*api, error) {
 	}
 	if o.Engine == nil {
 		return nil, errors.New("adminapi: Options.Engine: required")
+	}
+	if o.Auth == nil {
+		return nil, errors.New("adminapi: Options.Auth: required")
 	}
 	a := &api{db: o.DB, eng: o.Engine, log: o.Logger, now: o.Now, principal: principalFrom}
 	if a.log == nil {
@@ -75,12 +83,11 @@ func newAPI(o Options) (*api, error) {
 	return a, nil
 }
 
-type principalKey struct{}
-
-// principalFrom is the actor of a request's writes.
+// principalFrom is the actor of a request's writes: the name of the
+// token adminauth authenticated.
 func principalFrom(ctx context.Context) (string, bool) {
-	name, ok := ctx.Value(principalKey{}).(string)
-	return name, ok && name != ""
+	p, ok := adminauth.PrincipalFrom(ctx)
+	return p.Name, ok && p.Name != ""
 }
 
 // methods maps the methods of one resource to their handlers.
@@ -105,11 +112,11 @@ func (a *api) routes() http.Handler {
 			h := ms[m]
 			if h == nil {
 				w.Header().Set("Allow", strings.Join(allow, ", "))
-				writeProblem(w, fail(http.StatusMethodNotAllowed, "method", "%s is not served here (allowed: %s)", clip(r.Method), strings.Join(allow, ", ")))
+				writeProblem(w, r, fail(http.StatusMethodNotAllowed, "method", "%s is not served here (allowed: %s)", clip(r.Method), strings.Join(allow, ", ")))
 				return
 			}
 			if e := h(w, r); e != nil {
-				writeProblem(w, e)
+				writeProblem(w, r, e)
 			}
 		})
 	}
@@ -120,7 +127,7 @@ func (a *api) routes() http.Handler {
 	handle("/users/{id}/override/{rule}", methods{http.MethodDelete: a.deleteOverride})
 	handle("/audit", methods{http.MethodGet: a.audit})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, fail(http.StatusNotFound, "path", "no resource %q", clip(r.URL.Path)))
+		writeProblem(w, r, fail(http.StatusNotFound, "path", "no resource %q", clip(r.URL.Path)))
 	})
 	return mux
 }
@@ -146,11 +153,7 @@ func (a *api) failed(r *http.Request, op string, err error) *apiError {
 
 // writeJSON answers v as JSON with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		writeProblem(w, fail(http.StatusInternalServerError, "", "the answer could not be encoded"))
-		return
-	}
+	b, _ := json.Marshal(v) // the answers' types always marshal
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -22,6 +22,7 @@ func TestAuditCompleteness(t *testing.T) {
 		actor, action, target string
 		before, after         any
 		revision              int64 // 0: not known from the answer
+		requestID             string
 	}
 	var wants []want
 	rules := map[string]map[string]any{}     // id -> stored rule as answered
@@ -37,7 +38,10 @@ func TestAuditCompleteness(t *testing.T) {
 	counts := map[string]int{}
 	for i := range 200 {
 		actor := []string{"ann", "ben", "cat"}[rng.IntN(3)]
-		auth := []string{"Authorization", "Bearer " + actor}
+		auth := e.auth(actor)
+		if i%2 == 0 { // the caller's own request id, kept
+			auth = append(auth, "X-Request-Id", fmt.Sprintf("req-%d", i))
+		}
 		id := ids[rng.IntN(len(ids))]
 		user := users[rng.IntN(len(users))]
 		body := func(limit int) string {
@@ -55,7 +59,7 @@ func TestAuditCompleteness(t *testing.T) {
 			r = e.raw("POST", "/api/v1/rules", body(limit), append(auth, "Content-Type", "application/json")...)
 			if r.status == http.StatusCreated {
 				m := decode(r.raw)
-				wants = append(wants, want{actor, "rule.create", "rule/" + id, nil, m, int64(m["revision"].(float64))})
+				wants = append(wants, want{actor, "rule.create", "rule/" + id, nil, m, int64(m["revision"].(float64)), ""})
 				rules[id] = m
 			}
 		case 1, 2: // update, with the current etag or a stale one
@@ -66,7 +70,7 @@ func TestAuditCompleteness(t *testing.T) {
 			r = e.raw("PUT", "/api/v1/rules/"+id, body(1+rng.IntN(100)), append(auth, "Content-Type", "application/json", "If-Match", etag)...)
 			if r.status == http.StatusOK {
 				m := decode(r.raw)
-				wants = append(wants, want{actor, "rule.update", "rule/" + id, rules[id], m, int64(m["revision"].(float64))})
+				wants = append(wants, want{actor, "rule.update", "rule/" + id, rules[id], m, int64(m["revision"].(float64)), ""})
 				rules[id] = m
 			}
 		case 3: // delete
@@ -76,7 +80,7 @@ func TestAuditCompleteness(t *testing.T) {
 			}
 			r = e.raw("DELETE", "/api/v1/rules/"+id, "", append(auth, "If-Match", etag)...)
 			if r.status == http.StatusNoContent {
-				wants = append(wants, want{actor, "rule.delete", "rule/" + id, rules[id], nil, 0})
+				wants = append(wants, want{actor, "rule.delete", "rule/" + id, rules[id], nil, 0, ""})
 				delete(rules, id)
 				for _, u := range users {
 					delete(overrides, u+"/"+id)
@@ -95,7 +99,7 @@ func TestAuditCompleteness(t *testing.T) {
 					action = "tier.set"
 					after = map[string]any{"dimension": "user", "identifier": user, "tier": tier}
 				}
-				wants = append(wants, want{actor, action, "tier/user/" + user, before, after, 0})
+				wants = append(wants, want{actor, action, "tier/user/" + user, before, after, 0, ""})
 				tiers[user] = tier
 			}
 		case 5: // override (fails for a missing or disabled rule)
@@ -110,17 +114,21 @@ func TestAuditCompleteness(t *testing.T) {
 				if cur, ok := overrides[user+"/"+id]; ok {
 					before = cur
 				}
-				wants = append(wants, want{actor, "override.set", "override/user/" + user + "/" + id, before, m, int64(m["revision"].(float64))})
+				wants = append(wants, want{actor, "override.set", "override/user/" + user + "/" + id, before, m, int64(m["revision"].(float64)), ""})
 				overrides[user+"/"+id] = m
 			}
 		case 6: // clear an override (404 when none)
 			r = e.raw("DELETE", "/api/v1/users/"+user+"/override/"+id, "", auth...)
 			if r.status == http.StatusNoContent {
-				wants = append(wants, want{actor, "override.clear", "override/user/" + user + "/" + id, overrides[user+"/"+id], nil, 0})
+				wants = append(wants, want{actor, "override.clear", "override/user/" + user + "/" + id, overrides[user+"/"+id], nil, 0, ""})
 				delete(overrides, user+"/"+id)
 			}
 		}
 		require.Less(t, r.status, 500, "write %d: %s", i, r.raw)
+		require.NotEmpty(t, r.header.Get("X-Request-Id"))
+		if len(wants) > 0 && wants[len(wants)-1].requestID == "" {
+			wants[len(wants)-1].requestID = r.header.Get("X-Request-Id")
+		}
 		counts[fmt.Sprintf("%d %d", op, r.status/100)]++
 	}
 	t.Logf("op status-class counts: %v", counts)
@@ -130,11 +138,16 @@ func TestAuditCompleteness(t *testing.T) {
 
 	r := e.req("GET", "/api/v1/audit?limit=1000", "")
 	require.Equal(t, http.StatusOK, r.status, r.raw)
-	got := r.body["entries"].([]any)
-	require.Len(t, got, len(wants), "one audit row per successful write, none for a failure")
+	var got []any
+	for _, g := range r.body["entries"].([]any) {
+		if int64(g.(map[string]any)["revision"].(float64)) > e.base { // not the tokens' rows
+			got = append(got, g)
+		}
+	}
+	require.Equal(t, len(wants), len(got), "one audit row per successful write, none for a failure")
 	rev, err := e.db.Revision(e.ctx)
 	require.NoError(t, err)
-	require.EqualValues(t, len(wants), rev, "every revision is one audited write")
+	require.EqualValues(t, e.base+int64(len(wants)), rev, "every revision is one audited write")
 	norm := func(v any) any {
 		if v == nil {
 			return nil
@@ -147,13 +160,14 @@ func TestAuditCompleteness(t *testing.T) {
 	}
 	for i, w := range wants {
 		g := got[i].(map[string]any)
-		require.EqualValues(t, i+1, g["revision"], "entry %d", i)
+		require.EqualValues(t, e.base+int64(i+1), g["revision"], "entry %d", i)
 		if w.revision != 0 {
 			require.EqualValues(t, w.revision, g["revision"], "entry %d", i)
 		}
 		require.Equal(t, w.actor, g["actor"], "entry %d", i)
 		require.Equal(t, w.action, g["action"], "entry %d", i)
 		require.Equal(t, w.target, g["target"], "entry %d", i)
+		require.Equal(t, w.requestID, g["request_id"], "entry %d", i)
 		require.Equal(t, norm(w.before), g["before"], "entry %d before", i)
 		require.Equal(t, norm(w.after), g["after"], "entry %d after", i)
 	}

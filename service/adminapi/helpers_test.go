@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/httpapi"
 	"github.com/sluicehq/sluice/service/rulesdb"
@@ -24,24 +26,19 @@ import (
 // env is a served admin API on a real SQLite file, with the engine that
 // follows it and the check API on the same server.
 type env struct {
-	api  *api
-	t    *testing.T
+	api *api
+	t   *testing.T
+	// tokens maps an actor's name to its write-scoped token's secret
+	// ("reader" has a read-scoped one).
+	tokens map[string]string
+	// base is the revision after the tokens were created: the tests'
+	// writes are base+1, base+2, ...
+	base int64
 	ctx  context.Context
 	db   *rulesdb.DB
 	eng  *engine.Engine
 	srv  *httptest.Server
 	logs *bytes.Buffer
-}
-
-// testAuth stands for adminauth until it is wired: the bearer token is the
-// caller's name.
-func testAuth(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if name, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, name))
-		}
-		h.ServeHTTP(w, r)
-	})
 }
 
 func newEnv(t *testing.T) *env {
@@ -61,18 +58,46 @@ func newEnv(t *testing.T) *env {
 	go func() { defer close(done); _ = e.Run(runCtx) }()
 	t.Cleanup(func() { stop(); <-done })
 	logs := &bytes.Buffer{}
-	a, err := newAPI(Options{DB: db, Engine: e, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	tokens := map[string]string{}
+	for _, name := range actors {
+		scope := rulesdb.ScopeWrite
+		if name == "reader" {
+			scope = rulesdb.ScopeRead
+		}
+		secret, _, err := db.CreateToken(ctx, "cli:test", name, scope)
+		require.NoError(t, err)
+		tokens[name] = secret
+	}
+	base, err := db.Revision(ctx)
 	require.NoError(t, err)
-	h := a.routes()
+	auth, err := adminauth.New(db, st, adminauth.Options{ReadsPerMinute: 100000, WritesPerMinute: 100000,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	a, err := newAPI(Options{DB: db, Engine: e, Auth: auth, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	require.NoError(t, err)
+	h := auth.Wrap(a.routes())
 	mux := http.NewServeMux()
 	for _, p := range Paths {
-		mux.Handle(p, testAuth(h))
+		mux.Handle(p, h)
 	}
 	mux.Handle(httpapi.Path, httpapi.New(e))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &env{api: a, t: t, ctx: ctx, db: db, eng: e, srv: srv, logs: logs}
+	return &env{api: a, tokens: tokens, base: base, t: t, ctx: ctx, db: db, eng: e, srv: srv, logs: logs}
 }
+
+// actors are the names of the tests' tokens.
+var actors = []string{"alice", "ann", "ben", "cat", "seed", "reader"}
+
+// auth is the Authorization header of actor's token.
+func (e *env) auth(actor string) []string {
+	return []string{"Authorization", "Bearer " + e.tokens[actor]}
+}
+
+// rev is the revision of the tests' n-th write; etag its etag.
+func (e *env) rev(n int64) int64 { return e.base + n }
+
+func (e *env) etag(n int64) string { return fmt.Sprintf(`"%d"`, e.base+n) }
 
 type reply struct {
 	status int
@@ -95,7 +120,7 @@ func (r reply) field() string {
 // ""); hdr is pairs of header names and values.
 func (e *env) req(method, path, body string, hdr ...string) reply {
 	e.t.Helper()
-	hdr = append([]string{"Authorization", "Bearer alice"}, hdr...)
+	hdr = append([]string{"Authorization", "Bearer " + e.tokens["alice"]}, hdr...)
 	if body != "" {
 		hdr = append([]string{"Content-Type", "application/json"}, hdr...)
 	}
@@ -144,6 +169,7 @@ func requireProblem(t *testing.T, r reply, status int, field string) {
 	require.NotEmpty(t, r.body["title"], r.raw)
 	require.NotEmpty(t, r.body["detail"], r.raw)
 	require.Equal(t, "about:blank", r.body["type"], r.raw)
+	require.NotEmpty(t, r.body["instance"], r.raw)
 	if field != "" {
 		require.Equal(t, field, r.field(), r.raw)
 		require.Contains(t, r.body["detail"], field, r.raw)

@@ -23,6 +23,8 @@ type Problem struct {
 	Status int `json:"status"`
 	// Detail explains this occurrence, naming the field at fault.
 	Detail string `json:"detail"`
+	// Instance is the request's path.
+	Instance string `json:"instance,omitempty"`
 	// Errors lists the fields at fault (request body members, query
 	// parameters, path segments or header fields by name).
 	Errors []FieldError `json:"errors,omitempty"`
@@ -67,9 +69,9 @@ func bad(field, format string, args ...any) *apiError {
 // log.
 var unavailable = &apiError{status: http.StatusServiceUnavailable, detail: "the rules database is unavailable; try again"}
 
-// writeProblem answers e as application/problem+json.
-func writeProblem(w http.ResponseWriter, e *apiError) {
-	p := Problem{Type: "about:blank", Title: http.StatusText(e.status), Status: e.status, Detail: e.detail, Errors: e.fields}
+// writeProblem answers e to r as application/problem+json.
+func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
+	p := Problem{Type: "about:blank", Title: http.StatusText(e.status), Status: e.status, Detail: e.detail, Instance: r.URL.Path, Errors: e.fields}
 	b, _ := json.Marshal(p) // a Problem always marshals
 	h := w.Header()
 	h.Del("ETag")

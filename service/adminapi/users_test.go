@@ -10,7 +10,8 @@ import (
 )
 
 // inForce waits until the engine decides under revision rev or later.
-func (e *env) inForce(rev int64) {
+func (e *env) inForce(n int64) {
+	rev := e.rev(n)
 	e.t.Helper()
 	eventually(e.t, func() bool {
 		n, err := strconv.ParseInt(e.eng.Snapshot().Revision(), 10, 64)
@@ -70,9 +71,9 @@ func TestCheckDecidedByRulesOfTheAPI(t *testing.T) {
 	require.EqualValues(t, 3, limit)
 
 	// Disabled, then deleted: no longer limits.
-	r = e.req("DELETE", "/api/v1/rules/orders-gold", "", "If-Match", `"2"`)
+	r = e.req("DELETE", "/api/v1/rules/orders-gold", "", "If-Match", e.etag(2))
 	require.Equal(t, http.StatusNoContent, r.status, r.raw)
-	r = e.req("PUT", "/api/v1/rules/orders", `{"dimension":"user","endpoint_pattern":"/api/orders/**","limit":3,"window_seconds":3600,"algorithm":"fixed_window","enabled":false}`, "If-Match", `"1"`)
+	r = e.req("PUT", "/api/v1/rules/orders", `{"dimension":"user","endpoint_pattern":"/api/orders/**","limit":3,"window_seconds":3600,"algorithm":"fixed_window","enabled":false}`, "If-Match", e.etag(1))
 	require.Equal(t, http.StatusOK, r.status, r.raw)
 	e.inForce(6)
 	for range 5 {
@@ -94,7 +95,7 @@ func TestOverrideRoundTrip(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	require.Equal(t, "/api/v1/users/alice/override/orders?dimension=user", r.header.Get("Location"))
 	require.Equal(t, map[string]any{"dimension": "user", "identifier": "alice", "rule_id": "orders", "limit": 50.0,
-		"window_seconds": 60.0, "block": false, "expires_at": now.Add(10 * time.Minute).Format(time.RFC3339), "revision": 2.0}, r.body)
+		"window_seconds": 60.0, "block": false, "expires_at": now.Add(10 * time.Minute).Format(time.RFC3339), "revision": float64(e.rev(2))}, r.body)
 
 	until := now.Add(time.Hour)
 	r = e.req("POST", "/api/v1/users/alice/override", `{"rule_id":"orders","block":true,"expires_at":"`+until.In(time.FixedZone("", 2*3600)).Format(time.RFC3339)+`"}`)
