@@ -122,6 +122,7 @@ func (a *api) routes() http.Handler {
 	}
 	handle("/rules", methods{http.MethodGet: a.listRules, http.MethodPost: a.createRule})
 	handle("/rules/{id}", methods{http.MethodGet: a.getRule, http.MethodPut: a.putRule, http.MethodDelete: a.deleteRule})
+	handle("/users/{id}/limits", methods{http.MethodGet: a.limits})
 	handle("/users/{id}/tier", methods{http.MethodPut: a.putTier})
 	handle("/users/{id}/override", methods{http.MethodGet: a.listOverrides, http.MethodPost: a.postOverride})
 	handle("/users/{id}/override/{rule}", methods{http.MethodDelete: a.deleteOverride})

@@ -12,6 +12,7 @@
 //	GET    /api/v1/rules/{id}               read: ETag; If-None-Match -> 304
 //	PUT    /api/v1/rules/{id}               replace: If-Match required (428 without, 412 stale)
 //	DELETE /api/v1/rules/{id}               delete: If-Match required; 204
+//	GET    /api/v1/users/{id}/limits        every rule that applies, tier and override resolved, usage now
 //	PUT    /api/v1/users/{id}/tier          {"tier": "gold"}, "" clears
 //	GET    /api/v1/users/{id}/override      the caller's overrides in force
 //	POST   /api/v1/users/{id}/override      {rule_id, limit, window_seconds | block, expires_at | ttl_seconds}: 201

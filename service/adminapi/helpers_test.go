@@ -189,3 +189,10 @@ func rulesdbAll() rulesdb.AuditFilter { return rulesdb.AuditFilter{Limit: rulesd
 
 // setNow sets the API's clock (override expiries).
 func (e *env) setNow(t time.Time) { e.api.now = func() time.Time { return t } }
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
