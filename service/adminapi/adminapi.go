@@ -19,7 +19,7 @@ import (
 const Prefix = "/api/v1"
 
 // Paths ratelimitd mounts the handler at (a ServeMux pattern each).
-var Paths = []string{Prefix + "/rules", Prefix + "/rules/", Prefix + "/users/", Prefix + "/audit"}
+var Paths = []string{Prefix + "/rules", Prefix + "/rules/", Prefix + "/users/", Prefix + "/audit", Prefix + "/audit/"}
 
 // Options configure the handler New returns.
 type Options struct {

@@ -111,6 +111,9 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	rls := envoyrls.New(e, envoyrls.WithLogger(log))
 	rls.Register(gs)
 	handle("/json", "/json", rls.JSONHandler())
+	if db != nil {
+		newAdminAPI(db, st.store, e, log).mount(handle) // the admin REST API, /api/v1/{rules,users,audit}
+	}
 
 	if c.StoreAPI {
 		// The store API (remotestore): middleware instances use this
