@@ -15,8 +15,9 @@ import (
 // audit holds exactly one row per successful change, in order, with its
 // actor, action, target, before, after and revision, and none for a
 // failure.
-func TestAuditCompleteness(t *testing.T) {
-	e := newEnv(t)
+func TestAuditCompleteness(t *testing.T) { onEach(t, testAuditCompleteness) }
+
+func testAuditCompleteness(t *testing.T, e *env) {
 	rng := rand.New(rand.NewPCG(15, 200))
 	type want struct {
 		actor, action, target string

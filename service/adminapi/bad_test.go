@@ -49,8 +49,9 @@ type raw string
 // TestBadRequestsChangeNothing sends every kind of bad request and checks
 // its status, its problem+json naming the field, and that the database's
 // revision did not move.
-func TestBadRequestsChangeNothing(t *testing.T) {
-	e := newEnv(t)
+func TestBadRequestsChangeNothing(t *testing.T) { onEach(t, testBadRequestsChangeNothing) }
+
+func testBadRequestsChangeNothing(t *testing.T, e *env) {
 	for _, body := range []string{ordersRule,
 		`{"id":"orders-gold","dimension":"user","endpoint_pattern":"/api/orders/**","limit":50,"window_seconds":60,"algorithm":"fixed_window","tier":"gold"}`,
 		`{"id":"ips","dimension":"ip","limit":100,"window_seconds":1,"algorithm":"sliding_window_log"}`,

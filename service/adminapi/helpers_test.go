@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/internal/pgtest"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -41,11 +43,34 @@ type env struct {
 	logs *bytes.Buffer
 }
 
+// pg is one PostgreSQL server for this test binary; each test on it gets
+// a fresh database.
+var pg *pgtest.Shared
+
+func TestMain(m *testing.M) {
+	pg = pgtest.StartShared()
+	code := m.Run()
+	pg.Close()
+	os.Exit(code)
+}
+
+// onEach runs f as a subtest on a SQLite file and on PostgreSQL.
+func onEach(t *testing.T, f func(t *testing.T, e *env)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, newEnv(t)) })
+	t.Run("postgres", func(t *testing.T) { f(t, newEnvOn(t, pg.NewDatabase(t))) })
+}
+
+// newEnv is an env on a fresh SQLite file.
 func newEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvOn(t, "file:"+filepath.Join(t.TempDir(), "rules.db"))
+}
+
+func newEnvOn(t *testing.T, dsn string) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	db, err := rulesdb.Open(ctx, filepath.Join(t.TempDir(), "rules.db"))
+	db, err := rulesdb.Open(ctx, dsn)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	st, err := memorystore.New()

@@ -22,8 +22,9 @@ func limitOf(t *testing.T, r reply, rule string) map[string]any {
 
 // TestUserLimits follows a caller's limits through checks, a tier, an
 // override and a block, each in force in the engine's decisions.
-func TestUserLimits(t *testing.T) {
-	e := newEnv(t)
+func TestUserLimits(t *testing.T) { onEach(t, testUserLimits) }
+
+func testUserLimits(t *testing.T, e *env) {
 	for _, b := range []string{
 		`{"id":"orders","dimension":"user","endpoint_pattern":"/api/orders/**","limit":5,"window_seconds":3600,"algorithm":"fixed_window"}`,
 		`{"id":"orders-gold","dimension":"user","endpoint_pattern":"/api/orders/**","limit":50,"window_seconds":3600,"algorithm":"fixed_window","tier":"gold"}`,

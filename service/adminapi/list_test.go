@@ -20,8 +20,9 @@ var nextLinkRE = regexp.MustCompile(`^<([^>]+)>; rel="next"$`)
 // TestListPagesWithConcurrentInserts pages through the rules, following
 // the Link header, while another client inserts rules: no rule comes
 // twice, and every rule that existed throughout comes once.
-func TestListPagesWithConcurrentInserts(t *testing.T) {
-	e := newEnv(t)
+func TestListPagesWithConcurrentInserts(t *testing.T) { onEach(t, testListPagesWithConcurrentInserts) }
+
+func testListPagesWithConcurrentInserts(t *testing.T, e *env) {
 	initial := map[string]bool{}
 	for i := range 120 {
 		id := fmt.Sprintf("p%03d", i*2)
@@ -84,8 +85,9 @@ func TestListPagesWithConcurrentInserts(t *testing.T) {
 	}
 }
 
-func TestListFilters(t *testing.T) {
-	e := newEnv(t)
+func TestListFilters(t *testing.T) { onEach(t, testListFilters) }
+
+func testListFilters(t *testing.T, e *env) {
 	for _, b := range []string{
 		`{"id":"a","dimension":"user","endpoint_pattern":"/a","limit":1,"window_seconds":1,"algorithm":"gcra"}`,
 		`{"id":"a-gold","dimension":"user","endpoint_pattern":"/a","limit":5,"window_seconds":1,"algorithm":"gcra","tier":"gold"}`,

@@ -7,8 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestRulesCRUDWithETags(t *testing.T) {
-	e := newEnv(t)
+func TestRulesCRUDWithETags(t *testing.T) { onEach(t, testRulesCRUDWithETags) }
+
+func testRulesCRUDWithETags(t *testing.T, e *env) {
 	r := e.req("POST", "/api/v1/rules", ordersRule)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	require.Equal(t, "/api/v1/rules/orders", r.header.Get("Location"))

@@ -31,8 +31,9 @@ func (e *env) check(identifier, endpoint string) (bool, int64) {
 
 // TestCheckDecidedByRulesOfTheAPI creates, changes and deletes a rule
 // through the API and watches checks of the HTTP check API follow.
-func TestCheckDecidedByRulesOfTheAPI(t *testing.T) {
-	e := newEnv(t)
+func TestCheckDecidedByRulesOfTheAPI(t *testing.T) { onEach(t, testCheckDecidedByRulesOfTheAPI) }
+
+func testCheckDecidedByRulesOfTheAPI(t *testing.T, e *env) {
 	ok, _ := e.check("alice", "/api/orders/1")
 	require.True(t, ok, "no rule: allowed")
 
@@ -83,8 +84,9 @@ func TestCheckDecidedByRulesOfTheAPI(t *testing.T) {
 }
 
 // TestOverrideRoundTrip sets, lists, replaces and clears overrides.
-func TestOverrideRoundTrip(t *testing.T) {
-	e := newEnv(t)
+func TestOverrideRoundTrip(t *testing.T) { onEach(t, testOverrideRoundTrip) }
+
+func testOverrideRoundTrip(t *testing.T, e *env) {
 	// The API's clock; the database checks expiries against the real one.
 	now := time.Now().UTC().Truncate(time.Second)
 	e.setNow(now)
