@@ -81,6 +81,7 @@ func testBadRequestsChangeNothing(t *testing.T, e *env) {
 		{"syntax error", "POST", "/api/v1/rules", `{"id" "x"}`, nil, 400, "body"},
 		{"unknown field", "POST", "/api/v1/rules", rule("rate", 5), nil, 400, "rate"},
 		{"trailing data", "POST", "/api/v1/rules", rule() + `{}`, nil, 400, "body"},
+		{"member given twice", "POST", "/api/v1/rules", strings.Replace(rule(), `{`, `{"limit":1000000,`, 1), nil, 400, "limit"},
 		{"null body", "POST", "/api/v1/rules", `null`, nil, 400, "body"},
 		{"array body", "POST", "/api/v1/rules", `[` + rule() + `]`, nil, 400, "body"},
 		{"empty body", "POST", "/api/v1/rules", ` `, nil, 400, "body"},

@@ -49,6 +49,12 @@ func decodeJSON(body []byte, dst any) *apiError {
 	case trimmed[0] != '{':
 		return jsonError(errNotObject)
 	}
+	if name, ok := duplicateMember(trimmed); ok {
+		if name == "" {
+			return bad("body", "member \"\" given twice")
+		}
+		return bad(clip(name), "given twice")
+	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -125,4 +131,31 @@ func nextLink(r *http.Request, cursor string) string {
 	v, _ := url.ParseQuery(r.URL.RawQuery)
 	v.Set("cursor", cursor)
 	return fmt.Sprintf("<%s?%s>; rel=\"next\"", r.URL.EscapedPath(), v.Encode())
+}
+
+// duplicateMember reports a member name the top-level object of body
+// gives twice (encoding/json would keep the last silently). A body that
+// is not well-formed is left to the decoder's error.
+func duplicateMember(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		name, _ := t.(string)
+		if seen[name] {
+			return name, true
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }

@@ -107,6 +107,9 @@ func jsonError(err error) *apiError {
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		name, _ = strconv.Unquote(name)
+		if name == "" {
+			return bad("body", "unknown member \"\"")
+		}
 		return bad(clip(name), "unknown field")
 	}
 	return bad("body", "invalid JSON")
