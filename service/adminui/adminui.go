@@ -133,13 +133,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// sameOrigin reports whether a POST comes from the page's own origin: its
-// Origin header (sent by every current browser with a POST), when present,
-// names this host. SameSite=Strict and the CSRF token are the other locks.
+// sameOrigin reports whether a POST comes from the page's own origin.
+// Browsers send Sec-Fetch-Site with every request; it must say
+// same-origin. Without it, an Origin header naming another origin is
+// refused. (Under Referrer-Policy no-referrer a browser sends "Origin:
+// null" with its form posts, so Origin alone cannot tell.) SameSite=Strict
+// and the CSRF token are the other locks.
 func sameOrigin(r *http.Request) bool {
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin"
+	}
 	o := r.Header.Get("Origin")
 	if o == "" {
-		return r.Header.Get("Sec-Fetch-Site") == "" || r.Header.Get("Sec-Fetch-Site") == "same-origin"
+		return true
 	}
 	u, err := url.Parse(o)
 	return err == nil && u.Host == r.Host && (u.Scheme == "https") == (r.TLS != nil)

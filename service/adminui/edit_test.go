@@ -131,6 +131,10 @@ func TestForgedPostsAreRefused(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, r.status)
 	r = c.do(http.MethodPost, "/admin/rules/orders", f, "Sec-Fetch-Site", "cross-site")
 	require.Equal(t, http.StatusForbidden, r.status)
+	r = c.do(http.MethodPost, "/admin/rules/orders", f, "Origin", "null", "Sec-Fetch-Site", "cross-site")
+	require.Equal(t, http.StatusForbidden, r.status)
+	r = c.do(http.MethodPost, "/admin/rules/orders", f, "Origin", s.srv.URL, "Sec-Fetch-Site", "same-site")
+	require.Equal(t, http.StatusForbidden, r.status, "a sibling subdomain is not this page")
 	r = c.do(http.MethodPost, "/admin/login", url.Values{"token": {s.write}}, "Origin", "http://evil.example")
 	require.Equal(t, http.StatusForbidden, r.status, "no login CSRF")
 
@@ -139,7 +143,8 @@ func TestForgedPostsAreRefused(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, c.post("/admin/rules/orders", big).status)
 	require.Equal(t, before, s.revision(), "nothing written")
 
-	// The same form from the page's own origin is saved.
-	r = c.do(http.MethodPost, "/admin/rules/orders", f, "Origin", s.srv.URL)
+	// The same form from the page's own origin is saved (a browser under
+	// Referrer-Policy no-referrer sends Origin: null with Sec-Fetch-Site).
+	r = c.do(http.MethodPost, "/admin/rules/orders", f, "Origin", "null", "Sec-Fetch-Site", "same-origin")
 	require.Equal(t, http.StatusSeeOther, r.status, r.body)
 }

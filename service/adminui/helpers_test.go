@@ -4,6 +4,7 @@ import (
 	"context"
 	"html"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -52,7 +53,8 @@ func newStack(t *testing.T) *stack {
 	store, err := memorystore.New()
 	require.NoError(t, err)
 	s.recent = engine.NewRecent(5*time.Minute, 1000)
-	s.eng, err = engine.New(ctx, store, db.Source(20*time.Millisecond), engine.WithObserver(s.recent))
+	s.eng, err = engine.New(ctx, store, db.Source(20*time.Millisecond), engine.WithObserver(s.recent),
+		engine.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.eng.Run(ctx) }()
