@@ -58,7 +58,8 @@ func newStack(t *testing.T) *stack {
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.eng.Run(ctx) }()
-	auth, err := adminauth.New(db, store, adminauth.Options{})
+	// No authentication cache: a revocation is seen at the next request.
+	auth, err := adminauth.New(db, store, adminauth.Options{CacheTTL: -1})
 	require.NoError(t, err)
 	hd, err := New(Options{DB: db, Engine: s.eng, Auth: auth, Recent: s.recent})
 	require.NoError(t, err)

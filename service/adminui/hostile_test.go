@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -45,6 +46,11 @@ func TestHostileInputIsShownAsText(t *testing.T) {
 	}
 	r := c.get("/admin/rules/evil")
 	require.Contains(t, r.body, `&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;`)
+	r = c.get("/admin/recent")
+	require.Regexp(t, `<td class="mono"><a href="/admin/users\?dimension=user&amp;id=[^"]*">&lt;script&gt;alert\(&#34;x&#34;\)&lt;/script&gt;`, r.body, "the throttled caller, as text")
+	require.Contains(t, r.body, `<td class="state-throttled">throttled</td>`)
+	r = c.get("/admin/")
+	require.Regexp(t, `(?s)<tr data-rule="evil">.*?<td class="num warned">0</td><td class="num throttled">1</td>`, r.body, "the rules page counts the throttled caller")
 	r = c.get("/admin/users?dimension=user&id=" + q)
 	require.Equal(t, http.StatusOK, r.status)
 	require.Contains(t, r.body, `&lt;script&gt;`)
@@ -94,4 +100,26 @@ func TestAuditPage(t *testing.T) {
 	require.Contains(t, r.body, `tier/user/u1`)
 	require.NotContains(t, r.body, `rule/orders`)
 	require.Equal(t, http.StatusBadRequest, c.get("/admin/audit?cursor=bogus").status)
+}
+
+func TestOverridesPage(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	require.NoError(t, s.db.SetOverride(ctx, "carol", rulesdb.Override{Dimension: "user", Identifier: "u9", RuleID: "orders", Limit: 1, WindowSeconds: 60, ExpiresAt: until}))
+	require.NoError(t, s.db.SetOverride(ctx, "carol", rulesdb.Override{Dimension: "user", Identifier: "banned", RuleID: "orders", Block: true, ExpiresAt: until.Add(-time.Minute)}))
+	waitRevision(t, s, s.revision())
+	c := s.client()
+	c.login(s.read)
+	r := c.get("/admin/overrides")
+	require.Equal(t, http.StatusOK, r.status)
+	require.Regexp(t, `(?s)id=banned">banned</a></td>\s*<td>blocked</td><td>`+fmtTime(until.Add(-time.Minute))+`.*id=u9">u9</a></td>\s*<td>1/1m0s fixed_window</td><td>`+fmtTime(until), r.body,
+		"both overrides, the soonest to lapse first, with their expiry")
+
+	r = c.get("/admin/users?dimension=user&id=u9")
+	require.Equal(t, http.StatusOK, r.status)
+	require.Contains(t, r.body, "override until "+fmtTime(until))
+	require.Regexp(t, `(?s)id="user-overrides".*<td class="mono">orders</td><td>1/1m0s fixed_window</td><td>`+fmtTime(until), r.body)
+	r = c.get("/admin/users?dimension=user&id=banned")
+	require.Regexp(t, `(?s)<tr data-rule="orders">.*?<td>blocked</td>`, r.body)
 }
