@@ -81,9 +81,15 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	if db != nil {
 		obs.cachedAt = db.CachedAt
 	}
-	e, err := engine.New(ctx, st.store, src, engine.WithObserver(obs), engine.WithLogger(log),
+	opts := []engine.Option{engine.WithObserver(obs), engine.WithLogger(log),
 		engine.WithIdempotency(c.IdempotencyTTL, c.IdempotencyRepeats), engine.WithMaxClientSkew(c.MaxClientSkew),
-		engine.WithBatchParallelism(c.batchParallelism()))
+		engine.WithBatchParallelism(c.batchParallelism())}
+	var recent *engine.Recent // the admin page's warned and throttled callers (--db only)
+	if db != nil {
+		recent = engine.NewRecent(recentWindow, recentMax)
+		opts = append(opts, engine.WithObserver(recent))
+	}
+	e, err := engine.New(ctx, st.store, src, opts...)
 	if err != nil {
 		closeSrc()
 		if c.DB != "" {
@@ -125,5 +131,8 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	// Every method: the handler answers those it does not take with its
 	// own problem+json 405.
 	handle(httpapi.Path, httpapi.Path, check)
+	if db != nil {
+		handle("/admin/", "/admin/", newAdminPage(db, st.store, e, recent, log))
+	}
 	return &wiring{engine: e, rulesDB: db, close: closeSrc}, nil
 }
