@@ -2,10 +2,12 @@ package adminui
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"html/template"
 	"log/slog"
@@ -123,6 +125,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+	// Every request gets an id of its own (never one the client sends: the
+	// page has no API clients), echoed and recorded in the audit rows it
+	// writes.
+	id := newRequestID()
+	hd.Set("X-Request-Id", id)
+	r = r.WithContext(rulesdb.WithRequestID(r.Context(), id))
 	if r.Method == http.MethodPost {
 		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 		if !sameOrigin(r) {
@@ -264,6 +272,12 @@ func (h *handler) failed(w http.ResponseWriter, r *http.Request, q *req, what st
 
 func (h *handler) notFound(w http.ResponseWriter, r *http.Request, q *req) {
 	h.message(w, r, q, http.StatusNotFound, "Not found")
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics if the OS cannot supply randomness)
+	return hex.EncodeToString(b[:])
 }
 
 func fmtTime(t time.Time) string {

@@ -164,6 +164,10 @@ func TestEditRule(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "alice", audit[0].Actor)
 	require.Equal(t, "rule.update", audit[0].Action)
+	require.Len(t, r.header.Get("X-Request-Id"), 32)
+	all, err := s.db.Audit(ctx, 0, 1000)
+	require.NoError(t, err)
+	require.Equal(t, r.header.Get("X-Request-Id"), all[len(all)-1].RequestID, "the audit row carries the save's request id")
 
 	waitRevision(t, s, stored.Revision)
 	for i, want := range []bool{true, true, false} {
