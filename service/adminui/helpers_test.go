@@ -52,7 +52,7 @@ func newStack(t *testing.T) *stack {
 	require.NoError(t, err)
 	store, err := memorystore.New()
 	require.NoError(t, err)
-	s.recent = engine.NewRecent(5*time.Minute, 1000)
+	s.recent = engine.NewRecent(5*time.Minute, 5000)
 	s.eng, err = engine.New(ctx, store, db.Source(20*time.Millisecond), engine.WithObserver(s.recent),
 		engine.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)

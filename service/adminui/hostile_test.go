@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +124,19 @@ func TestOverridesPage(t *testing.T) {
 	require.Regexp(t, `(?s)id="user-overrides".*<td class="mono">orders</td><td>1/1m0s fixed_window</td><td>`+fmtTime(until), r.body)
 	r = c.get("/admin/users?dimension=user&id=banned")
 	require.Regexp(t, `(?s)<tr data-rule="orders">.*?<td>blocked</td>`, r.body)
+}
+
+func TestLongListsAreCapped(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	for i := range maxListed + 5 {
+		_, err := s.eng.Check(ctx, engine.Check{Dimension: "user", Identifier: "c" + strconv.Itoa(i), Endpoint: "/api/orders/1", Cost: 9})
+		require.NoError(t, err)
+	}
+	c := s.client()
+	c.login(s.read)
+	r := c.get("/admin/recent")
+	require.Equal(t, maxListed, strings.Count(r.body, `<td class="state-warning">`))
+	require.True(t, strings.Contains(r.body, `and 5 more not shown`), "the rest counted")
+	require.True(t, regexp.MustCompile(`(?s)<tr data-rule="orders">.*?<td class="num warned">1005</td>`).MatchString(c.get("/admin/").body), "all counted on the rules page")
 }

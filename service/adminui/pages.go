@@ -16,6 +16,12 @@ import (
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
+// maxListed bounds the rows of the overrides and recent pages (the rest
+// are counted, not shown).
+const maxListed = 1000
+
+func capped[T any](s []T) []T { return s[:min(len(s), maxListed)] }
+
 // rulesPerPage is the number of rules the rules page lists at once.
 const rulesPerPage = 200
 
@@ -357,7 +363,7 @@ func (h *handler) overrides(w http.ResponseWriter, r *http.Request, q *req) {
 	}
 	slices.SortStableFunc(rows, func(a, b overrideRow) int { return a.until.Compare(b.until) })
 	h.render(w, r, q, http.StatusOK, "overrides", &view{Title: "Overrides", Nav: "overrides", Data: map[string]any{
-		"Overrides": rows, "Revision": snap.Revision(),
+		"Overrides": capped(rows), "More": max(0, len(rows)-maxListed), "Revision": snap.Revision(),
 	}})
 }
 
@@ -395,6 +401,6 @@ func (h *handler) recentPage(w http.ResponseWriter, r *http.Request, q *req) {
 	}
 	slices.SortStableFunc(list, func(a, b engine.Flagged) int { return cmp.Compare(b.Last.UnixNano(), a.Last.UnixNano()) })
 	h.render(w, r, q, http.StatusOK, "recent", &view{Title: "Recent", Nav: "recent", Data: map[string]any{
-		"Flagged": list, "Rule": rule, "Enabled": h.recent != nil,
+		"Flagged": capped(list), "More": max(0, len(list)-maxListed), "Rule": rule, "Enabled": h.recent != nil,
 	}})
 }
