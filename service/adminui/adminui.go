@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -83,7 +84,7 @@ func New(o Options) (http.Handler, error) {
 	}
 	css, err := files.ReadFile("templates/style.css")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("adminui: stylesheet: %w", err)
 	}
 	h.css = template.CSS(css)
 	sum := sha256.Sum256(css)
@@ -96,7 +97,7 @@ func New(o Options) (http.Handler, error) {
 	for _, name := range []string{"login", "rules", "rule", "users", "overrides", "audit", "recent", "message"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("adminui: template %s: %w", name, err)
 		}
 		h.pages[name] = t
 	}
