@@ -3,6 +3,7 @@ package adminui
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -67,7 +68,8 @@ func processesUsing(dir string) []int {
 // Chromium: a wrong token is refused; a write token signs in, opens the
 // rules, edits a rule's limit from 10 to 2 and saves; the engine then
 // denies the third check. A read token sees the rule but cannot save it,
-// even from a page whose disabled form is forced open.
+// even from a page whose disabled form is forced open; a caller's hostile
+// identifier shows as text, with no script or image in the document.
 func TestBrowserEditRuleTakesEffect(t *testing.T) {
 	exe := chromium(t)
 	s := newStack(t)
@@ -180,6 +182,15 @@ func TestBrowserEditRuleTakesEffect(t *testing.T) {
 	got, err := s.db.Get(ctx, "orders")
 	require.NoError(t, err)
 	require.EqualValues(t, 2, got.Limit)
+
+	// A hostile identifier is text in the page, not markup: no script runs
+	// (an alert would block the page), none is in the document.
+	run(chromedp.Navigate(base+"/admin/users?dimension=user&id="+url.QueryEscape(hostile)),
+		chromedp.WaitVisible(chromedp.ID("identifier")))
+	require.Equal(t, hostile, text("#identifier"))
+	scripts, err := chromedp.Run(bctx, chromedp.Evaluate[int](`document.scripts.length + document.images.length`))
+	require.NoError(t, err)
+	require.Zero(t, scripts)
 
 	closeBrowser()
 	require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "the browser process is gone")
