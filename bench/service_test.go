@@ -25,3 +25,21 @@ func BenchmarkService(b *testing.B) {
 		b.Run(im.Name, func(b *testing.B) { servicebench.Benchmark(b, servers, im) })
 	}
 }
+
+// BenchmarkServiceRuleChurn: ratelimitd on Redis (ratelimitd-redis of
+// BenchmarkService) under the same load with its rules file rewritten every
+// second (the measured rule's limit alternating between two values never
+// reached) and with no change, b.N calls each. Besides BenchmarkService's
+// metrics it reports the changes written and applied during the run.
+func BenchmarkServiceRuleChurn(b *testing.B) {
+	srv := redisbench.StartServerTB(b)
+	servers := &servicebench.Servers{Redis: srv, GoCommand: servicebench.GoCommand(), ServiceDir: "../service", Log: b.Output()}
+	defer servers.Close()
+	for _, churn := range []bool{false, true} {
+		name := "changes=none"
+		if churn {
+			name = "changes=1s"
+		}
+		b.Run(name, func(b *testing.B) { servicebench.BenchmarkChurn(b, servers, churn) })
+	}
+}

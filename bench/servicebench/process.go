@@ -24,6 +24,10 @@ type Process struct {
 	HTTPAddr string
 	// PprofAddr is its net/http/pprof listener, if it was started with one.
 	PprofAddr string
+	// RulesFile is the rules file ratelimitd was started with (it reads it
+	// again every second: a change is applied); "" for
+	// envoyproxy/ratelimit.
+	RulesFile string
 
 	cmd  *exec.Cmd
 	dir  string // removed on Close, if set

@@ -87,7 +87,7 @@ func StartRatelimitd(ctx context.Context, bin, redisAddr string, rules []byte, p
 	if err != nil {
 		return nil, err
 	}
-	started.GRPCAddr, started.HTTPAddr, started.PprofAddr = p.GRPCAddr, p.HTTPAddr, p.PprofAddr
+	started.GRPCAddr, started.HTTPAddr, started.PprofAddr, started.RulesFile = p.GRPCAddr, p.HTTPAddr, p.PprofAddr, file
 	if err := started.waitReady(ctx, 30*time.Second, func(ctx context.Context) error { return ready(ctx, started.GRPCAddr) }); err != nil {
 		return nil, err
 	}

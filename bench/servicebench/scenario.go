@@ -43,3 +43,37 @@ func Benchmark(b *testing.B, servers *Servers, im Impl) {
 	b.ReportMetric(s.PerCheck(s.RedisCPU), "redis-µs/check")
 	b.ReportMetric(s.PerCheck(s.LoadCPU), "loadgen-µs/check")
 }
+
+// BenchmarkChurn is Benchmark of ChurnImpl, with its rules rewritten every
+// ChurnInterval during the measured calls if churn is set (RunChurn). It
+// also reports changes-written and changes-applied, and fails if a change
+// was refused or none applied.
+func BenchmarkChurn(b *testing.B, servers *Servers, churn bool) {
+	ctx := context.Background()
+	im := ChurnImpl()
+	t, closeConns, err := servers.Target(ctx, im, Conns, Callers, Users(Identities))
+	if errors.Is(err, ErrNoRatelimitd) {
+		b.Skipf("skipping %s: %v", im.Name, err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer closeConns()
+	cfg := RunConfig{Callers: Callers, Users: Users(Identities), N: int64(b.N), Start: b.ResetTimer, Stop: b.StopTimer}
+	var s Sample
+	var cr ChurnResult
+	if churn {
+		s, cr, err = RunChurn(ctx, t, cfg, ChurnInterval)
+	} else {
+		s, err = Run(ctx, t, cfg)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(s.PerSec, "checks/s")
+	b.ReportMetric(float64(s.P50)/1e3, "p50-µs")
+	b.ReportMetric(float64(s.P99)/1e3, "p99-µs")
+	b.ReportMetric(s.PerCheck(s.ServerCPU), "server-µs/check")
+	b.ReportMetric(float64(cr.Written), "changes-written")
+	b.ReportMetric(float64(cr.Applied), "changes-applied")
+}

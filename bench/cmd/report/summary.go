@@ -141,6 +141,9 @@ func (r *report) targets() []target {
 	if r.service != nil {
 		out = append(out, r.service.targets()...)
 	}
+	if r.ruleChurn != nil {
+		out = append(out, r.ruleChurn.targets()...)
+	}
 	if r.rules != nil {
 		out = append(out, r.rules.target())
 	}
@@ -243,6 +246,9 @@ func (r *report) chartRows() []bar {
 	}
 	if r.service != nil {
 		out = append(out, r.service.chartRows()...)
+	}
+	if r.ruleChurn != nil {
+		out = append(out, r.ruleChurn.chartRows()...)
 	}
 	if r.rules != nil {
 		out = append(out, r.rules.chartRows()...)

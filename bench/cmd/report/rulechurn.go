@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/bench/servicebench"
+)
+
+// Goals of the rule churn targets (issue 15: decisions do not slow down
+// while rules change), churn over none, on a shared machine.
+const (
+	churnTputGoal = 0.90 // checks/s with one change per second ÷ with none, at least
+	churnP99Goal  = 1.25 // p99 with one change per second ÷ with none, at most
+)
+
+// ruleChurnSection is the service under rule churn: ratelimitd on Redis
+// with its rules file rewritten every second, against no change.
+type ruleChurnSection struct {
+	timing
+	opts    serviceOptions
+	rows    [2]serviceRow // none, then churn
+	churn   [2][]servicebench.ChurnResult
+	version string
+	err     error
+}
+
+func (r *report) runRuleChurn() {
+	o := r.opts
+	so := serviceOptions{count: o.churnServiceCount, measure: o.serviceTime, warmup: o.serviceWarm, callers: o.callers, conns: o.serviceConns, dir: o.serviceDir}
+	sec := &ruleChurnSection{opts: so}
+	r.ruleChurn = sec
+	sec.timing = timed(sec.run)
+}
+
+func (sec *ruleChurnSection) run() {
+	o := sec.opts
+	ctx := context.Background()
+	im := servicebench.ChurnImpl()
+	sec.rows[0].impl, sec.rows[1].impl = im, im
+	srv, err := startRedis()
+	if err != nil {
+		sec.err = err
+		fmt.Fprintf(os.Stderr, "%s: %v\n", ruleChurnScenario, err)
+		return
+	}
+	defer srv.Close()
+	sec.version = srv.Version(ctx)
+	servers := &servicebench.Servers{Redis: srv, GoCommand: servicebench.GoCommand(), ServiceDir: o.dir, Log: os.Stderr}
+	defer servers.Close()
+	users := servicebench.Users(servicebench.Identities)
+	for rep := range o.count {
+		for j := range sec.rows {
+			i := (j + rep) % len(sec.rows)
+			row := &sec.rows[i]
+			if row.failed != "" || row.skipped != "" {
+				continue
+			}
+			t, closeConns, err := servers.Target(ctx, im, o.conns, o.callers, users)
+			if errors.Is(err, servicebench.ErrNoRatelimitd) {
+				sec.err = err
+				return
+			}
+			if err != nil {
+				row.failed = err.Error()
+				fmt.Fprintf(os.Stderr, "%s/%s: FAILED to start: %v\n", ruleChurnScenario, churnLabel(i), err)
+				continue
+			}
+			runtime.GC()
+			cfg := servicebench.RunConfig{Callers: o.callers, Users: users, Warmup: o.warmup, Duration: o.measure}
+			var s servicebench.Sample
+			var cr servicebench.ChurnResult
+			if i == 1 {
+				s, cr, err = servicebench.RunChurn(ctx, t, cfg, servicebench.ChurnInterval)
+			} else {
+				s, err = servicebench.Run(ctx, t, cfg)
+			}
+			closeConns()
+			if err != nil {
+				row.failed = err.Error()
+				fmt.Fprintf(os.Stderr, "%s/%s run %d/%d: FAILED: %v\n", ruleChurnScenario, churnLabel(i), rep+1, o.count, err)
+				continue
+			}
+			row.samples = append(row.samples, s)
+			sec.churn[i] = append(sec.churn[i], cr)
+			fmt.Fprintf(os.Stderr, "%s/%s run %d/%d: %.0f checks/s, p50 %s p99 %s, server CPU %.1f µs/check; %d changes written, %d applied\n",
+				ruleChurnScenario, churnLabel(i), rep+1, o.count, s.PerSec, latency(s.P50, true), latency(s.P99, true), s.PerCheck(s.ServerCPU), cr.Written, cr.Applied)
+		}
+	}
+	for i := range sec.rows {
+		sec.rows[i].aggregate()
+	}
+}
+
+func churnLabel(i int) string {
+	if i == 1 {
+		return "one change per second"
+	}
+	return "no change"
+}
+
+// targets are the churn lines of the summary: throughput and p99.
+func (sec *ruleChurnSection) targets() []target {
+	tput := target{name: fmt.Sprintf("ratelimitd on Redis, %d callers: checks/s with one rule change per second at least %.2f× those with none (decisions do not slow down while rules change)", sec.opts.callers, churnTputGoal), goal: fmt.Sprintf("≥ %.2f×", churnTputGoal)}
+	p99 := target{name: fmt.Sprintf("ratelimitd on Redis, %d callers: p99 with one rule change per second at most %.2f× that with none", sec.opts.callers, churnP99Goal), goal: fmt.Sprintf("≤ %.2f×", churnP99Goal)}
+	none, churn := &sec.rows[0], &sec.rows[1]
+	switch {
+	case sec.err != nil:
+		tput.missing, p99.missing = sec.err.Error(), sec.err.Error()
+		return []target{tput, p99}
+	case !none.ok() || !churn.ok():
+		why := "a variant failed: " + firstLine(none.failed+churn.failed)
+		tput.missing, p99.missing = why, why
+		return []target{tput, p99}
+	}
+	tput.ratio = churn.perSec / none.perSec
+	tput.met = tput.ratio >= churnTputGoal
+	tput.close = (tput.met && churn.perSec < churnTputGoal*none.best) || (!tput.met && churn.best >= churnTputGoal*none.perSec)
+	tput.measured = fmt.Sprintf("%.0f checks/s with changes vs %.0f with none", churn.perSec, none.perSec)
+	w, a := sec.changes()
+	tput.why = fmt.Sprintf("server CPU per check %.1f µs vs %.1f µs; %d rule changes written, %d applied during the measured runs; spread %.0f%% vs %.0f%%",
+		churn.serverUs, none.serverUs, w, a, 100*churn.spread, 100*none.spread)
+	p99.ratio = float64(churn.p99) / float64(none.p99)
+	p99.met = p99.ratio <= churnP99Goal
+	p99.measured = fmt.Sprintf("p99 %s vs %s (p50 %s vs %s, p99.9 %s vs %s)", latency(churn.p99, true), latency(none.p99, true),
+		latency(churn.p50, true), latency(none.p50, true), latency(churn.p999, true), latency(none.p999, true))
+	p99.why = "each change: ratelimitd reads the file, validates it and puts a new snapshot and limiter in force atomically; checks in flight finish under the old"
+	return []target{tput, p99}
+}
+
+// changes sums the rule changes written and applied over the churn runs.
+func (sec *ruleChurnSection) changes() (written, applied int64) {
+	for _, c := range sec.churn[1] {
+		written += c.Written
+		applied += c.Applied
+	}
+	return written, applied
+}
+
+func (sec *ruleChurnSection) chartRows() []bar {
+	none, churn := &sec.rows[0], &sec.rows[1]
+	if sec.err != nil || !none.ok() || !churn.ok() || none.perSec <= 0 {
+		return nil
+	}
+	return []bar{{group: "ratelimitd", label: "checks/s under rule churn", value: churn.perSec / none.perSec, target: churnTputGoal, note: "one change per second vs none"}}
+}
+
+func (sec *ruleChurnSection) write(w io.Writer) {
+	o := sec.opts
+	fmt.Fprintf(w, "\n## ratelimitd: decisions while rules change\n\n")
+	if sec.err != nil {
+		fmt.Fprintf(w, "Not run: %v\n", sec.err)
+		return
+	}
+	fmt.Fprintf(w, "The service scenario's `ratelimitd-redis` (one ratelimitd process on redis-server %s, `ratelimitd serve --rules FILE … --redis … %s`, which reads its rules file every second; %d callers of `ShouldRateLimit`, one gRPC connection, %d users), measured with no rule change and with **one change per second**: every %s the rules file is replaced (a new file renamed over it, as a GitOps deployment does) with the limit of the rule every check is decided by alternating between %d and %d per second (never reached). After each churn run the original file is restored and the run waits until ratelimitd has applied it and no reload is pending.\n\n",
+		sec.version, strings.Join(servicebench.RatelimitdArgs, " "), o.callers, servicebench.Identities, servicebench.ChurnInterval, servicebench.Rate, servicebench.ChurnRate)
+	fmt.Fprintf(w, "- each cell is the median of %d run(s) of %s after %s of warm-up, the two variants interleaved and rotated each round, on the same process; took %s; 1-minute load average %s; the server, redis-server and the load generator share %d CPUs\n", o.count, o.measure, o.warmup, sec.took.Round(time.Second), sec.load, runtime.NumCPU())
+	wr, ap := sec.changes()
+	fmt.Fprintf(w, "- rule changes during the measured runs: %d written, %d applied by ratelimitd (`ratelimitd_rules_reloads_total{result=\"ok\"}`; a refused change fails the run)\n\n", wr, ap)
+	fmt.Fprintln(w, "| rules | checks/s | spread | best | p50 | p99 | p99.9 | server CPU µs/check | redis CPU µs/check | load generator CPU µs/check |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for i := range sec.rows {
+		r := &sec.rows[i]
+		if !r.ok() {
+			fmt.Fprintf(w, "| %s | FAILED: %s | | | | | | | | |\n", churnLabel(i), cell(r.failed))
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %.0f | %.0f%% | %.0f | %s | %s | %s | %.1f | %.1f | %.1f |\n", churnLabel(i), r.perSec, 100*r.spread, r.best,
+			latency(r.p50, true), latency(r.p99, true), latency(r.p999, true), r.serverUs, r.redisUs, r.loadUs)
+	}
+	fmt.Fprintf(w, "\nAs a go test benchmark, from `bench/`: `go test -run XXX -bench ServiceRuleChurn -benchtime 150000x .`\n")
+}

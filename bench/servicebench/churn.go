@@ -1,0 +1,229 @@
+package servicebench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Rule churn (issue 15): the service benchmark's load while the rules
+// change once per second, against the same load with no change.
+
+// ChurnInterval is how often the rules change during a churn run.
+const ChurnInterval = time.Second
+
+// ChurnRate is the other limit of the measured rule during a churn run:
+// the rules file alternates between RulesYAML (Rate per second) and
+// RulesYAMLRate(ChurnRate), so every change is a change of the rule every
+// check of the load is decided by (neither limit is ever reached).
+const ChurnRate = Rate - 1
+
+// RulesYAMLRate is RulesYAML with the user rule at rate per second.
+func RulesYAMLRate(rate int) []byte {
+	return []byte(strings.Replace(string(RulesYAML()), "requests_per_unit: "+strconv.Itoa(Rate), "requests_per_unit: "+strconv.Itoa(rate), 1))
+}
+
+// Churn rewrites the rules file at path every interval until ctx ends,
+// alternating RulesYAMLRate(ChurnRate) and RulesYAML (the first write
+// changes the rule), each write atomic (a new file renamed over the old, as
+// a GitOps deployment replaces it). It returns the number of changes
+// written, and the first error.
+func Churn(ctx context.Context, path string, interval time.Duration) (int64, error) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var n int64
+	for {
+		select {
+		case <-ctx.Done():
+			return n, nil
+		case <-t.C:
+		}
+		data := RulesYAMLRate(ChurnRate)
+		if n%2 == 1 {
+			data = RulesYAML()
+		}
+		if err := writeAtomic(path, data); err != nil {
+			return n, err
+		}
+		n++
+	}
+}
+
+// RestoreRules writes RulesYAML back to path (after a churn run).
+func RestoreRules(path string) error { return writeAtomic(path, RulesYAML()) }
+
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".rules-*.yaml")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("rules file: %w", err)
+	}
+	return nil
+}
+
+// Reloads returns ratelimitd's count of rules reloads put in force
+// (ratelimitd_rules_reloads_total{result="ok"}) and refused
+// ({result="error"}), from its /metrics on httpAddr.
+func Reloads(ctx context.Context, httpAddr string) (ok, failed int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/metrics", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, 0, fmt.Errorf("metrics: %s", resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		name, value, found := strings.Cut(line, " ")
+		if !found || !strings.HasPrefix(name, "ratelimitd_rules_reloads_total{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("metrics: %q: %w", line, err)
+		}
+		switch {
+		case strings.Contains(name, `result="ok"`):
+			ok = int64(v)
+		case strings.Contains(name, `result="error"`):
+			failed = int64(v)
+		}
+	}
+	return ok, failed, sc.Err()
+}
+
+// ChurnImpl is the implementation the churn runs measure: ratelimitd on
+// Redis answering ShouldRateLimit (ratelimitd-redis of Impls).
+func ChurnImpl() Impl {
+	for _, im := range Impls() {
+		if im.Name == "ratelimitd-redis" {
+			return im
+		}
+	}
+	panic("servicebench: no ratelimitd-redis implementation")
+}
+
+// ChurnResult is a churn run's own figures.
+type ChurnResult struct {
+	// Written is the number of rule changes written during the measured
+	// load; Applied and Refused the reloads ratelimitd counted meanwhile.
+	Written, Applied, Refused int64
+}
+
+// RunChurn is Run with the rules of t's ratelimitd (started by
+// StartRatelimitd: its RulesFile) rewritten every interval during the
+// measured load (Churn). Afterwards it restores RulesYAML and waits until
+// ratelimitd has applied it (its poll interval is a second), so that the
+// next run starts under the original rules and with no reload pending. It
+// fails if a change was refused or none was applied. interval should be at
+// least ratelimitd's poll (a second): a change reverted before a poll is
+// never seen.
+func RunChurn(ctx context.Context, t Target, cfg RunConfig, interval time.Duration) (Sample, ChurnResult, error) {
+	var cr ChurnResult
+	if t.Server == nil || t.Server.RulesFile == "" || t.Server.HTTPAddr == "" {
+		return Sample{}, cr, fmt.Errorf("%s: rule churn needs a ratelimitd with a rules file and an HTTP listener", t.Name)
+	}
+	ok0, bad0, err := Reloads(ctx, t.Server.HTTPAddr)
+	if err != nil {
+		return Sample{}, cr, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	var written atomic.Int64
+	errc := make(chan error, 1)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start, stop := cfg.Start, cfg.Stop
+	cfg.Start = func() {
+		if start != nil {
+			start()
+		}
+		go func() {
+			n, err := Churn(cctx, t.Server.RulesFile, interval)
+			written.Store(n)
+			errc <- err
+		}()
+	}
+	cfg.Stop = func() {
+		cancel()
+		if stop != nil {
+			stop()
+		}
+	}
+	s, err := Run(ctx, t, cfg)
+	cancel()
+	churnErr := <-errc
+	cr.Written = written.Load()
+	if err != nil {
+		return s, cr, err
+	}
+	if churnErr != nil {
+		return s, cr, fmt.Errorf("%s: rewriting the rules: %w", t.Name, churnErr)
+	}
+	ok1, bad1, err := Reloads(ctx, t.Server.HTTPAddr)
+	if err != nil {
+		return s, cr, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	cr.Applied, cr.Refused = ok1-ok0, bad1-bad0
+	if err := settle(ctx, t.Server, ok1); err != nil {
+		return s, cr, fmt.Errorf("%s: %w", t.Name, err)
+	}
+	switch {
+	case cr.Refused > 0:
+		return s, cr, fmt.Errorf("%s: ratelimitd refused %d of the rule changes%s", t.Name, cr.Refused, t.serverLog())
+	case cr.Written > 0 && cr.Applied == 0:
+		return s, cr, fmt.Errorf("%s: ratelimitd applied none of the %d rule changes%s", t.Name, cr.Written, t.serverLog())
+	}
+	return s, cr, nil
+}
+
+// settle restores RulesYAML in p's rules file and waits (up to 5 s) until
+// no reload has happened for 1.5 s: the restored file, if it differs from
+// what was in force, has been applied.
+func settle(ctx context.Context, p *Process, last int64) error {
+	if err := RestoreRules(p.RulesFile); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	quiet := time.Now()
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		ok, _, err := Reloads(ctx, p.HTTPAddr)
+		if err != nil {
+			return err
+		}
+		if ok != last {
+			last, quiet = ok, time.Now()
+		}
+		if time.Since(quiet) >= 1500*time.Millisecond {
+			return nil
+		}
+	}
+	return fmt.Errorf("rules still reloading 5 s after the churn stopped")
+}
