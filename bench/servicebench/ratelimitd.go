@@ -93,3 +93,30 @@ func StartRatelimitd(ctx context.Context, bin, redisAddr string, rules []byte, p
 	}
 	return started, nil
 }
+
+// StartRatelimitdDB starts `ratelimitd serve --db dsn` on its memory store
+// and free loopback ports, with RatelimitdArgs and extra (for example
+// --db-poll), and waits until ready succeeds on its gRPC address (nil: the
+// gRPC health service's SERVING is not checked; the first successful
+// ready call counts). The process's RulesFile is empty.
+func StartRatelimitdDB(ctx context.Context, bin, dsn string, extra []string, ready func(ctx context.Context, grpcAddr string) error) (*Process, error) {
+	if ready == nil {
+		return nil, errors.New("ratelimitd --db: a readiness probe is required")
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	grpcAddr, httpAddr := loopback(ports[0]), loopback(ports[1])
+	args := append([]string{"serve", "--db", dsn, "--grpc-addr", grpcAddr, "--http-addr", httpAddr}, RatelimitdArgs...)
+	args = append(args, extra...)
+	p, err := start("ratelimitd (--db)", bin, args, nil, "")
+	if err != nil {
+		return nil, err
+	}
+	p.GRPCAddr, p.HTTPAddr = grpcAddr, httpAddr
+	if err := p.waitReady(ctx, 30*time.Second, func(ctx context.Context) error { return ready(ctx, p.GRPCAddr) }); err != nil {
+		return nil, err
+	}
+	return p, nil
+}

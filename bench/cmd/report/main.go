@@ -20,7 +20,10 @@
 //     rules, and a SQLite rules database of that size;
 //   - ratelimitd under rule churn (servicebench.RunChurn): RuleChurn,
 //     the service scenario's ratelimitd-redis with one rule change per
-//     second against none.
+//     second against none;
+//   - propagation (package propbench): Propagation, two ratelimitd
+//     instances on one PostgreSQL, the delay from a rule change to the
+//     first decision under it on the other instance.
 //
 // Usage (from the bench directory):
 //
@@ -30,7 +33,7 @@
 //	    [-rediskeys 50000] [-churntime 10s] [-churncount 1]
 //	    [-servicecount 2] [-servicetime 3s] [-servicewarmup 500ms] [-serviceconns 2]
 //	    [-servicedir ../service] [-servicecache DIR] [-serviceprofile=false] [-serviceprofiledir DIR]
-//	    [-rulescount 7] [-rulestime 200ms] [-churnservicecount 3]
+//	    [-rulescount 7] [-rulestime 200ms] [-churnservicecount 3] [-propchanges 100]
 //
 // Without -out the Markdown goes to stdout (and no chart is written); with
 // -out DIR it goes to DIR/benchmarks.md and the chart to DIR/benchmarks.svg.
@@ -64,6 +67,7 @@ const (
 	serviceScenario     = "Service64Callers"
 	rulesScenario       = "RulesAtScale"
 	ruleChurnScenario   = "RuleChurn"
+	propScenario        = "Propagation"
 )
 
 // Output file names under -out.
@@ -96,6 +100,7 @@ type options struct {
 	rulesCount            int
 	rulesTime             time.Duration
 	churnServiceCount     int
+	propChanges           int
 	scenarios, impls      string
 	cpuProfile            string
 	args                  []string // as given, for the Commands section
@@ -109,7 +114,7 @@ var quickValues = map[string]string{
 	"rediscount": "1", "redistime": "500ms", "rediswarmup": "100ms", "ceilingn": "40000", "rediskeys": "10000",
 	"churntime":    "2s",
 	"servicecount": "1", "servicetime": "1s", "servicewarmup": "200ms",
-	"rulescount": "2", "rulestime": "100ms", "churnservicecount": "1",
+	"rulescount": "2", "rulestime": "100ms", "churnservicecount": "1", "propchanges": "20",
 }
 
 // parseFlags parses the command line, printing usage and errors to stderr.
@@ -121,7 +126,7 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.SetOutput(out)
 	fs.StringVar(&o.out, "out", "", "directory to write "+mdName+" and "+svgName+" to (e.g. ../docs); without it the Markdown goes to stdout")
 	fs.BoolVar(&o.quick, "quick", false, "a quick run (about a minute): "+quickSummary()+", unless set explicitly")
-	fs.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, HotKeyParallel, Keys100kSerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead,\nFiberMiddlewareOverhead, Redis64Callers, RedisMemoryPerKey, ChurnLatency, Service64Callers, RulesAtScale,\nRuleChurn: e.g. hot,parallel,heap,middleware,fiber,redis,churn,service,rules,rulechurn), or all")
+	fs.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, HotKeyParallel, Keys100kSerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead,\nFiberMiddlewareOverhead, Redis64Callers, RedisMemoryPerKey, ChurnLatency, Service64Callers, RulesAtScale,\nRuleChurn, Propagation: e.g. hot,parallel,heap,middleware,fiber,redis,churn,service,rules,rulechurn,propagation), or all")
 	fs.StringVar(&o.impls, "impls", "default", "comma-separated implementations to run, default or all. A name selects itself and the variants\nnamed after it (sluice selects sluice-xrl and sluice-gcra-nopipe too). default is all but the\nunpipelined Redis variants of sluice's algorithms other than token_bucket. In memory: sluice, xrate,\nsethvargo, ulule, throttled. Middleware: bare (always run), sluice, sluice-xrl, ulule, httprate,\nthrottled, sethvargo; Fiber: bare, sluice, sluice-xrl, fiber, fiber-sliding. Redis: sluice-<algorithm>[-nopipe],\nulule, redis_rate, throttled, evalsha, redis-benchmark, redis-benchmark-P16. Service: envoy-ratelimit[-window],\nratelimitd-redis, ratelimitd-memory (ratelimitd selects every ratelimitd-*), remotestore, redisstore")
 	fs.IntVar(&o.count, "count", 5, "runs of each in-memory throughput and middleware benchmark; the tables show the medians")
 	fs.IntVar(&o.heapCount, "heapcount", 3, "runs of each heap benchmark (its bytes/key barely varies; each run fills -heapkeys keys)")
@@ -146,6 +151,7 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.IntVar(&o.rulesCount, "rulescount", 7, "runs of the rules-at-scale checks per rule count")
 	fs.DurationVar(&o.rulesTime, "rulestime", 200*time.Millisecond, "duration of each run of the rules-at-scale checks")
 	fs.IntVar(&o.churnServiceCount, "churnservicecount", 3, "runs of each variant (no rule change, one per second) of the service under rule churn;\nit uses -servicetime and -servicewarmup")
+	fs.IntVar(&o.propChanges, "propchanges", 100, "rule changes of the propagation scenario")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole report to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/report [flags]\n\nRuns the rate-limiter benchmarks of sluice and its peers and writes Markdown tables\n(and, with -out, an SVG chart).\n\n")
@@ -171,7 +177,7 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 		o.redisCount < 1 || o.redisTime <= 0 || o.redisWarm < 0 || o.callers < 1 || o.ceilingN < 1 || o.redisKeys < o.callers ||
 		o.churnTime <= 0 || o.churnCount < 1 ||
 		o.serviceCount < 1 || o.serviceTime <= 0 || o.serviceWarm < 0 || o.serviceConns < 1 ||
-		o.rulesCount < 1 || o.rulesTime <= 0 || o.churnServiceCount < 1 {
+		o.rulesCount < 1 || o.rulesTime <= 0 || o.churnServiceCount < 1 || o.propChanges < 1 {
 		fs.Usage()
 		return o, fmt.Errorf("invalid arguments")
 	}
@@ -205,6 +211,7 @@ type selection struct {
 	churn          bool // sluice only
 	rules          bool // ratelimitd only
 	ruleChurn      bool // ratelimitd only
+	prop           bool // ratelimitd only
 	scenarioTokens string
 }
 
@@ -212,7 +219,7 @@ func selectAll(o options) (selection, error) {
 	var s selection
 	var err error
 	var service bool
-	s.mem, s.mw, s.fiber, s.redis, s.rdMem, s.churn, service, s.rules, s.ruleChurn, err = selectScenarios(o.scenarios)
+	s.mem, s.mw, s.fiber, s.redis, s.rdMem, s.churn, service, s.rules, s.ruleChurn, s.prop, err = selectScenarios(o.scenarios)
 	if err != nil {
 		return s, err
 	}
@@ -245,6 +252,9 @@ func selectAll(o options) (selection, error) {
 	}
 	if s.ruleChurn {
 		s.ruleChurn = f.match(servicebench.ChurnImpl().Name)
+	}
+	if s.prop {
+		s.prop = f.match("ratelimitd")
 	}
 	if s.rdMem {
 		s.rdMemImpls = filterImpls(f, memoryImpls(), func(im redisbench.Impl) string { return im.Name })
@@ -346,6 +356,7 @@ type report struct {
 	service   *serviceSection
 	rules     *rulesSection
 	ruleChurn *ruleChurnSection
+	prop      *propSection
 	env       environment
 }
 
@@ -397,6 +408,9 @@ func (r *report) run() {
 	if s.ruleChurn {
 		r.runRuleChurn()
 	}
+	if s.prop {
+		r.runPropagation()
+	}
 	if s.rules {
 		r.rules = &rulesSection{}
 		r.rules.timing = timed(func() { r.rules.run(o.rulesCount, o.rulesTime) })
@@ -439,6 +453,9 @@ func (r *report) write(w io.Writer) {
 	if r.ruleChurn != nil {
 		r.ruleChurn.write(w)
 	}
+	if r.prop != nil {
+		r.prop.write(w)
+	}
 	if r.rules != nil {
 		r.rules.write(w)
 	}
@@ -451,16 +468,16 @@ func fatal(err error) {
 
 // selectScenarios returns the in-memory scenarios selected by spec and
 // whether the net/http, Fiber, Redis throughput, Redis memory, churn,
-// service, rules-at-scale and rule churn scenarios are.
-func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem, churn, service, rules, ruleChurn bool, err error) {
+// service, rules-at-scale, rule churn and propagation scenarios are.
+func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem, churn, service, rules, ruleChurn, prop bool, err error) {
 	all := membench.Scenarios()
 	if spec == "all" || spec == "" {
-		return all, true, true, true, true, true, true, true, true, nil
+		return all, true, true, true, true, true, true, true, true, true, nil
 	}
 	others := []struct {
 		name string
 		on   *bool
-	}{{middlewareScenario, &mw}, {fiberScenario, &fiber}, {redisScenario, &rd}, {redisMemoryScenario, &rdMem}, {churnScenario, &churn}, {serviceScenario, &service}, {rulesScenario, &rules}, {ruleChurnScenario, &ruleChurn}}
+	}{{middlewareScenario, &mw}, {fiberScenario, &fiber}, {redisScenario, &rd}, {redisMemoryScenario, &rdMem}, {churnScenario, &churn}, {serviceScenario, &service}, {rulesScenario, &rules}, {ruleChurnScenario, &ruleChurn}, {propScenario, &prop}}
 	allNames := scenarioNames(all)
 	for _, o := range others {
 		allNames = append(allNames, o.name)
@@ -482,7 +499,7 @@ func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem
 			}
 		}
 		if !found {
-			return nil, false, false, false, false, false, false, false, false, fmt.Errorf("-scenarios: %q matches none of %s", tok, strings.Join(allNames, ", "))
+			return nil, false, false, false, false, false, false, false, false, false, fmt.Errorf("-scenarios: %q matches none of %s", tok, strings.Join(allNames, ", "))
 		}
 	}
 	// Keep the report order whatever the order of the tokens.
@@ -490,7 +507,7 @@ func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem
 		return slices.IndexFunc(all, func(s membench.Scenario) bool { return s.Name == a.Name }) -
 			slices.IndexFunc(all, func(s membench.Scenario) bool { return s.Name == b.Name })
 	})
-	return mem, mw, fiber, rd, rdMem, churn, service, rules, ruleChurn, nil
+	return mem, mw, fiber, rd, rdMem, churn, service, rules, ruleChurn, prop, nil
 }
 
 func scenarioNames(scs []membench.Scenario) []string {

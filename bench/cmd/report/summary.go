@@ -144,6 +144,9 @@ func (r *report) targets() []target {
 	if r.ruleChurn != nil {
 		out = append(out, r.ruleChurn.targets()...)
 	}
+	if r.prop != nil {
+		out = append(out, r.prop.targets()...)
+	}
 	if r.rules != nil {
 		out = append(out, r.rules.target())
 	}
@@ -249,6 +252,9 @@ func (r *report) chartRows() []bar {
 	}
 	if r.ruleChurn != nil {
 		out = append(out, r.ruleChurn.chartRows()...)
+	}
+	if r.prop != nil {
+		out = append(out, r.prop.chartRows()...)
 	}
 	if r.rules != nil {
 		out = append(out, r.rules.chartRows()...)

@@ -1,0 +1,187 @@
+package propbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/service/rulesdb"
+)
+
+// RunAsUser is the unprivileged user PostgreSQL runs as when the benchmark
+// runs as root (initdb and postgres refuse root): the user
+// scripts/ensure-postgres.sh creates for the service's tests.
+const RunAsUser = "sluicepg"
+
+// Postgres is a real PostgreSQL server the benchmark started: initdb into a
+// temporary directory, postgres on a free loopback port (no unix socket
+// outside that directory), tuned as the service's tests tune theirs (fsync
+// off, which loses data only if the machine crashes). Close stops it and
+// removes the directory.
+type Postgres struct {
+	dir, data string
+	port      int
+	cmd       *exec.Cmd
+	done      chan struct{}
+	log       string
+}
+
+// ErrNoPostgres says no PostgreSQL binaries were found.
+var ErrNoPostgres = errors.New("no initdb and postgres under /usr/lib/postgresql/*/bin or $PG_BINDIR (make deps installs them)")
+
+// StartPostgres starts a PostgreSQL server and waits until its database
+// accepts connections and carries rulesdb's schema (rulesdb.Open).
+func StartPostgres(ctx context.Context) (*Postgres, error) {
+	bin, err := pgBinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "sluice-bench-pg-")
+	if err != nil {
+		return nil, err
+	}
+	p := &Postgres{dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log")}
+	sock := filepath.Join(dir, "sock")
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup(RunAsUser)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("postgres: running as root needs the user %s (scripts/ensure-postgres.sh): %w", RunAsUser, err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
+		for _, d := range []string{p.data, sock} {
+			if err := os.Mkdir(d, 0o700); err != nil {
+				os.RemoveAll(dir)
+				return nil, err
+			}
+			if err := os.Chown(d, uid, gid); err != nil {
+				os.RemoveAll(dir)
+				return nil, err
+			}
+		}
+		if err := os.Chmod(dir, 0o711); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	} else if err := os.Mkdir(sock, 0o700); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	command := func(name string, args ...string) *exec.Cmd {
+		c := exec.Command(filepath.Join(bin, name), args...)
+		c.Dir = dir
+		c.Env = append(os.Environ(), "LC_ALL=C", "LANG=C", "PGTZ=UTC")
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
+		return c
+	}
+	if out, err := command("initdb", "-D", p.data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync", "--no-instructions").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %w: %s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	p.port = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	defer logf.Close()
+	p.cmd = command("postgres", "-D", p.data, "-p", strconv.Itoa(p.port), "-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories="+sock, "-c", "fsync=off", "-c", "full_page_writes=off",
+		"-c", "max_connections=50", "-c", "shared_buffers=16MB", "-c", "log_min_messages=warning")
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	p.done = make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		d, err := rulesdb.Open(octx, p.DSN())
+		cancel()
+		if err == nil {
+			_ = d.Close()
+			return p, nil
+		}
+		select {
+		case <-p.done:
+			p.Close()
+			return nil, fmt.Errorf("postgres exited before accepting connections: %s", p.tail())
+		default:
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			p.Close()
+			return nil, fmt.Errorf("postgres not ready within 30 s: %w; %s", err, p.tail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// DSN is the connection string of the server's database "postgres".
+func (p *Postgres) DSN() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=5", p.port)
+}
+
+// Close stops the server (a fast shutdown; SIGKILL to its process group
+// after 5 s) and removes its directory.
+func (p *Postgres) Close() {
+	if p.cmd != nil && p.cmd.Process != nil {
+		_ = p.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-p.done:
+		case <-time.After(5 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	os.RemoveAll(p.dir)
+}
+
+func (p *Postgres) tail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// pgBinDir is $PG_BINDIR or the newest /usr/lib/postgresql/*/bin holding
+// initdb and postgres.
+func pgBinDir() (string, error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool {
+		a, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[i])))
+		b, _ := strconv.Atoi(filepath.Base(filepath.Dir(dirs[j])))
+		return a > b
+	})
+	if d := os.Getenv("PG_BINDIR"); d != "" {
+		dirs = []string{d}
+	}
+	for _, d := range dirs {
+		_, e1 := os.Stat(filepath.Join(d, "initdb"))
+		_, e2 := os.Stat(filepath.Join(d, "postgres"))
+		if e1 == nil && e2 == nil {
+			return d, nil
+		}
+	}
+	return "", ErrNoPostgres
+}

@@ -1,0 +1,54 @@
+package propbench_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/bench/propbench"
+	"github.com/sluicehq/sluice/bench/servicebench"
+)
+
+// ratelimitd builds ratelimitd from the service module of this tree.
+func ratelimitd(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	bin, err := servicebench.BuildRatelimitd(ctx, servicebench.GoCommand(), "../../service", t.TempDir(), os.Stderr)
+	require.NoError(t, err)
+	return bin
+}
+
+// Two instances on one PostgreSQL: every change written (through A's admin
+// API when it serves it, else on the database) reaches B's decisions within
+// a second.
+func TestPropagation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := propbench.StartCluster(ctx, ratelimitd(t))
+	if err == propbench.ErrNoPostgres && os.Getenv("SLUICE_REQUIRE_POSTGRES") != "1" {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	defer c.Close()
+	require.NotEqual(t, c.A.GRPCAddr, c.B.GRPCAddr)
+	for _, via := range []propbench.Via{propbench.ViaDB, ""} {
+		r, err := c.Run(ctx, propbench.Config{Changes: 10, Pause: 5 * time.Millisecond, Timeout: 2 * time.Second, Via: via})
+		require.NoError(t, err)
+		require.Len(t, r.Delays, 10)
+		require.Len(t, r.Writes, 10)
+		require.Less(t, propbench.Quantile(r.Delays, 1), time.Second, "%s: %v", r.Via, r.Delays)
+		t.Logf("%s: delays %v", r.Via, r.Delays)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3}
+	require.Equal(t, time.Duration(3), propbench.Quantile(ds, 0.5))
+	require.Equal(t, time.Duration(5), propbench.Quantile(ds, 1))
+	require.Equal(t, time.Duration(1), propbench.Quantile(ds, 0))
+	require.Zero(t, propbench.Quantile(nil, 0.5))
+}
