@@ -67,6 +67,9 @@ type Cluster struct {
 	Token string // a write token from `ratelimitd token create`, "" if that failed
 	// TokenErr says why there is no token.
 	TokenErr error
+	// AdminURL is the base of the admin API changes go through: instance
+	// A's HTTP listener ("http://" + A.HTTPAddr) unless set otherwise.
+	AdminURL string
 	conns    []*grpc.ClientConn
 	check    ratelimitv1.RateLimitServiceClient
 }
@@ -100,6 +103,7 @@ func StartCluster(ctx context.Context, bin string, extra ...string) (*Cluster, e
 		return fail(err)
 	}
 	c.check = ratelimitv1.NewRateLimitServiceClient(c.conns[0])
+	c.AdminURL = "http://" + c.A.HTTPAddr
 	return c, nil
 }
 
@@ -183,7 +187,7 @@ func (c *Cluster) API(ctx context.Context) (bool, error) {
 	return status == http.StatusOK, nil
 }
 
-func (c *Cluster) url() string { return "http://" + c.A.HTTPAddr + "/api/v1/rules/" + RuleID }
+func (c *Cluster) url() string { return c.AdminURL + "/api/v1/rules/" + RuleID }
 
 // get returns the rule's ETag from A's admin API.
 func (c *Cluster) get(ctx context.Context) (etag string, status int, err error) {
