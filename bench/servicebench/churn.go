@@ -36,6 +36,38 @@ func RulesYAMLRate(rate int) []byte {
 // a GitOps deployment replaces it). It returns the number of changes
 // written, and the first error.
 func Churn(ctx context.Context, path string, interval time.Duration) (int64, error) {
+	return churn(ctx, FileChanger(path), interval)
+}
+
+// RestoreRules writes RulesYAML back to path (after a churn run).
+func RestoreRules(path string) error { return writeAtomic(path, RulesYAML()) }
+
+// Changer changes a server's rules during a churn run.
+type Changer struct {
+	// Change makes change i (0, 1, …): the first changes the rule every
+	// check is decided by, each next one changes it back or again.
+	Change func(ctx context.Context, i int64) error
+	// Restore puts the original rules back after the run.
+	Restore func(ctx context.Context) error
+}
+
+// FileChanger rewrites the rules file at path (Churn's changes).
+func FileChanger(path string) Changer {
+	return Changer{
+		Change: func(_ context.Context, i int64) error {
+			data := RulesYAMLRate(ChurnRate)
+			if i%2 == 1 {
+				data = RulesYAML()
+			}
+			return writeAtomic(path, data)
+		},
+		Restore: func(context.Context) error { return RestoreRules(path) },
+	}
+}
+
+// churn calls ch.Change every interval until ctx ends and returns the
+// number of changes made, and the first error.
+func churn(ctx context.Context, ch Changer, interval time.Duration) (int64, error) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var n int64
@@ -45,19 +77,15 @@ func Churn(ctx context.Context, path string, interval time.Duration) (int64, err
 			return n, nil
 		case <-t.C:
 		}
-		data := RulesYAMLRate(ChurnRate)
-		if n%2 == 1 {
-			data = RulesYAML()
-		}
-		if err := writeAtomic(path, data); err != nil {
+		if err := ch.Change(ctx, n); err != nil {
+			if ctx.Err() != nil {
+				return n, nil
+			}
 			return n, err
 		}
 		n++
 	}
 }
-
-// RestoreRules writes RulesYAML back to path (after a churn run).
-func RestoreRules(path string) error { return writeAtomic(path, RulesYAML()) }
 
 func writeAtomic(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".rules-*.yaml")
@@ -147,9 +175,18 @@ type ChurnResult struct {
 // least ratelimitd's poll (a second): a change reverted before a poll is
 // never seen.
 func RunChurn(ctx context.Context, t Target, cfg RunConfig, interval time.Duration) (Sample, ChurnResult, error) {
+	if t.Server == nil || t.Server.RulesFile == "" {
+		return Sample{}, ChurnResult{}, fmt.Errorf("%s: rule churn needs a ratelimitd with a rules file", t.Name)
+	}
+	return RunChurnWith(ctx, t, cfg, interval, FileChanger(t.Server.RulesFile))
+}
+
+// RunChurnWith is RunChurn with the changes ch makes (a rules file
+// rewritten, or a rules database written).
+func RunChurnWith(ctx context.Context, t Target, cfg RunConfig, interval time.Duration, ch Changer) (Sample, ChurnResult, error) {
 	var cr ChurnResult
-	if t.Server == nil || t.Server.RulesFile == "" || t.Server.HTTPAddr == "" {
-		return Sample{}, cr, fmt.Errorf("%s: rule churn needs a ratelimitd with a rules file and an HTTP listener", t.Name)
+	if t.Server == nil || t.Server.HTTPAddr == "" {
+		return Sample{}, cr, fmt.Errorf("%s: rule churn needs a ratelimitd with an HTTP listener", t.Name)
 	}
 	ok0, bad0, err := Reloads(ctx, t.Server.HTTPAddr)
 	if err != nil {
@@ -165,7 +202,7 @@ func RunChurn(ctx context.Context, t Target, cfg RunConfig, interval time.Durati
 			start()
 		}
 		go func() {
-			n, err := Churn(cctx, t.Server.RulesFile, interval)
+			n, err := churn(cctx, ch, interval)
 			written.Store(n)
 			errc <- err
 		}()
@@ -191,7 +228,7 @@ func RunChurn(ctx context.Context, t Target, cfg RunConfig, interval time.Durati
 		return s, cr, fmt.Errorf("%s: %w", t.Name, err)
 	}
 	cr.Applied, cr.Refused = ok1-ok0, bad1-bad0
-	if err := settle(ctx, t.Server, ok1); err != nil {
+	if err := settle(ctx, t.Server, ch, ok1); err != nil {
 		return s, cr, fmt.Errorf("%s: %w", t.Name, err)
 	}
 	switch {
@@ -203,11 +240,11 @@ func RunChurn(ctx context.Context, t Target, cfg RunConfig, interval time.Durati
 	return s, cr, nil
 }
 
-// settle restores RulesYAML in p's rules file and waits (up to 5 s) until
-// no reload has happened for 1.5 s: the restored file, if it differs from
-// what was in force, has been applied.
-func settle(ctx context.Context, p *Process, last int64) error {
-	if err := RestoreRules(p.RulesFile); err != nil {
+// settle restores the original rules (ch.Restore) and waits (up to 5 s)
+// until p has made no reload for 1.5 s: the restored rules, if they differ
+// from those in force, have been applied.
+func settle(ctx context.Context, p *Process, ch Changer, last int64) error {
+	if err := ch.Restore(ctx); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(5 * time.Second)

@@ -55,3 +55,28 @@ func TestRulesYAMLRate(t *testing.T) {
 	require.Contains(t, string(servicebench.RulesYAMLRate(servicebench.ChurnRate)), "requests_per_unit: 999999\n")
 	require.Contains(t, string(servicebench.RulesYAMLRate(servicebench.ChurnRate)), "requests_per_unit: 5\n")
 }
+
+// The DB variant: ratelimitd on a SQLite rules database applies the rule
+// changes written to it during the load, and the rule is back at Rate after.
+func TestRunChurnDB(t *testing.T) {
+	servers := &servicebench.Servers{GoCommand: servicebench.GoCommand(), ServiceDir: "../../service", Log: testWriter{t}}
+	defer servers.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	bin, err := servers.Binary(ctx, servicebench.Ratelimitd)
+	require.NoError(t, err)
+	users := servicebench.Users(50)
+	d, err := servicebench.StartDBTarget(ctx, bin, 1, 8, users)
+	require.NoError(t, err)
+	defer d.Close()
+	s, cr, err := servicebench.RunChurnWith(ctx, d.Target, servicebench.RunConfig{Callers: 8, Users: users, Warmup: 50 * time.Millisecond, Duration: 2500 * time.Millisecond}, servicebench.ChurnInterval, d.Changer)
+	require.NoError(t, err)
+	require.Positive(t, s.Checks)
+	require.GreaterOrEqual(t, cr.Written, int64(2))
+	require.Positive(t, cr.Applied)
+	require.Zero(t, cr.Refused)
+	// The same process keeps deciding after the churn.
+	s, err = servicebench.Run(ctx, d.Target, servicebench.RunConfig{Callers: 8, Users: users, N: 200})
+	require.NoError(t, err)
+	require.EqualValues(t, 200, s.Checks)
+}
