@@ -104,7 +104,7 @@ func New(o Options) (http.Handler, error) {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /admin/login", h.loginForm)
 	m.HandleFunc("POST /admin/login", h.login)
-	m.HandleFunc("POST /admin/logout", h.authed(h.logout))
+	m.HandleFunc("POST /admin/logout", h.sessioned(h.logout))
 	m.HandleFunc("GET /admin/{$}", h.authed(h.rules))
 	m.HandleFunc("GET /admin/rules/{id}", h.authed(h.rule))
 	m.HandleFunc("POST /admin/rules/{id}", h.authed(h.saveRule))
@@ -168,53 +168,117 @@ type req struct {
 
 func (q *req) canWrite() bool { return q.who.Scope == rulesdb.ScopeWrite }
 
-// authed wraps a page that needs a session: without a live session (or
-// when its token no longer authenticates) the browser is sent to the
-// sign-in form; a POST must carry the session's CSRF token.
+// session returns the live session of r's cookie, or nil.
+func (h *handler) session(r *http.Request) *session {
+	c, err := r.Cookie(cookieName)
+	if err != nil {
+		return nil
+	}
+	return h.sess.get(c.Value, h.now())
+}
+
+// checkForm reads a POSTed form and checks its CSRF token against s's; it
+// answers (and returns false) when either fails.
+func (h *handler) checkForm(w http.ResponseWriter, r *http.Request, q *req) bool {
+	if err := r.ParseForm(); err != nil {
+		h.message(w, r, q, http.StatusBadRequest, "Bad request: the form could not be read")
+		return false
+	}
+	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(q.s.csrf)) != 1 {
+		h.message(w, r, q, http.StatusForbidden, "Forbidden: the form's security token is missing or stale; reload the page and try again")
+		return false
+	}
+	return true
+}
+
+// authed wraps a page that needs a session. Without a live session the
+// browser is sent to the sign-in form. With one, the request goes through
+// adminauth's Wrap with the session's token as its bearer token, as an
+// admin API call would: the token is checked (refused: the session ends),
+// its scope (a POST needs write) and its per-token rate limit (reads and
+// writes, with the standard headers) apply; Wrap's refusals are answered
+// as pages. A POST must then carry the session's CSRF token.
 func (h *handler) authed(next func(http.ResponseWriter, *http.Request, *req)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var s *session
-		if c, err := r.Cookie(cookieName); err == nil {
-			s = h.sess.get(c.Value, h.now())
-		}
+		s := h.session(r)
 		if s == nil {
 			http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
 			return
 		}
-		who, err := h.auth.Authenticate(r.Context(), s.secret)
-		if err != nil {
-			if h.authFailed(w, r, err) {
-				h.sess.end(s.id)
-				clearCookie(w, r)
-				http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
+		pw := &pageWriter{ResponseWriter: w}
+		inner := http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+			pw.through = true
+			who, _ := adminauth.PrincipalFrom(r.Context())
+			q := &req{s: s, who: who}
+			if r.Method == http.MethodPost && !h.checkForm(w, r, q) {
+				return
 			}
+			next(w, r, q)
+		})
+		ar := r.Clone(r.Context())
+		ar.Header.Set("Authorization", "Bearer "+s.secret)
+		ar.Header.Set("X-Request-Id", rulesdb.RequestID(r.Context()))
+		ar.Header.Del("Idempotency-Key")
+		h.auth.Wrap(inner).ServeHTTP(pw, ar)
+		if pw.through {
 			return
 		}
-		q := &req{s: s, who: who}
-		if r.Method == http.MethodPost {
-			if err := r.ParseForm(); err != nil {
-				h.message(w, r, q, http.StatusBadRequest, "Bad request: the form could not be read")
-				return
-			}
-			if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(s.csrf)) != 1 {
-				h.message(w, r, q, http.StatusForbidden, "Forbidden: the form's security token is missing or stale; reload the page and try again")
-				return
-			}
+		// Wrap refused the request: its problem+json is for API clients.
+		hd := w.Header()
+		hd.Del("Content-Type")
+		hd.Del("WWW-Authenticate")
+		switch pw.status {
+		case http.StatusUnauthorized: // unknown or revoked token
+			h.sess.end(s.id)
+			clearCookie(w, r)
+			http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
+		case http.StatusForbidden:
+			h.message(w, r, nil, http.StatusForbidden, "Forbidden: your token has the read scope; saving needs the write scope")
+		case http.StatusTooManyRequests:
+			h.message(w, r, nil, http.StatusTooManyRequests, "Too many requests: your token's admin rate limit is spent; retry in "+hd.Get("Retry-After")+" s")
+		default:
+			h.message(w, r, nil, http.StatusServiceUnavailable, "Service unavailable: the token could not be checked; try again shortly")
 		}
-		next(w, r, q)
 	}
 }
 
-// authFailed answers a failed authentication of a session's token: it
-// returns true when the token is refused (the session ends), and answers
-// itself (and returns false) when the check could not be made.
-func (h *handler) authFailed(w http.ResponseWriter, r *http.Request, err error) bool {
-	if errors.Is(err, rulesdb.ErrUnauthorized) {
-		return true
+// pageWriter holds back what adminauth's Wrap writes when it refuses a
+// request (its headers, such as the rate-limit fields, stay), so that the
+// page answers instead; once the page's handler runs (through), nothing
+// goes through it: the handler writes to the response itself.
+type pageWriter struct {
+	http.ResponseWriter
+	through bool
+	status  int
+}
+
+func (p *pageWriter) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
 	}
-	h.log.ErrorContext(r.Context(), "adminui: authentication failed", "err", err)
-	h.message(w, r, nil, http.StatusServiceUnavailable, "Service unavailable: the token could not be checked; try again shortly")
-	return false
+}
+
+func (p *pageWriter) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+
+// sessioned wraps a POST that needs only a session and its CSRF token, not
+// a valid token (signing out).
+func (h *handler) sessioned(next func(http.ResponseWriter, *http.Request, *req)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s := h.session(r)
+		if s == nil {
+			http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
+			return
+		}
+		q := &req{s: s}
+		if h.checkForm(w, r, q) {
+			next(w, r, q)
+		}
+	}
 }
 
 func (h *handler) setCookie(w http.ResponseWriter, r *http.Request, s *session) {
@@ -290,7 +354,7 @@ func fmtTime(t time.Time) string {
 
 // loginForm shows the sign-in form (or the rules to a live session).
 func (h *handler) loginForm(w http.ResponseWriter, r *http.Request) {
-	if c, err := r.Cookie(cookieName); err == nil && h.sess.get(c.Value, h.now()) != nil {
+	if h.session(r) != nil {
 		http.Redirect(w, r, "/admin/", http.StatusSeeOther)
 		return
 	}

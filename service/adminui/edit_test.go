@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/service/adminauth"
 )
 
 // revision returns the database revision: it moves with every write, so an
@@ -147,4 +149,39 @@ func TestForgedPostsAreRefused(t *testing.T) {
 	// Referrer-Policy no-referrer sends Origin: null with Sec-Fetch-Site).
 	r = c.do(http.MethodPost, "/admin/rules/orders", f, "Origin", "null", "Sec-Fetch-Site", "same-origin")
 	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+}
+
+// The page's requests count against the token's admin rate limits, as the
+// admin API's do: a save beyond the write limit is refused with the
+// standard headers and writes nothing; page views count as reads.
+func TestAdminRateLimitsApplyToThePage(t *testing.T) {
+	s := newStackWith(t, adminauth.Options{CacheTTL: -1, WritesPerMinute: 2, ReadsPerMinute: 6})
+	c := s.client()
+	c.login(s.write)
+	for i, limit := range []string{"9", "8"} {
+		f := ruleForm(t, c.get("/admin/rules/orders").body)
+		f.Set("limit", limit)
+		r := c.post("/admin/rules/orders", f)
+		require.Equal(t, http.StatusSeeOther, r.status, "save %d", i+1)
+		require.Equal(t, "2", r.header.Get("X-RateLimit-Limit"))
+	}
+	f := ruleForm(t, c.get("/admin/rules/orders").body)
+	f.Set("limit", "7")
+	before := s.revision()
+	r := c.post("/admin/rules/orders", f)
+	require.Equal(t, http.StatusTooManyRequests, r.status)
+	require.Contains(t, r.body, "rate limit is spent")
+	require.NotEmpty(t, r.header.Get("Retry-After"))
+	require.Equal(t, "text/html; charset=utf-8", r.header.Get("Content-Type"))
+	require.Equal(t, before, s.revision(), "nothing written")
+
+	// Three pages viewed so far (one per save): three more, then refused.
+	for range 3 {
+		require.Equal(t, http.StatusOK, c.get("/admin/").status)
+	}
+	r = c.get("/admin/")
+	require.Equal(t, http.StatusTooManyRequests, r.status)
+	require.Equal(t, "0", r.header.Get("X-RateLimit-Remaining"))
+	// Signing out needs no budget.
+	require.Equal(t, http.StatusSeeOther, c.post("/admin/logout", url.Values{"csrf": {f.Get("csrf")}}).status)
 }

@@ -39,6 +39,13 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
+	// No authentication cache: a revocation is seen at the next request.
+	return newStackWith(t, adminauth.Options{CacheTTL: -1})
+}
+
+// newStackWith is newStack with ao as adminauth's options.
+func newStackWith(t *testing.T, ao adminauth.Options) *stack {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	db, err := rulesdb.Open(ctx, filepath.Join(t.TempDir(), "rules.db"))
 	require.NoError(t, err)
@@ -58,8 +65,7 @@ func newStack(t *testing.T) *stack {
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.eng.Run(ctx) }()
-	// No authentication cache: a revocation is seen at the next request.
-	auth, err := adminauth.New(db, store, adminauth.Options{CacheTTL: -1})
+	auth, err := adminauth.New(db, store, ao)
 	require.NoError(t, err)
 	hd, err := New(Options{DB: db, Engine: s.eng, Auth: auth, Recent: s.recent})
 	require.NoError(t, err)
