@@ -8,12 +8,16 @@
 // Signing in takes an admin token (the tokens of the admin API, checked by
 // adminauth.Auth.Authenticate). The browser then holds only an opaque
 // session id in an HttpOnly, SameSite=Strict cookie (Secure over TLS); the
-// token stays in the server's memory, bound to the session, and is checked
-// again on every request, so a revoked token ends its sessions at their
-// next request. Sessions expire after 30 minutes idle and 8 hours in all,
-// and the server keeps at most 1000 (signing in beyond that ends the least
-// recently used one). Every form carries the session's CSRF token, checked
-// on every POST, which must also come from the page's own origin.
+// token stays in the server's memory, bound to the session. Every request
+// of the session goes through adminauth.Auth.Wrap with that token, as an
+// admin API call would: a revoked token ends its sessions (within
+// adminauth's authentication cache time), and the token's admin rate
+// limits count the page's views and saves. Sessions expire after 30
+// minutes idle and 8 hours in all, and the server keeps at most 1000
+// (signing in beyond that ends the least recently used one); they live in
+// one instance's memory. Every form carries the session's CSRF token,
+// checked on every POST, which must also come from the page's own origin
+// (Sec-Fetch-Site, or Origin).
 //
 // A read-scope token views everything; saving a rule needs the write scope.
 // A rule is saved through rulesdb.DB.Update with the version (ETag) the
