@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -238,6 +239,7 @@ func fieldErrors(err error) (map[string]string, string) {
 			top = append(top, msg)
 			continue
 		}
+		msg = ruleOfMsg.ReplaceAllString(msg, "") // the form is the rule's
 		if errs[f] != "" {
 			errs[f] += "; "
 		}
@@ -245,6 +247,9 @@ func fieldErrors(err error) (map[string]string, string) {
 	}
 	return errs, strings.Join(top, "; ")
 }
+
+// ruleOfMsg is the rule a store message names, first in the message.
+var ruleOfMsg = regexp.MustCompile(`^rule "[^"]*": `)
 
 // fieldOf names the form field a store message is about ("" if none).
 func fieldOf(msg string) string {
