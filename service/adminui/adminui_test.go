@@ -143,38 +143,39 @@ func TestSecurityHeadersOnEveryResponse(t *testing.T) {
 // JavaScript would: the change is audited with the token's name and decides
 // the next checks.
 func TestEditRule(t *testing.T) {
-	s := newStack(t)
-	ctx := context.Background()
-	c := s.client()
-	c.login(s.write)
-	page := c.get("/admin/rules/orders")
-	require.Equal(t, http.StatusOK, page.status)
-	require.Contains(t, page.body, `id="save"`)
-	form := ruleForm(t, page.body)
-	form.Set("limit", "2")
-	r := c.post("/admin/rules/orders", form)
-	require.Equal(t, http.StatusSeeOther, r.status, r.body)
-	require.Equal(t, "/admin/rules/orders?saved=1", r.header.Get("Location"))
-	require.Contains(t, c.get("/admin/rules/orders?saved=1").body, "Saved")
+	onEachDB(t, func(t *testing.T, s *stack) {
+		ctx := context.Background()
+		c := s.client()
+		c.login(s.write)
+		page := c.get("/admin/rules/orders")
+		require.Equal(t, http.StatusOK, page.status)
+		require.Contains(t, page.body, `id="save"`)
+		form := ruleForm(t, page.body)
+		form.Set("limit", "2")
+		r := c.post("/admin/rules/orders", form)
+		require.Equal(t, http.StatusSeeOther, r.status, r.body)
+		require.Equal(t, "/admin/rules/orders?saved=1", r.header.Get("Location"))
+		require.Contains(t, c.get("/admin/rules/orders?saved=1").body, "Saved")
 
-	stored, err := s.db.Get(ctx, "orders")
-	require.NoError(t, err)
-	require.EqualValues(t, 2, stored.Limit)
-	audit, _, err := s.db.AuditQuery(ctx, rulesdb.AuditFilter{Target: "rule/orders", Newest: true, Limit: 1})
-	require.NoError(t, err)
-	require.Equal(t, "alice", audit[0].Actor)
-	require.Equal(t, "rule.update", audit[0].Action)
-	require.Len(t, r.header.Get("X-Request-Id"), 32)
-	all, err := s.db.Audit(ctx, 0, 1000)
-	require.NoError(t, err)
-	require.Equal(t, r.header.Get("X-Request-Id"), all[len(all)-1].RequestID, "the audit row carries the save's request id")
-
-	waitRevision(t, s, stored.Revision)
-	for i, want := range []bool{true, true, false} {
-		res, err := s.eng.Check(ctx, engine.Check{Dimension: "user", Identifier: "u1", Endpoint: "/api/orders/7", Cost: 1})
+		stored, err := s.db.Get(ctx, "orders")
 		require.NoError(t, err)
-		require.Equal(t, want, res.Allowed, "check %d under the limit of 2", i+1)
-	}
+		require.EqualValues(t, 2, stored.Limit)
+		audit, _, err := s.db.AuditQuery(ctx, rulesdb.AuditFilter{Target: "rule/orders", Newest: true, Limit: 1})
+		require.NoError(t, err)
+		require.Equal(t, "alice", audit[0].Actor)
+		require.Equal(t, "rule.update", audit[0].Action)
+		require.Len(t, r.header.Get("X-Request-Id"), 32)
+		all, err := s.db.Audit(ctx, 0, 1000)
+		require.NoError(t, err)
+		require.Equal(t, r.header.Get("X-Request-Id"), all[len(all)-1].RequestID, "the audit row carries the save's request id")
+
+		waitRevision(t, s, stored.Revision)
+		for i, want := range []bool{true, true, false} {
+			res, err := s.eng.Check(ctx, engine.Check{Dimension: "user", Identifier: "u1", Endpoint: "/api/orders/7", Cost: 1})
+			require.NoError(t, err)
+			require.Equal(t, want, res.Allowed, "check %d under the limit of 2", i+1)
+		}
+	})
 }
 
 func waitRevision(t *testing.T, s *stack, rev int64) {

@@ -21,89 +21,92 @@ func (s *stack) revision() int64 {
 }
 
 func TestStaleEditIsRefusedNotLost(t *testing.T) {
-	s := newStack(t)
-	a, b := s.client(), s.client()
-	a.login(s.write)
-	b.login(s.write)
-	formA := ruleForm(t, a.get("/admin/rules/orders").body)
-	formB := ruleForm(t, b.get("/admin/rules/orders").body)
+	onEachDB(t, func(t *testing.T, s *stack) {
+		a, b := s.client(), s.client()
+		a.login(s.write)
+		b.login(s.write)
+		formA := ruleForm(t, a.get("/admin/rules/orders").body)
+		formB := ruleForm(t, b.get("/admin/rules/orders").body)
 
-	formA.Set("limit", "5")
-	require.Equal(t, http.StatusSeeOther, a.post("/admin/rules/orders", formA).status)
-	before := s.revision()
+		formA.Set("limit", "5")
+		require.Equal(t, http.StatusSeeOther, a.post("/admin/rules/orders", formA).status)
+		before := s.revision()
 
-	formB.Set("limit", "50")
-	formB.Set("window_seconds", "30")
-	r := b.post("/admin/rules/orders", formB)
-	require.Equal(t, http.StatusConflict, r.status)
-	require.Contains(t, r.body, `id="stale"`)
-	require.Contains(t, r.body, "changed by someone else")
-	require.Contains(t, r.body, "limit: <span class=\"mono\">50</span>", "the refused edit is shown for reference")
-	require.Contains(t, r.body, `id="limit" name="limit" value="5"`, "the form shows the rule as it is now")
-	require.Equal(t, before, s.revision(), "nothing written")
-	got, err := s.db.Get(context.Background(), "orders")
-	require.NoError(t, err)
-	require.EqualValues(t, 5, got.Limit)
-	require.EqualValues(t, 60, got.WindowSeconds)
+		formB.Set("limit", "50")
+		formB.Set("window_seconds", "30")
+		r := b.post("/admin/rules/orders", formB)
+		require.Equal(t, http.StatusConflict, r.status)
+		require.Contains(t, r.body, `id="stale"`)
+		require.Contains(t, r.body, "changed by someone else")
+		require.Contains(t, r.body, "limit: <span class=\"mono\">50</span>", "the refused edit is shown for reference")
+		require.Contains(t, r.body, `id="limit" name="limit" value="5"`, "the form shows the rule as it is now")
+		require.Equal(t, before, s.revision(), "nothing written")
+		got, err := s.db.Get(context.Background(), "orders")
+		require.NoError(t, err)
+		require.EqualValues(t, 5, got.Limit)
+		require.EqualValues(t, 60, got.WindowSeconds)
 
-	// The form now carries the current version: saving it again works.
-	formB2 := ruleForm(t, r.body)
-	formB2.Set("limit", "50")
-	require.Equal(t, http.StatusSeeOther, b.post("/admin/rules/orders", formB2).status)
+		// The form now carries the current version: saving it again works.
+		formB2 := ruleForm(t, r.body)
+		formB2.Set("limit", "50")
+		require.Equal(t, http.StatusSeeOther, b.post("/admin/rules/orders", formB2).status)
+	})
 }
 
 func TestInvalidEditShowsTheFieldAndChangesNothing(t *testing.T) {
-	s := newStack(t)
-	c := s.client()
-	c.login(s.write)
-	base := ruleForm(t, c.get("/admin/rules/orders").body)
-	before := s.revision()
-	for _, tc := range []struct {
-		field, value, want string
-	}{
-		{"limit", "ten", "must be a whole number"},
-		{"limit", "0", "Rate"},
-		{"limit", "-3", "Rate"},
-		{"window_seconds", "0", "window_seconds"},
-		{"window_seconds", "1.5", "must be a whole number"},
-		{"burst", "5", "Burst"}, // fixed_window has no burst
-		{"burst", "x", "must be a whole number"},
-		{"algorithm", "fastest", "must be one of"},
-		{"endpoint_pattern", "no-slash[", "endpoint"},
-		{"tier", "gold", "tier"}, // a tier row needs its base rule
-		{"limit", "99999999999999999999", "must be a whole number"},
-	} {
-		f := url.Values{}
-		for k, v := range base {
-			f[k] = v
+	onEachDB(t, func(t *testing.T, s *stack) {
+		c := s.client()
+		c.login(s.write)
+		base := ruleForm(t, c.get("/admin/rules/orders").body)
+		before := s.revision()
+		for _, tc := range []struct {
+			field, value, want string
+		}{
+			{"limit", "ten", "must be a whole number"},
+			{"limit", "0", "Rate"},
+			{"limit", "-3", "Rate"},
+			{"window_seconds", "0", "window_seconds"},
+			{"window_seconds", "1.5", "must be a whole number"},
+			{"burst", "5", "Burst"}, // fixed_window has no burst
+			{"burst", "x", "must be a whole number"},
+			{"algorithm", "fastest", "must be one of"},
+			{"endpoint_pattern", "no-slash[", "endpoint"},
+			{"tier", "gold", "tier"}, // a tier row needs its base rule
+			{"limit", "99999999999999999999", "must be a whole number"},
+		} {
+			f := url.Values{}
+			for k, v := range base {
+				f[k] = v
+			}
+			f.Set(tc.field, tc.value)
+			r := c.post("/admin/rules/orders", f)
+			require.Equal(t, http.StatusBadRequest, r.status, "%s=%q", tc.field, tc.value)
+			require.Regexp(t, `<span class="err" id="err-`+tc.field+`">[^<]*`+tc.want, r.body, "%s=%q: the error is next to its field", tc.field, tc.value)
+			require.Contains(t, r.body, `id="error"`)
+			require.Equal(t, before, s.revision(), "%s=%q: nothing written", tc.field, tc.value)
 		}
-		f.Set(tc.field, tc.value)
-		r := c.post("/admin/rules/orders", f)
-		require.Equal(t, http.StatusBadRequest, r.status, "%s=%q", tc.field, tc.value)
-		require.Regexp(t, `<span class="err" id="err-`+tc.field+`">[^<]*`+tc.want, r.body, "%s=%q: the error is next to its field", tc.field, tc.value)
-		require.Contains(t, r.body, `id="error"`)
-		require.Equal(t, before, s.revision(), "%s=%q: nothing written", tc.field, tc.value)
-	}
+	})
 }
 
 func TestReadScopeViewsButCannotSave(t *testing.T) {
-	s := newStack(t)
-	c := s.client()
-	c.login(s.read)
-	page := c.get("/admin/rules/orders")
-	require.Equal(t, http.StatusOK, page.status)
-	require.Contains(t, page.body, `id="readonly"`)
-	require.NotContains(t, page.body, `id="save"`)
-	require.Contains(t, page.body, `id="limit" name="limit" value="10" disabled`)
-	require.Contains(t, c.get("/admin/").body, ">view</a>")
+	onEachDB(t, func(t *testing.T, s *stack) {
+		c := s.client()
+		c.login(s.read)
+		page := c.get("/admin/rules/orders")
+		require.Equal(t, http.StatusOK, page.status)
+		require.Contains(t, page.body, `id="readonly"`)
+		require.NotContains(t, page.body, `id="save"`)
+		require.Contains(t, page.body, `id="limit" name="limit" value="10" disabled`)
+		require.Contains(t, c.get("/admin/").body, ">view</a>")
 
-	before := s.revision()
-	f := ruleForm(t, page.body)
-	f.Set("limit", "1")
-	r := c.post("/admin/rules/orders", f)
-	require.Equal(t, http.StatusForbidden, r.status)
-	require.Contains(t, r.body, "read scope")
-	require.Equal(t, before, s.revision())
+		before := s.revision()
+		f := ruleForm(t, page.body)
+		f.Set("limit", "1")
+		r := c.post("/admin/rules/orders", f)
+		require.Equal(t, http.StatusForbidden, r.status)
+		require.Contains(t, r.body, "read scope")
+		require.Equal(t, before, s.revision())
+	})
 }
 
 func TestForgedPostsAreRefused(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/internal/pgtest"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -46,8 +48,32 @@ func newStack(t *testing.T) *stack {
 // newStackWith is newStack with ao as adminauth's options.
 func newStackWith(t *testing.T, ao adminauth.Options) *stack {
 	t.Helper()
+	return newStackOn(t, "file:"+filepath.Join(t.TempDir(), "rules.db"), ao)
+}
+
+// pg is one PostgreSQL server for this test binary; every test that runs
+// on PostgreSQL gets a fresh database of its own on it.
+var pg *pgtest.Shared
+
+func TestMain(m *testing.M) {
+	pg = pgtest.StartShared()
+	code := m.Run()
+	pg.Close()
+	os.Exit(code)
+}
+
+// onEachDB runs f as a subtest on a stack over a SQLite file and over a
+// real PostgreSQL database.
+func onEachDB(t *testing.T, f func(t *testing.T, s *stack)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, newStack(t)) })
+	t.Run("postgres", func(t *testing.T) { f(t, newStackOn(t, pg.NewDatabase(t), adminauth.Options{CacheTTL: -1})) })
+}
+
+// newStackOn is the stack over the database dsn.
+func newStackOn(t *testing.T, dsn string, ao adminauth.Options) *stack {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	db, err := rulesdb.Open(ctx, filepath.Join(t.TempDir(), "rules.db"))
+	db, err := rulesdb.Open(ctx, dsn)
 	require.NoError(t, err)
 	_, err = db.Create(ctx, "setup", rulesdb.Rule{ID: "orders", Name: "Orders", Dimension: "user", EndpointPattern: "/api/orders/**",
 		Limit: 10, WindowSeconds: 60, Algorithm: "fixed_window", Enabled: true})

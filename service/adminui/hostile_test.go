@@ -81,49 +81,51 @@ func TestUsersPage(t *testing.T) {
 }
 
 func TestAuditPage(t *testing.T) {
-	s := newStack(t)
-	ctx := context.Background()
-	c := s.client()
-	c.login(s.write)
-	f := ruleForm(t, c.get("/admin/rules/orders").body)
-	f.Set("limit", "7")
-	require.Equal(t, http.StatusSeeOther, c.post("/admin/rules/orders", f).status)
-	require.NoError(t, s.db.SetTier(ctx, "carol", "user", "u1", "gold"))
+	onEachDB(t, func(t *testing.T, s *stack) {
+		ctx := context.Background()
+		c := s.client()
+		c.login(s.write)
+		f := ruleForm(t, c.get("/admin/rules/orders").body)
+		f.Set("limit", "7")
+		require.Equal(t, http.StatusSeeOther, c.post("/admin/rules/orders", f).status)
+		require.NoError(t, s.db.SetTier(ctx, "carol", "user", "u1", "gold"))
 
-	r := c.get("/admin/audit")
-	require.Equal(t, http.StatusOK, r.status)
-	for _, want := range []string{`<td class="actor">alice</td><td>rule.update</td>`, `<td class="actor">carol</td><td>tier.set</td>`, `<td class="actor">setup</td><td>token.create</td>`} {
-		require.Contains(t, r.body, want)
-	}
-	r = c.get("/admin/audit?actor=alice")
-	require.Contains(t, r.body, `<td class="actor">alice</td>`)
-	require.NotContains(t, r.body, `<td class="actor">carol</td>`)
-	r = c.get("/admin/audit?target=tier/")
-	require.Contains(t, r.body, `tier/user/u1`)
-	require.NotContains(t, r.body, `rule/orders`)
-	require.Equal(t, http.StatusBadRequest, c.get("/admin/audit?cursor=bogus").status)
+		r := c.get("/admin/audit")
+		require.Equal(t, http.StatusOK, r.status)
+		for _, want := range []string{`<td class="actor">alice</td><td>rule.update</td>`, `<td class="actor">carol</td><td>tier.set</td>`, `<td class="actor">setup</td><td>token.create</td>`} {
+			require.Contains(t, r.body, want)
+		}
+		r = c.get("/admin/audit?actor=alice")
+		require.Contains(t, r.body, `<td class="actor">alice</td>`)
+		require.NotContains(t, r.body, `<td class="actor">carol</td>`)
+		r = c.get("/admin/audit?target=tier/")
+		require.Contains(t, r.body, `tier/user/u1`)
+		require.NotContains(t, r.body, `rule/orders`)
+		require.Equal(t, http.StatusBadRequest, c.get("/admin/audit?cursor=bogus").status)
+	})
 }
 
 func TestOverridesPage(t *testing.T) {
-	s := newStack(t)
-	ctx := context.Background()
-	until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-	require.NoError(t, s.db.SetOverride(ctx, "carol", rulesdb.Override{Dimension: "user", Identifier: "u9", RuleID: "orders", Limit: 1, WindowSeconds: 60, ExpiresAt: until}))
-	require.NoError(t, s.db.SetOverride(ctx, "carol", rulesdb.Override{Dimension: "user", Identifier: "banned", RuleID: "orders", Block: true, ExpiresAt: until.Add(-time.Minute)}))
-	waitRevision(t, s, s.revision())
-	c := s.client()
-	c.login(s.read)
-	r := c.get("/admin/overrides")
-	require.Equal(t, http.StatusOK, r.status)
-	require.Regexp(t, `(?s)id=banned">banned</a></td>\s*<td>blocked</td><td>`+fmtTime(until.Add(-time.Minute))+`.*id=u9">u9</a></td>\s*<td>1/1m0s fixed_window</td><td>`+fmtTime(until), r.body,
-		"both overrides, the soonest to lapse first, with their expiry")
+	onEachDB(t, func(t *testing.T, s *stack) {
+		ctx := context.Background()
+		until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+		require.NoError(t, s.db.SetOverride(ctx, "carol", rulesdb.Override{Dimension: "user", Identifier: "u9", RuleID: "orders", Limit: 1, WindowSeconds: 60, ExpiresAt: until}))
+		require.NoError(t, s.db.SetOverride(ctx, "carol", rulesdb.Override{Dimension: "user", Identifier: "banned", RuleID: "orders", Block: true, ExpiresAt: until.Add(-time.Minute)}))
+		waitRevision(t, s, s.revision())
+		c := s.client()
+		c.login(s.read)
+		r := c.get("/admin/overrides")
+		require.Equal(t, http.StatusOK, r.status)
+		require.Regexp(t, `(?s)id=banned">banned</a></td>\s*<td>blocked</td><td>`+fmtTime(until.Add(-time.Minute))+`.*id=u9">u9</a></td>\s*<td>1/1m0s fixed_window</td><td>`+fmtTime(until), r.body,
+			"both overrides, the soonest to lapse first, with their expiry")
 
-	r = c.get("/admin/users?dimension=user&id=u9")
-	require.Equal(t, http.StatusOK, r.status)
-	require.Contains(t, r.body, "override until "+fmtTime(until))
-	require.Regexp(t, `(?s)id="user-overrides".*<td class="mono">orders</td><td>1/1m0s fixed_window</td><td>`+fmtTime(until), r.body)
-	r = c.get("/admin/users?dimension=user&id=banned")
-	require.Regexp(t, `(?s)<tr data-rule="orders">.*?<td>blocked</td>`, r.body)
+		r = c.get("/admin/users?dimension=user&id=u9")
+		require.Equal(t, http.StatusOK, r.status)
+		require.Contains(t, r.body, "override until "+fmtTime(until))
+		require.Regexp(t, `(?s)id="user-overrides".*<td class="mono">orders</td><td>1/1m0s fixed_window</td><td>`+fmtTime(until), r.body)
+		r = c.get("/admin/users?dimension=user&id=banned")
+		require.Regexp(t, `(?s)<tr data-rule="orders">.*?<td>blocked</td>`, r.body)
+	})
 }
 
 func TestLongListsAreCapped(t *testing.T) {
