@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -184,4 +185,20 @@ func waitRevision(t *testing.T, s *stack, rev int64) {
 		n, err := strconv.ParseInt(s.eng.Snapshot().Revision(), 10, 64)
 		return err == nil && n >= rev
 	}, 5*time.Second, 10*time.Millisecond, "the engine reaches revision %d", rev)
+}
+
+func TestSessionCookieIsSecureOverTLS(t *testing.T) {
+	s := newStack(t)
+	srv := httptest.NewTLSServer(s.h)
+	defer srv.Close()
+	c := srv.Client()
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.PostForm(srv.URL+"/admin/login", url.Values{"token": {s.write}})
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	cookie := resp.Header.Get("Set-Cookie")
+	require.Contains(t, cookie, "; Secure")
+	require.Contains(t, cookie, "HttpOnly")
+	require.Contains(t, cookie, "SameSite=Strict")
 }
