@@ -55,7 +55,10 @@ func TestOverridesFromTheDatabase(t *testing.T) {
 
 	require.NoError(t, db.SetOverride(ctx, "test", rulesdb.Override{Dimension: "user", Identifier: "ann", RuleID: "orders", Limit: 10, WindowSeconds: 3600, ExpiresAt: time.Now().Add(time.Hour)}))
 	for _, e := range es {
-		require.Eventually(t, func() bool { return limitOn(e) == 10 }, time.Second, 10*time.Millisecond, "the override is in force on every instance within 1 s")
+		require.Eventually(t, func() bool {
+			_, ok := e.Snapshot().OverrideOf("orders", "user", "ann")
+			return ok && limitOn(e) == 10
+		}, time.Second, 10*time.Millisecond, "the override is in force on every instance within 1 s")
 	}
 	// Counted once across the instances.
 	spend(t, es[0], order("ann"), 6)

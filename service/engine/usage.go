@@ -32,8 +32,8 @@ type RuleUsage struct {
 	Blocked bool
 	// Capacity is the counter's capacity under the limit the store
 	// applies (an override's, as the store holds it); Remaining what is
-	// left now; Used = Capacity - Remaining. All zero for unlimited and
-	// Deny rules, which count nothing.
+	// left now; Used = Capacity - Remaining. All zero while the caller is
+	// blocked, and for unlimited and Deny rules, which count nothing.
 	Capacity, Remaining, Used int64
 	// ResetAt is when the caller's counter is full again (the end of a
 	// block); zero when the rule counts nothing.
@@ -104,10 +104,13 @@ func (e *Engine) Usage(ctx context.Context, dimension, identifier string) ([]Rul
 	for j, i := range memb {
 		p := &d.Results[j]
 		u := &out[i]
-		u.Capacity, u.Remaining = p.Capacity, p.Remaining
-		u.Used = max(p.Capacity-p.Remaining, 0)
 		u.ResetAt = resetAt(&p.Result)
 		u.State = p.State
+		if u.Blocked { // no counter while blocked (the store answers with the rule's capacity)
+			continue
+		}
+		u.Capacity, u.Remaining = p.Capacity, p.Remaining
+		u.Used = max(p.Capacity-p.Remaining, 0)
 	}
 	return out, nil
 }

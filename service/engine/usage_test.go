@@ -82,6 +82,8 @@ func TestUsage(t *testing.T) {
 			require.Equal(t, core.Limit{}, u["reads"].Limit)
 			require.Equal(t, core.Throttled, u["reads"].State)
 			require.EqualValues(t, 0, u["reads"].Remaining)
+			require.EqualValues(t, 0, u["reads"].Capacity)
+			require.EqualValues(t, 0, u["reads"].Used)
 			require.WithinDuration(t, until, u["reads"].ResetAt, 2*time.Second)
 			require.False(t, u["orders"].Blocked)
 			require.Nil(t, u["orders"].Override)
