@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -422,4 +423,41 @@ func TestOverrideOfUncountedRule(t *testing.T) {
 	running(t, e)
 	require.Never(t, func() bool { return len(obs.ch) > 0 }, 1500*time.Millisecond, 100*time.Millisecond, "not retried")
 	require.True(t, mustCheck(t, e, engine.Check{Dimension: "user", Identifier: "ann", Cost: 1}).Allowed)
+}
+
+// BenchmarkOverridesReload is the cost of putting in force a snapshot with
+// n overrides, none changed (the diff alone), and the first application
+// of all of them (engine.New) on the memory store.
+func BenchmarkOverridesReload(b *testing.B) {
+	for _, n := range []int{100, 10_000} {
+		ovs := make([]rules.Override, n)
+		until := time.Now().Add(time.Hour)
+		for i := range ovs {
+			ovs[i] = rules.Override{RuleID: "orders", Dimension: "user", Identifier: fmt.Sprintf("user-%d", i), Limit: core.PerHour(int64(10 + i%5)).WithAlgorithm(core.FixedWindow), Until: until, Revision: int64(i)}
+		}
+		snap, err := rules.New("1", []*rules.Rule{{ID: "orders", Dimension: "user", Limit: core.PerHour(3).WithAlgorithm(core.FixedWindow)}}, nil, ovs...)
+		require.NoError(b, err)
+		quiet := engine.WithLogger(slog.New(slog.DiscardHandler))
+		b.Run(fmt.Sprintf("new/%d", n), func(b *testing.B) {
+			store := memStore(b)
+			for b.Loop() {
+				_, err := engine.New(context.Background(), store, newSource(snap), quiet)
+				require.NoError(b, err)
+			}
+		})
+		b.Run(fmt.Sprintf("unchanged/%d", n), func(b *testing.B) {
+			obs := newApplied()
+			src := newSource(snap)
+			e, err := engine.New(context.Background(), memStore(b), src, quiet, engine.WithObserver(obs))
+			require.NoError(b, err)
+			<-obs.ch
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { _ = e.Run(ctx) }()
+			for b.Loop() {
+				src.next <- snap
+				<-obs.ch
+			}
+		})
+	}
 }
