@@ -195,3 +195,35 @@ func TestPostgresKilledAndRestartedUnderWatch(t *testing.T) {
 		}
 	}
 }
+
+// A database restored from an older backup has a lower revision: the next
+// write's notification (a revision other than the one in force) is loaded
+// at once, although it is not newer.
+func TestPostgresRestoredOlderRevision(t *testing.T) {
+	ctx := tctx(t)
+	dsn := pg.NewDatabase(t)
+	a, b := open(t, dsn), open(t, dsn)
+	for _, id := range []string{"r1", "r2", "r3"} {
+		r := sample(id)
+		r.EndpointPattern = "/" + id
+		_, err := a.Create(ctx, "alice", r)
+		require.NoError(t, err)
+	}
+	src := b.Source(30 * time.Second)
+	_, err := src.Load(ctx)
+	require.NoError(t, err)
+	w := startWatch(t, src)
+	require.NoError(t, a.SetTier(ctx, "alice", "user", "u1", "gold"))
+	require.Equal(t, "4", w.next(t, 5*time.Second, false).Revision())
+
+	// "Restore": the revision counter and the audit go back (no
+	// notification).
+	_, err = a.db.ExecContext(ctx, `UPDATE revision SET value = 1`)
+	require.NoError(t, err)
+	_, err = a.db.ExecContext(ctx, `DELETE FROM audit WHERE revision > 1`)
+	require.NoError(t, err)
+	require.NoError(t, a.Delete(ctx, "alice", "r3", "*"))
+	s := w.next(t, time.Second, false)
+	require.Equal(t, "2", s.Revision())
+	require.Len(t, s.Rules(), 2)
+}

@@ -276,7 +276,8 @@ func (s *Source) loadCache() (*rules.Snapshot, *state, time.Time, error) {
 // Watch follows the database until ctx ends (then it returns nil) and
 // calls apply with the snapshot of each new revision. It polls the
 // revision every poll interval; on PostgreSQL it also listens for the
-// writes' notifications (a newer revision is loaded at once) and reloads
+// writes' notifications (a revision other than the one in force is loaded
+// at once) and reloads
 // fully each time its listening connection is re-established. A Source of
 // OpenSource that has not connected yet keeps trying (backoff up to 5 s),
 // then migrates and reloads fully. An invalid rule set or a database error
@@ -410,7 +411,9 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 				if err == nil && rev != last {
 					reload(db, false)
 				}
-			case e.revision > last:
+			case e.revision != last:
+				// Newer, as a rule; older only after the database was
+				// restored from a backup (a wasted load otherwise).
 				reload(db, false)
 			}
 		}
