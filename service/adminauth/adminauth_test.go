@@ -589,3 +589,33 @@ func testHostileInput(t *testing.T, dsn string) {
 	require.Len(t, r.header.Get("X-Request-Id"), 32)
 	require.NotContains(t, f.logs.String(), f.write)
 }
+
+// TestDatabaseFailure: the database failing while a token is checked is
+// 503 with no error text (logged instead); tokens already cached still
+// pass, but an Idempotency-Key, which needs the database, is 503 and its
+// handler never runs.
+func TestDatabaseFailure(t *testing.T) { each(t, testDatabaseFailure) }
+
+func testDatabaseFailure(t *testing.T, dsn string) {
+	f := newFixture(t, dsn, adminauth.Options{})
+	require.Equal(t, 200, do(t, "GET", f.url+"/things", "", bearer(f.read)...).status)
+	require.Equal(t, 200, do(t, "GET", f.url+"/things", "", bearer(f.write)...).status)
+	require.NoError(t, f.db.Close())
+	unknown := "slk_" + strings.Repeat("z", 43)
+	for _, m := range []string{"GET", "POST"} {
+		r := do(t, m, f.url+"/things", "", bearer(unknown)...)
+		require.Equal(t, 503, r.status, m)
+		require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
+		for _, leak := range []string{"sql", "closed", "database", "rules.db", "postgres"} {
+			require.NotContains(t, r.body, leak)
+		}
+	}
+	require.Contains(t, f.logs.String(), "authenticating a token")
+	require.Equal(t, 200, do(t, "GET", f.url+"/things", "", bearer(f.read)...).status, "cached")
+	require.Equal(t, 204, do(t, "POST", f.url+"/noop", "", bearer(f.write)...).status, "cached")
+	r := do(t, "POST", f.url+"/rules", ruleJSON, append(bearer(f.write), "Idempotency-Key", "k")...)
+	require.Equal(t, 503, r.status)
+	require.NotContains(t, r.body, "closed")
+	require.Contains(t, f.logs.String(), "idempotency key")
+	require.Zero(t, f.handlerCalls.Load())
+}
