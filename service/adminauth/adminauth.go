@@ -70,7 +70,7 @@ type Options struct {
 	// (GET, HEAD) and writes (every other method), counted by a sliding
 	// window (counter) of one minute, so a token makes about that many in
 	// any minute, not twice as many across a window's edge; 0 means the
-	// defaults, 1000 and 100.
+	// defaults, 1000 and 100; at most 1048576 (the window counter's bound).
 	ReadsPerMinute, WritesPerMinute int64
 	// CacheTTL is how long an authentication result (a token's principal,
 	// or a refusal) is kept in memory, so the database is not read on

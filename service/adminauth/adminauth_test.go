@@ -619,3 +619,18 @@ func testDatabaseFailure(t *testing.T, dsn string) {
 	require.Contains(t, f.logs.String(), "idempotency key")
 	require.Zero(t, f.handlerCalls.Load())
 }
+
+func TestOptionsBounds(t *testing.T) {
+	ctx := tctx(t)
+	db, err := rulesdb.Open(ctx, "file:"+filepath.Join(t.TempDir(), "rules.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	st, err := memorystore.New()
+	require.NoError(t, err)
+	_, err = adminauth.New(db, st, adminauth.Options{ReadsPerMinute: 1 << 20})
+	require.NoError(t, err)
+	_, err = adminauth.New(db, st, adminauth.Options{ReadsPerMinute: 1<<20 + 1})
+	require.ErrorContains(t, err, "admin_read")
+	_, err = adminauth.New(db, st, adminauth.Options{ReadsPerMinute: -1})
+	require.ErrorContains(t, err, "ReadsPerMinute")
+}
