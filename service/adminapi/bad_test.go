@@ -248,3 +248,28 @@ func dropEmpty(hdr []string) []string {
 	}
 	return out
 }
+
+// TestRefusalMessages: a refusal says what is wrong in the field's own
+// terms, with the rule that conflicts for a 409.
+func TestRefusalMessages(t *testing.T) {
+	e := newEnv(t)
+	r := e.req("POST", "/api/v1/rules", ordersRule)
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	for _, c := range []struct {
+		body   string
+		status int
+		field  string
+		msg    string
+	}{
+		{rule("endpoint_pattern", "api/x"), 400, "endpoint_pattern", `pattern "api/x" must start with /`},
+		{rule("id", "zz", "endpoint_pattern", "/api/orders/**"), 409, "endpoint_pattern",
+			`the rules would not load together: rule "zz": rule "orders" already has dimension "user" and endpoint_pattern "/api/orders/**" without a tier`},
+		{rule("tier", "gold"), 409, "tier", `the rules would not load together: rule "new": no enabled rule without a tier has dimension "user" and endpoint_pattern "/api/new/**"`},
+		{rule("burst", 3), 400, "burst", "fixed_window has no burst: leave it 0, got 3"},
+	} {
+		r := e.req("POST", "/api/v1/rules", c.body)
+		requireProblem(t, r, c.status, c.field)
+		require.Equal(t, c.msg, r.body["errors"].([]any)[0].(map[string]any)["message"], r.raw)
+		require.Equal(t, c.field+": "+c.msg, r.body["detail"])
+	}
+}

@@ -137,25 +137,33 @@ func kindName(t reflect.Type) string {
 // storeField matches the field a rulesdb refusal names: `rule "ID": FIELD:`
 // or, for refusals not about one rule, the leading `FIELD:`.
 var (
-	ruleField  = regexp.MustCompile(`rule "(?:[^"\\]|\\.)*": ([A-Za-z_.]+): `)
+	ruleField  = regexp.MustCompile(`(rule "(?:[^"\\]|\\.)*"): ([A-Za-z_.]+): `)
 	leadField  = regexp.MustCompile(`^rulesdb: invalid rule: ([a-z_]+): `)
 	fieldNames = map[string]string{"name": "id", "endpoints": "endpoint_pattern", "tiers": "tier", "overrides": "rule_id"}
 )
 
 // storeError translates a refusal of rulesdb (ErrInvalid) into an answer of
-// status naming this API's field.
-func storeError(status int, err error) *apiError {
-	msg := err.Error()
-	field := "body"
-	if m := ruleField.FindStringSubmatch(msg); m != nil {
-		field = m[1]
-	} else if m := leadField.FindStringSubmatch(msg); m != nil {
-		field = m[1]
+// status naming this API's field. A refusal of the rule alone says what is
+// wrong with the field; one of the set the rule would make with the stored
+// rules (conflict) names the rule the set stumbles on.
+func storeError(status int, err error, conflict bool) *apiError {
+	msg, _, _ := strings.Cut(err.Error(), "\n") // the first of joined errors
+	field, rule := "body", ""
+	if m := ruleField.FindStringSubmatchIndex(msg); m != nil {
+		field, rule = msg[m[4]:m[5]], msg[m[2]:m[3]]
+		msg = msg[m[1]:]
+	} else if m := leadField.FindStringSubmatchIndex(msg); m != nil {
+		field = msg[m[2]:m[3]]
+		msg = msg[m[1]:]
 	}
 	if base, _, _ := strings.Cut(field, "."); fieldNames[base] != "" {
 		field = fieldNames[base]
 	}
 	msg = strings.TrimPrefix(msg, "rulesdb: invalid rule: ")
+	msg = strings.TrimPrefix(msg, "Routes: ")
+	if conflict && rule != "" {
+		msg = "the rules would not load together: " + rule + ": " + msg
+	}
 	return fail(status, field, "%s", msg)
 }
 

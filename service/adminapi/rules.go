@@ -189,7 +189,7 @@ func (b *ruleBody) rule(pathID string) (rulesdb.Rule, *apiError) {
 	}
 	if len(e) == 0 {
 		if err := rulesdb.ValidateRule(r); err != nil {
-			return r, storeError(http.StatusBadRequest, err)
+			return r, storeError(http.StatusBadRequest, err, false)
 		}
 	}
 	return r, e.err()
@@ -438,7 +438,7 @@ func (a *api) writeError(r *http.Request, op string, err error) *apiError {
 	case errors.Is(err, rulesdb.ErrInvalid):
 		// The rule is valid alone (checked before): the set it would make
 		// with the stored rules is not.
-		return storeError(http.StatusConflict, err)
+		return storeError(http.StatusConflict, err, true)
 	}
 	return a.failed(r, op, err)
 }

@@ -65,7 +65,7 @@ func (a *api) putTier(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	err := a.db.SetTier(r.Context(), actor, dim, id, *b.Tier)
 	if errors.Is(err, rulesdb.ErrInvalid) {
-		return storeError(http.StatusBadRequest, err)
+		return storeError(http.StatusBadRequest, err, false)
 	}
 	if err != nil {
 		return a.failed(r, "set tier", err)
@@ -152,7 +152,7 @@ func (a *api) postOverride(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	err = a.db.SetOverride(r.Context(), actor, o)
 	if errors.Is(err, rulesdb.ErrInvalid) {
-		return storeError(http.StatusBadRequest, err)
+		return storeError(http.StatusBadRequest, err, false)
 	}
 	if err != nil {
 		return a.failed(r, "set override", err)
