@@ -49,8 +49,9 @@ const (
 	// ViaAPI is PUT /api/v1/rules/{id} on instance A with a write token.
 	ViaAPI Via = "PUT /api/v1/rules/{id} on instance A"
 	// ViaDB is rulesdb.Update on the database (the write the admin API
-	// makes), for a ratelimitd that does not serve the admin API.
-	ViaDB Via = "rulesdb.Update on the database (the admin API's write; ratelimitd does not serve the API)"
+	// makes, without HTTP), for a ratelimitd that does not serve the admin
+	// API.
+	ViaDB Via = "rulesdb.Update on the database (the admin API's write, without HTTP)"
 )
 
 // rule returns the benchmark's rule with limit.

@@ -22,9 +22,8 @@ func ratelimitd(t *testing.T) string {
 	return bin
 }
 
-// Two instances on one PostgreSQL: every change written (through A's admin
-// API when it serves it, else on the database) reaches B's decisions within
-// a second.
+// Two instances on one PostgreSQL: every change written (on the database,
+// then through A's admin API) reaches B's decisions within a second.
 func TestPropagation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -41,6 +40,9 @@ func TestPropagation(t *testing.T) {
 		require.Len(t, r.Delays, 10)
 		require.Len(t, r.Writes, 10)
 		require.Less(t, propbench.Quantile(r.Delays, 1), time.Second, "%s: %v", r.Via, r.Delays)
+		if via == "" {
+			require.Equal(t, propbench.ViaAPI, r.Via, "ratelimitd serve --db serves the admin API: the changes go through PUT on A")
+		}
 		t.Logf("%s: delays %v", r.Via, r.Delays)
 	}
 }
