@@ -26,6 +26,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/sluicehq/sluice/bench/rulesbench"
 	"github.com/sluicehq/sluice/bench/servicebench"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 	"github.com/sluicehq/sluice/service/rulesdb"
@@ -80,12 +81,25 @@ type Cluster struct {
 // DSN`) and starts instances A and B with bin, each ready once it decides
 // a check under the rule. extra is added to both instances' arguments.
 func StartCluster(ctx context.Context, bin string, extra ...string) (*Cluster, error) {
+	return StartClusterRules(ctx, bin, 1, extra...)
+}
+
+// StartClusterRules is StartCluster with n rules stored in all: the
+// benchmark's rule and n-1 of rulesbench's (rulesbench.Row from 4 on, each
+// with an endpoint pattern the benchmark's checks do not match), written in
+// one transaction before the instances start.
+func StartClusterRules(ctx context.Context, bin string, n int, extra ...string) (*Cluster, error) {
 	pg, err := StartPostgres(ctx)
 	if err != nil {
 		return nil, err
 	}
 	c := &Cluster{PG: pg}
 	fail := func(err error) (*Cluster, error) { c.Close(); return nil, err }
+	if n > 1 {
+		if err := rulesbench.FillRows(ctx, pg.DSN(), len(rulesbench.Dimensions), n-1); err != nil {
+			return fail(err)
+		}
+	}
 	if c.DB, err = rulesdb.Open(ctx, pg.DSN()); err != nil {
 		return fail(err)
 	}

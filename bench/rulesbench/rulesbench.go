@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -305,19 +306,32 @@ func liveHeap() uint64 {
 }
 
 // FillDB creates the SQLite rules database at path (rulesdb.Open: the
-// schema) and writes the n rules of Row into it in one transaction at
-// revision 1, as a bulk import would: rulesdb's own writes validate the
+// schema) and writes the n rules of Row into it in one transaction at a new
+// revision, as a bulk import would: rulesdb's own writes validate the
 // whole rule set on each one, so 100 000 Creates would take hours. It
 // writes the rules table of schema version 1 directly.
 func FillDB(ctx context.Context, path string, n int) error {
-	d, err := rulesdb.Open(ctx, path)
+	return FillRows(ctx, path, 0, n)
+}
+
+// FillRows is FillDB for rows from … from+n-1 of Row into the database at
+// dsn: a SQLite path or file:PATH, or postgres://… (whose schema Open
+// brings up to date too).
+func FillRows(ctx context.Context, dsn string, from, n int) error {
+	d, err := rulesdb.Open(ctx, dsn)
 	if err != nil {
 		return err
 	}
 	if err := d.Close(); err != nil {
 		return err
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	pg := strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+	var db *sql.DB
+	if pg {
+		db, err = sql.Open("pgx", dsn)
+	} else {
+		db, err = sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "file:")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	}
 	if err != nil {
 		return err
 	}
@@ -327,20 +341,63 @@ func FillDB(ctx context.Context, path string, n int) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `UPDATE revision SET value = value + 1 WHERE id = 1`); err != nil {
+	var rev int64
+	if err := tx.QueryRowContext(ctx, `UPDATE revision SET value = value + 1 WHERE id = 1 RETURNING value`).Scan(&rev); err != nil {
 		return fmt.Errorf("rulesbench: revision: %w", err)
 	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO rules (id, name, dimension, endpoint_pattern, "limit", window_seconds, algorithm, tier, burst, shadow, enabled, revision, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)`)
-	if err != nil {
-		return fmt.Errorf("rulesbench: rules table: %w", err)
-	}
+	const cols = 13
+	const batch = 500 // rows per statement: 6500 parameters
 	now := time.Now().UnixMilli()
-	for i := range n {
+	args := make([]any, 0, batch*cols)
+	var q strings.Builder
+	flush := func(rows int) error {
+		q.Reset()
+		q.WriteString(`INSERT INTO rules (id, name, dimension, endpoint_pattern, "limit", window_seconds, algorithm, tier, burst, shadow, enabled, revision, created_at, updated_at) VALUES `)
+		for r := range rows {
+			if r > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteByte('(')
+			for c := range cols + 1 {
+				if c > 0 {
+					q.WriteString(", ")
+				}
+				switch {
+				case c == 11:
+					q.WriteString(strconv.FormatInt(rev, 10))
+				case pg:
+					k := c
+					if c > 11 {
+						k--
+					}
+					q.WriteString("$" + strconv.Itoa(r*cols+k+1))
+				default:
+					q.WriteByte('?')
+				}
+			}
+			q.WriteByte(')')
+		}
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return fmt.Errorf("rulesbench: insert rules: %w", err)
+		}
+		args = args[:0]
+		return nil
+	}
+	pending := 0
+	for i := from; i < from+n; i++ {
 		r := Row(i)
-		if _, err := stmt.ExecContext(ctx, r.ID, r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm,
-			r.Tier, r.Burst, r.Shadow, r.Enabled, now, now); err != nil {
-			return fmt.Errorf("rulesbench: insert rule %d: %w", i, err)
+		args = append(args, r.ID, r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm,
+			r.Tier, r.Burst, r.Shadow, r.Enabled, now, now)
+		if pending++; pending == batch {
+			if err := flush(pending); err != nil {
+				return err
+			}
+			pending = 0
+		}
+	}
+	if pending > 0 {
+		if err := flush(pending); err != nil {
+			return err
 		}
 	}
 	return tx.Commit()

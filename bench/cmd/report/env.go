@@ -246,8 +246,8 @@ func (r *report) writeCommands(w io.Writer) {
 	fmt.Fprintf(w, "- ratelimitd under rule churn: `go run ./cmd/report -scenarios rulechurn`; as a go test benchmark `go test -run XXX -bench ServiceRuleChurn -benchtime 150000x .`\n")
 	fmt.Fprintf(w, "- propagation between two ratelimitd instances on PostgreSQL: `go run ./cmd/report -scenarios propagation [-propchanges 100]` (PostgreSQL from Debian's packages, as `make deps` installs it); as a bounded test `go test -run TestPropagation -v ./propbench`\n")
 	fmt.Fprintf(w, "- ratelimitd's rules at scale: `go run ./cmd/report -scenarios rules`; as go test benchmarks `cd service && go test -run XXX -bench Scale -benchmem ./engine ./rulesdb`\n")
-	fmt.Fprintf(w, "- settings of this run: in memory and middleware %d runs of %s each (heap: %d runs of %d keys); Redis %d runs of %s after %s of warm-up, %d callers; redis-benchmark -n %d; Redis memory %d identities; service %d runs of %s after %s of warm-up, %d gRPC connections; rule churn %d runs per variant; propagation %d changes; rules at scale %d runs of %s\n",
-		o.count, o.benchtime, o.heapCount, o.heapKeys, o.redisCount, o.redisTime, o.redisWarm, o.callers, o.ceilingN, o.redisKeys, o.serviceCount, o.serviceTime, o.serviceWarm, o.serviceConns, o.churnServiceCount, o.propChanges, o.rulesCount, o.rulesTime)
+	fmt.Fprintf(w, "- settings of this run: in memory and middleware %d runs of %s each (heap: %d runs of %d keys); Redis %d runs of %s after %s of warm-up, %d callers; redis-benchmark -n %d; Redis memory %d identities; service %d runs of %s after %s of warm-up, %d gRPC connections; rule churn %d runs per variant; propagation %d changes (and %d with %d rules stored); rules at scale %d runs of %s\n",
+		o.count, o.benchtime, o.heapCount, o.heapKeys, o.redisCount, o.redisTime, o.redisWarm, o.callers, o.ceilingN, o.redisKeys, o.serviceCount, o.serviceTime, o.serviceWarm, o.serviceConns, o.churnServiceCount, o.propChanges, o.propBigChanges, o.propBigRules, o.rulesCount, o.rulesTime)
 }
 
 func prefixed(p, s string) string {

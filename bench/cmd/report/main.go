@@ -33,7 +33,7 @@
 //	    [-rediskeys 50000] [-churntime 10s] [-churncount 1]
 //	    [-servicecount 2] [-servicetime 3s] [-servicewarmup 500ms] [-serviceconns 2]
 //	    [-servicedir ../service] [-servicecache DIR] [-serviceprofile=false] [-serviceprofiledir DIR]
-//	    [-rulescount 7] [-rulestime 200ms] [-churnservicecount 3] [-propchanges 100]
+//	    [-rulescount 7] [-rulestime 200ms] [-churnservicecount 3] [-propchanges 100] [-propbigrules 100000] [-propbigchanges 10]
 //
 // Without -out the Markdown goes to stdout (and no chart is written); with
 // -out DIR it goes to DIR/benchmarks.md and the chart to DIR/benchmarks.svg.
@@ -101,6 +101,8 @@ type options struct {
 	rulesTime             time.Duration
 	churnServiceCount     int
 	propChanges           int
+	propBigRules          int
+	propBigChanges        int
 	scenarios, impls      string
 	cpuProfile            string
 	args                  []string // as given, for the Commands section
@@ -114,7 +116,7 @@ var quickValues = map[string]string{
 	"rediscount": "1", "redistime": "500ms", "rediswarmup": "100ms", "ceilingn": "40000", "rediskeys": "10000",
 	"churntime":    "2s",
 	"servicecount": "1", "servicetime": "1s", "servicewarmup": "200ms",
-	"rulescount": "2", "rulestime": "100ms", "churnservicecount": "1", "propchanges": "20",
+	"rulescount": "2", "rulestime": "100ms", "churnservicecount": "1", "propchanges": "20", "propbigrules": "0",
 }
 
 // parseFlags parses the command line, printing usage and errors to stderr.
@@ -152,6 +154,8 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.DurationVar(&o.rulesTime, "rulestime", 200*time.Millisecond, "duration of each run of the rules-at-scale checks")
 	fs.IntVar(&o.churnServiceCount, "churnservicecount", 3, "runs of each variant (no rule change, one per second) of the service under rule churn;\nit uses -servicetime and -servicewarmup")
 	fs.IntVar(&o.propChanges, "propchanges", 100, "rule changes of the propagation scenario")
+	fs.IntVar(&o.propBigRules, "propbigrules", 100_000, "the propagation scenario again with this many rules stored (0 or 1: not)")
+	fs.IntVar(&o.propBigChanges, "propbigchanges", 10, "rule changes of the propagation scenario with -propbigrules rules")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole report to this file")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/report [flags]\n\nRuns the rate-limiter benchmarks of sluice and its peers and writes Markdown tables\n(and, with -out, an SVG chart).\n\n")
@@ -177,7 +181,7 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 		o.redisCount < 1 || o.redisTime <= 0 || o.redisWarm < 0 || o.callers < 1 || o.ceilingN < 1 || o.redisKeys < o.callers ||
 		o.churnTime <= 0 || o.churnCount < 1 ||
 		o.serviceCount < 1 || o.serviceTime <= 0 || o.serviceWarm < 0 || o.serviceConns < 1 ||
-		o.rulesCount < 1 || o.rulesTime <= 0 || o.churnServiceCount < 1 || o.propChanges < 1 {
+		o.rulesCount < 1 || o.rulesTime <= 0 || o.churnServiceCount < 1 || o.propChanges < 1 || o.propBigRules < 0 || o.propBigChanges < 1 {
 		fs.Usage()
 		return o, fmt.Errorf("invalid arguments")
 	}

@@ -26,12 +26,15 @@ type propSection struct {
 	res     propbench.Result
 	err     error
 	apiErr  string // why the changes did not go through the admin API
-	pgDSN   string
+	// The same with bigRules rules stored (0: not run), bigChanges changes.
+	bigRules, bigChanges int
+	big                  propbench.Result
+	bigErr               error
 }
 
 func (r *report) runPropagation() {
 	o := r.opts
-	sec := &propSection{changes: o.propChanges}
+	sec := &propSection{changes: o.propChanges, bigRules: o.propBigRules, bigChanges: o.propBigChanges}
 	r.prop = sec
 	sec.timing = timed(func() { sec.run(o.serviceDir) })
 }
@@ -46,6 +49,29 @@ func (sec *propSection) run(serviceDir string) {
 		sec.err = err
 		return
 	}
+	sec.runOne(ctx, bin)
+	if sec.err == nil && sec.bigRules > 1 {
+		sec.big, sec.bigErr = runCluster(ctx, bin, sec.bigRules, sec.bigChanges)
+		if sec.bigErr != nil {
+			fmt.Fprintf(os.Stderr, "%s/rules=%d: FAILED: %v\n", propScenario, sec.bigRules, sec.bigErr)
+		} else {
+			fmt.Fprintf(os.Stderr, "%s/rules=%d: %d changes: p50 %s, max %s; write p50 %s\n", propScenario, sec.bigRules, len(sec.big.Delays),
+				fmtDur(propbench.Quantile(sec.big.Delays, 0.5)), fmtDur(propbench.Quantile(sec.big.Delays, 1)), fmtDur(propbench.Quantile(sec.big.Writes, 0.5)))
+		}
+	}
+}
+
+// runCluster measures changes changes on a cluster of n rules.
+func runCluster(ctx context.Context, bin string, n, changes int) (propbench.Result, error) {
+	c, err := propbench.StartClusterRules(ctx, bin, n)
+	if err != nil {
+		return propbench.Result{}, err
+	}
+	defer c.Close()
+	return c.Run(ctx, propbench.Config{Changes: changes, Timeout: 30 * time.Second})
+}
+
+func (sec *propSection) runOne(ctx context.Context, bin string) {
 	c, err := propbench.StartCluster(ctx, bin)
 	if err != nil {
 		sec.err = err
@@ -116,6 +142,20 @@ func (sec *propSection) write(w io.Writer) {
 	fmt.Fprintf(w, "| write's response → first decision under the new limit on B | %d | %s | %s | %s | %s |\n", len(sec.res.Delays), fmtDur(sec.q(0.5)), fmtDur(sec.q(0.9)), fmtDur(sec.q(0.99)), fmtDur(sec.q(1)))
 	wq := func(q float64) string { return fmtDur(propbench.Quantile(sec.res.Writes, q)) }
 	fmt.Fprintf(w, "| the write itself | %d | %s | %s | %s | %s |\n", len(sec.res.Writes), wq(0.5), wq(0.9), wq(0.99), wq(1))
+	switch {
+	case sec.bigRules <= 1:
+	case sec.bigErr != nil:
+		fmt.Fprintf(w, "| with %s rules stored | FAILED: %s | | | | |\n", humanCount(sec.bigRules), cell(sec.bigErr.Error()))
+	default:
+		bq := func(ds []time.Duration, q float64) string { return fmtDur(propbench.Quantile(ds, q)) }
+		fmt.Fprintf(w, "| with %s rules stored: write's response → first decision on B | %d | %s | %s | %s | %s |\n", humanCount(sec.bigRules), len(sec.big.Delays),
+			bq(sec.big.Delays, 0.5), bq(sec.big.Delays, 0.9), bq(sec.big.Delays, 0.99), bq(sec.big.Delays, 1))
+		fmt.Fprintf(w, "| with %s rules stored: the write itself | %d | %s | %s | %s | %s |\n", humanCount(sec.bigRules), len(sec.big.Writes),
+			bq(sec.big.Writes, 0.5), bq(sec.big.Writes, 0.9), bq(sec.big.Writes, 0.99), bq(sec.big.Writes, 1))
+	}
+	if sec.bigRules > 1 {
+		fmt.Fprintf(w, "\nThe last rows: the same cluster with %s rules stored (rulesbench's, with endpoint patterns the checks do not match, written in one transaction before the instances start), %d changes, no target: every write re-reads and validates the whole rule set in its transaction, and every instance reloads the whole set and builds a new engine on each change, so both grow with the rule count (see the rules-at-scale section).\n", humanCount(sec.bigRules), sec.bigChanges)
+	}
 	if sec.err != nil {
 		fmt.Fprintf(w, "\nThe run stopped early: %s\n", cell(sec.err.Error()))
 	}

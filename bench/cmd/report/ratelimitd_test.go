@@ -146,6 +146,14 @@ func TestPropagationTargets(t *testing.T) {
 	r.write(&b)
 	require.Contains(t, b.String(), "| write's response → first decision under the new limit on B | 4 | 3 ms | 1.5 s | 1.5 s | 1.5 s |")
 
+	sec.bigRules, sec.bigChanges = 100_000, 2
+	sec.big = propbench.Result{Delays: []time.Duration{300 * time.Millisecond, 700 * time.Millisecond}, Writes: []time.Duration{400 * time.Millisecond, 500 * time.Millisecond}}
+	b.Reset()
+	r.write(&b)
+	require.Contains(t, b.String(), "| with 100k rules stored: write's response → first decision on B | 2 | 300 ms | 700 ms | 700 ms | 700 ms |")
+	require.Contains(t, b.String(), "| with 100k rules stored: the write itself | 2 | 400 ms |")
+	require.True(t, sec.targets()[1].met, "the targets are the first cluster's")
+
 	failed := &propSection{changes: 100, err: errors.New("no postgres")}
 	require.Equal(t, "not measured", failed.targets()[0].verdict())
 	require.Empty(t, failed.chartRows())
