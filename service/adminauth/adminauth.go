@@ -133,11 +133,19 @@ func New(db *rulesdb.DB, store core.Store, o Options) (*Auth, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	reads := core.PerMinute(o.ReadsPerMinute).WithAlgorithm(core.SlidingWindowCounter)
+	if err := reads.Validate(); err != nil {
+		return nil, fmt.Errorf("adminauth: ReadsPerMinute: %w", err)
+	}
+	writes := core.PerMinute(o.WritesPerMinute).WithAlgorithm(core.SlidingWindowCounter)
+	if err := writes.Validate(); err != nil {
+		return nil, fmt.Errorf("adminauth: WritesPerMinute: %w", err)
+	}
 	// The identity is given by each call (CheckGroup), never by a Key.
 	none := keyfunc.Const("admin")
 	l, err := core.NewLimiter(store, []core.Policy{
-		{Name: PolicyRead, Key: none, Limit: core.PerMinute(o.ReadsPerMinute).WithAlgorithm(core.SlidingWindowCounter)},
-		{Name: PolicyWrite, Key: none, Limit: core.PerMinute(o.WritesPerMinute).WithAlgorithm(core.SlidingWindowCounter)},
+		{Name: PolicyRead, Key: none, Limit: reads},
+		{Name: PolicyWrite, Key: none, Limit: writes},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("adminauth: limits: %w", err)

@@ -630,7 +630,9 @@ func TestOptionsBounds(t *testing.T) {
 	_, err = adminauth.New(db, st, adminauth.Options{ReadsPerMinute: 1 << 20})
 	require.NoError(t, err)
 	_, err = adminauth.New(db, st, adminauth.Options{ReadsPerMinute: 1<<20 + 1})
-	require.ErrorContains(t, err, "admin_read")
+	require.ErrorContains(t, err, "ReadsPerMinute")
+	_, err = adminauth.New(db, st, adminauth.Options{WritesPerMinute: 1<<20 + 1})
+	require.ErrorContains(t, err, "WritesPerMinute")
 	_, err = adminauth.New(db, st, adminauth.Options{ReadsPerMinute: -1})
 	require.ErrorContains(t, err, "ReadsPerMinute")
 }
