@@ -308,6 +308,7 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 	ev := make(chan listenEvent, 16)
 	listening, pollFailed := false, false
 	back := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	retryBack := back
 	t := time.NewTicker(s.poll)
 	defer t.Stop()
 
@@ -368,12 +369,21 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 			listening = true
 			listeners.Go(func() { s.listen(ctx, db.dsn, ev) })
 		}
+		// A full reload that failed (the database not quite back yet) is
+		// retried with backoff, not left to the next poll.
+		var retry <-chan time.Time
 		if pending {
 			reload(db, true)
+			if pending {
+				retry = time.After(retryBack.next()) // collected unfired (Go 1.23+)
+			} else {
+				retryBack.reset()
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-retry:
 		case <-t.C:
 			pctx, cancel := context.WithTimeout(ctx, opTimeout)
 			rev, err := db.Revision(pctx)
