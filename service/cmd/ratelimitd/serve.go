@@ -148,6 +148,9 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 
+	if st.ping == nil {
+		h.set(componentStore, true) // the memory store: ready before "serving" is logged, not a moment after
+	}
 	loops.Go(func() { st.watch(bg, time.Second, log, func(ok bool) { h.set(componentStore, ok) }) })
 	runErr := make(chan error, 4)
 	loops.Go(func() {
