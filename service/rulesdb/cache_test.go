@@ -3,6 +3,7 @@ package rulesdb
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -113,7 +114,7 @@ func startInstance(t *testing.T, dsn, cache string) *instance {
 	require.NoError(t, err)
 	st, err := memorystore.New()
 	require.NoError(t, err)
-	e, err := engine.New(ctx, st, src)
+	e, err := engine.New(ctx, st, src, engine.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
 	rctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
