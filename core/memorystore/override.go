@@ -50,6 +50,9 @@ func (s *Store) SetOverride(_ context.Context, k core.Key, o core.Override) erro
 		return nil // already in force: keep its generation, hence its state
 	}
 	ov.gen = s.ovGen.Add(1)
+	if len(s.overrides) >= s.ovPruneAt {
+		s.pruneOverrides(s.clock())
+	}
 	// The key may alias a request buffer that is reused (Fiber): keep a copy.
 	s.overrides[core.Key{Identity: strings.Clone(k.Identity), Policy: strings.Clone(k.Policy)}] = ov
 	s.nOverrides.Store(int64(len(s.overrides)))
@@ -88,4 +91,20 @@ func (s *Store) overridden(k core.Key, now int64) (override, bool) {
 func blocked(sp *algo.Spec, until, now int64) core.Result {
 	wait := time.Duration(until-now) * time.Microsecond
 	return core.Result{Capacity: sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled, At: now}
+}
+
+// minOverridePrune is the size of the overrides map below which ended
+// overrides are not looked for.
+const minOverridePrune = 64
+
+// pruneOverrides drops the overrides that ended by now (µs), and sets the
+// size at which to look again: twice what is left, so that the cost is
+// amortized over the SetOverride calls. s.ovMu is held.
+func (s *Store) pruneOverrides(now int64) {
+	for k, ov := range s.overrides {
+		if ov.until <= now {
+			delete(s.overrides, k)
+		}
+	}
+	s.ovPruneAt = max(minOverridePrune, 2*len(s.overrides))
 }

@@ -45,6 +45,7 @@ type Store struct {
 
 	ovMu       sync.RWMutex
 	overrides  map[core.Key]override
+	ovPruneAt  int // len(overrides) at which SetOverride drops the ended ones
 	nOverrides atomic.Int64
 	ovGen      atomic.Uint64
 }
