@@ -144,7 +144,7 @@ func TestWaitSleepsExactlyAndHonoursDeadline(t *testing.T) {
 	ctx := context.Background()
 	l, err := core.NewLimiter(memStore(t), []core.Policy{{Name: "p", Key: ipKey(t), Limit: core.PerSecond(10).WithBurst(1)}})
 	require.NoError(t, err)
-	first, err := l.Wait(ctx, "p", "k")
+	_, err = l.Wait(ctx, "p", "k")
 	require.NoError(t, err)
 
 	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
@@ -164,16 +164,25 @@ func TestWaitSleepsExactlyAndHonoursDeadline(t *testing.T) {
 	require.GreaterOrEqual(t, took, 60*time.Millisecond, "waited %s for a 100ms slot (the failed wait must not have counted)", took)
 	require.Less(t, took, 400*time.Millisecond)
 
+	// Book the next 5 slots first, so the Wait below has about 600ms to
+	// sleep and the cancel lands during it even on a loaded machine (a
+	// goroutine late by 100ms would otherwise find its slot free at once).
+	var last int64
+	for range 5 {
+		rv, err := l.Reserve(ctx, "p", "k", 2*time.Second)
+		require.NoError(t, err)
+		last = rv.Result().At
+	}
 	cctx, ccancel := context.WithCancel(ctx)
 	time.AfterFunc(20*time.Millisecond, ccancel)
 	_, err = l.Wait(cctx, "p", "k")
 	require.ErrorIs(t, err, context.Canceled)
-	// The cancelled Wait gave back the slot it had booked (first + 200ms):
-	// the next booking gets it (or, should this goroutine be very late,
-	// now), not the one after it.
-	next, err := l.Reserve(ctx, "p", "k", time.Second)
+	// The cancelled Wait gave back the slot it had booked (last + 100ms):
+	// the next booking gets it, not the one after it.
+	next, err := l.Reserve(ctx, "p", "k", 2*time.Second)
 	require.NoError(t, err)
-	require.Less(t, next.Result().At, first.At+300_000, "a cancelled Wait must not have counted")
+	require.Less(t, next.Result().At, last+200_000, "a cancelled Wait must not have counted")
+	require.Greater(t, next.Result().At, last, "slots are booked in order")
 }
 
 // Every algorithm shapes 12 events of 4 per 100ms through 3 goroutines:
