@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,10 +113,11 @@ type Engine struct {
 // state is what one snapshot decides with: immutable, swapped whole.
 type state struct {
 	snap *rules.Snapshot
-	// native decides native checks: the native rules, matched by endpoint
-	// (core's route matching) and counted by dimension; nil when there
-	// are none.
-	native *core.Limiter
+	// native decides native checks: the native rules of each dimension,
+	// matched by endpoint (core's route matching), one limiter per
+	// dimension so that a check never matches (nor skips) the rules of
+	// other dimensions; no entry for a dimension without rules.
+	native map[string]*core.Limiter
 	// all holds every limited rule without endpoint matching: checks
 	// naming a rule, resets, reports' drains and Envoy's descriptors;
 	// nil when there is none.
@@ -226,7 +229,14 @@ func (e *Engine) build(s *rules.Snapshot) (*state, error) {
 		return nil, errors.New("engine: rules: nil snapshot")
 	}
 	st := &state{snap: s}
-	native, all := make([]core.Policy, 0, len(s.Rules())), make([]core.Policy, 0, len(s.Rules()))
+	perDim := map[string]int{}
+	for _, r := range s.Rules() {
+		perDim[r.Dimension]++
+	}
+	native, all := make(map[string][]core.Policy, len(perDim)), make([]core.Policy, 0, len(s.Rules()))
+	for dim, n := range perDim {
+		native[dim] = make([]core.Policy, 0, n)
+	}
 	tiers := false
 	for _, r := range s.Rules() {
 		if r.Deny {
@@ -243,7 +253,7 @@ func (e *Engine) build(s *rules.Snapshot) (*state, error) {
 		if r.Envoy == nil && r.Domain == "" {
 			p.Key = nativeKey(r.Dimension)
 			p.Match.Routes = r.Endpoints
-			native = append(native, p)
+			native[r.Dimension] = append(native[r.Dimension], p)
 		}
 	}
 	opts := []core.LimiterOption{core.WithIdempotency(core.Idempotency{Header: idemHeader, TTL: e.cfg.idemTTL, MaxRepeats: e.cfg.idemRepeats})}
@@ -254,8 +264,14 @@ func (e *Engine) build(s *rules.Snapshot) (*state, error) {
 		}}))
 	}
 	var err error
-	if len(native) > 0 {
-		if st.native, err = core.NewLimiter(e.store, native, opts...); err != nil {
+	for _, dim := range slices.Sorted(maps.Keys(native)) { // the first error is always the same one
+		if len(native[dim]) == 0 {
+			continue
+		}
+		if st.native == nil {
+			st.native = make(map[string]*core.Limiter, len(native))
+		}
+		if st.native[dim], err = core.NewLimiter(e.store, native[dim], opts...); err != nil {
 			return nil, fmt.Errorf("engine: rules %s: %w", s.Revision(), err)
 		}
 	}
@@ -399,7 +415,7 @@ func (e *Engine) check(ctx context.Context, st *state, c *Check) (core.Decision,
 	if err != nil {
 		return core.Decision{}, err
 	}
-	lim, v := st.native, view{ctx: ctx, c: c}
+	lim, v := st.native[c.Dimension], view{ctx: ctx, c: c}
 	var denied []core.PolicyResult
 	denies := false
 	switch {
