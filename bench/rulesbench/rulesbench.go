@@ -44,8 +44,9 @@ const Resources = 20
 
 // Endpoint and Dimension are those of the measured check. At every size it
 // matches MatchedRules rules of its dimension: the one for every endpoint,
-// /api/v1/s0/** and /api/v1/s0/r0/:id (the route trie also finds the rules
-// with those patterns in other dimensions, which do not apply to it).
+// /api/v1/s0/** and /api/v1/s0/r0/:id (the rules of other dimensions with
+// those patterns are never looked at: the engine has a limiter per
+// dimension).
 const (
 	Endpoint     = "/api/v1/s0/r0/42"
 	Dimension    = "user"

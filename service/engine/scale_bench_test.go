@@ -33,8 +33,8 @@ const scaleResources = 20
 
 // scaleEndpoint is the endpoint of the measured check: in every rule set it
 // matches, of dimension user, the rule for every endpoint, /api/v1/s0/** and
-// /api/v1/s0/r0/:id (and the rules with those patterns in other dimensions,
-// which do not apply to a user check).
+// /api/v1/s0/r0/:id (the rules of the other dimensions with those patterns
+// are in other limiters of the engine).
 const scaleEndpoint = "/api/v1/s0/r0/42"
 
 // scaleRules returns n native rules: rule i is of dimension
