@@ -162,7 +162,8 @@ func ChurnImpl() Impl {
 // ChurnResult is a churn run's own figures.
 type ChurnResult struct {
 	// Written is the number of rule changes written during the measured
-	// load; Applied and Refused the reloads ratelimitd counted meanwhile.
+	// load; Applied and Refused the reloads ratelimitd counted meanwhile
+	// (a change written near the end is applied after the run).
 	Written, Applied, Refused int64
 }
 
@@ -231,36 +232,56 @@ func RunChurnWith(ctx context.Context, t Target, cfg RunConfig, interval time.Du
 	if err := settle(ctx, t.Server, ch, ok1); err != nil {
 		return s, cr, fmt.Errorf("%s: %w", t.Name, err)
 	}
+	// A change written near the end of the run is applied after it: by
+	// now every change written has been applied.
+	ok2, bad2, err := Reloads(ctx, t.Server.HTTPAddr)
+	if err != nil {
+		return s, cr, fmt.Errorf("%s: %w", t.Name, err)
+	}
 	switch {
-	case cr.Refused > 0:
-		return s, cr, fmt.Errorf("%s: ratelimitd refused %d of the rule changes%s", t.Name, cr.Refused, t.serverLog())
-	case cr.Written > 0 && cr.Applied == 0:
+	case bad2 > bad0:
+		return s, cr, fmt.Errorf("%s: ratelimitd refused %d of the rule changes%s", t.Name, bad2-bad0, t.serverLog())
+	case cr.Written > 0 && ok2 == ok0:
 		return s, cr, fmt.Errorf("%s: ratelimitd applied none of the %d rule changes%s", t.Name, cr.Written, t.serverLog())
 	}
 	return s, cr, nil
 }
 
-// settle restores the original rules (ch.Restore) and waits (up to 5 s)
-// until p has made no reload for 1.5 s: the restored rules, if they differ
-// from those in force, have been applied.
+// settle waits until p has applied the last change, restores the original
+// rules (ch.Restore) and waits until p has applied them (if they differ
+// from those in force): each wait ends after 1.5 s without a reload (or
+// fails after 5 s).
 func settle(ctx context.Context, p *Process, ch Changer, last int64) error {
+	// The last change first (it may have been written right before the
+	// load stopped), then the original rules.
+	last, err := quiet(ctx, p, last)
+	if err != nil {
+		return err
+	}
 	if err := ch.Restore(ctx); err != nil {
 		return err
 	}
+	_, err = quiet(ctx, p, last)
+	return err
+}
+
+// quiet waits (up to 5 s) until p has made no reload for 1.5 s, last being
+// its reload count when called, and returns the count then.
+func quiet(ctx context.Context, p *Process, last int64) (int64, error) {
 	deadline := time.Now().Add(5 * time.Second)
-	quiet := time.Now()
+	since := time.Now()
 	for time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 		ok, _, err := Reloads(ctx, p.HTTPAddr)
 		if err != nil {
-			return err
+			return last, err
 		}
 		if ok != last {
-			last, quiet = ok, time.Now()
+			last, since = ok, time.Now()
 		}
-		if time.Since(quiet) >= 1500*time.Millisecond {
-			return nil
+		if time.Since(since) >= 1500*time.Millisecond {
+			return last, nil
 		}
 	}
-	return fmt.Errorf("rules still reloading 5 s after the churn stopped")
+	return last, fmt.Errorf("rules still reloading 5 s after the churn stopped")
 }

@@ -41,7 +41,9 @@ var churnRows = [4]struct {
 
 func (r *report) runRuleChurn() {
 	o := r.opts
-	so := serviceOptions{count: o.churnServiceCount, measure: o.serviceTime, warmup: o.serviceWarm, callers: o.callers, conns: o.serviceConns, dir: o.serviceDir}
+	// At least two changes per churn run, whatever -servicetime says.
+	measure := max(o.serviceTime, 2*servicebench.ChurnInterval+500*time.Millisecond)
+	so := serviceOptions{count: o.churnServiceCount, measure: measure, warmup: o.serviceWarm, callers: o.callers, conns: o.serviceConns, dir: o.serviceDir}
 	sec := &ruleChurnSection{opts: so}
 	r.ruleChurn = sec
 	sec.timing = timed(sec.run)
