@@ -125,6 +125,33 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// Launch starts a server as Start does, for a program rather than a test
+// (the fleet demo): initdb into dir, created if missing (when running as
+// root its parent is opened to RunAsUser for traversal, so give it a
+// directory of your own, never the system's temporary directory itself),
+// postgres on a free loopback port, the database
+// Database created. The caller stops it with Stop and removes dir.
+func Launch(dir string) (*Server, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating the server's directory: %w", err)
+	}
+	var stops []func()
+	s, err := launchIn(dir, func(f func()) { stops = append(stops, f) })
+	if err != nil {
+		for _, f := range stops {
+			f()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stop shuts a server started by Launch down (a fast shutdown, SIGKILL
+// after five seconds) and waits until it has exited; its directory is
+// left to the caller. A server started by Start is stopped by the test's
+// cleanup and needs no Stop.
+func (s *Server) Stop() { s.stop() }
+
 // launchIn initialises a cluster in dir, starts postgres on a free
 // loopback port and creates the database Database. cleanup registers the
 // server's stop as soon as a process may exist.

@@ -4,6 +4,9 @@ package pgtest_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,4 +129,33 @@ func TestShared(t *testing.T) {
 	require.Zero(t, n, "databases are separate")
 	_, err = pgx.Connect(ctx, first)
 	require.Error(t, err, "the first test's database was dropped at its end")
+}
+
+// TestLaunchStop: a server started without a test (Launch) serves its
+// database until Stop, which leaves no postmaster behind.
+func TestLaunchStop(t *testing.T) {
+	t.Parallel()
+	// A directory of our own in the system's temporary directory (as
+	// Shared makes): t.TempDir's parent is closed to the server's user.
+	dir, err := os.MkdirTemp("", "pgtest-launch-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	srv, err := pgtest.Launch(filepath.Join(dir, "pg"))
+	if err != nil && !pgtest.Required() {
+		t.Skipf("PostgreSQL unavailable: %v", err)
+	}
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, srv.DSN())
+	require.NoError(t, err)
+	var one int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT 1").Scan(&one))
+	require.Equal(t, 1, one)
+	require.NoError(t, conn.Close(ctx))
+	pid := srv.Pid()
+	require.True(t, srv.Running())
+	srv.Stop()
+	require.False(t, srv.Running())
+	require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "the postmaster must be gone after Stop")
 }

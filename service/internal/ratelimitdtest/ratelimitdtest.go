@@ -69,6 +69,20 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 	return p
 }
 
+// Launch is Start for a program rather than a test (the demos): it
+// returns once the service serves, or an error with its logs. The caller
+// ends the process with Stop or Kill.
+func Launch(bin string, env []string, args ...string) (*Process, error) {
+	p, err := start(bin, env, args)
+	if err != nil {
+		if p != nil {
+			p.kill()
+		}
+		return nil, err
+	}
+	return p, nil
+}
+
 func has(args []string, flag string) bool {
 	for _, a := range args {
 		if a == flag || strings.HasPrefix(a, flag+"=") {
@@ -168,6 +182,10 @@ func (p *Process) Stop() (int, error) {
 	}
 	return p.Wait(15 * time.Second)
 }
+
+// Kill kills the process (SIGKILL, if it still runs) and waits until it
+// has exited.
+func (p *Process) Kill() { p.kill() }
 
 // kill kills the process (if it still runs) and reaps it.
 func (p *Process) kill() {
