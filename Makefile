@@ -9,7 +9,7 @@ export SLUICE_REQUIRE_POSTGRES ?= 1
 # ... and the browser test of the admin page fails when no Chromium is found.
 export SLUICE_REQUIRE_CHROMIUM ?= 1
 
-.PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check ratelimitd service-demo
+.PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check ratelimitd service-demo admin-demo fleet-demo
 
 ## test: install what the tests need, then run every module's tests with -race
 test: deps
@@ -75,6 +75,14 @@ ratelimitd:
 ## warning and denied (GRPC_ADDR, HTTP_ADDR: other loopback addresses)
 service-demo: ratelimitd
 	@./scripts/service-demo.sh
+
+## admin-demo: ratelimitd on one machine, its rules in SQLite: serve --db
+## file:<tmp>/rules.db, a write token (ratelimitd token create), a rule
+## created, changed (PUT with If-Match) and overridden for one user through
+## the admin API, checks allowed then denied, the audit, the /admin/ URL;
+## then everything stopped (ADMIN_DEMO_KEEP=1: served until Ctrl-C)
+admin-demo: ratelimitd
+	@cd service && $(GO) run ./internal/demo/admindemo -ratelimitd ../bin/ratelimitd
 
 ## fuzz: a short run of every fuzz target of every module (found by
 ## scripts/fuzz.sh, not listed here), FUZZTIME each (make fuzz FUZZTIME=1m)
