@@ -346,3 +346,23 @@ func TestPortConflict(t *testing.T) {
 	assert.NotEqual(t, port, s.Port)
 	require.NoError(t, s.Client(t).Ping(context.Background()).Err())
 }
+
+// TestLaunchClose: a server started without a test (Launch) answers until
+// Close, which leaves no process behind.
+func TestLaunchClose(t *testing.T) {
+	t.Parallel()
+	Binary(t) // skips (or fails under SLUICE_REQUIRE_REDIS=1) without redis-server
+	s, err := Launch(t.TempDir()+"/redis", "--maxmemory", "1mb")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(s.Addr, "127.0.0.1:"), s.Addr)
+	ctx := ctxT(t, 10*time.Second)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+	require.Equal(t, "1048576", c.ConfigGet(ctx, "maxmemory").Val()["maxmemory"])
+	require.NoError(t, c.Close())
+	pid := s.Pid()
+	s.Close()
+	require.True(t, processGone(pid), "the server must be gone after Close")
+	_, err = Launch(t.TempDir(), "--port", "1")
+	require.ErrorContains(t, err, "port", "a managed directive is refused")
+}

@@ -57,7 +57,7 @@ type Server struct {
 	// (redis.conf or sentinel.conf), redis.log, stdio.log, nodes.conf.
 	Dir string
 
-	owner     testing.TB
+	errorf    func(format string, args ...any) // the owning test's Errorf
 	bin       string
 	major     int
 	kind      serverKind
@@ -109,11 +109,58 @@ func StartServer(t testing.TB, args ...string) *Server {
 	return s
 }
 
+// Launch starts a standalone redis-server as StartServer does, for a
+// program rather than a test (the fleet demo): its files in dir (created
+// if missing), on a free 127.0.0.1 port, ready when it returns. The caller
+// ends it with Close and removes dir. A missing redis-server is an error
+// naming it.
+func Launch(dir string, args ...string) (*Server, error) {
+	bin, err := findBinary()
+	if err != nil {
+		return nil, err
+	}
+	major, err := serverMajor(bin)
+	if err != nil {
+		return nil, err
+	}
+	extra, err := argsToConf(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	var cleanups []func()
+	report := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	s, err := newServerIn(dir, report, func(f func()) { cleanups = append(cleanups, f) }, bin, major, kindPlain, extra)
+	if err == nil {
+		err = s.awaitStart(time.Now().Add(startTimeout), true)
+	}
+	if err != nil {
+		for _, f := range cleanups {
+			f()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close kills a server started by Launch for good (SIGKILL; Stop first for
+// a graceful shutdown) and releases its port. A server started by a test
+// is closed by the test's cleanup.
+func (s *Server) Close() { s.cleanup() }
+
 // newServer creates the server's directory and config, registers its
 // cleanup and launches it without waiting for it to be ready.
 func newServer(t testing.TB, bin string, major int, kind serverKind, extra []string) (*Server, error) {
 	t.Helper()
-	s := &Server{owner: t, bin: bin, major: major, kind: kind, extra: extra, Dir: t.TempDir()}
+	return newServerIn(t.TempDir(), t.Errorf, t.Cleanup, bin, major, kind, extra)
+}
+
+// newServerIn is newServer in dir, reporting stop failures with errorf and
+// registering its cleanup with cleanup.
+func newServerIn(dir string, errorf func(string, ...any), cleanup func(func()), bin string, major int, kind serverKind, extra []string) (*Server, error) {
+	s := &Server{errorf: errorf, bin: bin, major: major, kind: kind, extra: extra, Dir: dir}
 	conf := "redis.conf"
 	if kind == kindSentinel {
 		conf = "sentinel.conf"
@@ -123,7 +170,7 @@ func newServer(t testing.TB, bin string, major int, kind serverKind, extra []str
 	s.stdioPath = filepath.Join(s.Dir, "stdio.log")
 	// Registered before anything is started: it runs even if the test fails
 	// or panics, and before t.TempDir's own removal (cleanups are LIFO).
-	t.Cleanup(s.cleanup)
+	cleanup(s.cleanup)
 	if err := s.assignPort(); err != nil {
 		return nil, err
 	}
@@ -349,7 +396,7 @@ func (s *Server) Kill() {
 	defer s.opMu.Unlock()
 	if p := s.take(); p != nil {
 		if err := p.kill(); err != nil {
-			s.owner.Errorf("redistest: kill %s: %v", s.Addr, err)
+			s.errorf("redistest: kill %s: %v", s.Addr, err)
 		}
 	}
 }
@@ -377,7 +424,7 @@ func (s *Server) stopLocked() {
 		}
 	}
 	if err := p.kill(); err != nil {
-		s.owner.Errorf("redistest: stop %s: %v", s.Addr, err)
+		s.errorf("redistest: stop %s: %v", s.Addr, err)
 	}
 }
 
@@ -425,7 +472,7 @@ func (s *Server) cleanup() {
 	s.mu.Unlock()
 	if p := s.take(); p != nil {
 		if err := p.kill(); err != nil {
-			s.owner.Errorf("redistest: cleanup %s: %v", s.Addr, err)
+			s.errorf("redistest: cleanup %s: %v", s.Addr, err)
 		}
 	}
 	if s.Port != 0 {
