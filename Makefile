@@ -84,6 +84,17 @@ service-demo: ratelimitd
 admin-demo: ratelimitd
 	@cd service && $(GO) run ./internal/demo/admindemo -ratelimitd ../bin/ratelimitd
 
+## fleet-demo: ratelimitd as a fleet: a throwaway PostgreSQL and Redis
+## (Debian's packages, installed when missing) on loopback ports, a write
+## token, instances A and B (serve --db postgres://... --redis redis://...
+## --rules-cache ...), a rule created through A, checks alternately on A
+## and B admitting exactly the limit, a PUT on A and the time until B
+## decides under it; then everything stopped and removed
+fleet-demo: ratelimitd
+	@./scripts/ensure-redis.sh
+	@./scripts/ensure-postgres.sh
+	@cd service && $(GO) run ./internal/demo/fleetdemo -ratelimitd ../bin/ratelimitd
+
 ## fuzz: a short run of every fuzz target of every module (found by
 ## scripts/fuzz.sh, not listed here), FUZZTIME each (make fuzz FUZZTIME=1m)
 FUZZTIME ?= 10s
