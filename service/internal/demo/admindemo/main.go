@@ -101,6 +101,10 @@ func run(ctx context.Context, w io.Writer, cfg config) (err error) {
 	say("token (shown once, stored hashed): %s", token)
 
 	p, err := ratelimitdtest.Launch(cfg.Bin, nil, "--db", dsn, "--http-addr", cfg.HTTPAddr, "--grpc-addr", cfg.GRPCAddr)
+	if err != nil && cfg.HTTPAddr != "127.0.0.1:0" {
+		// The default ports, free a moment ago, were taken since: any.
+		p, err = ratelimitdtest.Launch(cfg.Bin, nil, "--db", dsn, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0")
+	}
 	if err != nil {
 		return fmt.Errorf("ratelimitd serve: %w", err)
 	}
