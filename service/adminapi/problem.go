@@ -10,35 +10,20 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/service/internal/problem"
 )
 
 // Problem is an RFC 9457 problem details object, the body of every error
-// answer (Content-Type application/problem+json).
-type Problem struct {
-	// Type is "about:blank": the status says what went wrong.
-	Type string `json:"type"`
-	// Title is the status's reason phrase.
-	Title string `json:"title"`
-	// Status is the HTTP status code.
-	Status int `json:"status"`
-	// Detail explains this occurrence, naming the field at fault.
-	Detail string `json:"detail"`
-	// Instance is the request's path.
-	Instance string `json:"instance,omitempty"`
-	// Errors lists the fields at fault (request body members, query
-	// parameters, path segments or header fields by name).
-	Errors []FieldError `json:"errors,omitempty"`
-}
+// answer (Content-Type application/problem+json): type "about:blank", the
+// status's title, the status, a detail naming the field at fault, the
+// request's path as instance, and errors listing the fields at fault.
+type Problem = problem.Details
 
-// FieldError is one field at fault.
-type FieldError struct {
-	// Field names it: a body member ("window_seconds"), a query parameter
-	// ("limit"), a path segment ("id") or a header field ("If-Match");
-	// "body" for the body as a whole.
-	Field string `json:"field"`
-	// Message says what is wrong with it.
-	Message string `json:"message"`
-}
+// FieldError is one field at fault in a Problem: a body member
+// ("window_seconds"), a query parameter ("limit"), a path segment ("id") or
+// a header field ("If-Match"); "body" for the body as a whole.
+type FieldError = problem.FieldError
 
 // apiError is an error answer: a status and the fields at fault.
 type apiError struct {
@@ -71,15 +56,10 @@ var unavailable = &apiError{status: http.StatusServiceUnavailable, detail: "the 
 
 // writeProblem answers e to r as application/problem+json.
 func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
-	p := Problem{Type: "about:blank", Title: http.StatusText(e.status), Status: e.status, Detail: e.detail, Instance: r.URL.Path, Errors: e.fields}
-	b, _ := json.Marshal(p) // a Problem always marshals
 	h := w.Header()
 	h.Del("ETag")
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(e.status)
-	_, _ = w.Write(append(b, '\n'))
+	problem.Write(w, r, e.status, problem.New(r, e.status, http.StatusText(e.status), e.detail, e.fields...))
 }
 
 // jsonError names the field a decoding error is about.

@@ -2,10 +2,7 @@ package adminauth
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +14,8 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
 	"github.com/sluicehq/sluice/ratelimitfields"
+	"github.com/sluicehq/sluice/service/internal/problem"
+	"github.com/sluicehq/sluice/service/internal/requestid"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -59,10 +58,6 @@ func PrincipalFrom(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(Principal)
 	return p, ok
 }
-
-// RequestID returns the id of the request whose context is ctx (set by
-// Wrap, echoed in X-Request-Id and recorded in the audit), or "".
-func RequestID(ctx context.Context) string { return rulesdb.RequestID(ctx) }
 
 // Options configures New. The zero value is the defaults.
 type Options struct {
@@ -226,8 +221,8 @@ func (a *Auth) Authenticate(ctx context.Context, secret string) (Principal, erro
 func (a *Auth) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
-		if !validRequestID(id) {
-			id = newRequestID()
+		if !requestid.Valid(id) {
+			id = requestid.New()
 		}
 		w.Header().Set("X-Request-Id", id)
 		ctx := rulesdb.WithRequestID(r.Context(), id)
@@ -244,7 +239,7 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 			return
 		case err != nil:
 			a.log.ErrorContext(ctx, "admin: authenticating a token", "request_id", id, "err", err)
-			writeProblem(w, r, http.StatusServiceUnavailable, "Service Unavailable", "the token could not be checked; retry later", nil)
+			writeProblem(w, r, http.StatusServiceUnavailable, "Service Unavailable", "the token could not be checked; retry later")
 			return
 		}
 		need, policy := rulesdb.ScopeWrite, PolicyWrite
@@ -252,7 +247,7 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 			need, policy = rulesdb.ScopeRead, PolicyRead
 		}
 		if !p.Scope.Allows(need) {
-			writeProblem(w, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("this token's scope is %s; %s needs scope %s", p.Scope, r.Method, need), nil)
+			writeProblem(w, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("this token's scope is %s; %s needs scope %s", p.Scope, r.Method, need))
 			return
 		}
 		if !a.limit(ctx, w, r, policy, p.Name) {
@@ -275,7 +270,7 @@ func (a *Auth) limit(ctx context.Context, w http.ResponseWriter, r *http.Request
 	d, err := a.limiter.CheckGroup(ctx, []core.GroupOp{{Policy: policy, Identity: "token:" + name, Cost: 1}})
 	if err != nil {
 		a.log.ErrorContext(ctx, "admin: rate limit store failed; refusing (fail closed)", "request_id", rulesdb.RequestID(ctx), "policy", policy, "err", err)
-		writeProblem(w, r, http.StatusServiceUnavailable, "Service Unavailable", "the rate limit could not be checked; retry later", nil)
+		writeProblem(w, r, http.StatusServiceUnavailable, "Service Unavailable", "the rate limit could not be checked; retry later")
 		return false
 	}
 	at := time.Now()
@@ -321,53 +316,10 @@ func bearer(values []string) (string, bool) {
 	return cred, true
 }
 
-// validRequestID reports whether a client's X-Request-Id is kept: 1 to 128
-// of A-Z a-z 0-9 - _ . :.
-func validRequestID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
-			return false
-		}
-	}
-	return true
-}
-
-// newRequestID returns 16 random bytes in hex.
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b[:])
-}
-
-// FieldError names the request field at fault in a problem.
-type FieldError struct {
-	Field   string `json:"field"`
-	Message string `json:"message"`
-}
-
-// problem is an RFC 9457 problem details object, in the admin API's shape.
-type problem struct {
-	Type     string       `json:"type"`
-	Title    string       `json:"title"`
-	Status   int          `json:"status"`
-	Detail   string       `json:"detail,omitempty"`
-	Instance string       `json:"instance,omitempty"`
-	Errors   []FieldError `json:"errors,omitempty"`
-}
-
-// writeProblem answers with an application/problem+json body.
-func writeProblem(w http.ResponseWriter, r *http.Request, status int, title, detail string, errs []FieldError) {
-	b, _ := json.Marshal(problem{Type: "about:blank", Title: title, Status: status, Detail: detail, Instance: r.URL.Path, Errors: errs})
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(append(b, '\n'))
-	}
+// writeProblem answers status as application/problem+json in the admin
+// API's shape.
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, title, detail string, errs ...problem.FieldError) {
+	problem.Write(w, r, status, problem.New(r, status, title, detail, errs...))
 }
 
 // unauthorized answers 401 with the Bearer challenge; errCode is RFC 6750's
@@ -378,5 +330,5 @@ func unauthorized(w http.ResponseWriter, r *http.Request, errCode string) {
 		ch += `, error="` + errCode + `"`
 	}
 	w.Header().Set("WWW-Authenticate", ch)
-	writeProblem(w, r, http.StatusUnauthorized, "Unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)", nil)
+	writeProblem(w, r, http.StatusUnauthorized, "Unauthorized", "a valid bearer token is required (Authorization: Bearer TOKEN)")
 }

@@ -99,7 +99,7 @@ func (f *fixture) handler() http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"name": p.Name, "scope": string(p.Scope), "request_id": adminauth.RequestID(r.Context())})
+		_ = json.NewEncoder(w).Encode(map[string]string{"name": p.Name, "scope": string(p.Scope), "request_id": rulesdb.RequestID(r.Context())})
 	})
 	mux.HandleFunc("POST /rules", func(w http.ResponseWriter, r *http.Request) {
 		f.handlerCalls.Add(1)

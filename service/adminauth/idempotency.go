@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/service/internal/problem"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -58,7 +59,7 @@ func (a *Auth) idempotent(w http.ResponseWriter, r *http.Request, p Principal, h
 	keys := r.Header.Values("Idempotency-Key")
 	if len(keys) != 1 || !validIdempotencyKey(keys[0]) {
 		writeProblem(w, r, http.StatusBadRequest, "Bad Request", "Idempotency-Key: must be one header of 1 to 255 printable ASCII characters",
-			[]FieldError{{Field: "Idempotency-Key", Message: "must be one header of 1 to 255 printable ASCII characters"}})
+			problem.FieldError{Field: "Idempotency-Key", Message: "must be one header of 1 to 255 printable ASCII characters"})
 		return
 	}
 	key := keys[0]
@@ -67,10 +68,11 @@ func (a *Auth) idempotent(w http.ResponseWriter, r *http.Request, p Principal, h
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeProblem(w, r, http.StatusRequestEntityTooLarge, "Content Too Large", "body: at most 1 MiB with an Idempotency-Key",
-				[]FieldError{{Field: "body", Message: "at most 1 MiB"}})
+				problem.FieldError{Field: "body", Message: "at most 1 MiB"})
 			return
 		}
-		writeProblem(w, r, http.StatusBadRequest, "Bad Request", "body: could not be read", []FieldError{{Field: "body", Message: "could not be read"}})
+		writeProblem(w, r, http.StatusBadRequest, "Bad Request", "body: could not be read",
+			problem.FieldError{Field: "body", Message: "could not be read"})
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
@@ -79,15 +81,15 @@ func (a *Auth) idempotent(w http.ResponseWriter, r *http.Request, p Principal, h
 	case errors.Is(err, rulesdb.ErrIdempotencyMismatch):
 		writeProblem(w, r, http.StatusUnprocessableEntity, "Unprocessable Content",
 			"Idempotency-Key: this key was used for a request with another method, path or body",
-			[]FieldError{{Field: "Idempotency-Key", Message: "already used for a different request"}})
+			problem.FieldError{Field: "Idempotency-Key", Message: "already used for a different request"})
 		return
 	case errors.Is(err, rulesdb.ErrIdempotencyInFlight):
 		writeProblem(w, r, http.StatusConflict, "Conflict", "Idempotency-Key: the first request with this key is still being processed; retry later",
-			[]FieldError{{Field: "Idempotency-Key", Message: "a request with this key is in flight"}})
+			problem.FieldError{Field: "Idempotency-Key", Message: "a request with this key is in flight"})
 		return
 	case err != nil:
 		a.log.ErrorContext(ctx, "admin: idempotency key", "request_id", rulesdb.RequestID(ctx), "err", err)
-		writeProblem(w, r, http.StatusServiceUnavailable, "Service Unavailable", "the idempotency key could not be checked; retry later", nil)
+		writeProblem(w, r, http.StatusServiceUnavailable, "Service Unavailable", "the idempotency key could not be checked; retry later")
 		return
 	case stored != nil:
 		for k, v := range stored.Header {

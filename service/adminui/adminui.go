@@ -2,12 +2,10 @@ package adminui
 
 import (
 	"bytes"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"html/template"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/internal/requestid"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -129,7 +128,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every request gets an id of its own (never one the client sends: the
 	// page has no API clients), echoed and recorded in the audit rows it
 	// writes.
-	id := newRequestID()
+	id := requestid.New()
 	hd.Set("X-Request-Id", id)
 	r = r.WithContext(rulesdb.WithRequestID(r.Context(), id))
 	if r.Method == http.MethodPost {
@@ -337,12 +336,6 @@ func (h *handler) failed(w http.ResponseWriter, r *http.Request, q *req, what st
 
 func (h *handler) notFound(w http.ResponseWriter, r *http.Request, q *req) {
 	h.message(w, r, q, http.StatusNotFound, "Not found")
-}
-
-func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (it panics if the OS cannot supply randomness)
-	return hex.EncodeToString(b[:])
 }
 
 func fmtTime(t time.Time) string {

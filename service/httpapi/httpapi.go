@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/ratelimitfields"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/internal/problem"
 )
 
 // Path is where ratelimitd serves the handler.
@@ -171,41 +172,41 @@ func badField(field, format string, args ...any) *fieldError {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET, POST")
-		writeProblem(w, &fieldError{status: http.StatusMethodNotAllowed, title: "method not allowed",
+		writeProblem(w, r, &fieldError{status: http.StatusMethodNotAllowed, title: "method not allowed",
 			field: "method", msg: r.Method + " is not served: use POST (JSON body) or GET (query parameters)"})
 		return
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
-		writeProblem(w, badField("query", "malformed query string"))
+		writeProblem(w, r, badField("query", "malformed query string"))
 		return
 	}
 	statusMode, denyStatus, ferr := h.mode(q)
 	if ferr != nil {
-		writeProblem(w, ferr)
+		writeProblem(w, r, ferr)
 		return
 	}
 	req, ferr := readRequest(w, r, q)
 	if ferr != nil {
-		writeProblem(w, ferr)
+		writeProblem(w, r, ferr)
 		return
 	}
 	c, ferr := check(req)
 	if ferr != nil {
-		writeProblem(w, ferr)
+		writeProblem(w, r, ferr)
 		return
 	}
 	res, err := h.checker.Check(r.Context(), c)
 	if err != nil {
 		if errors.Is(err, engine.ErrInvalid) {
-			writeProblem(w, engineError(err))
+			writeProblem(w, r, engineError(err))
 			return
 		}
 		if r.Context().Err() == nil {
 			h.log.LogAttrs(r.Context(), slog.LevelError, "httpapi: check failed",
 				slog.String("key_type", c.Dimension), slog.Any("error", err))
 		}
-		writeProblem(w, &fieldError{status: http.StatusServiceUnavailable, title: "no decision",
+		writeProblem(w, r, &fieldError{status: http.StatusServiceUnavailable, title: "no decision",
 			msg: "the rate limit decision could not be made"})
 		return
 	}
@@ -477,9 +478,9 @@ func (h *Handler) answer(w http.ResponseWriter, res *engine.Result, statusMode b
 	_, _ = w.Write(append(body, '\n'))
 }
 
-// problem is an RFC 9457 problem details object; Field names the request
-// field at fault.
-type problem struct {
+// problemBody is an RFC 9457 problem details object; Field names the
+// request field at fault.
+type problemBody struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
 	Status int    `json:"status"`
@@ -488,16 +489,12 @@ type problem struct {
 }
 
 // writeProblem answers e as application/problem+json.
-func writeProblem(w http.ResponseWriter, e *fieldError) {
+func writeProblem(w http.ResponseWriter, r *http.Request, e *fieldError) {
 	detail := e.msg
 	if e.field != "" {
 		detail = e.field + ": " + e.msg
 	}
-	b, _ := json.Marshal(problem{Type: "about:blank", Title: e.title, Status: e.status, Detail: detail, Field: e.field})
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(e.status)
-	_, _ = w.Write(append(b, '\n'))
+	problem.Write(w, r, e.status, problemBody{Type: "about:blank", Title: e.title, Status: e.status, Detail: detail, Field: e.field})
 }
 
 // isJSON reports whether a Content-Type is JSON (application/json or any

@@ -118,7 +118,7 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	rls.Register(gs)
 	handle("/json", "/json", rls.JSONHandler())
 	if db != nil {
-		newAdminAPI(db, st.store, e, log).mount(handle) // the admin REST API, /api/v1/{rules,users,audit}
+		newAdmin(db, st.store, e, recent, log).mount(handle) // the admin REST API (/api/v1/{rules,users,audit}) and page (/admin/)
 	}
 
 	if c.StoreAPI {
@@ -131,8 +131,5 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	// Every method: the handler answers those it does not take with its
 	// own problem+json 405.
 	handle(httpapi.Path, httpapi.Path, check)
-	if db != nil {
-		handle("/admin/", "/admin/", newAdminPage(db, st.store, e, recent, log))
-	}
 	return &wiring{engine: e, rulesDB: db, close: closeSrc}, nil
 }

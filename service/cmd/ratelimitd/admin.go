@@ -1,0 +1,108 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/adminapi"
+	"github.com/sluicehq/sluice/service/adminauth"
+	"github.com/sluicehq/sluice/service/adminui"
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/internal/problem"
+	"github.com/sluicehq/sluice/service/rulesdb"
+)
+
+// The admin page's list of warned and throttled callers: those of the last
+// recentWindow, at most recentMax (the oldest dropped first).
+const (
+	recentWindow = 5 * time.Minute
+	recentMax    = 10_000
+)
+
+// admin serves the admin REST API (adminapi) and the admin page (adminui)
+// over the database of --db, both behind ONE adminauth.Auth: one cache of
+// authenticated tokens (a revocation reaches both within its TTL) and one
+// per-token rate limit. An instance started from its rules cache while the
+// database is down has no database yet: both are built when it is reached
+// and answer 503 until then.
+type admin struct {
+	src   *rulesdb.Source
+	build func(*rulesdb.DB) (api, page http.Handler, err error)
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	api, page http.Handler
+	failed    bool
+}
+
+func newAdmin(src *rulesdb.Source, store core.Store, e *engine.Engine, recent *engine.Recent, log *slog.Logger) *admin {
+	return &admin{src: src, log: log, build: func(d *rulesdb.DB) (http.Handler, http.Handler, error) {
+		auth, err := adminauth.New(d, store, adminauth.Options{Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		api, err := adminapi.New(adminapi.Options{DB: d, Engine: e, Auth: auth, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		page, err := adminui.New(adminui.Options{DB: d, Engine: e, Auth: auth, Recent: recent, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return api, page, nil
+	}}
+}
+
+// mount registers the API's paths and the page's /admin/ through handle.
+func (a *admin) mount(handle func(pattern, route string, h http.Handler)) {
+	api := http.HandlerFunc(a.serveAPI)
+	for _, p := range adminapi.Paths {
+		handle(p, p, api)
+	}
+	handle("/admin/", "/admin/", http.HandlerFunc(a.servePage))
+}
+
+// handlers returns the API and the page, built on the first call after the
+// database is reached; nil before (or when building them failed: logged
+// once).
+func (a *admin) handlers() (api, page http.Handler) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.api == nil && !a.failed {
+		if d := a.src.DB(); d != nil {
+			api, page, err := a.build(d)
+			if err != nil {
+				a.failed = true
+				a.log.Error("admin API and page: not served", "error", err)
+				return nil, nil
+			}
+			a.api, a.page = api, page
+		}
+	}
+	return a.api, a.page
+}
+
+func (a *admin) serveAPI(w http.ResponseWriter, r *http.Request) {
+	h, _ := a.handlers()
+	if h == nil {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Retry-After", "5")
+		problem.Write(w, r, http.StatusServiceUnavailable, problem.New(r, http.StatusServiceUnavailable, http.StatusText(http.StatusServiceUnavailable),
+			"the admin API needs the rules database, which has not been reached yet"))
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+func (a *admin) servePage(w http.ResponseWriter, r *http.Request) {
+	_, h := a.handlers()
+	if h == nil {
+		w.Header().Set("Cache-Control", "no-store")
+		http.Error(w, "the admin page needs the rules database, which has not been reached yet", http.StatusServiceUnavailable)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
