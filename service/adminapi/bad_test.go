@@ -59,7 +59,7 @@ func testBadRequestsChangeNothing(t *testing.T, e *env) {
 		r := e.req("POST", "/api/v1/rules", body)
 		require.Equal(t, http.StatusCreated, r.status, r.raw)
 	}
-	r := e.req("POST", "/api/v1/users/alice/override", fmt.Sprintf(`{"rule_id":"orders","block":true,"ttl_seconds":600}`))
+	r := e.req("POST", "/api/v1/users/alice/override", `{"rule_id":"orders","block":true,"ttl_seconds":600}`)
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	r = e.req("PUT", "/api/v1/users/alice/tier", `{"tier":"gold"}`)
 	require.Equal(t, http.StatusOK, r.status, r.raw)

@@ -33,16 +33,15 @@ import (
 // SQLite file, the memory store, a write and a read token, and a small
 // handler that writes rules through the database.
 type fixture struct {
-	db            *rulesdb.DB
-	url           string
-	write, read   string
-	release       chan struct{} // POST /block waits for it
-	blocked       chan struct{} // POST /block signals it has started
-	fails         atomic.Int32  // POST /flaky answers 500 while > 0
-	handlerCalls  atomic.Int32
-	logs          *syncBuffer
-	auth          *adminauth.Auth
-	storeOverride *redisstore.Store
+	db           *rulesdb.DB
+	url          string
+	write, read  string
+	release      chan struct{} // POST /block waits for it
+	blocked      chan struct{} // POST /block signals it has started
+	fails        atomic.Int32  // POST /flaky answers 500 while > 0
+	handlerCalls atomic.Int32
+	logs         *syncBuffer
+	auth         *adminauth.Auth
 }
 
 type syncBuffer struct {
