@@ -8,7 +8,10 @@
 //	ratelimitd serve [flags]          run the service
 //	ratelimitd validate FILE          check a rules file: exit 0 when valid, 1 with file:line:field errors
 //	ratelimitd check [flags]          ask a running ratelimitd (gRPC) and print the answer
-//	ratelimitd token create NAME --scope read|write --db DSN   an admin API token, printed once
+//	ratelimitd rules import FILE --db DSN   load rules (a JSON array) into a rules database, all or none
+//	ratelimitd rules export [FILE] --db DSN write a rules database's rules as JSON
+//	ratelimitd token create NAME --scope read|write --db DSN   create an admin API token (its secret is printed once)
+//	ratelimitd token list --db DSN | token revoke NAME --db DSN   (--db defaults to $RATELIMITD_DB)
 //	ratelimitd version                print the version
 //
 // Every flag of serve is also an environment variable, RATELIMITD_ and the

@@ -53,7 +53,7 @@ func rulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	}
 	db, err := rulesdb.Open(ctx, *dsn)
 	if err != nil {
-		fmt.Fprintf(stderr, "ratelimitd rules: %v\n", err)
+		fmt.Fprintf(stderr, "ratelimitd rules: --db: %v\n", err)
 		return 1
 	}
 	defer func() { _ = db.Close() }()

@@ -28,8 +28,8 @@ func tokenCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	sub := args[0]
 	fs := flag.NewFlagSet("token "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	defDSN, _ := env("RATELIMITD_DB")
-	dsn := fs.String("db", defDSN, "the rules database: file:PATH (SQLite) or postgres://... (default $RATELIMITD_DB)")
+	// Not the flag's default: -h would print it, password and all.
+	dsn := fs.String("db", "", "the rules database: file:PATH (SQLite) or postgres://... (PostgreSQL); default $"+envName(servePrefix, "db"))
 	scope := new(string)
 	if sub == "create" {
 		scope = fs.String("scope", "", "what the token may do: read (GET, HEAD) or write (everything)")
@@ -47,9 +47,12 @@ func tokenCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		pos = append(pos, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
+	if *dsn == "" && env != nil {
+		*dsn, _ = env(envName(servePrefix, "db"))
+	}
 	switch {
 	case *dsn == "":
-		fmt.Fprintln(stderr, "ratelimitd token: --db: required (or RATELIMITD_DB)")
+		fmt.Fprintf(stderr, "ratelimitd token: --db: required (file:PATH or postgres://...; or %s)\n", envName(servePrefix, "db"))
 		return 2
 	case sub == "list" && len(pos) != 0, sub != "list" && len(pos) != 1:
 		fmt.Fprintln(stderr, use)
@@ -65,7 +68,7 @@ func tokenCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	}
 	db, err := rulesdb.Open(ctx, *dsn)
 	if err != nil {
-		fmt.Fprintf(stderr, "ratelimitd token: %v\n", err)
+		fmt.Fprintf(stderr, "ratelimitd token: --db: %v\n", err)
 		return 1
 	}
 	defer func() { _ = db.Close() }()

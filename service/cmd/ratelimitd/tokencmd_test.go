@@ -128,3 +128,27 @@ func testTokenCommands(t *testing.T, dsn string) {
 	require.NoError(t, err)
 	require.Len(t, ts, 2, "no failed command created anything")
 }
+
+// TestDBFlagHelpHidesTheDSN: the help of token and rules says where --db
+// defaults from, never the DSN it would take from the environment (its
+// password), and a database that cannot be opened is reported under --db
+// with the password redacted.
+func TestDBFlagHelpHidesTheDSN(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	env := envMap(map[string]string{"RATELIMITD_DB": "postgres://admin:s3cret@127.0.0.1:1/rules?connect_timeout=1"})
+	for _, args := range [][]string{{"token", "list", "-h"}, {"token", "create", "-h"}, {"rules", "export", "-h"}} {
+		var out, errOut bytes.Buffer
+		code := run(ctx, args, &out, &errOut, env)
+		require.Equal(t, 2, code, args)
+		require.Contains(t, errOut.String(), "$RATELIMITD_DB", args)
+		require.NotContains(t, errOut.String(), "s3cret", args)
+	}
+	for _, args := range [][]string{{"token", "list"}, {"rules", "export"}} {
+		var out, errOut bytes.Buffer
+		code := run(ctx, args, &out, &errOut, env)
+		require.Equal(t, 1, code, args)
+		require.Contains(t, errOut.String(), "--db: ", args)
+		require.NotContains(t, errOut.String(), "s3cret", args)
+	}
+}
