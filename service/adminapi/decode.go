@@ -2,7 +2,6 @@ package adminapi
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluicehq/sluice/service/internal/jsonbody"
 )
 
 // MaxBody bounds a request body; a larger one is answered 413.
@@ -20,7 +21,6 @@ const MaxBody = 64 << 10
 var (
 	errEmpty     = errors.New("empty body")
 	errNotObject = errors.New("not an object")
-	errTrailing  = errors.New("trailing data")
 )
 
 // readJSON decodes r's body strictly into dst: application/json, at most
@@ -49,19 +49,14 @@ func decodeJSON(body []byte, dst any) *apiError {
 	case trimmed[0] != '{':
 		return jsonError(errNotObject)
 	}
-	if name, ok := duplicateMember(trimmed); ok {
+	if name, ok := jsonbody.DuplicateMember(trimmed); ok {
 		if name == "" {
 			return bad("body", "member \"\" given twice")
 		}
 		return bad(clip(name), "given twice")
 	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
+	if err := jsonbody.Decode(trimmed, dst); err != nil {
 		return jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return jsonError(errTrailing)
 	}
 	return nil
 }
@@ -131,31 +126,4 @@ func nextLink(r *http.Request, cursor string) string {
 	v, _ := url.ParseQuery(r.URL.RawQuery)
 	v.Set("cursor", cursor)
 	return fmt.Sprintf("<%s?%s>; rel=\"next\"", r.URL.EscapedPath(), v.Encode())
-}
-
-// duplicateMember reports a member name the top-level object of body
-// gives twice (encoding/json would keep the last silently). A body that
-// is not well-formed is left to the decoder's error.
-func duplicateMember(body []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return "", false
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		name, _ := t.(string)
-		if seen[name] {
-			return name, true
-		}
-		seen[name] = true
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", false
-		}
-	}
-	return "", false
 }

@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/service/internal/jsonbody"
 	"github.com/sluicehq/sluice/service/internal/problem"
 )
 
@@ -79,14 +79,13 @@ func jsonError(err error) *apiError {
 	case errors.Is(err, errNotObject):
 		return bad("body", "must be a JSON object")
 	}
-	if errors.Is(err, errTrailing) {
+	if errors.Is(err, jsonbody.ErrTrailing) {
 		return bad("body", "trailing data after the JSON object")
 	}
 	if strings.Contains(err.Error(), "unexpected EOF") {
 		return bad("body", "truncated JSON")
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name, _ = strconv.Unquote(name)
+	if name, ok := jsonbody.UnknownField(err); ok {
 		if name == "" {
 			return bad("body", "unknown member \"\"")
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/ratelimitfields"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/internal/jsonbody"
 	"github.com/sluicehq/sluice/service/internal/problem"
 )
 
@@ -276,13 +277,11 @@ func readRequest(w http.ResponseWriter, r *http.Request, q url.Values) (Request,
 // fromJSON decodes a body strictly: one object, known fields, right types.
 func fromJSON(body []byte) (Request, *fieldError) {
 	var req Request
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := jsonbody.Decode(body, &req); err != nil {
+		if errors.Is(err, jsonbody.ErrTrailing) {
+			return Request{}, badField("body", "trailing data after the JSON object")
+		}
 		return Request{}, jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Request{}, badField("body", "trailing data after the JSON object")
 	}
 	return req, nil
 }
@@ -306,8 +305,7 @@ func jsonError(err error) *fieldError {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return badField("body", "truncated JSON")
 	}
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		name, _ = strconv.Unquote(name)
+	if name, ok := jsonbody.UnknownField(err); ok {
 		return badField(clip(name), "unknown field (known: %s)", strings.Join(queryFields, ", "))
 	}
 	return badField("body", "invalid JSON")
