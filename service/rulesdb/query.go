@@ -84,21 +84,9 @@ func (d *DB) ListRules(ctx context.Context, f RuleFilter, cursor string, limit i
 		args = append(args, *f.Enabled)
 	}
 	args = append(args, limit+1)
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`), args...)
+	out, err := queryRules(ctx, d.db, "list", d.q(`SELECT `+ruleCols+` FROM rules WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`), args...)
 	if err != nil {
-		return nil, "", fmt.Errorf("rulesdb: list: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	var out []*Rule
-	for rows.Next() {
-		r, err := scanRule(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("rulesdb: list: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("rulesdb: list: %w", err)
+		return nil, "", err
 	}
 	next := ""
 	if len(out) > limit {

@@ -54,21 +54,9 @@ func (d *DB) List(ctx context.Context, cursor string, limit int) ([]*Rule, strin
 	if limit < 1 || limit > 1000 {
 		return nil, "", fmt.Errorf("rulesdb: limit: must be 1 to 1000, got %d", limit)
 	}
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id > ? ORDER BY id LIMIT ?`), cursor, limit+1)
+	out, err := queryRules(ctx, d.db, "list", d.q(`SELECT `+ruleCols+` FROM rules WHERE id > ? ORDER BY id LIMIT ?`), cursor, limit+1)
 	if err != nil {
-		return nil, "", fmt.Errorf("rulesdb: list: %w", err)
-	}
-	defer func() { _ = rows.Close() }()
-	var out []*Rule
-	for rows.Next() {
-		r, err := scanRule(rows)
-		if err != nil {
-			return nil, "", fmt.Errorf("rulesdb: list: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("rulesdb: list: %w", err)
+		return nil, "", err
 	}
 	next := ""
 	if len(out) > limit {
@@ -292,21 +280,27 @@ type querier interface {
 
 // loadRules reads every rule, in ID order.
 func loadRules(ctx context.Context, q querier) ([]*Rule, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+ruleCols+` FROM rules ORDER BY id`)
+	return queryRules(ctx, q, "load rules", `SELECT `+ruleCols+` FROM rules ORDER BY id`)
+}
+
+// queryRules runs query (selecting ruleCols) and scans its rows; errors
+// say what the query was for.
+func queryRules(ctx context.Context, q querier, what, query string, args ...any) ([]*Rule, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("rulesdb: load rules: %w", err)
+		return nil, fmt.Errorf("rulesdb: %s: %w", what, err)
 	}
 	defer func() { _ = rows.Close() }()
 	var out []*Rule
 	for rows.Next() {
 		r, err := scanRule(rows)
 		if err != nil {
-			return nil, fmt.Errorf("rulesdb: load rules: %w", err)
+			return nil, fmt.Errorf("rulesdb: %s: %w", what, err)
 		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("rulesdb: load rules: %w", err)
+		return nil, fmt.Errorf("rulesdb: %s: %w", what, err)
 	}
 	return out, nil
 }
