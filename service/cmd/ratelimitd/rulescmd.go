@@ -25,33 +25,22 @@ func rulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	sub := args[0]
 	fs := flag.NewFlagSet("rules "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	dsn := fs.String("db", "", "the rules database: file:PATH (SQLite) or postgres://... (PostgreSQL); default $"+envName(servePrefix, "db"))
+	flagDSN := dbFlag(fs)
 	actor := fs.String("actor", "cli", "who the audit log records as making the import")
 	// Flags may come before or after FILE.
-	var pos []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		return 2
 	}
-	if *dsn == "" && env != nil {
-		*dsn, _ = env(envName(servePrefix, "db"))
-	}
+	dsn, ok := dbDSN(*flagDSN, env, stderr, "rules")
 	switch {
-	case *dsn == "":
-		fmt.Fprintf(stderr, "ratelimitd rules: --db: required (file:PATH or postgres://...; or %s)\n", envName(servePrefix, "db"))
+	case !ok:
 		return 2
 	case sub == "import" && len(pos) != 1, sub == "export" && len(pos) > 1:
 		fmt.Fprintln(stderr, use)
 		return 2
 	}
-	db, err := rulesdb.Open(ctx, *dsn)
+	db, err := rulesdb.Open(ctx, dsn)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimitd rules: --db: %v\n", err)
 		return 1

@@ -28,31 +28,19 @@ func tokenCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	sub := args[0]
 	fs := flag.NewFlagSet("token "+sub, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	// Not the flag's default: -h would print it, password and all.
-	dsn := fs.String("db", "", "the rules database: file:PATH (SQLite) or postgres://... (PostgreSQL); default $"+envName(servePrefix, "db"))
+	flagDSN := dbFlag(fs)
 	scope := new(string)
 	if sub == "create" {
 		scope = fs.String("scope", "", "what the token may do: read (GET, HEAD) or write (everything)")
 	}
 	// Flags may come before or after NAME.
-	var pos []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	pos, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		return 2
 	}
-	if *dsn == "" && env != nil {
-		*dsn, _ = env(envName(servePrefix, "db"))
-	}
+	dsn, ok := dbDSN(*flagDSN, env, stderr, "token")
 	switch {
-	case *dsn == "":
-		fmt.Fprintf(stderr, "ratelimitd token: --db: required (file:PATH or postgres://...; or %s)\n", envName(servePrefix, "db"))
+	case !ok:
 		return 2
 	case sub == "list" && len(pos) != 0, sub != "list" && len(pos) != 1:
 		fmt.Fprintln(stderr, use)
@@ -60,13 +48,12 @@ func tokenCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	}
 	var sc rulesdb.Scope
 	if sub == "create" {
-		var err error
 		if sc, err = rulesdb.ParseScope(*scope); err != nil {
 			fmt.Fprintln(stderr, "ratelimitd token create: --scope: must be read or write")
 			return 2
 		}
 	}
-	db, err := rulesdb.Open(ctx, *dsn)
+	db, err := rulesdb.Open(ctx, dsn)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimitd token: --db: %v\n", err)
 		return 1
