@@ -18,8 +18,11 @@ import (
 // Prefix is the path every resource of the API is under.
 const Prefix = "/api/v1"
 
-// Paths ratelimitd mounts the handler at (a ServeMux pattern each).
-var Paths = []string{Prefix + "/rules", Prefix + "/rules/", Prefix + "/users/", Prefix + "/audit", Prefix + "/audit/"}
+// Paths returns the paths to mount the handler at (a ServeMux pattern
+// each), as ratelimitd does.
+func Paths() []string {
+	return []string{Prefix + "/rules", Prefix + "/rules/", Prefix + "/users/", Prefix + "/audit", Prefix + "/audit/"}
+}
 
 // Options configure the handler New returns.
 type Options struct {

@@ -102,7 +102,7 @@ func newEnvOn(t *testing.T, dsn string) *env {
 	require.NoError(t, err)
 	h := auth.Wrap(a.routes())
 	mux := http.NewServeMux()
-	for _, p := range Paths {
+	for _, p := range Paths() {
 		mux.Handle(p, h)
 	}
 	mux.Handle(httpapi.Path, httpapi.New(e))

@@ -145,9 +145,9 @@ func (d *DB) q(query string) string {
 // maxOpenPG bounds a DB's pool of PostgreSQL connections.
 const maxOpenPG = 8
 
-// Notify is the PostgreSQL channel every write notifies, in its
+// NotifyChannel is the PostgreSQL channel every write notifies, in its
 // transaction, with the new revision as the payload.
-const Notify = "sluice_rules"
+const NotifyChannel = "sluice_rules"
 
 // begin starts a write transaction. On PostgreSQL it first takes the
 // revision row's lock (SELECT ... FOR UPDATE), so writes serialize from
@@ -176,7 +176,7 @@ func (d *DB) bump(ctx context.Context, tx *sql.Tx) (int64, error) {
 		return 0, fmt.Errorf("rulesdb: revision: %w", err)
 	}
 	if d.pg {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Notify, strconv.FormatInt(rev, 10)); err != nil {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, strconv.FormatInt(rev, 10)); err != nil {
 			return 0, fmt.Errorf("rulesdb: revision: notify: %w", err)
 		}
 	}

@@ -8,8 +8,8 @@
 // Every write runs in one transaction that bumps the global revision, stamps
 // the changed rule with it (its etag) and appends one audit row; on
 // PostgreSQL the transaction first locks the revision row, so writes
-// serialize and revisions stay dense, and it notifies the channel Notify
-// with the new revision. Source serves the database to the engine as a
-// rules.Source: it watches the revision and loads a new validated snapshot
-// when it moves.
+// serialize and revisions stay dense, and it notifies the channel
+// NotifyChannel with the new revision. Source serves the database to the
+// engine as a rules.Source: it watches the revision and loads a new
+// validated snapshot when it moves.
 package rulesdb

@@ -18,8 +18,8 @@ type listenEvent struct {
 	err       error
 }
 
-// listen keeps a connection of its own LISTENing on Notify until ctx ends,
-// and passes what it hears to ev. A lost connection is reported and
+// listen keeps a connection of its own LISTENing on NotifyChannel until
+// ctx ends, and passes what it hears to ev. A lost connection is reported and
 // re-established with backoff; every connection after the first is
 // reported as again, for a full reload (notifications sent while it was
 // down are lost).
@@ -61,7 +61,7 @@ func (s *Source) listenOnce(ctx context.Context, dsn string, again bool, send fu
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+Notify); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
 		return false, err
 	}
 	back.reset()

@@ -116,7 +116,7 @@ func TestPostgresBrokenRowKeepsLastGood(t *testing.T) {
 		require.NoError(t, err)
 		var rev int64
 		require.NoError(t, tx.QueryRowContext(ctx, `UPDATE revision SET value = value + 1 RETURNING value`).Scan(&rev))
-		_, err = tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, Notify, strconv.FormatInt(rev, 10))
+		_, err = tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, strconv.FormatInt(rev, 10))
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit())
 	}

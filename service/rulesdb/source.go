@@ -29,7 +29,7 @@ const CachedSuffix = " (cached)"
 // snapshot of its enabled rules, user tiers and overrides in force, whose
 // revision is the database revision; Watch follows the revision and loads
 // a new snapshot when it moves. On PostgreSQL Watch listens on the channel
-// Notify on a connection of its own (every write notifies its revision:
+// NotifyChannel on a connection of its own (every write notifies its revision:
 // the hint), still polls the revision every poll interval (the safety net)
 // and reloads fully after the listener reconnects; on SQLite it polls.
 // With WithCache the last good snapshot is kept on disk, and served while

@@ -59,7 +59,7 @@ func newAdmin(src *rulesdb.Source, store core.Store, e *engine.Engine, recent *e
 // mount registers the API's paths and the page's /admin/ through handle.
 func (a *admin) mount(handle func(pattern, route string, h http.Handler)) {
 	api := http.HandlerFunc(a.serveAPI)
-	for _, p := range adminapi.Paths {
+	for _, p := range adminapi.Paths() {
 		handle(p, p, api)
 	}
 	handle("/admin/", "/admin/", http.HandlerFunc(a.servePage))
