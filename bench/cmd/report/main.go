@@ -203,20 +203,19 @@ func quickSummary() string {
 
 // selection is what the flags selected.
 type selection struct {
-	mem            []membench.Scenario
-	memImpls       []membench.Impl
-	mwImpls        []mwImpl
-	fiberImpls     []mwImpl
-	rdImpls        []redisbench.Impl
-	rdMemImpls     []redisbench.Impl
-	svcImpls       []servicebench.Impl
-	redis, rdMem   bool
-	mw, fiber      bool
-	churn          bool // sluice only
-	rules          bool // ratelimitd only
-	ruleChurn      bool // ratelimitd only
-	prop           bool // ratelimitd only
-	scenarioTokens string
+	mem          []membench.Scenario
+	memImpls     []membench.Impl
+	mwImpls      []mwImpl
+	fiberImpls   []mwImpl
+	rdImpls      []redisbench.Impl
+	rdMemImpls   []redisbench.Impl
+	svcImpls     []servicebench.Impl
+	redis, rdMem bool
+	mw, fiber    bool
+	churn        bool // sluice only
+	rules        bool // ratelimitd only
+	ruleChurn    bool // ratelimitd only
+	prop         bool // ratelimitd only
 }
 
 func selectAll(o options) (selection, error) {
