@@ -3,6 +3,7 @@ package adminapi
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -94,14 +95,14 @@ func (a *api) listOverrides(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
-	os, err := a.db.Overrides(r.Context(), dim, id, a.now())
+	ovs, err := a.db.Overrides(r.Context(), dim, id, a.now())
 	if err != nil {
 		return a.failed(r, "list overrides", err)
 	}
-	if os == nil {
-		os = []rulesdb.Override{}
+	if ovs == nil {
+		ovs = []rulesdb.Override{}
 	}
-	writeJSON(w, http.StatusOK, overrideList{Overrides: os})
+	writeJSON(w, http.StatusOK, overrideList{Overrides: ovs})
 	return nil
 }
 
@@ -159,11 +160,16 @@ func (a *api) postOverride(w http.ResponseWriter, r *http.Request) *apiError {
 	}
 	stored := o
 	stored.ExpiresAt = time.UnixMilli(o.ExpiresAt.UnixMilli()).UTC()
-	if os, err := a.db.Overrides(r.Context(), dim, id, now); err == nil {
-		for _, s := range os {
-			if s.RuleID == o.RuleID {
-				stored = s
-			}
+	// The override as stored (its created_at and revision); the write
+	// has committed, so a failure to read it back answers what was asked.
+	ovs, err := a.db.Overrides(r.Context(), dim, id, now)
+	if err != nil && r.Context().Err() == nil {
+		a.log.LogAttrs(r.Context(), slog.LevelWarn, "adminapi: reading back a stored override failed",
+			slog.String("path", r.URL.Path), slog.Any("error", err))
+	}
+	for _, s := range ovs {
+		if s.RuleID == o.RuleID {
+			stored = s
 		}
 	}
 	w.Header().Set("Location", locationOf("/users/%s/override/%s?dimension=%s", url.PathEscape(id), o.RuleID, url.QueryEscape(dim)))
