@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -115,12 +116,20 @@ func StartPostgres(ctx context.Context) (*Postgres, error) {
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		octx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		d, err := rulesdb.Open(octx, p.DSN())
-		cancel()
+		// Our postmaster must say it is ready, hence that it holds the
+		// port: another server may have taken the port between our
+		// choosing it and postgres binding it, and rulesdb.Open would
+		// then succeed against that one.
+		err := p.ownReady()
 		if err == nil {
-			_ = d.Close()
-			return p, nil
+			octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			var d *rulesdb.DB
+			d, err = rulesdb.Open(octx, p.DSN())
+			cancel()
+			if err == nil {
+				_ = d.Close()
+				return p, nil
+			}
 		}
 		select {
 		case <-p.done:
@@ -134,6 +143,22 @@ func StartPostgres(ctx context.Context) (*Postgres, error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// ownReady reports (nil) whether the postmaster we started says, in its
+// data directory's postmaster.pid, that it is ready to accept connections
+// (line 1 its pid, line 8 its status), which it is only once it has bound
+// its port.
+func (p *Postgres) ownReady() error {
+	b, err := os.ReadFile(filepath.Join(p.data, "postmaster.pid"))
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 8 || strings.TrimSpace(lines[0]) != strconv.Itoa(p.cmd.Process.Pid) || strings.TrimSpace(lines[7]) != "ready" {
+		return errors.New("postmaster.pid: not ready yet")
+	}
+	return nil
 }
 
 // DSN is the connection string of the server's database "postgres".

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/bench/propbench"
 	"github.com/sluicehq/sluice/bench/servicebench"
+	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
 // ratelimitd builds ratelimitd from the service module of this tree.
@@ -53,4 +54,25 @@ func TestQuantile(t *testing.T) {
 	require.Equal(t, time.Duration(5), propbench.Quantile(ds, 1))
 	require.Equal(t, time.Duration(1), propbench.Quantile(ds, 0))
 	require.Zero(t, propbench.Quantile(nil, 0.5))
+}
+
+// StartPostgres returns only a server it started itself (its postmaster
+// ready on the port of the DSN), which carries rulesdb's schema.
+func TestStartPostgres(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := propbench.StartPostgres(ctx)
+	if err == propbench.ErrNoPostgres && os.Getenv("SLUICE_REQUIRE_POSTGRES") != "1" {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	d, err := rulesdb.Open(ctx, p.DSN())
+	require.NoError(t, err)
+	rev, err := d.Revision(ctx)
+	require.NoError(t, err)
+	require.Zero(t, rev)
+	require.NoError(t, d.Close())
+	p.Close()
+	_, err = rulesdb.Open(ctx, p.DSN())
+	require.Error(t, err, "stopped with Close")
 }
