@@ -9,6 +9,9 @@
 // Authentication results are cached in memory for Options.CacheTTL (5 s by
 // default) so the database is off the hot path: a revoked token keeps
 // working on an instance that has just seen it for at most that long.
+// Give the admin API (adminapi) and the admin page (adminui) of an
+// instance the same Auth, as ratelimitd does: they then share that cache,
+// so a revocation reaches both at the same moment.
 // The rate-limit store failing fails closed (503): the admin API is never
 // left unlimited.
 package adminauth
