@@ -100,7 +100,7 @@ func Run(ctx context.Context, t Target, cfg RunConfig) (Sample, error) {
 			}
 		}
 		if t.Redis != nil {
-			if rd, err = ProcessCPU(t.Redis.PID()); err != nil {
+			if rd, err = t.Redis.CPU(ctx); err != nil {
 				return
 			}
 		}
