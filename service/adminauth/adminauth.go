@@ -16,14 +16,17 @@ import (
 	"github.com/sluicehq/sluice/ratelimitfields"
 	"github.com/sluicehq/sluice/service/internal/problem"
 	"github.com/sluicehq/sluice/service/internal/requestid"
+	"github.com/sluicehq/sluice/service/rules"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
 // The names of the admin API's rate-limit policies, as RateLimit-Policy
 // and the problem of a 429 name them.
+// No rule may take them (rules.Reserved): a rule's counters would share
+// their keys in the store.
 const (
-	PolicyRead  = "admin_read"
-	PolicyWrite = "admin_write"
+	PolicyRead  = rules.PolicyAdminRead
+	PolicyWrite = rules.PolicyAdminWrite
 )
 
 // Default limits per token, the seed's figures.

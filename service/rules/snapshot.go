@@ -53,7 +53,7 @@ type envoyTree struct {
 // New builds a snapshot of rules (in the order given) at revision, with the
 // tier assignments tiers (dimension -> identifier -> tier; nil for none).
 // It checks what a parser checks of each rule, without file lines: valid
-// and unique IDs, limits, tiers, endpoint patterns, Envoy paths unique per
+// and unique IDs (none Reserved), limits, tiers, endpoint patterns, Envoy paths unique per
 // domain. Sources other than files (the database of issue 15) build their
 // snapshots with it. overrides are the temporary limits of single callers
 // (Override); each must name a native rule of rules and its dimension, and
@@ -81,6 +81,8 @@ func New(revision string, rules []*Rule, tiers map[string]map[string]string, ove
 		}
 		if err := core.ValidatePolicyName(r.ID); err != nil {
 			bad(r, "name", "%s", strings.TrimPrefix(err.Error(), "Name: "))
+		} else if Reserved(r.ID) {
+			bad(r, "name", "%q is reserved: ratelimitd counts the admin API's per-token limits under it", r.ID)
 		} else if prev, dup := s.byID[r.ID]; dup {
 			bad(r, "name", "duplicate rule name (first at %s)", prev.Source)
 		} else {
