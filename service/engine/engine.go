@@ -106,6 +106,10 @@ type Engine struct {
 	// this engine has set on the store and not cleared since.
 	ovMu    sync.Mutex
 	applied map[overrideKey]appliedOverride
+	// ended holds the revisions of the lapsed overrides of the snapshot
+	// in force (tombstones of cleared ones) this engine has cleared on
+	// the store.
+	ended map[overrideKey]int64
 	// ovPending: the last application left overrides to retry.
 	ovPending atomic.Bool
 }
@@ -143,7 +147,7 @@ func New(ctx context.Context, store core.Store, src rules.Source, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{store: store, src: src, cfg: cfg, applied: map[overrideKey]appliedOverride{}}
+	e := &Engine{store: store, src: src, cfg: cfg, applied: map[overrideKey]appliedOverride{}, ended: map[overrideKey]int64{}}
 	snap, err := src.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("engine: rules: %w", err)

@@ -75,11 +75,35 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 	set, cleared, left, fails := 0, 0, 0, 0 // fails: store failures (retried)
 	failing := func() bool { return fails >= overrideFailures }
 	want := make(map[overrideKey]bool, len(s.Overrides()))
+	lapsed := map[overrideKey]bool{}
 	for _, o := range s.Overrides() {
-		if !o.Active(now) {
+		k := overrideKey{o.RuleID, o.Dimension, o.Identifier}
+		if !o.Active(now) && !o.Cleared {
 			continue // lapsed in the store on its own
 		}
-		k := overrideKey{o.RuleID, o.Dimension, o.Identifier}
+		if o.Cleared {
+			// Cleared before its end (a database's tombstone): cleared
+			// on the store once by every engine, even one that never
+			// set it (started after the clear: the store, Redis, may
+			// hold it from an instance before).
+			lapsed[k] = true
+			_, had := e.applied[k]
+			if rev, done := e.ended[k]; had || done && rev == o.Revision {
+				continue // had: cleared below
+			}
+			if failing() {
+				left++
+				continue
+			}
+			if err := e.store.ClearOverride(ctx, core.Key{Identity: o.Identifier, Policy: o.RuleID}); err != nil {
+				errs = append(errs, fmt.Errorf("engine: override of rule %q for a %s: clear: %w", o.RuleID, o.Dimension, err))
+				fails++
+				continue
+			}
+			e.ended[k] = o.Revision
+			cleared++
+			continue
+		}
 		want[k] = true
 		cur, had := e.applied[k]
 		if had && cur.ok && cur.o == o {
@@ -130,6 +154,11 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 		}
 		delete(e.applied, k)
 		cleared++
+	}
+	for k := range e.ended {
+		if !lapsed[k] {
+			delete(e.ended, k)
+		}
 	}
 	if left > 0 {
 		errs = append(errs, fmt.Errorf("%w (%d)", errOverridesLeft, left))

@@ -29,13 +29,20 @@ type Override struct {
 	// Revision is the database revision that wrote the override (0 when
 	// it comes from a file).
 	Revision int64
+	// Cleared marks the tombstone of an override ended before its time
+	// (a database keeps it until the override's expiry): its Until is
+	// the clear, already past, so it is lapsed to every reader, and the
+	// engine removes it from the store once, even if it never set it (an
+	// instance started after the clear, on a store that outlives
+	// instances).
+	Cleared bool
 }
 
 // Blocks reports whether o blocks its caller (its Limit is zero).
 func (o Override) Blocks() bool { return o.Limit == (core.Limit{}) }
 
-// Active reports whether o is still in force at now.
-func (o Override) Active(now time.Time) bool { return now.Before(o.Until) }
+// Active reports whether o is still in force at now (a Cleared one never is).
+func (o Override) Active(now time.Time) bool { return !o.Cleared && now.Before(o.Until) }
 
 // overrideKey is what identifies an override in a snapshot.
 type overrideKey struct{ rule, dimension, identifier string }

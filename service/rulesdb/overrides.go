@@ -23,6 +23,14 @@ type Override struct {
 	Block         bool      `json:"block"`
 	ExpiresAt     time.Time `json:"expires_at"`
 	Revision      int64     `json:"revision,omitempty"`
+	// ClearedAt is when the override was cleared before its expiry (by
+	// ClearOverride, or with its rule by Delete): zero while it is in
+	// force. A cleared override is kept until ExpiresAt as a tombstone,
+	// which Overrides never returns: it reaches the engine (a lapsed
+	// rules.Override, Until its clear) so that an instance that did not
+	// see it set (it started after the clear, with a store that outlives
+	// instances, Redis) still removes it from the store.
+	ClearedAt time.Time `json:"cleared_at,omitzero"`
 }
 
 // SetOverride stores o (replacing the caller's override of that rule), in
@@ -79,7 +87,7 @@ func (d *DB) SetOverride(ctx context.Context, actor string, o Override) error {
 	if _, err := tx.ExecContext(ctx, d.q(`INSERT INTO overrides (dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (dimension, identifier, rule_id) DO UPDATE SET "limit" = excluded."limit", window_seconds = excluded.window_seconds,
-		block = excluded.block, expires_at = excluded.expires_at, revision = excluded.revision, created_at = excluded.created_at`),
+		block = excluded.block, expires_at = excluded.expires_at, revision = excluded.revision, created_at = excluded.created_at, cleared_at = NULL`),
 		o.Dimension, o.Identifier, o.RuleID, o.Limit, o.WindowSeconds, o.Block, o.ExpiresAt.UnixMilli(), rev, ms); err != nil {
 		return fmt.Errorf("rulesdb: override.set: %w", err)
 	}
@@ -96,8 +104,9 @@ func (d *DB) SetOverride(ctx context.Context, actor string, o Override) error {
 	return nil
 }
 
-// ClearOverride removes the caller's override of ruleID (ErrNotFound if
-// none), with its audit row.
+// ClearOverride ends the caller's override of ruleID (ErrNotFound if
+// none), with its audit row. Its row is kept as a tombstone until its
+// expiry (see Override.ClearedAt).
 func (d *DB) ClearOverride(ctx context.Context, actor, dimension, identifier, ruleID string) error {
 	if strings.TrimSpace(actor) == "" {
 		return errors.New("rulesdb: actor: required")
@@ -118,10 +127,12 @@ func (d *DB) ClearOverride(ctx context.Context, actor, dimension, identifier, ru
 	if err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, d.q(`DELETE FROM overrides WHERE dimension = ? AND identifier = ? AND rule_id = ?`), dimension, identifier, ruleID); err != nil {
+	now := d.now().UnixMilli()
+	if _, err := tx.ExecContext(ctx, d.q(`UPDATE overrides SET cleared_at = ?, revision = ? WHERE dimension = ? AND identifier = ? AND rule_id = ?`),
+		now, rev, dimension, identifier, ruleID); err != nil {
 		return fmt.Errorf("rulesdb: override.clear: %w", err)
 	}
-	if err := d.audit(ctx, tx, rev, d.now().UnixMilli(), actor, "override.clear", "override/"+dimension+"/"+identifier+"/"+ruleID, before, nil); err != nil {
+	if err := d.audit(ctx, tx, rev, now, actor, "override.clear", "override/"+dimension+"/"+identifier+"/"+ruleID, before, nil); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -135,7 +146,7 @@ func (d *DB) ClearOverride(ctx context.Context, actor, dimension, identifier, ru
 // rule ID.
 func (d *DB) Overrides(ctx context.Context, dimension, identifier string, now time.Time) ([]Override, error) {
 	rows, err := d.db.QueryContext(ctx, d.q(`SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision
-		FROM overrides WHERE dimension = ? AND identifier = ? AND expires_at > ? ORDER BY rule_id`), dimension, identifier, now.UnixMilli())
+		FROM overrides WHERE dimension = ? AND identifier = ? AND expires_at > ? AND cleared_at IS NULL ORDER BY rule_id`), dimension, identifier, now.UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: overrides: %w", err)
 	}
@@ -155,9 +166,29 @@ func (d *DB) Overrides(ctx context.Context, dimension, identifier string, now ti
 }
 
 // toRules is o as the engine's override of r (its served rule; nil if the
-// rule is not served), or an error saying why it cannot apply.
-func (o Override) toRules(r *rules.Rule) (rules.Override, error) {
+// rule is not served), or an error saying why it cannot apply. A
+// tombstone (a cleared override) is a lapsed override whose Until is its
+// clear (at most now, whatever the clocks: it never applies); ok is
+// false when it cannot go to the engine (its rule is not served as it
+// was), which is no error.
+func (o Override) toRules(r *rules.Rule, now time.Time) (_ rules.Override, ok bool, _ error) {
 	target := "override/" + o.Dimension + "/" + o.Identifier + "/" + o.RuleID
+	if !o.ClearedAt.IsZero() {
+		if r == nil || r.Dimension != o.Dimension {
+			return rules.Override{}, false, nil
+		}
+		until := o.ClearedAt
+		if until.After(now) {
+			until = now
+		}
+		return rules.Override{RuleID: o.RuleID, Dimension: o.Dimension, Identifier: o.Identifier, Until: until, Revision: o.Revision, Cleared: true}, true, nil
+	}
+	ro, err := o.toRulesActive(r, target)
+	return ro, err == nil, err
+}
+
+// toRulesActive is toRules of an override not cleared.
+func (o Override) toRulesActive(r *rules.Rule, target string) (rules.Override, error) {
 	switch {
 	case r == nil:
 		return rules.Override{}, fmt.Errorf("rulesdb: %s: rule_id: rule %q is not served (missing, disabled or a tier row): override ignored", target, o.RuleID)
@@ -174,9 +205,10 @@ func (o Override) toRules(r *rules.Rule) (rules.Override, error) {
 	return ro, nil
 }
 
-// loadOverrides reads every stored override in force at now.
+// loadOverrides reads every stored override in force at now, and the
+// tombstones of those cleared before their expiry.
 func loadOverrides(ctx context.Context, q querier, d *DB, now time.Time) ([]Override, error) {
-	rows, err := q.QueryContext(ctx, d.q(`SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision
+	rows, err := q.QueryContext(ctx, d.q(`SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision, cleared_at
 		FROM overrides WHERE expires_at > ? ORDER BY dimension, identifier, rule_id`), now.UnixMilli())
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: load overrides: %w", err)
@@ -184,7 +216,7 @@ func loadOverrides(ctx context.Context, q querier, d *DB, now time.Time) ([]Over
 	defer func() { _ = rows.Close() }()
 	var out []Override
 	for rows.Next() {
-		o, err := scanOverride(rows)
+		o, err := scanOverrideRow(rows)
 		if err != nil {
 			return nil, fmt.Errorf("rulesdb: load overrides: %w", err)
 		}
@@ -206,10 +238,26 @@ func scanOverride(s scanner) (*Override, error) {
 	return &o, nil
 }
 
-// override reads one stored override (expired or not) inside tx; nil if none.
+// scanOverrideRow is scanOverride of a row that also has cleared_at.
+func scanOverrideRow(s scanner) (*Override, error) {
+	var o Override
+	var exp int64
+	var cleared sql.NullInt64
+	if err := s.Scan(&o.Dimension, &o.Identifier, &o.RuleID, &o.Limit, &o.WindowSeconds, &o.Block, &exp, &o.Revision, &cleared); err != nil {
+		return nil, err
+	}
+	o.ExpiresAt = time.UnixMilli(exp).UTC()
+	if cleared.Valid {
+		o.ClearedAt = time.UnixMilli(cleared.Int64).UTC()
+	}
+	return &o, nil
+}
+
+// override reads one stored override not cleared (expired or not) inside
+// tx; nil if none.
 func (d *DB) override(ctx context.Context, tx *sql.Tx, dimension, identifier, ruleID string) (*Override, error) {
 	o, err := scanOverride(tx.QueryRowContext(ctx, d.q(`SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision
-		FROM overrides WHERE dimension = ? AND identifier = ? AND rule_id = ?`), dimension, identifier, ruleID))
+		FROM overrides WHERE dimension = ? AND identifier = ? AND rule_id = ? AND cleared_at IS NULL`), dimension, identifier, ruleID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

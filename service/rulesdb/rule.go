@@ -82,8 +82,9 @@ func snapshot(rev int64, rows []*Rule, tiers map[string]map[string]string) (*rul
 
 // snapshotAt is snapshot with a revision string and the stored overrides:
 // those in force at now of a served rule of their dimension go into the
-// snapshot (their limit with the rule's algorithm); the others are left
-// out, the ones that no longer fit their rule (a disabled or tiered rule, a
+// snapshot (their limit with the rule's algorithm), and so do the
+// tombstones of those cleared before their expiry (lapsed: see
+// Override.ClearedAt); the others are left out, the ones that no longer fit their rule (a disabled or tiered rule, a
 // changed dimension or algorithm) each with an error in skipped.
 func snapshotAt(revision string, rows []*Rule, tiers map[string]map[string]string, ovs []Override, now time.Time) (snap *rules.Snapshot, skipped []error, err error) {
 	type key struct{ dim, ep string }
@@ -146,12 +147,13 @@ func snapshotAt(revision string, rows []*Rule, tiers map[string]map[string]strin
 		if !o.ExpiresAt.After(now) {
 			continue
 		}
-		ro, err := o.toRules(byID[o.RuleID])
+		ro, ok, err := o.toRules(byID[o.RuleID], now)
 		if err != nil {
 			skipped = append(skipped, err)
-			continue
 		}
-		in = append(in, ro)
+		if ok {
+			in = append(in, ro)
+		}
 	}
 	s, err := rules.New(revision, out, tiers, in...)
 	if err != nil {

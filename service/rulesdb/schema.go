@@ -84,6 +84,10 @@ var migrations = [][]string{
 		`CREATE INDEX idempotency_created ON idempotency (created_at)`,
 		`ALTER TABLE audit ADD COLUMN request_id TEXT`,
 	},
+	{ // 3: a cleared override is kept (its tombstone) until its expiry, so
+		// that an instance starting after the clear removes it from the store
+		`ALTER TABLE overrides ADD COLUMN cleared_at BIGINT`,
+	},
 }
 
 // SchemaVersion is the schema version this build creates and reads.

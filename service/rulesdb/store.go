@@ -103,18 +103,21 @@ func (d *DB) Update(ctx context.Context, actor string, r Rule, ifMatch string) (
 	}, &r)
 }
 
-// Delete removes the rule id and its overrides if its current etag is
+// Delete removes the rule id and clears its overrides if its current etag is
 // ifMatch ("*" matches any). The remaining rules must still form a valid
 // set.
 func (d *DB) Delete(ctx context.Context, actor, id, ifMatch string) error {
-	_, err := d.write(ctx, actor, "rule.delete", id, func(ctx context.Context, tx *sql.Tx, cur *Rule, _ int64, _ int64) (*Rule, error) {
+	_, err := d.write(ctx, actor, "rule.delete", id, func(ctx context.Context, tx *sql.Tx, cur *Rule, rev int64, now int64) (*Rule, error) {
 		if cur == nil {
 			return nil, fmt.Errorf("%w: id %q", ErrNotFound, id)
 		}
 		if ifMatch != "*" && ifMatch != cur.ETag {
 			return nil, fmt.Errorf("%w: id %q: etag %s, current %s", ErrStale, id, ifMatch, cur.ETag)
 		}
-		if _, err := tx.ExecContext(ctx, d.q(`DELETE FROM overrides WHERE rule_id = ?`), id); err != nil {
+		// Cleared, kept as tombstones (see Override.ClearedAt): should a
+		// rule of this id come back, an instance that never saw them
+		// removes them from the store.
+		if _, err := tx.ExecContext(ctx, d.q(`UPDATE overrides SET cleared_at = ?, revision = ? WHERE rule_id = ? AND cleared_at IS NULL`), now, rev, id); err != nil {
 			return nil, err
 		}
 		_, err := tx.ExecContext(ctx, d.q(`DELETE FROM rules WHERE id = ?`), id)

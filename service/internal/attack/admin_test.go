@@ -1,12 +1,16 @@
 package attack
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/service/adminauth"
+	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
 // TestAttackAdminLimitNotARule: the admin API's per-token limits count in
@@ -36,4 +40,76 @@ func TestAttackAdminLimitNotARule(t *testing.T) {
 	require.NotEmpty(t, h.Get("Retry-After"))
 	st, _, body := s.do("victim", http.MethodGet, "/api/v1/rules", nil)
 	require.Equal(t, http.StatusOK, st, "%s", body)
+}
+
+// TestAttackOverrideClearedWhileDown: an override cleared (or its rule's
+// overrides deleted) while no instance runs is gone when one starts again:
+// the store (Redis, which outlives the instances) must not keep blocking
+// the caller until the override's old expiry. The instance learns of the
+// clear from the database, which keeps a cleared override's tombstone
+// until its expiry.
+func TestAttackOverrideClearedWhileDown(t *testing.T) {
+	addr := newRedis(t)
+	onDBs(t, func(t *testing.T, dsn string) { testOverrideClearedWhileDown(t, addr, dsn) })
+}
+
+func testOverrideClearedWhileDown(t *testing.T, addr, dsn string) {
+	checkOn := func(s *adminStack, user, endpoint string) bool {
+		st, _, body := s.do("", http.MethodPost, "/api/v1/rate-limit/check", map[string]any{"key_type": "user", "key_value": user, "endpoint": endpoint})
+		require.Equal(t, http.StatusOK, st, "%s", body)
+		var out struct{ Allowed bool }
+		require.NoError(t, json.Unmarshal(body, &out))
+		return out.Allowed
+	}
+	check := func(s *adminStack, user string) bool { return checkOn(s, user, "/") }
+	t.Run("running", func(t *testing.T) {
+		s := startAdminStack(t, dsn, redisStore(t, addr), adminauth.Options{}, "ops")
+		st, _, body := s.do("ops", http.MethodPost, "/api/v1/rules", map[string]any{
+			"id": "api", "name": "api", "dimension": "user", "limit": 100, "window_seconds": 60, "algorithm": "fixed_window", "enabled": true})
+		require.Equal(t, http.StatusCreated, st, "%s", body)
+		for _, u := range []string{"blocked-then-cleared", "limited-then-cleared"} {
+			o := map[string]any{"rule_id": "api", "block": true, "ttl_seconds": 3600}
+			if u == "limited-then-cleared" {
+				o = map[string]any{"rule_id": "api", "limit": 1, "window_seconds": 3600, "ttl_seconds": 3600}
+			}
+			st, _, body = s.do("ops", http.MethodPost, "/api/v1/users/"+u+"/override", o)
+			require.Equal(t, http.StatusCreated, st, "%s", body)
+		}
+		web := map[string]any{"id": "web", "name": "web", "dimension": "user", "endpoint_pattern": "/web/**", "limit": 100, "window_seconds": 60, "algorithm": "fixed_window", "enabled": true}
+		st, _, body = s.do("ops", http.MethodPost, "/api/v1/rules", web)
+		require.Equal(t, http.StatusCreated, st, "%s", body)
+		st, _, body = s.do("ops", http.MethodPost, "/api/v1/users/blocked-on-web/override", map[string]any{"rule_id": "web", "block": true, "ttl_seconds": 3600})
+		require.Equal(t, http.StatusCreated, st, "%s", body)
+		s.waitRevision()
+		require.Eventually(t, func() bool { return !checkOn(s, "blocked-on-web", "/web/x") }, 5*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return !check(s, "blocked-then-cleared") }, 5*time.Second, 10*time.Millisecond)
+		require.True(t, check(s, "limited-then-cleared"))
+		require.False(t, check(s, "limited-then-cleared"))
+	})
+	// Every instance is down: the overrides are cleared in the database
+	// (ratelimitd's CLI, or an instance on another store).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db, err := rulesdb.Open(ctx, dsn)
+	require.NoError(t, err)
+	require.NoError(t, db.ClearOverride(ctx, "ops", "user", "blocked-then-cleared", "api"))
+	require.NoError(t, db.ClearOverride(ctx, "ops", "user", "limited-then-cleared", "api"))
+	// The rule "web" deleted (its overrides with it) and created again.
+	web, err := db.Get(ctx, "web")
+	require.NoError(t, err)
+	require.NoError(t, db.Delete(ctx, "ops", "web", web.ETag))
+	web.ETag, web.Revision = "", 0
+	_, err = db.Create(ctx, "ops", *web)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	t.Run("restarted", func(t *testing.T) {
+		s := startAdminStack(t, dsn, redisStore(t, addr), adminauth.Options{})
+		s.waitRevision()
+		require.Eventually(t, func() bool { return check(s, "blocked-then-cleared") }, 3*time.Second, 20*time.Millisecond,
+			"a cleared block still denies after a restart")
+		require.True(t, check(s, "limited-then-cleared"), "a cleared override still limits after a restart")
+		require.True(t, checkOn(s, "blocked-on-web", "/web/x"), "a block of a deleted rule holds when it is created again")
+		st, _, body := s.do("", http.MethodGet, "/api/v1/users/blocked-then-cleared/override", nil)
+		require.Equal(t, http.StatusUnauthorized, st, "%s", body)
+	})
 }
