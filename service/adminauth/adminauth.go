@@ -215,7 +215,7 @@ func (a *Auth) Authenticate(ctx context.Context, secret string) (Principal, erro
 //     a store failure fails closed with 503;
 //   - on POST with an Idempotency-Key, the key (see rulesdb.BeginIdempotent):
 //     a replay gets the stored response with Idempotent-Replayed: true, the
-//     same key with another method, path or body 422, one still in flight
+//     same key with another method, path, query or body 422, one still in flight
 //     409.
 //
 // h then runs with the Principal in its context (PrincipalFrom). Every

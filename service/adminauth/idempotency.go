@@ -36,7 +36,8 @@ func validIdempotencyKey(k string) bool {
 	return true
 }
 
-// requestHash is the SHA-256 of the request's method, path and body, each
+// requestHash is the SHA-256 of the request's method, target (path and
+// query) and body, each
 // length-prefixed so no two requests share a preimage.
 func requestHash(method, path string, body []byte) []byte {
 	h := sha256.New()
@@ -50,6 +51,18 @@ func requestHash(method, path string, body []byte) []byte {
 		h.Write(part)
 	}
 	return h.Sum(nil)
+}
+
+// requestTarget is what names a request's resource: its path, and its
+// query in canonical order when it has one (?dimension= says whose
+// override a POST sets), so a key reused with another query is another
+// request. A request without a query hashes as before the query counted.
+func requestTarget(r *http.Request) string {
+	q := r.URL.Query()
+	if len(q) == 0 {
+		return r.URL.Path
+	}
+	return r.URL.Path + "?" + q.Encode()
 }
 
 // idempotent runs h for a POST with an Idempotency-Key: once per key, its
@@ -76,11 +89,11 @@ func (a *Auth) idempotent(w http.ResponseWriter, r *http.Request, p Principal, h
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	stored, err := a.db.BeginIdempotent(ctx, p.Name, key, requestHash(r.Method, r.URL.Path, body))
+	stored, err := a.db.BeginIdempotent(ctx, p.Name, key, requestHash(r.Method, requestTarget(r), body))
 	switch {
 	case errors.Is(err, rulesdb.ErrIdempotencyMismatch):
 		writeProblem(w, r, http.StatusUnprocessableEntity, "Unprocessable Content",
-			"Idempotency-Key: this key was used for a request with another method, path or body",
+			"Idempotency-Key: this key was used for a request with another method, path, query or body",
 			problem.FieldError{Field: "Idempotency-Key", Message: "already used for a different request"})
 		return
 	case errors.Is(err, rulesdb.ErrIdempotencyInFlight):

@@ -113,3 +113,27 @@ func testOverrideClearedWhileDown(t *testing.T, addr, dsn string) {
 		require.Equal(t, http.StatusUnauthorized, st, "%s", body)
 	})
 }
+
+// TestAttackIdempotencyKeyOtherQuery: an Idempotency-Key reused for a POST
+// to the same path with another query (?dimension= names whose override
+// it is) is another request: 422, never the first one's stored 201 (the
+// client would believe an override set that was not).
+func TestAttackIdempotencyKeyOtherQuery(t *testing.T) {
+	s := startAdminStack(t, "", memStore(t), adminauth.Options{}, "ops")
+	for _, dim := range []string{"user", "ip"} {
+		st, _, body := s.do("ops", http.MethodPost, "/api/v1/rules", map[string]any{
+			"id": "by-" + dim, "name": dim, "dimension": dim, "limit": 100, "window_seconds": 60, "algorithm": "fixed_window", "enabled": true})
+		require.Equal(t, http.StatusCreated, st, "%s", body)
+	}
+	o := map[string]any{"rule_id": "by-user", "block": true, "ttl_seconds": 600}
+	st, _, body := s.do("ops", http.MethodPost, "/api/v1/users/10.0.0.1/override?dimension=user", o, "Idempotency-Key", "K1")
+	require.Equal(t, http.StatusCreated, st, "%s", body)
+	st, h, body := s.do("ops", http.MethodPost, "/api/v1/users/10.0.0.1/override?dimension=user", o, "Idempotency-Key", "K1")
+	require.Equal(t, http.StatusCreated, st, "%s", body)
+	require.Equal(t, "true", h.Get("Idempotent-Replayed"))
+	st, h, body = s.do("ops", http.MethodPost, "/api/v1/users/10.0.0.1/override?dimension=ip", o, "Idempotency-Key", "K1")
+	require.Equal(t, http.StatusUnprocessableEntity, st, "replayed: %q %s", h.Get("Idempotent-Replayed"), body)
+	os, err := s.db.Overrides(s.ctx, "ip", "10.0.0.1", time.Now())
+	require.NoError(t, err)
+	require.Empty(t, os)
+}
