@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -93,6 +96,7 @@ type Auth struct {
 
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]cached
+	fails failures
 }
 
 // cached is one remembered authentication result.
@@ -148,14 +152,17 @@ func New(db *rulesdb.DB, store core.Store, o Options) (*Auth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adminauth: limits: %w", err)
 	}
-	return &Auth{db: db, limiter: l, log: o.Logger, now: o.Now, ttl: o.CacheTTL, cache: map[[sha256.Size]byte]cached{}}, nil
+	return &Auth{db: db, limiter: l, log: o.Logger, now: o.Now, ttl: o.CacheTTL, cache: map[[sha256.Size]byte]cached{},
+		fails: failures{m: map[netip.Prefix]*budget{}}}, nil
 }
 
 // Authenticate returns the Principal of the token secret: the check Wrap
 // makes of a bearer token, for callers that take the secret another way
 // (the admin page's login). An unknown or revoked secret is
 // rulesdb.ErrUnauthorized; any other error is the database's, not to be
-// shown to a client.
+// shown to a client. Under Wrap, a secret not in the cache from a client
+// whose authentications failed too often is ErrTooManyFailures, with no
+// database lookup.
 func (a *Auth) Authenticate(ctx context.Context, secret string) (Principal, error) {
 	if secret == "" || len(secret) > maxAuthorization {
 		return Principal{}, rulesdb.ErrUnauthorized
@@ -173,9 +180,16 @@ func (a *Auth) Authenticate(ctx context.Context, secret string) (Principal, erro
 			return c.p, nil
 		}
 	}
+	client := clientOf(ctx)
+	if ok, _ := a.fails.allowed(client, now); !ok {
+		return Principal{}, ErrTooManyFailures
+	}
 	t, err := a.db.Authenticate(ctx, secret)
 	if err != nil && !errors.Is(err, rulesdb.ErrUnauthorized) {
 		return Principal{}, err
+	}
+	if err != nil {
+		a.fails.failed(client, now)
 	}
 	p := Principal{Name: t.Name, Scope: t.Scope}
 	if a.ttl > 0 {
@@ -207,7 +221,10 @@ func (a *Auth) Authenticate(ctx context.Context, secret string) (Principal, erro
 //   - a bearer token (Authorization: Bearer SECRET): none, another
 //     scheme, an unknown or a revoked token is 401 with
 //     WWW-Authenticate: Bearer realm="ratelimitd" (the answer never says
-//     whether a token exists);
+//     whether a token exists); a client (IPv4 address, IPv6 /64) whose
+//     secrets failed more than 20 times in a minute gets 429 with
+//     Retry-After for secrets not in the cache, which then cost no
+//     database lookup;
 //   - its scope: GET and HEAD need read, every other method write (403);
 //   - the token's rate limit (admin_read or admin_write: a write counts
 //     against writes only), with the standard RateLimit, RateLimit-Policy
@@ -235,10 +252,15 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 			unauthorized(w, r, "")
 			return
 		}
-		p, err := a.Authenticate(ctx, secret)
+		p, err := a.Authenticate(WithClient(ctx, r.RemoteAddr), secret)
 		switch {
 		case errors.Is(err, rulesdb.ErrUnauthorized):
 			unauthorized(w, r, "invalid_token")
+			return
+		case errors.Is(err, ErrTooManyFailures):
+			_, retry := a.fails.allowed(clientOf(WithClient(ctx, r.RemoteAddr)), a.now())
+			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(retry, time.Second).Seconds())), 10))
+			writeProblem(w, r, http.StatusTooManyRequests, "Too Many Requests", "too many failed authentications from this client; retry later")
 			return
 		case err != nil:
 			a.log.ErrorContext(ctx, "admin: authenticating a token", "request_id", id, "err", err)

@@ -365,9 +365,13 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.render(w, r, nil, http.StatusBadRequest, "login", &view{Title: "Sign in", Error: "token: required."})
 		return
 	}
-	if _, err := h.auth.Authenticate(r.Context(), secret); err != nil {
+	if _, err := h.auth.Authenticate(adminauth.WithClient(r.Context(), r.RemoteAddr), secret); err != nil {
 		if errors.Is(err, rulesdb.ErrUnauthorized) {
 			h.render(w, r, nil, http.StatusUnauthorized, "login", &view{Title: "Sign in", Error: "That token is not valid (unknown or revoked)."})
+			return
+		}
+		if errors.Is(err, adminauth.ErrTooManyFailures) {
+			h.render(w, r, nil, http.StatusTooManyRequests, "login", &view{Title: "Sign in", Error: "Too many failed sign-ins from your address; try again in a minute."})
 			return
 		}
 		h.log.ErrorContext(r.Context(), "adminui: sign-in", "err", err)

@@ -1,0 +1,62 @@
+package adminauth_test
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/service/adminauth"
+)
+
+// TestFailedAuthenticationsBounded: every unknown secret not in the cache
+// costs a database lookup, so a client guessing secrets is bounded: 20
+// failures at once, then 20 a minute; past that its unknown secrets are
+// 429 with Retry-After and cost no lookup (the database closed: still
+// 429, never 503), tokens in the cache still pass, and another client
+// is not held back.
+func TestFailedAuthenticationsBounded(t *testing.T) {
+	f := newFixture(t, "file:"+filepath.Join(t.TempDir(), "rules.db"), adminauth.Options{CacheTTL: time.Minute})
+	from := func(ip string) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+	}
+	get := func(c *http.Client, secret string) *http.Response {
+		req, err := http.NewRequestWithContext(tctx(t), http.MethodGet, f.url+"/things", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		resp, err := c.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp
+	}
+	guess := func() string {
+		var b [32]byte
+		_, _ = rand.Read(b[:])
+		return "slk_" + base64.RawURLEncoding.EncodeToString(b[:])
+	}
+	me, other := from("127.0.0.1"), from("127.0.0.2")
+	require.Equal(t, http.StatusOK, get(me, f.read).StatusCode) // now in the cache
+	for i := range 20 {
+		require.Equal(t, http.StatusUnauthorized, get(me, guess()).StatusCode, "guess %d", i)
+	}
+	resp := get(me, guess())
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.True(t, retry >= 1 && retry <= 4, "Retry-After %d", retry)
+	require.Equal(t, http.StatusUnauthorized, get(other, guess()).StatusCode, "another client is not held back")
+
+	require.NoError(t, f.db.Close()) // a lookup now fails: 503
+	for i := range 50 {
+		require.Equal(t, http.StatusTooManyRequests, get(me, guess()).StatusCode, "guess %d after the budget", i)
+	}
+	require.Equal(t, http.StatusOK, get(me, f.read).StatusCode, "a cached token still passes")
+	require.Equal(t, http.StatusServiceUnavailable, get(other, guess()).StatusCode, "another client's guess is looked up")
+}
