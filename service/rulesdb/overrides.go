@@ -33,6 +33,11 @@ type Override struct {
 	ClearedAt time.Time `json:"cleared_at,omitzero"`
 }
 
+// MaxOverrideIdentifier bounds an override's identifier, in bytes: the
+// rules snapshot refuses a longer one (as the engine refuses a longer
+// identifier in a check).
+const MaxOverrideIdentifier = 1024
+
 // SetOverride stores o (replacing the caller's override of that rule), in
 // one transaction with its audit row. The rule must exist; the limit is
 // checked with the rule's algorithm (a Block has none); ExpiresAt must be
@@ -43,6 +48,9 @@ func (d *DB) SetOverride(ctx context.Context, actor string, o Override) error {
 	}
 	if o.Identifier == "" {
 		return fmt.Errorf("%w: identifier: required", ErrInvalid)
+	}
+	if len(o.Identifier) > MaxOverrideIdentifier {
+		return fmt.Errorf("%w: identifier: at most %d bytes, got %d", ErrInvalid, MaxOverrideIdentifier, len(o.Identifier))
 	}
 	now := d.now()
 	if !o.ExpiresAt.After(now) {
@@ -174,7 +182,7 @@ func (d *DB) Overrides(ctx context.Context, dimension, identifier string, now ti
 func (o Override) toRules(r *rules.Rule, now time.Time) (_ rules.Override, ok bool, _ error) {
 	target := "override/" + o.Dimension + "/" + o.Identifier + "/" + o.RuleID
 	if !o.ClearedAt.IsZero() {
-		if r == nil || r.Dimension != o.Dimension {
+		if r == nil || r.Dimension != o.Dimension || len(o.Identifier) > MaxOverrideIdentifier {
 			return rules.Override{}, false, nil
 		}
 		until := o.ClearedAt
@@ -194,6 +202,8 @@ func (o Override) toRulesActive(r *rules.Rule, target string) (rules.Override, e
 		return rules.Override{}, fmt.Errorf("rulesdb: %s: rule_id: rule %q is not served (missing, disabled or a tier row): override ignored", target, o.RuleID)
 	case r.Dimension != o.Dimension:
 		return rules.Override{}, fmt.Errorf("rulesdb: %s: dimension: rule %q is now for dimension %q: override ignored", target, o.RuleID, r.Dimension)
+	case len(o.Identifier) > MaxOverrideIdentifier:
+		return rules.Override{}, fmt.Errorf("rulesdb: override of rule %q: identifier: longer than %d bytes: override ignored", o.RuleID, MaxOverrideIdentifier)
 	}
 	ro := rules.Override{RuleID: o.RuleID, Dimension: o.Dimension, Identifier: o.Identifier, Until: o.ExpiresAt, Revision: o.Revision}
 	if !o.Block {
