@@ -15,6 +15,10 @@ const (
 	sessionLife = 8 * time.Hour
 	// maxSessions bounds the sessions kept in memory.
 	maxSessions = 1000
+	// maxTokenSessions bounds the sessions of one token: its least
+	// recently used goes first, so one token signing in over and over
+	// never pushes other admins out of a full table.
+	maxTokenSessions = 10
 )
 
 // session is one signed-in browser.
@@ -45,12 +49,29 @@ func (s *session) expired(now time.Time) bool {
 	return now.Sub(s.seen) >= sessionIdle || now.Sub(s.created) >= sessionLife
 }
 
-// create starts a session signed in with secret. When the table
-// is full, expired sessions go first, then the least recently used.
+// create starts a session signed in with secret. A token with
+// maxTokenSessions sessions loses its least recently used one first. When
+// the table is full, expired sessions go, then the least recently used.
 func (t *sessions) create(secret string, now time.Time) *session {
 	s := &session{id: randomID(), secret: secret, csrf: randomID(), created: now, seen: now}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for {
+		var mine int
+		var oldest *session
+		for _, o := range t.m {
+			if o.secret == secret {
+				mine++
+				if oldest == nil || o.seen.Before(oldest.seen) {
+					oldest = o
+				}
+			}
+		}
+		if mine < maxTokenSessions {
+			break
+		}
+		delete(t.m, oldest.id)
+	}
 	if len(t.m) >= t.max {
 		for id, o := range t.m {
 			if o.expired(now) {
