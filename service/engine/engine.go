@@ -104,6 +104,8 @@ type Engine struct {
 	cur   atomic.Pointer[state]
 	// ovMu serializes the application of overrides; applied holds those
 	// this engine has set on the store and not cleared since.
+	// usage admits one Usage at a time (a semaphore of one).
+	usage   chan struct{}
 	ovMu    sync.Mutex
 	applied map[overrideKey]appliedOverride
 	// ended holds the revisions of the lapsed overrides of the snapshot
@@ -147,7 +149,7 @@ func New(ctx context.Context, store core.Store, src rules.Source, opts ...Option
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{store: store, src: src, cfg: cfg, applied: map[overrideKey]appliedOverride{}, ended: map[overrideKey]int64{}}
+	e := &Engine{store: store, src: src, cfg: cfg, applied: map[overrideKey]appliedOverride{}, ended: map[overrideKey]int64{}, usage: make(chan struct{}, 1)}
 	snap, err := src.Load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("engine: rules: %w", err)

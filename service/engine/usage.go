@@ -44,10 +44,18 @@ type RuleUsage struct {
 	State core.State
 }
 
+// maxUsagePeek bounds the counters Usage peeks in one store call: with
+// many rules (the admin API's 100 000), one call of them all held a Redis
+// store for hundreds of milliseconds, stalling every instance's checks.
+const maxUsagePeek = 512
+
 // Usage reports where identifier, of dimension, stands under every native
 // rule of that dimension, on every endpoint (rules with endpoint patterns
 // included), in the order of the rules: the caller's tier and override
-// resolved, each counter peeked in one store call (nothing is consumed).
+// resolved, the counters peeked (nothing is consumed) in store calls of at
+// most 512 counters each, one Usage at a time per engine (so that reading
+// many rules' usage never holds the store, a Redis shared by every
+// instance, for long, nor makes it serve many such reads at once).
 // A dimension no rule counts has none (nil, no error). Invalid input (an
 // empty or too long dimension or identifier) wraps ErrInvalid naming the
 // field; a store failure is an error wrapping the store's (for logs, not
@@ -97,12 +105,22 @@ func (e *Engine) Usage(ctx context.Context, dimension, identifier string) ([]Rul
 	if len(ops) == 0 {
 		return out, nil
 	}
-	d, err := st.all.CheckGroup(ctx, ops)
-	if err != nil {
-		return nil, fmt.Errorf("engine: usage: %w", err)
+	select {
+	case e.usage <- struct{}{}:
+		defer func() { <-e.usage }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("engine: usage: %w", ctx.Err())
+	}
+	results := make([]core.PolicyResult, 0, len(ops))
+	for lo := 0; lo < len(ops); lo += maxUsagePeek {
+		d, err := st.all.CheckGroup(ctx, ops[lo:min(lo+maxUsagePeek, len(ops))])
+		if err != nil {
+			return nil, fmt.Errorf("engine: usage: %w", err)
+		}
+		results = append(results, d.Results...)
 	}
 	for j, i := range memb {
-		p := &d.Results[j]
+		p := &results[j]
 		u := &out[i]
 		u.ResetAt = resetAt(&p.Result)
 		u.State = p.State
