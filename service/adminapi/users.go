@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/engine"
@@ -35,6 +36,10 @@ func caller(r *http.Request, known ...string) (dimension, identifier string, q q
 		return "", "", q, bad("id", "required: the caller's identifier")
 	case len(identifier) > engine.MaxIdentifier:
 		return "", "", q, bad("id", "longer than %d bytes", engine.MaxIdentifier)
+	case !utf8.ValidString(identifier):
+		return "", "", q, bad("id", "not valid UTF-8")
+	case strings.IndexByte(identifier, 0) >= 0:
+		return "", "", q, bad("id", "must not contain a NUL byte")
 	}
 	return dimension, identifier, q, nil
 }

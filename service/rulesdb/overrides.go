@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/rules"
@@ -33,6 +34,18 @@ type Override struct {
 	ClearedAt time.Time `json:"cleared_at,omitzero"`
 }
 
+// storableIdentifier refuses an identifier both backends cannot store
+// alike (PostgreSQL's text takes neither a NUL byte nor invalid UTF-8).
+func storableIdentifier(id string) error {
+	switch {
+	case !utf8.ValidString(id):
+		return fmt.Errorf("%w: identifier: not valid UTF-8", ErrInvalid)
+	case strings.IndexByte(id, 0) >= 0:
+		return fmt.Errorf("%w: identifier: must not contain a NUL byte", ErrInvalid)
+	}
+	return nil
+}
+
 // MaxOverrideIdentifier bounds an override's identifier, in bytes: the
 // rules snapshot refuses a longer one (as the engine refuses a longer
 // identifier in a check).
@@ -51,6 +64,9 @@ func (d *DB) SetOverride(ctx context.Context, actor string, o Override) error {
 	}
 	if len(o.Identifier) > MaxOverrideIdentifier {
 		return fmt.Errorf("%w: identifier: at most %d bytes, got %d", ErrInvalid, MaxOverrideIdentifier, len(o.Identifier))
+	}
+	if err := storableIdentifier(o.Identifier); err != nil {
+		return err
 	}
 	now := d.now()
 	if !o.ExpiresAt.After(now) {

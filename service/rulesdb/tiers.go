@@ -27,6 +27,9 @@ func (d *DB) SetTier(ctx context.Context, actor, dimension, identifier, tier str
 	case tier != "" && strings.TrimSpace(tier) == "":
 		return fmt.Errorf("%w: tier: must not be blank", ErrInvalid)
 	}
+	if err := storableIdentifier(identifier); err != nil {
+		return err
+	}
 	if _, err := snapshot(0, nil, map[string]map[string]string{dimension: {identifier: "x"}}); err != nil {
 		return err // names tier_assignments.<dimension>
 	}

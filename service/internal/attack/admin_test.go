@@ -137,3 +137,32 @@ func TestAttackIdempotencyKeyOtherQuery(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, os)
 }
+
+// TestAttackIdentifierTheDatabaseCannotStore: a caller's identifier with a
+// NUL byte or invalid UTF-8 (PostgreSQL's text refuses both) is bad input:
+// 400 naming id, nothing written, no database error logged and answered
+// 503. On SQLite and PostgreSQL alike.
+func TestAttackIdentifierTheDatabaseCannotStore(t *testing.T) {
+	onDBs(t, func(t *testing.T, dsn string) {
+		s := startAdminStack(t, dsn, memStore(t), adminauth.Options{}, "ops")
+		st, _, body := s.do("ops", http.MethodPost, "/api/v1/rules", map[string]any{
+			"id": "api", "name": "api", "dimension": "user", "limit": 100, "window_seconds": 60, "algorithm": "fixed_window", "enabled": true})
+		require.Equal(t, http.StatusCreated, st, "%s", body)
+		rev, err := s.db.Revision(s.ctx)
+		require.NoError(t, err)
+		for _, id := range []string{"a%00b", "a%FFb", "%C3%28"} {
+			st, _, body = s.do("ops", http.MethodPut, "/api/v1/users/"+id+"/tier", map[string]any{"tier": "pro"})
+			require.Equal(t, http.StatusBadRequest, st, "tier of %s: %s", id, body)
+			require.Contains(t, string(body), `"field":"id"`)
+			st, _, body = s.do("ops", http.MethodPost, "/api/v1/users/"+id+"/override", map[string]any{"rule_id": "api", "block": true, "ttl_seconds": 60})
+			require.Equal(t, http.StatusBadRequest, st, "override of %s: %s", id, body)
+			st, _, body = s.do("ops", http.MethodDelete, "/api/v1/users/"+id+"/override/api", nil)
+			require.Equal(t, http.StatusBadRequest, st, "override clear of %s: %s", id, body)
+			st, _, body = s.do("ops", http.MethodGet, "/api/v1/users/"+id+"/override", nil)
+			require.Equal(t, http.StatusBadRequest, st, "overrides of %s: %s", id, body)
+		}
+		after, err := s.db.Revision(s.ctx)
+		require.NoError(t, err)
+		require.Equal(t, rev, after)
+	})
+}
