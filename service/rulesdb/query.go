@@ -49,7 +49,7 @@ func decodeCursor(kind, c string) (string, error) {
 		return "", ErrCursor
 	}
 	key, ok := strings.CutPrefix(string(b), kind+":")
-	if !ok {
+	if !ok || storableIdentifier(key) != nil { // a key no row can have (PostgreSQL would fail on it)
 		return "", ErrCursor
 	}
 	return key, nil

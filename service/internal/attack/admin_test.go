@@ -2,6 +2,7 @@ package attack
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"testing"
@@ -164,5 +165,19 @@ func TestAttackIdentifierTheDatabaseCannotStore(t *testing.T) {
 		after, err := s.db.Revision(s.ctx)
 		require.NoError(t, err)
 		require.Equal(t, rev, after)
+	})
+}
+
+// TestAttackForgedCursor: a rules cursor forged to hold a key no row can
+// have (invalid UTF-8, a NUL byte) is a bad cursor (400 naming cursor),
+// not a database failure (PostgreSQL refused it: 503).
+func TestAttackForgedCursor(t *testing.T) {
+	onDBs(t, func(t *testing.T, dsn string) {
+		s := startAdminStack(t, dsn, memStore(t), adminauth.Options{}, "ops")
+		for _, key := range []string{"r:\xff", "r:a\x00"} {
+			st, _, body := s.do("ops", http.MethodGet, "/api/v1/rules?cursor="+base64.RawURLEncoding.EncodeToString([]byte(key)), nil)
+			require.Equal(t, http.StatusBadRequest, st, "%q: %s", key, body)
+			require.Contains(t, string(body), `"field":"cursor"`)
+		}
 	})
 }
