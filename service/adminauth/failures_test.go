@@ -19,10 +19,12 @@ import (
 // costs a database lookup, so a client guessing secrets is bounded: 20
 // failures at once, then 20 a minute; past that its unknown secrets are
 // 429 with Retry-After and cost no lookup (the database closed: still
-// 429, never 503), tokens in the cache still pass, and another client
-// is not held back.
+// 429, never 503), tokens in the cache still pass (and are looked up again
+// when their entry expires: a proxy's clients share its address), and
+// another client is not held back.
 func TestFailedAuthenticationsBounded(t *testing.T) {
-	f := newFixture(t, "file:"+filepath.Join(t.TempDir(), "rules.db"), adminauth.Options{CacheTTL: time.Minute})
+	const ttl = time.Second
+	f := newFixture(t, "file:"+filepath.Join(t.TempDir(), "rules.db"), adminauth.Options{CacheTTL: ttl})
 	from := func(ip string) *http.Client {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
 		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
@@ -52,9 +54,11 @@ func TestFailedAuthenticationsBounded(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, retry >= 1 && retry <= 4, "Retry-After %d", retry)
 	require.Equal(t, http.StatusUnauthorized, get(other, guess()).StatusCode, "another client is not held back")
+	time.Sleep(ttl + 50*time.Millisecond)
+	require.Equal(t, http.StatusOK, get(me, f.read).StatusCode, "a token in use is looked up again past the budget")
 
 	require.NoError(t, f.db.Close()) // a lookup now fails: 503
-	for i := range 50 {
+	for i := range 20 {
 		require.Equal(t, http.StatusTooManyRequests, get(me, guess()).StatusCode, "guess %d after the budget", i)
 	}
 	require.Equal(t, http.StatusOK, get(me, f.read).StatusCode, "a cached token still passes")
