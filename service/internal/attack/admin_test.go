@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,4 +181,58 @@ func TestAttackForgedCursor(t *testing.T) {
 			require.Contains(t, string(body), `"field":"cursor"`)
 		}
 	})
+}
+
+// TestAttackIdempotencyKeyRacedOnTwoInstances: one Idempotency-Key sent
+// 24 times at once, half through each of two instances on one PostgreSQL
+// database: the write is made once (one audit row), one answer is the
+// original, the others its replay (Idempotent-Replayed) or 409 in flight,
+// never a second write.
+func TestAttackIdempotencyKeyRacedOnTwoInstances(t *testing.T) {
+	dsn := pg.NewDatabase(t)
+	a := startAdminStack(t, dsn, memStore(t), adminauth.Options{}, "ops")
+	b := startAdminStack(t, dsn, memStore(t), adminauth.Options{})
+	b.tokens = a.tokens
+	st, _, body := a.do("ops", http.MethodPost, "/api/v1/rules", map[string]any{
+		"id": "api", "name": "api", "dimension": "user", "limit": 100, "window_seconds": 60, "algorithm": "fixed_window", "enabled": true})
+	require.Equal(t, http.StatusCreated, st, "%s", body)
+	o := map[string]any{"rule_id": "api", "limit": 5, "window_seconds": 60, "ttl_seconds": 600}
+	type answer struct {
+		status   int
+		replayed bool
+	}
+	answers := make(chan answer, 24)
+	var wg sync.WaitGroup
+	for i := range 24 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			st, h, _ := s.do("ops", http.MethodPost, "/api/v1/users/raced/override", o, "Idempotency-Key", "RACE-1")
+			answers <- answer{st, h.Get("Idempotent-Replayed") == "true"}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	original := 0
+	for ans := range answers {
+		switch {
+		case ans.status == http.StatusCreated && !ans.replayed:
+			original++
+		case ans.status == http.StatusCreated, ans.status == http.StatusConflict:
+		default:
+			t.Fatalf("unexpected answer %d", ans.status)
+		}
+	}
+	require.Equal(t, 1, original)
+	es, err := a.db.Audit(a.ctx, 0, 1000)
+	require.NoError(t, err)
+	sets := 0
+	for _, e := range es {
+		if e.Action == "override.set" {
+			sets++
+		}
+	}
+	require.Equal(t, 1, sets, "the write was made once")
 }
