@@ -236,3 +236,32 @@ func TestAttackIdempotencyKeyRacedOnTwoInstances(t *testing.T) {
 	}
 	require.Equal(t, 1, sets, "the write was made once")
 }
+
+// TestAttackRevokedTokenOnEveryInstance: a token revoked through one
+// instance is refused by every instance within the authentication cache's
+// TTL (1 s here; 5 s by default), even one that keeps using it every few
+// milliseconds (its cached entry is never extended by use).
+func TestAttackRevokedTokenOnEveryInstance(t *testing.T) {
+	dsn := pg.NewDatabase(t)
+	o := adminauth.Options{CacheTTL: time.Second, ReadsPerMinute: 100000}
+	a := startAdminStack(t, dsn, memStore(t), o, "ops")
+	b := startAdminStack(t, dsn, memStore(t), o)
+	b.tokens = a.tokens
+	for _, s := range []*adminStack{a, b} {
+		st, _, body := s.do("ops", http.MethodGet, "/api/v1/rules", nil)
+		require.Equal(t, http.StatusOK, st, "%s", body)
+	}
+	require.NoError(t, a.db.RevokeToken(a.ctx, "cli", "ops"))
+	revoked := time.Now()
+	for _, s := range []*adminStack{a, b} {
+		for {
+			st, _, _ := s.do("ops", http.MethodGet, "/api/v1/rules", nil)
+			if st == http.StatusUnauthorized {
+				break
+			}
+			require.Equal(t, http.StatusOK, st)
+			require.Less(t, time.Since(revoked), 1500*time.Millisecond, "a revoked token still accepted")
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
