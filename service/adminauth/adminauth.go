@@ -237,7 +237,8 @@ func (a *Auth) Authenticate(ctx context.Context, secret string) (Principal, erro
 //   - on POST with an Idempotency-Key, the key (see rulesdb.BeginIdempotent):
 //     a replay gets the stored response with Idempotent-Replayed: true, the
 //     same key with another method, path, query or body 422, one still in flight
-//     409.
+//     409; its handler runs under a deadline of 50 s, over before the key
+//     could be taken as abandoned (rulesdb.IdempotencyAbandoned).
 //
 // h then runs with the Principal in its context (PrincipalFrom). Every
 // refusal is RFC 9457 application/problem+json, with no internal error

@@ -22,6 +22,12 @@ const MaxIdempotentBody = 1 << 20
 // has gone (so the key does not stay in flight).
 const finishTimeout = 5 * time.Second
 
+// idempotentDeadline bounds the handler of a request with an
+// Idempotency-Key (its context's deadline: its transactions roll back when
+// it passes), so that it is over, its response stored or its key
+// released, before the key's row could be taken as abandoned.
+const idempotentDeadline = rulesdb.IdempotencyAbandoned - 10*time.Second
+
 // validIdempotencyKey reports whether k is 1 to 255 printable ASCII
 // characters (space included).
 func validIdempotencyKey(k string) bool {
@@ -128,7 +134,12 @@ func (a *Auth) idempotent(w http.ResponseWriter, r *http.Request, p Principal, h
 			a.log.ErrorContext(ctx, "admin: releasing an idempotency key", "request_id", rulesdb.RequestID(ctx), "err", err)
 		}
 	}()
-	h.ServeHTTP(rec, r.WithContext(rulesdb.WithIdempotency(ctx, p.Name, key)))
+	// The request must be over before its key could be taken as abandoned
+	// (rulesdb.IdempotencyAbandoned): past that another request with the
+	// key runs, and this one writing then would make the write twice.
+	hctx, cancel := context.WithTimeout(ctx, idempotentDeadline)
+	defer cancel()
+	h.ServeHTTP(rec, r.WithContext(rulesdb.WithIdempotency(hctx, p.Name, key)))
 	done = true
 	if rec.status == 0 {
 		rec.status = http.StatusOK
