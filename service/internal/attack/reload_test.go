@@ -18,20 +18,16 @@ import (
 
 // pairRules is a rule set whose two rules (x, y) both count user checks
 // with the same limit rate: a check decided by one rule set sees one rate
-// in both results.
+// in both results. It is written as one flow sequence, so every strict
+// prefix of it (a poll catching a file rewritten in place) is invalid YAML:
+// in block style, a prefix ending after x is a valid one-rule set, which the
+// source rightly applies, and the test would see a "mixed" set that no swap
+// made.
 func pairRules(rate int) string {
-	return fmt.Sprintf(`
-rules:
-  - name: x
-    dimension: user
-    algorithm: fixed_window
-    rate: %[1]d
-    period: 1h
-  - name: y
-    dimension: user
-    algorithm: token_bucket
-    rate: %[1]d
-    period: 1h
+	return fmt.Sprintf(`rules: [
+  {name: x, dimension: user, algorithm: fixed_window, rate: %[1]d, period: 1h},
+  {name: y, dimension: user, algorithm: token_bucket, rate: %[1]d, period: 1h}
+]
 `, rate)
 }
 
