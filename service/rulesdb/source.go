@@ -316,7 +316,12 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 	// always, when force: a reconnect may have missed anything).
 	reload := func(db *DB, force bool) {
 		lctx, cancel := context.WithTimeout(ctx, opTimeout)
-		snap, st, err := s.loadDB(lctx, db)
+		var snap *rules.Snapshot
+		var st *state
+		err := onLiveConn(lctx, func() (err error) {
+			snap, st, err = s.loadDB(lctx, db)
+			return err
+		})
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -386,7 +391,11 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 		case <-retry:
 		case <-t.C:
 			pctx, cancel := context.WithTimeout(ctx, opTimeout)
-			rev, err := db.Revision(pctx)
+			var rev int64
+			err := onLiveConn(pctx, func() (err error) {
+				rev, err = db.Revision(pctx)
+				return err
+			})
 			cancel()
 			if ctx.Err() != nil {
 				return nil
@@ -475,4 +484,20 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// onLiveConn runs op, and runs it again at once (up to maxOpenPG more
+// times) while it fails for any reason but invalid rules or the end of ctx.
+// A call that fails on a dead pooled connection (the server restarted, or
+// the connection was terminated) drops that connection, so after such an
+// event the next tries reach a live one within microseconds, where waiting
+// for the next poll would spend one poll interval per dead connection.
+func onLiveConn(ctx context.Context, op func() error) error {
+	var err error
+	for range maxOpenPG + 1 {
+		if err = op(); err == nil || errors.Is(err, ErrInvalid) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
