@@ -293,11 +293,25 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 	})
 }
 
+// Limit counts one request of p against the token's limit policy
+// (PolicyRead or PolicyWrite), the same count Wrap keeps: a caller taking
+// requests another way (ratelimitd's gRPC admin calls) shares the token's
+// limits with the admin API and page. The Decision says whether the
+// request is admitted and carries what the rate-limit headers need; an
+// error is the store's (refuse the request: fail closed) or an unknown
+// policy's.
+func (a *Auth) Limit(ctx context.Context, p Principal, policy string) (core.Decision, error) {
+	if policy != PolicyRead && policy != PolicyWrite {
+		return core.Decision{}, fmt.Errorf("adminauth: policy: want %s or %s, got %q", PolicyRead, PolicyWrite, policy)
+	}
+	return a.limiter.CheckGroup(ctx, []core.GroupOp{{Policy: policy, Identity: "token:" + p.Name, Cost: 1}})
+}
+
 // limit counts the request against the token's policy and sets the
 // rate-limit headers; false: the request was answered (429, or 503 when
 // the store failed).
 func (a *Auth) limit(ctx context.Context, w http.ResponseWriter, r *http.Request, policy, name string) bool {
-	d, err := a.limiter.CheckGroup(ctx, []core.GroupOp{{Policy: policy, Identity: "token:" + name, Cost: 1}})
+	d, err := a.Limit(ctx, Principal{Name: name}, policy)
 	if err != nil {
 		a.log.ErrorContext(ctx, "admin: rate limit store failed; refusing (fail closed)", "request_id", rulesdb.RequestID(ctx), "policy", policy, "err", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, "Service Unavailable", "the rate limit could not be checked; retry later")
