@@ -1,0 +1,245 @@
+package grpcauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/sluicehq/sluice/adapters/grpclimit"
+	"github.com/sluicehq/sluice/ratelimitfields"
+	"github.com/sluicehq/sluice/service/adminauth"
+	"github.com/sluicehq/sluice/service/rulesdb"
+)
+
+// Access is what a gRPC method asks of its caller.
+type Access int
+
+const (
+	// Open methods need no token: the decision plane (checks, Envoy's
+	// ShouldRateLimit), health and reflection.
+	Open Access = iota
+	// Token methods need a token of scope write, and are not counted
+	// against the token's admin limits: the store API, the data plane of
+	// the apps that use ratelimitd as their store (remotestore).
+	Token
+	// Admin methods need a token of scope write and count against the
+	// token's admin_write limit (adminauth.PolicyWrite), shared with the
+	// admin REST API and page: ResetLimit.
+	Admin
+)
+
+// String names the access level.
+func (a Access) String() string {
+	switch a {
+	case Open:
+		return "open"
+	case Token:
+		return "token"
+	case Admin:
+		return "admin"
+	}
+	return fmt.Sprintf("Access(%d)", int(a))
+}
+
+// The methods Ratelimitd guards.
+const (
+	// MethodResetLimit is the native API's ResetLimit.
+	MethodResetLimit = "/sluice.ratelimit.v1.RateLimitService/ResetLimit"
+	// StoreServicePrefix starts the name of every method of the store API
+	// (sluice.ratelimit.v1.StoreService).
+	StoreServicePrefix = "/sluice.ratelimit.v1.StoreService/"
+)
+
+// Ratelimitd is ratelimitd's access table: ResetLimit is Admin, every
+// method of the store API (Take, TakeBatch, Refund, Reset, SetOverride,
+// ClearOverride, and any added later) is Token, everything else is Open.
+func Ratelimitd(fullMethod string) Access {
+	switch {
+	case fullMethod == MethodResetLimit:
+		return Admin
+	case strings.HasPrefix(fullMethod, StoreServicePrefix):
+		return Token
+	}
+	return Open
+}
+
+// Options configures New. The zero value is ratelimitd's table and
+// slog.Default().
+type Options struct {
+	// Access says what each method (its full name, /package.Service/Method)
+	// needs; nil: Ratelimitd.
+	Access func(fullMethod string) Access
+	// Logger receives the failures clients are not told about (the token
+	// database's, the rate-limit store's) and one line per admitted Admin
+	// call naming its token. nil: slog.Default().
+	Logger *slog.Logger
+}
+
+// Interceptor puts the guarded methods of a gRPC server behind the admin
+// tokens of an adminauth.Auth: see Unary. It is safe for concurrent use.
+type Interceptor struct {
+	auth   func() *adminauth.Auth
+	access func(string) Access
+	log    *slog.Logger
+}
+
+// New returns the interceptor of the tokens auth returns. auth is called
+// on every guarded call: while it returns nil (ratelimitd started from its
+// rules cache and has not reached the database yet) guarded calls are
+// UNAVAILABLE; open calls never call it.
+func New(auth func() *adminauth.Auth, o Options) (*Interceptor, error) {
+	if auth == nil {
+		return nil, errors.New("grpcauth: auth: required")
+	}
+	if o.Access == nil {
+		o.Access = Ratelimitd
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Interceptor{auth: auth, access: o.Access, log: o.Logger}, nil
+}
+
+// The messages of refusals. None says whether a token exists: no token,
+// a malformed one, an unknown and a revoked one get the same answer.
+const (
+	msgUnauthenticated = "a valid bearer token is required (metadata authorization: Bearer TOKEN)"
+	msgNoDatabase      = "the token database has not been reached yet; retry later"
+	msgAuthFailed      = "the token could not be checked; retry later"
+	msgLimitFailed     = "the rate limit could not be checked; retry later"
+)
+
+// maxAuthorization bounds the authorization metadata looked at.
+const maxAuthorization = 256
+
+// Unary returns the unary server interceptor. An Open method runs as is.
+// A guarded one needs exactly one `authorization: Bearer SECRET` metadata
+// value naming a live token (else UNAUTHENTICATED, the same for every
+// cause), of scope write (else PERMISSION_DENIED); an Admin method is
+// then counted against the token's admin_write limit: its rate-limit
+// fields are sent as header metadata, and an exhausted token gets
+// RESOURCE_EXHAUSTED with RetryInfo, QuotaFailure and ErrorInfo (as
+// package grpclimit answers) and the fields and grpc-retry-pushback-ms in
+// its trailer. A failure of the token database or of the rate-limit store
+// is UNAVAILABLE with a generic message (the cause is logged): the guarded
+// methods fail closed.
+func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		acc := i.access(info.FullMethod)
+		if acc == Open {
+			return handler(ctx, req)
+		}
+		md, err := i.check(ctx, info.FullMethod, acc)
+		if len(md) > 0 {
+			if err != nil {
+				_ = grpc.SetTrailer(ctx, md)
+			} else {
+				_ = grpc.SetHeader(ctx, md)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream returns the stream server interceptor: the same checks as Unary,
+// made once when the stream starts.
+func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		acc := i.access(info.FullMethod)
+		if acc == Open {
+			return handler(srv, ss)
+		}
+		md, err := i.check(ss.Context(), info.FullMethod, acc)
+		if len(md) > 0 {
+			if err != nil {
+				ss.SetTrailer(md)
+			} else {
+				_ = ss.SetHeader(md)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// check authenticates, authorises and (for Admin) counts one call; md is
+// the rate-limit metadata to send (Admin only).
+func (i *Interceptor) check(ctx context.Context, method string, acc Access) (metadata.MD, error) {
+	secret, ok := bearer(ctx)
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, msgUnauthenticated)
+	}
+	auth := i.auth()
+	if auth == nil {
+		return nil, status.Error(codes.Unavailable, msgNoDatabase)
+	}
+	p, err := auth.Authenticate(ctx, secret)
+	switch {
+	case errors.Is(err, rulesdb.ErrUnauthorized):
+		return nil, status.Error(codes.Unauthenticated, msgUnauthenticated)
+	case err != nil:
+		i.log.ErrorContext(ctx, "grpc: authenticating a token", "method", method, "err", err)
+		return nil, status.Error(codes.Unavailable, msgAuthFailed)
+	}
+	if !p.Scope.Allows(rulesdb.ScopeWrite) {
+		return nil, status.Errorf(codes.PermissionDenied, "this token's scope is %s; %s needs scope %s", p.Scope, method, rulesdb.ScopeWrite)
+	}
+	if acc != Admin {
+		return nil, nil
+	}
+	d, err := auth.Limit(ctx, p, adminauth.PolicyWrite)
+	if err != nil {
+		i.log.ErrorContext(ctx, "grpc: admin rate limit store failed; refusing (fail closed)", "method", method, "token", p.Name, "err", err)
+		return nil, status.Error(codes.Unavailable, msgLimitFailed)
+	}
+	at := time.Now()
+	if len(d.Results) > 0 && d.Results[0].At != 0 {
+		at = time.UnixMicro(d.Results[0].At)
+	}
+	md := grpclimit.Metadata(ratelimitfields.Config{}.Format(&d, at))
+	if !d.Allowed {
+		md[grpclimit.MetadataPushback] = []string{grpclimit.Pushback(&d)}
+		return md, grpclimit.DeniedStatus(&d).Err()
+	}
+	i.log.InfoContext(ctx, "grpc: admin call", "method", method, "token", p.Name)
+	return md, nil
+}
+
+// bearer returns the secret of the call's one authorization metadata
+// value, when it is the Bearer scheme (any case) with a token68
+// credential of sane length.
+func bearer(ctx context.Context) (string, bool) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	values := md.Get("authorization")
+	if len(values) != 1 || len(values[0]) > maxAuthorization {
+		return "", false
+	}
+	scheme, cred, ok := strings.Cut(values[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	cred = strings.TrimLeft(cred, " ")
+	if cred == "" {
+		return "", false
+	}
+	for i := 0; i < len(cred); i++ {
+		c := cred[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~+/=", c) >= 0) {
+			return "", false
+		}
+	}
+	return cred, true
+}
