@@ -30,29 +30,30 @@ const (
 // and answer 503 until then.
 type admin struct {
 	src   *rulesdb.Source
-	build func(*rulesdb.DB) (api, page http.Handler, err error)
+	build func(*rulesdb.DB) (auth *adminauth.Auth, api, page http.Handler, err error)
 	log   *slog.Logger
 
 	mu        sync.Mutex
+	auth      *adminauth.Auth // also guards the gRPC admin calls (--grpc-auth=admin)
 	api, page http.Handler
 	failed    bool
 }
 
 func newAdmin(src *rulesdb.Source, store core.Store, e *engine.Engine, recent *engine.Recent, log *slog.Logger) *admin {
-	return &admin{src: src, log: log, build: func(d *rulesdb.DB) (http.Handler, http.Handler, error) {
+	return &admin{src: src, log: log, build: func(d *rulesdb.DB) (*adminauth.Auth, http.Handler, http.Handler, error) {
 		auth, err := adminauth.New(d, store, adminauth.Options{Logger: log})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		api, err := adminapi.New(adminapi.Options{DB: d, Engine: e, Auth: auth, Logger: log})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		page, err := adminui.New(adminui.Options{DB: d, Engine: e, Auth: auth, Recent: recent, Logger: log})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		return api, page, nil
+		return auth, api, page, nil
 	}}
 }
 
@@ -71,18 +72,32 @@ func (a *admin) mount(handle func(pattern, route string, h http.Handler)) {
 func (a *admin) handlers() (api, page http.Handler) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.buildLocked()
+	return a.api, a.page
+}
+
+// authority returns the Auth of the API and the page, for the gRPC admin
+// calls: the same token cache and per-token limits; nil until the
+// database is reached (or when building failed).
+func (a *admin) authority() *adminauth.Auth {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.buildLocked()
+	return a.auth
+}
+
+func (a *admin) buildLocked() {
 	if a.api == nil && !a.failed {
 		if d := a.src.DB(); d != nil {
-			api, page, err := a.build(d)
+			auth, api, page, err := a.build(d)
 			if err != nil {
 				a.failed = true
 				a.log.Error("admin API and page: not served", "error", err)
-				return nil, nil
+				return
 			}
-			a.api, a.page = api, page
+			a.auth, a.api, a.page = auth, api, page
 		}
 	}
-	return a.api, a.page
 }
 
 func (a *admin) serveAPI(w http.ResponseWriter, r *http.Request) {

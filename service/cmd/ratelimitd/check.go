@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/sluicehq/sluice/service/httpapi"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
+	"github.com/sluicehq/sluice/service/remotestore"
 )
 
 // checkConfig is what `ratelimitd check` is told.
@@ -41,6 +43,7 @@ type checkConfig struct {
 	Reset      bool
 	JSON       bool
 	TLSCA      string
+	Token      string
 	Timeout    time.Duration
 }
 
@@ -58,6 +61,7 @@ func newCheckFlags(c *checkConfig) *flag.FlagSet {
 	fs.BoolVar(&c.Reset, "reset", false, "ResetLimit: give the identifier its full quota again")
 	fs.BoolVar(&c.JSON, "json", false, "print each answer as one JSON object per line")
 	fs.StringVar(&c.TLSCA, "tls-ca", "", "connect over TLS, trusting the certificates of this PEM file")
+	fs.StringVar(&c.Token, "token", "", "a write token (ratelimitd token create NAME --scope write) sent with --reset, which a server with --grpc-auth=admin (the default with --db) asks for; sent only over TLS (--tls-ca) or to a loopback --addr; prefer the environment variable (a flag shows in ps)")
 	fs.DurationVar(&c.Timeout, "timeout", 5*time.Second, "bound on each call")
 	return fs
 }
@@ -109,7 +113,19 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		}
 		creds = credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 	}
-	conn, err := grpc.NewClient(c.Addr, grpc.WithTransportCredentials(creds))
+	dopts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if c.Reset && c.Token != "" {
+		switch {
+		case c.TLSCA != "":
+			dopts = append(dopts, grpc.WithPerRPCCredentials(remotestore.TokenCredentials(c.Token)))
+		case isLoopback(c.Addr):
+			dopts = append(dopts, grpc.WithPerRPCCredentials(remotestore.InsecureTokenCredentials(c.Token)))
+		default:
+			fmt.Fprintf(stderr, "ratelimitd check: --token: would cross the network in plaintext to %s: give --tls-ca, or an --addr on loopback\n", c.Addr)
+			return 2
+		}
+	}
+	conn, err := grpc.NewClient(c.Addr, dopts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimitd check: --addr: %v\n", err)
 		return 2
@@ -132,6 +148,20 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		}
 	}
 	return code
+}
+
+// isLoopback reports whether addr (host:port) is a loopback address or
+// localhost, where a token may go without TLS.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // call makes one call and formats its answer; ok is false on a denial.

@@ -53,7 +53,28 @@ type serveConfig struct {
 
 	HTTPStatusMode bool
 	StoreAPI       bool
-	PprofAddr      string
+	// GRPCAuth is --grpc-auth: "off", "admin", or "" (admin with --db,
+	// off without); see grpcAuth.
+	GRPCAuth  string
+	PprofAddr string
+}
+
+// The values of --grpc-auth.
+const (
+	grpcAuthOff   = "off"
+	grpcAuthAdmin = "admin"
+)
+
+// grpcAuth is --grpc-auth resolved: admin by default with --db (the
+// tokens are in its database), off without.
+func (c *serveConfig) grpcAuth() string {
+	switch {
+	case c.GRPCAuth != "":
+		return c.GRPCAuth
+	case c.DB != "":
+		return grpcAuthAdmin
+	}
+	return grpcAuthOff
 }
 
 // newServeFlags binds c to a flag set for serve, with the defaults.
@@ -87,7 +108,8 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.IntVar(&c.MaxBatch, "max-batch", 1000, "the most checks of one CheckRateLimitBatch call")
 	fs.IntVar(&c.BatchParallelism, "batch-parallelism", 0, "independent checks of a batch decided at once (pipelined to Redis); 0: 16 with --redis, 1 on the memory store")
 	fs.BoolVar(&c.HTTPStatusMode, "http-status-mode", false, "the HTTP check API answers a denial with 429 and Retry-After (for nginx auth_request) instead of 200 with allowed:false")
-	fs.BoolVar(&c.StoreAPI, "store-api", true, "serve the store API (sluice.ratelimit.v1.StoreService) on the gRPC address, for middleware using ratelimitd as its store (remotestore); like the rest of the gRPC API it has no authentication: expose it to trusted callers only")
+	fs.BoolVar(&c.StoreAPI, "store-api", true, "serve the store API (sluice.ratelimit.v1.StoreService) on the gRPC address, for middleware using ratelimitd as its store (remotestore); it needs a write token when --grpc-auth is admin (the default with --db), otherwise none: then expose it to trusted callers only")
+	fs.StringVar(&c.GRPCAuth, "grpc-auth", "", "admin: ResetLimit and the store API need a bearer token of --db's database (scope write; ResetLimit counts against the token's admin write limit); off: no token asked (expose the gRPC port to trusted callers only); empty: admin with --db, off without. Checks, Envoy's ShouldRateLimit, health and reflection never need one")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this address (loopback advised); empty: off")
 	return fs
 }
@@ -111,6 +133,15 @@ func (c *serveConfig) validate() error {
 	}
 	if c.DB != "" && strings.Contains(c.DB, "://") && !rulesdb.IsPostgres(c.DB) && !strings.HasPrefix(c.DB, "file:") {
 		errs = append(errs, fmt.Errorf("--db: want file:PATH or postgres://..., got %s", rulesdb.Redact(c.DB)))
+	}
+	switch c.GRPCAuth {
+	case "", grpcAuthOff:
+	case grpcAuthAdmin:
+		if c.DB == "" {
+			errs = append(errs, errors.New("--grpc-auth: admin needs --db (the tokens are in the rules database); give --db or --grpc-auth=off"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--grpc-auth: want off or admin, got %q", c.GRPCAuth))
 	}
 	if c.DBPoll < time.Millisecond {
 		errs = append(errs, fmt.Errorf("--db-poll: must be at least 1ms, got %s", c.DBPoll))
@@ -226,7 +257,7 @@ func (c *serveConfig) attrs() []any {
 		slog.Duration("grpc_max_connection_age", c.MaxConnAge), slog.Duration("rules_poll", c.RulesPoll),
 		slog.Duration("idempotency_ttl", c.IdempotencyTTL), slog.Int64("idempotency_repeats", c.IdempotencyRepeats),
 		slog.Duration("max_client_skew", c.MaxClientSkew), slog.Int("max_batch", c.MaxBatch), slog.Int("batch_parallelism", c.batchParallelism()), slog.Bool("http_status_mode", c.HTTPStatusMode),
-		slog.Bool("store_api", c.StoreAPI), slog.String("pprof_addr", c.PprofAddr),
+		slog.Bool("store_api", c.StoreAPI), slog.String("grpc_auth", c.grpcAuth()), slog.String("pprof_addr", c.PprofAddr),
 	}
 }
 

@@ -13,12 +13,15 @@ import (
 	"net/http/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/sluicehq/sluice/service/adminauth"
+	"github.com/sluicehq/sluice/service/grpcauth"
 	"github.com/sluicehq/sluice/service/remotestore"
 )
 
@@ -107,6 +110,22 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 	// send on idle connections (gRPC's default policy closes a connection
 	// pinged more often than every five minutes).
 	gopts := append(remotestore.ServerOptions(), grpc.ChainUnaryInterceptor(m.unaryInterceptor))
+	// --grpc-auth=admin: ResetLimit and the store API need a token of the
+	// rules database, checked by the admin API's Auth (built once the
+	// database is reached: until then those calls are UNAVAILABLE).
+	var adm atomic.Pointer[admin]
+	if c.grpcAuth() == grpcAuthAdmin {
+		ic, err := grpcauth.New(func() *adminauth.Auth {
+			if a := adm.Load(); a != nil {
+				return a.authority()
+			}
+			return nil
+		}, grpcauth.Options{Logger: log})
+		if err != nil {
+			return err
+		}
+		gopts = append(gopts, grpc.ChainUnaryInterceptor(ic.Unary()), grpc.ChainStreamInterceptor(ic.Stream()))
+	}
 	if tlsConf != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsConf)))
 	}
@@ -127,6 +146,9 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 		return err
 	}
 	closeRules = w.close
+	if w.admin != nil {
+		adm.Store(w.admin)
+	}
 
 	gl, err := net.Listen("tcp", c.GRPCAddr)
 	if err != nil {

@@ -28,6 +28,9 @@ type wiring struct {
 	// close releases the rules source (the database of --db), after the
 	// engine has stopped following it.
 	close func()
+	// admin is the admin API and page of --db (nil without --db), whose
+	// Auth also guards the gRPC admin calls.
+	admin *admin
 }
 
 // run follows the rules source until ctx ends (engine.Run: a valid change
@@ -117,8 +120,10 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	rls := envoyrls.New(e, envoyrls.WithLogger(log))
 	rls.Register(gs)
 	handle("/json", "/json", rls.JSONHandler())
+	var adm *admin
 	if db != nil {
-		newAdmin(db, st.store, e, recent, log).mount(handle) // the admin REST API (/api/v1/{rules,users,audit}) and page (/admin/)
+		adm = newAdmin(db, st.store, e, recent, log)
+		adm.mount(handle) // the admin REST API (/api/v1/{rules,users,audit}) and page (/admin/)
 	}
 
 	if c.StoreAPI {
@@ -131,5 +136,5 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	// Every method: the handler answers those it does not take with its
 	// own problem+json 405.
 	handle(httpapi.Path, httpapi.Path, check)
-	return &wiring{engine: e, rulesDB: db, close: closeSrc}, nil
+	return &wiring{engine: e, rulesDB: db, close: closeSrc, admin: adm}, nil
 }
