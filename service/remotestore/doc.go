@@ -26,6 +26,14 @@
 // into one TakeBatch RPC, each still decided on its own (see WithBatching):
 // under load, one RPC carries many decisions.
 //
+// A ratelimitd serving a rules database (--db) asks the store API's
+// callers for a write token by default (--grpc-auth=admin). WithToken
+// sends one with every RPC over a TLS connection; over plaintext the call
+// fails on the client and the token is never sent. WithInsecureToken
+// sends it over plaintext too, for a loopback or trusted private link:
+//
+//	store := remotestore.New(conn, remotestore.WithToken(os.Getenv("RATELIMITD_TOKEN")))
+//
 // The server side is NewServer(store).Register(grpcServer): ratelimitd
 // registers it on its gRPC port next to its native API, deciding on its
 // own store, with ServerOptions on the gRPC server.
