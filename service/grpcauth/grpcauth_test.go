@@ -6,6 +6,7 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -417,4 +418,28 @@ func TestRemoteStore(t *testing.T) {
 	r, err = limitertest.TakeOne(ctx, remotestore.New(conn), limitertest.Key(t), l, 1)
 	require.NoError(t, err)
 	require.True(t, r.Allowed)
+}
+
+// Authentication goes through the Auth's cache: a token revoked after use
+// keeps working until its cached result expires (the documented bound),
+// then is UNAUTHENTICATED like any unknown token.
+func TestRevocationAfterCache(t *testing.T) {
+	db, tk := newTokens(t)
+	store := memory(t)
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	auth, err := adminauth.New(db, store, adminauth.Options{CacheTTL: 5 * time.Second, Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	require.NoError(t, err)
+	s := start(t, store, func() *adminauth.Auth { return auth }, grpcauth.Options{})
+	ctx := withAuth(t, "Bearer "+tk.write)
+	_, err = take(ctx, s, "bob")
+	require.NoError(t, err)
+	require.NoError(t, db.RevokeToken(context.Background(), "test", "ops"))
+	_, err = take(ctx, s, "bob")
+	require.NoError(t, err, "cached for the TTL")
+	now.Add(int64(5*time.Second + time.Millisecond))
+	_, err = take(ctx, s, "bob")
+	require.Equal(t, codes.Unauthenticated, status.Code(err))
+	_, _, err = reset(ctx, s, "bob")
+	require.Equal(t, codes.Unauthenticated, status.Code(err))
 }
