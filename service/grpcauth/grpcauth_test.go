@@ -52,7 +52,7 @@ const testRules = `rules:
 type tokens struct{ write, read, revoked string }
 
 // newTokens makes a real SQLite file with the three tokens.
-func newTokens(t *testing.T) (*rulesdb.DB, tokens) {
+func newTokens(t testing.TB) (*rulesdb.DB, tokens) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := rulesdb.Open(ctx, "file:"+filepath.Join(t.TempDir(), "rules.db"))
@@ -76,7 +76,7 @@ type server struct {
 	conn *grpc.ClientConn // no credentials
 }
 
-func start(t *testing.T, store core.Store, auth func() *adminauth.Auth, o grpcauth.Options) *server {
+func start(t testing.TB, store core.Store, auth func() *adminauth.Auth, o grpcauth.Options) *server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -98,7 +98,7 @@ func start(t *testing.T, store core.Store, auth func() *adminauth.Auth, o grpcau
 	return &server{addr: lis.Addr().String(), conn: dial(t, lis.Addr().String())}
 }
 
-func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	require.NoError(t, err)
@@ -106,7 +106,7 @@ func dial(t *testing.T, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
 	return conn
 }
 
-func memory(t *testing.T, opts ...memorystore.Option) *memorystore.Store {
+func memory(t testing.TB, opts ...memorystore.Option) *memorystore.Store {
 	t.Helper()
 	s, err := memorystore.New(opts...)
 	require.NoError(t, err)
