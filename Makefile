@@ -39,6 +39,8 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) vet ./...); done
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "go mod tidy needed in $$m"; exit 1; }; done
+	@bins=$$(git ls-files | while IFS= read -r f; do [ -f "$$f" ] && [ "$$(head -c 4 "$$f" | od -An -c | tr -d ' \n')" = '177ELF' ] && echo "$$f"; done; true); \
+	  if [ -n "$$bins" ]; then echo "compiled binaries are tracked (go build leaves them; add them to .gitignore):"; echo "$$bins"; exit 1; fi
 
 ## bench: sluice against its peers, side by side in one run; writes
 ## docs/benchmarks.md and docs/benchmarks.svg (about 6 minutes; a quick look:
