@@ -225,11 +225,20 @@ func TestAttackReserveBounds(t *testing.T) {
 			l, err := core.NewLimiter(s, []core.Policy{{Name: "q", Key: ipKey(t), Limit: lim}})
 			require.NoError(t, err)
 			id := limitertest.Key(t).Identity
+			// A booking's Result().At is its slot on the store's clock (µs).
+			// Slots are compared with the first one's, not waits with fixed
+			// values, so a loop slowed by a loaded machine (each booking made
+			// later, waiting less) measures the same.
+			slot := func(r *core.Reservation) int64 { return r.Result().At }
+			var first int64
 			for i := range 3 {
 				r, err := l.Reserve(ctx, "q", id, time.Duration(math.MaxInt64))
 				require.NoError(t, err)
 				require.True(t, r.OK())
-				require.InDelta(t, float64(time.Duration(i)*100*time.Millisecond), float64(r.Result().RetryAfter), float64(20*time.Millisecond))
+				if i == 0 {
+					first = slot(r)
+				}
+				require.InDelta(t, float64(first+int64(i)*100_000), float64(slot(r)), 20_000, "booking %d", i)
 			}
 			for range 20 {
 				r, err := l.Reserve(ctx, "q", id, 50*time.Millisecond)
@@ -238,7 +247,7 @@ func TestAttackReserveBounds(t *testing.T) {
 			}
 			r, err := l.Reserve(ctx, "q", id, time.Duration(math.MaxInt64))
 			require.NoError(t, err)
-			require.InDelta(t, float64(300*time.Millisecond), float64(r.Result().RetryAfter), float64(20*time.Millisecond), "a refused booking counted")
+			require.InDelta(t, float64(first+300_000), float64(slot(r)), 20_000, "a refused booking counted")
 
 			// A window override: no slot ahead.
 			k := core.Key{Identity: limitertest.Key(t).Identity, Policy: "q"}
