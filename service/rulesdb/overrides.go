@@ -232,10 +232,16 @@ func (o Override) toRulesActive(r *rules.Rule, target string) (rules.Override, e
 }
 
 // loadOverrides reads every stored override in force at now, and the
-// tombstones of those cleared before their expiry.
-func loadOverrides(ctx context.Context, q querier, d *DB, now time.Time) ([]Override, error) {
-	rows, err := q.QueryContext(ctx, d.q(`SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision, cleared_at
-		FROM overrides WHERE expires_at > ? ORDER BY dimension, identifier, rule_id`), now.UnixMilli())
+// tombstones of those cleared before their expiry, written after revision
+// since (a negative since: whatever their revision).
+func loadOverrides(ctx context.Context, q querier, d *DB, now time.Time, since int64) ([]Override, error) {
+	query, args := `SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision, cleared_at
+		FROM overrides WHERE expires_at > ?`, []any{now.UnixMilli()}
+	if since >= 0 {
+		query += ` AND revision > ?`
+		args = append(args, since)
+	}
+	rows, err := q.QueryContext(ctx, d.q(query+` ORDER BY dimension, identifier, rule_id`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: load overrides: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -46,7 +45,16 @@ type Source struct {
 	seen      bool
 	fromCache bool      // that snapshot came from the cache
 	cachedAt  time.Time // when the cache in use was written
+	// base is the state of the last good load from the database: what the
+	// next load patches (nil: it loads fully).
+	base   *state
+	deltas int       // incremental loads since the last full one
+	fullAt time.Time // when the last full load was
+	loads  loadCounts
 }
+
+// loadCounts counts a Source's good loads from the database by kind.
+type loadCounts struct{ full, incremental int }
 
 var _ rules.Source = (*Source)(nil)
 
@@ -54,8 +62,10 @@ var _ rules.Source = (*Source)(nil)
 type SourceOption func(*sourceOptions)
 
 type sourceOptions struct {
-	cache string
-	log   *slog.Logger
+	cache     string
+	log       *slog.Logger
+	fullEvery int           // at most this many loads in a row are incremental
+	fullAfter time.Duration // and a full load is at most this old
 }
 
 // WithCache keeps the last good snapshot's rows (revision, rules, tiers,
@@ -83,6 +93,7 @@ func newSource(poll time.Duration, opts []SourceOption) *Source {
 		poll = DefaultPollInterval
 	}
 	s := &Source{poll: poll, now: time.Now}
+	s.o.fullEvery, s.o.fullAfter = DefaultFullReloadEvery, DefaultFullReloadAfter
 	for _, o := range opts {
 		o(&s.o)
 	}
@@ -130,7 +141,7 @@ func (s *Source) DB() *DB {
 func (s *Source) Load(ctx context.Context) (*rules.Snapshot, error) {
 	var dbErr error
 	if db := s.DB(); db != nil {
-		snap, st, err := s.loadDB(ctx, db)
+		snap, st, err := s.loadDB(ctx, db, false)
 		if err == nil {
 			s.mark(st.Revision, false)
 			s.save(st)
@@ -157,6 +168,9 @@ func (s *Source) Load(ctx context.Context) (*rules.Snapshot, error) {
 func (s *Source) mark(rev int64, fromCache bool) {
 	s.mu.Lock()
 	s.loaded, s.seen, s.fromCache = rev, true, fromCache
+	if fromCache {
+		s.base = nil // the next load from the database is full
+	}
 	s.mu.Unlock()
 }
 
@@ -199,9 +213,18 @@ func (s *Source) snapshot(st *state, revision string) (*rules.Snapshot, error) {
 }
 
 // loadDB reads the state of db's current revision in one read-only
-// transaction and builds its snapshot. On error the returned state still
-// carries the revision when it was read.
-func (s *Source) loadDB(ctx context.Context, db *DB) (*rules.Snapshot, *state, error) {
+// transaction and builds its snapshot: incrementally, patching the state
+// of the last good load with the rows written since (see delta.go), or
+// fully when full is set or the changes since cannot be accounted for. On
+// error the returned state still carries the revision when it was read.
+func (s *Source) loadDB(ctx context.Context, db *DB, full bool) (*rules.Snapshot, *state, error) {
+	now := s.now()
+	s.mu.Lock()
+	base := s.base
+	if full || s.deltas+1 >= s.o.fullEvery || now.Sub(s.fullAt) >= s.o.fullAfter {
+		base = nil
+	}
+	s.mu.Unlock()
 	// A read-only transaction is a deferred one on SQLite: one consistent
 	// view (WAL) that takes no write lock, so it never waits on a writer.
 	// On PostgreSQL, repeatable read gives the same: every query of the
@@ -219,32 +242,32 @@ func (s *Source) loadDB(ctx context.Context, db *DB) (*rules.Snapshot, *state, e
 	if err := tx.QueryRowContext(ctx, `SELECT value FROM revision WHERE id = 1`).Scan(&st.Revision); err != nil {
 		return nil, st, fmt.Errorf("rulesdb: load: revision: %w", err)
 	}
-	if st.Rules, err = loadRules(ctx, tx); err != nil {
-		return nil, st, err
-	}
-	tiers, err := loadTiers(ctx, tx)
-	if err != nil {
-		return nil, st, err
-	}
-	for dim, ids := range tiers {
-		for id, tier := range ids {
-			st.Tiers = append(st.Tiers, TierAssignment{Dimension: dim, Identifier: id, Tier: tier})
+	delta := false
+	if base != nil {
+		if delta, err = readDelta(ctx, tx, db, base, st, now); err != nil {
+			return nil, st, err
 		}
 	}
-	sort.Slice(st.Tiers, func(i, j int) bool {
-		a, b := st.Tiers[i], st.Tiers[j]
-		if a.Dimension != b.Dimension {
-			return a.Dimension < b.Dimension
+	if !delta {
+		if err := readFull(ctx, tx, db, st, now); err != nil {
+			return nil, st, err
 		}
-		return a.Identifier < b.Identifier
-	})
-	if st.Overrides, err = loadOverrides(ctx, tx, db, s.now()); err != nil {
-		return nil, st, err
 	}
+	_ = tx.Rollback() // read: release the snapshot before building
 	snap, err := s.snapshot(st, strconv.FormatInt(st.Revision, 10))
 	if err != nil {
 		return nil, st, err
 	}
+	s.mu.Lock()
+	s.base = st
+	if delta {
+		s.deltas++
+		s.loads.incremental++
+	} else {
+		s.deltas, s.fullAt = 0, now
+		s.loads.full++
+	}
+	s.mu.Unlock()
 	return snap, st, nil
 }
 
@@ -319,7 +342,7 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 		var snap *rules.Snapshot
 		var st *state
 		err := onLiveConn(lctx, func() (err error) {
-			snap, st, err = s.loadDB(lctx, db)
+			snap, st, err = s.loadDB(lctx, db, force)
 			return err
 		})
 		cancel()
@@ -337,10 +360,10 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 		changed := st.Revision != last
 		last = st.Revision
 		s.mark(st.Revision, false)
-		s.save(st)
 		if changed || force {
 			apply(snap)
 		}
+		s.save(st) // after apply: the new rules are in force first
 	}
 
 	for {
