@@ -88,6 +88,14 @@ var migrations = [][]string{
 		// that an instance starting after the clear removes it from the store
 		`ALTER TABLE overrides ADD COLUMN cleared_at BIGINT`,
 	},
+	{ // 4: the indexes of incremental loads (the rows written after a
+		// revision) and of the writes' check (the rules of one dimension
+		// and endpoint pattern)
+		`CREATE INDEX rules_related ON rules (dimension, endpoint_pattern)`,
+		`CREATE INDEX rules_revision ON rules (revision)`,
+		`CREATE INDEX user_tiers_revision ON user_tiers (revision)`,
+		`CREATE INDEX overrides_revision ON overrides (revision)`,
+	},
 }
 
 // SchemaVersion is the schema version this build creates and reads.

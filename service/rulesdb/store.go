@@ -129,8 +129,9 @@ func (d *DB) Delete(ctx context.Context, actor, id, ifMatch string) error {
 type change func(ctx context.Context, tx *sql.Tx, cur *Rule, rev int64, now int64) (*Rule, error)
 
 // write runs one rule change in a transaction: it validates next (nil for a
-// delete) alone, bumps the revision, applies change, checks the whole
-// resulting rule set as the engine would and appends the audit row.
+// delete) alone, bumps the revision, applies change, checks the resulting
+// rule set as the engine would (the rules the change can conflict with:
+// see checkRelated) and appends the audit row.
 func (d *DB) write(ctx context.Context, actor, action, id string, apply change, next *Rule) (*Rule, error) {
 	if strings.TrimSpace(actor) == "" {
 		return nil, errors.New("rulesdb: actor: required")
@@ -164,15 +165,10 @@ func (d *DB) write(ctx context.Context, actor, action, id string, apply change, 
 		}
 		return nil, fmt.Errorf("rulesdb: %s: %w", action, err)
 	}
-	all, err := loadRules(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	tiers, err := loadTiers(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := snapshot(rev, all, tiers); err != nil {
+	related := relatedKeys{}
+	related.add(cur)
+	related.add(after)
+	if err := d.checkRelated(ctx, tx, rev, related); err != nil {
 		return nil, err
 	}
 	if err := d.audit(ctx, tx, rev, now, actor, action, "rule/"+id, cur, after); err != nil {
@@ -330,4 +326,60 @@ func loadTiers(ctx context.Context, q querier) (map[string]map[string]string, er
 		return nil, fmt.Errorf("rulesdb: load tiers: %w", err)
 	}
 	return out, nil
+}
+
+// relatedKey is what relates stored rules in the engine's check of a rule
+// set: a dimension and endpoint pattern, whose enabled rows must be one
+// base without a tier and tier rows of distinct tiers.
+type relatedKey struct{ dim, ep string }
+
+// relatedKeys are the keys of the rows a write changed, before and after.
+type relatedKeys map[relatedKey]bool
+
+func (k relatedKeys) add(r *Rule) {
+	if r != nil {
+		k[relatedKey{r.Dimension, r.EndpointPattern}] = true
+	}
+}
+
+// maxRelatedKeys bounds the keys checkRelated reads with one query; a
+// write touching more (a large import) checks the whole rule set.
+const maxRelatedKeys = 64
+
+// checkRelated checks, inside tx after a write, the stored rules that the
+// written rows can conflict with, as the engine would check the whole
+// resulting set: the rows of each dimension and endpoint pattern the
+// write changed, before and after (the engine relates no others: the
+// rest was valid before the write and is unchanged; every row alone is
+// checked before it is written). The rows are read with the index of
+// migration 4 in ID order, as the whole-set check reads them, so the
+// refusals are the same. More than maxRelatedKeys keys: the whole set.
+func (d *DB) checkRelated(ctx context.Context, tx *sql.Tx, rev int64, keys relatedKeys) error {
+	if len(keys) > maxRelatedKeys {
+		all, err := loadRules(ctx, tx)
+		if err != nil {
+			return err
+		}
+		tiers, err := loadTiers(ctx, tx)
+		if err != nil {
+			return err
+		}
+		_, err = snapshot(rev, all, tiers)
+		return err
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	var where []string
+	var args []any
+	for k := range keys {
+		where = append(where, "(dimension = ? AND endpoint_pattern = ?)")
+		args = append(args, k.dim, k.ep)
+	}
+	rows, err := queryRules(ctx, tx, "check rules", d.q(`SELECT `+ruleCols+` FROM rules WHERE `+strings.Join(where, " OR ")+` ORDER BY id`), args...)
+	if err != nil {
+		return err
+	}
+	_, err = snapshot(rev, rows, nil)
+	return err
 }

@@ -70,6 +70,7 @@ func (d *DB) Import(ctx context.Context, actor string, rs []Rule) (n int, err er
 	}
 	defer func() { _ = tx.Rollback() }()
 	var last int64
+	related := relatedKeys{}
 	for i := range rs {
 		r := rs[i]
 		cur, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), r.ID))
@@ -104,17 +105,11 @@ func (d *DB) Import(ctx context.Context, actor string, rs []Rule) (n int, err er
 		if err := d.audit(ctx, tx, rev, now, actor, action, "rule/"+r.ID, cur, &r); err != nil {
 			return 0, err
 		}
+		related.add(cur)
+		related.add(&r)
 		last = rev
 	}
-	all, err := loadRules(ctx, tx)
-	if err != nil {
-		return 0, err
-	}
-	tiers, err := loadTiers(ctx, tx)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := snapshot(last, all, tiers); err != nil {
+	if err := d.checkRelated(ctx, tx, last, related); err != nil {
 		return 0, fmt.Errorf("rulesdb: import: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
