@@ -139,3 +139,49 @@ func BenchmarkScaleUpdate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScaleLoadIncremental is a Source's load after one Update among
+// n stored rules, when it holds the previous load: the rows written since
+// and the audit rows read, the state patched, the snapshot built (the
+// Update itself is not timed).
+func BenchmarkScaleLoadIncremental(b *testing.B) {
+	for _, n := range scaleDBSizes {
+		b.Run("rules="+strconv.Itoa(n), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "rules.db")
+			fillScale(b, path, n)
+			ctx := context.Background()
+			d, err := Open(ctx, path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer d.Close()
+			src := d.Source(0)
+			if _, err := src.Load(ctx); err != nil {
+				b.Fatal(err)
+			}
+			r := scaleRow(n / 2)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				b.StopTimer()
+				i++
+				r.Limit = 1000 + int64(i%2)
+				if _, err := d.Update(ctx, "bench", r, "*"); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				s, err := src.Load(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(s.Rules()) != n {
+					b.Fatalf("%d rules loaded, want %d", len(s.Rules()), n)
+				}
+			}
+			src.mu.Lock()
+			full := src.loads.full
+			src.mu.Unlock()
+			b.ReportMetric(float64(full), "full-loads")
+		})
+	}
+}
