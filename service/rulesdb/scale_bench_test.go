@@ -10,8 +10,9 @@ import (
 )
 
 // Rules at scale (issue 15), in the database: Open and Source.Load of a
-// SQLite file holding 1 000 or 100 000 rules, and one Update among them
-// (every write validates the whole resulting rule set, as the engine would):
+// SQLite file holding 1 000 or 100 000 rules, one Update among them (a
+// write checks the rules it can conflict with, as the engine would), and
+// a Source's incremental load after it:
 //
 //	go test -run XXX -bench Scale -benchmem ./rulesdb
 
@@ -113,8 +114,8 @@ func BenchmarkScaleLoad(b *testing.B) {
 }
 
 // BenchmarkScaleUpdate is one Update (a rule's limit changed) among n
-// stored rules: the write, its audit row and the validation of the whole
-// resulting set in its transaction.
+// stored rules: the write, its audit row and the check of the rules of its
+// dimension and endpoint pattern in its transaction.
 func BenchmarkScaleUpdate(b *testing.B) {
 	for _, n := range scaleDBSizes {
 		b.Run("rules="+strconv.Itoa(n), func(b *testing.B) {
