@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/service/rules"
 )
 
 // Rules at scale (issue 15), in the database: Open and Source.Load of a
@@ -183,6 +185,69 @@ func BenchmarkScaleLoadIncremental(b *testing.B) {
 			full := src.loads.full
 			src.mu.Unlock()
 			b.ReportMetric(float64(full), "full-loads")
+		})
+	}
+}
+
+// BenchmarkScaleWatch is the propagation of one Update among 100 000
+// stored rules to another handle's Watch (PostgreSQL: its NOTIFY; SQLite:
+// a 5 ms poll), from the Update's return to the new snapshot handed to
+// apply, which is all a Source does (an engine then builds its limiters:
+// engine.New).
+func BenchmarkScaleWatch(b *testing.B) {
+	const n = 100_000
+	for _, be := range []struct {
+		name string
+		dsn  func() string
+	}{
+		{"sqlite", func() string { return filepath.Join(b.TempDir(), "rules.db") }},
+		{"postgres", func() string { return pg.NewDatabase(b) }},
+	} {
+		b.Run(be.name, func(b *testing.B) {
+			dsn := be.dsn()
+			fillScale(b, dsn, n)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w, err := Open(ctx, dsn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			r, err := Open(ctx, dsn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer r.Close()
+			src := r.Source(5 * time.Millisecond)
+			if _, err := src.Load(ctx); err != nil {
+				b.Fatal(err)
+			}
+			applied := make(chan string, 16)
+			done := make(chan error, 1)
+			go func() {
+				done <- src.Watch(ctx, func(s *rules.Snapshot) { applied <- s.Revision() }, func(err error) { b.Error(err) })
+			}()
+			row := scaleRow(n / 2)
+			i := 0
+			for b.Loop() {
+				i++
+				row.Limit = 1000 + int64(i%2)
+				got, err := w.Update(ctx, "bench", row, "*")
+				if err != nil {
+					b.Fatal(err)
+				}
+				want := strconv.FormatInt(got.Revision, 10)
+				for rev := <-applied; rev != want; rev = <-applied {
+				}
+			}
+			b.StopTimer()
+			cancel()
+			if err := <-done; err != nil {
+				b.Fatal(err)
+			}
+			src.mu.Lock()
+			b.ReportMetric(float64(src.loads.full), "full-loads")
+			src.mu.Unlock()
 		})
 	}
 }
