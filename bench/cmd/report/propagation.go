@@ -114,7 +114,7 @@ func (sec *propSection) targets() []target {
 	p50.ratio = float64(sec.q(0.5)) / float64(propP50Goal)
 	p50.met = p50.ratio < 1
 	p50.measured = fmt.Sprintf("p50 %s, p90 %s", fmtDur(sec.q(0.5)), fmtDur(sec.q(0.9)))
-	p50.why = "B LISTENs for the revision (NOTIFY in the writing transaction) and polls it every 500 ms as the safety net; a change is a full reload of the rules and a new engine"
+	p50.why = "B LISTENs for the revision (NOTIFY in the writing transaction) and polls it every 500 ms as the safety net; a change reads only the rows written since the last load (rulesdb incremental loads) and builds a new snapshot and engine"
 	return []target{mx, p50}
 }
 
