@@ -32,7 +32,11 @@ const CachedSuffix = " (cached)"
 // the hint), still polls the revision every poll interval (the safety net)
 // and reloads fully after the listener reconnects; on SQLite it polls.
 // With WithCache the last good snapshot is kept on disk, and served while
-// the database cannot be reached. It is safe for concurrent use.
+// the database cannot be reached. A load after a good one is incremental:
+// it reads only the rows written since and the audit log's removals, and
+// loads fully when those cannot account for every revision (and every
+// DefaultFullReloadEvery loads or DefaultFullReloadAfter). It is safe for
+// concurrent use.
 type Source struct {
 	poll time.Duration
 	o    sourceOptions
