@@ -181,7 +181,14 @@ func readDelta(ctx context.Context, tx *sql.Tx, db *DB, base, st *state, now tim
 	}
 	st.Rules = patch(base.Rules, ruleKey, strings.Compare, func(r *Rule) bool { return rm.rules[r.ID] }, rs)
 	st.Tiers = patch(base.Tiers, tierKeyOf, cmpTier, func(t TierAssignment) bool { return rm.tiers[tierKeyOf(t)] }, ts)
-	st.Overrides = patch(base.Overrides, overrideKeyOf, cmpOverride, func(o Override) bool { return !o.ExpiresAt.After(now) }, ovs)
+	// The rows read since include expired ones (an override set again
+	// with an earlier expiry that has passed): they replace their key's
+	// earlier row, then go with every other row expired at now.
+	expired := func(o Override) bool { return !o.ExpiresAt.After(now) }
+	st.Overrides = slices.DeleteFunc(patch(base.Overrides, overrideKeyOf, cmpOverride, expired, ovs), expired)
+	if len(st.Overrides) == 0 {
+		st.Overrides = nil // as a full load of no rows
+	}
 	return true, nil
 }
 

@@ -233,3 +233,44 @@ func testIncrementalLoadFallsBack(t *testing.T, dsn string) {
 	load(5)
 	require.Equal(t, loadCounts{full: 6, incremental: 6}, counts())
 }
+
+// An override set again with an earlier expiry that has passed by the next
+// load is gone from an incremental load as from a full one: the row read
+// since is expired, and it must still replace the earlier row of its key,
+// whose own expiry is later.
+func TestIncrementalLoadOverrideShortenedAndLapsed(t *testing.T) {
+	each(t, testIncrementalLoadOverrideShortenedAndLapsed)
+}
+
+func testIncrementalLoadOverrideShortenedAndLapsed(t *testing.T, dsn string) {
+	ctx := tctx(t)
+	clock := &fakeClock{t: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)}
+	w := open(t, dsn)
+	w.now = clock.now
+	r := open(t, dsn)
+	src := r.Source(0)
+	src.now = clock.now
+	src.o.fullEvery, src.o.fullAfter = 1<<30, 1<<62
+
+	_, err := w.Create(ctx, "t", sample("a"))
+	require.NoError(t, err)
+	o := Override{Dimension: "user", Identifier: "alice", RuleID: "a", Block: true, ExpiresAt: clock.now().Add(time.Hour)}
+	require.NoError(t, w.SetOverride(ctx, "t", o))
+	snap, err := src.Load(ctx)
+	require.NoError(t, err)
+	require.Len(t, snap.Overrides(), 1)
+
+	o.ExpiresAt = clock.now().Add(time.Second)
+	require.NoError(t, w.SetOverride(ctx, "t", o))
+	clock.add(2 * time.Second)
+	got, err := src.Load(ctx)
+	require.NoError(t, err)
+	want, wantSt := fullLoad(t, ctx, r, clock.now)
+	require.Empty(t, want.Overrides())
+	requireSameSnapshot(t, want, got, "override shortened, lapsed before the load")
+	src.mu.Lock()
+	gotSt, counts := src.base, src.loads
+	src.mu.Unlock()
+	require.Equal(t, wantSt, gotSt)
+	require.Equal(t, loadCounts{full: 1, incremental: 1}, counts)
+}

@@ -231,15 +231,17 @@ func (o Override) toRulesActive(r *rules.Rule, target string) (rules.Override, e
 	return ro, nil
 }
 
-// loadOverrides reads every stored override in force at now, and the
-// tombstones of those cleared before their expiry, written after revision
-// since (a negative since: whatever their revision).
+// loadOverrides reads, for a negative since, every stored override in
+// force at now and the tombstones of those cleared before their expiry.
+// For since >= 0 (an incremental load) it reads every row written after
+// revision since, expired or not: an expired row read must still replace
+// the earlier row of its key, whose expiry may be later (see readDelta).
 func loadOverrides(ctx context.Context, q querier, d *DB, now time.Time, since int64) ([]Override, error) {
 	query, args := `SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision, cleared_at
 		FROM overrides WHERE expires_at > ?`, []any{now.UnixMilli()}
 	if since >= 0 {
-		query += ` AND revision > ?`
-		args = append(args, since)
+		query, args = `SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision, cleared_at
+		FROM overrides WHERE revision > ?`, []any{since}
 	}
 	rows, err := q.QueryContext(ctx, d.q(query+` ORDER BY dimension, identifier, rule_id`), args...)
 	if err != nil {
