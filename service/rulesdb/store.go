@@ -180,11 +180,20 @@ func (d *DB) write(ctx context.Context, actor, action, id string, apply change, 
 	return after, nil
 }
 
+// MaxEndpointPattern bounds a rule's endpoint pattern, in bytes: the
+// engine takes no longer endpoint in a check (engine.MaxEndpoint), and
+// PostgreSQL indexes the pattern with the dimension (rules_related,
+// migration 4), whose B-tree entries are at most about 2.7 kB.
+const MaxEndpointPattern = 2048
+
 // validateRow checks one rule on its own, enabled or not: what the engine
 // would refuse of it whatever else is stored.
 func validateRow(r *Rule) error {
 	if r.Tier != "" && strings.TrimSpace(r.Tier) == "" {
 		return fmt.Errorf("%w: rule %q: tier: must not be blank", ErrInvalid, r.ID)
+	}
+	if len(r.EndpointPattern) > MaxEndpointPattern {
+		return fmt.Errorf("%w: rule %q: endpoint_pattern: at most %d bytes, got %d", ErrInvalid, r.ID, MaxEndpointPattern, len(r.EndpointPattern))
 	}
 	alone := *r
 	alone.Enabled, alone.Tier = true, ""
