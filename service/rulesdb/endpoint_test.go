@@ -40,3 +40,25 @@ func testLongEndpointPatternRefused(t *testing.T, dsn string) {
 	_, err = d.Create(ctx, "t", r)
 	require.NoError(t, err)
 }
+
+// A tier assignment's identifier over MaxOverrideIdentifier bytes is
+// refused naming identifier on both backends, and writes nothing
+// (PostgreSQL could not index a much longer one in user_tiers' key).
+func TestLongTierIdentifierRefused(t *testing.T) { each(t, testLongTierIdentifierRefused) }
+
+func testLongTierIdentifierRefused(t *testing.T, dsn string) {
+	ctx := tctx(t)
+	d := open(t, dsn)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var b strings.Builder
+	for b.Len() < 3000 {
+		fmt.Fprintf(&b, "%x", rng.Uint64())
+	}
+	err := d.SetTier(ctx, "t", "user", b.String(), "gold")
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "identifier")
+	rev, err := d.Revision(ctx)
+	require.NoError(t, err)
+	require.Zero(t, rev)
+	require.NoError(t, d.SetTier(ctx, "t", "user", b.String()[:MaxOverrideIdentifier], "gold"))
+}

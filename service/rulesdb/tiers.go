@@ -17,13 +17,17 @@ type TierAssignment struct {
 
 // SetTier assigns identifier of dimension to tier ("" removes the
 // assignment), in one transaction with its audit row. An invalid
-// dimension or a blank tier is refused with ErrInvalid naming the field.
+// dimension, an identifier over MaxOverrideIdentifier bytes (the engine
+// takes no longer one; PostgreSQL could not index a much longer one) or a
+// blank tier is refused with ErrInvalid naming the field.
 func (d *DB) SetTier(ctx context.Context, actor, dimension, identifier, tier string) error {
 	switch {
 	case strings.TrimSpace(actor) == "":
 		return errors.New("rulesdb: actor: required")
 	case identifier == "":
 		return fmt.Errorf("%w: identifier: required", ErrInvalid)
+	case len(identifier) > MaxOverrideIdentifier:
+		return fmt.Errorf("%w: identifier: longer than %d bytes", ErrInvalid, MaxOverrideIdentifier)
 	case tier != "" && strings.TrimSpace(tier) == "":
 		return fmt.Errorf("%w: tier: must not be blank", ErrInvalid)
 	}
