@@ -22,7 +22,10 @@
 // an unknown and a revoked one are all UNAUTHENTICATED with one message;
 // a live token of scope read is PERMISSION_DENIED; an exhausted admin
 // limit is RESOURCE_EXHAUSTED with RetryInfo (as package grpclimit
-// answers). A failure of the token database or the rate-limit store is
+// answers); a client (its peer address: IPv4, or IPv6 /64) past its
+// budget of failed authentications is RESOURCE_EXHAUSTED for any secret
+// not in the cache, without a database lookup (as the admin API's 429).
+// A failure of the token database or the rate-limit store is
 // UNAVAILABLE with a generic message, its cause only logged: guarded
 // methods fail closed.
 package grpcauth

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/adapters/grpclimit"
@@ -115,6 +116,7 @@ const (
 	msgNoDatabase      = "the token database has not been reached yet; retry later"
 	msgAuthFailed      = "the token could not be checked; retry later"
 	msgLimitFailed     = "the rate limit could not be checked; retry later"
+	msgTooManyFailures = "too many failed authentications from this client; retry later"
 )
 
 // maxAuthorization bounds the authorization metadata looked at.
@@ -128,7 +130,10 @@ const maxAuthorization = 256
 // fields are sent as header metadata, and an exhausted token gets
 // RESOURCE_EXHAUSTED with RetryInfo, QuotaFailure and ErrorInfo (as
 // package grpclimit answers) and the fields and grpc-retry-pushback-ms in
-// its trailer. A failure of the token database or of the rate-limit store
+// its trailer. A client (its address: IPv4, or IPv6 /64) whose
+// authentications failed too often gets RESOURCE_EXHAUSTED for a secret
+// not in the Auth's cache, with no database lookup, as the admin API
+// answers 429 (adminauth.ErrTooManyFailures). A failure of the token database or of the rate-limit store
 // is UNAVAILABLE with a generic message (the cause is logged): the guarded
 // methods fail closed.
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
@@ -186,10 +191,16 @@ func (i *Interceptor) check(ctx context.Context, method string, acc Access) (met
 	if auth == nil {
 		return nil, status.Error(codes.Unavailable, msgNoDatabase)
 	}
-	p, err := auth.Authenticate(ctx, secret)
+	actx := ctx
+	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
+		actx = adminauth.WithClient(ctx, pr.Addr.String()) // its failures are bounded
+	}
+	p, err := auth.Authenticate(actx, secret)
 	switch {
 	case errors.Is(err, rulesdb.ErrUnauthorized):
 		return nil, status.Error(codes.Unauthenticated, msgUnauthenticated)
+	case errors.Is(err, adminauth.ErrTooManyFailures):
+		return nil, status.Error(codes.ResourceExhausted, msgTooManyFailures)
 	case err != nil:
 		i.log.ErrorContext(ctx, "grpc: authenticating a token", "method", method, "err", err)
 		return nil, status.Error(codes.Unavailable, msgAuthFailed)

@@ -2,6 +2,7 @@ package grpcauth_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
@@ -442,4 +443,36 @@ func TestRevocationAfterCache(t *testing.T) {
 	require.Equal(t, codes.Unauthenticated, status.Code(err))
 	_, _, err = reset(ctx, s, "bob")
 	require.Equal(t, codes.Unauthenticated, status.Code(err))
+}
+
+// A client guessing secrets over gRPC is bounded as on the admin API:
+// past its failed-authentication budget an unknown secret is
+// RESOURCE_EXHAUSTED without a database lookup (the database closed by
+// then: never UNAVAILABLE), while a token in the cache still passes.
+func TestFailedAuthenticationsBounded(t *testing.T) {
+	db, tk := newTokens(t)
+	store := memory(t)
+	auth, err := adminauth.New(db, store, adminauth.Options{CacheTTL: time.Hour})
+	require.NoError(t, err)
+	s := start(t, store, func() *adminauth.Auth { return auth }, grpcauth.Options{})
+	_, err = take(withAuth(t, "Bearer "+tk.write), s, "bob") // now in the cache
+	require.NoError(t, err)
+
+	refused := 0
+	for i := range 60 {
+		_, err := take(withAuth(t, fmt.Sprintf("Bearer slk_guess%040d", i)), s, "bob")
+		if status.Code(err) == codes.ResourceExhausted {
+			refused = i
+			break
+		}
+		require.Equal(t, codes.Unauthenticated, status.Code(err), "guess %d", i)
+	}
+	require.Positive(t, refused, "the guesses must be bounded")
+	require.LessOrEqual(t, refused, 21)
+
+	require.NoError(t, db.Close())
+	_, err = take(withAuth(t, "Bearer slk_another"), s, "bob")
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "no lookup: the closed database is not asked")
+	_, err = take(withAuth(t, "Bearer "+tk.write), s, "bob")
+	require.NoError(t, err, "a cached token still passes")
 }
