@@ -42,12 +42,12 @@ func validIdempotencyKey(k string) bool {
 	return true
 }
 
-// requestHash is the SHA-256 of the request's method, target (path and
-// query) and body, each
-// length-prefixed so no two requests share a preimage.
-func requestHash(method, path string, body []byte) []byte {
+// requestHash is the SHA-256 of the request's method, target (its path
+// and query: requestTarget) and body, each length-prefixed so no two
+// requests share a preimage.
+func requestHash(method, target string, body []byte) []byte {
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(method), []byte(path), body} {
+	for _, part := range [][]byte{[]byte(method), []byte(target), body} {
 		var n [8]byte
 		l := uint64(len(part))
 		for i := range n {
