@@ -84,8 +84,9 @@ func snapshot(rev int64, rows []*Rule, tiers map[string]map[string]string) (*rul
 // those in force at now of a served rule of their dimension go into the
 // snapshot (their limit with the rule's algorithm), and so do the
 // tombstones of those cleared before their expiry (lapsed: see
-// Override.ClearedAt); the others are left out, the ones that no longer fit their rule (a disabled or tiered rule, a
-// changed dimension or algorithm) each with an error in skipped.
+// Override.ClearedAt); the others are left out, the ones that no longer
+// fit their rule (a disabled or tiered rule, a changed dimension or
+// algorithm) each with an error in skipped.
 func snapshotAt(revision string, rows []*Rule, tiers map[string]map[string]string, ovs []Override, now time.Time) (snap *rules.Snapshot, skipped []error, err error) {
 	type key struct{ dim, ep string }
 	base := map[key]*rules.Rule{}
