@@ -113,6 +113,9 @@ func testIncrementalLoadEqualsFull(t *testing.T, dsn string) {
 		case 7, 8:
 			o := Override{Dimension: pick(dims), Identifier: pick(callers), RuleID: pick(ids), Limit: int64(1 + rng.IntN(9)), WindowSeconds: 10,
 				ExpiresAt: clock.now().Add(time.Duration(1+rng.IntN(20)) * time.Minute)}
+			if rng.IntN(2) == 0 { // short: often set again with an earlier expiry that lapses before a load
+				o.ExpiresAt = clock.now().Add(time.Duration(1+rng.IntN(30)) * time.Second)
+			}
 			if rng.IntN(3) == 0 {
 				o.Limit, o.WindowSeconds, o.Block = 0, 0, true
 			}
