@@ -98,7 +98,7 @@ func TestFeatures(t *testing.T) {
 						require.EqualValues(t, 4, rs[0].Remaining)
 
 						// An invalid check: nothing decided.
-						rs, errs = e.CheckBatch(ctx, []engine.Check{other, bad}, true)
+						_, errs = e.CheckBatch(ctx, []engine.Check{other, bad}, true)
 						var fe *engine.FieldError
 						require.True(t, errors.As(errs[0], &fe))
 						require.Equal(t, "all_or_nothing", fe.Field)
