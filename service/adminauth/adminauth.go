@@ -252,7 +252,7 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 		w.Header().Set("X-Request-Id", id)
 		ctx := rulesdb.WithRequestID(r.Context(), id)
 
-		secret, ok := bearer(r.Header.Values("Authorization"))
+		secret, ok := BearerToken(r.Header.Values("Authorization"))
 		if !ok {
 			unauthorized(w, r, "")
 			return
@@ -337,9 +337,12 @@ func (a *Auth) limit(ctx context.Context, w http.ResponseWriter, r *http.Request
 	return false
 }
 
-// bearer returns the token of the one Authorization header, if it is the
-// Bearer scheme (any case) with a token68 credential of sane length.
-func bearer(values []string) (string, bool) {
+// BearerToken returns the credential of the one Authorization value in
+// values (an HTTP header's values, or gRPC's authorization metadata), if it
+// is the Bearer scheme (any case) with a token68 credential of sane length
+// (at most 256 bytes in all). Two values, another scheme or odd bytes give
+// false: every front door of the admin plane reads a token the same way.
+func BearerToken(values []string) (string, bool) {
 	if len(values) != 1 || len(values[0]) > maxAuthorization {
 		return "", false
 	}

@@ -119,9 +119,6 @@ const (
 	msgTooManyFailures = "too many failed authentications from this client; retry later"
 )
 
-// maxAuthorization bounds the authorization metadata looked at.
-const maxAuthorization = 256
-
 // Unary returns the unary server interceptor. An Open method runs as is.
 // A guarded one needs exactly one `authorization: Bearer SECRET` metadata
 // value naming a live token (else UNAUTHENTICATED, the same for every
@@ -230,27 +227,8 @@ func (i *Interceptor) check(ctx context.Context, method string, acc Access) (met
 }
 
 // bearer returns the secret of the call's one authorization metadata
-// value, when it is the Bearer scheme (any case) with a token68
-// credential of sane length.
+// value (adminauth.BearerToken reads it as the HTTP front door does).
 func bearer(ctx context.Context) (string, bool) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	values := md.Get("authorization")
-	if len(values) != 1 || len(values[0]) > maxAuthorization {
-		return "", false
-	}
-	scheme, cred, ok := strings.Cut(values[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	cred = strings.TrimLeft(cred, " ")
-	if cred == "" {
-		return "", false
-	}
-	for i := 0; i < len(cred); i++ {
-		c := cred[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~+/=", c) >= 0) {
-			return "", false
-		}
-	}
-	return cred, true
+	return adminauth.BearerToken(md.Get("authorization"))
 }

@@ -2,9 +2,7 @@ package rulesdb
 
 import (
 	"context"
-	"database/sql"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -171,7 +169,7 @@ func (d *DB) AuditQuery(ctx context.Context, f AuditFilter) ([]AuditEntry, strin
 		where = append(where, "at < ?")
 		args = append(args, f.Until.UnixMilli())
 	}
-	query := `SELECT revision, at, actor, action, target, before_json, after_json, request_id FROM audit`
+	query := `SELECT ` + auditColumns + ` FROM audit`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, " AND ")
 	}
@@ -181,27 +179,9 @@ func (d *DB) AuditQuery(ctx context.Context, f AuditFilter) ([]AuditEntry, strin
 	if err != nil {
 		return nil, "", fmt.Errorf("rulesdb: audit: %w", err)
 	}
-	defer func() { _ = rows.Close() }()
-	var out []AuditEntry
-	for rows.Next() {
-		var e AuditEntry
-		var at int64
-		var b, a, rid sql.NullString
-		if err := rows.Scan(&e.Revision, &at, &e.Actor, &e.Action, &e.Target, &b, &a, &rid); err != nil {
-			return nil, "", fmt.Errorf("rulesdb: audit: %w", err)
-		}
-		e.RequestID = rid.String
-		e.At = time.UnixMilli(at).UTC()
-		if b.Valid {
-			e.Before = json.RawMessage(b.String)
-		}
-		if a.Valid {
-			e.After = json.RawMessage(a.String)
-		}
-		out = append(out, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("rulesdb: audit: %w", err)
+	out, err := scanAudit(rows)
+	if err != nil {
+		return nil, "", err
 	}
 	next := ""
 	if len(out) > limit {

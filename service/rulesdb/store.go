@@ -253,10 +253,18 @@ func (d *DB) Audit(ctx context.Context, since int64, limit int) ([]AuditEntry, e
 	if limit < 1 || limit > 1000 {
 		return nil, fmt.Errorf("rulesdb: limit: must be 1 to 1000, got %d", limit)
 	}
-	rows, err := d.db.QueryContext(ctx, d.q(`SELECT revision, at, actor, action, target, before_json, after_json, request_id FROM audit WHERE revision > ? ORDER BY revision LIMIT ?`), since, limit)
+	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+auditColumns+` FROM audit WHERE revision > ? ORDER BY revision LIMIT ?`), since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: audit: %w", err)
 	}
+	return scanAudit(rows)
+}
+
+// auditColumns are the columns scanAudit reads, in its order.
+const auditColumns = `revision, at, actor, action, target, before_json, after_json, request_id`
+
+// scanAudit reads the audit entries of rows (auditColumns) and closes it.
+func scanAudit(rows *sql.Rows) ([]AuditEntry, error) {
 	defer func() { _ = rows.Close() }()
 	var out []AuditEntry
 	for rows.Next() {
