@@ -138,7 +138,10 @@ func TestFetchCPUProfile(t *testing.T) {
 	b, err := Analyze(data)
 	require.NoError(t, err)
 	require.Positive(t, b.Total)
-	require.GreaterOrEqual(t, b.Duration, time.Second)
+	// The profile records the span its samples cover, which may end a
+	// timer tick short of the second asked for (998.9ms seen on CI).
+	require.GreaterOrEqual(t, b.Duration, 900*time.Millisecond)
+	require.LessOrEqual(t, b.Duration, 5*time.Second)
 	require.NotEmpty(t, b.Top)
 
 	_, err = FetchCPUProfile(context.Background(), l.Addr().String()+"0", time.Second)
