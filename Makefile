@@ -8,6 +8,9 @@ export SLUICE_REQUIRE_REDIS ?= 1
 export SLUICE_REQUIRE_POSTGRES ?= 1
 # ... and the browser test of the admin page fails when no Chromium is found.
 export SLUICE_REQUIRE_CHROMIUM ?= 1
+# ... and the tests behind a real nginx (service/internal/attack) fail when no
+# nginx is found.
+export SLUICE_REQUIRE_NGINX ?= 1
 
 .PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check ratelimitd service-demo admin-demo fleet-demo
 
@@ -25,13 +28,15 @@ test: deps
 attack: deps
 	cd internal/attack && $(GO) test -race -shuffle=on -count=1 -v -timeout 5m ./...
 
-## deps: redis-server and redis-cli from Debian's packages when missing, and
-## the tools the service's tests drive ratelimitd with (envoyproxy/ratelimit's
-## client and config checker, pinned, into service/.bin)
+## deps: redis-server and redis-cli, PostgreSQL, Chromium and nginx from
+## Debian's packages when missing, and the tools the service's tests drive
+## ratelimitd with (envoyproxy/ratelimit's client and config checker, pinned,
+## into service/.bin)
 deps:
 	@./scripts/ensure-redis.sh
 	@./scripts/ensure-postgres.sh
 	@./scripts/ensure-chromium.sh
+	@./scripts/ensure-nginx.sh
 	@GO=$(GO) ./scripts/ensure-service-tools.sh
 
 ## lint: gofmt, go vet and go mod tidy -diff on every module

@@ -27,16 +27,26 @@
 // which is a GET without body carrying the original request's headers) takes
 // its fields from query parameters of the same names, or else from the
 // headers Sluice-Key-Type, Sluice-Key-Value, Sluice-Rule-Id,
-// Sluice-Endpoint, Sluice-Request-Count and Sluice-Idempotency-Key; the
-// endpoint defaults to the path of X-Original-URI. nginx forwards the
-// client's own headers (and, without proxy_pass_request_body off, its
-// body) to the subrequest, so when the query or a Sluice-Key-* header
-// names the key a body is ignored, and when the query names it (as below)
-// only Sluice-Idempotency-Key is read from the headers; a setup
-// that passes the key in headers instead must set (or clear, with
-// proxy_set_header NAME "") every Sluice-* header, or a client could send
-// Sluice-Request-Count: 0 (a peek), a Sluice-Endpoint no rule matches or
-// another Sluice-Rule-Id, and escape its limit.
+// Sluice-Endpoint, Sluice-Request-Count and Sluice-Idempotency-Key (a
+// header given twice is 400). nginx forwards the client's own headers
+// (and, without proxy_pass_request_body off, its body) to the subrequest,
+// so when the query or a Sluice-Key-* header names the key a body is
+// ignored, and when the query names it (as below) only
+// Sluice-Idempotency-Key is read from the headers; a setup that passes the
+// key in headers instead must set (or clear, with proxy_set_header NAME
+// "") every Sluice-* header, or a client could send Sluice-Request-Count: 0
+// (a peek), a Sluice-Endpoint no rule matches or another Sluice-Rule-Id,
+// and escape its limit.
+//
+// Without an endpoint, the endpoint is the path nginx chose its location
+// on ($uri), computed from X-Original-URI, nginx's $request_uri (the
+// target as the client wrote it), exactly as nginx computes it: query and
+// fragment dropped, %XX decoded (a decoded / and . act as such, a decoded
+// %, # and ? do not), slashes merged (not with ?merge_slashes=off, for
+// nginx's merge_slashes off), dot segments resolved. A target nginx refuses
+// (a broken escape, %00, a .. above the root) is 400 naming
+// X-Original-URI, never decided on as written. Other endpoints (the JSON
+// body, the endpoint parameter, Sluice-Endpoint) are taken as given.
 //
 // nginx auth_request admits on 2xx, denies on 401 and 403, and answers 500
 // for any other status, so behind it ask for 403 and turn it into 429:

@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
-	"path"
 	"reflect"
 	"slices"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/ratelimitfields"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/internal/jsonbody"
+	"github.com/sluicehq/sluice/service/internal/nginxuri"
 	"github.com/sluicehq/sluice/service/internal/problem"
 )
 
@@ -256,8 +256,8 @@ func readRequest(w http.ResponseWriter, r *http.Request, q url.Values) (Request,
 		return Request{}, badField("body", "could not be read")
 	}
 	for k := range q {
-		if k != "mode" && k != "deny_status" && !slices.Contains(queryFields, k) {
-			return Request{}, badField(clip(k), "unknown query parameter (known: mode, deny_status, %s)", strings.Join(queryFields, ", "))
+		if k != "mode" && k != "deny_status" && k != "merge_slashes" && !slices.Contains(queryFields, k) {
+			return Request{}, badField(clip(k), "unknown query parameter (known: mode, deny_status, merge_slashes, %s)", strings.Join(queryFields, ", "))
 		}
 	}
 	if len(bytes.TrimSpace(body)) == 0 || proxied(q) || r.Header.Get("Sluice-Key-Type") != "" || r.Header.Get("Sluice-Key-Value") != "" {
@@ -322,26 +322,34 @@ func jsonError(err error) *fieldError {
 // Sluice-Request-Count would let a client pick its rule, an endpoint no
 // rule matches, or a peek, and escape its limit.
 func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
+	merge, ferr := mergeSlashes(q)
+	if ferr != nil {
+		return Request{}, ferr
+	}
 	proxied := proxied(q)
 	var vals [6]string
 	for i, name := range queryFields {
-		if vs, ok := q[name]; ok {
-			if len(vs) > 1 {
-				return Request{}, badField(name, "given %d times", len(vs))
-			}
-			vals[i] = vs[0]
+		var vs []string
+		field := name
+		if qv, ok := q[name]; ok {
+			vs = qv
 		} else if !proxied || name == "idempotency_key" {
-			vals[i] = r.Header.Get(headerFields[i])
+			vs, field = r.Header.Values(headerFields[i]), headerFields[i]
+		}
+		if len(vs) > 1 {
+			return Request{}, badField(field, "given %d times", len(vs))
+		}
+		if len(vs) == 1 {
+			vals[i] = vs[0]
 		}
 	}
 	req := Request{KeyType: vals[0], KeyValue: vals[1], RuleID: vals[2], Endpoint: vals[3], IdempotencyKey: vals[5]}
 	if req.Endpoint == "" {
-		// nginx's documented auth_request setup sends the original URI here.
-		if u := r.Header.Get("X-Original-URI"); u != "" {
-			if p, err := url.ParseRequestURI(u); err == nil {
-				req.Endpoint = cleanPath(p.Path)
-			}
+		p, ferr := originalPath(r, merge)
+		if ferr != nil {
+			return Request{}, ferr
 		}
+		req.Endpoint = p
 	}
 	if s := vals[4]; s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -353,20 +361,46 @@ func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
 	return req, nil
 }
 
-// cleanPath normalizes a path as nginx does before it matches locations:
-// slashes merged, "." and ".." segments resolved (a trailing slash kept).
-// X-Original-URI is the raw $request_uri the client wrote: "//api/x" or
-// "/x/../api/x" reached nginx's /api/ location, and must match the rules
-// of /api/** here too.
-func cleanPath(p string) string {
-	if p == "" {
-		return p
+// originalPath returns the endpoint of X-Original-URI ("" without one):
+// nginx's documented auth_request setup sends its $request_uri there, the
+// target as the client wrote it ("/login#x", "//api/../login",
+// "/lo%67in"), while nginx chose the location on the normalized path
+// ($uri). The endpoint is that path, computed as nginx does (merge tells
+// nginx's merge_slashes); a target nginx refuses is refused here too,
+// never decided on as written.
+func originalPath(r *http.Request, merge bool) (string, *fieldError) {
+	vs := r.Header.Values("X-Original-URI")
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case len(vs) > 1:
+		return "", badField("X-Original-URI", "given %d times", len(vs))
 	}
-	c := path.Clean("/" + p)
-	if strings.HasSuffix(p, "/") && c != "/" {
-		c += "/"
+	p, err := nginxuri.Path(vs[0], merge)
+	if err != nil {
+		reason := "not a request target"
+		var e *nginxuri.Error
+		if errors.As(err, &e) {
+			reason = e.Reason
+		}
+		return "", badField("X-Original-URI", "%s: nginx refuses such a request target", reason)
 	}
-	return c
+	return p, nil
+}
+
+// mergeSlashes reads ?merge_slashes, nginx's setting of that name: on (the
+// default) or off.
+func mergeSlashes(q url.Values) (bool, *fieldError) {
+	switch ms := q["merge_slashes"]; {
+	case len(ms) > 1:
+		return false, badField("merge_slashes", "given %d times", len(ms))
+	case len(ms) == 0 || ms[0] == "on":
+		return true, nil
+	case ms[0] == "off":
+		return false, nil
+	default:
+		return false, badField("merge_slashes", "%q is not on or off", clip(ms[0]))
+	}
 }
 
 // proxied reports whether the query names the key (key_type or
