@@ -23,18 +23,19 @@
 // handler option WithStatusMode, or ?mode=status on a request) a denial is
 // answered 429 with Retry-After (or 403/401: WithDenyStatus,
 // ?deny_status=403) and an admission 200, for proxies that read only the
-// status. A request without a body (GET, or nginx auth_request's subrequest,
-// which is a GET without body carrying the original request's headers) takes
-// its fields from query parameters of the same names, or else from the
-// headers Sluice-Key-Type, Sluice-Key-Value, Sluice-Rule-Id,
-// Sluice-Endpoint, Sluice-Request-Count and Sluice-Idempotency-Key (a
-// header given twice is 400). nginx forwards the client's own headers
-// (and, without proxy_pass_request_body off, its body) to the subrequest,
-// so when the query or a Sluice-Key-* header names the key a body is
-// ignored, and when the query names it (as below) only
-// Sluice-Idempotency-Key is read from the headers; a setup that passes the
-// key in headers instead must set (or clear, with proxy_set_header NAME
-// "") every Sluice-* header, or a client could send Sluice-Request-Count: 0
+// status. A request without a body (GET, or nginx auth_request's
+// subrequest, a GET without body that carries the original request's
+// headers unless proxy_pass_request_headers is off) takes its fields from
+// query parameters of the same names. When the query names the key
+// (key_type or key_value), as a proxy's subrequest does, that is all: any
+// body is ignored and no Sluice-* header is read, since the headers may be
+// the client's (a client repeating its own Sluice-Idempotency-Key would
+// get free requests; a proxy that wants an idempotency key puts it in the
+// query). Otherwise the fields come from the headers Sluice-Key-Type,
+// Sluice-Key-Value, Sluice-Rule-Id, Sluice-Endpoint, Sluice-Request-Count
+// and Sluice-Idempotency-Key (a header given twice is 400), and a setup
+// that passes the key in headers must forward no other header (or set or
+// clear every Sluice-* one), or a client could send Sluice-Request-Count: 0
 // (a peek), a Sluice-Endpoint no rule matches or another Sluice-Rule-Id,
 // and escape its limit.
 //
@@ -61,6 +62,7 @@
 //	    internal;
 //	    proxy_pass http://127.0.0.1:8080/api/v1/rate-limit/check?mode=status&deny_status=403&key_type=ip&key_value=$remote_addr;
 //	    proxy_pass_request_body off;
+//	    proxy_pass_request_headers off;
 //	    proxy_set_header Content-Length "";
 //	    proxy_set_header X-Original-URI $request_uri;
 //	}

@@ -315,12 +315,13 @@ func jsonError(err error) *fieldError {
 // subrequest) from its query parameters and headers.
 //
 // A query that names the key (key_type or key_value) is a proxy's
-// configuration, and the headers of its subrequest are the client's own
-// (nginx forwards them): then only the idempotency key (the client's retry
-// key, which frees only bounded repeats of an identical admitted check) is
-// read from a header; Sluice-Rule-Id, Sluice-Endpoint and
+// configuration, and the headers of its subrequest may be the client's own
+// (nginx forwards them unless proxy_pass_request_headers is off): then no
+// Sluice-* header is read. Sluice-Rule-Id, Sluice-Endpoint and
 // Sluice-Request-Count would let a client pick its rule, an endpoint no
-// rule matches, or a peek, and escape its limit.
+// rule matches, or a peek, and Sluice-Idempotency-Key a key it repeats to
+// get free requests: a proxy that wants an idempotency key passes it in
+// the query, by its own choice.
 func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
 	merge, ferr := mergeSlashes(q)
 	if ferr != nil {
@@ -333,7 +334,7 @@ func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
 		field := name
 		if qv, ok := q[name]; ok {
 			vs = qv
-		} else if !proxied || name == "idempotency_key" {
+		} else if !proxied {
 			vs, field = r.Header.Values(headerFields[i]), headerFields[i]
 		}
 		if len(vs) > 1 {

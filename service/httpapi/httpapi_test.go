@@ -322,6 +322,17 @@ func TestIdempotencyKey(t *testing.T) {
 	}
 	r = post(t, url, `{"key_type":"ip","key_value":"10.6.6.6","request_count":0}`)
 	require.Equal(t, float64(2), r.body["remaining"], "the retries were not counted")
-	r = get(t, url+"?key_type=ip&key_value=10.6.6.6", "Sluice-Idempotency-Key", "req-2")
+	// Without a key in the query, the headers carry the check (a caller's
+	// own GET, or a proxy setting every Sluice-* header).
+	hdr := []string{"Sluice-Key-Type", "ip", "Sluice-Key-Value", "10.6.6.6", "Sluice-Idempotency-Key", "req-2"}
+	r = get(t, url, hdr...)
 	require.Equal(t, float64(1), r.body["remaining"])
+	r = get(t, url, hdr...)
+	require.Equal(t, float64(1), r.body["remaining"], "the retry was not counted")
+	// With the key in the query, the header is the client's: ignored.
+	for _, want := range []float64{0, 0} {
+		r = get(t, url+"?key_type=ip&key_value=10.6.6.6", "Sluice-Idempotency-Key", "req-3")
+		require.Equal(t, want, r.body["remaining"])
+	}
+	require.Equal(t, false, r.body["allowed"], "the repeat of a client's key was counted")
 }

@@ -90,3 +90,29 @@ func TestOriginalURIRefused(t *testing.T) {
 	r := post(t, url, `{"key_type":"ip","key_value":"1","request_count":0}`)
 	require.Equal(t, float64(3), r.body["remaining"], "nothing was counted")
 }
+
+// TestProxiedIgnoresSluiceHeaders: when the query names the key (nginx's
+// auth_request setup), the subrequest's headers may be the client's: no
+// Sluice-* header changes the check, not even Sluice-Idempotency-Key,
+// which would let a client repeat one key for free requests. An
+// idempotency key in the query (the proxy's choice) still works.
+func TestProxiedIgnoresSluiceHeaders(t *testing.T) {
+	srv, _ := serve(t)
+	url := srv.URL + httpapi.Path + "?mode=status&key_type=ip&key_value=10.7.7.7"
+	every := []string{
+		"Sluice-Idempotency-Key", "same", "Sluice-Request-Count", "0", "Sluice-Rule-Id", "orders-per-user",
+		"Sluice-Endpoint", "/nothing", "Sluice-Key-Type", "user", "Sluice-Key-Value", "someone",
+	}
+	var got []int
+	for range 5 {
+		got = append(got, get(t, url, every...).status)
+	}
+	require.Equal(t, []int{200, 200, 200, 429, 429}, got, "per-ip admits 3, whatever the client's headers")
+
+	url = srv.URL + httpapi.Path + "?key_type=ip&key_value=10.7.7.8&idempotency_key=order-1"
+	for range 3 {
+		r := get(t, url)
+		require.Equal(t, true, r.body["allowed"])
+		require.Equal(t, float64(2), r.body["remaining"], "a repeat of the query's key is free")
+	}
+}
