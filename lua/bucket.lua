@@ -28,6 +28,15 @@ local function bucketSave(key, Q, d, state)
   save(key, now + units, 1, 1000 * v, state)
 end
 
+-- beyondWait is the wait in µs until need units fit in a bucket past the
+-- clamp, whose TAT is gap µs ahead less v units (Spec.beyondWait): the
+-- earliest whole r with (gap - r)*Q - v <= full - need, and no earlier
+-- than the gap is back within the clamp; the sum is split to stay exact.
+local function beyondWait(gap, need, v, full, Q)
+  local room = full - need
+  return max(gap - (idiv(room, Q) + idiv(imod(room, Q) + v, Q)), gap - idiv(MAXEXACT, Q))
+end
+
 -- bucket decides one op. It returns the seven values of the reply (the
 -- last is the instant decided at), then, unless apply is set, the write to
 -- make if the op is applied (a function; nil when nothing would change).
@@ -40,11 +49,21 @@ end
 -- book µs away; the TAT becomes max(TAT, slot*Q) + cost*T, the reply's retry
 -- is the wait until the slot (in units) and its instant the slot. The window
 -- functions take no book: a window never books.
+--
+-- A key past the clamp (its gap expire - now beyond MAXEXACT/Q: a clock
+-- stepped back by more than 2^53 units) is denied whatever the cost, with
+-- exact waits in µs, encoded as -2 - µs (algo.Micros): the gap until full
+-- again, and beyondWait until the cost fits.
 local function bucket(key, cost, p, apply, book)
   local Q, T, full, cap, warn, clear = p[1], p[2], p[3], p[4], p[5], p[6]
   local d, expire, v, prevState = bucketLoad(key, Q)
+  local beyond = expire - now > idiv(MAXEXACT, Q)
+  local reset = d
+  if beyond then
+    reset = -2 - (expire - now)
+  end
   if cost > cap then
-    return 0, idiv(max(full - d, 0), T), -1, d, 2, prevState, now
+    return 0, idiv(max(full - d, 0), T), -1, reset, 2, prevState, now
   end
   book = book or 0
   if book > 0 then
@@ -59,10 +78,12 @@ local function bucket(key, cost, p, apply, book)
     delay = idiv(over + Q - 1, Q)
   end
   -- a state beyond the clamp of a large backward step is far beyond full
-  local allowed = (over <= 0 or (book > 0 and delay <= book)) and expire - now <= idiv(MAXEXACT, Q)
+  local allowed = (over <= 0 or (book > 0 and delay <= book)) and not beyond
   local retry = 0
   local d2 = d
-  if not allowed then
+  if not allowed and beyond then
+    retry, delay = -2 - beyondWait(expire - now, need, v, full, Q), 0
+  elseif not allowed then
     retry, delay = over, 0
   else
     retry = delay * Q
@@ -87,7 +108,10 @@ local function bucket(key, cost, p, apply, book)
       write = function() save(key, expire, 1, 1000 * v, state) end
     end
   end
-  return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, d2, state, prevState, now + delay, write
+  if not beyond then
+    reset = d2
+  end
+  return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, reset, state, prevState, now + delay, write
 end
 
 -- undrained returns x - el*Q, at least 0, without forming a product that

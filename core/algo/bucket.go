@@ -11,6 +11,11 @@ package algo
 // fits, s - now <= book: the TAT becomes max(TAT, s×Q) + cost×T, exactly as
 // a request arriving at s would leave it, and the admission is recorded at
 // s (Outcome.At).
+//
+// A key past the clamp (gap > maxGap: a clock stepped back by more than
+// 2^53 units, about 9 s at Q = 10^9) is denied whatever the cost; its
+// waits are exact all the same, in µs (see Micros): the debt gap×Q - V
+// is past what an int64 product or a Lua number holds, the gap is not.
 func (sp *Spec) bucket(st *State, o *Outcome, now, cost, book int64) {
 	var d int64
 	gap := st.Expire - now
@@ -20,12 +25,17 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost, book int64) {
 		// TAT is never rewritten from the clamped debt).
 		d = min(gap, sp.maxGap)*sp.Q - st.V
 	}
+	beyond := gap > sp.maxGap
+	reset := d
+	if beyond { // full again once the gap has passed: V < Q, so at exactly Expire
+		reset = Micros(gap)
+	}
 	prevState := st.State
 	if gap <= 0 {
 		prevState = 0 // an expired key is a fresh key
 	}
 	if cost > sp.Capacity {
-		never(o, max(sp.Full-d, 0)/sp.T, d, prevState, now)
+		never(o, max(sp.Full-d, 0)/sp.T, reset, prevState, now)
 		return
 	}
 	if gap <= 0 {
@@ -37,8 +47,10 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost, book int64) {
 	if over > 0 && book > 0 {
 		delay = (over + sp.Q - 1) / sp.Q
 	}
-	o.Allowed, o.Retry = (over <= 0 || book > 0 && delay <= book) && gap <= sp.maxGap, 0
+	o.Allowed, o.Retry = (over <= 0 || book > 0 && delay <= book) && !beyond, 0
 	switch {
+	case !o.Allowed && beyond:
+		o.Retry, delay = Micros(sp.beyondWait(gap, need, st.V)), 0
 	case !o.Allowed:
 		o.Retry, delay = over, 0
 	case cost > 0:
@@ -54,7 +66,19 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost, book int64) {
 		o.Retry = delay * sp.Q
 	}
 	o.Remaining, o.Reset, o.At = max(sp.Full-d, 0)/sp.T, d, now+delay
+	if beyond {
+		o.Reset = reset
+	}
 	sp.settle(st, o, cost, d)
+}
+
+// beyondWait is the wait in µs until need units fit in a bucket past the
+// clamp, whose TAT is gap µs ahead less v units: the earliest whole r with
+// (gap-r)×Q - v <= Full - need, and no earlier than the gap is back within
+// the clamp. The sum is split so that Lua's doubles stay exact.
+func (sp *Spec) beyondWait(gap, need, v int64) int64 {
+	room := sp.Full - need
+	return max(gap-(room/sp.Q+(room%sp.Q+v)/sp.Q), gap-sp.maxGap)
 }
 
 // settle computes the warning state from the consumption after the decision

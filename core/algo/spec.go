@@ -100,10 +100,11 @@ type State struct {
 type Outcome struct {
 	Allowed   bool
 	Remaining int64
-	// Retry and Reset are in time units (1/Q µs). Retry is the wait until
-	// the cost would be admitted when denied, -1 for never; when admitted,
-	// the wait until the slot of a booking (see Book), zero for an
-	// admission now.
+	// Retry and Reset are in time units (1/Q µs), but for a bucket past
+	// the clamp of a large backward step, whose waits are in µs, encoded
+	// by Micros (values below -1). Retry is the wait until the cost would
+	// be admitted when denied, -1 for never; when admitted, the wait until
+	// the slot of a booking (see Book), zero for an admission now.
 	Retry, Reset int64
 	// State is the warning state after the decision, Previous the one
 	// before (core.Result's State and Previous).
@@ -124,23 +125,33 @@ type Outcome struct {
 func (sp *Spec) Result(o *Outcome) core.Result {
 	var retry time.Duration
 	switch {
-	case o.Retry < 0:
+	case o.Retry == -1:
 		retry = core.RetryNever
-	case o.Retry > 0:
+	case o.Retry != 0:
 		retry = sp.Duration(o.Retry)
 	}
 	return core.Result{Allowed: o.Allowed, Capacity: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.State, Previous: o.Previous, At: o.At}
 }
 
+// Micros encodes a wait of us µs in an Outcome's Retry or Reset, for a
+// bucket whose waits in units would be past 2^53 (a clock stepped back
+// behind the clamp): -2 - us, below -1 (which is never). The Redis scripts
+// encode it the same way.
+func Micros(us int64) int64 { return -2 - us }
+
 // Duration converts x time units into a Duration, rounded up to the whole
 // microsecond: instants are whole µs, so a wait that ends between two of
-// them ends, for the store, at the later one.
+// them ends, for the store, at the later one. A wait encoded by Micros is
+// its µs.
 func (sp *Spec) Duration(x int64) time.Duration {
-	if x <= 0 {
+	if x <= 0 && x >= -1 {
 		return 0
 	}
 	us := x
-	if sp.Q != 1 {
+	switch {
+	case x < -1:
+		us = -2 - x
+	case sp.Q != 1:
 		us = x / sp.Q
 		if x%sp.Q != 0 {
 			us++

@@ -303,57 +303,106 @@ func testClockSteps(t *testing.T, newStore Factory) {
 	}
 }
 
-// testWaits: RetryAfter and ResetAfter are whole microseconds, rounded up,
-// so that a request of the same cost at exactly now+RetryAfter is admitted
-// and the key is fresh at exactly now+ResetAfter.
+// testWaits: every wait a store tells is exact, for all six algorithms,
+// on keys drained at random points of their windows by random costs, under
+// random rates, periods and bursts (buckets whose backward steps pass the
+// clamp of their TAT included), with the clock stepping back now and then.
+// RetryAfter and ResetAfter are whole µs; a denied request of the same cost
+// is denied again 1µs before now+RetryAfter and passes at exactly
+// now+RetryAfter; a request of the whole capacity is denied 1µs before
+// now+ResetAfter and passes at exactly now+ResetAfter. No other traffic
+// reaches the key in between (a denied probe consumes nothing).
 func testWaits(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 	for _, a := range Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := NewClock()
 			s := newStore(t, clock.Now)
-			rng := rand.New(rand.NewPCG(uint64(a), 1213))
-			for range 6 {
-				l := core.Per(1+rng.Int64N(12), time.Duration(1+rng.Int64N(2_000_000))*time.Microsecond).WithAlgorithm(a)
-				if a.Bucket() {
-					l.Burst = rng.Int64N(10)
-				}
+			rng := rand.New(rand.NewPCG(uint64(a), 1214))
+			probed := 0
+			for range 8 {
+				l := WaitLimit(rng, a)
 				key := Key(t)
 				P := int64(l.Period / time.Microsecond)
-				for i := range 120 {
-					clock.Advance(time.Duration(rng.Int64N(P/l.Rate*2+1)) * time.Microsecond)
-					cost := 1 + rng.Int64N(l.Capacity())
+				step := max(P/l.Capacity(), 1)
+				clock.Advance(time.Duration(rng.Int64N(P)) * time.Microsecond) // anywhere in a window
+				for i := range 60 {
+					d := rng.Int64N(step + 1)
+					switch rng.IntN(10) {
+					case 0:
+						d = -rng.Int64N(min(2*P, 60_000_000) + 1) // back, across windows
+					case 1:
+						d = -rng.Int64N(20_000_000) // back by seconds: past a large-rate bucket's clamp
+					}
+					clock.Advance(time.Duration(d) * time.Microsecond)
+					cost := int64(1)
+					if rng.IntN(3) == 0 {
+						cost = 1 + rng.Int64N(l.Capacity())
+					}
 					r, err := TakeOne(ctx, s, key, l, cost)
 					if err != nil {
 						t.Fatalf("Take: %v", err)
 					}
+					what := fmt.Sprintf("%s step %d: cost %d: %+v", l, i, cost, r)
 					if r.RetryAfter%time.Microsecond != 0 || r.ResetAfter%time.Microsecond != 0 {
-						t.Fatalf("%s step %d: not whole µs: %+v", l, i, r)
+						t.Fatalf("%s: not whole µs", what)
 					}
 					switch {
 					case !r.Allowed:
-						clock.Advance(r.RetryAfter)
-						again, err := TakeOne(ctx, s, key, l, cost)
-						if err != nil || !again.Allowed {
-							t.Fatalf("%s step %d: cost %d denied at exactly now+RetryAfter (%s): %+v %v", l, i, cost, r.RetryAfter, again, err)
-						}
-						if rng.IntN(3) == 0 {
-							clock.Advance(again.ResetAfter)
-							fresh, err := TakeOne(ctx, s, key, l, 0)
-							if err != nil || fresh.Remaining != l.Capacity() || fresh.ResetAfter != 0 {
-								t.Fatalf("%s step %d: not fresh at exactly now+ResetAfter (%s): %+v %v", l, i, again.ResetAfter, fresh, err)
-							}
-						}
-					case rng.IntN(8) == 0:
-						clock.Advance(r.ResetAfter)
-						fresh, err := TakeOne(ctx, s, key, l, 0)
-						if err != nil || fresh.Remaining != l.Capacity() || fresh.ResetAfter != 0 {
-							t.Fatalf("%s step %d: not fresh at exactly now+ResetAfter (%s): %+v %v", l, i, r.ResetAfter, fresh, err)
-						}
+						probed++
+						probeAt(ctx, t, s, clock, key, l, cost, r.RetryAfter, what+": RetryAfter")
+					case rng.IntN(6) == 0 && r.ResetAfter > 0:
+						probeAt(ctx, t, s, clock, key, l, l.Capacity(), r.ResetAfter, what+": ResetAfter")
 					}
 				}
 			}
+			if probed == 0 {
+				t.Fatal("no denial probed")
+			}
 		})
+	}
+}
+
+// probeAt moves clock to 1µs before wait and requires a request of cost
+// to be denied there, then to exactly wait and requires it to pass.
+func probeAt(ctx context.Context, t *testing.T, s core.Store, clock *Clock, key core.Key, l core.Limit, cost int64, wait time.Duration, what string) {
+	t.Helper()
+	clock.Advance(wait - time.Microsecond)
+	early, err := TakeOne(ctx, s, key, l, cost)
+	if err != nil || early.Allowed {
+		t.Fatalf("%s (%s): cost %d admitted 1µs before: %+v %v", what, wait, cost, early, err)
+	}
+	clock.Advance(time.Microsecond)
+	again, err := TakeOne(ctx, s, key, l, cost)
+	if err != nil || !again.Allowed {
+		t.Fatalf("%s (%s): cost %d denied at exactly that wait: %+v %v", what, wait, cost, again, err)
+	}
+}
+
+// WaitLimit returns a random valid limit of algorithm a for tests of
+// waits: small and large rates, periods from a µs to a minute, any burst,
+// and, for the buckets, now and then a rate so large that a backward step
+// of seconds passes the clamp of the TAT (about 9 s at 10^9 per 1000 s).
+func WaitLimit(rng *rand.Rand, a core.Algorithm) core.Limit {
+	for {
+		rate := 1 + rng.Int64N(20)
+		if rng.IntN(5) == 0 {
+			rate = 1 + rng.Int64N(2000)
+		}
+		period := time.Duration(1+rng.Int64N(3_000_000)) * time.Microsecond
+		if rng.IntN(5) == 0 {
+			period = time.Duration(1+rng.Int64N(60)) * time.Second
+		}
+		l := core.Per(rate, period).WithAlgorithm(a)
+		if a.Bucket() {
+			l.Burst = rng.Int64N(2 * rate)
+			if rng.IntN(4) == 0 {
+				l = core.Limit{Algorithm: a, Rate: 999_999_937, Period: 1000 * time.Second, Burst: 1 + rng.Int64N(20)}
+			}
+		}
+		if l.Validate() == nil {
+			return l
+		}
 	}
 }
 

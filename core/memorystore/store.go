@@ -523,7 +523,7 @@ func (s *Store) takeAll(ops []core.Op, out []core.Result) error {
 			st, lg := p.sh.load(p.sp, p.h)
 			p.sh.decide(p.sp, &p.o, &st, lg, now, 0)
 			p.o.Allowed, p.o.Retry = true, 0
-		} else if op.Cost > 0 && p.o.Retry >= 0 {
+		} else if op.Cost > 0 && p.o.Retry != -1 { // a cost that can never pass changes nothing
 			p.sh.commit(p.sp, p.h, p.st, p.lg, now, s)
 		}
 		out[i] = p.sp.Result(&p.o)

@@ -67,7 +67,7 @@ func TestSameAnswersAsMemory(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(11, 12))
-	compared, mismatches := 0, 0
+	compared, mismatches, probed := 0, 0, 0
 	for _, a := range limitertest.Algorithms {
 		for iter := range 10 {
 			clock := limitertest.NewClock()
@@ -160,12 +160,33 @@ func TestSameAnswersAsMemory(t *testing.T) {
 				if want[0].Allowed && cost > 0 {
 					ats, costs = append(ats, want[0].At), append(costs, cost)
 				}
+				if !want[0].Allowed && !want[0].Never() && cost > 0 && rng.IntN(2) == 0 {
+					// the same cost, 1µs before RetryAfter and at it: denied, then admitted, on both
+					for j, d := range []time.Duration{want[0].RetryAfter - time.Microsecond, time.Microsecond} {
+						clock.Advance(d)
+						back -= d
+						require.NoError(t, mem.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost}}, want[:]))
+						require.NoError(t, red.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost}}, got[:]))
+						history = append(history, fmt.Sprintf("at %d cost %d (a retry): %+v", clock.Now().UnixMicro(), cost, want[0]))
+						compared++
+						if want != got {
+							mismatches++
+							t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got[0], strings.Join(history[max(0, len(history)-8):], "\n"))
+						}
+						require.Equal(t, j == 1, want[0].Allowed, "%s iter %d step %d: a retry %dµs before now+RetryAfter\n%s", l, iter, i, 1-j, strings.Join(history[max(0, len(history)-4):], "\n"))
+						probed++
+					}
+					if want[0].Allowed {
+						ats, costs = append(ats, want[0].At), append(costs, cost)
+					}
+				}
 			}
 			mem.Close()
 		}
 	}
-	t.Logf("%d steps compared, %d mismatches", compared, mismatches)
+	t.Logf("%d steps compared (%d retries at or 1µs before RetryAfter), %d mismatches", compared, probed, mismatches)
 	require.Zero(t, mismatches)
+	require.Positive(t, probed)
 }
 
 // Random groups of ops (one to four policies over up to four identities,
