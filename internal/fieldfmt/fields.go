@@ -264,11 +264,13 @@ func appendItem(out []byte, p *core.PolicyResult) []byte {
 //   - fixed window: until the window ends (ResetAfter);
 //   - sliding window log: until the newest admission leaves the window
 //     (ResetAfter), an upper bound: the oldest may leave sooner;
-//   - sliding window counter: ResetAfter, at most one Period.
+//   - sliding window counter: until the key is fresh (ResetAfter), an
+//     upper bound: its estimate decays sooner.
 //
-// For the sliding window counter, t (denied too) is never more than w of
-// RateLimit-Policy; the other algorithms never need more, but for an
-// identity blocked (core.Limiter.Block) until later.
+// t is never earlier than the instant more quota comes: a client that waits
+// t is not refused for want of it (a denied one's t is its Retry-After).
+// The counter's can be later than w of RateLimit-Policy, by up to another
+// window: a wait into the next window, or its fresh instant.
 func untilMore(p *core.PolicyResult) (t time.Duration, ok bool) {
 	if p.Never() {
 		return 0, false
@@ -289,11 +291,6 @@ func untilMore(p *core.PolicyResult) (t time.Duration, ok bool) {
 				t = time.Duration(max(float64(p.ResetAfter)-ahead, 1))
 			}
 		}
-	}
-	if l.Algorithm == core.SlidingWindowCounter {
-		// Its fresh instant, and a wait into the next window, can be up to
-		// two windows away: t stays within the window it advertises.
-		t = min(t, windowDuration(l))
 	}
 	return t, true
 }
