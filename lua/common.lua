@@ -60,6 +60,12 @@ local MAXEXACT = 9007199254740992
 -- now is the instant of the current call, in µs (see clock).
 local now = 0
 
+-- undoable is set while decide decides a part of a group that another
+-- script may have to undo (see decide.lua): the log then keeps its stale
+-- entries (they may count again once the admission is undone), and
+-- logWrote records what its write changed.
+local undoable, logWrote = false, nil
+
 -- clock sets now from ARGV[1]: the caller's instant, or Redis TIME when it
 -- is negative ("-1" by default).
 local function clock(arg)

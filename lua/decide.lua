@@ -47,6 +47,11 @@ local ARG1_BOOK = DECIDE1_ARGS + 1
 -- them), then, under an override, the rest up to OP_REPLY.
 local OUTCOME_LEN, OP_REPLY = 7, 13
 local OVERRIDE_NONE, OVERRIDE_LIMIT, OVERRIDE_BLOCK = 0, 1, 2
+-- decide's optional last argument (after the ops): '1' for an undoable
+-- call, whose replies carry UNDO_LEN more integers per op, the first
+-- UNDO_NONE, UNDO_STRING or UNDO_LOG (see written).
+local ARG_UNDOABLE = 1
+local UNDO_LEN, UNDO_NONE, UNDO_STRING, UNDO_LOG = 8, 0, 1, 2
 -- The fields of an override key's value.
 local OV_KIND, OV_UNTIL, OV_CODE, OV_PARAMS, OV_LIMIT, OV_ID = 1, 2, 3, 4, 10, 14
 
@@ -166,9 +171,51 @@ local function decideMany(KEYS, ARGV)
   return out
 end
 
+-- stateOf returns what undo compares and restores of a string state
+-- key: its value (-1: none) and its expiry in ms (PEXPIRETIME: -2 when the
+-- key does not exist).
+local function stateOf(key)
+  local raw = call('GET', key)
+  return raw and tonumber(raw) or -1, call('PEXPIRETIME', key)
+end
+
+-- written applies op's write, and, when the call is undoable, returns the
+-- UNDO_LEN integers that let undo (refund.lua) take it back exactly:
+-- UNDO_STRING, the value and expiry before, then after (every algorithm
+-- but the log); UNDO_LOG, the entry's instant, its count before (-1: none)
+-- and after, the warning state before (-1: none) and after, and the
+-- expiry before and after.
+local function written(op, write, undo)
+  if not undo then
+    write()
+    return nil
+  end
+  if op.fn ~= slidingLog then
+    local v0, x0 = stateOf(op.key)
+    write()
+    local v1, x1 = stateOf(op.key)
+    return {UNDO_STRING, v0, x0, v1, x1, 0, 0, 0}
+  end
+  local x0 = call('PEXPIRETIME', op.key)
+  logWrote = nil
+  write()
+  local w = logWrote
+  if not w then
+    return nil
+  end
+  return {UNDO_LOG, w[1], w[2], w[3], w[4], w[5], x0, call('PEXPIRETIME', op.key)}
+end
+
+-- decide decides the ops of one request; with the optional trailing
+-- argument ARG_UNDOABLE '1' (a part of a group decided in several scripts,
+-- on a Cluster), it is undoable: each op's reply is followed by UNDO_LEN
+-- integers (all zero when it wrote nothing) that undo, in refund.lua,
+-- takes back exactly, and the log keeps its stale entries.
 local function decide(KEYS, ARGV)
   clock(ARGV[ARG_NOW])
   local n = tonumber(ARGV[ARG_COUNT])
+  local undo = ARGV[ARGV_HEAD + n * ARGS_PER_OP + ARG_UNDOABLE] == '1'
+  undoable = undo
   local ops, replies, writes = {}, {}, {}
   local denied = false
   for i = 1, n do
@@ -192,12 +239,13 @@ local function decide(KEYS, ARGV)
   local out = {}
   for i = 1, n do
     local r, op = replies[i], ops[i]
+    local u = nil
     if denied and r[1] == 1 and op.cost > 0 then
       -- allowed by its policy, but the request was denied: nothing consumed
       r = {op.fn(op.key, 0, op.p, false)}
       r[1], r[3] = 1, 0
     elseif writes[i] then
-      writes[i]()
+      u = written(op, writes[i], undo)
     end
     for j = 1, OUTCOME_LEN do
       out[#out + 1] = r[j]
@@ -205,6 +253,12 @@ local function decide(KEYS, ARGV)
     for j = 1, OP_REPLY - OUTCOME_LEN do
       out[#out + 1] = op.ov[j]
     end
+    if undo then
+      for j = 1, UNDO_LEN do
+        out[#out + 1] = u and u[j] or 0
+      end
+    end
   end
+  undoable = false
   return out
 end

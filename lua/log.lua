@@ -70,7 +70,12 @@ end
 -- after a backward step it can be made behind at. stale and stored are
 -- logLoad's.
 local function logSave(key, P, at, last, state, entryAt, old, n, stale, stored)
-  if stale > 0 and last then
+  if undoable then
+    -- what undoLog needs to take this write back: the entry, its counts
+    -- before and after, the warning state before and after
+    logWrote = {entryAt, old or -1, n, stored or -1, state}
+  end
+  if stale > 0 and last and not undoable then
     call('ZREMRANGEBYSCORE', key, 0, fmt(last - P))
   end
   if old then

@@ -13,7 +13,11 @@
 -- all-or-nothing decision across identities), the decision's reset (for a
 -- bucket, its debt right after the admission, in units), and the id of the
 -- override the admission was made under (the last integer of its reply; 0:
--- none).
+-- none). To undo the admission of an undoable decide (decide.lua), after
+-- is "u", the UNDO_LEN integers of that op's reply and the decision's
+-- reset: the state is put back exactly as it was before the admission when
+-- nothing has changed it since (see undo), and by the refund rule with that
+-- reset otherwise.
 --
 -- An admission under an override is given back to the override's state,
 -- under the override's limit (read from its key), only while that same
@@ -47,6 +51,75 @@ local function overridden(KEYS, i, id)
   return f[OV_CODE], algos[f[OV_CODE]], {tonumber(f[a]), tonumber(f[a + 1]), tonumber(f[a + 2]), tonumber(f[a + 3]), tonumber(f[a + 4]), tonumber(f[a + 5])}
 end
 
+-- undoString restores a string state key to the value v0 and expiry x0
+-- (ms; v0 -1: no key) it had before a write, if it still holds what that
+-- write left (v1, x1). It returns whether it did.
+local function undoString(key, v0, x0, v1, x1)
+  local raw = call('GET', key)
+  if (raw and tonumber(raw) or -1) ~= v1 or call('PEXPIRETIME', key) ~= x1 then
+    return false
+  end
+  if v0 < 0 then
+    call('DEL', key)
+  elseif x0 > 0 then
+    call('SET', key, fmt(v0), 'PXAT', fmt(x0))
+  else
+    return false -- a key without expiry is none of ours
+  end
+  return true
+end
+
+-- undoLog takes back a log write (logSave, undoable: no stale entry was
+-- dropped): the entry at instant at goes back from n to old units (-1: it
+-- did not exist), the warning state from state to stored (-1: none), the
+-- expiry from x1 to x0 (-2: the key did not exist), if the key still holds
+-- what the write left. It returns whether it did.
+local function undoLog(key, at, old, n, stored, state, x0, x1)
+  local m = fmt(at) .. ':' .. fmt(n)
+  local lv = call('ZSCORE', key, 'lv')
+  if not call('ZSCORE', key, m) or not lv or -1 - tonumber(lv) ~= state or call('PEXPIRETIME', key) ~= x1 then
+    return false
+  end
+  if x0 < 0 then
+    call('DEL', key)
+    return true
+  end
+  call('ZREM', key, m)
+  if old >= 0 then
+    call('ZADD', key, fmt(at), fmt(at) .. ':' .. fmt(old))
+  end
+  if stored >= 0 then
+    call('ZADD', key, fmt(-1 - stored), 'lv')
+  else
+    call('ZREM', key, 'lv')
+  end
+  call('PEXPIREAT', key, fmt(x0))
+  return true
+end
+
+-- undo reads the argument after of a refund: a number (see the top of this
+-- file), or, to undo an undoable decide's admission, "u", the UNDO_LEN
+-- integers of its reply and the decision's reset. It restores the state
+-- the admission was made on when nothing has changed it since, exactly as
+-- if the admission had never been, and returns nil; otherwise it returns
+-- the reset, for the refund rule.
+local function undo(key, after)
+  if sub(after, 1, 1) ~= 'u' then
+    return tonumber(after)
+  end
+  local f = {}
+  for w in string.gmatch(sub(after, 2), '%S+') do
+    f[#f + 1] = tonumber(w)
+  end
+  local kind = f[1]
+  if kind == UNDO_STRING and undoString(key, f[2], f[3], f[4], f[5]) then
+    return nil
+  elseif kind == UNDO_LOG and undoLog(key, f[2], f[3], f[4], f[5], f[6], f[7], f[8]) then
+    return nil
+  end
+  return f[UNDO_LEN + 1]
+end
+
 local function refund(KEYS, ARGV)
   clock(ARGV[ARG_NOW])
   local n = tonumber(ARGV[ARG_COUNT])
@@ -67,8 +140,9 @@ local function refund(KEYS, ARGV)
     else
       local key = KEYS[REFUND_KEYS_PER_OP * (i - 1) + RKEY_STATE]
       local cost = tonumber(ARGV[base + RARG_COST])
-      if cost > 0 then
-        refunds[code](key, cost, p, tonumber(ARGV[base + RARG_STATE]), tonumber(ARGV[base + RARG_AT]), tonumber(ARGV[base + RARG_AFTER]))
+      local after = cost > 0 and undo(key, ARGV[base + RARG_AFTER])
+      if after then
+        refunds[code](key, cost, p, tonumber(ARGV[base + RARG_STATE]), tonumber(ARGV[base + RARG_AT]), after)
       end
       local r = {fn(key, 0, p, false)}
       for j = 1, OUTCOME_LEN do

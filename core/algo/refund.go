@@ -31,8 +31,9 @@ func (sp *Spec) Refund(st *State, now, cost, at int64) {
 // of a booking, whose instant is its slot), which bounds what it still
 // holds: an admission made behind a deep debt comes back whole. The Redis
 // store's all-or-nothing decisions across identities undo an admission
-// this way (lua/refund.lua); the memory store decides such groups
-// atomically.
+// this way (lua/refund.lua) when the key was written since; otherwise they
+// restore the state the admission was made on exactly. The memory store
+// decides such groups atomically.
 func (sp *Spec) Undo(st *State, now, cost int64, o *Outcome) {
 	if cost <= 0 {
 		return

@@ -72,3 +72,39 @@ func TestClusterGroupNodeDownGivesBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(9), ra.Remaining, "a failed group left its other identity charged")
 }
+
+// On Redis TIME (no clock option), a group whose identities live on three
+// masters is decided at one instant, read once: every op of it reports the
+// same At (a fresh key is decided at the instant itself), and a denied
+// group's admissions are taken back exactly, the other keys left fresh.
+func TestClusterGroupDecidedAtOneInstant(t *testing.T) {
+	cluster := redistest.StartCluster(t, 3)
+	s := newStore(t, cluster.Client(t), redisstore.WithTimeout(5*time.Second))
+	lim := core.Limit{Algorithm: core.SlidingWindowLog, Rate: 2, Period: time.Hour}
+	ctx := context.Background()
+	for i := range 20 {
+		var ops []core.Op
+		nodes := map[*redistest.Server]bool{}
+		for j := 0; len(ops) < 3; j++ {
+			k := core.Key{Identity: fmt.Sprintf("one-%d-%d-%d", time.Now().UnixNano(), i, j), Policy: "p"}
+			if n := cluster.NodeForKey(s.Key(k, lim.Algorithm)); !nodes[n] {
+				nodes[n] = true
+				ops = append(ops, core.Op{Key: k, Limit: lim, Cost: 1})
+			}
+		}
+		out := make([]core.Result, len(ops))
+		require.NoError(t, s.Take(ctx, ops, out))
+		for j := range out {
+			require.True(t, out[j].Allowed)
+			require.Equal(t, out[0].At, out[j].At, "group %d: op %d decided at another instant: %+v", i, j, out)
+		}
+		ops[2].Cost = 2 // denied: the other two admissions are taken back
+		require.NoError(t, s.Take(ctx, ops, out))
+		require.False(t, out[2].Allowed)
+		for j := range 2 {
+			r, err := limitertest.TakeOne(ctx, s, ops[j].Key, lim, 0)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), r.Remaining, "group %d op %d: as before the denied group: %+v", i, j, r)
+		}
+	}
+}

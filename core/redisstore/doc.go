@@ -27,8 +27,9 @@
 //
 // A Take of several ops of several identities is decided by one
 // script on a standalone server or Sentinel, where every key lives on one
-// server; on a Cluster, by one script per identity and, when one denies, a
-// second round trip that undoes the others' admissions (see docs/redis.md).
+// server; on a Cluster, by one script per identity, all at one instant,
+// and, when one denies, a second round trip that puts the others' keys back
+// exactly as they were (see docs/redis.md).
 // On a Cluster each master's calls are pipelined apart, errors name their
 // master (NodeError), Node tells core/guard which master serves a key, and
 // faults make the client reload its slot map, so a failover is followed

@@ -215,15 +215,16 @@ func TestCrossIdentityGroupIsOneCall(t *testing.T) {
 
 // A group denied by one identity while another admitted stays denied when
 // the round trip that gives the admission back times out (a proxy adds 150ms
-// to every reply; the timeout is 240ms, so the first round trip has 90ms to
-// spare, and the second, sent after the first reply, always ends at least
-// 60ms after it): through the store and through a fail-open guard, every
+// to every reply; the timeout is 380ms, so the first two round trips, TIME
+// for the group's one instant and the decision, have 80ms to spare, and the
+// third, sent after the decision's reply, always ends at least 70ms after
+// it): through the store and through a fail-open guard, every
 // request is denied by the store, none fails open, and the failed
 // compensations are counted. The server refuses INFO, so the store cannot
 // know it is standalone and compensates as on a Cluster.
 //
-// A request whose first round trip itself timed out (this machine stalled
-// for more than the spare 90ms) decided nothing and had nothing to give
+// A request whose decision itself timed out (this machine stalled for
+// more than the spare 80ms) decided nothing and had nothing to give
 // back: it is told apart by its failed compensations (none counted) and
 // repeated, at most 7 times for each latency.
 func TestDeniedGroupStaysDeniedWhenCompensationFails(t *testing.T) {
@@ -233,7 +234,7 @@ func TestDeniedGroupStaysDeniedWhenCompensationFails(t *testing.T) {
 	proxy := redistest.NewProxy(t, srv.Addr)
 	client := redis.NewClient(&redis.Options{Addr: proxy.Addr, Username: "noinfo", Password: "pw"})
 	t.Cleanup(func() { _ = client.Close() })
-	const slow, timeout = 150 * time.Millisecond, 240 * time.Millisecond
+	const slow, timeout = 150 * time.Millisecond, 380 * time.Millisecond
 	s := newStore(t, client, redisstore.WithTimeout(timeout))
 	g, err := guard.New(s, guard.WithTimeout(timeout), guard.WithFailOpen(), guard.WithBreaker(guard.Breaker{Failures: 1000}))
 	require.NoError(t, err)
@@ -260,8 +261,8 @@ func TestDeniedGroupStaysDeniedWhenCompensationFails(t *testing.T) {
 		stalled := 0 // requests whose first round trip timed out
 		for i := 0; i-stalled < 8; i++ {
 			require.Less(t, stalled, 8, "requests whose first round trip timed out (scheduling delay seen %s)", lag.Max())
-			// The late replies of the refunds that timed out (due 2*latency
-			// after the request began, 60ms after its timeout) arrive first.
+			// The late replies of the refunds that timed out (due 3*latency
+			// after the request began, 70ms after its timeout) arrive first.
 			time.Sleep(100 * time.Millisecond)
 			failedBefore, degradedBefore := s.Stats().FailedCompensations, g.Stats().Degraded
 			var err error
@@ -380,22 +381,31 @@ func TestCrossIdentityGroupsFromProcesses(t *testing.T) {
 }
 
 // Random cross-identity groups (two to four identities in different slots,
-// shadow ops, overrides, random costs, refunds of earlier admissions, made
-// under overrides or not) through the memory store and a Cluster store, one
-// request at a time: the Cluster decides each identity apart and gives back
-// the admissions of a denied group, and still reports exactly what the
-// memory store does, warning levels included (each store names its
-// overrides its own way: Result.Override is compared as set or not).
+// all six algorithms, shadow ops, overrides, random costs, refunds of
+// earlier admissions, made under overrides or not) through the memory
+// store, a single node and a 3-master Cluster, one request at a time, the
+// clock stepping forwards and backwards (within and across windows): the
+// Cluster decides each identity apart, on the one instant of the group,
+// and takes back exactly the admissions of a denied group, and all three
+// report exactly the same Results at every step, warning levels included
+// (each store names its overrides its own way: Result.Override is
+// compared as set or not).
 func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
 	cluster := redistest.StartCluster(t, 3)
-	client := cluster.Client(t)
+	clusterClient := cluster.Client(t)
+	single := redistest.StartServer(t).Client(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(31, 32))
-	for iter := range 25 {
+	steps, backs, denied := 0, 0, 0
+	for iter := range 40 {
 		clock := limitertest.NewClock()
 		mem, err := memorystore.New(memorystore.WithClock(clock.Now))
 		require.NoError(t, err)
-		red := newStore(t, client, redisstore.WithClock(clock.Now), redisstore.WithTimeout(10*time.Second))
+		stores := []core.Store{
+			mem,
+			newStore(t, single, redisstore.WithClock(clock.Now), redisstore.WithTimeout(10*time.Second)),
+			newStore(t, clusterClient, redisstore.WithClock(clock.Now), redisstore.WithTimeout(10*time.Second)),
+		}
 		base := limitertest.Key(t).Identity
 		type policy struct {
 			key   core.Key
@@ -408,21 +418,33 @@ func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
 			ps = append(ps, policy{core.Key{Identity: fmt.Sprintf("%s-%d", base, j), Policy: fmt.Sprint("p", j)}, l})
 		}
 		var history []string
-		type admission struct {
-			at         int64
-			memOv, red uint64 // the override each store named
-		}
-		admitted := map[int][]admission{}
-		for step := range 50 {
-			clock.Advance(time.Duration(rng.Int64N(300_000)) * time.Microsecond)
+		admitted := map[int][][]core.Result{} // per policy, each admission as every store reported it
+		var back time.Duration
+		for step := range 80 {
+			d := time.Duration(rng.Int64N(300_000)) * time.Microsecond
+			switch rng.IntN(6) {
+			case 0:
+				d = -time.Duration(rng.Int64N(300_000)) * time.Microsecond // a small step back
+			case 1:
+				d = -time.Duration(rng.Int64N(4_000_000)) * time.Microsecond // back across windows
+			}
+			if back-d > 20*time.Minute { // Redis expires keys in real time (see limitertest.Clock)
+				d = -d
+			}
+			if d < 0 {
+				backs++
+			}
+			back -= d
+			clock.Advance(d)
 			if rng.IntN(8) == 0 {
 				j := rng.IntN(len(ps))
 				if as := admitted[j]; len(as) > 0 {
 					adm := as[rng.IntN(len(as))]
 					cost := 1 + rng.Int64N(2)
-					require.NoError(t, mem.Refund(ctx, core.Admission{Key: ps[j].key, Limit: ps[j].limit, Cost: cost, At: adm.at, Override: adm.memOv}))
-					require.NoError(t, red.Refund(ctx, core.Admission{Key: ps[j].key, Limit: ps[j].limit, Cost: cost, At: adm.at, Override: adm.red}))
-					history = append(history, fmt.Sprintf("at %d refund %q %d of %+v", clock.Now().UnixMicro(), ps[j].key, cost, adm))
+					for k, s := range stores {
+						require.NoError(t, s.Refund(ctx, core.Admission{Key: ps[j].key, Limit: ps[j].limit, Cost: cost, At: adm[k].At, Override: adm[k].Override}))
+					}
+					history = append(history, fmt.Sprintf("at %d refund %q %d of %+v", clock.Now().UnixMicro(), ps[j].key, cost, adm[0]))
 					continue
 				}
 			}
@@ -432,8 +454,9 @@ func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					o.Limit = core.Per(1+rng.Int64N(8), p.limit.Period).WithAlgorithm(p.limit.Algorithm)
 				}
-				require.NoError(t, mem.SetOverride(ctx, p.key, o))
-				require.NoError(t, red.SetOverride(ctx, p.key, o))
+				for _, s := range stores {
+					require.NoError(t, s.SetOverride(ctx, p.key, o))
+				}
 				history = append(history, fmt.Sprintf("at %d override %q %+v", clock.Now().UnixMicro(), p.key, o))
 				continue
 			}
@@ -441,21 +464,39 @@ func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
 			for i, p := range ps {
 				ops[i] = core.Op{Key: p.key, Limit: p.limit, Cost: rng.Int64N(3), Shadow: rng.IntN(5) == 0}
 			}
-			want, got := make([]core.Result, len(ops)), make([]core.Result, len(ops))
-			require.NoError(t, mem.Take(ctx, ops, want))
-			require.NoError(t, red.Take(ctx, ops, got))
-			history = append(history, fmt.Sprintf("at %d ops %+v\n    -> %+v", clock.Now().UnixMicro(), ops, want))
-			for i, op := range ops {
-				require.Equal(t, want[i].Override != 0, got[i].Override != 0, "iter %d step %d op %d: an override named", iter, step, i)
-				if op.Cost > 0 && want[i].Allowed {
-					admitted[i] = append(admitted[i], admission{want[i].At, want[i].Override, got[i].Override})
-				}
-				want[i].Override, got[i].Override = 0, 0
+			res := make([][]core.Result, len(stores))
+			for k, s := range stores {
+				res[k] = make([]core.Result, len(ops))
+				require.NoError(t, s.Take(ctx, ops, res[k]), "store %d", k)
 			}
-			if !assert.Equal(t, want, got, "iter %d step %d", iter, step) {
-				t.Fatalf("history:\n%s", strings.Join(history[max(0, len(history)-12):], "\n"))
+			steps++
+			history = append(history, fmt.Sprintf("at %d ops %+v\n    -> %+v", clock.Now().UnixMicro(), ops, res[0]))
+			groupDenied := false
+			for i, op := range ops {
+				if op.Cost > 0 && res[0][i].Allowed {
+					adm := make([]core.Result, len(stores))
+					for k := range stores {
+						adm[k] = res[k][i]
+					}
+					admitted[i] = append(admitted[i], adm)
+				}
+				groupDenied = groupDenied || !res[0][i].Allowed && op.Cost > 0 && !op.Shadow
+				named := res[0][i].Override != 0
+				for k := range stores {
+					require.Equal(t, named, res[k][i].Override != 0, "iter %d step %d op %d store %d: an override named: %+v %+v\n%s", iter, step, i, k, res[0][i], res[k][i], strings.Join(history[max(0, len(history)-6):], "\n"))
+					res[k][i].Override = 0
+				}
+			}
+			if groupDenied {
+				denied++
+			}
+			for k, name := range []string{"", "single node", "cluster"}[1:] {
+				if !assert.Equal(t, res[0], res[k+1], "iter %d step %d: memory and %s", iter, step, name) {
+					t.Fatalf("history:\n%s", strings.Join(history[max(0, len(history)-12):], "\n"))
+				}
 			}
 		}
 		mem.Close()
 	}
+	t.Logf("%d groups compared on three stores (%d denied), %d clock steps back", steps, denied, backs)
 }

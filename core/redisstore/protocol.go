@@ -23,6 +23,7 @@ import (
 //	decide (n ops, all or   KEYS: n times keysPerOp
 //	nothing)                ARGV: instant, n (argvHead), then per op:
 //	                              shadow, limit, cost               (argsPerOp)
+//	                              [, "1": undoable; see undoLen]    (a group's part)
 //	decideMany (n ops,      KEYS: n times keysPerOp
 //	each as decide1)        ARGV: n times decide1Args
 //	refund (n ops)          KEYS: per op state, override            (refundKeysPerOp)
@@ -32,8 +33,9 @@ import (
 //
 //	instant: µs, or -1 for Redis TIME. limit: see scriptLimit. state: a
 //	core.State, or -1 to follow the lower usage. at: the replyAt of the
-//	admission. after: -1 (the admission is named by its instant only), or the
-//	replyReset of the decision being undone. override id: the replyOverrideID
+//	admission. after: -1 (the admission is named by its instant only), the
+//	replyReset of the decision being undone, or "u", the undoLen integers
+//	of its undoable reply and that reset (see decided.undoArg). override id: the replyOverrideID
 //	of the admission, 0 for none.
 //
 //	booking: decide1 only (Store.book; never grouped into decideMany), at
@@ -49,7 +51,8 @@ import (
 //	                  An admitted booking's retry is the wait until its slot
 //	                  (in units) and its at the slot.
 //	                  A block's retry and reset are in µs. decide always
-//	                  replies opReply integers per op.
+//	                  replies opReply integers per op, and opReply+undoLen
+//	                  when undoable.
 //	reply of          per op: its reply's length (outcomeLen or opReply) and
 //	decideMany        that reply, or -1 for an op that failed.
 //	reply of refund   per op: the outcomeLen integers of a peek after the
@@ -101,6 +104,19 @@ const (
 	overrideBlock = 2
 )
 
+// An undoable decide (its last argument "1") follows each op's opReply
+// integers with undoLen more: undoNone (it wrote nothing to take back), or
+// undoString and the state key's value and expiry (ms) before and after
+// the write, or undoLog and the entry's instant, its count before (-1:
+// none) and after, the warning state before (-1: none) and after, and the
+// expiry before and after (see written in lua/decide.lua).
+const (
+	undoLen    = 8
+	undoNone   = 0
+	undoString = 1
+	undoLog    = 2
+)
+
 // The reply of one op of refund: an outcome, then whether it was made.
 const (
 	refundMade  = outcomeLen
@@ -110,6 +126,7 @@ const (
 // decided is one op's reply: its outcome under the limit that applied.
 type decided struct {
 	o          algo.Outcome
+	undo       []int64   // what an undoable decide wrote (undoLen integers), nil if not undoable
 	cp         *compiled // the limit applied: the op's, or an override's
 	overridden bool
 	ovID       uint64 // the override's id (0: none, or written without one)
@@ -166,14 +183,42 @@ func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
 	return nil
 }
 
+// decodeUndoable reads one op's reply of an undoable decide: opReply
+// integers, then the undoLen integers of what it wrote.
+func (s *Store) decodeUndoable(res []int64, cp *compiled, d *decided) error {
+	if len(res) != opReply+undoLen {
+		return fmt.Errorf("redisstore: unexpected script reply %v", res)
+	}
+	if err := s.decode(res[:opReply], cp, d); err != nil {
+		return err
+	}
+	d.undo = res[opReply:]
+	return nil
+}
+
+// undoArg is the argument after of the refund that undoes d's admission
+// (lua/refund.lua): "u", what the undoable decide wrote and the decision's
+// reset, or, when it wrote nothing it could name, the reset alone.
+func (d *decided) undoArg() any {
+	reset := max(d.o.Reset, 0)
+	if len(d.undo) != undoLen || d.undo[0] == undoNone {
+		return reset
+	}
+	b := []byte("u")
+	for _, v := range d.undo {
+		b = strconv.AppendInt(append(b, ' '), v, 10)
+	}
+	return string(strconv.AppendInt(append(b, ' '), reset, 10))
+}
+
 // refundArgs appends ARGV of a refund of one op (lua/refund.lua): the
-// instant, one op, the warning state to restore ("-1": follow the lower usage), the
+// instant (µs, or "-1" for Redis TIME), one op, the warning state to restore ("-1": follow the lower usage), the
 // limit, the cost, the instant of the admission refunded, after: -1 for an
-// admission named by its instant only, or the reset of the decision just
-// received that is being undone, and the id of the override the admission
-// was made under (0: none).
-func (s *Store) refundArgs(args []any, cp *compiled, state string, cost, at, after int64, ovID uint64) []any {
-	return append(args, s.now(), 1, state, cp.boxed, cost, at, after, strconv.FormatUint(ovID, 10))
+// admission named by its instant only, or, for a decision just received
+// that is being undone, its reset or its undo (see decided.undoArg), and
+// the id of the override the admission was made under (0: none).
+func (s *Store) refundArgs(args []any, now any, cp *compiled, state string, cost, at int64, after any, ovID uint64) []any {
+	return append(args, now, 1, state, cp.boxed, cost, at, after, strconv.FormatUint(ovID, 10))
 }
 
 // scriptLimit returns the algorithm code and the six parameters of a limit,
@@ -208,8 +253,8 @@ func (s *Store) now() any {
 
 // args appends ARGV of decide (lua/decide.lua):
 // the instant, the number of ops, and for each op shadow, limit and cost.
-func (s *Store) args(args []any, cps []*compiled, ops []core.Op) []any {
-	args = append(args, s.now(), len(ops))
+func (s *Store) args(args []any, now any, cps []*compiled, ops []core.Op) []any {
+	args = append(args, now, len(ops))
 	for i, op := range ops {
 		shadow := any("0") // a constant: boxing it allocates nothing
 		if op.Shadow {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
 )
@@ -143,9 +145,10 @@ func (s *Store) putCall1(c *call) {
 // script: exactly as the memory store decides it under its lock.
 //
 // Elsewhere (Cluster, Ring, a proxy) the ops of one identity (one hash tag)
-// are decided by one atomic script; the scripts of different identities go
-// out together, and when one of them denies, the others' admissions are
-// undone in a second round trip (see compensate). A failure of that second
+// are decided by one atomic script, every script at the group's one
+// instant (groupNow); the scripts of different identities go out together,
+// undoable, and when one of them denies, the others' admissions are undone
+// in a second round trip (see compensate). A failure of that second
 // round trip never changes the decision: the group stays denied. The
 // scripts run to the store's deadline whatever the caller's cancellation
 // (cut, some would run and others not), and when one of them fails the
@@ -184,24 +187,19 @@ func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 		}
 		groups = [][]int{all}
 	}
-	calls := make([]*call, len(groups))
-	for g, idx := range groups {
-		if len(idx) == 1 { // one op: decide1
-			i := idx[0]
-			c := newCall(&s.r.decide1, keysPerOp, decide1Args, deadline)
-			c.argv = s.decide1Argv(c.argv, cps[i], &ops[i])
-			calls[g] = c
-			continue
+	// Several scripts decide the group on one instant, and undoably: a
+	// denied group's admissions are taken back exactly (see compensate).
+	undoable := len(groups) > 1
+	now := s.now()
+	if undoable {
+		first := ops[groups[0][0]]
+		t, err := s.groupNow(ctx, s.Key(first.Key, first.Limit.Algorithm))
+		if err != nil {
+			return err
 		}
-		c := newCall(&s.r.decide, keysPerOp*len(idx), argvHead+argsPerOp*len(idx), deadline)
-		gcps, gops := make([]*compiled, len(idx)), make([]core.Op, len(idx))
-		for j, i := range idx {
-			c.argv = s.opKeys(c.argv, ops[i].Key, ops[i].Limit.Algorithm)
-			gcps[j], gops[j] = cps[i], ops[i]
-		}
-		c.argv = s.args(c.argv, gcps, gops)
-		calls[g] = c
+		now = t
 	}
+	calls := s.groupCalls(ops, cps, groups, now, undoable, deadline)
 	if len(calls) > 1 {
 		// Several scripts decide the group: the caller leaving must not
 		// stop some of them and not the others (one identity charged, the
@@ -212,43 +210,21 @@ func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 		errs := s.runEach(rctx, calls)
 		for _, err := range errs {
 			if err != nil {
-				s.undoAnswered(rctx, ops, groups, calls, errs, cps)
+				s.undoAnswered(rctx, now, ops, groups, calls, errs, cps)
 				return err
 			}
 		}
 	} else if err := s.runAll(ctx, calls); err != nil {
 		return err
 	}
-	ds := make([]decided, len(ops))
-	// consumed[i]: op i's group was not denied, so its admissions happened.
-	consumed := make([]bool, len(ops))
-	denied := false
-	for g, idx := range groups {
-		res := calls[g].res
-		if len(idx) > 1 && len(res) != opReply*len(idx) {
-			return fmt.Errorf("redisstore: unexpected script reply %v", res)
-		}
-		groupDenied := false
-		for j, i := range idx {
-			if len(idx) > 1 {
-				res = calls[g].res[opReply*j : opReply*j+opReply]
-			}
-			if err := s.decode(res, cps[i], &ds[i]); err != nil {
-				return err
-			}
-			if !ds[i].o.Allowed && ops[i].Cost > 0 && !ops[i].Shadow {
-				groupDenied = true
-			}
-		}
-		for _, i := range idx {
-			consumed[i] = !groupDenied && ds[i].o.Allowed && ops[i].Cost > 0
-		}
-		denied = denied || groupDenied
+	ds, consumed, denied, err := s.readGroups(ops, cps, groups, calls, undoable)
+	if err != nil {
+		return err
 	}
 	if denied && len(groups) > 1 {
 		// The decision is made: a failure of the bookkeeping after it never
 		// changes it (the units it could not give back stay consumed).
-		s.compensate(ctx, ops, ds, consumed)
+		s.compensate(ctx, now, ops, ds, consumed)
 	}
 	for i := range ops {
 		out[i] = ds[i].result()
@@ -256,27 +232,76 @@ func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 	return nil
 }
 
+// readGroups decodes the replies of the groups' calls: each op's decision,
+// whether it consumed (its group was not denied, so its admissions
+// happened), and whether any group denied.
+func (s *Store) readGroups(ops []core.Op, cps []*compiled, groups [][]int, calls []*call, undoable bool) ([]decided, []bool, bool, error) {
+	stride := opReply
+	if undoable {
+		stride += undoLen
+	}
+	ds := make([]decided, len(ops))
+	consumed := make([]bool, len(ops))
+	denied := false
+	for g, idx := range groups {
+		if len(calls[g].res) != stride*len(idx) {
+			return nil, nil, false, fmt.Errorf("redisstore: unexpected script reply %v", calls[g].res)
+		}
+		groupDenied := false
+		for j, i := range idx {
+			res := calls[g].res[stride*j : stride*j+stride]
+			err := s.decode(res, cps[i], &ds[i])
+			if undoable {
+				err = s.decodeUndoable(res, cps[i], &ds[i])
+			}
+			if err != nil {
+				return nil, nil, false, err
+			}
+			groupDenied = groupDenied || !ds[i].o.Allowed && ops[i].Cost > 0 && !ops[i].Shadow
+		}
+		for _, i := range idx {
+			consumed[i] = !groupDenied && ds[i].o.Allowed && ops[i].Cost > 0
+		}
+		denied = denied || groupDenied
+	}
+	return ds, consumed, denied, nil
+}
+
+// groupCalls returns one decide call per group of ops (the indexes of
+// each), at the instant now, undoable or not.
+func (s *Store) groupCalls(ops []core.Op, cps []*compiled, groups [][]int, now any, undoable bool, deadline time.Time) []*call {
+	calls := make([]*call, len(groups))
+	for g, idx := range groups {
+		c := newCall(&s.r.decide, keysPerOp*len(idx), argvHead+argsPerOp*len(idx)+1, deadline)
+		gcps, gops := make([]*compiled, len(idx)), make([]core.Op, len(idx))
+		for j, i := range idx {
+			c.argv = s.opKeys(c.argv, ops[i].Key, ops[i].Limit.Algorithm)
+			gcps[j], gops[j] = cps[i], ops[i]
+		}
+		c.argv = s.args(c.argv, now, gcps, gops)
+		if undoable {
+			c.argv = append(c.argv, "1")
+		}
+		calls[g] = c
+	}
+	return calls
+}
+
 // undoAnswered gives back the admissions of the groups whose scripts
 // answered when another group's failed: the Take fails, so nothing it
 // decided may stay consumed (a failed script that ran all the same, its
 // answer lost, cannot be named: its units stay).
-func (s *Store) undoAnswered(ctx context.Context, ops []core.Op, groups [][]int, calls []*call, errs []error, cps []*compiled) {
+func (s *Store) undoAnswered(ctx context.Context, now any, ops []core.Op, groups [][]int, calls []*call, errs []error, cps []*compiled) {
 	ds := make([]decided, len(ops))
 	consumed := make([]bool, len(ops))
+	const stride = opReply + undoLen
 	for g, idx := range groups {
-		if errs[g] != nil {
-			continue
-		}
-		res := calls[g].res
-		if len(idx) > 1 && len(res) != opReply*len(idx) {
+		if errs[g] != nil || len(calls[g].res) != stride*len(idx) {
 			continue
 		}
 		ok, denied := true, false
 		for j, i := range idx {
-			if len(idx) > 1 {
-				res = calls[g].res[opReply*j : opReply*j+opReply]
-			}
-			if err := s.decode(res, cps[i], &ds[i]); err != nil {
+			if err := s.decodeUndoable(calls[g].res[stride*j:stride*j+stride], cps[i], &ds[i]); err != nil {
 				ok = false
 				break
 			}
@@ -289,17 +314,21 @@ func (s *Store) undoAnswered(ctx context.Context, ops []core.Op, groups [][]int,
 			consumed[i] = ds[i].o.Allowed && ops[i].Cost > 0
 		}
 	}
-	s.compensate(ctx, ops, ds, consumed)
+	s.compensate(ctx, now, ops, ds, consumed)
 }
 
 // compensate undoes the admissions of the ops that consumed (their group was
-// not denied itself; a denying group consumed nothing): their units and
-// their previous warning state are restored, and they are reported as the
-// memory store reports them, allowed by their policy but unconsumed. It runs
-// on ctx's deadline but not its cancellation (the caller leaving does not
-// stop it). An op whose refund fails keeps its admission, is reported as its
-// policy decided it (allowed), and is counted in Stats and logged.
-func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, consumed []bool) {
+// not denied itself; a denying group consumed nothing), at the instant now
+// the group was decided at: each state is put back exactly as it was before
+// the admission (its value, expiry and warning state, see undo in
+// lua/refund.lua) when nothing else has changed it since, and otherwise its
+// units and its previous warning state are given back by the refund rule;
+// they are reported as the memory store reports them, allowed by their
+// policy but unconsumed. It runs on ctx's deadline but not its
+// cancellation (the caller leaving does not stop it). An op whose refund
+// fails keeps its admission, is reported as its policy decided it
+// (allowed), and is counted in Stats and logged.
+func (s *Store) compensate(ctx context.Context, now any, ops []core.Op, ds []decided, consumed []bool) {
 	deadline, _ := ctx.Deadline()
 	var calls []*call
 	var which []int
@@ -315,7 +344,7 @@ func (s *Store) compensate(ctx context.Context, ops []core.Op, ds []decided, con
 		// the admission decided at ds[i].o.At, undone as a decision just
 		// received (its reset: a bucket's debt after it), and the warning state to
 		// restore; under an override, on its state while it is the same
-		c.argv = s.refundArgs(c.argv, ds[i].cp, strconv.Itoa(int(ds[i].o.Previous)), op.Cost, ds[i].o.At, max(ds[i].o.Reset, 0), ds[i].ovID)
+		c.argv = s.refundArgs(c.argv, now, ds[i].cp, strconv.Itoa(int(ds[i].o.Previous)), op.Cost, ds[i].o.At, ds[i].undoArg(), ds[i].ovID)
 		calls, which = append(calls, c), append(which, i)
 	}
 	if len(calls) == 0 {
@@ -389,8 +418,61 @@ func (s *Store) Refund(ctx context.Context, a core.Admission) error {
 	defer cancel()
 	c := newCall(&s.r.refund, refundKeysPerOp, argvHead+refundArgsPerOp, deadline)
 	c.argv = s.refundKeys(c.argv, a.Key, a.Limit.Algorithm, a.Override)
-	c.argv = s.refundArgs(c.argv, cp, "-1", a.Cost, a.At, -1, a.Override)
+	c.argv = s.refundArgs(c.argv, s.now(), cp, "-1", a.Cost, a.At, int64(-1), a.Override)
 	return s.run(ctx, c)
+}
+
+// groupNow returns the one instant a group decided by several scripts is
+// decided at, in µs: the store's clock, or Redis TIME on the master of key
+// (the group's first), read once for every script of the group and for
+// the undo of its admissions.
+func (s *Store) groupNow(ctx context.Context, key string) (any, error) {
+	if s.clock != nil {
+		return s.clock().UnixMicro(), nil
+	}
+	var c redis.Cmdable = s.client
+	node := ""
+	if s.cluster != nil {
+		m, err := s.cluster.MasterForKey(ctx, key)
+		if err != nil {
+			s.fault(err)
+			return nil, fmt.Errorf("redisstore: %w", err)
+		}
+		c, node = m, m.Options().Addr
+	}
+	t, err := s.serverTime(ctx, c)
+	if err != nil {
+		s.fault(err)
+		if node != "" {
+			return nil, &NodeError{Node: node, Err: err}
+		}
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	return t.UnixMicro(), nil
+}
+
+// serverTime reads TIME from c within ctx's deadline, on a goroutine the
+// caller stops waiting for when the client does not honour deadlines on its
+// sockets (see direct).
+func (s *Store) serverTime(ctx context.Context, c redis.Cmdable) (time.Time, error) {
+	if s.deadlines {
+		return c.Time(ctx).Result()
+	}
+	type reply struct {
+		t   time.Time
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		t, err := c.Time(ctx).Result()
+		done <- reply{t, err}
+	}()
+	select {
+	case r := <-done:
+		return r.t, r.err
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
 }
 
 // Reset deletes k's state under l.
