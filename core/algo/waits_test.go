@@ -65,7 +65,7 @@ func checkWaits(t *testing.T, r *runner, now, cost int64, res core.Result, what 
 func TestWaitsAreExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	probed, beyond := 0, 0
-	for iter := range 80 {
+	for iter := range 40 {
 		for _, a := range limitertest.Algorithms {
 			l := limitertest.WaitLimit(rng, a)
 			r := &runner{sp: algo.MustCompile(l)}
