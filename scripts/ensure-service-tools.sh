@@ -14,7 +14,7 @@ mkdir -p "$BIN"
 
 # envoyproxy/ratelimit's client, at the commit the issue names.
 EN_VERSION=v1.4.1-0.20260122083618-3fb702589d36
-for cmd in client_cmd config_check_cmd; do
+for cmd in client_cmd config_check_cmd service_cmd; do
   if [ ! -x "$BIN/$cmd" ] || [ "$(cat "$BIN/$cmd.version" 2>/dev/null)" != "$EN_VERSION" ]; then
     echo "ensure-service-tools: installing envoyproxy/ratelimit $cmd@$EN_VERSION into service/.bin"
     GOBIN="$BIN" GOFLAGS=-mod=mod "$GO" install "github.com/envoyproxy/ratelimit/src/$cmd@$EN_VERSION"

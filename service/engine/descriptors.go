@@ -21,7 +21,9 @@ const (
 // Descriptor is one descriptor of an Envoy rate-limit request: its ordered
 // entries, and the hits it adds.
 type Descriptor struct {
-	// Entries are the descriptor's key/value pairs, in order. Required.
+	// Entries are the descriptor's key/value pairs, in order. A descriptor
+	// without entries, or with an empty key, matches no rule (it is OK,
+	// nothing counted), as envoyproxy/ratelimit answers it.
 	Entries []rules.Entry
 	// Cost is the hits the descriptor adds (Envoy's hits_addend: the
 	// front door turns "unset" into 1); 0 peeks.
@@ -38,9 +40,17 @@ type DescriptorResult struct {
 	// it): the descriptor is OK and nothing was counted.
 	Rule *rules.Rule
 	// Result is the rule's decision for the descriptor (Policy is the
-	// rule's ID; Limit, Remaining, ResetAfter and RetryAfter describe its
-	// counter; for a Deny rule, a denial with Capacity 0 until the end of
-	// the unit's window); zero when Rule is nil or Unlimited.
+	// rule's ID; Limit, ResetAfter and RetryAfter describe its counter; for
+	// a Deny rule, a denial with Capacity 0 until the end of the unit's
+	// window); zero when Rule is nil or Unlimited. Allowed and Remaining
+	// are the descriptor's own, in request order, as envoyproxy/ratelimit
+	// states them: when the request was admitted, Remaining is what its
+	// counter has left after the hits of this descriptor and of the
+	// earlier descriptors of the same counter; when nothing was counted
+	// (the request was refused, or a shadow rule would refuse it), a
+	// descriptor whose hits, with the earlier ones of its counter, exceed
+	// what the counter has left is denied with Remaining 0, and any other
+	// is allowed with what the counter has left.
 	Result core.PolicyResult
 	// Unlimited: the rule is unlimited (Envoy's unlimited: true): OK,
 	// nothing counted.
@@ -65,7 +75,9 @@ type DescriptorsResult struct {
 // descriptors that add hits are decided all or nothing, each with its own
 // cost (0 peeks): if one is denied, no descriptor's counter takes anything.
 // Two descriptors reaching one counter (the same rule and values) take
-// their summed cost from it, and share its status. A rule named by the
+// their summed cost from it, and each reports its own status (see
+// DescriptorResult.Result). A descriptor of cost 0 never denies the
+// request: it is OK, and says what is left. A rule named by the
 // replaces of another rule matched in the same request does not apply; an
 // unlimited rule matches and counts nothing; a Deny rule (Envoy's
 // requests_per_unit: 0) matches, counts nothing and denies the request,
@@ -116,8 +128,6 @@ func validateDescriptors(domain string, ds []Descriptor) error {
 		d := &ds[i]
 		f := "descriptors[" + strconv.Itoa(i) + "]"
 		switch {
-		case len(d.Entries) == 0:
-			return invalid(f+".entries", "required")
 		case len(d.Entries) > maxEntries:
 			return invalid(f+".entries", "at most %d, got %d", maxEntries, len(d.Entries))
 		case d.Cost < 0:
@@ -125,8 +135,6 @@ func validateDescriptors(domain string, ds []Descriptor) error {
 		}
 		for j, en := range d.Entries {
 			switch {
-			case en.Key == "":
-				return invalid(fmt.Sprintf("%s.entries[%d].key", f, j), "required")
 			case len(en.Key) > maxEntryBytes:
 				return invalid(fmt.Sprintf("%s.entries[%d].key", f, j), "at most %d bytes, got %d", maxEntryBytes, len(en.Key))
 			case len(en.Value) > maxEntryBytes:
@@ -137,6 +145,14 @@ func validateDescriptors(domain string, ds []Descriptor) error {
 	return nil
 }
 
+// descMatch is the rule a descriptor of a Descriptors call reaches.
+type descMatch struct {
+	rule *rules.Rule
+	id   string
+	op   int   // index in the call's ops, -1 if none
+	upto int64 // the cost of op's descriptors up to this one, itself included
+}
+
 // descriptors decides ds; with withIDs it also returns the identity of
 // the counter of each of the Decision's results (for the observers).
 func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor, withIDs bool) (DescriptorsResult, []string, error) {
@@ -144,27 +160,7 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 		return DescriptorsResult{}, nil, err
 	}
 	st := e.cur.Load()
-	type match struct {
-		rule *rules.Rule
-		id   string
-		op   int // index in ops, -1 if none
-	}
-	ms := make([]match, len(ds))
-	var replaced map[string]bool
-	for i := range ds {
-		r, id, ok := st.snap.MatchDescriptor(domain, ds[i].Entries)
-		ms[i] = match{op: -1}
-		if !ok {
-			continue
-		}
-		ms[i].rule, ms[i].id = r, id
-		for _, name := range r.Replaces {
-			if replaced == nil {
-				replaced = map[string]bool{}
-			}
-			replaced[name] = true
-		}
-	}
+	ms := matchDescriptors(st, domain, ds)
 	res := DescriptorsResult{Allowed: true, Statuses: make([]DescriptorResult, len(ds))}
 	var ops []core.GroupOp
 	var negatives []int
@@ -174,8 +170,7 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 	var now time.Time
 	for i := range ms {
 		m := &ms[i]
-		if m.rule == nil || replaced[m.rule.ID] {
-			m.rule = nil
+		if m.rule == nil {
 			continue
 		}
 		res.Statuses[i].Rule = m.rule
@@ -198,36 +193,34 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 			negatives = append(negatives, i)
 			continue
 		}
-		for j := range ops { // descriptors are few: a scan beats a map
-			if ops[j].Policy == m.rule.ID && ops[j].Identity == m.id {
-				ops[j].Cost = addCost(ops[j].Cost, ds[i].Cost)
-				m.op = j
-				break
-			}
-		}
-		if m.op < 0 {
-			m.op = len(ops)
-			ops = append(ops, core.GroupOp{Policy: m.rule.ID, Identity: m.id, Cost: ds[i].Cost})
-		}
+		ops = addOp(ops, m, ds[i].Cost)
 	}
-	if denies { // all or nothing: the others only peek
-		for j := range ops {
+	costs := make([]int64, len(ops)) // what each op asks, before a Deny rule makes it a peek
+	for j := range ops {
+		costs[j] = ops[j].Cost
+		if denies { // all or nothing: the others only peek
 			ops[j].Cost = 0
 		}
 	}
+	res.Decision.Allowed = true
 	if len(ops) > 0 {
 		d, err := st.all.CheckGroup(ctx, ops)
 		if err != nil {
 			return DescriptorsResult{}, nil, fmt.Errorf("engine: descriptors: %w", err)
 		}
-		res.Decision, res.Allowed = d, d.Allowed
+		refused := groupRefused(ops, d.Results)
 		for i := range ms {
-			if ms[i].op >= 0 {
-				res.Statuses[i].Result = d.Results[ms[i].op]
+			if j := ms[i].op; j >= 0 {
+				res.Statuses[i].Result = ownStatus(d.Results[j], costs[j], ms[i].upto, !refused && ops[j].Cost > 0 && d.Results[j].Allowed)
 			}
 		}
-	} else {
-		res.Decision.Allowed = true
+		d.Allowed = !refused
+		for i := range res.Statuses {
+			if r := &res.Statuses[i].Result; ms[i].op >= 0 && !r.Allowed && !r.Shadow {
+				d.Allowed = false
+			}
+		}
+		res.Decision = d
 	}
 	res.Decision = withDenials(res.Decision, denied, denies)
 	res.Allowed = res.Decision.Allowed
@@ -248,6 +241,89 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 		ids = append(ids, deniedIDs...)
 	}
 	return res, ids, nil
+}
+
+// matchDescriptors returns the rule each of ds reaches in domain, nil for
+// one no rule matches and for one whose rule another matched rule of the
+// request replaces.
+func matchDescriptors(st *state, domain string, ds []Descriptor) []descMatch {
+	ms := make([]descMatch, len(ds))
+	var replaced map[string]bool
+	for i := range ds {
+		r, id, ok := st.snap.MatchDescriptor(domain, ds[i].Entries)
+		ms[i] = descMatch{op: -1}
+		if !ok {
+			continue
+		}
+		ms[i].rule, ms[i].id = r, id
+		for _, name := range r.Replaces {
+			if replaced == nil {
+				replaced = map[string]bool{}
+			}
+			replaced[name] = true
+		}
+	}
+	for i := range ms {
+		if ms[i].rule != nil && replaced[ms[i].rule.ID] {
+			ms[i].rule = nil
+		}
+	}
+	return ms
+}
+
+// addOp adds cost to the op of m's counter in ops (a new op if it has
+// none yet), and records in m that op and the op's cost so far.
+func addOp(ops []core.GroupOp, m *descMatch, cost int64) []core.GroupOp {
+	for j := range ops { // descriptors are few: a scan beats a map
+		if ops[j].Policy == m.rule.ID && ops[j].Identity == m.id {
+			ops[j].Cost = addCost(ops[j].Cost, cost)
+			m.op, m.upto = j, ops[j].Cost
+			return ops
+		}
+	}
+	m.op, m.upto = len(ops), cost
+	return append(ops, core.GroupOp{Policy: m.rule.ID, Identity: m.id, Cost: cost})
+}
+
+// groupRefused reports whether the store counted nothing of a CheckGroup
+// of ops: an op that takes (cost >= 1) and is not a shadow was denied. A
+// denied peek refuses nothing (the store's all or nothing is over the
+// takes).
+func groupRefused(ops []core.GroupOp, rs []core.PolicyResult) bool {
+	for j := range ops {
+		if ops[j].Cost > 0 && !rs[j].Allowed && !rs[j].Shadow {
+			return true
+		}
+	}
+	return false
+}
+
+// ownStatus is the status of one descriptor of a counter whose op asked
+// cost in all and was decided as p: upto is the cost of the counter's
+// descriptors up to this one, itself included, and counted says whether
+// the store took cost. Admitted, the descriptor reports the counter after
+// upto (the hits up to it, in request order, as envoyproxy/ratelimit
+// reports each); not counted, it is denied when upto exceeds what the
+// counter has left, else allowed with what the counter has left. A
+// decision of a guard's failure mode (fail open or closed) describes no
+// counter: it is reported as it is.
+func ownStatus(p core.PolicyResult, cost, upto int64, counted bool) core.PolicyResult {
+	if p.Source == core.FailedOpen || p.Source == core.FailedClosed {
+		return p
+	}
+	left := p.Remaining // after the take when counted, else before
+	if counted {
+		left = addCost(left, cost)
+	}
+	switch {
+	case counted:
+		p.Allowed, p.Remaining, p.RetryAfter = true, left-upto, 0
+	case upto > left:
+		p.Allowed, p.Remaining = false, 0
+	default:
+		p.Allowed, p.Remaining, p.RetryAfter = true, left, 0
+	}
+	return p
 }
 
 // refund gives cost hits back to rule's counter of identity as the refund

@@ -84,13 +84,18 @@ func TestDescriptors(t *testing.T) {
 					require.EqualValues(t, 1, r.Statuses[0].Result.Remaining, "the denied request counted")
 					require.EqualValues(t, 1, r.Statuses[1].Result.Remaining)
 
-					// Two descriptors of one counter take their sum.
+					// Two descriptors of one counter take their sum; each
+					// says what is left after it, in request order.
 					r = do(ip("10.0.0.2"), ip("10.0.0.2"))
 					require.True(t, r.Allowed)
-					require.EqualValues(t, 1, r.Statuses[0].Result.Remaining)
+					require.EqualValues(t, 2, r.Statuses[0].Result.Remaining)
 					require.EqualValues(t, 1, r.Statuses[1].Result.Remaining)
 					r = do(ip("10.0.0.2"), ip("10.0.0.2"))
-					require.False(t, r.Allowed)
+					require.False(t, r.Allowed, "2 asked, 1 left")
+					require.True(t, r.Statuses[0].Result.Allowed, "the first fits")
+					require.EqualValues(t, 1, r.Statuses[0].Result.Remaining, "nothing was taken")
+					require.False(t, r.Statuses[1].Result.Allowed)
+					require.Zero(t, r.Statuses[1].Result.Remaining)
 
 					// Unlimited: OK, nothing counted. Replaces: vip cancels
 					// per-ip. Shadow: its denial does not deny.
@@ -138,8 +143,6 @@ func TestDescriptorsInvalid(t *testing.T) {
 	}{
 		{"", []engine.Descriptor{ip("a")}, "domain"},
 		{"edge", nil, "descriptors"},
-		{"edge", []engine.Descriptor{ip("a"), {Cost: 1}}, "descriptors[1].entries"},
-		{"edge", []engine.Descriptor{{Entries: []rules.Entry{{Value: "v"}}}}, "descriptors[0].entries[0].key"},
 		{"edge", []engine.Descriptor{{Entries: []rules.Entry{{Key: "k"}}, Cost: -1}}, "descriptors[0].hits_addend"},
 	} {
 		_, err := e.Descriptors(ctx, tc.domain, tc.ds)
@@ -152,6 +155,16 @@ func TestDescriptorsInvalid(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, r.Allowed)
 	require.Nil(t, r.Statuses[0].Rule)
+	// A descriptor without entries, or with an empty key, matches no rule
+	// (as envoyproxy/ratelimit answers it), and the others are decided.
+	r, err = e.Descriptors(ctx, "edge", []engine.Descriptor{{Cost: 1}, ip("b"), {Entries: []rules.Entry{{Value: "v"}}, Cost: 1}, {Entries: []rules.Entry{{}}}})
+	require.NoError(t, err)
+	require.True(t, r.Allowed)
+	require.Nil(t, r.Statuses[0].Rule)
+	require.Equal(t, "per-ip", r.Statuses[1].Rule.ID)
+	require.EqualValues(t, 2, r.Statuses[1].Result.Remaining)
+	require.Nil(t, r.Statuses[2].Rule)
+	require.Nil(t, r.Statuses[3].Rule)
 }
 
 // TestDescriptorsEnvoyFile decides descriptors under a rules file in

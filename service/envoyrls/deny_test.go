@@ -60,13 +60,16 @@ func testDenyRule(t *testing.T, r *rig) {
 		require.Zero(t, st.GetCurrentLimit().GetRequestsPerUnit())
 		require.Equal(t, rlsv3.RateLimitResponse_RateLimit_MINUTE, st.GetCurrentLimit().GetUnit())
 		require.Zero(t, st.GetLimitRemaining())
-		// Until the end of the current minute, on the epoch's minutes.
+		// Until the end of the current minute, on the epoch's minutes, in
+		// whole seconds rounded up (as envoyproxy/ratelimit states it).
 		wait := st.GetDurationUntilReset().AsDuration()
 		require.Positive(t, wait)
 		require.LessOrEqual(t, wait, time.Minute)
+		require.Zero(t, wait%time.Second, "%s is not whole seconds", wait)
 		end := before.Add(wait)
-		off := end.Sub(end.Round(time.Minute)).Abs()
-		require.LessOrEqual(t, off, took+time.Millisecond, "the ban ends at %s, not at the end of a minute", end)
+		minuteEnd := before.Truncate(time.Minute).Add(time.Minute)
+		require.GreaterOrEqual(t, end.Sub(minuteEnd), -took-time.Millisecond, "the ban ends at %s, before the minute does", end)
+		require.Less(t, end.Sub(minuteEnd), time.Second, "the ban ends at %s, not at the end of a minute", end)
 		// The other descriptor is stated, and took nothing.
 		require.Equal(t, rlsv3.RateLimitResponse_OK, res.GetStatuses()[1].GetCode())
 		require.Equal(t, perAddr, res.GetStatuses()[1].GetCurrentLimit().GetName())

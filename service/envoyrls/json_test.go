@@ -90,7 +90,7 @@ func TestJSONEndpoint(t *testing.T) {
 		{"unknown field", http.MethodPost, `{"domain":"edge","colour":1}`, 400, "colour"},
 		{"wrong type", http.MethodPost, `{"domain":7}`, 400, "body: "},
 		{"no domain", http.MethodPost, `{"descriptors":[{"entries":[{"key":"a","value":"b"}]}]}`, 400, "domain: "},
-		{"no entries", http.MethodPost, `{"domain":"edge","descriptors":[{}]}`, 400, "descriptors[0].entries: "},
+		{"no descriptors", http.MethodPost, `{"domain":"edge","descriptors":[]}`, 400, "descriptors: "},
 		{"too large", http.MethodPost, `{"domain":"` + strings.Repeat("x", envoyrls.MaxJSONBody) + `"}`, 413, "body: "},
 		{"deep", http.MethodPost, `{"domain":"edge","x":` + strings.Repeat("[", 40000) + strings.Repeat("]", 40000) + `}`, 413, "body: "},
 		{"deep small", http.MethodPost, `{"domain":"edge","x":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`, 400, "body: "},

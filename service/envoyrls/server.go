@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/ratelimitfields"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/rules"
@@ -87,8 +88,11 @@ func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer
 // nothing is consumed and the status says whether one more hit would pass),
 // else the request's hits_addend, where 0 (unset) means 1, as Envoy sends.
 // is_negative_hits gives the cost back instead (see engine.Descriptor). A
-// descriptor no rule matches, and a domain no rule names, are OK with no
-// current_limit, as envoyproxy/ratelimit answers; an `unlimited` rule is OK
+// descriptor no rule matches (one without entries or with an empty key
+// included), and a domain no rule names, are OK with no current_limit, as
+// envoyproxy/ratelimit answers; each status with a limit states what is left
+// after the hits up to it (see engine.DescriptorResult) and the time until
+// its window ends in whole seconds; an `unlimited` rule is OK
 // with limit_remaining math.MaxUint32; a Deny rule (requests_per_unit: 0)
 // is OVER_LIMIT, stated as 0 per its unit; a shadow rule that would deny is
 // reported OK (it is counted, and never denies). The overall code is
@@ -170,7 +174,7 @@ func (s *Server) response(res *engine.DescriptorsResult) *rlsv3.RateLimitRespons
 	var now time.Time
 	blocks := make([]statusBlock, len(res.Statuses)) // one allocation for the statuses
 	for i := range res.Statuses {
-		if r := &res.Statuses[i]; r.Rule != nil && r.Rule.Deny && now.IsZero() {
+		if r := &res.Statuses[i]; r.Rule != nil && r.Result.At == 0 && now.IsZero() {
 			now = s.now()
 		}
 		out.Statuses[i] = blocks[i].fill(&res.Statuses[i], now)
@@ -222,7 +226,8 @@ type statusFields struct {
 
 // descriptorStatus is the status of one descriptor: what Envoy needs to
 // emit X-RateLimit-Limit, -Remaining and -Reset itself. now is read only
-// for a Deny rule; l and d are filled when the status has a limit.
+// when the store named no instant (a Deny rule, a guard's fallback); l and
+// d are filled when the status has a limit.
 func descriptorStatus(r *engine.DescriptorResult, now time.Time, l *rlsv3.RateLimitResponse_RateLimit, d *durationpb.Duration) statusFields {
 	switch {
 	case r.Unlimited:
@@ -250,14 +255,44 @@ func descriptorStatus(r *engine.DescriptorResult, now time.Time, l *rlsv3.RateLi
 		remaining = 0
 	}
 	l.Name, l.RequestsPerUnit, l.Unit = r.Rule.ID, perUnit, unit
-	setDuration(d, p.ResetAfter)
+	setSeconds(d, untilReset(p, limit, now))
 	return statusFields{code: code, limit: l, remaining: clampUint32(remaining), reset: d}
 }
 
-// setDuration makes d the Duration of t (0 when negative).
-func setDuration(d *durationpb.Duration, t time.Duration) {
+// untilReset is a status's duration_until_reset: for a fixed window (every
+// Envoy rule but those that name another algorithm) the time until the
+// current window ends, windows aligned on the Unix epoch, whether or not
+// the key has counted anything in it, as envoyproxy/ratelimit reports it
+// (unit - now % unit); for the other algorithms the time until the key is
+// fresh, and at least the rule's period when the descriptor is denied and
+// the key is fresh (a cost above the capacity), so that a denial never
+// says "retry now". The instant is the store's decision's (p.At), else
+// now.
+func untilReset(p *core.PolicyResult, limit core.Limit, now time.Time) time.Duration {
+	at := p.At
+	if at == 0 {
+		at = now.UnixMicro()
+	}
+	if period := limit.Period.Microseconds(); limit.Algorithm == core.FixedWindow && period > 0 {
+		into := at % period
+		if into < 0 { // before the epoch
+			into += period
+		}
+		return time.Duration(period-into) * time.Microsecond
+	}
+	if !p.Allowed && p.ResetAfter <= 0 {
+		return limit.Period
+	}
+	return p.ResetAfter
+}
+
+// setSeconds makes d the Duration of t rounded up to whole seconds, as
+// envoyproxy/ratelimit states every duration_until_reset (and never less
+// than the wait: a client that waits d finds the window over); 0 when
+// negative.
+func setSeconds(d *durationpb.Duration, t time.Duration) {
 	t = max(t, 0)
-	d.Seconds, d.Nanos = int64(t/time.Second), int32(t%time.Second)
+	d.Seconds, d.Nanos = int64((t+time.Second-1)/time.Second), 0
 }
 
 // denyStatus is the status of a Deny rule (Envoy's requests_per_unit: 0):
@@ -277,11 +312,9 @@ func denyStatus(r *engine.DescriptorResult, now time.Time, l *rlsv3.RateLimitRes
 			unit = u.unit
 		}
 	}
-	reset := r.Result.ResetAfter
-	if reset <= 0 && period > 0 {
-		reset = period - time.Duration(now.UnixNano()%int64(period))
-	}
+	limit := r.Rule.Limit
+	limit.Algorithm = core.FixedWindow // a ban's window is its unit's, aligned on the epoch
 	l.Name, l.Unit = r.Rule.ID, unit
-	setDuration(d, reset)
+	setSeconds(d, untilReset(&r.Result, limit, now))
 	return statusFields{code: code, limit: l, reset: d}
 }

@@ -458,8 +458,8 @@ func TestUnknownDomainAndBadInput(t *testing.T) {
 		{&rlsv3.RateLimitRequest{Descriptors: []*rlcommon.RateLimitDescriptor{desc("a", "b")}}, "domain"},
 		{&rlsv3.RateLimitRequest{Domain: "edge"}, "descriptors"},
 		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: many}, "descriptors"},
-		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{desc("a", "b"), {}}}, "descriptors[1].entries"},
-		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{desc("", "b")}}, "descriptors[0].entries[0].key"},
+		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{
+			{Entries: desc("a", strings.Repeat("v", 1025)).Entries}}}, "descriptors[0].entries[0].value"},
 		{&rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*rlcommon.RateLimitDescriptor{
 			{Entries: desc("a", "b").Entries, HitsAddend: wrapperspb.UInt64(math.MaxUint64)}}}, "descriptors[0].hits_addend"},
 	} {

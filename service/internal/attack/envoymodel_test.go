@@ -20,7 +20,8 @@ import (
 // descriptor hits, negative hits) over real gRPC, on memory and Redis, and
 // compares every overall code and admitted status with an exact model of
 // the fixed windows: all or nothing over the positive descriptors (summed
-// per counter), then refunds never below zero.
+// per counter, each status after the hits up to it), then refunds never
+// below zero.
 func TestAttackEnvoyModel(t *testing.T) {
 	if now := time.Now(); now.Minute() == 59 && now.Second() > 40 {
 		time.Sleep(time.Until(now.Truncate(time.Hour).Add(time.Hour + time.Second)))
@@ -77,18 +78,26 @@ descriptors:
 				for k, h := range need {
 					ok = ok && used[k]+h <= limits[k[0]]
 				}
+				// Each status is its counter when it was decided: a
+				// positive one after the hits of the descriptors of its
+				// counter up to it, in order, when the request was
+				// admitted (what is left before the request when it was
+				// not), a negative one after its own refund (in order).
+				wantLeft := make([]int64, len(ds))
+				upto := map[[2]string]int64{}
+				for i, x := range ds {
+					if !x.neg {
+						k := [2]string{x.key, x.value}
+						upto[k] += x.hits
+						wantLeft[i] = limits[x.key] - used[k]
+						if ok {
+							wantLeft[i] -= upto[k]
+						}
+					}
+				}
 				if ok {
 					for k, h := range need {
 						used[k] += h
-					}
-				}
-				// Each status is its counter when it was decided: the
-				// positive ones after the request's take, a negative one
-				// after its own refund (in order).
-				wantLeft := make([]int64, len(ds))
-				for i, x := range ds {
-					if !x.neg {
-						wantLeft[i] = limits[x.key] - used[[2]string{x.key, x.value}]
 					}
 				}
 				for i, x := range ds {

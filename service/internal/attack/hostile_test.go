@@ -241,7 +241,6 @@ func TestAttackHostileEnvoy(t *testing.T) {
 		{Domain: strings.Repeat("d", 4096), Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k", "v")}},
 		{Domain: "edge", Descriptors: many},
 		{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: deepEntries}}},
-		{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("", "v")}},
 		{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k", strings.Repeat("v", 1<<16))}},
 		{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc(strings.Repeat("k", 1<<16), "v")}},
 	} {
@@ -250,6 +249,13 @@ func TestAttackHostileEnvoy(t *testing.T) {
 		require.Equal(t, codes.InvalidArgument, st.Code(), "%v", err)
 		requireNoLeak(t, st.Message())
 	}
+	// An empty key, or no entries, matches no rule: OK, nothing counted,
+	// as envoyproxy/ratelimit answers.
+	r, err := s.envoy.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("", "v"), {}}})
+	require.NoError(t, err)
+	require.Equal(t, rlsv3.RateLimitResponse_OK, r.GetOverallCode())
+	require.Nil(t, r.GetStatuses()[0].GetCurrentLimit())
+	require.Nil(t, r.GetStatuses()[1].GetCurrentLimit())
 	// Separators, escapes and NULs are values like any other: decided.
 	for _, v := range []string{"|", "=", `\`, "\x00", `a\|b=c`, "\u00ff", ""} {
 		r, err := s.envoy.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "edge", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("k", v)}})
