@@ -17,8 +17,12 @@ import (
 // cs[i]; errs[i] nil means results[i] holds the answer).
 //
 // Without allOrNothing each check is decided on its own, exactly as Check
-// decides it (idempotency keys included): in order, or up to
-// WithBatchParallelism at once.
+// decides it (idempotency keys included), and the checks of one caller
+// (one dimension and identifier: every counter a check can reach is one of
+// its caller's) are decided one after the other in request order, so that
+// a later check of a counter never sees less of it spent than an earlier
+// one. With WithBatchParallelism, up to that many callers' checks are
+// decided at once.
 //
 // With allOrNothing the batch is one decision: every check's rules are
 // decided in one all-or-nothing store call, so either every check is
@@ -35,33 +39,7 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 	results, errs := make([]Result, len(cs)), make([]error, len(cs))
 	st := e.cur.Load()
 	if !allOrNothing {
-		one := func(i int) {
-			start := time.Now()
-			d, err := e.check(ctx, st, &cs[i])
-			e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, &d, start, err)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			results[i] = resultOf(d)
-		}
-		workers := min(e.cfg.parallel, len(cs))
-		if workers <= 1 {
-			for i := range cs {
-				one(i)
-			}
-			return results, errs
-		}
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for i := int(next.Add(1) - 1); i < len(cs); i = int(next.Add(1) - 1) {
-					one(i)
-				}
-			})
-		}
-		wg.Wait()
+		e.checkEach(ctx, st, cs, results, errs)
 		return results, errs
 	}
 	start := time.Now()
@@ -165,6 +143,68 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 		results[i] = resultOf(di)
 	}
 	return results, errs
+}
+
+// checkEach decides each of cs on its own into results and errs: in
+// order on the caller's goroutine, or, with parallelism, the checks of
+// each caller (dimension and identifier) in order on one of up to
+// e.cfg.parallel goroutines.
+func (e *Engine) checkEach(ctx context.Context, st *state, cs []Check, results []Result, errs []error) {
+	one := func(i int) {
+		start := time.Now()
+		d, err := e.check(ctx, st, &cs[i])
+		e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, &d, start, err)
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		results[i] = resultOf(d)
+	}
+	workers := min(e.cfg.parallel, len(cs))
+	if workers <= 1 {
+		for i := range cs {
+			one(i)
+		}
+		return
+	}
+	heads, next := byCaller(cs)
+	workers = min(workers, len(heads))
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for g := int(taken.Add(1) - 1); g < len(heads); g = int(taken.Add(1) - 1) {
+				for i := heads[g]; i >= 0; i = next[i] {
+					one(i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// caller is who a check counts: no two checks of distinct callers reach
+// one counter (a rule counts one dimension, keyed by identifier).
+type caller struct{ dimension, identifier string }
+
+// byCaller chains the checks of each caller (dimension and identifier) in
+// request order: heads holds each caller's first check, in the order of
+// first appearance, and next[i] the caller's check after cs[i] (-1 after
+// its last).
+func byCaller(cs []Check) (heads, next []int) {
+	last := make(map[caller]int, len(cs)) // each caller's latest check so far
+	next = make([]int, len(cs))
+	for i := range cs {
+		next[i] = -1
+		k := caller{cs[i].Dimension, cs[i].Identifier}
+		if j, ok := last[k]; ok {
+			next[j] = i
+		} else {
+			heads = append(heads, i)
+		}
+		last[k] = i
+	}
+	return heads, next
 }
 
 // addCost sums the costs of two checks or descriptors of one counter,

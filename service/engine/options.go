@@ -50,8 +50,10 @@ func WithObserver(o Observer) Option {
 	}
 }
 
-// WithBatchParallelism lets CheckBatch decide up to n independent checks
-// at once, on n goroutines (default 1: in order, on the caller's). Over a
+// WithBatchParallelism lets CheckBatch decide the checks of up to n
+// callers (dimension and identifier) at once, on n goroutines (default 1:
+// in order, on the caller's); one caller's checks are always decided in
+// request order. Over a
 // networked store that pipelines concurrent calls (the Redis store, the
 // remote store) a batch then costs about one round trip instead of one per
 // check; over the memory store, keep 1. n below 1 is an error.

@@ -106,7 +106,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.Int64Var(&c.IdempotencyRepeats, "idempotency-repeats", 3, "free repeats of an admitted idempotent check within --idempotency-ttl (1-1000); later ones are counted")
 	fs.DurationVar(&c.MaxClientSkew, "max-client-skew", 24*time.Hour, "a check's client_time further than this from the server's clock is invalid input (it is a hint, never the clock)")
 	fs.IntVar(&c.MaxBatch, "max-batch", 1000, "the most checks of one CheckRateLimitBatch call")
-	fs.IntVar(&c.BatchParallelism, "batch-parallelism", 0, "independent checks of a batch decided at once (pipelined to Redis); 0: 16 with --redis, 1 on the memory store")
+	fs.IntVar(&c.BatchParallelism, "batch-parallelism", 0, "callers of a batch whose checks are decided at once (pipelined to Redis; one caller's in request order); 0: 16 with --redis, 1 on the memory store")
 	fs.BoolVar(&c.HTTPStatusMode, "http-status-mode", false, "the HTTP check API answers a denial with 429 and Retry-After (for nginx auth_request) instead of 200 with allowed:false")
 	fs.BoolVar(&c.StoreAPI, "store-api", true, "serve the store API (sluice.ratelimit.v1.StoreService) on the gRPC address, for middleware using ratelimitd as its store (remotestore); it needs a write token when --grpc-auth is admin (the default with --db), otherwise none: then expose it to trusted callers only")
 	fs.StringVar(&c.GRPCAuth, "grpc-auth", "", "admin: ResetLimit and the store API need a bearer token of --db's database (scope write; ResetLimit counts against the token's admin write limit); off: no token asked (expose the gRPC port to trusted callers only); empty: admin with --db, off without. Checks, Envoy's ShouldRateLimit, health and reflection never need one")
