@@ -64,6 +64,10 @@ type DescriptorsResult struct {
 	Allowed bool
 	// Statuses holds one status per descriptor, in the request's order.
 	Statuses []DescriptorResult
+	// Degraded is core.FromStore when the store decided every counter;
+	// otherwise the guard's failure mode that answered instead (see
+	// Result.Degraded and DegradedName).
+	Degraded core.Source
 	// Decision is the request's decision under every rule counted (one
 	// PolicyResult per counter, Binding the most constraining), for the
 	// rate-limit header fields (ratelimitfields).
@@ -223,7 +227,7 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 		res.Decision = d
 	}
 	res.Decision = withDenials(res.Decision, denied, denies)
-	res.Allowed = res.Decision.Allowed
+	res.Allowed, res.Degraded = res.Decision.Allowed, degraded(&res.Decision)
 	for _, i := range negatives {
 		pr, err := e.refund(ctx, st, ms[i].rule, ms[i].id, ds[i].Cost)
 		if err != nil {
@@ -231,6 +235,9 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 		}
 		pr.Allowed, pr.RetryAfter = true, 0 // a refund is never denied (envoyproxy/ratelimit answers negative hits OK)
 		res.Statuses[i].Result = pr
+		if res.Degraded == core.FromStore && pr.Source.Degraded() {
+			res.Degraded = pr.Source
+		}
 	}
 	var ids []string
 	if withIDs && len(res.Decision.Results) > 0 {

@@ -69,6 +69,14 @@ type Result struct {
 	// State is the binding key's warning state (Normal, Warning above 80%
 	// usage, Throttled when denied).
 	State core.State
+	// Degraded is core.FromStore when the store decided; otherwise the
+	// guard's failure mode that answered instead (core.FailedOpen,
+	// core.FailedClosed, core.FromFallback: see DegradedName). When it
+	// failed open or closed no limit was applied: Limit, Remaining and
+	// Used are 0 and ResetAt is zero (Rule still names the rule that
+	// would have decided). Under fallback they are the local limiter's,
+	// on its share of the limit.
+	Degraded core.Source
 	// Decision is the whole decision, one PolicyResult per rule that
 	// applied, for the rate-limit fields (ratelimitfields.Config.Format).
 	Decision core.Decision
@@ -454,12 +462,18 @@ func (e *Engine) check(ctx context.Context, st *state, c *Check) (core.Decision,
 
 // resultOf summarizes d by its binding rule.
 func resultOf(d core.Decision) Result {
-	res := Result{Allowed: d.Allowed, Decision: d, State: d.State()}
+	res := Result{Allowed: d.Allowed, Decision: d, State: d.State(), Degraded: degraded(&d)}
 	if len(d.Results) == 0 {
 		return res
 	}
 	b := &d.Results[d.Binding]
 	res.Rule = b.Policy
+	if Unchecked(b.Source) { // no limit was applied: none is stated
+		if !d.Allowed {
+			res.RetryAfter = b.RetryAfter
+		}
+		return res
+	}
 	res.Limit = b.Capacity
 	res.Remaining = b.Remaining
 	res.Used = max(b.Capacity-b.Remaining, 0)

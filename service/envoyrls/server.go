@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/ratelimitfields"
@@ -188,17 +190,25 @@ func (s *Server) response(res *engine.DescriptorsResult) *rlsv3.RateLimitRespons
 		if b := d.Bound(); b.At != 0 {
 			at = time.UnixMicro(b.At)
 		}
-		f := s.fields.Format(d, at)
+		f := engine.FieldsFor(s.fields, res.Degraded).Format(d, at)
 		if f.N > 0 {
-			out.ResponseHeadersToAdd = make([]*corev3.HeaderValue, 0, f.N)
+			out.ResponseHeadersToAdd = make([]*corev3.HeaderValue, 0, f.N+1)
 			for name, value := range f.All() {
 				out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd,
 					&corev3.HeaderValue{Key: name.String(), Value: value})
 			}
 		}
 	}
+	if name := engine.DegradedName(res.Degraded); name != "" {
+		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: degradedHeader, Value: name})
+		out.DynamicMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{"degraded": structpb.NewStringValue(name)}}
+	}
 	return out
 }
+
+// degradedHeader is engine.DegradedHeader as Envoy sends header names: in
+// lower case.
+var degradedHeader = strings.ToLower(engine.DegradedHeader)
 
 // statusBlock holds the messages of one descriptor's status, allocated
 // together.
@@ -242,12 +252,23 @@ func descriptorStatus(r *engine.DescriptorResult, now time.Time, l *rlsv3.RateLi
 	if !p.Allowed && !p.Shadow && !r.Rule.Shadow {
 		code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
+	if engine.Unchecked(p.Source) { // the guard answered: no limit was applied, none is stated
+		if code == rlsv3.RateLimitResponse_OK {
+			return statusFields{code: code}
+		}
+		setSeconds(d, p.RetryAfter) // fail closed: when to try again
+		return statusFields{code: code, reset: d}
+	}
 	limit := p.Limit
 	if p.Applied != nil {
 		limit = *p.Applied
 	}
 	if limit.Rate == 0 {
 		limit = r.Rule.Limit
+	}
+	if p.Source == core.FromFallback && p.Capacity > 0 && limit.Capacity() != p.Capacity {
+		// the local limiter's share of the limit, which it decided on
+		limit.Rate = max(limit.Rate*p.Capacity/limit.Capacity(), 1)
 	}
 	perUnit, unit := EnvoyLimit(limit.Rate, limit.Period)
 	remaining := p.Remaining

@@ -295,13 +295,18 @@ func (s *Server) sendFields(ctx context.Context, r *engine.Result) {
 	if s.noFields {
 		return
 	}
-	f := s.headers.Format(&r.Decision, fieldfmt.DecidedAt(&r.Decision, s.now()))
-	if f.N == 0 {
+	f := engine.FieldsFor(s.headers, r.Degraded).Format(&r.Decision, fieldfmt.DecidedAt(&r.Decision, s.now()))
+	name := engine.DegradedName(r.Degraded)
+	if f.N == 0 && name == "" {
 		return
+	}
+	md := grpclimit.Metadata(f)
+	if name != "" {
+		md.Set(strings.ToLower(engine.DegradedHeader), name)
 	}
 	// the only error is a call that is not a gRPC server call (a direct
 	// method call in a test): then there is no header to set
-	_ = grpc.SetHeader(ctx, grpclimit.Metadata(f))
+	_ = grpc.SetHeader(ctx, md)
 }
 
 // toResponse is r on the wire.
@@ -313,6 +318,7 @@ func toResponse(r *engine.Result) *ratelimitv1.CheckResponse {
 		Remaining: r.Remaining,
 		State:     toState(r.State),
 		Rule:      r.Rule,
+		Degraded:  toDegraded(r.Degraded),
 	}
 	if !r.ResetAt.IsZero() {
 		resp.ResetAt = timestamppb.New(r.ResetAt)
@@ -325,6 +331,19 @@ func toResponse(r *engine.Result) *ratelimitv1.CheckResponse {
 		}
 	}
 	return resp
+}
+
+// toDegraded is the wire form of a Result's Degraded.
+func toDegraded(s core.Source) ratelimitv1.Degraded {
+	switch s {
+	case core.FailedOpen:
+		return ratelimitv1.Degraded_DEGRADED_FAIL_OPEN
+	case core.FailedClosed:
+		return ratelimitv1.Degraded_DEGRADED_FAIL_CLOSED
+	case core.FromFallback:
+		return ratelimitv1.Degraded_DEGRADED_FALLBACK
+	}
+	return ratelimitv1.Degraded_DEGRADED_NONE
 }
 
 func toState(st core.State) ratelimitv1.State {

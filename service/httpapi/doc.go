@@ -19,6 +19,12 @@
 // Retry-After on a denial. retry_after is in seconds, fractional (rounded up
 // to the millisecond), null when the check can never pass.
 //
+// When the limiter could not decide on its store, the answer says which
+// failure mode answered instead, in "degraded" ("fail_open", "fail_closed"
+// or "fallback") and in a Sluice-Degraded header; under fail_open and
+// fail_closed no limit was applied, and limit, remaining and reset_at are
+// null.
+//
 // By default a denial is 200 with "allowed": false. In status mode (the
 // handler option WithStatusMode, or ?mode=status on a request) a denial is
 // answered 429 with Retry-After (or 403/401: WithDenyStatus,

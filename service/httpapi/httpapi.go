@@ -73,11 +73,12 @@ type Response struct {
 	// Allowed is false when a rule denied the check.
 	Allowed bool `json:"allowed"`
 	// Limit is the deciding rule's capacity, Remaining what is left of it
-	// (0 and 0 when no rule applies).
+	// (0 and 0 when no rule applies; null when the guard failed open or
+	// closed and no limit was applied: see Degraded).
 	Limit     int64 `json:"limit"`
 	Remaining int64 `json:"remaining"`
 	// ResetAt is when the deciding rule's key is fresh again (RFC 3339,
-	// UTC); null when no rule applies.
+	// UTC); null when no rule applies, or no limit was applied.
 	ResetAt *time.Time `json:"reset_at"`
 	// RetryAfter is, when denied, the seconds to wait before a check of the
 	// same cost passes, fractional, rounded up to the millisecond (the
@@ -91,6 +92,28 @@ type Response struct {
 	// State is the deciding key's warning state: "normal", "warning" or
 	// "throttled".
 	State string `json:"state"`
+	// Degraded is absent when the limiter decided on its store. Otherwise
+	// it names the failure mode that answered because the store could
+	// not (engine.DegradedName, also sent in the Sluice-Degraded header):
+	// "fail_open" (allowed unchecked) or "fail_closed" (denied unchecked),
+	// where no limit was applied, so limit, remaining and reset_at are
+	// null; or "fallback", where a local limiter decided on its share of
+	// the limit, which limit and remaining state.
+	Degraded string `json:"degraded,omitempty"`
+}
+
+// MarshalJSON writes r, with limit and remaining null when r.Degraded is
+// "fail_open" or "fail_closed" (no limit was applied: 0 would be false).
+func (r Response) MarshalJSON() ([]byte, error) {
+	type plain Response // without this method
+	if r.Degraded != engine.DegradedName(core.FailedOpen) && r.Degraded != engine.DegradedName(core.FailedClosed) {
+		return json.Marshal(plain(r))
+	}
+	return json.Marshal(struct {
+		plain
+		Limit     *int64 `json:"limit"`
+		Remaining *int64 `json:"remaining"`
+	}{plain: plain(r)})
 }
 
 // Handler serves POST (and GET) /api/v1/rate-limit/check. It is safe for
@@ -473,10 +496,10 @@ func engineError(err error) *fieldError {
 
 // answer writes the decision.
 func (h *Handler) answer(w http.ResponseWriter, res *engine.Result, statusMode bool, denyStatus int) {
-	out := Response{Allowed: res.Allowed, Rule: res.Rule, State: res.State.String()}
+	out := Response{Allowed: res.Allowed, Rule: res.Rule, State: res.State.String(), Degraded: engine.DegradedName(res.Degraded)}
 	zero := 0.0
 	out.RetryAfter = &zero
-	if res.Rule != "" {
+	if res.Rule != "" && !engine.Unchecked(res.Degraded) {
 		out.Limit, out.Remaining = res.Limit, res.Remaining
 		at := res.ResetAt.UTC()
 		out.ResetAt = &at
@@ -497,9 +520,12 @@ func (h *Handler) answer(w http.ResponseWriter, res *engine.Result, statusMode b
 		if b := d.Bound(); b.At != 0 {
 			at = time.UnixMicro(b.At)
 		}
-		for name, value := range h.fields.Format(d, at).All() {
+		for name, value := range engine.FieldsFor(h.fields, res.Degraded).Format(d, at).All() {
 			hdr.Set(name.String(), value)
 		}
+	}
+	if out.Degraded != "" {
+		hdr.Set(engine.DegradedHeader, out.Degraded)
 	}
 	body, _ := json.Marshal(out) // a Response always marshals
 	hdr.Set("Content-Type", "application/json")

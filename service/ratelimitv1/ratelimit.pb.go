@@ -86,6 +86,72 @@ func (State) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{0}
 }
 
+// Degraded says whether the limiter decided the check on its store, and if
+// not, which failure mode (ratelimitd's --failure-mode) answered instead.
+// Every front door states the same: the HTTP API in its body ("degraded")
+// and in a Sluice-Degraded header, Envoy's protocol in a sluice-degraded
+// response header and its dynamic metadata.
+type Degraded int32
+
+const (
+	// The store decided: the answer is the shared limit's.
+	Degraded_DEGRADED_NONE Degraded = 0
+	// The store failed and the check was allowed unchecked: no limit was
+	// applied, and limit, remaining, current and reset_at state none (0,
+	// absent).
+	Degraded_DEGRADED_FAIL_OPEN Degraded = 1
+	// The store failed and the check was denied unchecked, with a short
+	// retry_after: no limit was applied (limit, remaining, current and
+	// reset_at state none).
+	Degraded_DEGRADED_FAIL_CLOSED Degraded = 2
+	// The store failed and a local in-memory limiter decided, on its share
+	// of the limit: limit, remaining and reset_at are that limiter's.
+	Degraded_DEGRADED_FALLBACK Degraded = 3
+)
+
+// Enum value maps for Degraded.
+var (
+	Degraded_name = map[int32]string{
+		0: "DEGRADED_NONE",
+		1: "DEGRADED_FAIL_OPEN",
+		2: "DEGRADED_FAIL_CLOSED",
+		3: "DEGRADED_FALLBACK",
+	}
+	Degraded_value = map[string]int32{
+		"DEGRADED_NONE":        0,
+		"DEGRADED_FAIL_OPEN":   1,
+		"DEGRADED_FAIL_CLOSED": 2,
+		"DEGRADED_FALLBACK":    3,
+	}
+)
+
+func (x Degraded) Enum() *Degraded {
+	p := new(Degraded)
+	*p = x
+	return p
+}
+
+func (x Degraded) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Degraded) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_ratelimit_v1_ratelimit_proto_enumTypes[1].Descriptor()
+}
+
+func (Degraded) Type() protoreflect.EnumType {
+	return &file_sluice_ratelimit_v1_ratelimit_proto_enumTypes[1]
+}
+
+func (x Degraded) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Degraded.Descriptor instead.
+func (Degraded) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_ratelimit_v1_ratelimit_proto_rawDescGZIP(), []int{1}
+}
+
 // CheckRequest is one check: may identifier, of the given dimension, spend
 // cost units on endpoint now?
 type CheckRequest struct {
@@ -218,7 +284,10 @@ type CheckResponse struct {
 	// its limit.
 	Rule string `protobuf:"bytes,8,opt,name=rule,proto3" json:"rule,omitempty"`
 	// True when denied and no wait helps: the cost exceeds the limit.
-	RetryNever    bool `protobuf:"varint,9,opt,name=retry_never,json=retryNever,proto3" json:"retry_never,omitempty"`
+	RetryNever bool `protobuf:"varint,9,opt,name=retry_never,json=retryNever,proto3" json:"retry_never,omitempty"`
+	// Whether the store decided (DEGRADED_NONE), or which failure mode
+	// answered because it could not.
+	Degraded      Degraded `protobuf:"varint,10,opt,name=degraded,proto3,enum=sluice.ratelimit.v1.Degraded" json:"degraded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -314,6 +383,13 @@ func (x *CheckResponse) GetRetryNever() bool {
 		return x.RetryNever
 	}
 	return false
+}
+
+func (x *CheckResponse) GetDegraded() Degraded {
+	if x != nil {
+		return x.Degraded
+	}
+	return Degraded_DEGRADED_NONE
 }
 
 // BatchRequest is many checks decided in one call.
@@ -637,7 +713,7 @@ const file_sluice_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\vclient_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"clientTime\x12'\n" +
 	"\x0fidempotency_key\x18\a \x01(\tR\x0eidempotencyKeyB\a\n" +
-	"\x05_cost\"\xd1\x02\n" +
+	"\x05_cost\"\x8c\x03\n" +
 	"\rCheckResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\x03R\acurrent\x12\x14\n" +
@@ -649,7 +725,9 @@ const file_sluice_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x05state\x18\a \x01(\x0e2\x1a.sluice.ratelimit.v1.StateR\x05state\x12\x12\n" +
 	"\x04rule\x18\b \x01(\tR\x04rule\x12\x1f\n" +
 	"\vretry_never\x18\t \x01(\bR\n" +
-	"retryNever\"o\n" +
+	"retryNever\x129\n" +
+	"\bdegraded\x18\n" +
+	" \x01(\x0e2\x1d.sluice.ratelimit.v1.DegradedR\bdegraded\"o\n" +
 	"\fBatchRequest\x129\n" +
 	"\x06checks\x18\x01 \x03(\v2!.sluice.ratelimit.v1.CheckRequestR\x06checks\x12$\n" +
 	"\x0eall_or_nothing\x18\x02 \x01(\bR\fallOrNothing\"\x86\x01\n" +
@@ -671,7 +749,12 @@ const file_sluice_ratelimit_v1_ratelimit_proto_rawDesc = "" +
 	"\x11STATE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSTATE_NORMAL\x10\x01\x12\x11\n" +
 	"\rSTATE_WARNING\x10\x02\x12\x13\n" +
-	"\x0fSTATE_THROTTLED\x10\x032\xcb\x03\n" +
+	"\x0fSTATE_THROTTLED\x10\x03*f\n" +
+	"\bDegraded\x12\x11\n" +
+	"\rDEGRADED_NONE\x10\x00\x12\x16\n" +
+	"\x12DEGRADED_FAIL_OPEN\x10\x01\x12\x18\n" +
+	"\x14DEGRADED_FAIL_CLOSED\x10\x02\x12\x15\n" +
+	"\x11DEGRADED_FALLBACK\x10\x032\xcb\x03\n" +
 	"\x10RateLimitService\x12W\n" +
 	"\x0eCheckRateLimit\x12!.sluice.ratelimit.v1.CheckRequest\x1a\".sluice.ratelimit.v1.CheckResponse\x12\\\n" +
 	"\x13CheckRateLimitBatch\x12!.sluice.ratelimit.v1.BatchRequest\x1a\".sluice.ratelimit.v1.BatchResponse\x12Z\n" +
@@ -692,45 +775,47 @@ func file_sluice_ratelimit_v1_ratelimit_proto_rawDescGZIP() []byte {
 	return file_sluice_ratelimit_v1_ratelimit_proto_rawDescData
 }
 
-var file_sluice_ratelimit_v1_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sluice_ratelimit_v1_ratelimit_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_sluice_ratelimit_v1_ratelimit_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_sluice_ratelimit_v1_ratelimit_proto_goTypes = []any{
 	(State)(0),                    // 0: sluice.ratelimit.v1.State
-	(*CheckRequest)(nil),          // 1: sluice.ratelimit.v1.CheckRequest
-	(*CheckResponse)(nil),         // 2: sluice.ratelimit.v1.CheckResponse
-	(*BatchRequest)(nil),          // 3: sluice.ratelimit.v1.BatchRequest
-	(*BatchResult)(nil),           // 4: sluice.ratelimit.v1.BatchResult
-	(*BatchResponse)(nil),         // 5: sluice.ratelimit.v1.BatchResponse
-	(*ResetRequest)(nil),          // 6: sluice.ratelimit.v1.ResetRequest
-	(*ResetResponse)(nil),         // 7: sluice.ratelimit.v1.ResetResponse
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
-	(*status.Status)(nil),         // 10: google.rpc.Status
+	(Degraded)(0),                 // 1: sluice.ratelimit.v1.Degraded
+	(*CheckRequest)(nil),          // 2: sluice.ratelimit.v1.CheckRequest
+	(*CheckResponse)(nil),         // 3: sluice.ratelimit.v1.CheckResponse
+	(*BatchRequest)(nil),          // 4: sluice.ratelimit.v1.BatchRequest
+	(*BatchResult)(nil),           // 5: sluice.ratelimit.v1.BatchResult
+	(*BatchResponse)(nil),         // 6: sluice.ratelimit.v1.BatchResponse
+	(*ResetRequest)(nil),          // 7: sluice.ratelimit.v1.ResetRequest
+	(*ResetResponse)(nil),         // 8: sluice.ratelimit.v1.ResetResponse
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
+	(*status.Status)(nil),         // 11: google.rpc.Status
 }
 var file_sluice_ratelimit_v1_ratelimit_proto_depIdxs = []int32{
-	8,  // 0: sluice.ratelimit.v1.CheckRequest.client_time:type_name -> google.protobuf.Timestamp
-	8,  // 1: sluice.ratelimit.v1.CheckResponse.reset_at:type_name -> google.protobuf.Timestamp
-	9,  // 2: sluice.ratelimit.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
+	9,  // 0: sluice.ratelimit.v1.CheckRequest.client_time:type_name -> google.protobuf.Timestamp
+	9,  // 1: sluice.ratelimit.v1.CheckResponse.reset_at:type_name -> google.protobuf.Timestamp
+	10, // 2: sluice.ratelimit.v1.CheckResponse.retry_after:type_name -> google.protobuf.Duration
 	0,  // 3: sluice.ratelimit.v1.CheckResponse.state:type_name -> sluice.ratelimit.v1.State
-	1,  // 4: sluice.ratelimit.v1.BatchRequest.checks:type_name -> sluice.ratelimit.v1.CheckRequest
-	2,  // 5: sluice.ratelimit.v1.BatchResult.response:type_name -> sluice.ratelimit.v1.CheckResponse
-	10, // 6: sluice.ratelimit.v1.BatchResult.error:type_name -> google.rpc.Status
-	4,  // 7: sluice.ratelimit.v1.BatchResponse.results:type_name -> sluice.ratelimit.v1.BatchResult
-	1,  // 8: sluice.ratelimit.v1.RateLimitService.CheckRateLimit:input_type -> sluice.ratelimit.v1.CheckRequest
-	3,  // 9: sluice.ratelimit.v1.RateLimitService.CheckRateLimitBatch:input_type -> sluice.ratelimit.v1.BatchRequest
-	1,  // 10: sluice.ratelimit.v1.RateLimitService.GetRemainingQuota:input_type -> sluice.ratelimit.v1.CheckRequest
-	6,  // 11: sluice.ratelimit.v1.RateLimitService.ResetLimit:input_type -> sluice.ratelimit.v1.ResetRequest
-	1,  // 12: sluice.ratelimit.v1.RateLimitService.Report:input_type -> sluice.ratelimit.v1.CheckRequest
-	2,  // 13: sluice.ratelimit.v1.RateLimitService.CheckRateLimit:output_type -> sluice.ratelimit.v1.CheckResponse
-	5,  // 14: sluice.ratelimit.v1.RateLimitService.CheckRateLimitBatch:output_type -> sluice.ratelimit.v1.BatchResponse
-	2,  // 15: sluice.ratelimit.v1.RateLimitService.GetRemainingQuota:output_type -> sluice.ratelimit.v1.CheckResponse
-	7,  // 16: sluice.ratelimit.v1.RateLimitService.ResetLimit:output_type -> sluice.ratelimit.v1.ResetResponse
-	2,  // 17: sluice.ratelimit.v1.RateLimitService.Report:output_type -> sluice.ratelimit.v1.CheckResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	1,  // 4: sluice.ratelimit.v1.CheckResponse.degraded:type_name -> sluice.ratelimit.v1.Degraded
+	2,  // 5: sluice.ratelimit.v1.BatchRequest.checks:type_name -> sluice.ratelimit.v1.CheckRequest
+	3,  // 6: sluice.ratelimit.v1.BatchResult.response:type_name -> sluice.ratelimit.v1.CheckResponse
+	11, // 7: sluice.ratelimit.v1.BatchResult.error:type_name -> google.rpc.Status
+	5,  // 8: sluice.ratelimit.v1.BatchResponse.results:type_name -> sluice.ratelimit.v1.BatchResult
+	2,  // 9: sluice.ratelimit.v1.RateLimitService.CheckRateLimit:input_type -> sluice.ratelimit.v1.CheckRequest
+	4,  // 10: sluice.ratelimit.v1.RateLimitService.CheckRateLimitBatch:input_type -> sluice.ratelimit.v1.BatchRequest
+	2,  // 11: sluice.ratelimit.v1.RateLimitService.GetRemainingQuota:input_type -> sluice.ratelimit.v1.CheckRequest
+	7,  // 12: sluice.ratelimit.v1.RateLimitService.ResetLimit:input_type -> sluice.ratelimit.v1.ResetRequest
+	2,  // 13: sluice.ratelimit.v1.RateLimitService.Report:input_type -> sluice.ratelimit.v1.CheckRequest
+	3,  // 14: sluice.ratelimit.v1.RateLimitService.CheckRateLimit:output_type -> sluice.ratelimit.v1.CheckResponse
+	6,  // 15: sluice.ratelimit.v1.RateLimitService.CheckRateLimitBatch:output_type -> sluice.ratelimit.v1.BatchResponse
+	3,  // 16: sluice.ratelimit.v1.RateLimitService.GetRemainingQuota:output_type -> sluice.ratelimit.v1.CheckResponse
+	8,  // 17: sluice.ratelimit.v1.RateLimitService.ResetLimit:output_type -> sluice.ratelimit.v1.ResetResponse
+	3,  // 18: sluice.ratelimit.v1.RateLimitService.Report:output_type -> sluice.ratelimit.v1.CheckResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_sluice_ratelimit_v1_ratelimit_proto_init() }
@@ -748,7 +833,7 @@ func file_sluice_ratelimit_v1_ratelimit_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_ratelimit_v1_ratelimit_proto_rawDesc), len(file_sluice_ratelimit_v1_ratelimit_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -41,7 +41,8 @@ const (
 // UNAVAILABLE when the store could not decide (no store error text is sent).
 // Every response carries the rate-limit fields of the decision as response
 // metadata (ratelimit, ratelimit-policy, x-ratelimit-*, retry-after), as the
-// sluice middleware sends them.
+// sluice middleware sends them, and sluice-degraded when a failure mode
+// answered because the store could not decide (see Degraded).
 type RateLimitServiceClient interface {
 	// CheckRateLimit decides one check: cost units are taken from every rule
 	// that matches (all or nothing) when all of them allow it.
@@ -129,7 +130,8 @@ func (c *rateLimitServiceClient) Report(ctx context.Context, in *CheckRequest, o
 // UNAVAILABLE when the store could not decide (no store error text is sent).
 // Every response carries the rate-limit fields of the decision as response
 // metadata (ratelimit, ratelimit-policy, x-ratelimit-*, retry-after), as the
-// sluice middleware sends them.
+// sluice middleware sends them, and sluice-degraded when a failure mode
+// answered because the store could not decide (see Degraded).
 type RateLimitServiceServer interface {
 	// CheckRateLimit decides one check: cost units are taken from every rule
 	// that matches (all or nothing) when all of them allow it.
