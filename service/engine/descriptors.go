@@ -103,10 +103,12 @@ type DescriptorsResult struct {
 // after the refund, allowed even when the counter is spent
 // (envoyproxy/ratelimit answers negative hits OK).
 //
-// Invalid input (no domain, no descriptors, a descriptor without entries,
-// an entry without key, a negative cost, or sizes over the bounds) wraps
-// ErrInvalid, naming the field ("descriptors[1].entries[0].key"). A store
-// failure is an error wrapping the store's.
+// A descriptor without entries, or with an entry without key, matches no
+// rule (OK, nothing counted). Invalid input (no domain, no descriptors, a
+// negative cost, or sizes over the bounds) wraps ErrInvalid, naming the
+// field ("descriptors[1].entries[0].key"). A store failure is an error
+// wrapping the store's; under a guard, its failure mode answers instead
+// and DescriptorsResult.Degraded says so.
 func (e *Engine) Descriptors(ctx context.Context, domain string, ds []Descriptor) (DescriptorsResult, error) {
 	start := time.Now()
 	res, ids, err := e.descriptors(ctx, domain, ds, len(e.cfg.observers) > 0)
