@@ -201,11 +201,11 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 		}
 		ops = addOp(ops, m, ds[i].Cost)
 	}
-	costs := make([]int64, len(ops)) // what each op asks, before a Deny rule makes it a peek
-	for j := range ops {
-		costs[j] = ops[j].Cost
-		if denies { // all or nothing: the others only peek
-			ops[j].Cost = 0
+	var asked []int64 // what each op asks, when a Deny rule makes it a peek
+	if denies {       // all or nothing: the others only peek
+		asked = make([]int64, len(ops))
+		for j := range ops {
+			asked[j], ops[j].Cost = ops[j].Cost, 0
 		}
 	}
 	res.Decision.Allowed = true
@@ -217,7 +217,11 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 		refused := groupRefused(ops, d.Results)
 		for i := range ms {
 			if j := ms[i].op; j >= 0 {
-				res.Statuses[i].Result = ownStatus(d.Results[j], costs[j], ms[i].upto, !refused && ops[j].Cost > 0 && d.Results[j].Allowed)
+				cost := ops[j].Cost
+				if asked != nil {
+					cost = asked[j]
+				}
+				res.Statuses[i].Result = ownStatus(d.Results[j], cost, ms[i].upto, !refused && ops[j].Cost > 0 && d.Results[j].Allowed)
 			}
 		}
 		d.Allowed = !refused
