@@ -28,8 +28,9 @@ import (
 // decided in one all-or-nothing store call, so either every check is
 // admitted and counted, or none counts anything, and every Result's
 // Allowed is the batch's (a check no rule applies to follows the batch
-// too). Two checks counted by one rule and identifier take their summed
-// cost from one counter. A check a Deny rule (not a shadow) matches denies
+// too). A check of cost 0 takes nothing and refuses nothing (its Remaining
+// says what is left). Two checks counted by one rule and identifier take
+// their summed cost from one counter. A check a Deny rule (not a shadow) matches denies
 // the batch: no check takes anything (the others' counters are peeked).
 // Idempotency keys do not apply to such a batch. If any check is invalid,
 // nothing is decided: the invalid ones get their errors and the others an
@@ -121,6 +122,9 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 			}
 			return results, errs
 		}
+		// The store's all or nothing is over the takes: a peek that finds
+		// its counter spent refuses nothing, and the batch was counted.
+		d.Allowed = !groupRefused(ops, d.Results)
 	}
 	if denies {
 		d.Allowed = false

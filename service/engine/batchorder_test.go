@@ -110,3 +110,36 @@ func TestBatchInRequestOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchAllOrNothingPeekRefusesNothing: in an all-or-nothing batch, a
+// check of cost 0 whose counter is spent takes nothing and refuses
+// nothing: the batch is admitted, says so, and is counted; a batch whose
+// take does not fit is refused and counts nothing, peek or not. On memory
+// and on a real redis-server.
+func TestBatchAllOrNothingPeekRefusesNothing(t *testing.T) {
+	for name, newStore := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			e := newEngine(t, newStore(t), batchOrderYAML)
+			mustCheck(t, e, engine.Check{Dimension: "ip", Identifier: "spent", Cost: 4})
+			peek := engine.Check{Dimension: "ip", Identifier: "spent", Cost: 0}
+			take := engine.Check{Dimension: "user", Identifier: "u", Endpoint: "/b", Cost: 2}
+			rs, errs := e.CheckBatch(ctx, []engine.Check{peek, take}, true)
+			require.Equal(t, []error{nil, nil}, errs)
+			require.True(t, rs[0].Allowed, "the batch was counted: it is admitted")
+			require.True(t, rs[1].Allowed)
+			require.Zero(t, rs[0].Remaining, "the peek says its counter is spent")
+			require.EqualValues(t, 8, rs[1].Remaining)
+			require.EqualValues(t, 8, mustCheck(t, e, engine.Check{Dimension: "user", Identifier: "u", Endpoint: "/b", Cost: 0}).Remaining,
+				"the admitted batch took 2")
+
+			take.Cost = 20 // above the bucket's 10
+			rs, errs = e.CheckBatch(ctx, []engine.Check{peek, take}, true)
+			require.Equal(t, []error{nil, nil}, errs)
+			require.False(t, rs[0].Allowed)
+			require.False(t, rs[1].Allowed)
+			require.EqualValues(t, 8, mustCheck(t, e, engine.Check{Dimension: "user", Identifier: "u", Endpoint: "/b", Cost: 0}).Remaining,
+				"the refused batch took nothing")
+		})
+	}
+}
