@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -152,10 +153,9 @@ func (s *syncBuf) String() string {
 
 // diffPair is the two servers of the differential test on one Redis.
 type diffPair struct {
-	redis  *goredis.Client
-	ours   rlsv3.RateLimitServiceClient
-	envoy  rlsv3.RateLimitServiceClient
-	random *rand.Rand
+	redis *goredis.Client
+	ours  rlsv3.RateLimitServiceClient
+	envoy rlsv3.RateLimitServiceClient
 }
 
 func startDiffPair(t *testing.T) *diffPair {
@@ -325,12 +325,12 @@ func envoyKey(kv []string, u rlsv3.RateLimitResponse_RateLimit_Unit, sec int64) 
 	return b.String()
 }
 
-// counterKey names a counter of one step: the envoyproxy/ratelimit key of
-// its descriptors.
+// counter is a counter of one step: its envoyproxy/ratelimit key, its
+// limit and the step's hits on it.
 type counter struct {
 	key   string
 	limit uint32
-	hits  uint64 // the step's hits on it
+	hits  uint64
 }
 
 // expected is what ratelimitd must answer for a step, from
@@ -389,7 +389,7 @@ func expected(t *testing.T, p *diffPair, req *rlsv3.RateLimitRequest, ds []diffD
 			LimitRemaining: st.GetLimitRemaining(), DurationUntilReset: st.GetDurationUntilReset()}
 		if l := st.GetCurrentLimit(); l != nil {
 			k := envoyKey(ds[i].kv, l.GetUnit(), sec)
-			taken := !slicesContainsKey(untaken, k)
+			taken := !slices.ContainsFunc(untaken, func(c counter) bool { return c.key == k })
 			if !taken && before[k]+upto[i] <= uint64(l.GetRequestsPerUnit()) {
 				w.LimitRemaining = l.GetRequestsPerUnit() - uint32(before[k])
 			}
@@ -397,15 +397,6 @@ func expected(t *testing.T, p *diffPair, req *rlsv3.RateLimitRequest, ds []diffD
 		want.Statuses = append(want.Statuses, w)
 	}
 	return want, untaken
-}
-
-func slicesContainsKey(cs []counter, key string) bool {
-	for _, c := range cs {
-		if c.key == key {
-			return true
-		}
-	}
-	return false
 }
 
 // sameStatuses requires ratelimitd's response to be want, field by field;
