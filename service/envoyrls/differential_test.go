@@ -76,7 +76,10 @@ const envoyPrefix = "envoyrl:"
 // startEnvoyRatelimit starts envoyproxy/ratelimit's server (service_cmd
 // from service/.bin) on loopback ports, on the redis-server at redisAddr
 // with envoyPrefix keys, serving rules, and returns its gRPC address once
-// it answers ShouldRateLimit under them. It is killed on cleanup.
+// it answers ShouldRateLimit under them. It is killed on cleanup. A start
+// that exits before it is ready (a port taken by another process between
+// picking it and binding it) is tried again on other ports, three times in
+// all.
 func startEnvoyRatelimit(t *testing.T, redisAddr, rules string) string {
 	t.Helper()
 	bin := tool(t, "service_cmd")
@@ -84,6 +87,22 @@ func startEnvoyRatelimit(t *testing.T, redisAddr, rules string) string {
 	conf := filepath.Join(root, "ratelimit", "config")
 	require.NoError(t, os.MkdirAll(conf, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(conf, "config.yaml"), []byte(rules), 0o644))
+	var logs string
+	for range 3 {
+		addr, out, ok := launchEnvoyRatelimit(t, bin, redisAddr, root)
+		if ok {
+			return addr
+		}
+		logs = out
+	}
+	t.Fatalf("envoyproxy/ratelimit did not start:\n%s", logs)
+	return ""
+}
+
+// launchEnvoyRatelimit is one start of startEnvoyRatelimit: the gRPC
+// address when it is ready, or its output and false when it exited first.
+func launchEnvoyRatelimit(t *testing.T, bin, redisAddr, root string) (addr, logs string, ok bool) {
+	t.Helper()
 	ports := make([]string, 3)
 	for i := range ports {
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -98,8 +117,8 @@ func startEnvoyRatelimit(t *testing.T, redisAddr, rules string) string {
 		"USE_STATSD=false", "LOG_LEVEL=warn",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redisAddr, "CACHE_KEY_PREFIX="+envoyPrefix,
 		"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false")
-	var logs syncBuf
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	var out syncBuf
+	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -107,7 +126,7 @@ func startEnvoyRatelimit(t *testing.T, redisAddr, rules string) string {
 		_ = cmd.Process.Kill()
 		<-exited
 	})
-	addr := "127.0.0.1:" + ports[0]
+	addr = "127.0.0.1:" + ports[0]
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	defer conn.Close()
@@ -115,19 +134,19 @@ func startEnvoyRatelimit(t *testing.T, redisAddr, rules string) string {
 	probe := &rlsv3.RateLimitRequest{Domain: "diff", Descriptors: []*rlcommon.RateLimitDescriptor{desc("internal", "probe")}}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		select {
+		case <-exited:
+			return "", out.String(), false
+		default:
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		res, err := client.ShouldRateLimit(ctx, probe)
 		cancel()
 		if err == nil && len(res.GetStatuses()) == 1 && res.GetStatuses()[0].GetLimitRemaining() > 0 {
-			return addr // the unlimited rule answered: the rules are loaded
-		}
-		select {
-		case <-exited:
-			t.Fatalf("envoyproxy/ratelimit exited:\n%s", logs.String())
-		default:
+			return addr, "", true // the unlimited rule answered: the rules are loaded
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("envoyproxy/ratelimit not ready in 30 s (last: %v):\n%s", err, logs.String())
+			t.Fatalf("envoyproxy/ratelimit not ready in 30 s (last: %v):\n%s", err, out.String())
 		}
 		time.Sleep(20 * time.Millisecond) // a poll interval, not a wait for an outcome
 	}
