@@ -10,18 +10,48 @@ import (
 	"strings"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
+	_ "modernc.org/sqlite"           // registers the "sqlite" database/sql driver
 )
 
 // DB is a rules database: open with Open, close with Close. It is safe for
 // concurrent use.
 type DB struct {
-	db  *sql.DB
-	now func() time.Time
-	pg  bool   // PostgreSQL: $1 placeholders, row locks, NOTIFY
-	dsn string // the PostgreSQL DSN, for the listener's own connection
+	db      *sql.DB
+	now     func() time.Time
+	pg      bool   // PostgreSQL: $1 placeholders, row locks, NOTIFY
+	dsn     string // the PostgreSQL DSN, for the listener's own connection
+	timeout time.Duration
 }
+
+// DefaultTimeout is the bound of each call of a DB on its database unless
+// WithTimeout sets another.
+const DefaultTimeout = 5 * time.Second
+
+// Option configures a DB (Open).
+type Option func(*options)
+
+type options struct{ timeout time.Duration }
+
+// WithTimeout bounds each call of the DB on its database (a query, a
+// write's whole transaction, a load of the Source's): past d it fails
+// with an error wrapping context.DeadlineExceeded, and a transaction cut
+// short is rolled back, so a write is whole or absent. It holds whatever
+// the caller's context (a context with an earlier deadline keeps it), so
+// a database that stops answering (a network partition that drops
+// packets without closing the connections) never holds a caller longer
+// than d. d must be positive; the default is DefaultTimeout. Migrations
+// at Open are bounded by Open's context only.
+func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
+
+// bound returns ctx bounded by the DB's timeout.
+func (d *DB) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.timeout)
+}
+
+// Timeout returns the bound of each of the DB's calls (WithTimeout).
+func (d *DB) Timeout() time.Duration { return d.timeout }
 
 // Open opens the rules database at dsn and brings its schema up to date.
 // A dsn starting with "postgres://" or "postgresql://" is a PostgreSQL
@@ -31,15 +61,22 @@ type DB struct {
 // journaling, a 5 s busy timeout, foreign keys and immediate
 // (write-locking) transactions unless the DSN sets them. A schema newer
 // than this build is refused with ErrSchemaTooNew.
-func Open(ctx context.Context, dsn string) (*DB, error) {
+func Open(ctx context.Context, dsn string, opts ...Option) (*DB, error) {
 	if strings.TrimSpace(dsn) == "" {
 		return nil, errors.New("rulesdb: dsn: required")
 	}
-	d := &DB{now: time.Now}
+	o := options{timeout: DefaultTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.timeout <= 0 {
+		return nil, fmt.Errorf("rulesdb: timeout: must be positive, got %s", o.timeout)
+	}
+	d := &DB{now: time.Now, timeout: o.timeout}
 	var err error
 	if IsPostgres(dsn) {
 		d.pg, d.dsn = true, dsn
-		d.db, err = sql.Open("pgx", dsn)
+		d.db, err = openPG(dsn, o.timeout)
 		if err == nil {
 			// Writes serialize on the revision row anyway; a bounded pool
 			// keeps a fleet within the server's max_connections (each
@@ -62,6 +99,28 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// idleInTx is PostgreSQL's setting that ends a session whose transaction
+// has waited for its client longer than its value (milliseconds).
+const idleInTx = "idle_in_transaction_session_timeout"
+
+// openPG opens the pool of the PostgreSQL database dsn. Its sessions end
+// a transaction left idle longer than timeout (unless dsn sets
+// idle_in_transaction_session_timeout itself): no call of the DB keeps
+// one open that long, so such a transaction was abandoned by a client cut
+// off from the server (a partition), and its locks (the revision row's,
+// which every write takes) are released instead of holding every other
+// instance's writes until the server notices the connection is dead.
+func openPG(dsn string, timeout time.Duration) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if _, set := cfg.RuntimeParams[idleInTx]; !set {
+		cfg.RuntimeParams[idleInTx] = strconv.FormatInt(max(timeout.Milliseconds(), 1), 10)
+	}
+	return stdlib.OpenDB(*cfg), nil
 }
 
 // IsPostgres reports whether dsn names a PostgreSQL database
@@ -117,6 +176,8 @@ func (d *DB) Close() error { return d.db.Close() }
 // Revision returns the database's revision: the number of writes made to
 // it, bumped by each in its own transaction.
 func (d *DB) Revision(ctx context.Context) (int64, error) {
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	var rev int64
 	if err := d.db.QueryRowContext(ctx, `SELECT value FROM revision WHERE id = 1`).Scan(&rev); err != nil {
 		return 0, fmt.Errorf("rulesdb: revision: %w", err)

@@ -12,4 +12,8 @@
 // NotifyChannel with the new revision. Source serves the database to the
 // engine as a rules.Source: it watches the revision and loads a new
 // validated snapshot when it moves.
+//
+// Every call on the database is bounded (WithTimeout, DefaultTimeout): a
+// database that stops answering fails the call with an error wrapping
+// context.DeadlineExceeded, and a write cut short is rolled back whole.
 package rulesdb

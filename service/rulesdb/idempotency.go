@@ -105,6 +105,8 @@ func (d *DB) BeginIdempotent(ctx context.Context, token, key string, requestHash
 		return nil, errors.New("rulesdb: idempotency: token, key and request hash are required")
 	}
 	h := hex.EncodeToString(requestHash)
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	now := d.now()
 	ms := now.UnixMilli()
 	tx, err := d.db.BeginTx(ctx, nil)
@@ -185,6 +187,8 @@ func (d *DB) FinishIdempotent(ctx context.Context, token, key string, resp Store
 	if resp.Status < 100 || resp.Status > 999 {
 		return fmt.Errorf("rulesdb: idempotency: status: must be an HTTP status, got %d", resp.Status)
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	if resp.Status >= 500 {
 		res, err := d.db.ExecContext(ctx, d.q(`DELETE FROM idempotency WHERE token = ? AND "key" = ? AND status = 0 AND revision IS NULL`), token, key)
 		if err != nil {

@@ -75,6 +75,8 @@ func (d *DB) SetOverride(ctx context.Context, actor string, o Override) error {
 	if o.Block && (o.Limit != 0 || o.WindowSeconds != 0) {
 		return fmt.Errorf("%w: block: a block has no limit or window_seconds", ErrInvalid)
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	tx, err := d.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("rulesdb: override.set: begin: %w", err)
@@ -135,6 +137,8 @@ func (d *DB) ClearOverride(ctx context.Context, actor, dimension, identifier, ru
 	if strings.TrimSpace(actor) == "" {
 		return errors.New("rulesdb: actor: required")
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	tx, err := d.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("rulesdb: override.clear: begin: %w", err)
@@ -169,6 +173,8 @@ func (d *DB) ClearOverride(ctx context.Context, actor, dimension, identifier, ru
 // are ignored: an override lapses at its instant without any write), by
 // rule ID.
 func (d *DB) Overrides(ctx context.Context, dimension, identifier string, now time.Time) ([]Override, error) {
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	rows, err := d.db.QueryContext(ctx, d.q(`SELECT dimension, identifier, rule_id, "limit", window_seconds, block, expires_at, revision
 		FROM overrides WHERE dimension = ? AND identifier = ? AND expires_at > ? AND cleared_at IS NULL ORDER BY rule_id`), dimension, identifier, now.UnixMilli())
 	if err != nil {

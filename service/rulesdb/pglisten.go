@@ -48,20 +48,23 @@ func (s *Source) listen(ctx context.Context, dsn string, ev chan<- listenEvent) 
 
 // listenOnce connects, LISTENs and relays notifications until the
 // connection fails (its error) or ctx ends; listened reports that it got
-// as far as listening.
+// as far as listening. Connecting and LISTEN are bounded by the database's
+// timeout.
 func (s *Source) listenOnce(ctx context.Context, dsn string, again bool, send func(listenEvent), back *backoff) (listened bool, err error) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	conn, err := pgx.Connect(cctx, dsn)
-	cancel()
-	if err != nil {
-		return false, err
+	if err == nil {
+		_, err = conn.Exec(cctx, "LISTEN "+NotifyChannel)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+	cancel()
+	if conn != nil {
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_ = conn.Close(cctx)
+		}()
+	}
+	if err != nil {
 		return false, err
 	}
 	back.reset()

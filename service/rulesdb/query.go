@@ -82,6 +82,8 @@ func (d *DB) ListRules(ctx context.Context, f RuleFilter, cursor string, limit i
 		args = append(args, *f.Enabled)
 	}
 	args = append(args, limit+1)
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	out, err := queryRules(ctx, d.db, "list", d.q(`SELECT `+ruleCols+` FROM rules WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`), args...)
 	if err != nil {
 		return nil, "", err
@@ -175,6 +177,8 @@ func (d *DB) AuditQuery(ctx context.Context, f AuditFilter) ([]AuditEntry, strin
 	}
 	query += ` ORDER BY revision ` + order + ` LIMIT ?`
 	args = append(args, limit+1)
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	rows, err := d.db.QueryContext(ctx, d.q(query), args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("rulesdb: audit: %w", err)

@@ -16,10 +16,6 @@ import (
 // DefaultPollInterval is how often a Source checks the revision by default.
 const DefaultPollInterval = 500 * time.Millisecond
 
-// opTimeout bounds each of Watch's queries (a poll, a load), so that a
-// database that stops answering is reported instead of hanging the watch.
-const opTimeout = 10 * time.Second
-
 // CachedSuffix marks the revision of a snapshot read from the disk cache
 // (WithCache) while the database could not be reached: "42 (cached)".
 const CachedSuffix = " (cached)"
@@ -38,10 +34,11 @@ const CachedSuffix = " (cached)"
 // DefaultFullReloadEvery loads or DefaultFullReloadAfter). It is safe for
 // concurrent use.
 type Source struct {
-	poll time.Duration
-	o    sourceOptions
-	dsn  string // OpenSource: what Watch (re)connects to
-	now  func() time.Time
+	poll    time.Duration
+	o       sourceOptions
+	dsn     string // OpenSource: what Watch (re)connects to
+	timeout time.Duration
+	now     func() time.Time
 
 	mu        sync.Mutex
 	db        *DB
@@ -70,6 +67,7 @@ type sourceOptions struct {
 	log       *slog.Logger
 	fullEvery int           // at most this many loads in a row are incremental
 	fullAfter time.Duration // and a full load is at most this old
+	db        []Option      // OpenSource's: what it opens the database with
 }
 
 // WithCache keeps the last good snapshot's rows (revision, rules, tiers,
@@ -84,11 +82,19 @@ func WithCache(path string) SourceOption { return func(o *sourceOptions) { o.cac
 // discards them; errors that matter are also passed to Watch's onError.
 func WithLogger(l *slog.Logger) SourceOption { return func(o *sourceOptions) { o.log = l } }
 
+// WithDBOptions sets the options OpenSource opens its database with (and
+// opens it again with, when it was not reached at first): its timeout
+// (WithTimeout) also bounds each of Watch's queries and its listener's
+// connection. A Source of DB.Source takes its DB's.
+func WithDBOptions(opts ...Option) SourceOption {
+	return func(o *sourceOptions) { o.db = append(o.db, opts...) }
+}
+
 // Source returns the rules.Source of d, polling every poll (0 means
 // DefaultPollInterval; a negative interval is an error of Watch).
 func (d *DB) Source(poll time.Duration, opts ...SourceOption) *Source {
 	s := newSource(poll, opts)
-	s.db = d
+	s.db, s.timeout = d, d.timeout
 	return s
 }
 
@@ -104,6 +110,11 @@ func newSource(poll time.Duration, opts []SourceOption) *Source {
 	if s.o.log == nil {
 		s.o.log = slog.New(slog.DiscardHandler)
 	}
+	dbo := options{timeout: DefaultTimeout}
+	for _, o := range s.o.db {
+		o(&dbo)
+	}
+	s.timeout = dbo.timeout
 	return s
 }
 
@@ -117,7 +128,10 @@ func newSource(poll time.Duration, opts []SourceOption) *Source {
 func OpenSource(ctx context.Context, dsn string, poll time.Duration, opts ...SourceOption) (*Source, error) {
 	s := newSource(poll, opts)
 	s.dsn = dsn
-	d, err := Open(ctx, dsn)
+	if s.timeout <= 0 {
+		return nil, fmt.Errorf("rulesdb: timeout: must be positive, got %s", s.timeout)
+	}
+	d, err := Open(ctx, dsn, s.o.db...)
 	if err == nil {
 		s.db = d
 		return s, nil
@@ -238,6 +252,8 @@ func (s *Source) loadDB(ctx context.Context, db *DB, full bool) (*rules.Snapshot
 		opts.Isolation = sql.LevelRepeatableRead
 	}
 	st := &state{}
+	ctx, cancel := db.bound(ctx)
+	defer cancel()
 	tx, err := db.db.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, st, fmt.Errorf("rulesdb: load: %w", err)
@@ -312,7 +328,8 @@ func (s *Source) loadCache() (*rules.Snapshot, *state, time.Time, error) {
 // snapshot stays in force; when the database answers again after a failed
 // poll, Watch reloads fully. The first poll compares against the revision of
 // the last snapshot Load returned (or, if Load was never called, the
-// revision the database has when Watch starts).
+// revision the database has when Watch starts). Each poll and load is
+// bounded by the database's timeout (WithTimeout).
 func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError func(error)) error {
 	if s.poll < 0 {
 		return fmt.Errorf("rulesdb: poll interval: must be positive, got %s", s.poll)
@@ -342,7 +359,7 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 	// reload loads the current revision and applies it when it is new (or
 	// always, when force: a reconnect may have missed anything).
 	reload := func(db *DB, force bool) {
-		lctx, cancel := context.WithTimeout(ctx, opTimeout)
+		lctx, cancel := context.WithTimeout(ctx, s.timeout)
 		var snap *rules.Snapshot
 		var st *state
 		err := onLiveConn(lctx, func() (err error) {
@@ -389,7 +406,7 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 			db, pending = d, true
 		}
 		if !seen {
-			pctx, cancel := context.WithTimeout(ctx, opTimeout)
+			pctx, cancel := context.WithTimeout(ctx, s.timeout)
 			rev, err := db.Revision(pctx)
 			cancel()
 			if err != nil {
@@ -417,7 +434,7 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 			return nil
 		case <-retry:
 		case <-t.C:
-			pctx, cancel := context.WithTimeout(ctx, opTimeout)
+			pctx, cancel := context.WithTimeout(ctx, s.timeout)
 			var rev int64
 			err := onLiveConn(pctx, func() (err error) {
 				rev, err = db.Revision(pctx)
@@ -451,7 +468,7 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 			case e.connected:
 				// Anything written before LISTEN took effect is caught
 				// by this check (and by the poll).
-				pctx, cancel := context.WithTimeout(ctx, opTimeout)
+				pctx, cancel := context.WithTimeout(ctx, s.timeout)
 				rev, err := db.Revision(pctx)
 				cancel()
 				if err == nil && rev != last {
@@ -466,15 +483,19 @@ func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError
 	}
 }
 
+// openTimeout bounds Watch's opening of OpenSource's database (a
+// connection and the migrations) when it was not reached at first.
+const openTimeout = 10 * time.Second
+
 // connect opens s.dsn (OpenSource's database) within a bound, and makes it
 // the Source's database.
 func (s *Source) connect(ctx context.Context) (*DB, error) {
 	if s.dsn == "" {
 		return nil, errors.New("rulesdb: no database")
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
-	d, err := Open(cctx, s.dsn)
+	d, err := Open(cctx, s.dsn, s.o.db...)
 	if err != nil {
 		return nil, err
 	}

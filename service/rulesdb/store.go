@@ -38,6 +38,8 @@ func scanRule(s scanner) (*Rule, error) {
 
 // Get returns the rule id.
 func (d *DB) Get(ctx context.Context, id string) (*Rule, error) {
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	r, err := scanRule(d.db.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: id %q", ErrNotFound, id)
@@ -54,6 +56,8 @@ func (d *DB) List(ctx context.Context, cursor string, limit int) ([]*Rule, strin
 	if limit < 1 || limit > 1000 {
 		return nil, "", fmt.Errorf("rulesdb: limit: must be 1 to 1000, got %d", limit)
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	out, err := queryRules(ctx, d.db, "list", d.q(`SELECT `+ruleCols+` FROM rules WHERE id > ? ORDER BY id LIMIT ?`), cursor, limit+1)
 	if err != nil {
 		return nil, "", err
@@ -128,10 +132,10 @@ func (d *DB) Delete(ctx context.Context, actor, id, ifMatch string) error {
 
 type change func(ctx context.Context, tx *sql.Tx, cur *Rule, rev int64, now int64) (*Rule, error)
 
-// write runs one rule change in a transaction: it validates next (nil for a
-// delete) alone, bumps the revision, applies change, checks the resulting
-// rule set as the engine would (the rules the change can conflict with:
-// see checkRelated) and appends the audit row.
+// write runs one rule change in a transaction, within the DB's timeout: it
+// validates next (nil for a delete) alone, bumps the revision, applies
+// change, checks the resulting rule set as the engine would (the rules the
+// change can conflict with: see checkRelated) and appends the audit row.
 func (d *DB) write(ctx context.Context, actor, action, id string, apply change, next *Rule) (*Rule, error) {
 	if strings.TrimSpace(actor) == "" {
 		return nil, errors.New("rulesdb: actor: required")
@@ -141,6 +145,8 @@ func (d *DB) write(ctx context.Context, actor, action, id string, apply change, 
 			return nil, err
 		}
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	tx, err := d.begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: %s: begin: %w", action, err)
@@ -253,6 +259,8 @@ func (d *DB) Audit(ctx context.Context, since int64, limit int) ([]AuditEntry, e
 	if limit < 1 || limit > 1000 {
 		return nil, fmt.Errorf("rulesdb: limit: must be 1 to 1000, got %d", limit)
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	rows, err := d.db.QueryContext(ctx, d.q(`SELECT `+auditColumns+` FROM audit WHERE revision > ? ORDER BY revision LIMIT ?`), since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: audit: %w", err)

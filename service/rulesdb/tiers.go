@@ -37,6 +37,8 @@ func (d *DB) SetTier(ctx context.Context, actor, dimension, identifier, tier str
 	if _, err := snapshot(0, nil, map[string]map[string]string{dimension: {identifier: "x"}}); err != nil {
 		return err // names tier_assignments.<dimension>
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	tx, err := d.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("rulesdb: tier.set: begin: %w", err)

@@ -120,6 +120,8 @@ func (d *DB) CreateToken(ctx context.Context, actor, name string, scope Scope) (
 		return "", Token{}, fmt.Errorf("rulesdb: token.create: random: %w", err)
 	}
 	secret := TokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	tx, err := d.begin(ctx)
 	if err != nil {
 		return "", Token{}, fmt.Errorf("rulesdb: token.create: begin: %w", err)
@@ -164,6 +166,8 @@ func (d *DB) Authenticate(ctx context.Context, secret string) (Token, error) {
 		return Token{}, ErrUnauthorized
 	}
 	want := hashSecret(secret)
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	var t Token
 	var stored, scope string
 	var created int64
@@ -190,6 +194,8 @@ func (d *DB) RevokeToken(ctx context.Context, actor, name string) error {
 	if strings.TrimSpace(actor) == "" {
 		return errors.New("rulesdb: actor: required")
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	tx, err := d.begin(ctx)
 	if err != nil {
 		return fmt.Errorf("rulesdb: token.revoke: begin: %w", err)
@@ -227,6 +233,8 @@ func (d *DB) RevokeToken(ctx context.Context, actor, name string) error {
 // Tokens returns every token, revoked ones included, by name. Secrets and
 // hashes are never returned.
 func (d *DB) Tokens(ctx context.Context) ([]Token, error) {
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	rows, err := d.db.QueryContext(ctx, `SELECT name, scope, created_at, revoked_at FROM tokens ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: tokens: %w", err)

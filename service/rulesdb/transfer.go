@@ -64,6 +64,8 @@ func (d *DB) Import(ctx context.Context, actor string, rs []Rule) (n int, err er
 		}
 		seen[rs[i].ID] = i
 	}
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	tx, err := d.begin(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("rulesdb: import: begin: %w", err)
@@ -120,5 +122,7 @@ func (d *DB) Import(ctx context.Context, actor string, rs []Rule) (n int, err er
 
 // All returns every stored rule, in ID order.
 func (d *DB) All(ctx context.Context) ([]*Rule, error) {
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
 	return loadRules(ctx, d.db)
 }

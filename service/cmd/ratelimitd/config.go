@@ -20,10 +20,12 @@ type serveConfig struct {
 	RulesPoll time.Duration
 	// DB is the rules database (file:PATH or postgres://...), exclusive
 	// with Rules; RulesCache its snapshot cache file ("" none), DBPoll
-	// how often its revision is polled.
+	// how often its revision is polled, DBTimeout the bound of each call
+	// on it.
 	DB         string
 	RulesCache string
 	DBPoll     time.Duration
+	DBTimeout  time.Duration
 	GRPCAddr   string
 	HTTPAddr   string
 
@@ -85,6 +87,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.StringVar(&c.DB, "db", "", "rules database instead of a rules file: file:PATH (SQLite, one instance) or postgres://USER@HOST:PORT/DB (PostgreSQL, a fleet; changes reach every instance within a second); exclusive with --rules; give a DSN holding a password in the environment (RATELIMITD_DB): it is never logged")
 	fs.StringVar(&c.RulesCache, "rules-cache", "", "with --db: a file keeping the last good rules (JSON, mode 0600, rewritten atomically); an instance that cannot reach the database at start serves from it; empty: no cache (the instance then cannot start while the database is down)")
 	fs.DurationVar(&c.DBPoll, "db-poll", 500*time.Millisecond, "with --db: how often the database revision is polled (PostgreSQL: the safety net behind LISTEN/NOTIFY)")
+	fs.DurationVar(&c.DBTimeout, "db-timeout", rulesdb.DefaultTimeout, "with --db: bound on each database call (a query, a write's transaction, a rules load, the listener's connecting); past it an admin request gets 503 and a write is rolled back; must exceed a full rules load")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address: the native API, Envoy's ShouldRateLimit, health, reflection")
 	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address: the JSON API, Envoy's /json, /metrics, /healthz, /readyz")
 	fs.StringVar(&c.Redis, "redis", "", "Redis to share state on: host:port or redis://host:port[/db] (one node), redis-sentinel://MASTER@h1:p1,h2:p2[/db] (Sentinel), redis-cluster://h1:p1,h2:p2 (Cluster); rediss-... for TLS; empty: the memory store")
@@ -145,6 +148,9 @@ func (c *serveConfig) validate() error {
 	}
 	if c.DBPoll < time.Millisecond {
 		errs = append(errs, fmt.Errorf("--db-poll: must be at least 1ms, got %s", c.DBPoll))
+	}
+	if c.DBTimeout < time.Millisecond {
+		errs = append(errs, fmt.Errorf("--db-timeout: must be at least 1ms, got %s", c.DBTimeout))
 	}
 	if c.IdempotencyTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--idempotency-ttl: must be at least 1s, got %s", c.IdempotencyTTL))
@@ -247,7 +253,7 @@ func (c *serveConfig) attrs() []any {
 	}
 	return []any{
 		slog.String("rules", rules), slog.String("db", rulesdb.Redact(c.DB)), slog.String("rules_cache", c.RulesCache),
-		slog.Duration("db_poll", c.DBPoll), slog.String("grpc_addr", c.GRPCAddr), slog.String("http_addr", c.HTTPAddr),
+		slog.Duration("db_poll", c.DBPoll), slog.Duration("db_timeout", c.DBTimeout), slog.String("grpc_addr", c.GRPCAddr), slog.String("http_addr", c.HTTPAddr),
 		slog.String("store", store), slog.String("redis_password", pw), slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("failure_mode", c.FailureMode), slog.Int("fallback_instances", c.FallbackInstances),
 		slog.Duration("store_timeout", c.StoreTimeout), slog.Int("deny_cache_keys", c.DenyCacheKeys),

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 )
 
 // dbFlag defines --db on fs, the rules database of `rules` and `token`.
@@ -12,6 +13,11 @@ import (
 func dbFlag(fs *flag.FlagSet) *string {
 	return fs.String("db", "", "the rules database: file:PATH (SQLite) or postgres://... (PostgreSQL); default $"+envName(servePrefix, "db"))
 }
+
+// cliDBTimeout bounds each database call of `rules` and `token`: longer
+// than serve's --db-timeout, so that an import of a large file (one
+// transaction) fits, and still a bound when the database stops answering.
+const cliDBTimeout = time.Minute
 
 // dbDSN is the DSN of --db, or of RATELIMITD_DB when --db was not given;
 // false (said on stderr, naming cmd) when neither is.

@@ -40,7 +40,7 @@ func rulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		fmt.Fprintln(stderr, use)
 		return 2
 	}
-	db, err := rulesdb.Open(ctx, dsn)
+	db, err := rulesdb.Open(ctx, dsn, rulesdb.WithTimeout(cliDBTimeout))
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimitd rules: --db: %v\n", err)
 		return 1

@@ -53,7 +53,7 @@ func tokenCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 			return 2
 		}
 	}
-	db, err := rulesdb.Open(ctx, dsn)
+	db, err := rulesdb.Open(ctx, dsn, rulesdb.WithTimeout(cliDBTimeout))
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimitd token: --db: %v\n", err)
 		return 1

@@ -50,7 +50,7 @@ const dbOpenTimeout = 10 * time.Second
 func rulesSource(ctx context.Context, c *serveConfig, log *slog.Logger) (rules.Source, *rulesdb.Source, func(), error) {
 	switch {
 	case c.DB != "":
-		opts := []rulesdb.SourceOption{rulesdb.WithLogger(log)}
+		opts := []rulesdb.SourceOption{rulesdb.WithLogger(log), rulesdb.WithDBOptions(rulesdb.WithTimeout(c.DBTimeout))}
 		if c.RulesCache != "" {
 			opts = append(opts, rulesdb.WithCache(c.RulesCache))
 		}
