@@ -123,7 +123,7 @@ type staticSource struct{ s *rules.Snapshot }
 
 func (s staticSource) Load(context.Context) (*rules.Snapshot, error) { return s.s, nil }
 
-func (s staticSource) Watch(ctx context.Context, _ func(*rules.Snapshot), _ func(error)) error {
+func (s staticSource) Watch(ctx context.Context, _ func(*rules.Snapshot) error, _ func(error)) error {
 	<-ctx.Done()
 	return nil
 }

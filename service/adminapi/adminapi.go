@@ -40,6 +40,13 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of override expiries; nil means time.Now.
 	Now func() time.Time
+	// Sync, when set, puts every write in force on this instance before
+	// the write is answered: the rules source the engine follows
+	// (rulesdb.Source), told the revision the write committed. A write
+	// committed but not in force in time, or refused by the engine, is
+	// answered 503 saying so (see the package documentation). Nil: a write
+	// is answered once committed, and the engine follows on its own.
+	Sync rulesdb.Syncer
 }
 
 // MaxOverrideTTL bounds an override's lifetime: its expiry is at most this
@@ -48,10 +55,11 @@ const MaxOverrideTTL = 30 * 24 * time.Hour
 
 // api serves the admin API.
 type api struct {
-	db  *rulesdb.DB
-	eng *engine.Engine
-	log *slog.Logger
-	now func() time.Time
+	db   *rulesdb.DB
+	eng  *engine.Engine
+	log  *slog.Logger
+	now  func() time.Time
+	sync rulesdb.Syncer
 	// principal names the caller of a request, the actor of its writes.
 	principal func(context.Context) (string, bool)
 }
@@ -76,7 +84,7 @@ func newAPI(o Options) (*api, error) {
 	if o.Auth == nil {
 		return nil, errors.New("adminapi: Options.Auth: required")
 	}
-	a := &api{db: o.DB, eng: o.Engine, log: o.Logger, now: o.Now, principal: principalFrom}
+	a := &api{db: o.DB, eng: o.Engine, log: o.Logger, now: o.Now, sync: o.Sync, principal: principalFrom}
 	if a.log == nil {
 		a.log = slog.Default()
 	}
@@ -153,6 +161,28 @@ func (a *api) failed(r *http.Request, op string, err error) *apiError {
 			slog.String("op", op), slog.String("path", r.URL.Path), slog.Any("error", err))
 	}
 	return unavailable
+}
+
+// inForce waits until the revision a write committed is in force on this
+// instance (Options.Sync); nil when it is, or when there is no Sync. A
+// write that is committed but not in force is a 503 naming both
+// revisions, and logged.
+func (a *api) inForce(r *http.Request, revision int64) *apiError {
+	if a.sync == nil {
+		return nil
+	}
+	err := a.sync.Sync(r.Context(), revision)
+	if err == nil {
+		return nil
+	}
+	var nf *rulesdb.NotInForceError
+	if !errors.As(err, &nf) {
+		return a.failed(r, "sync", err)
+	}
+	a.log.LogAttrs(r.Context(), slog.LevelError, "adminapi: a committed change is not in force on this instance",
+		slog.String("path", r.URL.Path), slog.Int64("revision", revision), slog.Int64("revision_in_force", nf.InForce),
+		slog.Bool("refused", nf.Refused), slog.Any("error", err))
+	return notInForce(nf)
 }
 
 // writeJSON answers v as JSON with status.

@@ -87,6 +87,15 @@
 // override or resource), 405 with Allow, 409 (the id exists; the rule set
 // would be invalid), 412 (stale If-Match), 413 (a body over 64 KiB), 415
 // (a body not application/json), 422 (an Idempotency-Key reused with
-// another body), 428 (no If-Match), 503 (the database failed: the cause is
-// logged, never sent).
+// another body), 428 (no If-Match), 503 (the database failed or did not
+// answer in time: the cause is logged, never sent).
+//
+// # In force
+//
+// With Options.Sync, a write is answered once the revision it committed
+// (or a later one) is in force on this instance: the checks sent after the
+// answer are decided under it. A write committed but not in force in time,
+// or one the instance refuses to put in force (the stored rule set is
+// invalid), is answered 503 with "revision" (committed) and
+// "revision_in_force" (this instance's) members; the change is stored.
 package adminapi

@@ -37,6 +37,7 @@ type env struct {
 	// writes are base+1, base+2, ...
 	base int64
 	ctx  context.Context
+	dsn  string
 	db   *rulesdb.DB
 	eng  *engine.Engine
 	srv  *httptest.Server
@@ -76,7 +77,8 @@ func newEnvOn(t *testing.T, dsn string) *env {
 	st, err := memorystore.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	e, err := engine.New(ctx, st, db.Source(10*time.Millisecond), engine.WithLogger(slog.New(slog.DiscardHandler)))
+	src := db.Source(10 * time.Millisecond)
+	e, err := engine.New(ctx, st, src, engine.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -98,7 +100,7 @@ func newEnvOn(t *testing.T, dsn string) *env {
 	auth, err := adminauth.New(db, st, adminauth.Options{ReadsPerMinute: 100000, WritesPerMinute: 100000,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
-	a, err := newAPI(Options{DB: db, Engine: e, Auth: auth, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	a, err := newAPI(Options{DB: db, Engine: e, Auth: auth, Logger: slog.New(slog.NewTextHandler(logs, nil)), Sync: src})
 	require.NoError(t, err)
 	h := auth.Wrap(a.routes())
 	mux := http.NewServeMux()
@@ -108,7 +110,7 @@ func newEnvOn(t *testing.T, dsn string) *env {
 	mux.Handle(httpapi.Path, httpapi.New(e))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &env{api: a, tokens: tokens, base: base, t: t, ctx: ctx, db: db, eng: e, srv: srv, logs: logs}
+	return &env{api: a, tokens: tokens, base: base, t: t, ctx: ctx, dsn: dsn, db: db, eng: e, srv: srv, logs: logs}
 }
 
 // actors are the names of the tests' tokens.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/service/internal/jsonbody"
 	"github.com/sluicehq/sluice/service/internal/problem"
+	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
 // Problem is an RFC 9457 problem details object, the body of every error
@@ -30,6 +31,30 @@ type apiError struct {
 	status int
 	detail string
 	fields []FieldError
+	// committed is set for a write committed but not in force on this
+	// instance: the answer names both revisions.
+	committed *committed
+}
+
+// committed is the extension of a problem answering a write that is
+// committed but not in force on this instance.
+type committed struct {
+	// Revision is the revision the write committed.
+	Revision int64 `json:"revision"`
+	// InForce is the revision in force on this instance.
+	InForce int64 `json:"revision_in_force"`
+}
+
+// notInForce is the 503 of a write committed at nf.Revision that is not in
+// force on this instance (refused, or not loaded in time).
+func notInForce(nf *rulesdb.NotInForceError) *apiError {
+	detail := fmt.Sprintf("the change is committed (revision %d) but was not in force on this instance in time (revision %d is): "+
+		"it takes effect when the instance loads it; read the resource for its state", nf.Revision, nf.InForce)
+	if nf.Refused {
+		detail = fmt.Sprintf("the change is committed (revision %d) but this instance refused to put the rules in force "+
+			"(revision %d stays in force; the cause is logged): correct the rules with another change", nf.Revision, nf.InForce)
+	}
+	return &apiError{status: http.StatusServiceUnavailable, detail: detail, committed: &committed{nf.Revision, nf.InForce}}
 }
 
 func (e *apiError) Error() string { return e.detail }
@@ -59,7 +84,15 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *apiError) {
 	h := w.Header()
 	h.Del("ETag")
 	h.Set("Cache-Control", "no-store")
-	problem.Write(w, r, e.status, problem.New(r, e.status, http.StatusText(e.status), e.detail, e.fields...))
+	p := problem.New(r, e.status, http.StatusText(e.status), e.detail, e.fields...)
+	if e.committed != nil {
+		problem.Write(w, r, e.status, struct {
+			problem.Details
+			*committed
+		}{p, e.committed})
+		return
+	}
+	problem.Write(w, r, e.status, p)
 }
 
 // jsonError names the field a decoding error is about.

@@ -337,6 +337,9 @@ func (a *api) createRule(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := a.writeError(r, "create rule", err); e != nil {
 		return e
 	}
+	if e := a.inForce(r, stored.Revision); e != nil {
+		return e
+	}
 	w.Header().Set("Location", locationOf("/rules/%s", stored.ID))
 	w.Header().Set("ETag", stored.ETag)
 	writeJSON(w, http.StatusCreated, stored)
@@ -375,6 +378,9 @@ func (a *api) putRule(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := a.writeError(r, "update rule", err); e != nil {
 		return e
 	}
+	if e := a.inForce(r, stored.Revision); e != nil {
+		return e
+	}
 	w.Header().Set("ETag", stored.ETag)
 	writeJSON(w, http.StatusOK, stored)
 	return nil
@@ -400,7 +406,11 @@ func (a *api) deleteRule(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
-	if e := a.writeError(r, "delete rule", a.db.Delete(r.Context(), actor, id, etag)); e != nil {
+	rev, err := a.db.Delete(r.Context(), actor, id, etag)
+	if e := a.writeError(r, "delete rule", err); e != nil {
+		return e
+	}
+	if e := a.inForce(r, rev); e != nil {
 		return e
 	}
 	w.WriteHeader(http.StatusNoContent)

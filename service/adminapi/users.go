@@ -69,12 +69,15 @@ func (a *api) putTier(w http.ResponseWriter, r *http.Request) *apiError {
 	if m := validTier(*b.Tier); m != "" {
 		return bad("tier", "%s", m)
 	}
-	err := a.db.SetTier(r.Context(), actor, dim, id, *b.Tier)
+	rev, err := a.db.SetTier(r.Context(), actor, dim, id, *b.Tier)
 	if errors.Is(err, rulesdb.ErrInvalid) {
 		return storeError(http.StatusBadRequest, err, false)
 	}
 	if err != nil {
 		return a.failed(r, "set tier", err)
+	}
+	if e := a.inForce(r, rev); e != nil {
+		return e
 	}
 	writeJSON(w, http.StatusOK, rulesdb.TierAssignment{Dimension: dim, Identifier: id, Tier: *b.Tier})
 	return nil
@@ -156,12 +159,15 @@ func (a *api) postOverride(w http.ResponseWriter, r *http.Request) *apiError {
 			return bad(field, "%s (under the rule's %s)", msg, rule.Algorithm)
 		}
 	}
-	err = a.db.SetOverride(r.Context(), actor, o)
+	rev, err := a.db.SetOverride(r.Context(), actor, o)
 	if errors.Is(err, rulesdb.ErrInvalid) {
 		return storeError(http.StatusBadRequest, err, false)
 	}
 	if err != nil {
 		return a.failed(r, "set override", err)
+	}
+	if e := a.inForce(r, rev); e != nil {
+		return e
 	}
 	stored := o
 	stored.ExpiresAt = time.UnixMilli(o.ExpiresAt.UnixMilli()).UTC()
@@ -260,12 +266,15 @@ func (a *api) deleteOverride(w http.ResponseWriter, r *http.Request) *apiError {
 	if core.ValidatePolicyName(rule) != nil {
 		return fail(http.StatusNotFound, "rule", "no override of rule %q", clip(rule))
 	}
-	err := a.db.ClearOverride(r.Context(), actor, dim, id, rule)
+	rev, err := a.db.ClearOverride(r.Context(), actor, dim, id, rule)
 	if errors.Is(err, rulesdb.ErrNotFound) {
 		return fail(http.StatusNotFound, "rule", "no override of rule %q for %s %q", rule, dim, clip(id))
 	}
 	if err != nil {
 		return a.failed(r, "clear override", err)
+	}
+	if e := a.inForce(r, rev); e != nil {
+		return e
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

@@ -47,6 +47,11 @@ type Options struct {
 	// Logger receives what fails inside (never shown to the browser);
 	// nil means slog.Default().
 	Logger *slog.Logger
+	// Sync, when set, puts a saved rule in force on this instance before
+	// the page answers (the engine's rules source, rulesdb.Source): the
+	// page then says the rule is in force here, or why it is not. Nil:
+	// the page answers once the rule is stored.
+	Sync rulesdb.Syncer
 }
 
 // handler serves the admin page.
@@ -57,6 +62,7 @@ type handler struct {
 	recent *engine.Recent
 	log    *slog.Logger
 	now    func() time.Time
+	sync   rulesdb.Syncer
 
 	sess  *sessions
 	pages map[string]*template.Template
@@ -77,7 +83,7 @@ func New(o Options) (http.Handler, error) {
 	case o.Auth == nil:
 		return nil, errors.New("adminui: Options.Auth: required")
 	}
-	h := &handler{db: o.DB, eng: o.Engine, auth: o.Auth, recent: o.Recent, log: o.Logger, now: time.Now, sess: newSessions(maxSessions)}
+	h := &handler{db: o.DB, eng: o.Engine, auth: o.Auth, recent: o.Recent, log: o.Logger, now: time.Now, sync: o.Sync, sess: newSessions(maxSessions)}
 	if h.log == nil {
 		h.log = slog.Default()
 	}

@@ -30,6 +30,7 @@ import (
 // memory store, adminauth and the page, served on a loopback port.
 type stack struct {
 	t      *testing.T
+	dsn    string
 	db     *rulesdb.DB
 	eng    *engine.Engine
 	recent *engine.Recent
@@ -78,7 +79,7 @@ func newStackOn(t *testing.T, dsn string, ao adminauth.Options) *stack {
 	_, err = db.Create(ctx, "setup", rulesdb.Rule{ID: "orders", Name: "Orders", Dimension: "user", EndpointPattern: "/api/orders/**",
 		Limit: 10, WindowSeconds: 60, Algorithm: "fixed_window", Enabled: true})
 	require.NoError(t, err)
-	s := &stack{t: t, db: db}
+	s := &stack{t: t, dsn: dsn, db: db}
 	s.write, _, err = db.CreateToken(ctx, "setup", "alice", rulesdb.ScopeWrite)
 	require.NoError(t, err)
 	s.read, _, err = db.CreateToken(ctx, "setup", "bob", rulesdb.ScopeRead)
@@ -86,14 +87,15 @@ func newStackOn(t *testing.T, dsn string, ao adminauth.Options) *stack {
 	store, err := memorystore.New()
 	require.NoError(t, err)
 	s.recent = engine.NewRecent(5*time.Minute, 5000)
-	s.eng, err = engine.New(ctx, store, db.Source(20*time.Millisecond), engine.WithObserver(s.recent),
+	src := db.Source(20 * time.Millisecond)
+	s.eng, err = engine.New(ctx, store, src, engine.WithObserver(s.recent),
 		engine.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.eng.Run(ctx) }()
 	auth, err := adminauth.New(db, store, ao)
 	require.NoError(t, err)
-	hd, err := New(Options{DB: db, Engine: s.eng, Auth: auth, Recent: s.recent})
+	hd, err := New(Options{DB: db, Engine: s.eng, Auth: auth, Recent: s.recent, Sync: src})
 	require.NoError(t, err)
 	s.h = hd.(*handler)
 	mux := http.NewServeMux()

@@ -88,7 +88,8 @@ func TestAuditPage(t *testing.T) {
 		f := ruleForm(t, c.get("/admin/rules/orders").body)
 		f.Set("limit", "7")
 		require.Equal(t, http.StatusSeeOther, c.post("/admin/rules/orders", f).status)
-		require.NoError(t, s.db.SetTier(ctx, "carol", "user", "u1", "gold"))
+		_, err := s.db.SetTier(ctx, "carol", "user", "u1", "gold")
+		require.NoError(t, err)
 
 		r := c.get("/admin/audit")
 		require.Equal(t, http.StatusOK, r.status)
@@ -109,8 +110,10 @@ func TestOverridesPage(t *testing.T) {
 	onEachDB(t, func(t *testing.T, s *stack) {
 		ctx := context.Background()
 		until := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
-		require.NoError(t, s.db.SetOverride(ctx, "carol", rulesdb.Override{Dimension: "user", Identifier: "u9", RuleID: "orders", Limit: 1, WindowSeconds: 60, ExpiresAt: until}))
-		require.NoError(t, s.db.SetOverride(ctx, "carol", rulesdb.Override{Dimension: "user", Identifier: "banned", RuleID: "orders", Block: true, ExpiresAt: until.Add(-time.Minute)}))
+		_, err := s.db.SetOverride(ctx, "carol", rulesdb.Override{Dimension: "user", Identifier: "u9", RuleID: "orders", Limit: 1, WindowSeconds: 60, ExpiresAt: until})
+		require.NoError(t, err)
+		_, err = s.db.SetOverride(ctx, "carol", rulesdb.Override{Dimension: "user", Identifier: "banned", RuleID: "orders", Block: true, ExpiresAt: until.Add(-time.Minute)})
+		require.NoError(t, err)
 		waitRevision(t, s, s.revision())
 		c := s.client()
 		c.login(s.read)

@@ -3,6 +3,7 @@ package adminui
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -130,6 +131,9 @@ func (h *handler) rule(w http.ResponseWriter, r *http.Request, q *req) {
 	notice := ""
 	if r.URL.Query().Get("saved") != "" {
 		notice = "Saved: version " + rl.ETag + " is stored and goes into force on every instance within a second."
+		if h.sync != nil {
+			notice = "Saved: version " + rl.ETag + " is in force on this instance, and on every instance within a second."
+		}
 	}
 	h.renderRule(w, r, q, http.StatusOK, rl, formOf(rl), nil, nil, notice, "")
 }
@@ -170,6 +174,9 @@ func (h *handler) saveRule(w http.ResponseWriter, r *http.Request, q *req) {
 	saved, err := h.db.Update(ctx, q.who.Name, next, etag)
 	switch {
 	case err == nil:
+		if !h.inForce(w, r, q, saved) {
+			return
+		}
 		http.Redirect(w, r, "/admin/rules/"+url.PathEscape(saved.ID)+"?saved=1", http.StatusSeeOther)
 	case errors.Is(err, rulesdb.ErrStale):
 		now, gerr := h.db.Get(ctx, cur.ID)
@@ -196,6 +203,30 @@ func (h *handler) saveRule(w http.ResponseWriter, r *http.Request, q *req) {
 	default:
 		h.failed(w, r, q, "saving the rule", err)
 	}
+}
+
+// inForce waits until the saved rule's revision is in force on this
+// instance (Options.Sync) and reports true; otherwise it answers 503 with
+// the rule as saved and why it is not in force, and reports false.
+func (h *handler) inForce(w http.ResponseWriter, r *http.Request, q *req, saved *rulesdb.Rule) bool {
+	if h.sync == nil {
+		return true
+	}
+	err := h.sync.Sync(r.Context(), saved.Revision)
+	if err == nil {
+		return true
+	}
+	var nf *rulesdb.NotInForceError
+	msg := "Saved as version " + saved.ETag + ", but this instance could not confirm it in force; reload the page shortly."
+	if errors.As(err, &nf) {
+		msg = fmt.Sprintf("Saved as version %s, but not in force on this instance in time: version \"%d\" is. It takes effect when the instance loads it; reload the page shortly.", saved.ETag, nf.InForce)
+		if nf.Refused {
+			msg = fmt.Sprintf("Saved as version %s, but this instance refused to put the rules in force (version \"%d\" stays; the cause is logged): correct the rules with another change.", saved.ETag, nf.InForce)
+		}
+	}
+	h.log.ErrorContext(r.Context(), "adminui: a saved rule is not in force on this instance", "rule", saved.ID, "revision", saved.Revision, "err", err)
+	h.renderRule(w, r, q, http.StatusServiceUnavailable, saved, formOf(saved), nil, nil, "", msg)
+	return false
 }
 
 // ruleOf applies the form to cur; errs names each field that is not

@@ -53,7 +53,8 @@ func TestOverridesFromTheDatabase(t *testing.T) {
 	}
 	require.EqualValues(t, 3, limitOn(es[0]))
 
-	require.NoError(t, db.SetOverride(ctx, "test", rulesdb.Override{Dimension: "user", Identifier: "ann", RuleID: "orders", Limit: 10, WindowSeconds: 3600, ExpiresAt: time.Now().Add(time.Hour)}))
+	_, err = db.SetOverride(ctx, "test", rulesdb.Override{Dimension: "user", Identifier: "ann", RuleID: "orders", Limit: 10, WindowSeconds: 3600, ExpiresAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
 	for _, e := range es {
 		require.Eventually(t, func() bool {
 			_, ok := e.Snapshot().OverrideOf("orders", "user", "ann")
@@ -71,14 +72,16 @@ func TestOverridesFromTheDatabase(t *testing.T) {
 
 	// Another write (a tier elsewhere) makes a new snapshot with the same
 	// override: nothing reset.
-	require.NoError(t, db.SetTier(ctx, "test", "user", "bob", "gold"))
+	_, err = db.SetTier(ctx, "test", "user", "bob", "gold")
+	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		return es[0].Snapshot().TierOf("user", "bob") == "gold" && es[1].Snapshot().TierOf("user", "bob") == "gold"
 	}, time.Second, 10*time.Millisecond)
 	require.False(t, mustCheck(t, es[1], order("ann")).Allowed, "a new snapshot reset the override's count")
 
 	// A block, then its clear.
-	require.NoError(t, db.SetOverride(ctx, "test", rulesdb.Override{Dimension: "user", Identifier: "ann", RuleID: "orders", Block: true, ExpiresAt: time.Now().Add(time.Hour)}))
+	_, err = db.SetOverride(ctx, "test", rulesdb.Override{Dimension: "user", Identifier: "ann", RuleID: "orders", Block: true, ExpiresAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
 	for _, e := range es {
 		require.Eventually(t, func() bool {
 			us, err := e.Usage(ctx, "user", "ann")
@@ -86,7 +89,8 @@ func TestOverridesFromTheDatabase(t *testing.T) {
 			return us[0].Blocked && us[0].State == core.Throttled
 		}, time.Second, 10*time.Millisecond)
 	}
-	require.NoError(t, db.ClearOverride(ctx, "test", "user", "ann", "orders"))
+	_, err = db.ClearOverride(ctx, "test", "user", "ann", "orders")
+	require.NoError(t, err)
 	for _, e := range es {
 		// (A blocked caller's capacity is the rule's: ask for an
 		// admission, peeked.)

@@ -178,8 +178,10 @@ func New(ctx context.Context, store core.Store, src rules.Source, opts ...Option
 // vanished ones cleared; one that fails is logged, reported to an
 // OverridesObserver and retried every second until it is applied, or with
 // the next snapshot); a rule set the
-// engine cannot use is refused, logged and reported to the observers, and
-// the rules in force stay. It returns nil
+// engine cannot use is refused, logged, reported to the observers and
+// returned to the source (apply's error), and the rules in force stay. When
+// apply returns, the snapshot is in force and its overrides have been
+// tried on the store. It returns nil
 // when ctx ends, or the source's error.
 func (e *Engine) Run(ctx context.Context) error {
 	rctx, stop := context.WithCancel(ctx)
@@ -192,14 +194,15 @@ func (e *Engine) Run(ctx context.Context) error {
 		stop()
 		<-retried
 	}()
-	err := e.src.Watch(ctx, func(s *rules.Snapshot) {
+	err := e.src.Watch(ctx, func(s *rules.Snapshot) error {
 		if err := e.apply(ctx, s); err != nil {
 			e.cfg.log.Error("ratelimitd: rules refused; the rules in force stay", "revision", s.Revision(), "err", err)
 			e.reloaded(err)
-			return
+			return err
 		}
 		e.cfg.log.Info("ratelimitd: rules reloaded", "revision", s.Revision(), "rules", len(s.Rules()))
 		e.reloaded(nil)
+		return nil
 	}, func(err error) {
 		e.cfg.log.Error("ratelimitd: invalid rules; the rules in force stay", "revision", e.Snapshot().Revision(), "err", err)
 		e.reloaded(err)

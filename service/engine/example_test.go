@@ -93,7 +93,7 @@ type snapshot struct{ s *rules.Snapshot }
 
 func (s snapshot) Load(context.Context) (*rules.Snapshot, error) { return s.s, nil }
 
-func (s snapshot) Watch(ctx context.Context, _ func(*rules.Snapshot), _ func(error)) error {
+func (s snapshot) Watch(ctx context.Context, _ func(*rules.Snapshot) error, _ func(error)) error {
 	<-ctx.Done()
 	return nil
 }

@@ -74,13 +74,13 @@ func newSource(s *rules.Snapshot) *source {
 
 func (s *source) Load(context.Context) (*rules.Snapshot, error) { return s.first, nil }
 
-func (s *source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError func(error)) error {
+func (s *source) Watch(ctx context.Context, apply func(*rules.Snapshot) error, onError func(error)) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case snap := <-s.next:
-			apply(snap)
+			_ = apply(snap) // a refusal is the engine's to report
 		case err := <-s.bad:
 			onError(err)
 		}

@@ -16,16 +16,20 @@ import (
 	"time"
 )
 
-// Source is where rules come from: a file now, a database in issue 15.
+// Source is where rules come from: a file (File, Bytes) or a database
+// (package rulesdb).
 type Source interface {
 	// Load returns the current snapshot, validated as a whole, or an error
 	// naming file:line:field.
 	Load(ctx context.Context) (*Snapshot, error)
 	// Watch calls apply with every new valid snapshot until ctx ends, then
 	// returns nil; an invalid change is reported to onError and the last
-	// good snapshot stays in force. apply and onError are called from
-	// Watch's goroutine, one at a time.
-	Watch(ctx context.Context, apply func(*Snapshot), onError func(error)) error
+	// good snapshot stays in force. apply puts the snapshot in force and
+	// returns nil, or returns why it could not (the snapshot is then
+	// refused as an invalid change is: it is not offered again until the
+	// rules change). apply and onError are called from Watch's goroutine,
+	// one at a time.
+	Watch(ctx context.Context, apply func(*Snapshot) error, onError func(error)) error
 }
 
 // File is a Source reading a rules file, or a directory of rules files,
@@ -74,7 +78,7 @@ func (f *File) Load(ctx context.Context) (*Snapshot, error) {
 // half-written is reported too, and the next poll applies it complete:
 // replace files by renaming to avoid the report). Watch returns nil when
 // ctx ends.
-func (f *File) Watch(ctx context.Context, apply func(*Snapshot), onError func(error)) error {
+func (f *File) Watch(ctx context.Context, apply func(*Snapshot) error, onError func(error)) error {
 	if len(f.o.errs) > 0 {
 		return errors.Join(f.o.errs...)
 	}
@@ -114,7 +118,7 @@ func (f *File) Watch(ctx context.Context, apply func(*Snapshot), onError func(er
 		f.last, f.seen = sum, true
 		f.mu.Unlock()
 		lastBad = [sha256.Size]byte{}
-		apply(s)
+		_ = apply(s) // refused: the caller says why; offered again only once the content changes
 	}
 }
 
@@ -262,7 +266,7 @@ func (b *Bytes) Load(ctx context.Context) (*Snapshot, error) {
 }
 
 // Watch waits for ctx to end: fixed content never changes.
-func (b *Bytes) Watch(ctx context.Context, _ func(*Snapshot), _ func(error)) error {
+func (b *Bytes) Watch(ctx context.Context, _ func(*Snapshot) error, _ func(error)) error {
 	<-ctx.Done()
 	return nil
 }

@@ -30,7 +30,7 @@ func watch(t *testing.T, src rules.Source) *watcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &watcher{snaps: make(chan *rules.Snapshot, 16), errs: make(chan error, 16), cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		w.done <- src.Watch(ctx, func(s *rules.Snapshot) { w.snaps <- s }, func(err error) { w.errs <- err })
+		w.done <- src.Watch(ctx, func(s *rules.Snapshot) error { w.snaps <- s; return nil }, func(err error) { w.errs <- err })
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -206,7 +206,7 @@ func TestBytesSource(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	require.NoError(t, src.Watch(ctx, func(*rules.Snapshot) { t.Error("applied") }, func(error) { t.Error("error") }))
+	require.NoError(t, src.Watch(ctx, func(*rules.Snapshot) error { t.Error("applied"); return nil }, func(error) { t.Error("error") }))
 }
 
 func TestExampleRules(t *testing.T) {

@@ -107,9 +107,9 @@ func testIncrementalLoadEqualsFull(t *testing.T, dsn string) {
 		case 2, 3:
 			_, err = w.Update(ctx, "t", randRule(), "*")
 		case 4:
-			err = w.Delete(ctx, "t", pick(ids), "*")
+			_, err = w.Delete(ctx, "t", pick(ids), "*")
 		case 5, 6:
-			err = w.SetTier(ctx, "t", pick(dims), pick(callers), pick(tiers))
+			_, err = w.SetTier(ctx, "t", pick(dims), pick(callers), pick(tiers))
 		case 7, 8:
 			o := Override{Dimension: pick(dims), Identifier: pick(callers), RuleID: pick(ids), Limit: int64(1 + rng.IntN(9)), WindowSeconds: 10,
 				ExpiresAt: clock.now().Add(time.Duration(1+rng.IntN(20)) * time.Minute)}
@@ -119,7 +119,7 @@ func testIncrementalLoadEqualsFull(t *testing.T, dsn string) {
 			if rng.IntN(3) == 0 {
 				o.Limit, o.WindowSeconds, o.Block = 0, 0, true
 			}
-			if err = w.SetOverride(ctx, "t", o); err == nil {
+			if _, err = w.SetOverride(ctx, "t", o); err == nil {
 				set = append(set, o)
 			}
 		case 9:
@@ -127,7 +127,7 @@ func testIncrementalLoadEqualsFull(t *testing.T, dsn string) {
 			if len(set) > 0 && rng.IntN(4) > 0 {
 				o = set[rng.IntN(len(set))] // mostly one that was set
 			}
-			err = w.ClearOverride(ctx, "t", o.Dimension, o.Identifier, o.RuleID)
+			_, err = w.ClearOverride(ctx, "t", o.Dimension, o.Identifier, o.RuleID)
 		case 10:
 			rs := make([]Rule, 1+rng.IntN(3))
 			for i := range rs {
@@ -258,13 +258,15 @@ func testIncrementalLoadOverrideShortenedAndLapsed(t *testing.T, dsn string) {
 	_, err := w.Create(ctx, "t", sample("a"))
 	require.NoError(t, err)
 	o := Override{Dimension: "user", Identifier: "alice", RuleID: "a", Block: true, ExpiresAt: clock.now().Add(time.Hour)}
-	require.NoError(t, w.SetOverride(ctx, "t", o))
+	_, err = w.SetOverride(ctx, "t", o)
+	require.NoError(t, err)
 	snap, err := src.Load(ctx)
 	require.NoError(t, err)
 	require.Len(t, snap.Overrides(), 1)
 
 	o.ExpiresAt = clock.now().Add(time.Second)
-	require.NoError(t, w.SetOverride(ctx, "t", o))
+	_, err = w.SetOverride(ctx, "t", o)
+	require.NoError(t, err)
 	clock.add(2 * time.Second)
 	got, err := src.Load(ctx)
 	require.NoError(t, err)

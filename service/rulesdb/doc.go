@@ -11,7 +11,9 @@
 // serialize and revisions stay dense, and it notifies the channel
 // NotifyChannel with the new revision. Source serves the database to the
 // engine as a rules.Source: it watches the revision and loads a new
-// validated snapshot when it moves.
+// validated snapshot when it moves; Source.Sync has it load the revision a
+// write just committed at once and returns once that revision is in force
+// (read-your-writes for the instance that wrote).
 //
 // Every call on the database is bounded (WithTimeout, DefaultTimeout): a
 // database that stops answering fails the call with an error wrapping

@@ -54,11 +54,12 @@ func testLongTierIdentifierRefused(t *testing.T, dsn string) {
 	for b.Len() < 3000 {
 		fmt.Fprintf(&b, "%x", rng.Uint64())
 	}
-	err := d.SetTier(ctx, "t", "user", b.String(), "gold")
+	_, err := d.SetTier(ctx, "t", "user", b.String(), "gold")
 	require.ErrorIs(t, err, ErrInvalid)
 	require.ErrorContains(t, err, "identifier")
 	rev, err := d.Revision(ctx)
 	require.NoError(t, err)
 	require.Zero(t, rev)
-	require.NoError(t, d.SetTier(ctx, "t", "user", b.String()[:MaxOverrideIdentifier], "gold"))
+	_, err = d.SetTier(ctx, "t", "user", b.String()[:MaxOverrideIdentifier], "gold")
+	require.NoError(t, err)
 }

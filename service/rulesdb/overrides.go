@@ -54,58 +54,44 @@ const MaxOverrideIdentifier = 1024
 // SetOverride stores o (replacing the caller's override of that rule), in
 // one transaction with its audit row. The rule must exist; the limit is
 // checked with the rule's algorithm (a Block has none); ExpiresAt must be
-// in the future. Refusals wrap ErrInvalid and name the field.
-func (d *DB) SetOverride(ctx context.Context, actor string, o Override) error {
-	if strings.TrimSpace(actor) == "" {
-		return errors.New("rulesdb: actor: required")
-	}
-	if o.Identifier == "" {
-		return fmt.Errorf("%w: identifier: required", ErrInvalid)
-	}
-	if len(o.Identifier) > MaxOverrideIdentifier {
-		return fmt.Errorf("%w: identifier: at most %d bytes, got %d", ErrInvalid, MaxOverrideIdentifier, len(o.Identifier))
-	}
-	if err := storableIdentifier(o.Identifier); err != nil {
-		return err
-	}
+// in the future. Refusals wrap ErrInvalid and name the field. It returns
+// the revision it committed.
+func (d *DB) SetOverride(ctx context.Context, actor string, o Override) (revision int64, err error) {
 	now := d.now()
-	if !o.ExpiresAt.After(now) {
-		return fmt.Errorf("%w: expires_at: must be in the future, got %s", ErrInvalid, o.ExpiresAt.UTC().Format(time.RFC3339))
-	}
-	if o.Block && (o.Limit != 0 || o.WindowSeconds != 0) {
-		return fmt.Errorf("%w: block: a block has no limit or window_seconds", ErrInvalid)
+	if err := validOverride(actor, o, now); err != nil {
+		return 0, err
 	}
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
 	tx, err := d.begin(ctx)
 	if err != nil {
-		return fmt.Errorf("rulesdb: override.set: begin: %w", err)
+		return 0, fmt.Errorf("rulesdb: override.set: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	rule, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), o.RuleID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%w: rule_id: no rule %q", ErrInvalid, o.RuleID)
+		return 0, fmt.Errorf("%w: rule_id: no rule %q", ErrInvalid, o.RuleID)
 	}
 	if err != nil {
-		return fmt.Errorf("rulesdb: override.set: %w", err)
+		return 0, fmt.Errorf("rulesdb: override.set: %w", err)
 	}
 	if rule.Dimension != o.Dimension {
-		return fmt.Errorf("%w: dimension: rule %q is for dimension %q, got %q", ErrInvalid, o.RuleID, rule.Dimension, o.Dimension)
+		return 0, fmt.Errorf("%w: dimension: rule %q is for dimension %q, got %q", ErrInvalid, o.RuleID, rule.Dimension, o.Dimension)
 	}
 	if !o.Block {
 		probe := *rule
 		probe.Limit, probe.WindowSeconds, probe.Burst = o.Limit, o.WindowSeconds, 0
 		if _, err := probe.limit(); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	before, err := d.override(ctx, tx, o.Dimension, o.Identifier, o.RuleID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	rev, err := d.bump(ctx, tx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	o.Revision = rev
 	o.ExpiresAt = time.UnixMilli(o.ExpiresAt.UnixMilli()).UTC()
@@ -115,58 +101,80 @@ func (d *DB) SetOverride(ctx context.Context, actor string, o Override) error {
 		ON CONFLICT (dimension, identifier, rule_id) DO UPDATE SET "limit" = excluded."limit", window_seconds = excluded.window_seconds,
 		block = excluded.block, expires_at = excluded.expires_at, revision = excluded.revision, created_at = excluded.created_at, cleared_at = NULL`),
 		o.Dimension, o.Identifier, o.RuleID, o.Limit, o.WindowSeconds, o.Block, o.ExpiresAt.UnixMilli(), rev, ms); err != nil {
-		return fmt.Errorf("rulesdb: override.set: %w", err)
+		return 0, fmt.Errorf("rulesdb: override.set: %w", err)
 	}
 	var b any
 	if before != nil {
 		b = before
 	}
 	if err := d.audit(ctx, tx, rev, ms, actor, "override.set", "override/"+o.Dimension+"/"+o.Identifier+"/"+o.RuleID, b, o); err != nil {
-		return err
+		return 0, err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("rulesdb: override.set: commit: %w", err)
+		return 0, fmt.Errorf("rulesdb: override.set: commit: %w", err)
+	}
+	return rev, nil
+}
+
+// validOverride checks SetOverride's arguments before anything is read.
+func validOverride(actor string, o Override, now time.Time) error {
+	switch {
+	case strings.TrimSpace(actor) == "":
+		return errors.New("rulesdb: actor: required")
+	case o.Identifier == "":
+		return fmt.Errorf("%w: identifier: required", ErrInvalid)
+	case len(o.Identifier) > MaxOverrideIdentifier:
+		return fmt.Errorf("%w: identifier: at most %d bytes, got %d", ErrInvalid, MaxOverrideIdentifier, len(o.Identifier))
+	}
+	if err := storableIdentifier(o.Identifier); err != nil {
+		return err
+	}
+	if !o.ExpiresAt.After(now) {
+		return fmt.Errorf("%w: expires_at: must be in the future, got %s", ErrInvalid, o.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if o.Block && (o.Limit != 0 || o.WindowSeconds != 0) {
+		return fmt.Errorf("%w: block: a block has no limit or window_seconds", ErrInvalid)
 	}
 	return nil
 }
 
 // ClearOverride ends the caller's override of ruleID (ErrNotFound if
 // none), with its audit row. Its row is kept as a tombstone until its
-// expiry (see Override.ClearedAt).
-func (d *DB) ClearOverride(ctx context.Context, actor, dimension, identifier, ruleID string) error {
+// expiry (see Override.ClearedAt). It returns the revision it committed.
+func (d *DB) ClearOverride(ctx context.Context, actor, dimension, identifier, ruleID string) (revision int64, err error) {
 	if strings.TrimSpace(actor) == "" {
-		return errors.New("rulesdb: actor: required")
+		return 0, errors.New("rulesdb: actor: required")
 	}
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
 	tx, err := d.begin(ctx)
 	if err != nil {
-		return fmt.Errorf("rulesdb: override.clear: begin: %w", err)
+		return 0, fmt.Errorf("rulesdb: override.clear: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	before, err := d.override(ctx, tx, dimension, identifier, ruleID)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if before == nil {
-		return fmt.Errorf("%w: no override of rule %q for %s %q", ErrNotFound, ruleID, dimension, identifier)
+		return 0, fmt.Errorf("%w: no override of rule %q for %s %q", ErrNotFound, ruleID, dimension, identifier)
 	}
 	rev, err := d.bump(ctx, tx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	now := d.now().UnixMilli()
 	if _, err := tx.ExecContext(ctx, d.q(`UPDATE overrides SET cleared_at = ?, revision = ? WHERE dimension = ? AND identifier = ? AND rule_id = ?`),
 		now, rev, dimension, identifier, ruleID); err != nil {
-		return fmt.Errorf("rulesdb: override.clear: %w", err)
+		return 0, fmt.Errorf("rulesdb: override.clear: %w", err)
 	}
 	if err := d.audit(ctx, tx, rev, now, actor, "override.clear", "override/"+dimension+"/"+identifier+"/"+ruleID, before, nil); err != nil {
-		return err
+		return 0, err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("rulesdb: override.clear: commit: %w", err)
+		return 0, fmt.Errorf("rulesdb: override.clear: commit: %w", err)
 	}
-	return nil
+	return rev, nil
 }
 
 // Overrides returns the caller's overrides in force at now (expired ones

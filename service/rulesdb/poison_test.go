@@ -22,7 +22,7 @@ func testOverrideTheEngineWouldRefuse(t *testing.T, dsn string) {
 	rev, err := d.Revision(ctx)
 	require.NoError(t, err)
 	o := Override{Dimension: "user", Identifier: strings.Repeat("x", 1025), RuleID: "orders", Block: true, ExpiresAt: time.Now().Add(time.Hour)}
-	err = d.SetOverride(ctx, "alice", o)
+	_, err = d.SetOverride(ctx, "alice", o)
 	require.ErrorIs(t, err, ErrInvalid)
 	require.ErrorContains(t, err, "identifier")
 	after, err := d.Revision(ctx)
@@ -32,7 +32,8 @@ func testOverrideTheEngineWouldRefuse(t *testing.T, dsn string) {
 	require.NoError(t, err)
 
 	o.Identifier = strings.Repeat("x", 1024)
-	require.NoError(t, d.SetOverride(ctx, "alice", o))
+	_, err = d.SetOverride(ctx, "alice", o)
+	require.NoError(t, err)
 	s, err := d.Source(0).Load(ctx)
 	require.NoError(t, err)
 	_, ok := s.OverrideOf("orders", "user", o.Identifier)

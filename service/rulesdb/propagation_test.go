@@ -27,7 +27,7 @@ func startWatch(t *testing.T, src *Source) *watcher {
 	w := &watcher{applied: make(chan *rules.Snapshot, 256), errs: make(chan error, 256)}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		require.NoError(t, src.Watch(ctx, func(s *rules.Snapshot) { w.applied <- s }, func(err error) { w.errs <- err }))
+		require.NoError(t, src.Watch(ctx, func(s *rules.Snapshot) error { w.applied <- s; return nil }, func(err error) { w.errs <- err }))
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return w
@@ -104,7 +104,7 @@ func TestPostgresBrokenRowKeepsLastGood(t *testing.T) {
 	require.NoError(t, err)
 	w := startWatch(t, src)
 	// The listener must be up before the hand-written notification.
-	err = a.SetTier(ctx, "alice", "user", "u1", "gold")
+	_, err = a.SetTier(ctx, "alice", "user", "u1", "gold")
 	require.NoError(t, err)
 	w.next(t, 5*time.Second, false)
 
@@ -151,7 +151,7 @@ func TestPostgresKilledAndRestartedUnderWatch(t *testing.T) {
 	first, err := src.Load(ctx)
 	require.NoError(t, err)
 	w := startWatch(t, src)
-	err = a.SetTier(ctx, "alice", "user", "u1", "gold")
+	_, err = a.SetTier(ctx, "alice", "user", "u1", "gold")
 	require.NoError(t, err)
 	w.next(t, 5*time.Second, false) // the listener is up
 
@@ -213,7 +213,8 @@ func TestPostgresRestoredOlderRevision(t *testing.T) {
 	_, err := src.Load(ctx)
 	require.NoError(t, err)
 	w := startWatch(t, src)
-	require.NoError(t, a.SetTier(ctx, "alice", "user", "u1", "gold"))
+	_, err = a.SetTier(ctx, "alice", "user", "u1", "gold")
+	require.NoError(t, err)
 	require.Equal(t, "4", w.next(t, 5*time.Second, false).Revision())
 
 	// "Restore": the revision counter and the audit go back (no
@@ -222,7 +223,8 @@ func TestPostgresRestoredOlderRevision(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.db.ExecContext(ctx, `DELETE FROM audit WHERE revision > 1`)
 	require.NoError(t, err)
-	require.NoError(t, a.Delete(ctx, "alice", "r3", "*"))
+	_, err = a.Delete(ctx, "alice", "r3", "*")
+	require.NoError(t, err)
 	s := w.next(t, time.Second, false)
 	require.Equal(t, "2", s.Revision())
 	require.Len(t, s.Rules(), 2)

@@ -91,8 +91,10 @@ func testAuditQuery(t *testing.T, dsn string) {
 		_, err := d.Create(ctx, actor, r)
 		require.NoError(t, err)
 	}
-	require.NoError(t, d.SetTier(ctx, "carol", "user", "alice", "gold"))
-	require.NoError(t, d.SetOverride(ctx, "carol", Override{Dimension: "user", Identifier: "alice", RuleID: "r1", Block: true, ExpiresAt: base.Add(time.Hour)}))
+	_, err := d.SetTier(ctx, "carol", "user", "alice", "gold")
+	require.NoError(t, err)
+	_, err = d.SetOverride(ctx, "carol", Override{Dimension: "user", Identifier: "alice", RuleID: "r1", Block: true, ExpiresAt: base.Add(time.Hour)})
+	require.NoError(t, err)
 
 	all, next, err := d.AuditQuery(ctx, AuditFilter{})
 	require.NoError(t, err)

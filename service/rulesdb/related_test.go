@@ -122,7 +122,7 @@ func testRelatedCheckRefuses(t *testing.T, dsn string, unrelated int, compare bo
 		{"second base", func() error { _, err := d.Create(ctx, "t", second); return err }, insert(second), "endpoint_pattern"},
 		{"tier without base", func() error { _, err := d.Create(ctx, "t", orphan); return err }, insert(orphan), "tier"},
 		{"tier twice", func() error { _, err := d.Create(ctx, "t", twice); return err }, insert(twice), "given twice"},
-		{"base deleted", func() error { return d.Delete(ctx, "t", "orders", "*") }, remove("orders"), "tier"},
+		{"base deleted", func() error { _, err := d.Delete(ctx, "t", "orders", "*"); return err }, remove("orders"), "tier"},
 		{"base moved", func() error { _, err := d.Update(ctx, "t", moved, "*"); return err }, replace(moved), "tier"},
 		{"base disabled", func() error { _, err := d.Update(ctx, "t", disabled, "*"); return err }, replace(disabled), "tier"},
 		{"unrelated moved onto a base", func() error { _, err := d.Update(ctx, "t", into, "*"); return err }, replace(into), "endpoint_pattern"},

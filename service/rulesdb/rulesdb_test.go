@@ -125,11 +125,14 @@ func testCRUDWithETags(t *testing.T, dsn string) {
 	_, err = d.Update(ctx, "bob", sample("nope"), "*")
 	require.ErrorIs(t, err, ErrNotFound)
 
-	require.ErrorIs(t, d.Delete(ctx, "bob", "orders", a.ETag), ErrStale)
-	require.NoError(t, d.Delete(ctx, "bob", "orders", b.ETag))
+	_, err = d.Delete(ctx, "bob", "orders", a.ETag)
+	require.ErrorIs(t, err, ErrStale)
+	_, err = d.Delete(ctx, "bob", "orders", b.ETag)
+	require.NoError(t, err)
 	_, err = d.Get(ctx, "orders")
 	require.ErrorIs(t, err, ErrNotFound)
-	require.ErrorIs(t, d.Delete(ctx, "bob", "orders", "*"), ErrNotFound)
+	_, err = d.Delete(ctx, "bob", "orders", "*")
+	require.ErrorIs(t, err, ErrNotFound)
 }
 
 func TestListCursor(t *testing.T) { each(t, testListCursor) }
@@ -180,7 +183,8 @@ func testAuditOneRowPerChange(t *testing.T, dsn string) {
 	require.NoError(t, err)
 	_, err = d.Update(ctx, "bob", upd, a.ETag) // stale: no audit row
 	require.ErrorIs(t, err, ErrStale)
-	require.NoError(t, d.Delete(ctx, "carol", "r1", b.ETag))
+	_, err = d.Delete(ctx, "carol", "r1", b.ETag)
+	require.NoError(t, err)
 
 	log, err := d.Audit(ctx, 0, 100)
 	require.NoError(t, err)
@@ -242,7 +246,7 @@ func testInvalidRuleNeverStored(t *testing.T, dsn string) {
 	gold.Tier, gold.Limit = "gold", 1000
 	_, err = d.Create(ctx, "alice", gold)
 	require.NoError(t, err)
-	err = d.Delete(ctx, "alice", "base", "*")
+	_, err = d.Delete(ctx, "alice", "base", "*")
 	require.ErrorIs(t, err, ErrInvalid)
 	_, err = d.Get(ctx, "base")
 	require.NoError(t, err)
@@ -290,7 +294,7 @@ func watch(t *testing.T, src rules.Source) (<-chan *rules.Snapshot, <-chan error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		require.NoError(t, src.Watch(ctx, func(s *rules.Snapshot) { applied <- s }, func(err error) { errs <- err }))
+		require.NoError(t, src.Watch(ctx, func(s *rules.Snapshot) error { applied <- s; return nil }, func(err error) { errs <- err }))
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	return applied, errs
@@ -419,23 +423,29 @@ func testSetTier(t *testing.T, dsn string) {
 	ctx := tctx(t)
 	d := open(t, dsn)
 	src := d.Source(0)
-	require.NoError(t, d.SetTier(ctx, "alice", "user", "u1", "gold"))
-	require.NoError(t, d.SetTier(ctx, "alice", "user", "u1", "gold")) // no change: no audit row
+	_, err := d.SetTier(ctx, "alice", "user", "u1", "gold")
+	require.NoError(t, err)
+	_, err = d.SetTier(ctx, "alice", "user", "u1", "gold")
+	require.NoError(t, err) // no change: no audit row
 	snap, err := src.Load(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "gold", snap.TierOf("user", "u1"))
-	require.NoError(t, d.SetTier(ctx, "bob", "user", "u1", "silver"))
-	require.NoError(t, d.SetTier(ctx, "bob", "user", "u1", ""))
+	_, err = d.SetTier(ctx, "bob", "user", "u1", "silver")
+	require.NoError(t, err)
+	_, err = d.SetTier(ctx, "bob", "user", "u1", "")
+	require.NoError(t, err)
 	snap, err = src.Load(ctx)
 	require.NoError(t, err)
 	require.Equal(t, "", snap.TierOf("user", "u1"))
 	require.Equal(t, "3", snap.Revision())
 
-	err = d.SetTier(ctx, "bob", "bad dim!", "u1", "gold")
+	_, err = d.SetTier(ctx, "bob", "bad dim!", "u1", "gold")
 	require.ErrorIs(t, err, ErrInvalid)
 	require.ErrorContains(t, err, "tier_assignments")
-	require.ErrorContains(t, d.SetTier(ctx, "bob", "user", "u1", "  "), "tier")
-	require.ErrorContains(t, d.SetTier(ctx, "bob", "user", "", "gold"), "identifier")
+	_, err = d.SetTier(ctx, "bob", "user", "u1", "  ")
+	require.ErrorContains(t, err, "tier")
+	_, err = d.SetTier(ctx, "bob", "user", "", "gold")
+	require.ErrorContains(t, err, "identifier")
 
 	log, err := d.Audit(ctx, 0, 100)
 	require.NoError(t, err)
@@ -498,7 +508,8 @@ func testOverrides(t *testing.T, dsn string) {
 	_, err := d.Create(ctx, "alice", sample("orders"))
 	require.NoError(t, err)
 	o := Override{Dimension: "user", Identifier: "u1", RuleID: "orders", Limit: 5000, WindowSeconds: 60, ExpiresAt: now.Add(time.Hour)}
-	require.NoError(t, d.SetOverride(ctx, "alice", o))
+	_, err = d.SetOverride(ctx, "alice", o)
+	require.NoError(t, err)
 	got, err := d.Overrides(ctx, "user", "u1", now)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
@@ -509,7 +520,8 @@ func testOverrides(t *testing.T, dsn string) {
 	require.Empty(t, got)
 
 	block := Override{Dimension: "user", Identifier: "u1", RuleID: "orders", Block: true, ExpiresAt: now.Add(time.Minute)}
-	require.NoError(t, d.SetOverride(ctx, "bob", block)) // replaces
+	_, err = d.SetOverride(ctx, "bob", block)
+	require.NoError(t, err) // replaces
 	got, err = d.Overrides(ctx, "user", "u1", now)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
@@ -524,12 +536,14 @@ func testOverrides(t *testing.T, dsn string) {
 		"block":          {Dimension: "user", Identifier: "u1", RuleID: "orders", Block: true, Limit: 5, ExpiresAt: now.Add(time.Hour)},
 		"identifier":     {Dimension: "user", RuleID: "orders", Block: true, ExpiresAt: now.Add(time.Hour)},
 	} {
-		err := d.SetOverride(ctx, "bob", bad)
+		_, err := d.SetOverride(ctx, "bob", bad)
 		require.ErrorIs(t, err, ErrInvalid, field)
 		require.ErrorContains(t, err, field)
 	}
-	require.NoError(t, d.ClearOverride(ctx, "carol", "user", "u1", "orders"))
-	require.ErrorIs(t, d.ClearOverride(ctx, "carol", "user", "u1", "orders"), ErrNotFound)
+	_, err = d.ClearOverride(ctx, "carol", "user", "u1", "orders")
+	require.NoError(t, err)
+	_, err = d.ClearOverride(ctx, "carol", "user", "u1", "orders")
+	require.ErrorIs(t, err, ErrNotFound)
 	got, err = d.Overrides(ctx, "user", "u1", now)
 	require.NoError(t, err)
 	require.Empty(t, got)
@@ -542,8 +556,10 @@ func testOverrides(t *testing.T, dsn string) {
 	require.Contains(t, string(log[3].Before), `"block":true`)
 
 	// Deleting the rule deletes its overrides.
-	require.NoError(t, d.SetOverride(ctx, "alice", o))
-	require.NoError(t, d.Delete(ctx, "alice", "orders", "*"))
+	_, err = d.SetOverride(ctx, "alice", o)
+	require.NoError(t, err)
+	_, err = d.Delete(ctx, "alice", "orders", "*")
+	require.NoError(t, err)
 	got, err = d.Overrides(ctx, "user", "u1", now)
 	require.NoError(t, err)
 	require.Empty(t, got)

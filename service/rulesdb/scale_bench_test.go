@@ -225,7 +225,7 @@ func BenchmarkScaleWatch(b *testing.B) {
 			applied := make(chan string, 16)
 			done := make(chan error, 1)
 			go func() {
-				done <- src.Watch(ctx, func(s *rules.Snapshot) { applied <- s.Revision() }, func(err error) { b.Error(err) })
+				done <- src.Watch(ctx, func(s *rules.Snapshot) error { applied <- s.Revision(); return nil }, func(err error) { b.Error(err) })
 			}()
 			row := scaleRow(n / 2)
 			i := 0

@@ -52,6 +52,9 @@ type Source struct {
 	deltas int       // incremental loads since the last full one
 	fullAt time.Time // when the last full load was
 	loads  loadCounts
+
+	// What is in force, for Sync (see sync.go).
+	sync syncState
 }
 
 // loadCounts counts a Source's good loads from the database by kind.
@@ -115,6 +118,8 @@ func newSource(poll time.Duration, opts []SourceOption) *Source {
 		o(&dbo)
 	}
 	s.timeout = dbo.timeout
+	s.sync.changed = make(chan struct{})
+	s.sync.wake = make(chan struct{}, 1)
 	return s
 }
 
@@ -188,6 +193,11 @@ func (s *Source) mark(rev int64, fromCache bool) {
 	s.loaded, s.seen, s.fromCache = rev, true, fromCache
 	if fromCache {
 		s.base = nil // the next load from the database is full
+	}
+	if !s.sync.watching {
+		// The caller builds its rules from what Load returns; once Watch
+		// runs, it alone says what is in force (apply's answer).
+		s.sync.applied = rev
 	}
 	s.mu.Unlock()
 }
@@ -314,173 +324,6 @@ func (s *Source) loadCache() (*rules.Snapshot, *state, time.Time, error) {
 	}
 	s.o.log.Warn("rules served from the cache", "cache", s.o.cache, "revision", st.Revision, "written_at", written)
 	return snap, st, written, nil
-}
-
-// Watch follows the database until ctx ends (then it returns nil) and
-// calls apply with the snapshot of each new revision. It polls the
-// revision every poll interval; on PostgreSQL it also listens for the
-// writes' notifications (a revision other than the one in force is loaded
-// at once) and reloads
-// fully each time its listening connection is re-established. A Source of
-// OpenSource that has not connected yet keeps trying (backoff up to 5 s),
-// then migrates and reloads fully. An invalid rule set or a database error
-// is reported to onError (once until it changes) and the last good
-// snapshot stays in force; when the database answers again after a failed
-// poll, Watch reloads fully. The first poll compares against the revision of
-// the last snapshot Load returned (or, if Load was never called, the
-// revision the database has when Watch starts). Each poll and load is
-// bounded by the database's timeout (WithTimeout).
-func (s *Source) Watch(ctx context.Context, apply func(*rules.Snapshot), onError func(error)) error {
-	if s.poll < 0 {
-		return fmt.Errorf("rulesdb: poll interval: must be positive, got %s", s.poll)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	var listeners sync.WaitGroup
-	defer listeners.Wait()
-	defer cancel()
-
-	s.mu.Lock()
-	last, seen, pending := s.loaded, s.seen, s.fromCache
-	s.mu.Unlock()
-	lastErr := ""
-	report := func(err error) {
-		if err.Error() != lastErr {
-			lastErr = err.Error()
-			onError(err)
-		}
-	}
-	ev := make(chan listenEvent, 16)
-	listening, pollFailed := false, false
-	back := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
-	retryBack := back
-	t := time.NewTicker(s.poll)
-	defer t.Stop()
-
-	// reload loads the current revision and applies it when it is new (or
-	// always, when force: a reconnect may have missed anything).
-	reload := func(db *DB, force bool) {
-		lctx, cancel := context.WithTimeout(ctx, s.timeout)
-		var snap *rules.Snapshot
-		var st *state
-		err := onLiveConn(lctx, func() (err error) {
-			snap, st, err = s.loadDB(lctx, db, force)
-			return err
-		})
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			report(err)
-			if errors.Is(err, ErrInvalid) {
-				last, pending = st.Revision, false // do not reload it until the revision moves
-			}
-			return
-		}
-		lastErr, pending = "", false
-		changed := st.Revision != last
-		last = st.Revision
-		s.mark(st.Revision, false)
-		if changed || force {
-			apply(snap)
-		}
-		s.save(st) // after apply: the new rules are in force first
-	}
-
-	for {
-		db := s.DB()
-		if db == nil {
-			d, err := s.connect(ctx)
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err != nil {
-				report(err)
-				if !sleep(ctx, back.next()) {
-					return nil
-				}
-				continue
-			}
-			back.reset()
-			s.o.log.Info("rules database connected", "db", Redact(s.dsn))
-			db, pending = d, true
-		}
-		if !seen {
-			pctx, cancel := context.WithTimeout(ctx, s.timeout)
-			rev, err := db.Revision(pctx)
-			cancel()
-			if err != nil {
-				rev = -1
-			}
-			last, seen = rev, true
-		}
-		if db.pg && !listening {
-			listening = true
-			listeners.Go(func() { s.listen(ctx, db.dsn, ev) })
-		}
-		// A full reload that failed (the database not quite back yet) is
-		// retried with backoff, not left to the next poll.
-		var retry <-chan time.Time
-		if pending {
-			reload(db, true)
-			if pending {
-				retry = time.After(retryBack.next()) // collected unfired (Go 1.23+)
-			} else {
-				retryBack.reset()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-retry:
-		case <-t.C:
-			pctx, cancel := context.WithTimeout(ctx, s.timeout)
-			var rev int64
-			err := onLiveConn(pctx, func() (err error) {
-				rev, err = db.Revision(pctx)
-				return err
-			})
-			cancel()
-			if ctx.Err() != nil {
-				return nil
-			}
-			if err != nil {
-				report(err)
-				pollFailed = true
-				continue
-			}
-			if pollFailed {
-				// The database is reachable again: whatever happened
-				// while it was not, reload fully.
-				pollFailed, pending = false, true
-				continue
-			}
-			if rev != last {
-				reload(db, false)
-			}
-		case e := <-ev:
-			switch {
-			case e.err != nil:
-				report(e.err)
-			case e.connected && e.again:
-				s.o.log.Info("rules listener reconnected: reloading")
-				pending = true
-			case e.connected:
-				// Anything written before LISTEN took effect is caught
-				// by this check (and by the poll).
-				pctx, cancel := context.WithTimeout(ctx, s.timeout)
-				rev, err := db.Revision(pctx)
-				cancel()
-				if err == nil && rev != last {
-					reload(db, false)
-				}
-			case e.revision != last:
-				// Newer, as a rule; older only after the database was
-				// restored from a backup (a wasted load otherwise).
-				reload(db, false)
-			}
-		}
-	}
 }
 
 // openTimeout bounds Watch's opening of OpenSource's database (a

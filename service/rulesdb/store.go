@@ -108,10 +108,10 @@ func (d *DB) Update(ctx context.Context, actor string, r Rule, ifMatch string) (
 }
 
 // Delete removes the rule id and clears its overrides if its current etag is
-// ifMatch ("*" matches any). The remaining rules must still form a valid
-// set.
-func (d *DB) Delete(ctx context.Context, actor, id, ifMatch string) error {
-	_, err := d.write(ctx, actor, "rule.delete", id, func(ctx context.Context, tx *sql.Tx, cur *Rule, rev int64, now int64) (*Rule, error) {
+// ifMatch ("*" matches any), and returns the revision it committed. The
+// remaining rules must still form a valid set.
+func (d *DB) Delete(ctx context.Context, actor, id, ifMatch string) (revision int64, err error) {
+	_, err = d.write(ctx, actor, "rule.delete", id, func(ctx context.Context, tx *sql.Tx, cur *Rule, rev int64, now int64) (*Rule, error) {
 		if cur == nil {
 			return nil, fmt.Errorf("%w: id %q", ErrNotFound, id)
 		}
@@ -125,9 +125,13 @@ func (d *DB) Delete(ctx context.Context, actor, id, ifMatch string) error {
 			return nil, err
 		}
 		_, err := tx.ExecContext(ctx, d.q(`DELETE FROM rules WHERE id = ?`), id)
+		revision = rev
 		return nil, err
 	}, nil)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return revision, nil
 }
 
 type change func(ctx context.Context, tx *sql.Tx, cur *Rule, rev int64, now int64) (*Rule, error)

@@ -63,16 +63,20 @@ func TestCallsBoundedWhenPartitioned(t *testing.T) {
 			_, err := d.Update(ctx, "alice", n, "*")
 			return err
 		}},
-		{"Delete", func(ctx context.Context) error { return d.Delete(ctx, "alice", "orders", "*") }},
+		{"Delete", func(ctx context.Context) error { _, err := d.Delete(ctx, "alice", "orders", "*"); return err }},
 		{"Import", func(ctx context.Context) error {
 			_, err := d.Import(ctx, "alice", []Rule{sample("imported")})
 			return err
 		}},
-		{"SetTier", func(ctx context.Context) error { return d.SetTier(ctx, "alice", "user", "u1", "gold") }},
+		{"SetTier", func(ctx context.Context) error { _, err := d.SetTier(ctx, "alice", "user", "u1", "gold"); return err }},
 		{"SetOverride", func(ctx context.Context) error {
-			return d.SetOverride(ctx, "alice", Override{Dimension: "user", Identifier: "u1", RuleID: "orders", Block: true, ExpiresAt: time.Now().Add(time.Hour)})
+			_, err := d.SetOverride(ctx, "alice", Override{Dimension: "user", Identifier: "u1", RuleID: "orders", Block: true, ExpiresAt: time.Now().Add(time.Hour)})
+			return err
 		}},
-		{"ClearOverride", func(ctx context.Context) error { return d.ClearOverride(ctx, "alice", "user", "u1", "orders") }},
+		{"ClearOverride", func(ctx context.Context) error {
+			_, err := d.ClearOverride(ctx, "alice", "user", "u1", "orders")
+			return err
+		}},
 		{"Overrides", func(ctx context.Context) error { _, err := d.Overrides(ctx, "user", "u1", time.Now()); return err }},
 		{"Audit", func(ctx context.Context) error { _, err := d.Audit(ctx, 0, 10); return err }},
 		{"AuditQuery", func(ctx context.Context) error { _, _, err := d.AuditQuery(ctx, AuditFilter{}); return err }},

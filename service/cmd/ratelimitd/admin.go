@@ -45,11 +45,13 @@ func newAdmin(src *rulesdb.Source, store core.Store, e *engine.Engine, recent *e
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		api, err := adminapi.New(adminapi.Options{DB: d, Engine: e, Auth: auth, Logger: log})
+		// Every write is in force on this instance before it is answered
+		// (src.Sync: the engine follows src).
+		api, err := adminapi.New(adminapi.Options{DB: d, Engine: e, Auth: auth, Logger: log, Sync: src})
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		page, err := adminui.New(adminui.Options{DB: d, Engine: e, Auth: auth, Recent: recent, Logger: log})
+		page, err := adminui.New(adminui.Options{DB: d, Engine: e, Auth: auth, Recent: recent, Logger: log, Sync: src})
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -67,7 +67,7 @@ type snapshotSource struct{ s *rules.Snapshot }
 
 func (s snapshotSource) Load(context.Context) (*rules.Snapshot, error) { return s.s, nil }
 
-func (s snapshotSource) Watch(ctx context.Context, _ func(*rules.Snapshot), _ func(error)) error {
+func (s snapshotSource) Watch(ctx context.Context, _ func(*rules.Snapshot) error, _ func(error)) error {
 	<-ctx.Done()
 	return nil
 }

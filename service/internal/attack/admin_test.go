@@ -94,12 +94,15 @@ func testOverrideClearedWhileDown(t *testing.T, addr, dsn string) {
 	defer cancel()
 	db, err := rulesdb.Open(ctx, dsn)
 	require.NoError(t, err)
-	require.NoError(t, db.ClearOverride(ctx, "ops", "user", "blocked-then-cleared", "api"))
-	require.NoError(t, db.ClearOverride(ctx, "ops", "user", "limited-then-cleared", "api"))
+	_, err = db.ClearOverride(ctx, "ops", "user", "blocked-then-cleared", "api")
+	require.NoError(t, err)
+	_, err = db.ClearOverride(ctx, "ops", "user", "limited-then-cleared", "api")
+	require.NoError(t, err)
 	// The rule "web" deleted (its overrides with it) and created again.
 	web, err := db.Get(ctx, "web")
 	require.NoError(t, err)
-	require.NoError(t, db.Delete(ctx, "ops", "web", web.ETag))
+	_, err = db.Delete(ctx, "ops", "web", web.ETag)
+	require.NoError(t, err)
 	web.ETag, web.Revision = "", 0
 	_, err = db.Create(ctx, "ops", *web)
 	require.NoError(t, err)

@@ -188,6 +188,20 @@ func (c *Client) WaitLimit(ctx context.Context, dimension, identifier, endpoint,
 	}
 }
 
+// Decides peeks (consuming nothing) once at identifier's check on endpoint
+// and fails unless the instance decides it under rule with limit: an
+// admin write is in force on the instance that answered it.
+func (c *Client) Decides(ctx context.Context, dimension, identifier, endpoint, rule string, limit int64) error {
+	r, err := c.Check(ctx, dimension, identifier, endpoint, 0)
+	if err != nil {
+		return err
+	}
+	if r.Rule != rule || r.Limit != limit {
+		return fmt.Errorf("%s decided under rule %q with limit %d, not rule %s with limit %d, right after the write's answer", c.Base, r.Rule, r.Limit, rule, limit)
+	}
+	return nil
+}
+
 // CreateToken runs `bin token create NAME --scope write --db DSN` and
 // returns the secret it prints.
 func CreateToken(ctx context.Context, bin, dsn, name string) (string, error) {
