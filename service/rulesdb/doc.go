@@ -13,7 +13,8 @@
 // engine as a rules.Source: it watches the revision and loads a new
 // validated snapshot when it moves; Source.Sync has it load the revision a
 // write just committed at once and returns once that revision is in force
-// (read-your-writes for the instance that wrote).
+// (read-your-writes for the instance that wrote); Source.Listener reports
+// the health of its PostgreSQL listener.
 //
 // Every call on the database is bounded (WithTimeout, DefaultTimeout): a
 // database that stops answering fails the call with an error wrapping

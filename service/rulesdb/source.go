@@ -37,6 +37,7 @@ type Source struct {
 	poll    time.Duration
 	o       sourceOptions
 	dsn     string // OpenSource: what Watch (re)connects to
+	pg      bool   // the database is PostgreSQL: Watch listens
 	timeout time.Duration
 	now     func() time.Time
 
@@ -55,6 +56,8 @@ type Source struct {
 
 	// What is in force, for Sync (see sync.go).
 	sync syncState
+	// The PostgreSQL listener's health (see pglisten.go).
+	listener ListenerState
 }
 
 // loadCounts counts a Source's good loads from the database by kind.
@@ -88,7 +91,7 @@ func WithLogger(l *slog.Logger) SourceOption { return func(o *sourceOptions) { o
 // WithDBOptions sets the options OpenSource opens its database with (and
 // opens it again with, when it was not reached at first): its timeout
 // (WithTimeout) also bounds each of Watch's queries and its listener's
-// connection. A Source of DB.Source takes its DB's.
+// probes. A Source of DB.Source takes its DB's.
 func WithDBOptions(opts ...Option) SourceOption {
 	return func(o *sourceOptions) { o.db = append(o.db, opts...) }
 }
@@ -97,7 +100,7 @@ func WithDBOptions(opts ...Option) SourceOption {
 // DefaultPollInterval; a negative interval is an error of Watch).
 func (d *DB) Source(poll time.Duration, opts ...SourceOption) *Source {
 	s := newSource(poll, opts)
-	s.db, s.timeout = d, d.timeout
+	s.db, s.pg, s.timeout = d, d.pg, d.timeout
 	return s
 }
 
@@ -132,7 +135,7 @@ func newSource(poll time.Duration, opts []SourceOption) *Source {
 // an error. The caller closes the database (DB().Close()) after Watch ends.
 func OpenSource(ctx context.Context, dsn string, poll time.Duration, opts ...SourceOption) (*Source, error) {
 	s := newSource(poll, opts)
-	s.dsn = dsn
+	s.dsn, s.pg = dsn, IsPostgres(dsn)
 	if s.timeout <= 0 {
 		return nil, fmt.Errorf("rulesdb: timeout: must be positive, got %s", s.timeout)
 	}

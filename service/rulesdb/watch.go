@@ -15,7 +15,7 @@ import (
 // revision every poll interval; on PostgreSQL it also listens for the
 // writes' notifications (a revision other than the one in force is loaded
 // at once) and reloads fully each time its listening connection is
-// re-established. A Sync makes it load at once the revision
+// re-established (see Listener). A Sync makes it load at once the revision
 // it waits for. A Source of OpenSource that has not connected yet keeps
 // trying (backoff up to 5 s), then migrates and reloads fully. An invalid
 // rule set, a snapshot apply refuses (its error) or a database error is

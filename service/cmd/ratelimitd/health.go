@@ -22,6 +22,10 @@ type health struct {
 	loadedAt  time.Time
 	listeners []func(component string, ok bool)
 	now       func() time.Time
+	// rulesListener, with --db on PostgreSQL, reads the state of the
+	// rules listener (shown by /readyz; it does not make the service
+	// unready: the poll still follows the database).
+	rulesListener func() rulesdb.ListenerState
 }
 
 // The components, as grpc.health.v1 and the metrics name them.
@@ -84,6 +88,12 @@ type readiness struct {
 	// LoadedAt and AgeSeconds say when the rules in force were loaded.
 	LoadedAt   *time.Time `json:"rules_loaded_at,omitempty"`
 	AgeSeconds float64    `json:"rules_age_seconds"`
+	// Listener, Since and Reconnects are the state of the PostgreSQL
+	// listener of --db ("up" or "down", since when, how many times it
+	// was re-established); absent without one.
+	Listener           string     `json:"rules_listener,omitempty"`
+	ListenerSince      *time.Time `json:"rules_listener_since,omitempty"`
+	ListenerReconnects *int64     `json:"rules_listener_reconnects,omitempty"`
 }
 
 func (h *health) readiness() readiness {
@@ -97,7 +107,28 @@ func (h *health) readiness() readiness {
 		r.LoadedAt = &at
 		r.AgeSeconds = h.now().Sub(h.loadedAt).Seconds()
 	}
+	if h.rulesListener != nil {
+		if l := h.rulesListener(); l.Enabled {
+			r.Listener = "down"
+			if l.Up {
+				r.Listener = "up"
+			}
+			if !l.Since.IsZero() {
+				since := l.Since.UTC()
+				r.ListenerSince = &since
+			}
+			r.ListenerReconnects = &l.Reconnects
+		}
+	}
 	return r
+}
+
+// watchListener makes /readyz report the rules listener's state, read by
+// state.
+func (h *health) watchListener(state func() rulesdb.ListenerState) {
+	h.mu.Lock()
+	h.rulesListener = state
+	h.mu.Unlock()
 }
 
 // serveLive answers /healthz: the process is up (200 while it runs,

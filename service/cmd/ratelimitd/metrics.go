@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/adapters/promlimit"
+	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
 // metrics are ratelimitd's Prometheus metrics, on a registry of its own
@@ -122,6 +123,31 @@ func (m *metrics) rulesApplied(revision string, loadedAt time.Time, n int) {
 	}
 	m.rulesLoaded.Set(float64(loadedAt.UnixNano()) / 1e9)
 	m.rulesCount.Set(float64(n))
+}
+
+// watchListener registers the rules listener's metrics, read from state at
+// each scrape: ratelimitd_rules_listener_up (1 while it is LISTENing and
+// answers its probes) and ratelimitd_rules_listener_reconnects_total.
+func (m *metrics) watchListener(state func() rulesdb.ListenerState) error {
+	up := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "ratelimitd", Name: "rules_listener_up",
+		Help: "1 while the rules database's listener (PostgreSQL LISTEN) is connected and answers its probes; 0 while changes arrive by the poll only.",
+	}, func() float64 {
+		if state().Up {
+			return 1
+		}
+		return 0
+	})
+	reconnects := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: "ratelimitd", Name: "rules_listener_reconnects_total",
+		Help: "Times the rules database's listener was re-established after its connection was lost or failed a probe (each followed by a full reload).",
+	}, func() float64 { return float64(state().Reconnects) })
+	for _, c := range []prometheus.Collector{up, reconnects} {
+		if err := m.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // setUp records a component's health.

@@ -337,3 +337,81 @@ func pageNoFatal(c *http.Client, u string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestServeDBListenerPartition: instance B reaches PostgreSQL through a
+// proxy; it polls once an hour, so only NOTIFY can bring it a change in
+// time. The network is black-holed, then heals as after a long partition
+// (the server's side of every connection gone, B's side open and silent:
+// a listener that waits without probing would wait forever). B's listener
+// is reported down (/readyz, ratelimitd_rules_listener_up) during the
+// partition, up after it with one more reconnect; B catches up on the
+// change made meanwhile, and the next change on instance A reaches B by
+// NOTIFY within a second.
+func TestServeDBListenerPartition(t *testing.T) {
+	ctx := dbctx(t)
+	dsn := pg.NewDatabase(t)
+	db, err := rulesdb.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer db.Close()
+	token, _, err := db.CreateToken(ctx, "cli:test", "ops", rulesdb.ScopeWrite)
+	require.NoError(t, err)
+	_, err = db.Create(ctx, "setup", ordersRule(100))
+	require.NoError(t, err)
+	proxy, bDSN := proxied(t, dsn)
+	a := ratelimitdtest.Start(t, binary, nil, "--db", dsn, "--db-poll", "1h")
+	b := ratelimitdtest.Start(t, binary, nil, "--db", bDSN, "--db-poll", "1h", "--db-timeout", "500ms")
+	c := &http.Client{Timeout: 10 * time.Second}
+	listener := func() (string, float64, int64) {
+		_, r := readyz(t, b)
+		var n int64
+		if r.ListenerReconnects != nil {
+			n = *r.ListenerReconnects
+		}
+		return r.Listener, metric(t, b, "ratelimitd_rules_listener_up"), n
+	}
+	change := func(limit int64) {
+		t.Helper()
+		r := try(c, a, token, "PUT", "/api/v1/rules/orders", fmt.Sprintf(
+			`{"dimension":"user","endpoint_pattern":"/api/orders/**","limit":%d,"window_seconds":3600,"algorithm":"fixed_window"}`, limit), "If-Match", "*")
+		require.NoError(t, r.err)
+		require.Equal(t, http.StatusOK, r.status, r.body)
+	}
+	inForceOnB := func(limit int64, within time.Duration, what string) time.Duration {
+		t.Helper()
+		start := time.Now()
+		require.Eventually(t, func() bool {
+			got, _ := checkHTTP(t, c, b, fmt.Sprintf("probe-%d", time.Now().UnixNano()))
+			return got == limit
+		}, within, 10*time.Millisecond, "%s: limit %d not in force on B within %s", what, limit, within)
+		return time.Since(start)
+	}
+
+	require.Eventually(t, func() bool { state, up, _ := listener(); return state == "up" && up == 1 },
+		10*time.Second, 20*time.Millisecond, "B's listener up")
+	_, _, before := listener()
+	change(101)
+	inForceOnB(101, time.Second, "before the partition")
+
+	proxy.Stall()
+	stalled := time.Now()
+	require.Eventually(t, func() bool { state, up, _ := listener(); return state == "down" && up == 0 },
+		5*time.Second, 20*time.Millisecond, "B's listener down during the partition")
+	t.Logf("listener reported down %s into the partition", time.Since(stalled))
+	_, r := readyz(t, b)
+	require.NotNil(t, r.ListenerSince)
+	require.False(t, r.ListenerSince.Before(stalled), "down since the partition: %v", r.ListenerSince)
+	require.True(t, r.Ready, "the listener does not make B unready: checks are decided as before")
+	change(102)
+
+	proxy.Sever()
+	healed := time.Now()
+	require.Eventually(t, func() bool { state, up, _ := listener(); return state == "up" && up == 1 },
+		10*time.Second, 20*time.Millisecond, "B's listener up after the partition")
+	t.Logf("listener up again %s after the heal", time.Since(healed))
+	_, _, after := listener()
+	require.Equal(t, before+1, after, "one more reconnect (/readyz)")
+	require.EqualValues(t, after, metric(t, b, "ratelimitd_rules_listener_reconnects_total"))
+	inForceOnB(102, 2*time.Second, "the change made during the partition (the full reload after the reconnect)")
+	change(103)
+	t.Logf("a change after the heal reached B in %s", inForceOnB(103, time.Second, "after the heal, by NOTIFY"))
+}

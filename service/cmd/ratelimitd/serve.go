@@ -149,6 +149,12 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 	if w.admin != nil {
 		adm.Store(w.admin)
 	}
+	if w.rulesDB != nil && w.rulesDB.Listener().Enabled {
+		h.watchListener(w.rulesDB.Listener)
+		if err := m.watchListener(w.rulesDB.Listener); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
 
 	gl, err := net.Listen("tcp", c.GRPCAddr)
 	if err != nil {
