@@ -145,7 +145,9 @@ func TestInvalidInputKeepsItsSentinel(t *testing.T) {
 	err = s.SetOverride(ctx, k, core.Override{Limit: core.PerSecond(0), Until: time.Now().Add(time.Minute)})
 	require.ErrorIs(t, err, core.ErrInvalidLimit)
 
-	gs, err := guard.New(s, guard.WithFailOpen())
+	// A timeout well above the call's (the guard's 5 ms default would fail
+	// open on a loaded machine, and hide the error).
+	gs, err := guard.New(s, guard.WithFailOpen(), guard.WithTimeout(5*time.Second))
 	require.NoError(t, err)
 	_, err = limitertest.TakeOne(ctx, gs, k, core.PerSecond(1), -1)
 	require.ErrorIs(t, err, core.ErrInvalidCost)
