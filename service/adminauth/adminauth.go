@@ -58,6 +58,13 @@ type Principal struct {
 
 type principalKey struct{}
 
+// WithPrincipal returns ctx carrying p, the authenticated caller of a
+// request another front door took (ratelimitd's gRPC admin calls):
+// PrincipalFrom returns it.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
 // PrincipalFrom returns the Principal of the request whose context is ctx,
 // set by Wrap once the token is authenticated.
 func PrincipalFrom(ctx context.Context) (Principal, bool) {
@@ -283,7 +290,7 @@ func (a *Auth) Wrap(h http.Handler) http.Handler {
 		if !a.limit(ctx, w, r, policy, p.Name) {
 			return
 		}
-		ctx = context.WithValue(ctx, principalKey{}, p)
+		ctx = WithPrincipal(ctx, p)
 		r = r.WithContext(ctx)
 		if r.Method == http.MethodPost && len(r.Header.Values("Idempotency-Key")) > 0 {
 			a.idempotent(w, r, p, h)

@@ -94,10 +94,33 @@ func (s *Server) ResetLimit(ctx context.Context, req *ratelimitv1.ResetRequest) 
 	if bad != nil {
 		return nil, invalid(bad)
 	}
-	if err := s.engine.Reset(ctx, c); err != nil {
-		return nil, s.fail(ctx, "ResetLimit", "", err)
+	var reset error
+	rec := Reset{Target: "limit/" + c.Dimension + "/" + c.Identifier, After: resetAfter{Endpoint: c.Endpoint, RuleID: c.Rule}}
+	err := s.record(ctx, rec, func(ctx context.Context) error {
+		reset = s.engine.Reset(ctx, c)
+		return reset
+	})
+	switch {
+	case reset != nil:
+		return nil, s.fail(ctx, "ResetLimit", "", reset)
+	case err != nil:
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		s.log.ErrorContext(ctx, "ratelimitd: recording a ResetLimit failed", "target", rec.Target, "error", err)
+		return nil, status.Error(codes.Unavailable, errUnrecorded)
 	}
 	return &ratelimitv1.ResetResponse{}, nil
+}
+
+// errUnrecorded is the only text a client gets when its ResetLimit could
+// not be recorded.
+const errUnrecorded = "the reset could not be audited; retry later"
+
+// resetAfter is the request of a ResetLimit, in its record.
+type resetAfter struct {
+	Endpoint string `json:"endpoint"`
+	RuleID   string `json:"rule_id,omitempty"`
 }
 
 // CheckRateLimitBatch decides the checks of req, each with its own result

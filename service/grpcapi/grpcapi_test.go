@@ -3,6 +3,8 @@ package grpcapi_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -290,6 +292,66 @@ func TestResetLimit(t *testing.T) {
 
 	_, err = h.client.ResetLimit(ctx, &ratelimitv1.ResetRequest{Dimension: "swl"})
 	requireInvalid(t, err, "identifier")
+}
+
+// ResetLimit runs through the Recorder, once per call, naming the
+// identifier and the request; a Recorder that fails refuses it
+// (UNAVAILABLE, nothing reset, the cause only logged); invalid input (no
+// identifier, an unknown rule) is refused before recording or by the
+// engine inside it, its error the engine's.
+func TestResetLimitRecorder(t *testing.T) {
+	var mu sync.Mutex
+	var seen []grpcapi.Reset
+	var fail error
+	rec := func(ctx context.Context, r grpcapi.Reset, apply func(context.Context) error) error {
+		mu.Lock()
+		f := fail
+		mu.Unlock()
+		if f != nil {
+			return f
+		}
+		if err := apply(ctx); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r)
+		return nil
+	}
+	var logs syncBuffer
+	h := start(t, memStore(t), grpcapi.WithRecorder(rec), grpcapi.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	ctx := callCtx(t)
+	spend := func() {
+		r, err := h.client.CheckRateLimit(ctx, withCost(check("swl", "alice"), 5))
+		require.NoError(t, err)
+		require.True(t, r.GetAllowed())
+	}
+	spend()
+	_, err := h.client.ResetLimit(ctx, &ratelimitv1.ResetRequest{Dimension: "swl", Identifier: "alice", Endpoint: "/x"})
+	require.NoError(t, err)
+	require.Len(t, seen, 1)
+	require.Equal(t, "limit/swl/alice", seen[0].Target)
+	b, err := json.Marshal(seen[0].After)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"endpoint":"/x"}`, string(b))
+	spend()
+
+	_, err = h.client.ResetLimit(ctx, &ratelimitv1.ResetRequest{Dimension: "swl"})
+	requireInvalid(t, err, "identifier")
+	_, err = h.client.ResetLimit(ctx, &ratelimitv1.ResetRequest{Dimension: "swl", Identifier: "alice", RuleId: "admin_write"})
+	requireInvalid(t, err, "rule_id")
+	require.Len(t, seen, 1)
+
+	mu.Lock()
+	fail = errors.New("audit log on fire")
+	mu.Unlock()
+	_, err = h.client.ResetLimit(ctx, &ratelimitv1.ResetRequest{Dimension: "swl", Identifier: "alice"})
+	require.Equal(t, codes.Unavailable, status.Code(err))
+	require.NotContains(t, err.Error(), "fire")
+	require.Contains(t, logs.String(), "audit log on fire")
+	r, err := h.client.CheckRateLimit(ctx, check("swl", "alice"))
+	require.NoError(t, err)
+	require.False(t, r.GetAllowed(), "not reset")
 }
 
 // Report charges after the work: beyond what is left it drains to 0 and

@@ -60,6 +60,7 @@ type Server struct {
 	noFields bool
 	maxBatch int
 	now      func() time.Time
+	record   Recorder
 
 	health  *health.Server
 	mu      sync.Mutex
@@ -99,6 +100,31 @@ func WithMaxBatch(n int) Option {
 	}
 }
 
+// Reset is the change a ResetLimit makes, for a Recorder: its Target
+// names the identifier ("limit/DIMENSION/IDENTIFIER") and After the
+// request (endpoint, rule_id), as JSON values.
+type Reset struct {
+	Target string
+	After  any
+}
+
+// Recorder records a ResetLimit and makes it: it calls apply (which
+// resets the counters) at most once and returns apply's error, or its own
+// when it could not record the change (the call is then UNAVAILABLE, and
+// nothing is reset). apply's error undoes the record. It is called
+// concurrently.
+type Recorder func(ctx context.Context, r Reset, apply func(context.Context) error) error
+
+// WithRecorder makes every ResetLimit run through r (ratelimitd's writes
+// its audit row); the default resets without recording.
+func WithRecorder(r Recorder) Option {
+	return func(s *Server) {
+		if r != nil {
+			s.record = r
+		}
+	}
+}
+
 // New returns the native API on e. Every component starts healthy: the
 // caller reports a store or a rule set that is not (SetComponent), or has
 // a probe do it (WatchComponent).
@@ -108,6 +134,7 @@ func New(e *engine.Engine, opts ...Option) *Server {
 		log:      slog.Default(),
 		maxBatch: DefaultMaxBatch,
 		now:      time.Now,
+		record:   func(ctx context.Context, _ Reset, apply func(context.Context) error) error { return apply(ctx) },
 		health:   health.NewServer(),
 		state: map[string]bool{
 			ComponentStore:    true,

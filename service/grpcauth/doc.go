@@ -7,13 +7,18 @@
 //
 // What a method needs is its Access. ratelimitd's table (Ratelimitd):
 //
-//   - ResetLimit of the native API is Admin: a token of scope write,
+//   - the changes an admin makes are Admin: a token of scope write,
 //     counted against the token's admin_write limit (100 a minute by
-//     default), the same count as the admin REST API's writes;
-//   - every method of the store API (sluice.ratelimit.v1.StoreService:
-//     Take, TakeBatch, Refund, Reset, SetOverride, ClearOverride) is
-//     Token: a token of scope write, not counted (it is the data plane of
-//     the apps using ratelimitd as their store, a call per request);
+//     default), the same count as the admin REST API's writes: ResetLimit
+//     of the native API, and the store API's Reset, SetOverride and
+//     ClearOverride (and any method the store API gains later). The
+//     handler gets the call's Principal (adminauth.PrincipalFrom) and
+//     request id (rulesdb.RequestID, from x-request-id metadata or new,
+//     sent back), the actor and request id of the change's audit row;
+//   - the store API's decisions (sluice.ratelimit.v1.StoreService: Take,
+//     TakeBatch, Refund) are Token: a token of scope write, not counted
+//     (they are the data plane of the apps using ratelimitd as their
+//     store, a call per request);
 //   - everything else is Open: CheckRateLimit, CheckRateLimitBatch,
 //     GetRemainingQuota, Report, Envoy's ShouldRateLimit, health and
 //     reflection.

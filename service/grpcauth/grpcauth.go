@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/adapters/grpclimit"
 	"github.com/sluicehq/sluice/ratelimitfields"
 	"github.com/sluicehq/sluice/service/adminauth"
+	"github.com/sluicehq/sluice/service/internal/requestid"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -28,12 +29,14 @@ const (
 	// ShouldRateLimit), health and reflection.
 	Open Access = iota
 	// Token methods need a token of scope write, and are not counted
-	// against the token's admin limits: the store API, the data plane of
-	// the apps that use ratelimitd as their store (remotestore).
+	// against the token's admin limits: the store API's decisions (Take,
+	// TakeBatch, Refund), the data plane of the apps that use ratelimitd
+	// as their store (remotestore).
 	Token
 	// Admin methods need a token of scope write and count against the
 	// token's admin_write limit (adminauth.PolicyWrite), shared with the
-	// admin REST API and page: ResetLimit.
+	// admin REST API and page: the changes an admin makes (ResetLimit,
+	// and the store API's Reset, SetOverride and ClearOverride).
 	Admin
 )
 
@@ -59,15 +62,26 @@ const (
 	StoreServicePrefix = "/sluice.ratelimit.v1.StoreService/"
 )
 
-// Ratelimitd is ratelimitd's access table: ResetLimit is Admin, every
-// method of the store API (Take, TakeBatch, Refund, Reset, SetOverride,
-// ClearOverride, and any added later) is Token, everything else is Open.
+// storeDecisions are the store API's methods that decide (and so are
+// Token): every other method of the store API changes state (Admin).
+var storeDecisions = map[string]bool{
+	StoreServicePrefix + "Take":      true,
+	StoreServicePrefix + "TakeBatch": true,
+	StoreServicePrefix + "Refund":    true,
+}
+
+// Ratelimitd is ratelimitd's access table: ResetLimit and every method of
+// the store API but its decisions (Reset, SetOverride, ClearOverride, and
+// any added later) are Admin; the store API's Take, TakeBatch and Refund
+// are Token; everything else is Open.
 func Ratelimitd(fullMethod string) Access {
 	switch {
 	case fullMethod == MethodResetLimit:
 		return Admin
-	case strings.HasPrefix(fullMethod, StoreServicePrefix):
+	case storeDecisions[fullMethod]:
 		return Token
+	case strings.HasPrefix(fullMethod, StoreServicePrefix):
+		return Admin
 	}
 	return Open
 }
@@ -127,19 +141,20 @@ const (
 // fields are sent as header metadata, and an exhausted token gets
 // RESOURCE_EXHAUSTED with RetryInfo, QuotaFailure and ErrorInfo (as
 // package grpclimit answers) and the fields and grpc-retry-pushback-ms in
-// its trailer. A client (its address: IPv4, or IPv6 /64) whose
-// authentications failed too often gets RESOURCE_EXHAUSTED for a secret
-// not in the Auth's cache, with no database lookup, as the admin API
-// answers 429 (adminauth.ErrTooManyFailures). A failure of the token database or of the rate-limit store
-// is UNAVAILABLE with a generic message (the cause is logged): the guarded
-// methods fail closed.
+// its trailer; an admitted one runs with its Principal and request id in
+// its context (see check). A client (its address: IPv4, or IPv6 /64)
+// whose authentications failed too often gets RESOURCE_EXHAUSTED for a
+// secret not in the Auth's cache, with no database lookup, as the admin
+// API answers 429 (adminauth.ErrTooManyFailures). A failure of the token
+// database or of the rate-limit store is UNAVAILABLE with a generic
+// message (the cause is logged): the guarded methods fail closed.
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		acc := i.access(info.FullMethod)
 		if acc == Open {
 			return handler(ctx, req)
 		}
-		md, err := i.check(ctx, info.FullMethod, acc)
+		ctx, md, err := i.check(ctx, info.FullMethod, acc)
 		if len(md) > 0 {
 			if err != nil {
 				_ = grpc.SetTrailer(ctx, md)
@@ -162,7 +177,7 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 		if acc == Open {
 			return handler(srv, ss)
 		}
-		md, err := i.check(ss.Context(), info.FullMethod, acc)
+		ctx, md, err := i.check(ss.Context(), info.FullMethod, acc)
 		if len(md) > 0 {
 			if err != nil {
 				ss.SetTrailer(md)
@@ -173,20 +188,73 @@ func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
 		if err != nil {
 			return err
 		}
-		return handler(srv, ss)
+		return handler(srv, &principalStream{ServerStream: ss, ctx: ctx})
 	}
 }
 
+// principalStream is a ServerStream whose context carries the caller.
+type principalStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *principalStream) Context() context.Context { return s.ctx }
+
+// MetadataRequestID is the metadata key of an Admin call's request id:
+// the client's when it is valid (1 to 128 of A-Z a-z 0-9 - _ . :), else a
+// new one, sent back in the response's header (or trailer) and recorded in
+// the audit rows of its changes (rulesdb.WithRequestID).
+const MetadataRequestID = "x-request-id"
+
 // check authenticates, authorises and (for Admin) counts one call; md is
-// the rate-limit metadata to send (Admin only).
-func (i *Interceptor) check(ctx context.Context, method string, acc Access) (metadata.MD, error) {
+// the metadata to send. An Admin call's ctx gets its request id
+// (rulesdb.WithRequestID, sent back as MetadataRequestID) and, once
+// authenticated, its Principal (adminauth.WithPrincipal): the actor and
+// request id of the audit rows of its changes. A Token call's ctx is kept
+// as it is (decisions are not audited, and this is their hot path).
+func (i *Interceptor) check(ctx context.Context, method string, acc Access) (context.Context, metadata.MD, error) {
+	var md metadata.MD
+	if acc == Admin {
+		ctx, md = withRequestID(ctx)
+	}
+	d, err := i.authorize(ctx, method, acc)
+	md = metadata.Join(md, d.md)
+	if err != nil || acc != Admin {
+		return ctx, md, err
+	}
+	return adminauth.WithPrincipal(ctx, *d.p), md, nil
+}
+
+// withRequestID returns ctx with the call's request id, and the metadata
+// that sends it back.
+func withRequestID(ctx context.Context) (context.Context, metadata.MD) {
+	in, _ := metadata.FromIncomingContext(ctx)
+	id := ""
+	if v := in.Get(MetadataRequestID); len(v) == 1 && requestid.Valid(v[0]) {
+		id = v[0]
+	} else {
+		id = requestid.New()
+	}
+	return rulesdb.WithRequestID(ctx, id), metadata.Pairs(MetadataRequestID, id)
+}
+
+// authorized is what authorize found of an admitted call: its principal
+// and the rate-limit metadata of an Admin call.
+type authorized struct {
+	p  *adminauth.Principal
+	md metadata.MD
+}
+
+// authorize authenticates, authorises and (for Admin) counts one call.
+// A refusal's rate-limit metadata comes with it (sent in the trailer).
+func (i *Interceptor) authorize(ctx context.Context, method string, acc Access) (authorized, error) {
 	secret, ok := bearer(ctx)
 	if !ok {
-		return nil, status.Error(codes.Unauthenticated, msgUnauthenticated)
+		return authorized{}, status.Error(codes.Unauthenticated, msgUnauthenticated)
 	}
 	auth := i.auth()
 	if auth == nil {
-		return nil, status.Error(codes.Unavailable, msgNoDatabase)
+		return authorized{}, status.Error(codes.Unavailable, msgNoDatabase)
 	}
 	actx := ctx
 	if pr, ok := peer.FromContext(ctx); ok && pr.Addr != nil {
@@ -195,23 +263,23 @@ func (i *Interceptor) check(ctx context.Context, method string, acc Access) (met
 	p, err := auth.Authenticate(actx, secret)
 	switch {
 	case errors.Is(err, rulesdb.ErrUnauthorized):
-		return nil, status.Error(codes.Unauthenticated, msgUnauthenticated)
+		return authorized{}, status.Error(codes.Unauthenticated, msgUnauthenticated)
 	case errors.Is(err, adminauth.ErrTooManyFailures):
-		return nil, status.Error(codes.ResourceExhausted, msgTooManyFailures)
+		return authorized{}, status.Error(codes.ResourceExhausted, msgTooManyFailures)
 	case err != nil:
 		i.log.ErrorContext(ctx, "grpc: authenticating a token", "method", method, "err", err)
-		return nil, status.Error(codes.Unavailable, msgAuthFailed)
+		return authorized{}, status.Error(codes.Unavailable, msgAuthFailed)
 	}
 	if !p.Scope.Allows(rulesdb.ScopeWrite) {
-		return nil, status.Errorf(codes.PermissionDenied, "this token's scope is %s; %s needs scope %s", p.Scope, method, rulesdb.ScopeWrite)
+		return authorized{}, status.Errorf(codes.PermissionDenied, "this token's scope is %s; %s needs scope %s", p.Scope, method, rulesdb.ScopeWrite)
 	}
 	if acc != Admin {
-		return nil, nil
+		return authorized{}, nil
 	}
 	d, err := auth.Limit(ctx, p, adminauth.PolicyWrite)
 	if err != nil {
 		i.log.ErrorContext(ctx, "grpc: admin rate limit store failed; refusing (fail closed)", "method", method, "token", p.Name, "err", err)
-		return nil, status.Error(codes.Unavailable, msgLimitFailed)
+		return authorized{}, status.Error(codes.Unavailable, msgLimitFailed)
 	}
 	at := time.Now()
 	if len(d.Results) > 0 && d.Results[0].At != 0 {
@@ -220,10 +288,10 @@ func (i *Interceptor) check(ctx context.Context, method string, acc Access) (met
 	md := grpclimit.Metadata(ratelimitfields.Config{}.Format(&d, at))
 	if !d.Allowed {
 		md[grpclimit.MetadataPushback] = []string{grpclimit.Pushback(&d)}
-		return md, grpclimit.DeniedStatus(&d).Err()
+		return authorized{md: md}, grpclimit.DeniedStatus(&d).Err()
 	}
-	i.log.InfoContext(ctx, "grpc: admin call", "method", method, "token", p.Name)
-	return md, nil
+	i.log.InfoContext(ctx, "grpc: admin call", "method", method, "token", p.Name, "request_id", rulesdb.RequestID(ctx))
+	return authorized{p: &p, md: md}, nil
 }
 
 // bearer returns the secret of the call's one authorization metadata

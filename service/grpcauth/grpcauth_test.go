@@ -476,3 +476,89 @@ func TestFailedAuthenticationsBounded(t *testing.T) {
 	_, err = take(withAuth(t, "Bearer "+tk.write), s, "bob")
 	require.NoError(t, err, "a cached token still passes")
 }
+
+// Ratelimitd's table: the changes an admin makes are Admin (ResetLimit,
+// the store API's Reset, SetOverride, ClearOverride and any store method
+// added later), the store API's decisions Token, the rest Open.
+func TestRatelimitdTable(t *testing.T) {
+	for method, want := range map[string]grpcauth.Access{
+		grpcauth.MethodResetLimit:                                      grpcauth.Admin,
+		grpcauth.StoreServicePrefix + "Reset":                          grpcauth.Admin,
+		grpcauth.StoreServicePrefix + "SetOverride":                    grpcauth.Admin,
+		grpcauth.StoreServicePrefix + "ClearOverride":                  grpcauth.Admin,
+		grpcauth.StoreServicePrefix + "SomethingNew":                   grpcauth.Admin,
+		grpcauth.StoreServicePrefix + "Take":                           grpcauth.Token,
+		grpcauth.StoreServicePrefix + "TakeBatch":                      grpcauth.Token,
+		grpcauth.StoreServicePrefix + "Refund":                         grpcauth.Token,
+		"/sluice.ratelimit.v1.RateLimitService/CheckRateLimit":         grpcauth.Open,
+		"/sluice.ratelimit.v1.RateLimitService/Report":                 grpcauth.Open,
+		"/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit": grpcauth.Open,
+	} {
+		require.Equal(t, want, grpcauth.Ratelimitd(method), method)
+	}
+}
+
+// An Admin call reaches its handler with its token's Principal and its
+// request id (the client's when valid, else a new one, sent back in the
+// header), and counts against the token's admin writes; a Token call
+// (Take) is not counted. The store API's Reset, SetOverride and
+// ClearOverride are Admin: a token whose admin writes are spent cannot
+// make them, and so cannot reset its own admin limit.
+func TestAdminCallContext(t *testing.T) {
+	db, tk := newTokens(t)
+	store := memory(t)
+	auth, err := adminauth.New(db, store, adminauth.Options{WritesPerMinute: 3})
+	require.NoError(t, err)
+	ic, err := grpcauth.New(func() *adminauth.Auth { return auth }, grpcauth.Options{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	type seen struct {
+		p  adminauth.Principal
+		id string
+	}
+	got := make(chan seen, 10)
+	rec := func(ctx context.Context, _ remotestore.Change, apply func(context.Context) error) error {
+		p, _ := adminauth.PrincipalFrom(ctx)
+		got <- seen{p, rulesdb.RequestID(ctx)}
+		return apply(ctx)
+	}
+	gs := grpc.NewServer(grpc.ChainUnaryInterceptor(ic.Unary()))
+	remotestore.NewServer(store, remotestore.WithRecorder(rec)).Register(gs)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	client := ratelimitv1.NewStoreServiceClient(dial(t, lis.Addr().String()))
+	key := &ratelimitv1.StoreKey{Identity: []byte("alice"), Policy: []byte("p")}
+	limit := &ratelimitv1.StoreLimit{Algorithm: ratelimitv1.StoreAlgorithm_STORE_ALGORITHM_FIXED_WINDOW, Rate: 3, Period: durationpb.New(time.Hour)}
+	resetCall := func(ctx context.Context) (metadata.MD, error) {
+		var header metadata.MD
+		_, err := client.Reset(ctx, &ratelimitv1.StoreResetRequest{Key: key, Limit: limit}, grpc.Header(&header))
+		return header, err
+	}
+
+	header, err := resetCall(metadata.AppendToOutgoingContext(withAuth(t, "Bearer "+tk.write), "x-request-id", "req-1"))
+	require.NoError(t, err)
+	require.Equal(t, seen{adminauth.Principal{Name: "ops", Scope: rulesdb.ScopeWrite}, "req-1"}, <-got)
+	require.Equal(t, []string{"req-1"}, header.Get(grpcauth.MetadataRequestID))
+	require.Equal(t, []string{"2"}, header.Get("x-ratelimit-remaining"))
+
+	header, err = resetCall(metadata.AppendToOutgoingContext(withAuth(t, "Bearer "+tk.write), "x-request-id", "bad id!"))
+	require.NoError(t, err)
+	s := <-got
+	require.Len(t, s.id, 32, "an invalid id is replaced")
+	require.Equal(t, []string{s.id}, header.Get(grpcauth.MetadataRequestID))
+
+	for range 5 {
+		_, err = client.Take(withAuth(t, "Bearer "+tk.write), &ratelimitv1.TakeRequest{Ops: []*ratelimitv1.StoreOp{{Key: key, Limit: limit}}})
+		require.NoError(t, err, "Take is not counted")
+	}
+	_, err = client.ClearOverride(withAuth(t, "Bearer "+tk.write), &ratelimitv1.ClearOverrideRequest{Key: key})
+	require.NoError(t, err)
+	<-got
+	own := &ratelimitv1.StoreKey{Identity: []byte("token:ops"), Policy: []byte(adminauth.PolicyWrite)}
+	_, err = client.Reset(withAuth(t, "Bearer "+tk.write), &ratelimitv1.StoreResetRequest{Key: own, Limit: limit})
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "the fourth admin write in the minute")
+	_, err = client.SetOverride(withAuth(t, "Bearer "+tk.write), &ratelimitv1.SetOverrideRequest{Key: own})
+	require.Equal(t, codes.ResourceExhausted, status.Code(err))
+	require.Empty(t, got, "a refused call never reaches the store")
+}

@@ -54,7 +54,9 @@ type RateLimitServiceClient interface {
 	// anything (a peek: the request's cost is ignored).
 	GetRemainingQuota(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 	// ResetLimit clears the counters of every rule that matches the request for
-	// its identifier: the next check starts fresh.
+	// its identifier: the next check starts fresh. An admin change: ratelimitd
+	// serving a rules database asks a token of scope write, counts the call
+	// against the token's admin_write limit and writes an audit row for it.
 	ResetLimit(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
 	// Report charges a cost known only after the work was done: the cost is
 	// taken even if it exceeds what is left, which then drains to 0 so that the
@@ -143,7 +145,9 @@ type RateLimitServiceServer interface {
 	// anything (a peek: the request's cost is ignored).
 	GetRemainingQuota(context.Context, *CheckRequest) (*CheckResponse, error)
 	// ResetLimit clears the counters of every rule that matches the request for
-	// its identifier: the next check starts fresh.
+	// its identifier: the next check starts fresh. An admin change: ratelimitd
+	// serving a rules database asks a token of scope write, counts the call
+	// against the token's admin_write limit and writes an audit row for it.
 	ResetLimit(context.Context, *ResetRequest) (*ResetResponse, error)
 	// Report charges a cost known only after the work was done: the cost is
 	// taken even if it exceeds what is left, which then drains to 0 so that the

@@ -42,6 +42,17 @@ const (
 //
 // StoreService is core.Store over gRPC: one RPC per method.
 //
+// Keys: the server decides every key in a namespace of its own (see
+// remotestore.ServerKey): a key sent here never shares state with the
+// server's other keys (ratelimitd's rule counters, its admin limits, its
+// idempotency records, the overrides it applies from its database).
+//
+// Take, TakeBatch and Refund are decisions; Reset, SetOverride and
+// ClearOverride are admin changes. ratelimitd serving a rules database asks
+// a token of scope write for every call, counts each admin change against
+// the token's admin_write limit (RESOURCE_EXHAUSTED past it) and writes an
+// audit row for it (UNAVAILABLE, nothing changed, when it cannot).
+//
 // Errors: an invalid argument (an invalid limit, an empty identity, a
 // negative cost, a booking among several ops, two ops of one key) is
 // INVALID_ARGUMENT whose message names the op and the field, with a
@@ -142,6 +153,17 @@ func (c *storeServiceClient) ClearOverride(ctx context.Context, in *ClearOverrid
 // for forward compatibility.
 //
 // StoreService is core.Store over gRPC: one RPC per method.
+//
+// Keys: the server decides every key in a namespace of its own (see
+// remotestore.ServerKey): a key sent here never shares state with the
+// server's other keys (ratelimitd's rule counters, its admin limits, its
+// idempotency records, the overrides it applies from its database).
+//
+// Take, TakeBatch and Refund are decisions; Reset, SetOverride and
+// ClearOverride are admin changes. ratelimitd serving a rules database asks
+// a token of scope write for every call, counts each admin change against
+// the token's admin_write limit (RESOURCE_EXHAUSTED past it) and writes an
+// audit row for it (UNAVAILABLE, nothing changed, when it cannot).
 //
 // Errors: an invalid argument (an invalid limit, an empty identity, a
 // negative cost, a booking among several ops, two ops of one key) is

@@ -92,14 +92,6 @@ func (w *wireKey) own() {
 	w.key.Identity, w.key.Policy = bytes.Clone(w.key.Identity), bytes.Clone(w.key.Policy)
 }
 
-// keyOf reads a key (nil is the zero Key, which the store rejects).
-func keyOf(p *ratelimitv1.StoreKey) core.Key {
-	if p == nil {
-		return core.Key{}
-	}
-	return core.Key{Identity: stringOf(p.Identity), Policy: stringOf(p.Policy)}
-}
-
 // limitOf reads the limit of op i (or of no op, for a negative i): nil is
 // the zero Limit (invalid for a Take, a block for an override). An
 // algorithm out of range, or a period that is not a valid Duration, is an

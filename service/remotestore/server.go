@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
@@ -20,10 +23,18 @@ const MaxOps = 1024
 // Server answers sluice.ratelimit.v1.StoreService on a core.Store: every
 // RPC is one call of the store, so its decisions are the store's own
 // (ratelimitd passes its memory or Redis store, guarded or not).
+//
+// Every Key a client sends is decided in the store API's own namespace
+// (see PolicyPrefix and ServerKey), apart from every other key of the
+// server's store. Reset, SetOverride and ClearOverride are admin changes:
+// with WithRecorder each one runs through the Recorder (ratelimitd's
+// writes its audit row), and is refused when it cannot be recorded. Take,
+// TakeBatch and Refund are decisions, not changes: they are not recorded.
 type Server struct {
 	ratelimitv1.UnimplementedStoreServiceServer
-	store core.Store
-	log   *slog.Logger
+	store  core.Store
+	log    *slog.Logger
+	record Recorder
 }
 
 // ServerOption configures a Server.
@@ -39,9 +50,19 @@ func WithLogger(l *slog.Logger) ServerOption {
 	}
 }
 
+// WithRecorder makes every admin change (Reset, SetOverride,
+// ClearOverride) run through r (the default applies it as it is).
+func WithRecorder(r Recorder) ServerOption {
+	return func(s *Server) {
+		if r != nil {
+			s.record = r
+		}
+	}
+}
+
 // NewServer returns a Server deciding on store.
 func NewServer(store core.Store, opts ...ServerOption) *Server {
-	s := &Server{store: store, log: slog.Default()}
+	s := &Server{store: store, log: slog.Default(), record: applyOnly}
 	for _, o := range opts {
 		o(s)
 	}
@@ -60,6 +81,7 @@ type takeOne struct {
 	res  [1]wireResult
 	ops  [1]core.Op
 	out  [1]core.Result
+	keys [64]byte // the op's namespaced policy, when it fits
 }
 
 // Take decides the request's ops all or nothing on the store.
@@ -83,16 +105,22 @@ func (s *Server) take(ctx context.Context, req *ratelimitv1.TakeRequest) (*ratel
 		res  []wireResult
 		ops  []core.Op
 		out  []core.Result
+		keys []byte
 	)
 	if n == 1 {
 		one := new(takeOne)
-		resp, ptrs, res, ops, out = &one.resp, one.ptrs[:], one.res[:], one.ops[:], one.out[:]
+		resp, ptrs, res, ops, out, keys = &one.resp, one.ptrs[:], one.res[:], one.ops[:], one.out[:], one.keys[:0]
 	} else {
 		resp = new(ratelimitv1.TakeResponse)
 		ptrs = make([]*ratelimitv1.StoreResult, n)
 		res = make([]wireResult, n)
 		ops = make([]core.Op, n)
 		out = make([]core.Result, n)
+		size := 0
+		for _, p := range req.Ops {
+			size += len(PolicyPrefix) + len(p.GetKey().GetPolicy())
+		}
+		keys = make([]byte, 0, size)
 	}
 	for i, p := range req.Ops {
 		if p == nil {
@@ -106,7 +134,9 @@ func (s *Server) take(ctx context.Context, req *ratelimitv1.TakeRequest) (*ratel
 		if !ok {
 			return nil, opError(i, "MaxDelay", core.ErrInvalidCost, "not a valid duration")
 		}
-		ops[i] = core.Op{Key: keyOf(p.Key), Limit: l, Cost: p.Cost, Shadow: p.Shadow, MaxDelay: maxDelay}
+		var k core.Key
+		k, keys = keyOf(keys, p.Key)
+		ops[i] = core.Op{Key: k, Limit: l, Cost: p.Cost, Shadow: p.Shadow, MaxDelay: maxDelay}
 	}
 	if err := s.store.Take(ctx, ops, out); err != nil {
 		return nil, err
@@ -158,49 +188,122 @@ func (s *Server) Refund(ctx context.Context, req *ratelimitv1.RefundRequest) (*r
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "Refund", err)
 	}
-	a := core.Admission{Key: keyOf(req.Key), Limit: l, Cost: req.Cost, At: req.At, Override: req.Override}
+	var buf [64]byte
+	k, _ := keyOf(buf[:0], req.Key)
+	a := core.Admission{Key: k, Limit: l, Cost: req.Cost, At: req.At, Override: req.Override}
 	if err := s.store.Refund(ctx, a); err != nil {
 		return nil, toStatus(ctx, s.log, "Refund", err)
 	}
 	return &ratelimitv1.RefundResponse{}, nil
 }
 
-// Reset forgets one key's state on the store.
+// Reset forgets one key's state on the store: an admin change (see
+// Recorder).
 func (s *Server) Reset(ctx context.Context, req *ratelimitv1.StoreResetRequest) (*ratelimitv1.StoreResetResponse, error) {
 	l, err := limitOf(req.Limit, -1, "Limit")
+	if err == nil {
+		err = validKey(req.Key)
+	}
+	if err == nil {
+		err = l.Validate()
+	}
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "Reset", err)
 	}
-	if err := s.store.Reset(ctx, keyOf(req.Key), l); err != nil {
-		return nil, toStatus(ctx, s.log, "Reset", err)
+	var buf [64]byte
+	k, _ := keyOf(buf[:0], req.Key)
+	c := newChange(ActionReset, req.Key, &auditReset{Limit: auditLimitOf(&l)}, nil)
+	if err := s.change(ctx, "Reset", c, func(ctx context.Context) error { return s.store.Reset(ctx, k, l) }); err != nil {
+		return nil, err
 	}
 	return &ratelimitv1.StoreResetResponse{}, nil
 }
 
-// SetOverride sets one key's override or block on the store.
+// SetOverride sets one key's override or block on the store: an admin
+// change (see Recorder).
 func (s *Server) SetOverride(ctx context.Context, req *ratelimitv1.SetOverrideRequest) (*ratelimitv1.SetOverrideResponse, error) {
-	l, err := limitOf(req.Limit, -1, "Override.Limit")
+	o, err := overrideOf(req)
+	if err == nil {
+		err = validKey(req.Key)
+	}
+	if err == nil {
+		err = core.ValidateOverride(o, time.Now())
+	}
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "SetOverride", err)
 	}
-	var o core.Override
-	o.Limit = l
-	if req.Until != nil {
-		if err := req.Until.CheckValid(); err != nil {
-			return nil, toStatus(ctx, s.log, "SetOverride", fmt.Errorf("Override.Until: %w: %w", core.ErrInvalidLimit, err))
-		}
-		o.Until = req.Until.AsTime()
+	var buf [64]byte
+	k, _ := keyOf(buf[:0], req.Key)
+	after := &auditOverride{Block: o.Blocks(), Until: o.Until.UTC()}
+	if !o.Blocks() {
+		after.Limit = auditLimitOf(&o.Limit)
 	}
-	if err := s.store.SetOverride(ctx, keyOf(req.Key), o); err != nil {
-		return nil, toStatus(ctx, s.log, "SetOverride", err)
+	c := newChange(ActionOverrideSet, req.Key, after, nil)
+	if err := s.change(ctx, "SetOverride", c, func(ctx context.Context) error { return s.store.SetOverride(ctx, k, o) }); err != nil {
+		return nil, err
 	}
 	return &ratelimitv1.SetOverrideResponse{}, nil
 }
 
-// ClearOverride ends one key's override on the store.
+// overrideOf reads the override of req.
+func overrideOf(req *ratelimitv1.SetOverrideRequest) (core.Override, error) {
+	l, err := limitOf(req.Limit, -1, "Override.Limit")
+	if err != nil {
+		return core.Override{}, err
+	}
+	o := core.Override{Limit: l}
+	if req.Until != nil {
+		if err := req.Until.CheckValid(); err != nil {
+			return core.Override{}, fmt.Errorf("Override.Until: %w: %w", core.ErrInvalidLimit, err)
+		}
+		o.Until = req.Until.AsTime()
+	}
+	return o, nil
+}
+
+// ClearOverride ends one key's override on the store: an admin change
+// (see Recorder).
 func (s *Server) ClearOverride(ctx context.Context, req *ratelimitv1.ClearOverrideRequest) (*ratelimitv1.ClearOverrideResponse, error) {
-	if err := s.store.ClearOverride(ctx, keyOf(req.Key)); err != nil {
+	if err := validKey(req.Key); err != nil {
 		return nil, toStatus(ctx, s.log, "ClearOverride", err)
 	}
+	var buf [64]byte
+	k, _ := keyOf(buf[:0], req.Key)
+	c := newChange(ActionOverrideClear, req.Key, nil, nil)
+	if err := s.change(ctx, "ClearOverride", c, func(ctx context.Context) error { return s.store.ClearOverride(ctx, k) }); err != nil {
+		return nil, err
+	}
 	return &ratelimitv1.ClearOverrideResponse{}, nil
+}
+
+// validKey reports a key without identity (core.ErrNoKey), as the store
+// would, before anything is recorded.
+func validKey(p *ratelimitv1.StoreKey) error {
+	if len(p.GetIdentity()) == 0 {
+		return fmt.Errorf("Key.Identity: %w: required", core.ErrNoKey)
+	}
+	return nil
+}
+
+// change runs apply through the Recorder and returns the status to
+// answer: the store's error as the store's (bad input or UNAVAILABLE), a
+// failure to record as UNAVAILABLE (logged; nothing of it is sent).
+func (s *Server) change(ctx context.Context, method string, c Change, apply func(context.Context) error) error {
+	var applied error
+	err := s.record(ctx, c, func(ctx context.Context) error {
+		applied = apply(ctx)
+		return applied
+	})
+	switch {
+	case applied != nil:
+		return toStatus(ctx, s.log, method, applied)
+	case err != nil:
+		if cerr := ctx.Err(); cerr != nil {
+			return status.FromContextError(cerr).Err()
+		}
+		s.log.LogAttrs(ctx, slog.LevelError, "remotestore: recording an admin change failed", slog.String("method", method),
+			slog.String("action", c.Action), slog.String("target", c.Target), slog.Any("error", err))
+		return status.Error(codes.Unavailable, unrecordedMessage)
+	}
+	return nil
 }

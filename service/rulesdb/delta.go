@@ -131,6 +131,8 @@ func readRemovals(ctx context.Context, tx *sql.Tx, db *DB, from, to int64) (rm *
 		switch action {
 		case "rule.create", "rule.update", "tier.set", "override.set", "override.clear", "token.create", "token.revoke":
 			// Rows written (read since the revision) or none of a load's.
+		case ActionLimitReset, ActionStoreReset, ActionStoreOverrideSet, ActionStoreOverrideClear:
+			// Changes of the store (Record): none of a load's.
 		case "rule.delete":
 			var r Rule
 			if !before.Valid || json.Unmarshal([]byte(before.String), &r) != nil || r.ID == "" {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -11,7 +13,10 @@ import (
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/adminui"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/grpcapi"
 	"github.com/sluicehq/sluice/service/internal/problem"
+	"github.com/sluicehq/sluice/service/internal/requestid"
+	"github.com/sluicehq/sluice/service/remotestore"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -122,4 +127,49 @@ func (a *admin) servePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.ServeHTTP(w, r)
+}
+
+// recordTimeout bounds recording one gRPC admin change: the audit row's
+// transaction, held while the store makes the change.
+const recordTimeout = 10 * time.Second
+
+// errNoDatabase refuses a gRPC admin change while the rules database (the
+// audit log) has not been reached: nothing may change unrecorded.
+var errNoDatabase = errors.New("the rules database has not been reached yet: the change cannot be audited")
+
+// record makes one change of the service's store that a gRPC admin call
+// asked for (ResetLimit; the store API's Reset, SetOverride and
+// ClearOverride) with its audit row (rulesdb.Record): the actor is the
+// call's token (grpcauth), or "grpc:unauthenticated" under
+// --grpc-auth=off, and the row carries the call's request id.
+func (a *admin) record(ctx context.Context, action, target string, before, after any, apply func(context.Context) error) error {
+	d := a.src.DB()
+	if d == nil {
+		return errNoDatabase
+	}
+	actor := "grpc:unauthenticated"
+	if p, ok := adminauth.PrincipalFrom(ctx); ok && p.Name != "" {
+		actor = p.Name
+	}
+	if rulesdb.RequestID(ctx) == "" {
+		ctx = rulesdb.WithRequestID(ctx, requestid.New())
+	}
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	err := d.Record(ctx, actor, action, target, before, after, apply)
+	if errors.Is(err, rulesdb.ErrNotRecorded) {
+		a.log.ErrorContext(ctx, "admin change made without its audit row; the client is told to retry",
+			"actor", actor, "action", action, "target", target, "request_id", rulesdb.RequestID(ctx), "error", err)
+	}
+	return err
+}
+
+// storeRecorder is record for the store API's changes.
+func (a *admin) storeRecorder(ctx context.Context, c remotestore.Change, apply func(context.Context) error) error {
+	return a.record(ctx, c.Action, c.Target, c.Before, c.After, apply)
+}
+
+// resetRecorder is record for the native API's ResetLimit.
+func (a *admin) resetRecorder(ctx context.Context, r grpcapi.Reset, apply func(context.Context) error) error {
+	return a.record(ctx, rulesdb.ActionLimitReset, r.Target, nil, r.After, apply)
 }

@@ -112,7 +112,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.IntVar(&c.BatchParallelism, "batch-parallelism", 0, "callers of a batch whose checks are decided at once (pipelined to Redis; one caller's in request order); 0: 16 with --redis, 1 on the memory store")
 	fs.BoolVar(&c.HTTPStatusMode, "http-status-mode", false, "the HTTP check API answers a denial with 429 and Retry-After (for nginx auth_request) instead of 200 with allowed:false")
 	fs.BoolVar(&c.StoreAPI, "store-api", true, "serve the store API (sluice.ratelimit.v1.StoreService) on the gRPC address, for middleware using ratelimitd as its store (remotestore); it needs a write token when --grpc-auth is admin (the default with --db), otherwise none: then expose it to trusted callers only")
-	fs.StringVar(&c.GRPCAuth, "grpc-auth", "", "admin: ResetLimit and the store API need a bearer token of --db's database (scope write; ResetLimit counts against the token's admin write limit); off: no token asked (expose the gRPC port to trusted callers only); empty: admin with --db, off without. Checks, Envoy's ShouldRateLimit, health and reflection never need one")
+	fs.StringVar(&c.GRPCAuth, "grpc-auth", "", "admin: ResetLimit and the store API need a bearer token of --db's database (scope write; ResetLimit and the store API's Reset, SetOverride and ClearOverride count against the token's admin write limit); off: no token asked (expose the gRPC port to trusted callers only); empty: admin with --db, off without. Checks, Envoy's ShouldRateLimit, health and reflection never need one. With --db every gRPC admin change is audited either way")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this address (loopback advised); empty: off")
 	return fs
 }

@@ -104,7 +104,17 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	obs.applied(s)
 	log.Info("rules loaded", "revision", s.Revision(), "rules", len(s.Rules()))
 
-	api := grpcapi.New(e, grpcapi.WithLogger(log), grpcapi.WithMaxBatch(c.MaxBatch))
+	var adm *admin
+	apiOpts := []grpcapi.Option{grpcapi.WithLogger(log), grpcapi.WithMaxBatch(c.MaxBatch)}
+	storeOpts := []remotestore.ServerOption{remotestore.WithLogger(log)}
+	if db != nil {
+		// With --db every gRPC admin change is audited (and refused when it
+		// cannot be).
+		adm = newAdmin(db, st.store, e, recent, log)
+		apiOpts = append(apiOpts, grpcapi.WithRecorder(adm.resetRecorder))
+		storeOpts = append(storeOpts, remotestore.WithRecorder(adm.storeRecorder))
+	}
+	api := grpcapi.New(e, apiOpts...)
 	api.Register(gs)
 	h.listen(func(component string, ok bool) {
 		if component == componentDraining {
@@ -120,16 +130,15 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	rls := envoyrls.New(e, envoyrls.WithLogger(log))
 	rls.Register(gs)
 	handle("/json", "/json", rls.JSONHandler())
-	var adm *admin
-	if db != nil {
-		adm = newAdmin(db, st.store, e, recent, log)
+	if adm != nil {
 		adm.mount(handle) // the admin REST API (/api/v1/{rules,users,audit}) and page (/admin/)
 	}
 
 	if c.StoreAPI {
 		// The store API (remotestore): middleware instances use this
-		// service's store as theirs, behind their own guard.
-		remotestore.NewServer(st.store, remotestore.WithLogger(log)).Register(gs)
+		// service's store as theirs, behind their own guard, in a key
+		// namespace of its own (remotestore.PolicyPrefix).
+		remotestore.NewServer(st.store, storeOpts...).Register(gs)
 	}
 
 	check := httpapi.New(e, httpapi.WithStatusMode(c.HTTPStatusMode), httpapi.WithLogger(log))

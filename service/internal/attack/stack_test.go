@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -107,6 +108,26 @@ func (s *stack) httpCheck(t *testing.T, body any) (int, map[string]any) {
 	b, err := json.Marshal(body)
 	require.NoError(t, err)
 	return s.post(t, httpapi.Path, "application/json", b)
+}
+
+// httpGet asks the HTTP check API with the fields in the query and returns
+// the status and the decoded answer (or problem).
+func (s *stack) httpGet(t *testing.T, q url.Values) (int, map[string]any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.http+httpapi.Path+"?"+q.Encode(), nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var out map[string]any
+	if len(raw) > 0 {
+		require.NoError(t, json.Unmarshal(raw, &out), "body %q", raw)
+	}
+	return resp.StatusCode, out
 }
 
 func (s *stack) post(t *testing.T, path, ctype string, body []byte) (int, map[string]any) {
