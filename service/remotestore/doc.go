@@ -36,7 +36,16 @@
 //
 // The server side is NewServer(store).Register(grpcServer): ratelimitd
 // registers it on its gRPC port next to its native API, deciding on its
-// own store, with ServerOptions on the gRPC server.
+// own store, with ServerOptions on the gRPC server. The server decides
+// every key in a namespace of its own (ServerKey: the policy behind
+// PolicyPrefix), so the store API's keys never share state with the other
+// users of that store (ratelimitd's rule counters, its admin limits, its
+// idempotency records, the overrides it applies): app instances share
+// their counters with one another, not with ratelimitd's rules. Reset,
+// SetOverride and ClearOverride are admin changes, each run through the
+// server's Recorder (WithRecorder): ratelimitd counts them against the
+// token's admin writes and audits each one, and refuses one it cannot
+// audit.
 //
 // Errors keep their meaning across the wire: an invalid argument (an
 // invalid limit, an empty identity, a negative cost, a booking among
