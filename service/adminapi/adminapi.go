@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/internal/rawtext"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -104,6 +105,26 @@ func principalFrom(ctx context.Context) (string, bool) {
 // methods maps the methods of one resource to their handlers.
 type methods map[string]func(http.ResponseWriter, *http.Request) *apiError
 
+// route is one resource: its pattern under Prefix and its methods.
+type route struct {
+	pattern string
+	methods methods
+}
+
+// table lists every resource of the API (routes serves them; the tests
+// derive what they send from it).
+func (a *api) table() []route {
+	return []route{
+		{"/rules", methods{http.MethodGet: a.listRules, http.MethodPost: a.createRule}},
+		{"/rules/{id}", methods{http.MethodGet: a.getRule, http.MethodPut: a.putRule, http.MethodDelete: a.deleteRule}},
+		{"/users/{id}/limits", methods{http.MethodGet: a.limits}},
+		{"/users/{id}/tier", methods{http.MethodPut: a.putTier}},
+		{"/users/{id}/override", methods{http.MethodGet: a.listOverrides, http.MethodPost: a.postOverride}},
+		{"/users/{id}/override/{rule}", methods{http.MethodDelete: a.deleteOverride}},
+		{"/audit", methods{http.MethodGet: a.audit}},
+	}
+}
+
 // routes builds the mux of every resource; any other path is a 404 and
 // any other method a 405 with Allow, both as problem+json.
 func (a *api) routes() http.Handler {
@@ -126,22 +147,33 @@ func (a *api) routes() http.Handler {
 				writeProblem(w, r, fail(http.StatusMethodNotAllowed, "method", "%s is not served here (allowed: %s)", clip(r.Method), strings.Join(allow, ", ")))
 				return
 			}
+			// Every path wildcard and query parameter is valid UTF-8, or
+			// the request is refused naming it before anything is read.
+			if inv := textError(r); inv != nil {
+				writeProblem(w, r, bad(clip(inv.Field), "%s", inv.Reason))
+				return
+			}
 			if e := h(w, r); e != nil {
 				writeProblem(w, r, e)
 			}
 		})
 	}
-	handle("/rules", methods{http.MethodGet: a.listRules, http.MethodPost: a.createRule})
-	handle("/rules/{id}", methods{http.MethodGet: a.getRule, http.MethodPut: a.putRule, http.MethodDelete: a.deleteRule})
-	handle("/users/{id}/limits", methods{http.MethodGet: a.limits})
-	handle("/users/{id}/tier", methods{http.MethodPut: a.putTier})
-	handle("/users/{id}/override", methods{http.MethodGet: a.listOverrides, http.MethodPost: a.postOverride})
-	handle("/users/{id}/override/{rule}", methods{http.MethodDelete: a.deleteOverride})
-	handle("/audit", methods{http.MethodGet: a.audit})
+	for _, rt := range a.table() {
+		handle(rt.pattern, rt.methods)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, fail(http.StatusNotFound, "path", "no resource %q", clip(r.URL.Path)))
 	})
 	return mux
+}
+
+// textError is the first path wildcard or query parameter of r that is
+// not valid UTF-8 (nil if none).
+func textError(r *http.Request) *rawtext.Invalid {
+	if inv := rawtext.PathValues(r); inv != nil {
+		return inv
+	}
+	return rawtext.Query(r)
 }
 
 // actor returns the name of the caller, the actor of a write.

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/service/internal/jsonbody"
+	"github.com/sluicehq/sluice/service/internal/rawtext"
 )
 
 // MaxBody bounds a request body; a larger one is answered 413.
@@ -48,6 +49,11 @@ func decodeJSON(body []byte, dst any) *apiError {
 		return jsonError(errEmpty)
 	case trimmed[0] != '{':
 		return jsonError(errNotObject)
+	}
+	// Before decoding: encoding/json would turn invalid UTF-8 (and
+	// unpaired surrogate escapes) into U+FFFD, and store that.
+	if inv := rawtext.JSON(trimmed, ""); inv != nil {
+		return bad(clip(inv.Field), "%s", inv.Reason)
 	}
 	if name, ok := jsonbody.DuplicateMember(trimmed); ok {
 		if name == "" {

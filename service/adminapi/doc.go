@@ -83,7 +83,9 @@
 // "title", "status", "detail", "instance", "errors": [{"field",
 // "message"}]}. 400 (malformed JSON, an unknown or repeated member,
 // trailing data, a wrong type, a missing or invalid field, an unknown or
-// repeated query parameter), 401/403/429 (adminauth), 404 (no such rule,
+// repeated query parameter; text that is not valid UTF-8 in a body, a query
+// parameter or a path segment, checked in the raw bytes before decoding
+// and named by its field), 401/403/429 (adminauth), 404 (no such rule,
 // override or resource), 405 with Allow, 409 (the id exists; the rule set
 // would be invalid), 412 (stale If-Match), 413 (a body over 64 KiB), 415
 // (a body not application/json), 422 (an Idempotency-Key reused with

@@ -12,10 +12,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/internal/rawtext"
 	"github.com/sluicehq/sluice/service/internal/requestid"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
@@ -107,19 +109,62 @@ func New(o Options) (http.Handler, error) {
 		h.pages[name] = t
 	}
 	m := http.NewServeMux()
-	m.HandleFunc("GET /admin/login", h.loginForm)
-	m.HandleFunc("POST /admin/login", h.login)
-	m.HandleFunc("POST /admin/logout", h.sessioned(h.logout))
-	m.HandleFunc("GET /admin/{$}", h.authed(h.rules))
-	m.HandleFunc("GET /admin/rules/{id}", h.authed(h.rule))
-	m.HandleFunc("POST /admin/rules/{id}", h.authed(h.saveRule))
-	m.HandleFunc("GET /admin/users", h.authed(h.users))
-	m.HandleFunc("GET /admin/overrides", h.authed(h.overrides))
-	m.HandleFunc("GET /admin/audit", h.authed(h.audit))
-	m.HandleFunc("GET /admin/recent", h.authed(h.recentPage))
-	m.HandleFunc("/admin/", h.authed(h.notFound))
+	for _, p := range h.table() {
+		m.HandleFunc(p.pattern, h.textChecked(p.serve))
+	}
 	h.mux = m
 	return h, nil
+}
+
+// page is one route of the admin page: its pattern, handler, and the
+// fields of the form it takes (POST).
+type page struct {
+	pattern string
+	serve   http.HandlerFunc
+	form    []string
+}
+
+// table lists every route of the page (New serves them; the tests derive
+// what they send from it).
+func (h *handler) table() []page {
+	return []page{
+		{pattern: "GET /admin/login", serve: h.loginForm},
+		{pattern: "POST /admin/login", serve: h.login, form: []string{"token"}},
+		{pattern: "POST /admin/logout", serve: h.sessioned(h.logout), form: []string{"csrf"}},
+		{pattern: "GET /admin/{$}", serve: h.authed(h.rules)},
+		{pattern: "GET /admin/rules/{id}", serve: h.authed(h.rule)},
+		{pattern: "POST /admin/rules/{id}", serve: h.authed(h.saveRule), form: append(slices.Clone(formFields), "etag", "csrf")},
+		{pattern: "GET /admin/users", serve: h.authed(h.users)},
+		{pattern: "GET /admin/overrides", serve: h.authed(h.overrides)},
+		{pattern: "GET /admin/audit", serve: h.authed(h.audit)},
+		{pattern: "GET /admin/recent", serve: h.authed(h.recentPage)},
+		{pattern: "/admin/", serve: h.authed(h.notFound)},
+	}
+}
+
+// textChecked answers 400, naming the field, a request whose path
+// wildcards, query or form (a POST's, which it reads: an unreadable or
+// oversized form is 400 too) hold text that is not valid UTF-8, before
+// next reads any of it.
+func (h *handler) textChecked(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		inv := rawtext.PathValues(r)
+		if inv == nil {
+			inv = rawtext.Query(r)
+		}
+		if inv == nil && r.Method == http.MethodPost {
+			if err := r.ParseForm(); err != nil {
+				h.message(w, r, nil, http.StatusBadRequest, "Bad request: the form could not be read")
+				return
+			}
+			inv = rawtext.Values(r.PostForm, "form")
+		}
+		if inv != nil {
+			h.message(w, r, nil, http.StatusBadRequest, "Bad request: "+inv.Error())
+			return
+		}
+		next(w, r)
+	}
 }
 
 // ServeHTTP sets the security headers of every response and serves r.

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluicehq/sluice/service/internal/rawtext"
 )
 
 // MaxJSONBody bounds the body of a /json request.
@@ -48,6 +50,11 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeProblem(w, http.StatusBadRequest, "unreadable body", "body: could not be read")
+		return
+	}
+	// protojson refuses invalid UTF-8 too; this names the field.
+	if inv := rawtext.JSON(body, ""); inv != nil {
+		writeProblem(w, http.StatusBadRequest, "invalid RateLimitRequest", inv.Error())
 		return
 	}
 	var req rlsv3.RateLimitRequest

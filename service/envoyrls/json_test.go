@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/service/envoyrls"
+	"github.com/sluicehq/sluice/service/internal/rawtext/rawtexttest"
 )
 
 type jsonReply struct {
@@ -105,6 +106,35 @@ func TestJSONEndpoint(t *testing.T) {
 	res = postJSON(t, srv.URL, http.MethodPost, `{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address","value":"10.7.7.8"}]}]}`)
 	require.NoError(t, protojson.Unmarshal(res.raw, &out))
 	require.Equal(t, uint32(4), out.GetStatuses()[0].GetLimitRemaining())
+}
+
+// TestJSONInvalidUTF8: a /json request with text that is not valid UTF-8
+// (every invalid sequence, every unpaired surrogate escape) in its domain,
+// a descriptor's key or value, or a member name, is 400 naming the field,
+// and counts nothing.
+func TestJSONInvalidUTF8(t *testing.T) {
+	r := start(t, enRules(t))
+	srv := httptest.NewServer(r.server.JSONHandler())
+	t.Cleanup(srv.Close)
+	body := func(domain, key, value string) string {
+		return `{"domain":"` + domain + `","descriptors":[{"entries":[{"key":"` + key + `","value":"` + value + `"}]}]}`
+	}
+	for _, s := range append(append([]rawtexttest.Sample{}, rawtexttest.Invalid...), rawtexttest.Escapes...) {
+		for field, b := range map[string]string{
+			"domain":                          body("edge"+s.Bytes, "remote_address", "10.7.7.7"),
+			"descriptors[0].entries[0].key":   body("edge", "remote_address"+s.Bytes, "10.7.7.7"),
+			"descriptors[0].entries[0].value": body("edge", "remote_address", "10.7.7.7"+s.Bytes),
+			"descriptors[0].entries[0]":       `{"domain":"edge","descriptors":[{"entries":[{"k` + s.Bytes + `":1}]}]}`,
+		} {
+			res := postJSON(t, srv.URL, http.MethodPost, b)
+			require.Equal(t, http.StatusBadRequest, res.status, "%s in %s: %s", s.Name, field, res.raw)
+			require.True(t, strings.HasPrefix(problemOf(t, res)["detail"].(string), field+": "), "%s in %s: %s", s.Name, field, res.raw)
+		}
+	}
+	res := postJSON(t, srv.URL, http.MethodPost, body("edge", "remote_address", "10.7.7.7"))
+	var out rlsv3.RateLimitResponse
+	require.NoError(t, protojson.Unmarshal(res.raw, &out))
+	require.Equal(t, uint32(4), out.GetStatuses()[0].GetLimitRemaining(), "nothing counted")
 }
 
 // TestJSONHostileBodies: random and adversarial bodies never crash the

@@ -79,7 +79,9 @@
 //
 // Errors are RFC 9457 application/problem+json whose detail, and member
 // "field", name the field at fault: 400 for an unknown field, a wrong type,
-// a missing or oversized value or malformed JSON, 413 for a body over 64 KiB,
+// a missing or oversized value, malformed JSON or a JSON string that is not
+// valid UTF-8 (checked in the raw bytes, before decoding would turn it into
+// U+FFFD; a query or header carries an identifier's bytes as they are), 413 for a body over 64 KiB,
 // 415 for a body that is not application/json, 405 for another method, and
 // 503 with a generic detail when no decision could be made (the cause is
 // logged, never sent).

@@ -23,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/service/internal/jsonbody"
 	"github.com/sluicehq/sluice/service/internal/nginxuri"
 	"github.com/sluicehq/sluice/service/internal/problem"
+	"github.com/sluicehq/sluice/service/internal/rawtext"
 )
 
 // Path is where ratelimitd serves the handler.
@@ -299,6 +300,12 @@ func readRequest(w http.ResponseWriter, r *http.Request, q url.Values) (Request,
 
 // fromJSON decodes a body strictly: one object, known fields, right types.
 func fromJSON(body []byte) (Request, *fieldError) {
+	// Before decoding: encoding/json would turn invalid UTF-8 (and unpaired
+	// surrogate escapes) into U+FFFD, so two different identifiers would
+	// share one counter.
+	if inv := rawtext.JSON(body, ""); inv != nil {
+		return Request{}, badField(clip(inv.Field), "%s", inv.Reason)
+	}
 	var req Request
 	if err := jsonbody.Decode(body, &req); err != nil {
 		if errors.Is(err, jsonbody.ErrTrailing) {

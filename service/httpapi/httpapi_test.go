@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/internal/rawtext/rawtexttest"
 	"github.com/sluicehq/sluice/service/rules"
 )
 
@@ -335,4 +336,40 @@ func TestIdempotencyKey(t *testing.T) {
 		require.Equal(t, want, r.body["remaining"])
 	}
 	require.Equal(t, false, r.body["allowed"], "the repeat of a client's key was counted")
+}
+
+// TestInvalidUTF8InJSON: a JSON check whose text is not valid UTF-8 (any
+// invalid sequence, or an unpaired surrogate escape) in any field, or in a
+// member name, is 400 naming the field and counts nothing: decoded, it
+// would have been U+FFFD, so "a\xff" and "a\xfe" would have spent one
+// counter (that of "a\uFFFD"). The query and headers of a bodiless check
+// carry an identifier's bytes as they are, so they are not refused.
+func TestInvalidUTF8InJSON(t *testing.T) {
+	srv, _ := serve(t)
+	url := srv.URL + httpapi.Path
+	fields := map[string]string{"key_type": "ip", "key_value": "a", "endpoint": "/api/v1/orders", "idempotency_key": "k", "rule_id": "per-ip"}
+	for _, s := range append(append([]rawtexttest.Sample{}, rawtexttest.Invalid...), rawtexttest.Escapes...) {
+		for f := range fields {
+			body := "{"
+			for g, v := range fields {
+				if g == f {
+					v = v + s.Bytes
+				}
+				body += `"` + g + `":"` + v + `",`
+			}
+			body += `"request_count":1}`
+			r := post(t, url, body)
+			require.Equal(t, http.StatusBadRequest, r.status, "%s in %s: %s", s.Name, f, r.raw)
+			require.Equal(t, f, r.body["field"], "%s in %s: %s", s.Name, f, r.raw)
+		}
+		r := post(t, url, `{"key_type":"ip","key_value":"a","n`+s.Bytes+`":1}`)
+		require.Equal(t, http.StatusBadRequest, r.status, "%s in a member name: %s", s.Name, r.raw)
+		require.Equal(t, "body", r.body["field"], r.raw)
+	}
+	for _, id := range []string{"a", "a\uFFFD"} {
+		r := post(t, url, `{"key_type":"ip","key_value":"`+id+`","request_count":0}`)
+		require.Equal(t, float64(3), r.body["remaining"], "%q: nothing counted", id)
+	}
+	r := get(t, url+"?key_type=ip&key_value=a%FF")
+	require.Equal(t, http.StatusOK, r.status, r.raw)
 }
