@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Errors of the store operations, matched with errors.Is.
@@ -199,6 +200,12 @@ const MaxEndpointPattern = 2048
 // validateRow checks one rule on its own, enabled or not: what the engine
 // would refuse of it whatever else is stored.
 func validateRow(r *Rule) error {
+	for _, f := range [...]struct{ name, v string }{{"id", r.ID}, {"name", r.Name}, {"dimension", r.Dimension},
+		{"endpoint_pattern", r.EndpointPattern}, {"algorithm", r.Algorithm}, {"tier", r.Tier}} {
+		if !utf8.ValidString(f.v) {
+			return fmt.Errorf("%w: rule %q: %s: not valid UTF-8", ErrInvalid, r.ID, f.name)
+		}
+	}
 	if r.Tier != "" && strings.TrimSpace(r.Tier) == "" {
 		return fmt.Errorf("%w: rule %q: tier: must not be blank", ErrInvalid, r.ID)
 	}
@@ -211,8 +218,15 @@ func validateRow(r *Rule) error {
 	return err
 }
 
-// audit appends the audit row of revision rev.
+// audit appends the audit row of revision rev. An actor or target that
+// is not valid UTF-8 (or holds a NUL) is refused: PostgreSQL's text takes
+// neither, SQLite would keep bytes no reader can compare.
 func (d *DB) audit(ctx context.Context, tx *sql.Tx, rev, now int64, actor, action, target string, before, after any) error {
+	for _, f := range [...]struct{ name, v string }{{"actor", actor}, {"target", target}} {
+		if !utf8.ValidString(f.v) || strings.IndexByte(f.v, 0) >= 0 {
+			return fmt.Errorf("rulesdb: audit: %s: must be valid UTF-8 without NUL", f.name)
+		}
+	}
 	enc := func(v any) (sql.NullString, error) {
 		if v == nil {
 			return sql.NullString{}, nil

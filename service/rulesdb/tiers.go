@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // TierAssignment is a caller's tier: the identifier of a dimension.
@@ -90,6 +91,8 @@ func validTierAssignment(actor, dimension, identifier, tier string) error {
 		return fmt.Errorf("%w: identifier: longer than %d bytes", ErrInvalid, MaxOverrideIdentifier)
 	case tier != "" && strings.TrimSpace(tier) == "":
 		return fmt.Errorf("%w: tier: must not be blank", ErrInvalid)
+	case !utf8.ValidString(tier):
+		return fmt.Errorf("%w: tier: not valid UTF-8", ErrInvalid)
 	}
 	if err := storableIdentifier(identifier); err != nil {
 		return err

@@ -10,13 +10,25 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/service/internal/rawtext"
 )
 
 // ReadRules decodes a JSON array of rules (the admin API's shape; unknown
-// fields are refused). A rule without "enabled" is enabled.
+// fields are refused). A rule without "enabled" is enabled. Text that is
+// not valid UTF-8 (raw bytes, or an unpaired surrogate escape, which
+// decoding would turn into U+FFFD) is refused with ErrInvalid naming the
+// field (rules[3].name), before anything is decoded.
 func ReadRules(r io.Reader) ([]Rule, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("rulesdb: rules: %w", err)
+	}
+	if inv := rawtext.JSON(b, "rules"); inv != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, inv)
+	}
 	var raw []json.RawMessage
-	dec := json.NewDecoder(r)
+	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("rulesdb: rules: want a JSON array of rules: %w", err)
 	}

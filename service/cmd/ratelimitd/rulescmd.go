@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
@@ -38,6 +40,9 @@ func rulesCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		return 2
 	case sub == "import" && len(pos) != 1, sub == "export" && len(pos) > 1:
 		fmt.Fprintln(stderr, use)
+		return 2
+	case !utf8.ValidString(*actor) || strings.IndexByte(*actor, 0) >= 0:
+		fmt.Fprintf(stderr, "ratelimitd rules: --actor: must be valid UTF-8 without NUL, got %q\n", *actor)
 		return 2
 	}
 	db, err := rulesdb.Open(ctx, dsn, rulesdb.WithTimeout(cliDBTimeout))

@@ -8,8 +8,12 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
@@ -104,16 +108,26 @@ func writeTokens(w io.Writer, ts []rulesdb.Token) error {
 }
 
 // cliActor is the audit actor of the command line's changes: "cli:" and
-// the OS user's name.
+// the OS user's name (see cliName).
 func cliActor(env lookupEnv) string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
-		return "cli:" + u.Username
+		return cliName(u.Username)
 	}
 	if name, ok := env("USER"); ok && name != "" {
-		return "cli:" + name
+		return cliName(name)
 	}
 	if h, err := os.Hostname(); err == nil {
 		return "cli:unknown@" + h
 	}
 	return "cli:unknown"
+}
+
+// cliName is the actor "cli:NAME" of an OS user's name: as it is, or
+// quoted (strconv.QuoteToASCII) when it is not valid UTF-8 or holds a
+// control character, which the audit log does not store.
+func cliName(name string) string {
+	if !utf8.ValidString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+		return "cli:" + strconv.QuoteToASCII(name)
+	}
+	return "cli:" + name
 }
