@@ -138,8 +138,9 @@ func startStoreAttack(t *testing.T, dsn, redisArg string, client redis.Universal
 	t.Cleanup(func() { _ = db.Close() })
 	_, err = db.Create(ctx, "cli:test", ordersRule(5))
 	require.NoError(t, err)
-	require.NoError(t, db.SetOverride(ctx, "cli:test", rulesdb.Override{Dimension: "user", Identifier: "vip", RuleID: "orders",
-		Block: true, ExpiresAt: time.Now().Add(time.Hour)}))
+	_, err = db.SetOverride(ctx, "cli:test", rulesdb.Override{Dimension: "user", Identifier: "vip", RuleID: "orders",
+		Block: true, ExpiresAt: time.Now().Add(time.Hour)})
+	require.NoError(t, err)
 	a := &storeAttack{db: db, redis: client, http: &http.Client{Timeout: 10 * time.Second},
 		tokens: map[string]string{}, calls: map[string]rulesdb.AuditEntry{}}
 	for _, name := range []string{"victim-admin", "bystander", "attacker"} {
