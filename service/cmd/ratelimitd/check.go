@@ -206,6 +206,9 @@ type checkOutput struct {
 	ResetAt    time.Time `json:"reset_at,omitzero"`
 	RetryAfter float64   `json:"retry_after_seconds,omitempty"`
 	RetryNever bool      `json:"retry_never,omitempty"`
+	// Degraded names the failure mode that answered instead of a rule
+	// (fail_open, fail_closed, fallback); absent when a rule decided.
+	Degraded string `json:"degraded,omitempty"`
 }
 
 // formatCheck prints an answer: one line, "allowed"/"WARNING"/"DENIED"
@@ -215,6 +218,7 @@ func formatCheck(r *ratelimitv1.CheckResponse, asJSON bool) string {
 	o := checkOutput{
 		Allowed: r.GetAllowed(), State: state, Rule: r.GetRule(), Current: r.GetCurrent(),
 		Limit: r.GetLimit(), Remaining: r.GetRemaining(), RetryNever: r.GetRetryNever(),
+		Degraded: degradedName(r.GetDegraded()),
 	}
 	if r.GetResetAt() != nil {
 		o.ResetAt = r.GetResetAt().AsTime()
@@ -238,6 +242,12 @@ func formatCheck(r *ratelimitv1.CheckResponse, asJSON bool) string {
 		rule = "(no rule applies)"
 	}
 	s := fmt.Sprintf("%s  rule=%s  used=%d/%d  remaining=%d", verdict, rule, o.Current, o.Limit, o.Remaining)
+	if o.Degraded == "fail_open" || o.Degraded == "fail_closed" { // no limit was applied: none is printed
+		s = fmt.Sprintf("%s  rule=%s", verdict, rule)
+	}
+	if o.Degraded != "" {
+		s += "  degraded=" + o.Degraded
+	}
 	if !o.ResetAt.IsZero() {
 		s += "  reset_at=" + o.ResetAt.UTC().Format(time.RFC3339Nano)
 	}
@@ -248,6 +258,15 @@ func formatCheck(r *ratelimitv1.CheckResponse, asJSON bool) string {
 		s += fmt.Sprintf("  retry_after=%.3fs", o.RetryAfter)
 	}
 	return s
+}
+
+// degradedName is the name of d the HTTP API uses (engine.DegradedName):
+// "" when the limiter decided on its store.
+func degradedName(d ratelimitv1.Degraded) string {
+	if d == ratelimitv1.Degraded_DEGRADED_NONE {
+		return ""
+	}
+	return strings.ToLower(strings.TrimPrefix(d.String(), "DEGRADED_"))
 }
 
 // runHTTP sends the checks to the HTTP JSON API.
@@ -292,7 +311,8 @@ func (c *checkConfig) runHTTP(ctx context.Context, stdout, stderr io.Writer) int
 		}
 		out := &ratelimitv1.CheckResponse{
 			Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining, Current: r.Limit - r.Remaining, Rule: r.Rule,
-			State: ratelimitv1.State(ratelimitv1.State_value["STATE_"+strings.ToUpper(r.State)]),
+			State:    ratelimitv1.State(ratelimitv1.State_value["STATE_"+strings.ToUpper(r.State)]),
+			Degraded: ratelimitv1.Degraded(ratelimitv1.Degraded_value["DEGRADED_"+strings.ToUpper(r.Degraded)]),
 		}
 		if r.ResetAt != nil {
 			out.ResetAt = timestamppb.New(*r.ResetAt)
