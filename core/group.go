@@ -23,8 +23,11 @@ type GroupOp struct {
 }
 
 // CheckGroup decides ops all or nothing, outside any request: every op is
-// admitted and counted, or, if one whose policy is not a shadow is denied,
-// none counts anything (as the policies of one request). It is the
+// admitted and counted, or, if one whose policy is not a shadow is denied
+// its cost, none counts anything (as the policies of one request). An op
+// of cost 0 beside ops that take only answers (its PolicyResult says
+// whether a cost of 1 would pass) and refuses nothing; a group of peeks
+// only is Allowed when each would pass, as Peek. It is the
 // key-level form of Check for callers that name each policy, identity,
 // tier and cost themselves: a service deciding the descriptors of one
 // call, each with its own cost, or several checks of one batch.

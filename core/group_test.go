@@ -57,8 +57,27 @@ func testCheckGroup(t *testing.T, newStore func(t *testing.T) core.Store) {
 			require.EqualValues(t, 5, d.Results[0].Remaining, "the denied group or the peek counted")
 			require.EqualValues(t, 1, d.Results[1].Remaining)
 
+			// A spent counter's peek beside a take denies nothing: the take
+			// is counted and the Decision says so (a refused Decision whose
+			// take was counted would never be refunded). Peeks alone are
+			// denied when one would not pass, as Peek.
+			d, err = l.CheckGroup(ctx, []core.GroupOp{{Policy: "small", Identity: "s", Cost: 3}})
+			require.NoError(t, err)
+			require.True(t, d.Allowed)
+			d, err = l.CheckGroup(ctx, []core.GroupOp{{Policy: "big", Identity: "s", Cost: 2}, {Policy: "small", Identity: "s"}})
+			require.NoError(t, err)
+			require.True(t, d.Allowed, "the take was counted")
+			require.False(t, d.Results[1].Allowed, "the peek's answer: no unit left")
+			require.EqualValues(t, 8, d.Results[0].Remaining)
+			r, err := l.AllowN(ctx, "big", "s", 0)
+			require.NoError(t, err)
+			require.EqualValues(t, 8, r.Remaining, "the take counted")
+			d, err = l.CheckGroup(ctx, []core.GroupOp{{Policy: "big", Identity: "s"}, {Policy: "small", Identity: "s"}})
+			require.NoError(t, err)
+			require.False(t, d.Allowed, "peeks only: one would not pass")
+
 			// The same state as AllowN's.
-			r, err := l.AllowN(ctx, "big", "u", 0)
+			r, err = l.AllowN(ctx, "big", "u", 0)
 			require.NoError(t, err)
 			require.EqualValues(t, 5, r.Remaining)
 

@@ -383,13 +383,28 @@ func (l *Limiter) run(ctx context.Context, d *Decision, extra *Op, extraRes *Res
 			return err
 		}
 	}
-	for j := range d.Results {
-		if p := &d.Results[j]; !p.Allowed && !p.Shadow {
-			d.Allowed = false
-		}
-	}
+	d.Allowed = !refused(d.Results)
 	d.Binding = binding(d.Results)
 	return nil
+}
+
+// refused reports whether the store counted nothing of rs: a result that
+// is not a shadow was denied a cost, or, when every result only peeks, a
+// peek that is not a shadow found no unit. A peek beside ops that take is
+// an answer, not a vote: the stores' all or nothing is over the takes
+// (see Store.Take), so such a denied peek leaves the others counted and
+// the Decision allowed.
+func refused(rs []PolicyResult) bool {
+	takes := false
+	for j := range rs {
+		takes = takes || rs[j].cost > 0
+	}
+	for j := range rs {
+		if p := &rs[j]; !p.Allowed && !p.Shadow && (p.cost > 0 || !takes) {
+			return true
+		}
+	}
+	return false
 }
 
 // take decides the m identified results of rs, and extra, in one

@@ -115,9 +115,10 @@ type Store interface {
 	// sharing a Key are an error (see ValidateGroup). An op with Cost >= 1 consumes
 	// Cost units when admitted; Cost 0 peeks and writes nothing; a Cost
 	// above the Limit's capacity is denied with RetryAfter RetryNever. If
-	// any op that is not Shadow is denied, no op consumes anything: the
-	// denied ones record their Throttled state, and the others report
-	// Allowed with their unconsumed state. On an error the Results are
+	// any op that is not Shadow is denied a Cost >= 1, no op consumes
+	// anything: the denied ones record their Throttled state, and the
+	// others report Allowed with their unconsumed state. A peek's answer
+	// (Allowed: whether a cost of 1 would pass) denies nothing. On an error the Results are
 	// meaningless. The Limiter calls Take with one op for a request that
 	// one policy applies to: implementations make that case fast.
 	Take(ctx context.Context, ops []Op, out []Result) error
