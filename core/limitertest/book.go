@@ -36,6 +36,7 @@ func testBooking(t *testing.T, newStore Factory) {
 				r := book(t, s, k, l, 1, time.Hour)
 				require.False(t, r.Allowed, "a window booked")
 				require.Equal(t, now, r.At)
+				bookUnderBucket(t, s, l, now, book)
 				return
 			}
 			l := core.PerSecond(10).WithBurst(2).WithAlgorithm(a)
@@ -83,6 +84,25 @@ func testBooking(t *testing.T, newStore Factory) {
 				}
 			}
 			require.Equal(t, 10, booked, "the burst and 9 slots before the override ends")
+			// A key whose own bucket books about a second ahead at most.
+			bookUnderBucket(t, s, core.Limit{Algorithm: a, Rate: 999_999_937, Period: 1000 * time.Second, Burst: 8_000_000}, now, book)
 		})
 	}
+}
+
+// bookUnderBucket: the limit applied books, an override's as much as the
+// Key's own: under an override that is a bucket of one per 10 s, a slot 10 s
+// ahead is booked for a Key whose own limit (own) cannot book that far (a
+// window, or a bucket whose longest booking, algo.Spec.MaxDelay, is
+// shorter).
+func bookUnderBucket(t *testing.T, s core.Store, own core.Limit, now int64, book func(*testing.T, core.Store, core.Key, core.Limit, int64, time.Duration) core.Result) {
+	t.Helper()
+	k := Key(t)
+	ov := core.Per(1, 10*time.Second).WithBurst(1)
+	require.NoError(t, s.SetOverride(context.Background(), k, core.Override{Limit: ov, Until: time.UnixMicro(now).Add(time.Minute)}))
+	require.True(t, book(t, s, k, own, 1, 20*time.Second).Allowed)
+	r := book(t, s, k, own, 1, 20*time.Second)
+	require.True(t, r.Allowed, "under %s, %s did not book: %+v", ov, own, r)
+	require.Equal(t, 10*time.Second, r.RetryAfter)
+	require.Equal(t, now+10_000_000, r.At)
 }

@@ -39,7 +39,8 @@ import (
 //	of the admission, 0 for none.
 //
 //	booking: decide1 only (Store.book; never grouped into decideMany), at
-//	most algo.Spec.MaxDelay; 0 or absent: a take.
+//	most 2^53 (the script cuts it to the algo.Spec.MaxDelay of the limit
+//	applied, the op's or an override's); 0 or absent: a take.
 //
 //	reply of one op   [0] allowed (0/1)   [1] remaining   [2] retry   [3] reset
 //	(decide1, and     [4] state   [5] previous state   [6] at (the instant it was

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
+	"github.com/sluicehq/sluice/internal/exact"
 )
 
 // Take decides ops all or nothing; see core.Store. One op is one atomic
@@ -71,12 +72,13 @@ func sharedKeys(ops []core.Op) error {
 }
 
 // book decides a booking of one op into res: decide1 with its booking
-// argument (the longest booking in µs, cut to what the limit's bucket can
-// book; a window ignores it), as a call of its own that is never grouped
-// with others (see runner.group).
+// argument (the longest booking in µs, an exact Lua number; the script
+// cuts it to what the bucket of the limit applied can book, the op's or an
+// override's, which only it knows, and a window ignores it), as a call of
+// its own that is never grouped with others (see runner.group).
 func (s *Store) book(ctx context.Context, cp *compiled, op *core.Op, res *core.Result) error {
 	c := newCall(&s.r.book, keysPerOp, decide1Args+1, time.Now().Add(s.timeout))
-	c.argv = append(s.decide1Argv(c.argv, cp, op), min(int64(op.MaxDelay/time.Microsecond), cp.sp.MaxDelay()))
+	c.argv = append(s.decide1Argv(c.argv, cp, op), min(int64(op.MaxDelay/time.Microsecond), exact.Max))
 	if err := s.run(ctx, c); err != nil {
 		return err
 	}
