@@ -61,7 +61,10 @@ func (l *Limiter) SetOverride(ctx context.Context, policy, identity string, lim 
 	return l.override(ctx, "SetOverride", policy, identity, &Override{Limit: lim, Until: until})
 }
 
-// Block denies every request of identity under policy until until.
+// Block denies every request of identity under policy until until. A
+// denial tells the wait until the request passes, its own count deciding
+// from until on (a drained identity waits past the block; see
+// Store.SetOverride).
 func (l *Limiter) Block(ctx context.Context, policy, identity string, until time.Time) error {
 	return l.override(ctx, "Block", policy, identity, &Override{Until: until})
 }

@@ -12,7 +12,10 @@ type PolicyResult struct {
 	// Limit is the limit applied: the policy's, its tier's, or the
 	// identity's override (see Limiter.SetOverride). A blocked identity (see
 	// Limiter.Block) is described by the policy's (or tier's) limit, with
-	// nothing remaining and RetryAfter and ResetAfter until the block ends.
+	// nothing remaining. The waits, under a block or an override, are the
+	// key's as a whole: RetryAfter until the request passes and ResetAfter
+	// until the key is fresh, the identity's own state deciding once the
+	// override ends (see docs/algorithms.md, "Waits").
 	Limit Limit
 	// Tier is the caller's tier when the policy has tiers.
 	Tier string

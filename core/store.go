@@ -151,7 +151,10 @@ type Store interface {
 	// no-op that keeps that state: many instances applying one rule set,
 	// or one instance restarting, never reset what an override has
 	// counted (the Redis store decides it atomically, in one script).
-	// Another Limit or Until, or a clear in between, starts afresh.
+	// Another Limit or Until, or a clear in between, starts afresh. The
+	// waits of a decision under an override or a block are the Key's as a
+	// whole: its own state decides from o.Until on (see
+	// docs/algorithms.md, "Waits").
 	SetOverride(ctx context.Context, k Key, o Override) error
 	// ClearOverride ends k's override or block, if any.
 	ClearOverride(ctx context.Context, k Key) error

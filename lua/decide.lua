@@ -25,8 +25,10 @@
 -- behind it; a refund names the admission by it), then the override used
 -- (OVERRIDE_NONE, OVERRIDE_LIMIT, OVERRIDE_BLOCK) and that limit's
 -- algorithm number, rate, period (µs) and burst, and the override's id (0
--- when none, or when the override was written without one). A block's
--- retry and reset are in µs.
+-- when none, or when the override was written without one), then what the
+-- waits of the key as a whole need (see handover): the µs the override has
+-- left, and what the key's own state answers at its end. A block's retry
+-- and reset are in µs.
 --
 -- decide1 is the same for one op, with shorter arguments and reply, and
 -- decideMany decides many independent ops at once.
@@ -44,8 +46,10 @@ local DECIDE1_ARGS, ARG1_NOW, ARG1_LIMIT, ARG1_COST = 3, 1, 2, 3
 -- DECIDE1_ARGS, so decideMany's layout is unchanged.
 local ARG1_BOOK = DECIDE1_ARGS + 1
 -- The reply of one op: OUTCOME_LEN integers (as the step functions return
--- them), then, under an override, the rest up to OP_REPLY.
-local OUTCOME_LEN, OP_REPLY = 7, 13
+-- them), then, under an override, the rest up to OP_REPLY: the override
+-- up to OV_REPLY, then the handover's HANDOVER_LEN (see handover).
+local OUTCOME_LEN, OV_REPLY, HANDOVER_LEN = 7, 13, 4
+local OP_REPLY = OV_REPLY + HANDOVER_LEN
 local OVERRIDE_NONE, OVERRIDE_LIMIT, OVERRIDE_BLOCK = 0, 1, 2
 -- decide's optional last argument (after the ops): '1' for an undoable
 -- call, whose replies carry UNDO_LEN more integers per op, the first
@@ -108,6 +112,65 @@ local function prepare(KEYS, i, lim)
   return fn, KEYS[k + KEY_STATE], p, OVERRIDE_NONE, 0, 0, 0, 0, 0
 end
 
+-- waitUs is a wait of a reply (a retry or a reset: in units of 1/q µs, or
+-- µs encoded as -2 - µs, see algo.Micros) in whole µs, rounded up as
+-- Spec.Duration rounds it; -1 (never) stays -1.
+local function waitUs(x, q)
+  if x == -1 then
+    return -1
+  elseif x < -1 then
+    return -2 - x
+  elseif x <= 0 then
+    return 0
+  end
+  return idiv(x + q - 1, q)
+end
+
+-- ownAt returns what the state key under the step function fn and the
+-- parameters p answers at the instant at, writing nothing: allowed and
+-- retry of a request of cost there, and reset of a peek there (ownAt in
+-- core/memorystore).
+local function ownAt(fn, key, p, at, cost)
+  local saved = now
+  now = at
+  local allowed, _, retry, reset = fn(key, 0, p, false)
+  if cost > 0 then
+    local a, _, r = fn(key, cost, p, false)
+    allowed, retry = a, r
+  end
+  now = saved
+  return allowed, retry, reset
+end
+
+-- handover fills the HANDOVER_LEN values after OV_REPLY of r, the reply
+-- of op i of KEYS (its limit lim, its cost) decided under an override or a
+-- block that has left µs to go, whose waits are in units of 1/q µs (1 for
+-- a block's): left, then what the key's own state answers at the
+-- override's end (ownAt: allowed, retry, reset), peeked only when the
+-- waits depend on it (algo.HandoverNeeds; always when always is set),
+-- allowed -1 otherwise. Go makes the waits of the key as a whole from them
+-- (algo.Spec.Handover), for both stores alike.
+local function handover(KEYS, i, lim, cost, r, left, q, always)
+  local retry = r[1] == 0 and (r[3] == -1 or waitUs(r[3], q) >= left)
+  local reset = waitUs(r[4], q) >= left
+  local allowed, wait, fresh = -1, 0, 0
+  if retry or reset or always then
+    local _, fn, p = limit(lim)
+    allowed, wait, fresh = ownAt(fn, KEYS[KEYS_PER_OP * (i - 1) + KEY_STATE], p, now + left, cost)
+  end
+  r[OV_REPLY + 1], r[OV_REPLY + 2], r[OV_REPLY + 3], r[OV_REPLY + 4] = left, allowed, wait, fresh
+  return r
+end
+
+-- unitsOf is q of handover for the waits of fn's replies under the
+-- parameters p: a bucket's Q, 1 (µs) for a window.
+local function unitsOf(fn, p)
+  if fn == bucket then
+    return p[1]
+  end
+  return 1
+end
+
 -- decideOne decides op i of KEYS at the instant t (see clock) under the
 -- limit lim, for cost, booking up to book µs ahead (nil: a take; a window,
 -- the policy's or an override's, never books). One op is all or nothing by
@@ -117,21 +180,23 @@ end
 -- OUTCOME_LEN when no override applies.
 local function decideOne(KEYS, i, t, lim, cost, book)
   clock(t)
+  cost = tonumber(cost)
   local fn, key, p, o1, o2, o3, o4, o5, o6, left = prepare(KEYS, i, lim)
   if not fn then
     left = key
-    return {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}
+    return handover(KEYS, i, lim, cost, {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}, left, 1, false)
   end
   if book and left then
     -- A slot is admitted under the limit in force at it: the override's
     -- only before it ends.
     book = math.min(book, left - 1)
   end
-  local allowed, remaining, retry, reset, state, prevState, at = fn(key, tonumber(cost), p, true, book)
+  local allowed, remaining, retry, reset, state, prevState, at = fn(key, cost, p, true, book)
   if o1 == OVERRIDE_NONE then
     return {allowed, remaining, retry, reset, state, prevState, at}
   end
-  return {allowed, remaining, retry, reset, state, prevState, at, o1, o2, o3, o4, o5, o6}
+  local r = {allowed, remaining, retry, reset, state, prevState, at, o1, o2, o3, o4, o5, o6}
+  return handover(KEYS, i, lim, cost, r, left, unitsOf(fn, p), false)
 end
 
 -- decide1 decides one op: ARGV is the instant, the limit and the cost (no op
@@ -220,12 +285,13 @@ local function decide(KEYS, ARGV)
   local denied = false
   for i = 1, n do
     local base = ARGV_HEAD + (i - 1) * ARGS_PER_OP
-    local fn, key, p, o1, o2, o3, o4, o5, o6 = prepare(KEYS, i, ARGV[base + ARG_LIMIT])
-    local op = {cost = tonumber(ARGV[base + ARG_COST]), fn = fn, key = key, p = p, ov = {o1, o2, o3, o4, o5, o6}}
+    local lim = ARGV[base + ARG_LIMIT]
+    local fn, key, p, o1, o2, o3, o4, o5, o6, left = prepare(KEYS, i, lim)
+    local op = {cost = tonumber(ARGV[base + ARG_COST]), fn = fn, key = key, p = p, ov = {o1, o2, o3, o4, o5, o6}, lim = lim, left = left}
     local r
     if not fn then
-      local left = key
-      r = {0, 0, left, left, 2, 2, now}
+      op.left = key
+      r = {0, 0, op.left, op.left, 2, 2, now}
       op.ov = {OVERRIDE_BLOCK, 0, 0, 0, 0, 0}
     else
       r = {fn(key, op.cost, p, false)}
@@ -247,11 +313,20 @@ local function decide(KEYS, ARGV)
     elseif writes[i] then
       u = written(op, writes[i], undo)
     end
+    local h = {}
+    if op.ov[1] ~= OVERRIDE_NONE then
+      local q = op.ov[1] == OVERRIDE_LIMIT and unitsOf(op.fn, op.p) or 1
+      -- undoable: peeked whatever the reply, which an undo may change
+      h = handover(KEYS, i, op.lim, op.cost, r, op.left, q, undo)
+    end
     for j = 1, OUTCOME_LEN do
       out[#out + 1] = r[j]
     end
-    for j = 1, OP_REPLY - OUTCOME_LEN do
+    for j = 1, OV_REPLY - OUTCOME_LEN do
       out[#out + 1] = op.ov[j]
+    end
+    for j = OV_REPLY + 1, OP_REPLY do
+      out[#out + 1] = h[j] or 0
     end
     if undo then
       for j = 1, UNDO_LEN do

@@ -38,11 +38,13 @@ func testOverrides(t *testing.T, newStore Factory) {
 	if r, _ := TakeOne(ctx, s, core.Key{Identity: key.Identity + "-other", Policy: key.Policy}, base, 1); r.Capacity != 2 {
 		t.Fatalf("an override is for one key: %+v", r)
 	}
-	// A block, which wins over everything until it ends.
+	// A block, which wins over everything until it ends. The key's own
+	// state, drained, decides after it: one request comes back 30 s after
+	// the drain, the whole quota a minute after it, not when the block ends.
 	if err := s.SetOverride(ctx, key, core.Override{Until: clock.Now().Add(5 * time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	if r := take(); r.Allowed || r.RetryAfter != 5*time.Second || r.State != core.Throttled {
+	if r := take(); r.Allowed || r.RetryAfter != 30*time.Second || r.ResetAfter != time.Minute || r.State != core.Throttled {
 		t.Fatalf("blocked: %+v", r)
 	}
 	out := make([]core.Result, 2)

@@ -62,6 +62,7 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("ClockSteps", func(t *testing.T) { testClockSteps(t, newStore) })
 	t.Run("ClockStepCases", func(t *testing.T) { testClockStepCases(t, newStore) })
 	t.Run("Waits", func(t *testing.T) { testWaits(t, newStore) })
+	t.Run("WaitsOverrides", func(t *testing.T) { testWaitsOverrides(t, newStore) })
 	t.Run("Batch", func(t *testing.T) { testBatch(t, newStore) })
 	t.Run("Refunds", func(t *testing.T) { testRefundsExact(t, newStore) })
 	t.Run("Overrides", func(t *testing.T) { testOverrides(t, newStore) })

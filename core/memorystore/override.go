@@ -86,8 +86,9 @@ func (s *Store) overridden(k core.Key, now int64) (override, bool) {
 	return ov, true
 }
 
-// blocked is the Result of a request to a blocked key: denied until the
-// block ends, nothing stored.
+// blocked is the Result of a request to a blocked key, as the block alone
+// tells it: denied until the block ends, nothing stored (handover then
+// adds the wait of the key's own state).
 func blocked(sp *algo.Spec, until, now int64) core.Result {
 	wait := time.Duration(until-now) * time.Microsecond
 	return core.Result{Capacity: sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled, At: now}

@@ -219,12 +219,14 @@ func (s *Store) take(op *core.Op, res *core.Result) error {
 	var applied *core.Limit
 	var gen uint64
 	book := int64(op.MaxDelay / time.Microsecond)
+	ownSp, ownH, until := sp, h, int64(0)
 	if ov, ok := s.overridden(op.Key, now); ok {
 		if ov.spec == nil {
 			*res = blocked(sp, ov.until, now)
+			s.handover(res, sp, h, ov.until, now, op.Cost)
 			return nil
 		}
-		sp = ov.spec
+		sp, until = ov.spec, ov.until
 		h = s.overrideHash(&op.Key, sp.Algorithm, ov.gen)
 		applied, gen = &sp.Limit, ov.gen
 		// A slot is admitted under the limit in force at it: the
@@ -238,7 +240,39 @@ func (s *Store) take(op *core.Op, res *core.Result) error {
 	sh.mu.Unlock()
 	*res = sp.Result(&o)
 	res.Applied, res.Override = applied, gen // the override's limit, which the Result describes
+	if applied != nil {
+		s.handover(res, ownSp, ownH, until, now, op.Cost)
+	}
 	return nil
+}
+
+// handover gives res, decided at now under an override or a block that
+// ends at until, the waits of the key as a whole (algo.Spec.Handover):
+// when they depend on it, it peeks the key's own state h (under its own
+// limit sp) at until, under that state's shard lock.
+func (s *Store) handover(res *core.Result, sp *algo.Spec, h uint64, until, now, cost int64) {
+	if retry, reset := algo.HandoverNeeds(res, until-now); !retry && !reset {
+		return
+	}
+	sh := &s.shards[h&s.mask]
+	var own algo.Outcome
+	sh.mu.Lock()
+	sh.ownAt(sp, h, until, cost, &own)
+	sh.mu.Unlock()
+	sp.Handover(res, until-now, &own)
+}
+
+// ownAt writes to own what the state h under sp answers at the instant at
+// (see algo.Spec.Handover): Allowed and Retry of a request of cost there,
+// Reset of a peek there. It changes nothing. sh.mu is held.
+func (sh *shard) ownAt(sp *algo.Spec, h uint64, at, cost int64, own *algo.Outcome) {
+	st, lg := sh.load(sp, h)
+	sh.decide(sp, own, &st, lg, at, 0)
+	if cost > 0 {
+		var o algo.Outcome
+		sh.decide(sp, &o, &st, lg, at, cost) // on the copies load made
+		own.Allowed, own.Retry = o.Allowed, o.Retry
+	}
 }
 
 // Reset forgets k under l: its next request sees a fresh key.
@@ -463,6 +497,12 @@ func (s *Store) takeAll(ops []core.Op, out []core.Result) error {
 		applied *core.Limit // an override's limit
 		gen     uint64      // and its generation
 		res     core.Result
+		// Under an override or a block: the key's own limit, state and
+		// shard, and when the override ends (see handover).
+		own   *algo.Spec
+		ownH  uint64
+		ownSh *shard
+		until int64
 	}
 	ps := make([]pending, len(ops))
 	now := s.clock()
@@ -472,20 +512,24 @@ func (s *Store) takeAll(ops []core.Op, out []core.Result) error {
 			return fmt.Errorf("memorystore: Take: op %d: %w", i, err)
 		}
 		if ov, ok := s.overridden(op.Key, now); ok {
+			p := pending{own: sp, ownH: h, ownSh: &s.shards[h&s.mask], until: ov.until}
 			if ov.spec == nil {
-				ps[i] = pending{sp: sp, sh: &s.shards[h&s.mask], blocked: true, res: blocked(sp, ov.until, now)}
-				continue
+				p.sp, p.sh, p.blocked, p.res = sp, p.ownSh, true, blocked(sp, ov.until, now)
+			} else {
+				p.sp, p.h = ov.spec, s.overrideHash(&op.Key, ov.spec.Algorithm, ov.gen)
+				p.sh, p.applied, p.gen = &s.shards[p.h&s.mask], &ov.spec.Limit, ov.gen
 			}
-			sp = ov.spec
-			h = s.overrideHash(&op.Key, sp.Algorithm, ov.gen)
-			ps[i] = pending{sp: sp, h: h, sh: &s.shards[h&s.mask], applied: &sp.Limit, gen: ov.gen}
+			ps[i] = p
 			continue
 		}
 		ps[i] = pending{sp: sp, h: h, sh: &s.shards[h&s.mask]}
 	}
-	locked := make([]*shard, 0, len(ps))
+	locked := make([]*shard, 0, 2*len(ps))
 	for i := range ps {
 		locked = append(locked, ps[i].sh)
+		if ps[i].ownSh != nil {
+			locked = append(locked, ps[i].ownSh)
+		}
 	}
 	slices.SortFunc(locked, func(a, b *shard) int { return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b))) })
 	locked = slices.Compact(locked)
@@ -513,21 +557,33 @@ func (s *Store) takeAll(ops []core.Op, out []core.Result) error {
 	}
 	for i, op := range ops {
 		p := &ps[i]
-		if p.blocked {
+		switch {
+		case p.blocked:
 			out[i] = p.res
-			continue
-		}
-		if denied && p.o.Allowed && op.Cost > 0 {
+		case denied && p.o.Allowed && op.Cost > 0:
 			// Allowed by its policy, but the request was denied: report the
 			// unconsumed state and write nothing.
 			st, lg := p.sh.load(p.sp, p.h)
 			p.sh.decide(p.sp, &p.o, &st, lg, now, 0)
 			p.o.Allowed, p.o.Retry = true, 0
-		} else if op.Cost > 0 && p.o.Retry != -1 { // a cost that can never pass changes nothing
+		case op.Cost > 0 && p.o.Retry != -1: // a cost that can never pass changes nothing
 			p.sh.commit(p.sp, p.h, p.st, p.lg, now, s)
 		}
-		out[i] = p.sp.Result(&p.o)
-		out[i].Applied, out[i].Override = p.applied, p.gen
+		if !p.blocked {
+			out[i] = p.sp.Result(&p.o)
+			out[i].Applied, out[i].Override = p.applied, p.gen
+		}
+		if p.own == nil {
+			continue
+		}
+		// Under an override or a block: the waits of the key as a whole
+		// (the own state's shard is locked with the others).
+		left := p.until - now
+		if retry, reset := algo.HandoverNeeds(&out[i], left); retry || reset {
+			var own algo.Outcome
+			p.ownSh.ownAt(p.own, p.ownH, p.until, op.Cost, &own)
+			p.own.Handover(&out[i], left, &own)
+		}
 	}
 	return nil
 }

@@ -45,15 +45,19 @@ import (
 //	reply of one op   [0] allowed (0/1)   [1] remaining   [2] retry   [3] reset
 //	(decide1, and     [4] state   [5] previous state   [6] at (the instant it was
 //	each op of        decided at, µs)      -- outcomeLen (7) integers when no
-//	decide)           override applies, or opReply (13) with:
+//	decide)           override applies, or opReply (17) with:
 //	                  [7] override (overrideNone, overrideLimit, overrideBlock)
 //	                  [8] algorithm  [9] rate  [10] period (µs)  [11] burst of
 //	                  the override's limit   [12] override id
+//	                  [13] µs the override has left  [14] allowed (-1: not
+//	                  peeked)  [15] retry  [16] reset of the key's own state
+//	                  at the override's end (see decided.handover)
 //	                  An admitted booking's retry is the wait until its slot
 //	                  (in units) and its at the slot.
 //	                  A block's retry and reset are in µs. decide always
-//	                  replies opReply integers per op, and opReply+undoLen
-//	                  when undoable.
+//	                  replies opReply integers per op (zeros after [12]
+//	                  when no override applies), and opReply+undoLen when
+//	                  undoable.
 //	reply of          per op: its reply's length (outcomeLen or opReply) and
 //	decideMany        that reply, or -1 for an op that failed.
 //	reply of refund   per op: the outcomeLen integers of a peek after the
@@ -95,6 +99,15 @@ const (
 	replyOverridePeriod
 	replyOverrideBurst
 	replyOverrideID
+	// What the waits of the key as a whole need (algo.Spec.Handover): the
+	// µs the override has left, then what the key's own state answers at
+	// its end, peeked when the waits depend on it (algo.HandoverNeeds; in
+	// an undoable decide, always): allowed (-1: not peeked), and the retry
+	// and reset in the units of the key's own limit.
+	replyLeft
+	replyOwnAllowed
+	replyOwnRetry
+	replyOwnReset
 	opReply // the length of a reply with an override; decide's per op
 )
 
@@ -133,9 +146,28 @@ type decided struct {
 	ovID       uint64 // the override's id (0: none, or written without one)
 	blocked    bool
 	blockUs    int64
+	// Under an override or a block: the op's own limit, the µs the
+	// override has left, and what the key's own state answers at its end
+	// (see handover).
+	own    *compiled
+	left   int64
+	ownO   algo.Outcome
+	peeked bool
 }
 
+// result is the Result of d: under an override or a block, with the waits
+// of the key as a whole (see handover).
 func (d *decided) result() core.Result {
+	res := d.described()
+	if d.blocked || d.overridden {
+		d.own.sp.Handover(&res, d.left, &d.ownO)
+	}
+	return res
+}
+
+// described is the Result of d as the limit applied describes it: under
+// an override, before its end is taken into account.
+func (d *decided) described() core.Result {
 	if d.blocked {
 		wait := time.Duration(d.blockUs) * time.Microsecond
 		return core.Result{Capacity: d.cp.sp.Capacity, RetryAfter: wait, ResetAfter: wait, State: core.Throttled, Previous: core.Throttled, At: d.o.At}
@@ -147,13 +179,38 @@ func (d *decided) result() core.Result {
 	return res
 }
 
+// handover reads what the waits of an op decided under an override or a
+// block need (replyLeft to replyOwnReset), and checks that the script
+// peeked the key's own state where they depend on it (always, when
+// undoable: an undo changes the outcome after the reply).
+func (d *decided) handover(res []int64, undoable bool) error {
+	d.left, d.peeked = res[replyLeft], res[replyOwnAllowed] != -1
+	d.ownO = algo.Outcome{Allowed: res[replyOwnAllowed] == 1, Retry: res[replyOwnRetry], Reset: res[replyOwnReset]}
+	if d.left < 1 {
+		return fmt.Errorf("unexpected script reply %v", res)
+	}
+	if d.peeked {
+		return nil
+	}
+	r := d.described()
+	if retry, reset := algo.HandoverNeeds(&r, d.left); retry || reset || undoable {
+		return fmt.Errorf("unexpected script reply %v: the own state was not peeked", res)
+	}
+	return nil
+}
+
 // decode reads one op's reply (see lua/decide.lua): opReply integers, or
 // outcomeLen when no override applies.
 func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
+	return s.decodeOp(res, cp, d, false)
+}
+
+// decodeOp is decode, for an undoable decide's reply when undoable is set.
+func (s *Store) decodeOp(res []int64, cp *compiled, d *decided, undoable bool) error {
 	if len(res) != opReply && len(res) != outcomeLen {
 		return fmt.Errorf("redisstore: unexpected script reply %v", res)
 	}
-	d.cp = cp
+	d.cp, d.own = cp, cp
 	if len(res) == outcomeLen {
 		if err := outcome(res, &d.o); err != nil {
 			return fmt.Errorf("redisstore: %w", err)
@@ -164,6 +221,9 @@ func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
 	case overrideBlock:
 		d.blocked, d.blockUs = true, res[replyRetry]
 		d.o = algo.Outcome{Retry: res[replyRetry], Reset: res[replyReset], State: core.Throttled, Previous: core.Throttled, At: res[replyAt]}
+		if err := d.handover(res, undoable); err != nil {
+			return fmt.Errorf("redisstore: %w", err)
+		}
 		return nil
 	case overrideLimit:
 		ol := core.Limit{
@@ -181,6 +241,11 @@ func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
 	if err := outcome(res[:outcomeLen], &d.o); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
+	if d.overridden {
+		if err := d.handover(res, undoable); err != nil {
+			return fmt.Errorf("redisstore: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -190,7 +255,7 @@ func (s *Store) decodeUndoable(res []int64, cp *compiled, d *decided) error {
 	if len(res) != opReply+undoLen {
 		return fmt.Errorf("redisstore: unexpected script reply %v", res)
 	}
-	if err := s.decode(res[:opReply], cp, d); err != nil {
+	if err := s.decodeOp(res[:opReply], cp, d, true); err != nil {
 		return err
 	}
 	d.undo = res[opReply:]

@@ -61,13 +61,17 @@ func TestConformanceSentinel(t *testing.T) {
 // identical Results at every step, for all six algorithms: takes of any
 // cost, bookings (Op.MaxDelay; a window takes), refunds of earlier
 // admissions (by their Result.At, in any order, some of expired or unknown
-// instants), and clock steps forwards and backwards, small and large,
-// within and across windows.
+// instants; those made under an override by its name in each store),
+// overrides of any algorithm and blocks of random lengths set and cleared
+// at random points (their waits hand over to the key's own state at their
+// end), and clock steps forwards and backwards, small and large, within and
+// across windows. Each store names its overrides its own way:
+// Result.Override is compared as set or not.
 func TestSameAnswersAsMemory(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(11, 12))
-	compared, mismatches, probed := 0, 0, 0
+	compared, mismatches, probed, overridden := 0, 0, 0, 0
 	for _, a := range limitertest.Algorithms {
 		for iter := range 10 {
 			clock := limitertest.NewClock()
@@ -90,7 +94,24 @@ func TestSameAnswersAsMemory(t *testing.T) {
 			var history []string
 			var ats []int64
 			var costs []int64
+			var ovs [][2]uint64 // the override each store named of each admission
 			var back time.Duration
+			var until time.Time // of the override set last
+			// same compares the Results of the two stores, and counts
+			// those decided under an override or a block.
+			same := func(want, got core.Result) bool {
+				if clock.Now().Before(until) {
+					overridden++
+				}
+				if (want.Override != 0) != (got.Override != 0) || (want.Applied == nil) != (got.Applied == nil) {
+					return false
+				}
+				if want.Applied != nil && *want.Applied != *got.Applied {
+					return false
+				}
+				want.Override, got.Override, want.Applied, got.Applied = 0, 0, nil, nil
+				return want == got
+			}
 			for i := range 300 {
 				var d time.Duration
 				switch rng.IntN(14) {
@@ -112,21 +133,39 @@ func TestSameAnswersAsMemory(t *testing.T) {
 				back -= d
 				clock.Advance(d)
 				now := clock.Now().UnixMicro()
+				if rng.IntN(12) == 0 { // an override, a block, or neither
+					o := core.Override{Until: clock.Now().Add(time.Duration(1+rng.Int64N(3*P)) * time.Microsecond)}
+					if rng.IntN(2) == 0 {
+						o.Limit = limitertest.WaitLimit(rng, limitertest.Algorithms[rng.IntN(6)])
+					}
+					if rng.IntN(5) == 0 {
+						require.NoError(t, mem.ClearOverride(ctx, key))
+						require.NoError(t, red.ClearOverride(ctx, key))
+						until = time.Time{}
+						history = append(history, fmt.Sprintf("at %d override cleared", now))
+						continue
+					}
+					require.NoError(t, mem.SetOverride(ctx, key, o))
+					require.NoError(t, red.SetOverride(ctx, key, o))
+					until = o.Until
+					history = append(history, fmt.Sprintf("at %d override %+v", now, o))
+					continue
+				}
 				if len(ats) > 0 && rng.IntN(6) == 0 {
 					j := rng.IntN(len(ats))
-					at, cost := ats[j], costs[j]
+					at, cost, ov := ats[j], costs[j], ovs[j]
 					if rng.IntN(8) == 0 {
 						at += rng.Int64N(3) - 1 // an instant no admission has
 					}
-					require.NoError(t, mem.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at}))
-					require.NoError(t, red.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at}))
+					require.NoError(t, mem.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at, Override: ov[0]}))
+					require.NoError(t, red.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at, Override: ov[1]}))
 					want, err := limitertest.TakeOne(ctx, mem, key, l, 0)
 					require.NoError(t, err)
 					got, err := limitertest.TakeOne(ctx, red, key, l, 0)
 					require.NoError(t, err)
 					history = append(history, fmt.Sprintf("at %d refund %d of %d, then peek: %+v", now, cost, at, want))
 					compared++
-					if want != got {
+					if !same(want, got) {
 						mismatches++
 						t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got, strings.Join(history[max(0, len(history)-8):], "\n"))
 					}
@@ -150,7 +189,7 @@ func TestSameAnswersAsMemory(t *testing.T) {
 				require.NoError(t, red.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost, MaxDelay: maxDelay}}, got[:]))
 				history = append(history, fmt.Sprintf("at %d cost %d within %s: %+v", now, cost, maxDelay, want[0]))
 				compared++
-				if want != got {
+				if !same(want[0], got[0]) {
 					mismatches++
 					t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got[0], strings.Join(history[max(0, len(history)-8):], "\n"))
 				}
@@ -158,7 +197,7 @@ func TestSameAnswersAsMemory(t *testing.T) {
 					t.FailNow()
 				}
 				if want[0].Allowed && cost > 0 {
-					ats, costs = append(ats, want[0].At), append(costs, cost)
+					ats, costs, ovs = append(ats, want[0].At), append(costs, cost), append(ovs, [2]uint64{want[0].Override, got[0].Override})
 				}
 				if !want[0].Allowed && !want[0].Never() && cost > 0 && rng.IntN(2) == 0 {
 					// the same cost, 1µs before RetryAfter and at it: denied, then admitted, on both
@@ -169,7 +208,7 @@ func TestSameAnswersAsMemory(t *testing.T) {
 						require.NoError(t, red.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost}}, got[:]))
 						history = append(history, fmt.Sprintf("at %d cost %d (a retry): %+v", clock.Now().UnixMicro(), cost, want[0]))
 						compared++
-						if want != got {
+						if !same(want[0], got[0]) {
 							mismatches++
 							t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got[0], strings.Join(history[max(0, len(history)-8):], "\n"))
 						}
@@ -177,16 +216,17 @@ func TestSameAnswersAsMemory(t *testing.T) {
 						probed++
 					}
 					if want[0].Allowed {
-						ats, costs = append(ats, want[0].At), append(costs, cost)
+						ats, costs, ovs = append(ats, want[0].At), append(costs, cost), append(ovs, [2]uint64{want[0].Override, got[0].Override})
 					}
 				}
 			}
 			mem.Close()
 		}
 	}
-	t.Logf("%d steps compared (%d retries at or 1µs before RetryAfter), %d mismatches", compared, probed, mismatches)
+	t.Logf("%d steps compared (%d retries at or 1µs before RetryAfter; %d under an override or a block), %d mismatches", compared, probed, overridden, mismatches)
 	require.Zero(t, mismatches)
 	require.Positive(t, probed)
+	require.Positive(t, overridden)
 }
 
 // Random groups of ops (one to four policies over up to four identities,
