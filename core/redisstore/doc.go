@@ -20,10 +20,11 @@
 // on first use and again after FUNCTION FLUSH, a restart or a failover);
 // elsewhere, or WithFunctions(false), as scripts with EVALSHA that fall back
 // to EVAL on NOSCRIPT. Concurrent decisions are pipelined automatically: a
-// call on an idle store is sent at once; calls that arrive while pipelines
-// are in flight queue and leave together in the next one, and on a
-// standalone server the one-op decisions among them go as one call. Each
-// decision stays atomic on its own.
+// call on an idle store is sent at once; calls that arrive while the
+// pipeline of their server is in flight queue and leave together, in one
+// write, when it returns, and on a standalone server the one-op decisions
+// among them go as one call. Each decision stays atomic on its own, and
+// returns by its deadline, queued or in flight.
 //
 // A Take of several ops of several identities is decided by one
 // script on a standalone server or Sentinel, where every key lives on one

@@ -40,9 +40,12 @@ func WithThresholds(th core.Thresholds) Option { return func(c *config) { c.th =
 // agree. Expiries are absolute, so the clock must not run behind Redis's.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
-// WithPipelining sets how many pipelines may be in flight at once (default
-// 2) and how many decisions one pipeline carries at most (default 256).
-// WithPipelining(0, 0) sends every decision on its own.
+// WithPipelining sets how many pipelines may be in flight at once to each
+// server (default 1: per master on a Cluster) and how many decisions one
+// pipeline carries at most (default 256). A decision that finds a pipeline
+// slot free goes alone, at once; those that find every slot busy queue and
+// go together, in one write, when a pipeline returns. More slots make each
+// pipeline shallower. WithPipelining(0, 0) sends every decision on its own.
 func WithPipelining(inflight, maxBatch int) Option {
 	return func(c *config) { c.inflight, c.maxBatch = inflight, maxBatch }
 }

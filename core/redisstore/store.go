@@ -14,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
 	"github.com/sluicehq/sluice/core/internal/cacheslot"
+	"github.com/sluicehq/sluice/internal/pipeline"
 )
 
 // Store is the Redis core.Store. Build one with New; it is safe for
@@ -27,13 +28,13 @@ type Store struct {
 	clock   func() time.Time
 	r       *runner
 	specs   [64]atomic.Pointer[compiled]
-	batch   *batcher
+	batch   *pipeline.Batcher[*call]
 	// cluster is client as a Cluster client, or nil. A Cluster store
 	// pipelines the calls of each node apart (batchers, by address), so a
 	// dead node's calls never share a pipeline or a deadline with a live
 	// node's, and follows failovers (see fault).
 	cluster  *redis.ClusterClient
-	batchers atomic.Pointer[map[string]*batcher]
+	batchers atomic.Pointer[map[string]*pipeline.Batcher[*call]]
 	bmu      sync.Mutex
 	inflight int
 	maxBatch int
@@ -67,7 +68,7 @@ type compiled struct {
 // New returns a Store on client. It does not contact Redis: the library (or
 // the scripts) are loaded on first use.
 func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
-	c := config{prefix: "sluice", timeout: 50 * time.Millisecond, inflight: 2, maxBatch: 256, functions: true}
+	c := config{prefix: "sluice", timeout: 50 * time.Millisecond, inflight: 1, maxBatch: 256, functions: true}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -92,7 +93,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Store, error) {
 	s.cluster, _ = client.(*redis.ClusterClient)
 	s.inflight, s.maxBatch = c.inflight, c.maxBatch
 	if c.inflight > 0 {
-		s.batch = newBatcher(s, c.inflight, c.maxBatch)
+		s.batch = s.newBatcher()
 	}
 	return s, nil
 }
@@ -111,14 +112,14 @@ func (s *Store) run(ctx context.Context, c *call) error {
 	node := ""
 	switch {
 	case s.cluster != nil:
-		node = s.nodeOfKey(c.argv[argvFirstKey].(string), c.deadline) // the first key: every key of a call shares its slot
+		node = s.nodeOfKey(c.argv[argvFirstKey].(string), c.Deadline()) // the first key: every key of a call shares its slot
 		if s.batch != nil {
-			err = s.batcherFor(node).do(ctx, c)
+			err = s.runOn(ctx, s.batcherFor(node), c)
 		} else {
 			err = s.direct(ctx, c)
 		}
 	case s.batch != nil:
-		err = s.batch.do(ctx, c)
+		err = s.runOn(ctx, s.batch, c)
 	default:
 		err = s.direct(ctx, c)
 	}
@@ -192,7 +193,7 @@ func (s *Store) nodeOfKey(k string, deadline time.Time) string {
 
 // batcherFor returns the batcher of a Cluster node ("": calls whose node is
 // unknown).
-func (s *Store) batcherFor(node string) *batcher {
+func (s *Store) batcherFor(node string) *pipeline.Batcher[*call] {
 	if m := s.batchers.Load(); m != nil {
 		if b := (*m)[node]; b != nil {
 			return b
@@ -200,20 +201,20 @@ func (s *Store) batcherFor(node string) *batcher {
 	}
 	s.bmu.Lock()
 	defer s.bmu.Unlock()
-	old := map[string]*batcher{}
+	old := map[string]*pipeline.Batcher[*call]{}
 	if m := s.batchers.Load(); m != nil {
 		if b := (*m)[node]; b != nil {
 			return b
 		}
 		old = *m
 	}
-	next := make(map[string]*batcher, len(old)+1)
+	next := make(map[string]*pipeline.Batcher[*call], len(old)+1)
 	if len(old) < maxNodes { // nodes come and go with failovers: bound them
 		for k, b := range old {
 			next[k] = b
 		}
 	}
-	b := newBatcher(s, s.inflight, s.maxBatch)
+	b := s.newBatcher()
 	next[node] = b
 	s.batchers.Store(&next)
 	return b

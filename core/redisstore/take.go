@@ -119,10 +119,10 @@ func (s *Store) decide1Argv(argv []any, cp *compiled, op *core.Op) []any {
 func (s *Store) newCall1(deadline time.Time) *call {
 	c, _ := s.calls.Get().(*call)
 	if c == nil {
-		c = &call{e: &s.r.decide1, done: make(chan struct{}, 1)}
+		c = &call{e: &s.r.decide1}
 	}
 	c.argv = append(c.space[:0], nil, nil, keysPerOp)
-	c.deadline = deadline
+	c.Init(deadline)
 	return c
 }
 
@@ -130,12 +130,11 @@ func (s *Store) newCall1(deadline time.Time) *call {
 // answered (a call that expired or was abandoned may still be in a queue or
 // a pipeline).
 func (s *Store) putCall1(c *call) {
-	if c.state.Load() != answered {
+	if !c.Answered() {
 		return
 	}
 	clear(c.space[:])
 	c.argv, c.res, c.err = nil, nil, nil
-	c.state.Store(waiting)
 	s.calls.Put(c)
 }
 
