@@ -29,7 +29,9 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(serveEnv); addr != "" {
 		os.Exit(serveRedis(addr))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeRatelimitd()
+	os.Exit(code)
 }
 
 // serveRedis serves on a loopback port, printed on the first line of

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/pipeline"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
 
@@ -25,7 +26,7 @@ type Store struct {
 	calls  sync.Pool // of *takeCall
 
 	inflight, maxBatch int
-	batch              *batcher // nil: every Take is its own RPC
+	batch              *pipeline.Batcher[*queued] // nil: every Take is its own RPC
 }
 
 // Option configures a Store.
@@ -47,7 +48,7 @@ func New(conn grpc.ClientConnInterface, opts ...Option) *Store {
 	}
 	s.calls.New = func() any { return new(takeCall) }
 	if s.inflight > 0 && s.maxBatch > 0 {
-		s.batch = &batcher{s: s, maxActive: s.inflight, maxBatch: s.maxBatch}
+		s.batch = newBatcher(s)
 	}
 	return s
 }
@@ -130,7 +131,7 @@ func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) erro
 		return nil
 	}
 	if s.batch != nil {
-		return s.batch.take(ctx, ops, out)
+		return s.takeBatched(ctx, ops, out)
 	}
 	return s.takeRPC(ctx, ops, out)
 }
