@@ -137,6 +137,9 @@ type Batcher[T Member] struct {
 	// is when it fires (zero: disarmed).
 	watchdog *time.Timer
 	armed    time.Time
+	// contended: a call queued since the last call sent alone was
+	// released with nothing queued behind it.
+	contended atomic.Bool
 	// pipelines and calls count the pipelines sent (a call alone after
 	// Acquire is one) and the calls they carried.
 	pipelines, calls uint64
@@ -172,13 +175,18 @@ func (b *Batcher[T]) Acquire() bool {
 	return true
 }
 
-// Alone is called after Acquire, before the caller sends its call: it
-// yields the processor once (runtime.Gosched), so that concurrent callers
-// that are runnable reach the Batcher and queue, and reports whether none
-// did. If one did, the caller makes its call and hands it to Lead, which
-// sends them together; if none did, the caller sends its call alone. On an
-// idle process the yield returns at once: a lone call adds no wait.
+// Alone is called after Acquire, before the caller sends its call: while
+// the Batcher is contended (a call queued during the last pipeline sent
+// alone, or calls are queued), it yields the processor once
+// (runtime.Gosched), so that concurrent callers that are runnable reach
+// the Batcher and queue, and reports whether none did. If one did, the
+// caller makes its call and hands it to Lead, which sends them together;
+// if none did, the caller sends its call alone. An uncontended Batcher
+// (one caller at a time) does not yield: a lone call adds no wait.
 func (b *Batcher[T]) Alone() bool {
+	if !b.contended.Load() {
+		return true
+	}
 	runtime.Gosched()
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -215,6 +223,7 @@ func (b *Batcher[T]) Release() {
 // once Wait has returned an error before its pipeline was formed.
 func (b *Batcher[T]) Wait(ctx context.Context, c T) error {
 	pc := c.pipelineCall()
+	b.contended.Store(true)
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	if d := pc.deadline; !d.IsZero() {
@@ -306,6 +315,9 @@ func (b *Batcher[T]) next(done []T) []T {
 	batch := b.take()
 	if batch == nil {
 		b.active--
+		if done == nil {
+			b.contended.Store(false) // nothing queued behind a call sent alone
+		}
 	}
 	return batch
 }
