@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -123,14 +124,20 @@ func (s *Store) run(ctx context.Context, c *call) error {
 	default:
 		err = s.direct(ctx, c)
 	}
-	if err != nil {
-		s.fault(err)
-		if node != "" {
-			return &NodeError{Node: node, Err: err}
-		}
-		return fmt.Errorf("redisstore: %w", err)
+	return s.failed(err, node)
+}
+
+// failed returns the error of a call on node ("": not a Cluster), or nil,
+// and notes a fault (see fault).
+func (s *Store) failed(err error, node string) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	s.fault(err)
+	if node != "" {
+		return &NodeError{Node: node, Err: err}
+	}
+	return fmt.Errorf("redisstore: %w", err)
 }
 
 // NodeError is the failure of a call on one node of a Cluster. It unwraps
@@ -311,22 +318,55 @@ func (s *Store) runAll(ctx context.Context, calls []*call) error {
 	return nil
 }
 
-// runEach sends calls concurrently and returns the error of each.
+// runEach sends calls concurrently and returns the error of each. With
+// pipelining on, the calls of one node are queued together, so they go in
+// one pipeline, not one after the other.
 func (s *Store) runEach(ctx context.Context, calls []*call) []error {
 	errs := make([]error, len(calls))
 	if len(calls) == 1 {
 		errs[0] = s.run(ctx, calls[0])
 		return errs
 	}
-	var wg sync.WaitGroup
-	for j, c := range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[j] = s.run(ctx, c)
-		}()
+	if s.batch == nil {
+		var wg sync.WaitGroup
+		for j, c := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[j] = s.run(ctx, c)
+			}()
+		}
+		wg.Wait()
+		return errs
 	}
-	wg.Wait()
+	nodes := make([]string, len(calls))
+	bs := make([]*pipeline.Batcher[*call], len(calls))
+	for j, c := range calls {
+		bs[j] = s.batch
+		if s.cluster != nil {
+			nodes[j] = s.nodeOfKey(c.argv[argvFirstKey].(string), c.Deadline())
+			bs[j] = s.batcherFor(nodes[j])
+		}
+	}
+	for j, b := range bs {
+		if slices.Index(bs, b) != j {
+			continue // queued with the first call of its node
+		}
+		var same []*call
+		for k := j; k < len(bs); k++ {
+			if bs[k] == b {
+				same = append(same, calls[k])
+			}
+		}
+		b.Enqueue(same...)
+	}
+	for j, c := range calls {
+		err := c.Await(ctx)
+		if err == nil {
+			err = c.err
+		}
+		errs[j] = s.failed(err, nodes[j])
+	}
 	return errs
 }
 

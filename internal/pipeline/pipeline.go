@@ -241,6 +241,30 @@ func (b *Batcher[T]) Wait(ctx context.Context, c T) error {
 	return pc.Await(ctx)
 }
 
+// Enqueue queues calls (Init'ed) together, so that they go in one
+// pipeline (up to MaxBatch), at once on a free slot; their callers then
+// wait for each with its Await. A call is never sent once its Await has
+// returned an error before its pipeline was formed.
+func (b *Batcher[T]) Enqueue(calls ...T) {
+	b.contended.Store(true)
+	b.mu.Lock()
+	b.queue = append(b.queue, calls...)
+	for _, c := range calls {
+		if d := c.pipelineCall().deadline; !d.IsZero() {
+			b.arm(d)
+		}
+	}
+	var batch []T
+	if b.active < b.opts.Slots {
+		b.active++
+		batch = b.take()
+	}
+	b.mu.Unlock()
+	if batch != nil {
+		go b.drain(batch)
+	}
+}
+
 // Stats returns how many pipelines were sent so far (a call sent alone
 // after Acquire is one) and how many calls they carried.
 func (b *Batcher[T]) Stats() (pipelines, calls uint64) {
