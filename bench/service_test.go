@@ -7,21 +7,25 @@ import (
 	"github.com/sluicehq/sluice/bench/servicebench"
 )
 
-// BenchmarkService: ratelimitd and envoyproxy/ratelimit (installed into the
-// cache directory on first use) as processes on one local redis-server,
-// answering ShouldRateLimit from 64 callers over 1000 users, b.N calls in
+// BenchmarkService: ratelimitd, envoyproxy/ratelimit (installed into the
+// cache directory on first use) and the grpc-go floor as processes on one
+// local redis-server, answering 64 callers over 1000 users, b.N calls in
 // total; ns/op is the inverse of the calls' throughput. One sub-benchmark
-// per implementation, e.g. BenchmarkService/envoy-ratelimit,
-// .../ratelimitd-redis, .../ratelimitd-memory.
+// per implementation of servicebench.Impls but the tuning variants, e.g.
+// BenchmarkService/envoy-ratelimit-best, .../grpc-floor,
+// .../ratelimitd-redis, .../ratelimitd-memory-http.
 func BenchmarkService(b *testing.B) {
 	srv := redisbench.StartServerTB(b)
 	dir, err := servicebench.CacheDir()
 	if err != nil {
 		b.Fatal(err)
 	}
-	servers := &servicebench.Servers{Redis: srv, GoCommand: servicebench.GoCommand(), CacheDir: dir, ServiceDir: "../service", Log: b.Output()}
+	servers := &servicebench.Servers{Redis: srv, GoCommand: servicebench.GoCommand(), CacheDir: dir, ServiceDir: "../service", BenchDir: ".", Log: b.Output()}
 	defer servers.Close()
 	for _, im := range servicebench.Impls() {
+		if im.Tuning {
+			continue
+		}
 		b.Run(im.Name, func(b *testing.B) { servicebench.Benchmark(b, servers, im) })
 	}
 }

@@ -20,15 +20,46 @@ const (
 	EnvoyRatelimitVersion = "v1.4.1-0.20260122083618-3fb702589d36"
 )
 
-// EnvoyRatelimitEnv is the environment envoyproxy/ratelimit runs with
-// (besides its ports, its Redis address and its runtime root): bound to
-// loopback, no statsd, Redis over TCP, the rules read once from
-// RUNTIME_ROOT/ratelimit/config. Everything else is its default: a pool of
-// 10 Redis connections, no pipelining window, no local cache.
+// EnvoyRatelimitEnv is the environment envoyproxy/ratelimit runs with in
+// every configuration (besides its ports, its Redis address and its runtime
+// root): bound to loopback, Redis over TCP, the rules read once from
+// RUNTIME_ROOT/ratelimit/config, and USE_STATSD=false as its README and
+// docker-compose.yml run it (its settings default to a statsd sink on
+// localhost:8125, which nothing here listens on). With USE_STATSD=false its
+// stats go to gostats' logging sink: every counter and gauge on each flush
+// (STATS_FLUSH_INTERVAL, 10 s) and every timer value as it is recorded, so
+// one JSON line on stderr per ShouldRateLimit (its response_time timer).
+// Everything else is its default: LOG_LEVEL=WARN, a pool of 10 Redis
+// connections, no pipelining window, no local cache.
 var EnvoyRatelimitEnv = []string{
 	"GRPC_HOST=127.0.0.1", "HOST=127.0.0.1", "DEBUG_HOST=127.0.0.1",
 	"USE_STATSD=false", "REDIS_SOCKET_TYPE=tcp",
 	"RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_WATCH_ROOT=false",
+}
+
+// EnvoyLocalCacheBytes is LOCAL_CACHE_SIZE_IN_BYTES in envoyproxy/ratelimit's
+// best configuration: 64 MiB, room for every key of the load many times
+// over (its freecache holds the keys found over their limit, so that they
+// are refused without a Redis call).
+const EnvoyLocalCacheBytes = 64 << 20
+
+// EnvoyPipelineWindow is REDIS_PIPELINE_WINDOW in envoyproxy/ratelimit's
+// best configuration. At EnvoyRatelimitVersion (radix v4) the window sets
+// the connections' write flush interval on a Redis Cluster only
+// (src/redis/driver_impl.go); on a single node every write is flushed at
+// once whatever it says, and REDIS_PIPELINE_LIMIT is ignored (deprecated,
+// logged as such). The tuning variants (TuningImpls) measure the windows
+// its README recommends and the pool size against it.
+const EnvoyPipelineWindow = "150us"
+
+// EnvoyBestEnv is envoyproxy/ratelimit's best documented configuration for
+// this load, added to EnvoyRatelimitEnv: stats off (DISABLE_STATS=true, a
+// null sink: nothing counted, nothing written), the local cache on, and
+// its pipelining window.
+var EnvoyBestEnv = []string{
+	"DISABLE_STATS=true",
+	fmt.Sprintf("LOCAL_CACHE_SIZE_IN_BYTES=%d", EnvoyLocalCacheBytes),
+	"REDIS_PIPELINE_WINDOW=" + EnvoyPipelineWindow,
 }
 
 // InstallEnvoyRatelimit returns the path of envoyproxy/ratelimit's server

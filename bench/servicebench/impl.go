@@ -26,6 +26,9 @@ const (
 	// InProcess is no server: the load generator decides itself (sluice's
 	// Redis store, the yardstick of the remote store).
 	InProcess
+	// Floor is the bare grpc-go server with constant answers
+	// (cmd/grpcfloor): what gRPC costs a rate-limit server per check.
+	Floor
 )
 
 func (s Server) String() string {
@@ -34,6 +37,8 @@ func (s Server) String() string {
 		return "envoyproxy/ratelimit"
 	case Ratelimitd:
 		return "ratelimitd"
+	case Floor:
+		return "grpc-go floor"
 	}
 	return "none (in the load generator)"
 }
@@ -44,8 +49,12 @@ type Group uint8
 const (
 	// Envoy: ShouldRateLimit, the comparison with envoyproxy/ratelimit.
 	Envoy Group = iota
-	// Native: ratelimitd's own API on its memory store.
+	// Native: ratelimitd's own CheckRateLimit, one check per call.
 	Native
+	// Batch: CheckRateLimitBatch of BatchSize checks.
+	Batch
+	// HTTP: ratelimitd's HTTP JSON check.
+	HTTP
 	// Remote: the remote store against sluice's Redis store.
 	Remote
 )
@@ -54,6 +63,8 @@ const (
 type Conn struct {
 	// GRPC are the connections to the server (none for InProcess).
 	GRPC []*grpc.ClientConn
+	// HTTPAddr is the server's HTTP listener, if it has one.
+	HTTPAddr string
 	// RedisAddr is the shared redis-server.
 	RedisAddr string
 	// Users are the identities of the load, Callers its callers.
@@ -81,6 +92,14 @@ type Impl struct {
 	API string
 	// ChecksPerCall is 1, or a batch's size.
 	ChecksPerCall int
+	// Open says the report also measures it at a fixed offered rate (an
+	// open loop), for its latency.
+	Open bool
+	// Tuning marks a variant measured to choose a configuration, not one
+	// of the report's rows by default.
+	Tuning bool
+	// Config says how the server is configured, for the report.
+	Config string
 	// NewDecider returns the decider of one call (and what to close after
 	// the run, or nil).
 	NewDecider func(c Conn) (d redisbench.Decider, closeFn func(), err error)
@@ -108,32 +127,74 @@ func (im Impl) key() string {
 	return strings.Join(append([]string{im.Server.String(), im.Store(), hex.EncodeToString(sum[:8])}, im.Env...), " ")
 }
 
-const shouldRateLimit = "ShouldRateLimit, one descriptor (user=N)"
+// What one call of each kind is, for the report.
+const (
+	shouldRateLimit = "ShouldRateLimit, one descriptor (user=N)"
+	nativeAPI       = "CheckRateLimit, one check (user=N)"
+	httpAPI         = "POST " + HTTPCheckPath + " (JSON, key_type user, key_value N), keep-alive"
+)
+
+// batchAPI is what one batch call is.
+var batchAPI = fmt.Sprintf("CheckRateLimitBatch of %d checks (users N … N+%d, each decided on its own)", BatchSize, BatchSize-1)
 
 func envoyDecider(c Conn) (redisbench.Decider, func(), error) {
 	return NewEnvoyDecider(c.GRPC, c.Users), nil, nil
 }
 
-// Impls returns every implementation, in report order: envoyproxy/ratelimit
-// on Redis (as the issue runs it, then with the write buffering its README
-// recommends for throughput, REDIS_PIPELINE_WINDOW=150us), then ratelimitd
-// on Redis and on its memory store, all answering ShouldRateLimit with the
-// same descriptors under the same rules; ratelimitd's native API on its
-// memory store, single checks and batches; the remote store through
-// ratelimitd on Redis and the Redis store in the app.
+// Impls returns every implementation, in report order, TuningImpls last.
+// ShouldRateLimit with the same descriptors under the same rules:
+// envoyproxy/ratelimit in its default and its best configuration, the
+// grpc-go floor, ratelimitd on Redis and on its memory store. Sluice's own
+// API under rules in sluice's format: CheckRateLimit of one check (the
+// floor, ratelimitd on Redis and memory), CheckRateLimitBatch of BatchSize
+// (memory, Redis), the HTTP JSON check (Redis, memory). The remote store
+// through ratelimitd on Redis and the Redis store in the app.
 func Impls() []Impl {
-	return []Impl{
-		{Name: "envoy-ratelimit", Server: EnvoyRatelimit, Group: Envoy, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
-		{Name: "envoy-ratelimit-window", Server: EnvoyRatelimit, Group: Envoy, Redis: true, Env: []string{"REDIS_PIPELINE_WINDOW=150us"},
-			API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
-		{Name: "ratelimitd-redis", Server: Ratelimitd, Group: Envoy, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
-		{Name: "ratelimitd-memory", Server: Ratelimitd, Group: Envoy, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider},
-		{Name: "ratelimitd-memory-native", Server: Ratelimitd, Group: Native, Rules: NativeRulesYAML(), Ready: nativeReady,
-			API: "CheckRateLimit, one check (user=N)", ChecksPerCall: 1, NewDecider: nativeSingle},
-		{Name: "ratelimitd-memory-batch10", Server: Ratelimitd, Group: Native, Rules: NativeRulesYAML(), Ready: nativeReady,
-			API: fmt.Sprintf("CheckRateLimitBatch of %d checks (users N … N+%d, each decided on its own)", BatchSize, BatchSize-1), ChecksPerCall: BatchSize, NewDecider: nativeBatch},
-		{Name: "remotestore", Server: Ratelimitd, Group: Remote, Redis: true, Rules: NativeRulesYAML(), Ready: nativeReady, API: StoreLimit.String() + " Take of one op through remotestore (StoreService on one connection) to ratelimitd on Redis", ChecksPerCall: 1, NewDecider: remoteStoreDecider},
+	native := func(im Impl) Impl {
+		im.Server, im.Rules, im.Ready, im.ChecksPerCall = Ratelimitd, NativeRulesYAML(), nativeReady, max(im.ChecksPerCall, 1)
+		return im
+	}
+	out := []Impl{
+		{Name: "envoy-ratelimit-default", Server: EnvoyRatelimit, Group: Envoy, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider, Open: true,
+			Config: "its defaults, as its README runs it (USE_STATSD=false: stats to stderr)"},
+		{Name: "envoy-ratelimit-best", Server: EnvoyRatelimit, Group: Envoy, Redis: true, Env: EnvoyBestEnv, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider, Open: true,
+			Config: "its best: " + strings.Join(EnvoyBestEnv, " ")},
+		{Name: "grpc-floor", Server: Floor, Group: Envoy, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider, Open: true,
+			Config: "a constant OK answer, no work"},
+		{Name: "ratelimitd-redis", Server: Ratelimitd, Group: Envoy, Redis: true, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider, Open: true},
+		{Name: "ratelimitd-memory", Server: Ratelimitd, Group: Envoy, API: shouldRateLimit, ChecksPerCall: 1, NewDecider: envoyDecider, Open: true},
+		{Name: "grpc-floor-native", Server: Floor, Group: Native, Ready: nativeReady, API: nativeAPI, ChecksPerCall: 1, NewDecider: nativeSingle, Open: true,
+			Config: "a constant allowed answer, no work"},
+		native(Impl{Name: "ratelimitd-redis-native", Group: Native, Redis: true, API: nativeAPI, NewDecider: nativeSingle, Open: true}),
+		native(Impl{Name: "ratelimitd-memory-native", Group: Native, API: nativeAPI, NewDecider: nativeSingle, Open: true}),
+		native(Impl{Name: fmt.Sprintf("ratelimitd-memory-batch%d", BatchSize), Group: Batch, API: batchAPI, ChecksPerCall: BatchSize, NewDecider: nativeBatch}),
+		native(Impl{Name: fmt.Sprintf("ratelimitd-redis-batch%d", BatchSize), Group: Batch, Redis: true, API: batchAPI, ChecksPerCall: BatchSize, NewDecider: nativeBatch}),
+		native(Impl{Name: "ratelimitd-redis-http", Group: HTTP, Redis: true, API: httpAPI, NewDecider: httpDeciderOf, Open: true}),
+		native(Impl{Name: "ratelimitd-memory-http", Group: HTTP, API: httpAPI, NewDecider: httpDeciderOf, Open: true}),
+		native(Impl{Name: "remotestore", Group: Remote, Redis: true, API: StoreLimit.String() + " Take of one op through remotestore (StoreService on one connection) to ratelimitd on Redis", NewDecider: remoteStoreDecider}),
 		{Name: "redisstore", Server: InProcess, Group: Remote, Redis: true, API: StoreLimit.String() + " Take of one op, sluice's Redis store in the app (pipelined)", ChecksPerCall: 1, NewDecider: redisStoreDecider},
+	}
+	return append(out, TuningImpls()...)
+}
+
+// TuningImpls are the variants of envoyproxy/ratelimit that chose its best
+// configuration (EnvoyBestEnv), with stats off: the local cache off and
+// on, the pipelining windows its README recommends (150 and 500 µs) and
+// pool sizes around its default of 10.
+func TuningImpls() []Impl {
+	variant := func(label string, env ...string) Impl {
+		env = append([]string{"DISABLE_STATS=true"}, env...)
+		return Impl{Name: "envoy-ratelimit-tune-" + label, Server: EnvoyRatelimit, Group: Envoy, Redis: true, Env: env, API: shouldRateLimit, ChecksPerCall: 1,
+			NewDecider: envoyDecider, Tuning: true, Config: strings.Join(env, " ")}
+	}
+	cache := fmt.Sprintf("LOCAL_CACHE_SIZE_IN_BYTES=%d", EnvoyLocalCacheBytes)
+	return []Impl{
+		variant("nocache"),
+		variant("cache", cache),
+		variant("cache-window150us", cache, "REDIS_PIPELINE_WINDOW=150us"),
+		variant("cache-window500us", cache, "REDIS_PIPELINE_WINDOW=500us"),
+		variant("cache-pool4", cache, "REDIS_POOL_SIZE=4"),
+		variant("cache-pool32", cache, "REDIS_POOL_SIZE=32"),
 	}
 }
 

@@ -20,7 +20,7 @@ const (
 	// NativeEndpoint is the endpoint of every native check.
 	NativeEndpoint = "/api/bench"
 	// BatchSize is the number of checks in one CheckRateLimitBatch call.
-	BatchSize = 10
+	BatchSize = 100
 )
 
 // NativeRulesYAML is the rules file of the native API scenario, in sluice's

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -39,4 +40,14 @@ func parseStat(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc stat: utime %q stime %q: not integers", f[11], f[12])
 	}
 	return time.Duration(utime+stime) * clockTick, nil
+}
+
+// SelfCPU returns the CPU time (user + system, every thread) this process,
+// the load generator, has used: getrusage(RUSAGE_SELF), to the microsecond.
+func SelfCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }

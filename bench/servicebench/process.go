@@ -31,25 +31,30 @@ type Process struct {
 
 	cmd  *exec.Cmd
 	dir  string // removed on Close, if set
-	out  *tail
+	log  *os.File
 	done chan struct{}
 	err  error // the process's exit, valid once done is closed
 	once sync.Once
 }
 
 // start runs bin with args and env (added to this process's environment)
-// and reaps it in the background.
+// and reaps it in the background. The server's stdout and stderr go to a
+// file of its own, as a container runtime's log file would take them: what
+// it writes costs the server, never the load generator (a pipe would make
+// this process read every line).
 func start(name, bin string, args, env []string, dir string) (*Process, error) {
-	p := &Process{Name: name, dir: dir, out: &tail{max: 32 << 10}, done: make(chan struct{})}
+	log, err := os.CreateTemp("", "sluice-bench-log-")
+	if err != nil {
+		return nil, fmt.Errorf("%s: log file: %w", name, err)
+	}
+	p := &Process{Name: name, dir: dir, log: log, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	p.cmd.Stdout, p.cmd.Stderr = log, log
 	// The server dies with the harness if it is interrupted.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
-		if dir != "" {
-			os.RemoveAll(dir)
-		}
+		p.removeFiles()
 		return nil, fmt.Errorf("%s: start %s: %w", name, bin, err)
 	}
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
@@ -63,8 +68,38 @@ func (p *Process) PID() int { return p.cmd.Process.Pid }
 // so far, from /proc/PID/stat.
 func (p *Process) CPU() (time.Duration, error) { return ProcessCPU(p.PID()) }
 
-// Output returns the end of what the server wrote to stdout and stderr.
-func (p *Process) Output() string { return p.out.String() }
+// outputTail is how much of its log Output returns.
+const outputTail = 32 << 10
+
+// Output returns the end of what the server wrote to stdout and stderr
+// (its last 32 KiB).
+func (p *Process) Output() string {
+	st, err := p.log.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(st.Size()-outputTail, 0)
+	b := make([]byte, st.Size()-off)
+	n, _ := p.log.ReadAt(b, off)
+	return string(bytes.TrimSpace(b[:n]))
+}
+
+// LogSize is the size of what the server has written to stdout and stderr.
+func (p *Process) LogSize() int64 {
+	st, err := p.log.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+func (p *Process) removeFiles() {
+	p.log.Close()
+	os.Remove(p.log.Name())
+	if p.dir != "" {
+		os.RemoveAll(p.dir)
+	}
+}
 
 // Exited reports whether the server has exited, and how.
 func (p *Process) Exited() (bool, error) {
@@ -87,9 +122,7 @@ func (p *Process) Close() error {
 			_ = p.cmd.Process.Kill()
 			<-p.done
 		}
-		if p.dir != "" {
-			os.RemoveAll(p.dir)
-		}
+		p.removeFiles()
 	})
 	return nil
 }
@@ -142,26 +175,3 @@ func freePorts(n int) ([]int, error) {
 }
 
 func loopback(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
-
-// tail keeps the last max bytes written to it (a server's log).
-type tail struct {
-	mu  sync.Mutex
-	b   []byte
-	max int
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(bytes.TrimSpace(t.b))
-}

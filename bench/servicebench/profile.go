@@ -61,8 +61,12 @@ var Categories = []Category{
 	{"decision (engine, rules, core, algorithms, store)", []string{"github.com/sluicehq/sluice/"}},
 	{"Redis client (go-redis)", []string{"github.com/redis/go-redis"}},
 	{"metrics and logs", []string{"github.com/prometheus/", "log/slog", "log."}},
-	{"ratelimitd's main package (wiring, observers)", []string{"main."}},
+	{MainCategory, []string{"main."}},
 }
+
+// MainCategory holds a server's main package: ratelimitd's wiring and
+// observers, the floor's constant handlers.
+const MainCategory = "main package (ratelimitd's wiring and observers; the floor's handlers)"
 
 // RuntimeCategory is the category of samples in no Category.
 const RuntimeCategory = "Go runtime (scheduler, garbage collector)"

@@ -30,7 +30,7 @@ func TestCategorize(t *testing.T) {
 		{[]string{"runtime.gcDrain", "runtime.gcBgMarkWorker"}, RuntimeCategory},
 		{[]string{"runtime.findRunnable", "runtime.schedule"}, RuntimeCategory},
 		{[]string{"strings.Index", "github.com/example/else.F"}, OtherCategory},
-		{[]string{"main.(*observer).Observe"}, "ratelimitd's main package (wiring, observers)"},
+		{[]string{"main.(*observer).Observe"}, MainCategory},
 		{[]string{"runtime.memmove", "runtime.copystack", "runtime.newstack", "runtime.morestack", "hash/maphash.Comparable[...]", "github.com/sluicehq/sluice/core/guard.(*denyCache).shard"}, StackGrowthCategory},
 	}
 	for _, tt := range tests {

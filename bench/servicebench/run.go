@@ -3,7 +3,6 @@ package servicebench
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/sluicehq/sluice/bench/redisbench"
@@ -40,6 +39,10 @@ type RunConfig struct {
 	// (duration mode; the server must have a PprofAddr): whole seconds from
 	// its start, at least one, at most the load's duration rounded down.
 	Profile bool
+	// Rate, if positive, makes the measured load an open loop (LoadOpen):
+	// Rate calls per second offered for Duration, at most Callers in
+	// flight. The warm-up stays a closed loop.
+	Rate float64
 }
 
 // Sample is what one run measured.
@@ -48,9 +51,21 @@ type Sample struct {
 	Elapsed       time.Duration
 	// PerSec is checks per second of elapsed time.
 	PerSec float64
-	// Latency of one call as its caller saw it.
+	// Latency of one call as its caller saw it (open loop: from the time
+	// it was due).
 	P50, P99, P999, Max time.Duration
-	Denied, Errors      int64
+	// Latency is the histogram behind them, to merge runs.
+	Latency        *redisbench.Histogram
+	Denied, Errors int64
+	// Open-loop runs only: the offered rate (calls per second), the
+	// latency from each call's send (SentP99), how late calls were sent
+	// (LagP99) and the most calls in flight at once.
+	Offered         float64
+	SentP99, LagP99 time.Duration
+	MaxInFlight     int64
+	// ServerLog is what the server wrote to stdout and stderr during the
+	// measured load, in bytes.
+	ServerLog int64
 	// ServerCPU, RedisCPU and LoadCPU are the CPU times of the server
 	// process, of redis-server (0 without one) and of this process (the
 	// load generator) over the measured interval.
@@ -61,6 +76,8 @@ type Sample struct {
 	ProfileErr error
 	// ProfileData is the profile itself (pprof's format, for go tool pprof).
 	ProfileData []byte
+
+	firstErr error
 }
 
 // PerCheck returns d per check, in microseconds.
@@ -93,21 +110,7 @@ func Run(ctx context.Context, t Target, cfg RunConfig) (Sample, error) {
 	if w := redisbench.Load(ctx, t.Decider, warm); w.Errors > 0 {
 		return Sample{}, fmt.Errorf("%s: warm-up: %d of %d calls failed, first: %w", t.Name, w.Errors, w.Decisions, w.FirstErr)
 	}
-	cpu := func() (srv, rd, self time.Duration, err error) {
-		if t.Server != nil {
-			if srv, err = t.Server.CPU(); err != nil {
-				return
-			}
-		}
-		if t.Redis != nil {
-			if rd, err = t.Redis.CPU(ctx); err != nil {
-				return
-			}
-		}
-		self, err = ProcessCPU(os.Getpid())
-		return
-	}
-	s0, r0, l0, err := cpu()
+	s0, r0, l0, err := t.cpu(ctx)
 	if err != nil {
 		return Sample{}, err
 	}
@@ -116,38 +119,80 @@ func Run(ctx context.Context, t Target, cfg RunConfig) (Sample, error) {
 		prof = make(chan profileResult, 1)
 		go func() { prof <- takeProfile(ctx, t.Server, cfg.Duration) }()
 	}
+	log0 := t.logSize()
 	if cfg.Start != nil {
 		cfg.Start()
 	}
-	lr := redisbench.Load(ctx, t.Decider, redisbench.LoadConfig{Callers: cfg.Callers, Keys: cfg.Users, Duration: cfg.Duration, N: cfg.N})
+	s := measure(ctx, t, cfg)
 	if cfg.Stop != nil {
 		cfg.Stop()
 	}
-	s1, r1, l1, err := cpu()
+	s1, r1, l1, err := t.cpu(ctx)
 	if err != nil {
 		return Sample{}, err
 	}
-	per := int64(max(t.ChecksPerCall, 1))
-	s := Sample{
-		Calls: lr.Decisions, Checks: lr.Decisions * per, Elapsed: lr.Elapsed,
-		P50: lr.Latency.Quantile(0.50), P99: lr.Latency.Quantile(0.99), P999: lr.Latency.Quantile(0.999), Max: lr.Latency.Max(),
-		Denied: lr.Denied, Errors: lr.Errors,
-		ServerCPU: s1 - s0, RedisCPU: r1 - r0, LoadCPU: l1 - l0,
-	}
-	if lr.Elapsed > 0 {
-		s.PerSec = float64(s.Checks) / lr.Elapsed.Seconds()
-	}
+	s.ServerCPU, s.RedisCPU, s.LoadCPU = s1-s0, r1-r0, l1-l0
+	s.ServerLog = t.logSize() - log0
 	if prof != nil {
 		pr := <-prof
 		s.Profile, s.ProfileErr, s.ProfileData = pr.b, pr.err, pr.data
 	}
 	switch {
-	case lr.Errors > 0:
-		return s, fmt.Errorf("%s: %d of %d calls failed, first: %w%s", t.Name, lr.Errors, lr.Decisions, lr.FirstErr, t.serverLog())
-	case lr.Denied > 0:
-		return s, fmt.Errorf("%s: %d of %d calls denied (no limit is reached in this load: a store failure?)%s", t.Name, lr.Denied, lr.Decisions, t.serverLog())
+	case s.Errors > 0:
+		return s, fmt.Errorf("%s: %d of %d calls failed, first: %w%s", t.Name, s.Errors, s.Calls, s.firstErr, t.serverLog())
+	case s.Denied > 0:
+		return s, fmt.Errorf("%s: %d of %d calls denied (no limit is reached in this load: a store failure?)%s", t.Name, s.Denied, s.Calls, t.serverLog())
 	}
 	return s, nil
+}
+
+// measure runs the measured load of cfg on t, closed or open loop.
+func measure(ctx context.Context, t Target, cfg RunConfig) Sample {
+	per := int64(max(t.ChecksPerCall, 1))
+	var s Sample
+	var h *redisbench.Histogram
+	if cfg.Rate > 0 {
+		or := LoadOpen(ctx, t.Decider, OpenConfig{Callers: cfg.Callers, Keys: cfg.Users, Rate: cfg.Rate, Duration: cfg.Duration})
+		s = Sample{Calls: or.Calls, Elapsed: or.Elapsed, Denied: or.Denied, Errors: or.Errors, firstErr: or.FirstErr,
+			Offered: cfg.Rate, SentP99: or.Sent.Quantile(0.99), LagP99: or.Lag.Quantile(0.99), MaxInFlight: or.MaxInFlight}
+		h = &or.Latency
+	} else {
+		lr := redisbench.Load(ctx, t.Decider, redisbench.LoadConfig{Callers: cfg.Callers, Keys: cfg.Users, Duration: cfg.Duration, N: cfg.N})
+		s = Sample{Calls: lr.Decisions, Elapsed: lr.Elapsed, Denied: lr.Denied, Errors: lr.Errors, firstErr: lr.FirstErr}
+		h = &lr.Latency
+	}
+	s.Checks = s.Calls * per
+	s.Latency = h
+	s.P50, s.P99, s.P999, s.Max = h.Quantile(0.50), h.Quantile(0.99), h.Quantile(0.999), h.Max()
+	if s.Elapsed > 0 {
+		s.PerSec = float64(s.Checks) / s.Elapsed.Seconds()
+	}
+	return s
+}
+
+// cpu reads the CPU time used so far by t's server, its redis-server and
+// this process (the load generator).
+func (t Target) cpu(ctx context.Context) (srv, rd, self time.Duration, err error) {
+	if t.Server != nil {
+		if srv, err = t.Server.CPU(); err != nil {
+			return
+		}
+	}
+	if t.Redis != nil {
+		if rd, err = t.Redis.CPU(ctx); err != nil {
+			return
+		}
+	}
+	self, err = SelfCPU()
+	return
+}
+
+// logSize is what t's server has written to its log so far.
+func (t Target) logSize() int64 {
+	if t.Server == nil {
+		return 0
+	}
+	return t.Server.LogSize()
 }
 
 type profileResult struct {

@@ -7,12 +7,12 @@ import (
 )
 
 // Conns is the number of gRPC connections the load generator opens to a
-// server by default: one, as an Envoy with one worker thread keeps (one per
-// worker and upstream host). Its 64 concurrent streams share the
-// connection's reads and writes, which costs both sides less CPU per call
-// than several connections do (about 32 against 37 µs of load generator CPU
-// per check at 1 and 2 connections, measured on envoyproxy/ratelimit).
-const Conns = 1
+// server by default: four, as an Envoy with four worker threads keeps (one
+// per worker and upstream host); its Callers concurrent streams are spread
+// over them round robin. The HTTP JSON check opens one keep-alive
+// connection per caller instead: HTTP/1.1 has one request in flight per
+// connection.
+const Conns = 4
 
 // Benchmark is the go test form of the scenario: b.N calls in total by
 // Callers callers over Identities users, on im's server from servers, so

@@ -1,6 +1,7 @@
 package servicebench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -10,8 +11,9 @@ import (
 	"github.com/sluicehq/sluice/bench/redisbench"
 )
 
-// Servers starts the processes the implementations run on, once each, on
-// one redis-server, and stops them on Close.
+// Servers builds or installs the servers' binaries and starts the
+// processes the implementations run on, once each, on one redis-server,
+// and stops them on Close.
 type Servers struct {
 	// Redis is the shared redis-server.
 	Redis *redisbench.Server
@@ -21,44 +23,87 @@ type Servers struct {
 	CacheDir string
 	// ServiceDir is the service module's directory (../service from bench).
 	ServiceDir string
+	// BenchDir is the bench module's directory, whose FloorPackage is built
+	// ("" is ".", the report's working directory).
+	BenchDir string
 	// Log receives the go command's output.
 	Log io.Writer
-	// Profile starts ratelimitd with net/http/pprof on a loopback port
-	// (Process.PprofAddr), so that a run can profile it.
+	// Profile starts ratelimitd and the floor with net/http/pprof on a
+	// loopback port (Process.PprofAddr), so that a run can profile them.
 	Profile bool
 
-	buildDir        string
-	envoyBin, rlBin string
-	envoyErr, rlErr error
-	binsDone        [2]bool
-	procs           map[string]*Process
-	failed          map[string]error
+	buildDir string
+	bins     map[Server]binary
+	procs    map[string]*Process
+	failed   map[string]error
+}
+
+// binary is a server's built or installed binary, or why there is none.
+type binary struct {
+	path string
+	err  error
 }
 
 // Binary returns the path of server's binary, building or installing it on
 // first use.
 func (s *Servers) Binary(ctx context.Context, server Server) (string, error) {
-	if !s.binsDone[server] {
-		s.binsDone[server] = true
-		switch server {
-		case EnvoyRatelimit:
-			s.envoyBin, s.envoyErr = InstallEnvoyRatelimit(ctx, s.GoCommand, s.CacheDir, s.Log)
-		case Ratelimitd:
-			if s.buildDir == "" {
-				d, err := os.MkdirTemp("", "sluice-bench-build-")
-				if err != nil {
-					s.rlErr = err
-					break
-				}
-				s.buildDir = d
-			}
-			s.rlBin, s.rlErr = BuildRatelimitd(ctx, s.GoCommand, s.ServiceDir, s.buildDir, s.Log)
+	if b, ok := s.bins[server]; ok {
+		return b.path, b.err
+	}
+	if s.bins == nil {
+		s.bins = map[Server]binary{}
+	}
+	var b binary
+	switch server {
+	case EnvoyRatelimit:
+		b.path, b.err = InstallEnvoyRatelimit(ctx, s.GoCommand, s.CacheDir, s.Log)
+	case Ratelimitd, Floor:
+		dir, err := s.dir()
+		if err != nil {
+			b.err = err
+			break
 		}
+		if server == Ratelimitd {
+			b.path, b.err = BuildRatelimitd(ctx, s.GoCommand, s.ServiceDir, dir, s.Log)
+		} else {
+			b.path, b.err = BuildFloor(ctx, s.GoCommand, cmp.Or(s.BenchDir, "."), dir, s.Log)
+		}
+	default:
+		b.err = fmt.Errorf("%s: no binary", server)
 	}
-	if server == EnvoyRatelimit {
-		return s.envoyBin, s.envoyErr
+	s.bins[server] = b
+	return b.path, b.err
+}
+
+// dir returns the directory the binaries are built into.
+func (s *Servers) dir() (string, error) {
+	if s.buildDir == "" {
+		d, err := os.MkdirTemp("", "sluice-bench-build-")
+		if err != nil {
+			return "", err
+		}
+		s.buildDir = d
 	}
-	return s.rlBin, s.rlErr
+	return s.buildDir, nil
+}
+
+// GRPCVersions returns the grpc-go version linked into ratelimitd and into
+// the floor, building them if needed: the floor measures gRPC's cost only
+// if they are the same.
+func (s *Servers) GRPCVersions(ctx context.Context) (ratelimitd, floor string, err error) {
+	rl, err := s.Binary(ctx, Ratelimitd)
+	if err != nil {
+		return "", "", err
+	}
+	fl, err := s.Binary(ctx, Floor)
+	if err != nil {
+		return "", "", err
+	}
+	if ratelimitd, err = ModuleVersion(rl, GRPCModule); err != nil {
+		return "", "", err
+	}
+	floor, err = ModuleVersion(fl, GRPCModule)
+	return ratelimitd, floor, err
 }
 
 // Start returns the running server of im, starting it on first use (and
@@ -99,8 +144,11 @@ func (s *Servers) start(ctx context.Context, im Impl) (*Process, error) {
 		}
 		redisAddr = s.Redis.Addr
 	}
-	if im.Server == EnvoyRatelimit {
+	switch im.Server {
+	case EnvoyRatelimit:
 		return StartEnvoyRatelimit(ctx, bin, redisAddr, rules, im.Env...)
+	case Floor:
+		return StartFloor(ctx, bin, s.Profile, im.Ready)
 	}
 	return StartRatelimitd(ctx, bin, redisAddr, rules, s.Profile, im.Ready)
 }
@@ -136,7 +184,7 @@ func (s *Servers) Target(ctx context.Context, im Impl, conns, callers int, users
 		if err != nil {
 			return Target{}, nil, err
 		}
-		t.Server = p
+		t.Server, c.HTTPAddr = p, p.HTTPAddr
 		if c.GRPC, err = Dial(p.GRPCAddr, conns); err != nil {
 			return Target{}, nil, err
 		}

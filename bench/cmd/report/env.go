@@ -145,8 +145,8 @@ func moduleUsers() map[string][]string {
 	add("github.com/sluicehq/sluice", "Redis: sluice-*")
 	add("github.com/redis/go-redis/v9", "the client of every Redis implementation")
 	add("github.com/valyala/fasthttp", "under Fiber")
-	add("github.com/envoyproxy/go-control-plane/envoy", "service: the load generator's ShouldRateLimit client")
-	add("google.golang.org/grpc", "service: the load generator's gRPC client")
+	add("github.com/envoyproxy/go-control-plane/envoy", "service: the load generator's ShouldRateLimit client and the floor's server")
+	add("google.golang.org/grpc", "service: the load generator's gRPC client and the grpc-go floor (cmd/grpcfloor)")
 	return users
 }
 
@@ -230,24 +230,24 @@ func (r *report) writeMachine(w io.Writer) {
 func (r *report) writeCommands(w io.Writer) {
 	o := r.opts
 	fmt.Fprintf(w, "\n## Commands\n\n")
-	fmt.Fprintf(w, "- this document and the chart: `make bench`, that is `cd bench && go run ./cmd/report -out ../docs` (about 6 minutes on 2 CPUs); this run was `cd bench && go run ./cmd/report %s`", strings.Join(o.args, " "))
+	fmt.Fprintf(w, "- this document and the chart: `make bench`, that is `cd bench && go run ./cmd/report -out ../docs` (about 7 minutes on 2 CPUs); this run was `cd bench && go run ./cmd/report %s`", strings.Join(o.args, " "))
 	if len(o.quickDefaults) > 0 {
 		fmt.Fprintf(w, " (-quick set %s)", strings.Join(o.quickDefaults, ", "))
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "- a quick look (about 1.5 minutes, figures not to quote): `make bench BENCHFLAGS=-quick`, or `cd bench && go run ./cmd/report -quick` for stdout\n")
+	fmt.Fprintf(w, "- a quick look (about 2 minutes, figures not to quote): `make bench BENCHFLAGS=-quick`, or `cd bench && go run ./cmd/report -quick` for stdout\n")
 	fmt.Fprintf(w, "- one area or some implementations: `go run ./cmd/report -scenarios redis -impls sluice-token_bucket,ulule,redis_rate,throttled,redis-benchmark`; all flags: `go run ./cmd/report -h`\n")
 	fmt.Fprintf(w, "- the same scenarios as `go test` benchmarks, from `bench/`: `go test -run XXX -bench 'HotKey|Keys100k|Middleware' -benchtime 400ms .`, `go test -run XXX -bench HeapPerKey -benchtime 1x .`, `go test -run XXX -bench Redis64Callers -benchtime 100000x .`, `go test -run XXX -bench RedisMemoryPerKey -benchtime 1x .`\n")
 	fmt.Fprintf(w, "- the Redis server: `redis-server --port PORT --bind 127.0.0.1 --save \"\" --appendonly no` on a free loopback port, started and killed by the report\n")
 	fmt.Fprintf(w, "- the ceiling: `redis-benchmark -h 127.0.0.1 -p PORT -c %d -n %d -r %d -q [-P 16] EVALSHA <sha> 1 user:__rand_int__`, the script being `redisbench.RawScript` (GET, SET PX, five integers back)\n",
 		o.callers, o.ceilingN, redisbench.Identities)
-	fmt.Fprintf(w, "- the service: `go run ./cmd/report -scenarios service` (ratelimitd is built from `../service`, envoyproxy/ratelimit installed with `go install %s@%s` into the cache directory on first use); as a go test benchmark `go test -run XXX -bench Service -benchtime 50000x .`\n",
+	fmt.Fprintf(w, "- **the service section alone** (ratelimitd, envoyproxy/ratelimit's default and best configurations, the grpc-go floor; about 3 minutes): `cd bench && go run ./cmd/report -scenarios service` (stdout; add `-quick` for about a minute, figures not to quote); ratelimitd is built from `../service` and the floor from `./cmd/grpcfloor`, envoyproxy/ratelimit installed with `go install %s@%s` into the cache directory on first use; the variants that chose envoyproxy/ratelimit's best configuration: `go run ./cmd/report -scenarios service -impls envoy-ratelimit-best,envoy-ratelimit-tune`; as a go test benchmark `go test -run XXX -bench Service -benchtime 50000x .`\n",
 		servicebench.EnvoyRatelimitPackage, servicebench.EnvoyRatelimitVersion)
 	fmt.Fprintf(w, "- ratelimitd under rule churn: `go run ./cmd/report -scenarios rulechurn`; as a go test benchmark `go test -run XXX -bench ServiceRuleChurn -benchtime 150000x .`\n")
 	fmt.Fprintf(w, "- propagation between two ratelimitd instances on PostgreSQL: `go run ./cmd/report -scenarios propagation [-propchanges 100]` (PostgreSQL from Debian's packages, as `make deps` installs it); as a bounded test `go test -run TestPropagation -v ./propbench`\n")
 	fmt.Fprintf(w, "- ratelimitd's rules at scale: `go run ./cmd/report -scenarios rules`; as go test benchmarks `cd service && go test -run XXX -bench Scale -benchmem ./engine ./rulesdb`\n")
-	fmt.Fprintf(w, "- settings of this run: in memory and middleware %d runs of %s each (heap: %d runs of %d keys); Redis %d runs of %s after %s of warm-up, %d callers; redis-benchmark -n %d; Redis memory %d identities; service %d runs of %s after %s of warm-up, %d gRPC connections; rule churn %d runs per variant; propagation %d changes (and %d with %d rules stored); rules at scale %d runs of %s\n",
-		o.count, o.benchtime, o.heapCount, o.heapKeys, o.redisCount, o.redisTime, o.redisWarm, o.callers, o.ceilingN, o.redisKeys, o.serviceCount, o.serviceTime, o.serviceWarm, o.serviceConns, o.churnServiceCount, o.propChanges, o.propBigChanges, o.propBigRules, o.rulesCount, o.rulesTime)
+	fmt.Fprintf(w, "- settings of this run: in memory and middleware %d runs of %s each (heap: %d runs of %d keys); Redis %d runs of %s after %s of warm-up, %d callers; redis-benchmark -n %d; Redis memory %d identities; service %d rounds of %s after %s of warm-up (open loop %s at %.0f calls/s), %d gRPC connections; rule churn %d runs per variant; propagation %d changes (and %d with %d rules stored); rules at scale %d runs of %s\n",
+		o.count, o.benchtime, o.heapCount, o.heapKeys, o.redisCount, o.redisTime, o.redisWarm, o.callers, o.ceilingN, o.redisKeys, o.serviceCount, o.serviceTime, o.serviceWarm, o.serviceOpenTime, o.serviceOpenRate, o.serviceConns, o.churnServiceCount, o.propChanges, o.propBigChanges, o.propBigRules, o.rulesCount, o.rulesTime)
 }
 
 func prefixed(p, s string) string {

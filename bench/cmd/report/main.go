@@ -12,9 +12,11 @@
 //     redis-server the report starts and stops itself;
 //   - churn (membench.Churn): ChurnLatency, sluice's hot-key decision latency
 //     while millions of short-lived keys churn, with the sweeper on and off;
-//   - the service (package servicebench): Service64Callers, ratelimitd and
-//     envoyproxy/ratelimit as processes on one redis-server, answering
-//     ShouldRateLimit from one load generator;
+//   - the service (package servicebench): Service64Callers, ratelimitd,
+//     envoyproxy/ratelimit (its default and its best configuration) and the
+//     bare grpc-go floor as processes on one redis-server, answering
+//     ShouldRateLimit, ratelimitd's native API, batches and HTTP JSON checks
+//     from one load generator, closed and open loop;
 //   - ratelimitd's rules at scale (package rulesbench): RulesAtScale, its
 //     engine's decision latency, build time and memory with 10 to 100 000
 //     rules, and a SQLite rules database of that size;
@@ -31,7 +33,7 @@
 //	    [-impls sluice,ulule,...] [-count 5] [-heapcount 3] [-benchtime 400ms] [-heapkeys 1000000]
 //	    [-rediscount 3] [-redistime 1500ms] [-rediswarmup 250ms] [-callers 64] [-ceilingn 150000]
 //	    [-rediskeys 50000] [-churntime 10s] [-churncount 1]
-//	    [-servicecount 2] [-servicetime 3s] [-servicewarmup 500ms] [-serviceconns 2]
+//	    [-servicecount 3] [-servicetime 2s] [-servicewarmup 500ms] [-serviceopenrate 3000] [-serviceopentime 2s] [-serviceconns 4]
 //	    [-servicedir ../service] [-servicecache DIR] [-serviceprofile=false] [-serviceprofiledir DIR]
 //	    [-rulescount 7] [-rulestime 200ms] [-churnservicecount 3] [-propchanges 100] [-propbigrules 100000] [-propbigchanges 10]
 //
@@ -92,6 +94,8 @@ type options struct {
 	serviceCount          int
 	serviceTime           time.Duration
 	serviceWarm           time.Duration
+	serviceOpenRate       float64
+	serviceOpenTime       time.Duration
 	serviceConns          int
 	serviceDir            string
 	serviceCache          string
@@ -115,7 +119,7 @@ var quickValues = map[string]string{
 	"count": "2", "heapcount": "1", "benchtime": "100ms", "heapkeys": "200000",
 	"rediscount": "1", "redistime": "500ms", "rediswarmup": "100ms", "ceilingn": "40000", "rediskeys": "10000",
 	"churntime":    "2s",
-	"servicecount": "1", "servicetime": "1s", "servicewarmup": "200ms",
+	"servicecount": "1", "servicetime": "1s", "servicewarmup": "200ms", "serviceopentime": "1s",
 	"rulescount": "2", "rulestime": "100ms", "churnservicecount": "1", "propchanges": "20", "propbigrules": "0",
 }
 
@@ -129,7 +133,7 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "", "directory to write "+mdName+" and "+svgName+" to (e.g. ../docs); without it the Markdown goes to stdout")
 	fs.BoolVar(&o.quick, "quick", false, "a quick run (about a minute): "+quickSummary()+", unless set explicitly")
 	fs.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, HotKeyParallel, Keys100kSerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead,\nFiberMiddlewareOverhead, Redis64Callers, RedisMemoryPerKey, ChurnLatency, Service64Callers, RulesAtScale,\nRuleChurn, Propagation: e.g. hot,parallel,heap,middleware,fiber,redis,churn,service,rules,rulechurn,propagation), or all")
-	fs.StringVar(&o.impls, "impls", "default", "comma-separated implementations to run, default or all. A name selects itself and the variants\nnamed after it (sluice selects sluice-xrl and sluice-gcra-nopipe too). default is all but the\nunpipelined Redis variants of sluice's algorithms other than token_bucket. In memory: sluice, xrate,\nsethvargo, ulule, throttled. Middleware: bare (always run), sluice, sluice-xrl, ulule, httprate,\nthrottled, sethvargo; Fiber: bare, sluice, sluice-xrl, fiber, fiber-sliding. Redis: sluice-<algorithm>[-nopipe],\nulule, redis_rate, throttled, evalsha, redis-benchmark, redis-benchmark-P16. Service: envoy-ratelimit[-window],\nratelimitd-redis, ratelimitd-memory (ratelimitd selects every ratelimitd-*), remotestore, redisstore")
+	fs.StringVar(&o.impls, "impls", "default", "comma-separated implementations to run, default or all. A name selects itself and the variants\nnamed after it (sluice selects sluice-xrl and sluice-gcra-nopipe too). default is all but the\nunpipelined Redis variants of sluice's algorithms other than token_bucket. In memory: sluice, xrate,\nsethvargo, ulule, throttled. Middleware: bare (always run), sluice, sluice-xrl, ulule, httprate,\nthrottled, sethvargo; Fiber: bare, sluice, sluice-xrl, fiber, fiber-sliding. Redis: sluice-<algorithm>[-nopipe],\nulule, redis_rate, throttled, evalsha, redis-benchmark, redis-benchmark-P16. Service: envoy-ratelimit-default,\nenvoy-ratelimit-best, grpc-floor[-native], ratelimitd-redis[-native,-batch100,-http], ratelimitd-memory[-...]\n(ratelimitd selects every ratelimitd-*), remotestore, redisstore, and envoy-ratelimit-tune-* (the variants that\nchose envoy-ratelimit-best, not in default)")
 	fs.IntVar(&o.count, "count", 5, "runs of each in-memory throughput and middleware benchmark; the tables show the medians")
 	fs.IntVar(&o.heapCount, "heapcount", 3, "runs of each heap benchmark (its bytes/key barely varies; each run fills -heapkeys keys)")
 	fs.DurationVar(&o.benchtime, "benchtime", 400*time.Millisecond, "target duration of each run of the in-memory throughput and middleware scenarios\n(the heap scenario always does one fill per run)")
@@ -142,9 +146,11 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.IntVar(&o.redisKeys, "rediskeys", 50_000, "identities the Redis memory scenario inserts")
 	fs.DurationVar(&o.churnTime, "churntime", 10*time.Second, "timed duration of each churn run (sweeper on, then off)")
 	fs.IntVar(&o.churnCount, "churncount", 1, "runs of each churn variant; the table shows the medians")
-	fs.IntVar(&o.serviceCount, "servicecount", 2, "runs of each service implementation")
-	fs.DurationVar(&o.serviceTime, "servicetime", 3*time.Second, "measured duration of each service run")
+	fs.IntVar(&o.serviceCount, "servicecount", 3, "rounds of the service section: each runs every implementation once, interleaved, and the ratios are\ncomputed per round")
+	fs.DurationVar(&o.serviceTime, "servicetime", 2*time.Second, "measured duration of each closed-loop service run")
 	fs.DurationVar(&o.serviceWarm, "servicewarmup", 500*time.Millisecond, "unmeasured load before each service run")
+	fs.Float64Var(&o.serviceOpenRate, "serviceopenrate", servicebench.OpenRate, "calls per second offered in the service's open-loop runs (their latency answers the p99 target)")
+	fs.DurationVar(&o.serviceOpenTime, "serviceopentime", 2*time.Second, "measured duration of each open-loop service run")
 	fs.IntVar(&o.serviceConns, "serviceconns", servicebench.Conns, "gRPC connections of the service load generator to a server")
 	fs.StringVar(&o.serviceDir, "servicedir", "../service", "the service module, whose cmd/ratelimitd the service scenario builds")
 	fs.StringVar(&o.serviceCache, "servicecache", "", "directory envoyproxy/ratelimit is installed into (default $"+servicebench.CacheEnv+" or the user's cache directory, sluice-bench)")
@@ -180,7 +186,7 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	if fs.NArg() > 0 || o.count < 1 || o.heapCount < 1 || o.benchtime <= 0 || o.heapKeys < 1 ||
 		o.redisCount < 1 || o.redisTime <= 0 || o.redisWarm < 0 || o.callers < 1 || o.ceilingN < 1 || o.redisKeys < o.callers ||
 		o.churnTime <= 0 || o.churnCount < 1 ||
-		o.serviceCount < 1 || o.serviceTime <= 0 || o.serviceWarm < 0 || o.serviceConns < 1 ||
+		o.serviceCount < 1 || o.serviceTime <= 0 || o.serviceWarm < 0 || o.serviceConns < 1 || o.serviceOpenRate <= 0 || o.serviceOpenTime <= 0 ||
 		o.rulesCount < 1 || o.rulesTime <= 0 || o.churnServiceCount < 1 || o.propChanges < 1 || o.propBigRules < 0 || o.propBigChanges < 1 {
 		fs.Usage()
 		return o, fmt.Errorf("invalid arguments")
@@ -264,6 +270,9 @@ func selectAll(o options) (selection, error) {
 	}
 	if service {
 		s.svcImpls = filterImpls(f, servicebench.Impls(), func(im servicebench.Impl) string { return im.Name })
+		if f.curated {
+			s.svcImpls = slices.DeleteFunc(s.svcImpls, func(im servicebench.Impl) bool { return im.Tuning })
+		}
 	}
 	return s, f.unused()
 }

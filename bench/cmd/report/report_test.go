@@ -116,7 +116,10 @@ func TestSelect(t *testing.T) {
 			require.True(t, s.churn)
 		}},
 		{name: "service alone", scenarios: "service", impls: "default", check: func(t *testing.T, s selection) {
-			require.Len(t, s.svcImpls, len(servicebench.Impls()))
+			require.Len(t, s.svcImpls, len(servicebench.Impls())-len(servicebench.TuningImpls()), "default leaves out the tuning variants")
+			for _, im := range s.svcImpls {
+				require.False(t, im.Tuning, im.Name)
+			}
 			require.Empty(t, s.mem)
 			require.False(t, s.mw || s.fiber || s.redis || s.rdMem || s.churn)
 		}},
@@ -125,6 +128,13 @@ func TestSelect(t *testing.T) {
 			for _, im := range s.svcImpls {
 				require.Equal(t, servicebench.Ratelimitd, im.Server)
 			}
+		}},
+		{name: "the tuning variants by name", scenarios: "service", impls: "envoy-ratelimit-best,envoy-ratelimit-tune", check: func(t *testing.T, s selection) {
+			require.Len(t, s.svcImpls, 1+len(servicebench.TuningImpls()))
+			require.Equal(t, "envoy-ratelimit-best", s.svcImpls[0].Name)
+		}},
+		{name: "all runs the tuning variants", scenarios: "service", impls: "all", check: func(t *testing.T, s selection) {
+			require.Len(t, s.svcImpls, len(servicebench.Impls()))
 		}},
 		{name: "redis does not select the service", scenarios: "redis", impls: "default", check: func(t *testing.T, s selection) {
 			require.Empty(t, s.svcImpls)
@@ -281,71 +291,4 @@ func TestChart(t *testing.T) {
 	require.Equal(t, 1, strings.Count(svg, `fill="`+colorInfo+`"`)-1)
 	require.Contains(t, svg, "1000.00× clipped", "the label gives the true value even when the bar is clipped")
 	require.Contains(t, svg, ">32×<", "the scale stops at 2^5")
-}
-
-// fakeService is a service section with made-up results.
-func fakeService(ratelimitdPerSec float64, p99 time.Duration) *serviceSection {
-	byName := map[string]servicebench.Impl{}
-	for _, im := range servicebench.Impls() {
-		byName[im.Name] = im
-	}
-	row := func(name string, perSec float64, p99 time.Duration) serviceRow {
-		return serviceRow{impl: byName[name], samples: make([]servicebench.Sample, 2), perSec: perSec, best: perSec * 1.05,
-			p50: p99 / 3, p99: p99, p999: p99 * 2, serverUs: 1e6 / perSec, redisUs: 10}
-	}
-	return &serviceSection{opts: serviceOptions{count: 2, callers: 64, conns: 2, measure: time.Second}, rows: []serviceRow{
-		row(envoyRatelimitImpl, 10_000, 15*time.Millisecond),
-		row(ratelimitdRedis, ratelimitdPerSec, p99),
-		{impl: byName["ratelimitd-memory"], skipped: "ratelimitd: service/cmd/ratelimitd not found"},
-		{impl: byName[remoteImpl], samples: make([]servicebench.Sample, 2), perSec: 25_000, best: 26_000, p50: 2 * time.Millisecond, p99: 9 * time.Millisecond, serverUs: 18, redisUs: 9, loadUs: 13},
-		{impl: byName[redisStoreImpl], samples: make([]servicebench.Sample, 2), perSec: 100_000, best: 101_000, p50: 500 * time.Microsecond, p99: 2 * time.Millisecond, redisUs: 6, loadUs: 5},
-	}}
-}
-
-func TestServiceTargets(t *testing.T) {
-	ts := fakeService(60_000, 3*time.Millisecond).targets()
-	require.Len(t, ts, 2)
-	require.True(t, ts[0].met)
-	require.InDelta(t, 6.0, ts[0].ratio, 1e-9)
-	require.Contains(t, ts[0].measured, "envoyproxy/ratelimit 10000 checks/s")
-	require.True(t, ts[1].met)
-	require.InDelta(t, 0.6, ts[1].ratio, 1e-9)
-
-	ts = fakeService(48_000, 7*time.Millisecond).targets()
-	require.False(t, ts[0].met)
-	require.True(t, ts[0].close, "ratelimitd's best run (50400) reached 5× the median (50000)")
-	require.False(t, ts[1].met)
-
-	sec := fakeService(60_000, 3*time.Millisecond)
-	sec.rows[1] = serviceRow{impl: sec.rows[1].impl, skipped: "ratelimitd: service/cmd/ratelimitd not found"}
-	ts = sec.targets()
-	require.Equal(t, "not measured", ts[0].verdict())
-	require.Contains(t, ts[0].missing, "not found")
-	require.Empty(t, sec.chartRows())
-}
-
-func TestServiceMarkdown(t *testing.T) {
-	r := fakeReport(90)
-	r.service = fakeService(60_000, 3*time.Millisecond)
-	r.service.rows[1].profile = &servicebench.Breakdown{Total: 2 * time.Second, Duration: 3 * time.Second,
-		Shares: []servicebench.Share{{Category: "gRPC and HTTP/2", Fraction: 0.5}, {Category: "decision", Fraction: 0.25}, {Category: servicebench.RuntimeCategory, Fraction: 0.25}},
-		Top:    []servicebench.Share{{Category: "syscall.write", Fraction: 0.2}}}
-	var b bytes.Buffer
-	r.write(&b)
-	md := b.String()
-	for _, want := range []string{
-		"## The rate-limit service: ratelimitd and envoyproxy/ratelimit, 64 concurrent callers",
-		"| **`ratelimitd-redis`** | ratelimitd | Redis |", "| `ratelimitd-redis` | 6.00× |",
-		"skipped: ratelimitd: service/cmd/ratelimitd not found", "requests_per_unit: 1000000",
-		"ratelimitd on Redis at least 5×", "| 6.00× | ≥ 5× | **met** |",
-		"### The remote store", "The remote store's overhead per decision: 29.0 µs of CPU (40.0 µs in all three processes against 11.0 µs for the Redis store in the app), 1.50 ms more at p50 and 7.00 ms more at p99; 0.25× the Redis store's decisions/s.",
-		"| `redisstore` | none (in the load generator) | Redis |",
-		"### Where ratelimitd's CPU goes", "| gRPC and HTTP/2 | 50% (8.3) |", "- `syscall.write` 20.0%",
-	} {
-		require.Contains(t, md, want)
-	}
-	requireTables(t, md)
-	rows := r.chartRows()
-	require.Equal(t, "service", rows[len(rows)-1].group)
-	require.Len(t, r.service.chartRows(), 2)
 }

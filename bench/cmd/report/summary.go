@@ -16,6 +16,7 @@ type target struct {
 	close    bool   // the runs of the two overlap: the verdict may flip on a rerun
 	why      string // where the difference comes from
 	missing  string // why it could not be evaluated, if so
+	chart    string // the label of its bar in the chart, if it has one
 }
 
 func (t target) verdict() string {
@@ -180,6 +181,7 @@ func (r *report) writeSummary(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "Ratios are sluice's median over the reference's: for time and overhead below 1× is better, for throughput above. \"runs overlap\" means the fastest run of the slower side beat the median of the other: on this shared machine a rerun may flip the verdict.")
+		fmt.Fprintln(w, "The service's ratios are the median of ratios computed within each interleaved round (their range in the measured column), and \"runs overlap\" there means the rounds (or runs) fall on both sides of the goal; a goal of \"≥ 1× goal\" is the measured figure ÷ the goal in its name, and a p99 under a bound is the p99 ÷ the bound.")
 	}
 	if rows := r.chartRows(); len(rows) > 0 && r.opts.out != "" {
 		fmt.Fprintf(w, "\n![%s](%s)\n\n", r.chartTitle(), svgName)
