@@ -178,9 +178,9 @@ func Impls() []Impl {
 }
 
 // TuningImpls are the variants of envoyproxy/ratelimit that chose its best
-// configuration (EnvoyBestEnv), with stats off: the local cache off and
-// on, the pipelining windows its README recommends (150 and 500 µs) and
-// pool sizes around its default of 10.
+// configuration (EnvoyBestEnv), each with stats off and one setting of it:
+// the local cache off and on, the pipelining windows its README recommends
+// (150 and 500 µs) and pool sizes around its default of 10.
 func TuningImpls() []Impl {
 	variant := func(label string, env ...string) Impl {
 		env = append([]string{"DISABLE_STATS=true"}, env...)
@@ -193,6 +193,7 @@ func TuningImpls() []Impl {
 		variant("cache", cache),
 		variant("cache-window150us", cache, "REDIS_PIPELINE_WINDOW=150us"),
 		variant("cache-window500us", cache, "REDIS_PIPELINE_WINDOW=500us"),
+		variant("cache-pool2", cache, "REDIS_POOL_SIZE=2"),
 		variant("cache-pool4", cache, "REDIS_POOL_SIZE=4"),
 		variant("cache-pool32", cache, "REDIS_POOL_SIZE=32"),
 	}
