@@ -332,11 +332,12 @@ func (sec *serviceSection) writeProfiles(w io.Writer) {
 		}
 		fmt.Fprintln(w, line)
 	}
-	line := "| profiled CPU, of wall time |"
+	line := "| profiled CPU, of wall time (samples) |"
 	for _, r := range rows {
-		line += fmt.Sprintf(" %s in %s |", r.profile.Total.Round(time.Millisecond), r.profile.Duration.Round(time.Millisecond))
+		line += fmt.Sprintf(" %s in %s (%d) |", r.profile.Total.Round(time.Millisecond), r.profile.Duration.Round(time.Millisecond), r.profile.Total/profileTick)
 	}
 	fmt.Fprintln(w, line)
+	fmt.Fprintf(w, "\nA sample is %s of CPU (pprof's 100 Hz): with a hundred or so per column, a share of a few percent is a sample or two, so compare the large categories; `-serviceprofiledir DIR` keeps the profiles for `go tool pprof`.\n", profileTick)
 	sec.writeVsFloor(w, cats)
 	top := rows[0]
 	if r := sec.find(ratelimitdRedis); r != nil && r.profile != nil {
@@ -347,6 +348,9 @@ func (sec *serviceSection) writeProfiles(w io.Writer) {
 		fmt.Fprintf(w, "- `%s` %.1f%%\n", sh.Category, 100*sh.Fraction)
 	}
 }
+
+// profileTick is the CPU time of one sample of a pprof CPU profile.
+const profileTick = 10 * time.Millisecond
 
 // profileCategories are the categories of rows' profiles, largest share
 // (over all of them) first.
