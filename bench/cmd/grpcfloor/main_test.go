@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -29,22 +30,55 @@ var accounted = map[string]string{
 }
 
 // TestServerOptionsInStep keeps the floor's server options in step with
-// ratelimitd's: every grpc.ServerOption constructor ratelimitd's main
-// package calls is either in accounted or a change the floor must follow,
-// and ratelimitd still takes its transport options from
-// remotestore.ServerOptions, the function the floor's ServerOptions calls.
+// ratelimitd's: every grpc.ServerOption constructor the service module
+// calls (its non-test files, wherever ratelimitd may take an option from)
+// is in remotestore, whose ServerOptions the floor calls, or in the floor
+// itself, or in accounted; and ratelimitd still takes its transport options
+// from remotestore.ServerOptions.
 func TestServerOptionsInStep(t *testing.T) {
 	ctors := serverOptionConstructors(t)
 	require.Contains(t, ctors, "NumStreamWorkers", "the scan finds grpc's ServerOption constructors")
-	used, shared := optionsUsed(t, ratelimitdDir, ctors)
+	_, shared := optionsUsed(t, ratelimitdDir, ctors)
 	require.True(t, shared, "ratelimitd no longer calls remotestore.ServerOptions: give the floor (ServerOptions in this package) what it uses instead")
-	require.Contains(t, used, "ChainUnaryInterceptor", "the scan finds ratelimitd's own options")
 	floor, floorShared := optionsUsed(t, ".", ctors)
 	require.True(t, floorShared, "the floor calls remotestore.ServerOptions")
-	for _, name := range used {
-		_, ok := accounted[name]
-		require.True(t, ok || slices.Contains(floor, name), "ratelimitd's gRPC server uses grpc.%s, which the floor does not: add it to ServerOptions in bench/cmd/grpcfloor with ratelimitd's value (or move it into remotestore.ServerOptions, which both call), or to accounted here if the floor rightly leaves it out", name)
+	used := moduleOptions(t, serviceDir, ctors)
+	require.Contains(t, used, "ChainUnaryInterceptor", "the scan finds ratelimitd's own options")
+	require.Contains(t, used, "KeepaliveEnforcementPolicy", "the scan finds remotestore's")
+	for name, dirs := range used {
+		for _, dir := range dirs {
+			if filepath.Base(dir) == "remotestore" {
+				continue // the floor calls remotestore.ServerOptions
+			}
+			_, ok := accounted[name]
+			require.True(t, ok || slices.Contains(floor, name), "%s uses grpc.%s, which the floor does not: add it to ServerOptions in bench/cmd/grpcfloor with ratelimitd's value (or move it into remotestore.ServerOptions, which both call), or to accounted here if the floor rightly leaves it out", dir, name)
+		}
 	}
+}
+
+// serviceDir is the service module, from this directory.
+const serviceDir = "../../../service"
+
+// moduleOptions returns the constructors of ctors that the non-test Go
+// files under root refer to, with the directories that do.
+func moduleOptions(t *testing.T, root string, ctors []string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		if name := d.Name(); path != root && (name == "testdata" || strings.HasPrefix(name, ".")) {
+			return filepath.SkipDir
+		}
+		used, _ := optionsUsed(t, path, ctors)
+		for _, name := range used {
+			out[name] = append(out[name], path)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
 }
 
 // serverOptionConstructors returns the exported functions of the grpc
@@ -54,7 +88,7 @@ func serverOptionConstructors(t *testing.T) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "list", "-f", "{{.Dir}}", "google.golang.org/grpc")
-	cmd.Dir = filepath.Dir(filepath.Dir(ratelimitdDir)) // the service module
+	cmd.Dir = serviceDir
 	out, err := cmd.Output()
 	require.NoError(t, err, "go list google.golang.org/grpc in the service module")
 	files := parseDir(t, strings.TrimSpace(string(out)))
@@ -82,9 +116,7 @@ func serverOptionConstructors(t *testing.T) []string {
 // remotestore.ServerOptions.
 func optionsUsed(t *testing.T, dir string, ctors []string) (used []string, shared bool) {
 	t.Helper()
-	files := parseDir(t, dir)
-	require.NotEmpty(t, files)
-	for _, f := range files {
+	for _, f := range parseDir(t, dir) {
 		grpcName, storeName := importName(f, "google.golang.org/grpc"), importName(f, "github.com/sluicehq/sluice/service/remotestore")
 		ast.Inspect(f, func(n ast.Node) bool {
 			sel, ok := n.(*ast.SelectorExpr)
