@@ -48,7 +48,7 @@ lint:
 	  if [ -n "$$bins" ]; then echo "compiled binaries are tracked (go build leaves them; add them to .gitignore):"; echo "$$bins"; exit 1; fi
 
 ## bench: sluice against its peers, side by side in one run; writes
-## docs/benchmarks.md and docs/benchmarks.svg (about 7 minutes; a quick look:
+## docs/benchmarks.md and docs/benchmarks.svg (about 8 minutes; a quick look:
 ## make bench BENCHFLAGS=-quick)
 BENCHFLAGS ?=
 bench: deps

@@ -93,7 +93,9 @@ type Impl struct {
 	// ChecksPerCall is 1, or a batch's size.
 	ChecksPerCall int
 	// Open says the report also measures it at a fixed offered rate (an
-	// open loop), for its latency.
+	// open loop), for its latency: every ShouldRateLimit server and the
+	// native check on Redis with its floor, the rows of the p99 targets
+	// and their references.
 	Open bool
 	// Tuning marks a variant measured to choose a configuration, not one
 	// of the report's rows by default.
@@ -166,11 +168,11 @@ func Impls() []Impl {
 		{Name: "grpc-floor-native", Server: Floor, Group: Native, Ready: nativeReady, API: nativeAPI, ChecksPerCall: 1, NewDecider: nativeSingle, Open: true,
 			Config: "a constant allowed answer, no work"},
 		native(Impl{Name: "ratelimitd-redis-native", Group: Native, Redis: true, API: nativeAPI, NewDecider: nativeSingle, Open: true}),
-		native(Impl{Name: "ratelimitd-memory-native", Group: Native, API: nativeAPI, NewDecider: nativeSingle, Open: true}),
+		native(Impl{Name: "ratelimitd-memory-native", Group: Native, API: nativeAPI, NewDecider: nativeSingle}),
 		native(Impl{Name: fmt.Sprintf("ratelimitd-memory-batch%d", BatchSize), Group: Batch, API: batchAPI, ChecksPerCall: BatchSize, NewDecider: nativeBatch}),
 		native(Impl{Name: fmt.Sprintf("ratelimitd-redis-batch%d", BatchSize), Group: Batch, Redis: true, API: batchAPI, ChecksPerCall: BatchSize, NewDecider: nativeBatch}),
-		native(Impl{Name: "ratelimitd-redis-http", Group: HTTP, Redis: true, API: httpAPI, NewDecider: httpDeciderOf, Open: true}),
-		native(Impl{Name: "ratelimitd-memory-http", Group: HTTP, API: httpAPI, NewDecider: httpDeciderOf, Open: true}),
+		native(Impl{Name: "ratelimitd-redis-http", Group: HTTP, Redis: true, API: httpAPI, NewDecider: httpDeciderOf}),
+		native(Impl{Name: "ratelimitd-memory-http", Group: HTTP, API: httpAPI, NewDecider: httpDeciderOf}),
 		native(Impl{Name: "remotestore", Group: Remote, Redis: true, API: StoreLimit.String() + " Take of one op through remotestore (StoreService on one connection) to ratelimitd on Redis", NewDecider: remoteStoreDecider}),
 		{Name: "redisstore", Server: InProcess, Group: Remote, Redis: true, API: StoreLimit.String() + " Take of one op, sluice's Redis store in the app (pipelined)", ChecksPerCall: 1, NewDecider: redisStoreDecider},
 	}

@@ -230,7 +230,7 @@ func (r *report) writeMachine(w io.Writer) {
 func (r *report) writeCommands(w io.Writer) {
 	o := r.opts
 	fmt.Fprintf(w, "\n## Commands\n\n")
-	fmt.Fprintf(w, "- this document and the chart: `make bench`, that is `cd bench && go run ./cmd/report -out ../docs` (about 7 minutes on 2 CPUs); this run was `cd bench && go run ./cmd/report %s`", strings.Join(o.args, " "))
+	fmt.Fprintf(w, "- this document and the chart: `make bench`, that is `cd bench && go run ./cmd/report -out ../docs` (about 8 minutes on 2 CPUs); this run was `cd bench && go run ./cmd/report %s`", strings.Join(o.args, " "))
 	if len(o.quickDefaults) > 0 {
 		fmt.Fprintf(w, " (-quick set %s)", strings.Join(o.quickDefaults, ", "))
 	}
@@ -241,7 +241,7 @@ func (r *report) writeCommands(w io.Writer) {
 	fmt.Fprintf(w, "- the Redis server: `redis-server --port PORT --bind 127.0.0.1 --save \"\" --appendonly no` on a free loopback port, started and killed by the report\n")
 	fmt.Fprintf(w, "- the ceiling: `redis-benchmark -h 127.0.0.1 -p PORT -c %d -n %d -r %d -q [-P 16] EVALSHA <sha> 1 user:__rand_int__`, the script being `redisbench.RawScript` (GET, SET PX, five integers back)\n",
 		o.callers, o.ceilingN, redisbench.Identities)
-	fmt.Fprintf(w, "- **the service section alone** (ratelimitd, envoyproxy/ratelimit's default and best configurations, the grpc-go floor; about 3 minutes): `cd bench && go run ./cmd/report -scenarios service` (stdout; add `-quick` for about a minute, figures not to quote); ratelimitd is built from `../service` and the floor from `./cmd/grpcfloor`, envoyproxy/ratelimit installed with `go install %s@%s` into the cache directory on first use; the variants that chose envoyproxy/ratelimit's best configuration: `go run ./cmd/report -scenarios service -impls envoy-ratelimit-best,envoy-ratelimit-tune`; as a go test benchmark `go test -run XXX -bench Service -benchtime 50000x .`\n",
+	fmt.Fprintf(w, "- **the service section alone** (ratelimitd, envoyproxy/ratelimit's default and best configurations, the grpc-go floor; about 2.5 minutes): `cd bench && go run ./cmd/report -scenarios service` (stdout; add `-quick` for about a minute, figures not to quote); ratelimitd is built from `../service` and the floor from `./cmd/grpcfloor`, envoyproxy/ratelimit installed with `go install %s@%s` into the cache directory on first use; the variants that chose envoyproxy/ratelimit's best configuration: `go run ./cmd/report -scenarios service -impls envoy-ratelimit-best,envoy-ratelimit-tune`; as a go test benchmark `go test -run XXX -bench Service -benchtime 50000x .`\n",
 		servicebench.EnvoyRatelimitPackage, servicebench.EnvoyRatelimitVersion)
 	fmt.Fprintf(w, "- ratelimitd under rule churn: `go run ./cmd/report -scenarios rulechurn`; as a go test benchmark `go test -run XXX -bench ServiceRuleChurn -benchtime 150000x .`\n")
 	fmt.Fprintf(w, "- propagation between two ratelimitd instances on PostgreSQL: `go run ./cmd/report -scenarios propagation [-propchanges 100]` (PostgreSQL from Debian's packages, as `make deps` installs it); as a bounded test `go test -run TestPropagation -v ./propbench`\n")

@@ -33,7 +33,7 @@
 //	    [-impls sluice,ulule,...] [-count 5] [-heapcount 3] [-benchtime 400ms] [-heapkeys 1000000]
 //	    [-rediscount 3] [-redistime 1500ms] [-rediswarmup 250ms] [-callers 64] [-ceilingn 150000]
 //	    [-rediskeys 50000] [-churntime 10s] [-churncount 1]
-//	    [-servicecount 3] [-servicetime 2s] [-servicewarmup 500ms] [-serviceopenrate 3000] [-serviceopentime 2s] [-serviceconns 4]
+//	    [-servicecount 3] [-servicetime 1.5s] [-servicewarmup 300ms] [-serviceopenrate 3000] [-serviceopentime 1.5s] [-serviceconns 4]
 //	    [-servicedir ../service] [-servicecache DIR] [-serviceprofile=false] [-serviceprofiledir DIR]
 //	    [-rulescount 7] [-rulestime 200ms] [-churnservicecount 3] [-propchanges 100] [-propbigrules 100000] [-propbigchanges 10]
 //
@@ -147,10 +147,10 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.DurationVar(&o.churnTime, "churntime", 10*time.Second, "timed duration of each churn run (sweeper on, then off)")
 	fs.IntVar(&o.churnCount, "churncount", 1, "runs of each churn variant; the table shows the medians")
 	fs.IntVar(&o.serviceCount, "servicecount", 3, "rounds of the service section: each runs every implementation once, interleaved, and the ratios are\ncomputed per round")
-	fs.DurationVar(&o.serviceTime, "servicetime", 2*time.Second, "measured duration of each closed-loop service run")
-	fs.DurationVar(&o.serviceWarm, "servicewarmup", 500*time.Millisecond, "unmeasured load before each service run")
+	fs.DurationVar(&o.serviceTime, "servicetime", 1500*time.Millisecond, "measured duration of each closed-loop service run")
+	fs.DurationVar(&o.serviceWarm, "servicewarmup", 300*time.Millisecond, "unmeasured load before each service run")
 	fs.Float64Var(&o.serviceOpenRate, "serviceopenrate", servicebench.OpenRate, "calls per second offered in the service's open-loop runs (their latency answers the p99 target)")
-	fs.DurationVar(&o.serviceOpenTime, "serviceopentime", 2*time.Second, "measured duration of each open-loop service run")
+	fs.DurationVar(&o.serviceOpenTime, "serviceopentime", 1500*time.Millisecond, "measured duration of each open-loop service run")
 	fs.IntVar(&o.serviceConns, "serviceconns", servicebench.Conns, "gRPC connections of the service load generator to a server")
 	fs.StringVar(&o.serviceDir, "servicedir", "../service", "the service module, whose cmd/ratelimitd the service scenario builds")
 	fs.StringVar(&o.serviceCache, "servicecache", "", "directory envoyproxy/ratelimit is installed into (default $"+servicebench.CacheEnv+" or the user's cache directory, sluice-bench)")
