@@ -202,7 +202,10 @@ func TestRatelimitd(t *testing.T) {
 		require.Equal(t, int64(servicebench.BatchSize)*s.Calls, s.Checks)
 		require.NoError(t, s.ProfileErr)
 		require.Positive(t, s.Profile.Total)
-		require.Positive(t, s.Profile.Share("gRPC and HTTP/2"), "%+v", s.Profile.Shares)
+		// Batches of 100 spend most in the decision, little in gRPC: a short
+		// profile of a loaded machine may sample either alone.
+		require.Positive(t, s.Profile.Share("gRPC and HTTP/2")+s.Profile.Share("decision (engine, rules, core, algorithms, store)"),
+			"the profile is ratelimitd's: %+v", s.Profile.Shares)
 	}
 	mem := implNamed(t, "ratelimitd-memory-batch100")
 	batch, done, err := servers.Target(ctx, mem, 1, 8, users)
