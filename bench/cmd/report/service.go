@@ -112,6 +112,11 @@ func rotation(n, rounds int) [][]int {
 	return out
 }
 
+// profileTime is the least a profiled run lasts: a CPU profile samples
+// whole seconds at 100 Hz, about a hundred samples in two seconds of a
+// server using half a CPU.
+const profileTime = 2 * time.Second
+
 // runService starts a redis-server and the servers, and runs every selected
 // implementation o.count times, interleaved.
 func (r *report) runService() {
@@ -209,9 +214,13 @@ func (sec *serviceSection) runOne(ctx context.Context, servers *servicebench.Ser
 	if ru.open {
 		cfg.Rate, cfg.Duration, cfg.Warmup = o.openRate, o.openTime, min(o.warmup, 200*time.Millisecond)
 	} else {
-		// The last round profiles ratelimitd and the floor (at 100 Hz: about 1% of their CPU).
+		// The last round profiles ratelimitd and the floor (at 100 Hz: about
+		// 1% of their CPU), over at least profileTime.
 		srv := row.impl.Server
 		cfg.Profile = o.profile && rep == o.count-1 && (srv == servicebench.Ratelimitd || srv == servicebench.Floor)
+		if cfg.Profile {
+			cfg.Duration = max(cfg.Duration, profileTime)
+		}
 	}
 	s, err := servicebench.Run(ctx, t, cfg)
 	closeConns()

@@ -316,7 +316,7 @@ func (sec *serviceSection) writeProfiles(w io.Writer) {
 	}
 	cats := profileCategories(rows)
 	fmt.Fprintf(w, "\n### Where ratelimitd's CPU goes\n\n")
-	fmt.Fprintf(w, "A CPU profile of the ratelimitd and floor processes (net/http/pprof, `%s`) during their last closed-loop run; each sample is counted for the innermost frame that is not the Go runtime or a general-purpose standard package (an allocation or a lock counts for the code that made it). Each cell: the share of the server's CPU, and in parentheses the µs of server CPU per check it makes.\n\n", servicebench.PprofFlag)
+	fmt.Fprintf(w, "A CPU profile of the ratelimitd and floor processes (net/http/pprof, `%s`) during their last closed-loop run (made at least %s long); each sample is counted for the innermost frame that is not the Go runtime or a general-purpose standard package (an allocation or a lock counts for the code that made it). Each cell: the share of the server's CPU, and in parentheses the µs of server CPU per check it makes.\n\n", servicebench.PprofFlag, profileTime)
 	header, sep := "| where |", "|---|"
 	for _, r := range rows {
 		header += " `" + r.impl.Name + "` |"
