@@ -22,31 +22,82 @@ type GroupOp struct {
 	Cost int64
 }
 
-// CheckGroup decides ops all or nothing, outside any request: every op is
-// admitted and counted, or, if one whose policy is not a shadow is denied
-// its cost, none counts anything (as the policies of one request). An op
-// of cost 0 beside ops that take only answers (its PolicyResult says
+// GroupCall adjusts one CheckGroupWith.
+type GroupCall struct {
+	// IdempotencyKey, when set on a Limiter built WithIdempotency, makes a
+	// group that repeats an admitted one free, up to MaxRepeats times
+	// within the TTL, as a request with an idempotency key. A repeat is
+	// the same call: the same IdempotencyKey and Scope, and the same ops
+	// (policy, identity and cost of each, in order); anything else is
+	// counted. A group with no op that takes (cost 0 only) writes no
+	// record. The record lives with the identity of the first op that
+	// takes (on a Redis Cluster, in that identity's slot).
+	IdempotencyKey string
+	// Scope is what else, beyond its ops, makes two calls the same for
+	// IdempotencyKey (a service puts there the endpoint and the rule its
+	// caller named, say): calls that differ in Scope are never repeats of
+	// one another. Ignored without IdempotencyKey.
+	Scope []string
+}
+
+// CheckGroup is CheckGroupWith without idempotency.
+func (l *Limiter) CheckGroup(ctx context.Context, ops []GroupOp) (Decision, error) {
+	return l.CheckGroupWith(ctx, ops, GroupCall{})
+}
+
+// CheckGroupWith decides ops all or nothing, outside any request: every
+// op is admitted and counted, or, if one whose policy is not a shadow is
+// denied its cost, none counts anything (as the policies of one request).
+// An op of cost 0 beside ops that take only answers (its PolicyResult says
 // whether a cost of 1 would pass) and refuses nothing; a group of peeks
-// only is Allowed when each would pass, as Peek. It is the
-// key-level form of Check for callers that name each policy, identity,
-// tier and cost themselves: a service deciding the descriptors of one
-// call, each with its own cost, or several checks of one batch.
+// only is Allowed when each would pass, as Peek. It is the key-level form
+// of Check for callers that name each policy, identity, tier and cost
+// themselves: a service deciding the descriptors of one call, each with
+// its own cost, or several checks of one batch. call carries the group's
+// idempotency key (see GroupCall).
 //
 // The Decision has one PolicyResult per op, in the order of ops, with
 // Allowed, Binding and each Limit (the limit applied: an override's when
-// one applied) as for a request; it may be copied and refunded (see
-// Refund). The policies' Match, Key and MissingKey, and the Limiter's
-// tiering and idempotency, do not apply (the caller names the policy, the
-// identity and the tier); Shadow, Tiers, overrides and blocks do, as does
-// the guard's failure policy under a guard. Hooks and Observers are not
-// called. Ops must name distinct keys (policy and identity): two ops of
-// one key are an error wrapping ErrInvalidCost (give one op their summed
-// cost). An unknown policy, an empty identity (ErrNoKey) or a negative cost
-// (ErrInvalidCost) is an error naming the op; so is a store failure. Like
-// a request's decision, it runs on a context detached from ctx's
-// cancellation, bounded by WithStoreTimeout.
-func (l *Limiter) CheckGroup(ctx context.Context, ops []GroupOp) (Decision, error) {
+// one applied) as for a request; Repeat is set for a free repeat. It may
+// be copied and refunded (see Refund). The policies' Match, Key and
+// MissingKey, and the Limiter's tiering, do not apply (the caller names
+// the policy, the identity and the tier); Shadow, Tiers, overrides and
+// blocks do, as does the guard's failure policy under a guard. Hooks and
+// Observers are not called. Ops must name distinct keys (policy and
+// identity): two ops of one key are an error wrapping ErrInvalidCost (give
+// one op their summed cost). An unknown policy, an empty identity
+// (ErrNoKey) or a negative cost (ErrInvalidCost) is an error naming the
+// op; so is a store failure. Like a request's decision, it runs on a
+// context detached from ctx's cancellation, bounded by WithStoreTimeout.
+func (l *Limiter) CheckGroupWith(ctx context.Context, ops []GroupOp, call GroupCall) (Decision, error) {
 	var d Decision
+	if err := l.prepareGroup(ops, &d); err != nil {
+		return Decision{}, err
+	}
+	if len(d.Results) == 0 {
+		return d, nil
+	}
+	sctx, cancel := l.storeContext(ctx, &d)
+	if cancel != nil {
+		defer cancel()
+	}
+	var err error
+	if a := anchor(d.Results); a >= 0 && call.IdempotencyKey != "" && l.cfg.idem != nil {
+		err = l.idempotent(sctx, &d, groupRecord(&call, &d, a))
+	} else {
+		err = l.run(sctx, &d, nil, nil)
+	}
+	if err != nil {
+		return Decision{}, err
+	}
+	d.settle()
+	d.detach()
+	return d, nil
+}
+
+// prepareGroup fills d's Results for ops, up to the store call: each op's
+// policy, limit and tier.
+func (l *Limiter) prepareGroup(ops []GroupOp, d *Decision) error {
 	set := l.set.Load()
 	d.Allowed = true
 	if len(ops) > 1 {
@@ -57,14 +108,14 @@ func (l *Limiter) CheckGroup(ctx context.Context, ops []GroupOp) (Decision, erro
 	for i := range ops {
 		op := &ops[i]
 		if op.Identity == "" {
-			return Decision{}, fmt.Errorf("sluice: CheckGroup: op %d (policy %q): Identity: %w", i, op.Policy, nested{ErrNoKey})
+			return fmt.Errorf("sluice: CheckGroup: op %d (policy %q): Identity: %w", i, op.Policy, nested{ErrNoKey})
 		}
 		if op.Cost < 0 {
-			return Decision{}, fmt.Errorf("sluice: CheckGroup: op %d (policy %q): Cost: %w: %d", i, op.Policy, nested{ErrInvalidCost}, op.Cost)
+			return fmt.Errorf("sluice: CheckGroup: op %d (policy %q): Cost: %w: %d", i, op.Policy, nested{ErrInvalidCost}, op.Cost)
 		}
 		j, ok := set.byName[op.Policy]
 		if !ok {
-			return Decision{}, fmt.Errorf("sluice: CheckGroup: op %d: Policy: no policy %q", i, op.Policy)
+			return fmt.Errorf("sluice: CheckGroup: op %d: Policy: no policy %q", i, op.Policy)
 		}
 		p := &set.policies[j]
 		lim := &p.Limit
@@ -78,17 +129,5 @@ func (l *Limiter) CheckGroup(ctx context.Context, ops []GroupOp) (Decision, erro
 		pr.Limit = *lim
 		d.Results = append(d.Results, pr)
 	}
-	if len(d.Results) == 0 {
-		return d, nil
-	}
-	sctx, cancel := l.storeContext(ctx, &d)
-	if cancel != nil {
-		defer cancel()
-	}
-	if err := l.run(sctx, &d, nil, nil); err != nil {
-		return Decision{}, err
-	}
-	d.settle()
-	d.detach()
-	return d, nil
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"hash"
 	"time"
 
 	"github.com/sluicehq/sluice/keyfunc"
@@ -85,28 +86,29 @@ func (i *Idempotency) repeats() Limit {
 	return Limit{Algorithm: SlidingWindowLog, Rate: i.MaxRepeats, Period: i.TTL}
 }
 
-// idempotent decides a request that carries an idempotency key; d holds
-// its prepared Results.
-//
-// The request's record is a log of one event per TTL, taken in the same
-// all-or-nothing group as the policies: it is written exactly when an
-// original is admitted. If the record is already taken, an original of
-// this very request was admitted within the TTL, and this one is a repeat:
-// one Take on the repeat counter (MaxRepeats per TTL) says whether it is
-// free. A repeat over MaxRepeats is decided like any request.
-func (l *Limiter) idempotent(ctx context.Context, r keyfunc.Request, cost int64, d *Decision, value string) error {
-	i := l.cfg.idem
-	anchor := -1 // the record lives with the first identified policy
-	for j := range d.Results {
-		if p := &d.Results[j]; !p.Unidentified {
-			anchor = j
-			break
+// anchor returns the index of the result an idempotency record lives
+// with: the first identified one that takes; -1 when none takes (the
+// request is denied already, or peeks: there is nothing to repeat).
+func anchor(rs []PolicyResult) int {
+	for j := range rs {
+		if p := &rs[j]; !p.Unidentified && p.cost > 0 {
+			return j
 		}
 	}
-	if anchor < 0 || d.Results[anchor].cost == 0 { // denied already: nothing to repeat
-		return l.run(ctx, d, nil, nil)
-	}
-	rec := recordKey(r, cost, d, anchor, value)
+	return -1
+}
+
+// idempotent decides a request or group that carries an idempotency key,
+// whose record is rec; d holds its prepared Results.
+//
+// The record is a log of one event per TTL, taken in the same
+// all-or-nothing group as the policies: it is written exactly when an
+// original is admitted. If the record is already taken, an original of
+// this very call was admitted within the TTL, and this one is a repeat:
+// one Take on the repeat counter (MaxRepeats per TTL) says whether it is
+// free. A repeat over MaxRepeats is decided like any call.
+func (l *Limiter) idempotent(ctx context.Context, d *Decision, rec Key) error {
+	i := l.cfg.idem
 	first := Op{Key: rec, Limit: i.first(), Cost: 1}
 	var seen Result
 	if err := l.run(ctx, d, &first, &seen); err != nil {
@@ -118,13 +120,13 @@ func (l *Limiter) idempotent(ctx context.Context, r keyfunc.Request, cost int64,
 		}
 		return nil
 	}
-	// The record is taken: an original of this request was admitted.
+	// The record is taken: an original of this call was admitted.
 	repKey := Key{Identity: rec.Identity, Policy: rec.Policy + "/n"}
 	var rep [1]Result
 	if err := l.store.Take(ctx, []Op{{Key: repKey, Limit: i.repeats(), Cost: 1}}, rep[:]); err != nil {
 		return fmt.Errorf("sluice: idempotency: %w", err)
 	}
-	if !rep[0].Allowed { // over MaxRepeats: counted like any request
+	if !rep[0].Allowed { // over MaxRepeats: counted like any call
 		d.Allowed = true
 		return l.run(ctx, d, nil, nil)
 	}
@@ -137,35 +139,72 @@ func (l *Limiter) idempotent(ctx context.Context, r keyfunc.Request, cost int64,
 	return nil
 }
 
-// recordKey returns the store key of a request's idempotency record: the
-// anchor policy's identity, under the policy "idem/" with a digest of an
-// unambiguous (length-prefixed) encoding of everything that makes the
-// request the same: the idempotency key, method, route, path, cost, and
-// every applying policy with its identity. Policy names cannot contain "/",
-// so a record key is never a policy's key; and two different requests get
-// different digests.
-func recordKey(r keyfunc.Request, cost int64, d *Decision, anchor int, value string) Key {
-	h := sha256.New()
-	var n [binary.MaxVarintLen64]byte
-	field := func(s string) {
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
-		h.Write([]byte(s))
-	}
-	field("sluice-idempotency-1")
-	field(value)
-	field(r.Method())
-	field(r.Route())
-	field(r.Path())
-	h.Write(n[:binary.PutUvarint(n[:], uint64(cost))])
-	h.Write(n[:binary.PutUvarint(n[:], uint64(len(d.Results)))])
-	for j := range d.Results {
-		field(d.Results[j].Policy)
-		field(d.Results[j].id)
-	}
-	h.Write(n[:binary.PutUvarint(n[:], uint64(len(d.Skipped)))])
-	for _, s := range d.Skipped {
-		field(s)
-	}
+// digest is the SHA-256 of an unambiguous (length-prefixed) encoding of
+// the fields written to it.
+type digest struct {
+	h hash.Hash
+	n [binary.MaxVarintLen64]byte
+}
+
+func newDigest() *digest { return &digest{h: sha256.New()} }
+
+func (g *digest) uint(v uint64) { g.h.Write(g.n[:binary.PutUvarint(g.n[:], v)]) }
+
+func (g *digest) field(s string) {
+	g.uint(uint64(len(s)))
+	g.h.Write([]byte(s))
+}
+
+// key is the record key of the digest, with identity.
+func (g *digest) key(identity string) Key {
 	var sum [sha256.Size]byte
-	return Key{Identity: d.Results[anchor].id, Policy: "idem/" + base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0]))}
+	return Key{Identity: identity, Policy: "idem/" + base64.RawURLEncoding.EncodeToString(g.h.Sum(sum[:0]))}
+}
+
+// recordKey returns the store key of a request's idempotency record: the
+// anchor policy's identity, under the policy "idem/" with a digest of
+// everything that makes the request the same: the idempotency key, method,
+// route, path, cost, and every applying policy with its identity. Policy
+// names cannot contain "/", so a record key is never a policy's key; and
+// two different requests get different digests.
+func recordKey(r keyfunc.Request, cost int64, d *Decision, anchor int, value string) Key {
+	g := newDigest()
+	g.field("sluice-idempotency-1")
+	g.field(value)
+	g.field(r.Method())
+	g.field(r.Route())
+	g.field(r.Path())
+	g.uint(uint64(cost))
+	g.uint(uint64(len(d.Results)))
+	for j := range d.Results {
+		g.field(d.Results[j].Policy)
+		g.field(d.Results[j].id)
+	}
+	g.uint(uint64(len(d.Skipped)))
+	for _, s := range d.Skipped {
+		g.field(s)
+	}
+	return g.key(d.Results[anchor].id)
+}
+
+// groupRecord returns the store key of a group's idempotency record, as
+// recordKey does for a request: the digest of the call's key and scope
+// and of every op's policy, identity and cost, in order. Its encoding
+// starts with another tag than a request's, so a group never repeats a
+// request.
+func groupRecord(call *GroupCall, d *Decision, anchor int) Key {
+	g := newDigest()
+	g.field("sluice-idempotency-group-1")
+	g.field(call.IdempotencyKey)
+	g.uint(uint64(len(call.Scope)))
+	for _, s := range call.Scope {
+		g.field(s)
+	}
+	g.uint(uint64(len(d.Results)))
+	for j := range d.Results {
+		g.field(d.Results[j].Policy)
+		g.field(d.Results[j].id)
+		g.uint(uint64(d.Results[j].cost))
+	}
+	return g.key(d.Results[anchor].id)
 }

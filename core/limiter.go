@@ -203,22 +203,37 @@ func (l *Limiter) decideCall(ctx context.Context, r keyfunc.Request, c Call, d *
 	if err := l.prepare(ctx, r, c.Key, cost, d); err != nil {
 		return err
 	}
-	if i := l.cfg.idem; i != nil && len(d.Results) > 0 {
-		if v := r.Header(i.Header); v != "" {
-			if err := l.idempotent(sctx, r, cost, d, v); err != nil {
-				return err
-			}
-			d.settle()
-			l.hooks(ctx, r, d)
-			return nil
-		}
+	var err error
+	if rec, ok := l.requestRecord(r, cost, d); ok {
+		err = l.idempotent(sctx, d, rec)
+	} else {
+		err = l.run(sctx, d, nil, nil)
 	}
-	if err := l.run(sctx, d, nil, nil); err != nil {
+	if err != nil {
 		return err
 	}
 	d.settle()
 	l.hooks(ctx, r, d)
 	return nil
+}
+
+// requestRecord returns the key of r's idempotency record, and false when
+// r has none: the Limiter has no idempotency, r carries no key, or nothing
+// of d takes.
+func (l *Limiter) requestRecord(r keyfunc.Request, cost int64, d *Decision) (Key, bool) {
+	i := l.cfg.idem
+	if i == nil || len(d.Results) == 0 {
+		return Key{}, false
+	}
+	v := r.Header(i.Header)
+	if v == "" {
+		return Key{}, false
+	}
+	a := anchor(d.Results)
+	if a < 0 {
+		return Key{}, false
+	}
+	return recordKey(r, cost, d, a, v), true
 }
 
 // storeContext returns the context of d's store calls: ctx's values without

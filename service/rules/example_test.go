@@ -40,6 +40,37 @@ tier_assignments:
 	// 0
 }
 
+// A caller deciding many checks matches each into a buffer of its own, so
+// that matching allocates nothing while the rules fit in it.
+func ExampleSnapshot_AppendMatch() {
+	s, err := rules.Parse("rules.yaml", []byte(`
+rules:
+  - name: orders-per-user
+    dimension: user
+    endpoints: [/api/v1/orders/*]
+    rate: 100
+    period: 1m
+  - name: per-user
+    dimension: user
+    rate: 1000
+    period: 1m
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var buf [8]*rules.Rule
+	for _, endpoint := range []string{"/api/v1/orders/42", ""} {
+		for _, r := range s.AppendMatch(buf[:0], "", "user", endpoint) {
+			fmt.Printf("%q: %s\n", endpoint, r.ID)
+		}
+	}
+	// Output:
+	// "/api/v1/orders/42": orders-per-user
+	// "/api/v1/orders/42": per-user
+	// "": per-user
+}
+
 // Every error of a file is reported, each naming file:line:field.
 func ExampleParse_errors() {
 	_, err := rules.Parse("rules.yaml", []byte(`

@@ -106,6 +106,14 @@ func TestMatch(t *testing.T) {
 		{"nope", "user", "/api", []string{}},
 	} {
 		require.Equal(t, c.want, names(s.Match(c.domain, c.dim, c.endpoint)), "%+v", c)
+		pre := &rules.Rule{ID: "before"}
+		got := s.AppendMatch([]*rules.Rule{pre}, c.domain, c.dim, c.endpoint)
+		require.Equal(t, append([]string{"before"}, c.want...), names(got), "AppendMatch %+v", c)
+	}
+	// A buffer the rules fit in: no allocation.
+	var buf [4]*rules.Rule
+	for _, ep := range []string{"/api/v1/orders/42", "", "/apix"} {
+		require.Zero(t, testing.AllocsPerRun(100, func() { _ = s.AppendMatch(buf[:0], "", "user", ep) }), ep)
 	}
 }
 
@@ -122,6 +130,7 @@ func TestMatchManyRules(t *testing.T) {
 	require.Len(t, got, 10)
 	require.Equal(t, "r3", got[0])
 	require.Equal(t, "r93", got[9])
+	require.Equal(t, got, names(s.AppendMatch(make([]*rules.Rule, 0, 2), "", "user", "/p3/x")), "a buffer too small grows")
 }
 
 func TestParseNativeErrors(t *testing.T) {

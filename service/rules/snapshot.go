@@ -287,6 +287,28 @@ func (s *Snapshot) Match(domain, dimension, endpoint string) []*Rule {
 	case endpoint == "":
 		return idx.every
 	}
+	return idx.appendMatch(nil, endpoint)
+}
+
+// AppendMatch appends the rules Match returns to dst and returns the
+// extended slice: a caller that passes a buffer of its own (an array on
+// its stack) matches without allocating while the rules fit in it.
+func (s *Snapshot) AppendMatch(dst []*Rule, domain, dimension, endpoint string) []*Rule {
+	idx := s.native[nativeKey{domain, dimension}]
+	switch {
+	case idx == nil:
+		return dst
+	case idx.allEvery:
+		return append(dst, idx.rules...)
+	case endpoint == "":
+		return append(dst, idx.every...)
+	}
+	return idx.appendMatch(dst, endpoint)
+}
+
+// appendMatch appends the rules whose patterns match endpoint (or that
+// have none) to dst, in file order.
+func (idx *dimIndex) appendMatch(dst []*Rule, endpoint string) []*Rule {
 	// The indices the trie reports (once per matching pattern of a rule),
 	// sorted and deduplicated: the cost follows the matches, not the number
 	// of rules of the dimension.
@@ -294,15 +316,15 @@ func (s *Snapshot) Match(domain, dimension, endpoint string) []*Rule {
 	found := small[:0]
 	idx.trie.Match(endpoint, func(i int) { found = append(found, i) })
 	if len(found) == 0 {
-		return nil
+		return dst
 	}
 	slices.Sort(found)
 	found = slices.Compact(found)
-	out := make([]*Rule, len(found))
-	for k, i := range found {
-		out[k] = idx.rules[i]
+	dst = slices.Grow(dst, len(found))
+	for _, i := range found {
+		dst = append(dst, idx.rules[i])
 	}
-	return out
+	return dst
 }
 
 // MatchDescriptor returns the Envoy rule that a request descriptor's
