@@ -53,6 +53,7 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 		denied []core.PolicyResult // of Deny rules
 		denies = false             // a Deny rule (not a shadow) denies the batch
 		now    time.Time
+		rbuf   [opsBuf]*rules.Rule // each check's matches
 	)
 	for i := range cs {
 		bound[i] = len(memb)
@@ -62,9 +63,11 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 			errs[i], bad = err, true
 			continue
 		}
-		matched := st.snap.Match("", c.Dimension, c.Endpoint)
+		matched := rbuf[:0]
 		if r != nil {
-			matched = []*rules.Rule{r}
+			matched = append(matched, r)
+		} else {
+			matched = st.snap.AppendMatch(matched, "", c.Dimension, c.Endpoint)
 		}
 		for _, m := range matched {
 			if m.Unlimited {
@@ -114,7 +117,7 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 	d := core.Decision{Allowed: true}
 	if len(ops) > 0 {
 		var err error
-		if d, err = st.all.CheckGroup(ctx, ops); err != nil {
+		if d, err = st.decide(ctx, ops, core.GroupCall{}); err != nil {
 			err = fmt.Errorf("engine: batch: %w", err)
 			for i := range errs {
 				errs[i] = err

@@ -35,23 +35,6 @@ func denial(r *rules.Rule, now time.Time) core.PolicyResult {
 	return pr
 }
 
-// denials returns the results of the Deny rules among rs, decided now,
-// and whether one of them (not a shadow) denies the call.
-func (e *Engine) denials(rs []*rules.Rule) (out []core.PolicyResult, denies bool) {
-	var now time.Time
-	for _, r := range rs {
-		if !r.Deny {
-			continue
-		}
-		if now.IsZero() {
-			now = e.cfg.now()
-		}
-		out = append(out, denial(r, now))
-		denies = denies || !r.Shadow
-	}
-	return out, denies
-}
-
 // withDenials adds the results of Deny rules to d, a decision of the
 // other rules of the same call (a peek when one of them denies): denied
 // when denies is true, and bound by the most constraining result.

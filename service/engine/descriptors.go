@@ -210,7 +210,7 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 	}
 	res.Decision.Allowed = true
 	if len(ops) > 0 {
-		d, err := st.all.CheckGroup(ctx, ops)
+		d, err := st.decide(ctx, ops, core.GroupCall{})
 		if err != nil {
 			return DescriptorsResult{}, nil, fmt.Errorf("engine: descriptors: %w", err)
 		}
@@ -344,7 +344,7 @@ func ownStatus(p core.PolicyResult, cost, upto int64, counted bool) core.PolicyR
 // clock), and returns the counter's state after it.
 func (e *Engine) refund(ctx context.Context, st *state, r *rules.Rule, identity string, cost int64) (core.PolicyResult, error) {
 	op := []core.GroupOp{{Policy: r.ID, Identity: identity}}
-	peek, err := st.all.CheckGroup(ctx, op)
+	peek, err := st.decide(ctx, op, core.GroupCall{})
 	if err != nil {
 		return core.PolicyResult{}, fmt.Errorf("engine: negative hits: %w", err)
 	}
@@ -356,7 +356,7 @@ func (e *Engine) refund(ctx context.Context, st *state, r *rules.Rule, identity 
 	if err := e.store.Refund(ctx, a); err != nil {
 		return core.PolicyResult{}, fmt.Errorf("engine: negative hits: rule %q: %w", r.ID, err)
 	}
-	after, err := st.all.CheckGroup(ctx, op)
+	after, err := st.decide(ctx, op, core.GroupCall{})
 	if err != nil {
 		return core.PolicyResult{}, fmt.Errorf("engine: negative hits: %w", err)
 	}

@@ -1,17 +1,15 @@
 // Package engine decides ratelimitd's checks: every front door (the native
 // gRPC API, Envoy's rate-limit protocol, the HTTP JSON API) translates its
-// request into a Check or a Descriptors call on one Engine, which decides it
-// on a core.Limiter built from the current rules snapshot, over one store.
-// None of the front doors decides anything itself.
+// request into a Check or a Descriptors call on one Engine, which matches
+// it against the current rules snapshot once and decides the rules that
+// apply in one call of a core.Limiter built from that snapshot, over one
+// store. None of the front doors decides anything itself.
 package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,11 +93,6 @@ const (
 	MaxRule = 64
 )
 
-// idemHeader is the name under which a check's view carries its
-// idempotency key to core's idempotency (core.WithIdempotency reads it as a
-// header).
-const idemHeader = "X-Idempotency-Key"
-
 // Engine decides checks under the rules in force, on one store. It is safe
 // for concurrent use; a rules reload swaps the rules in force atomically
 // (checks in flight finish under the rules they started with), and
@@ -127,18 +120,14 @@ type Engine struct {
 // state is what one snapshot decides with: immutable, swapped whole.
 type state struct {
 	snap *rules.Snapshot
-	// native decides native checks: the native rules of each dimension,
-	// matched by endpoint (core's route matching), one limiter per
-	// dimension so that a check never matches (nor skips) the rules of
-	// other dimensions; no entry for a dimension without rules.
-	native map[string]*core.Limiter
-	// all holds every limited rule without endpoint matching: checks
-	// naming a rule, resets, reports' drains and Envoy's descriptors;
-	// nil when there is none.
-	all *core.Limiter
+	// lim decides every limited rule (neither unlimited nor Deny), one
+	// policy per rule named by its ID: every decision of the engine is
+	// one of its CheckGroupWith calls (see decide); nil when no rule is
+	// limited.
+	lim *core.Limiter
 	// deny: some rule is a Deny rule (it has no policy: every check a Deny
-	// rule may match looks for one); nativeDeny: some native rule is.
-	deny, nativeDeny bool
+	// rule may match looks for one).
+	deny bool
 }
 
 // New builds an engine deciding on store under the rules of src's first
@@ -240,118 +229,48 @@ func (e *Engine) apply(ctx context.Context, s *rules.Snapshot) error {
 // Snapshot returns the rules in force.
 func (e *Engine) Snapshot() *rules.Snapshot { return e.cur.Load().snap }
 
-// build compiles s into its limiters.
+// build compiles s into its limiter.
 func (e *Engine) build(s *rules.Snapshot) (*state, error) {
 	if s == nil {
 		return nil, errors.New("engine: rules: nil snapshot")
 	}
 	st := &state{snap: s}
-	perDim := map[string]int{}
+	policies := make([]core.Policy, 0, len(s.Rules()))
 	for _, r := range s.Rules() {
-		perDim[r.Dimension]++
-	}
-	native, all := make(map[string][]core.Policy, len(perDim)), make([]core.Policy, 0, len(s.Rules()))
-	for dim, n := range perDim {
-		native[dim] = make([]core.Policy, 0, n)
-	}
-	tiers := false
-	for _, r := range s.Rules() {
-		if r.Deny {
-			st.deny = true
-			st.nativeDeny = st.nativeDeny || r.Envoy == nil && r.Domain == ""
-		}
+		st.deny = st.deny || r.Deny
 		if r.Unlimited || r.Deny { // neither counts anything: no policy (a Deny rule's Rate 0 is no valid limit)
 			continue
 		}
-		p := core.Policy{Name: r.ID, Limit: r.Limit, Tiers: r.Tiers, Shadow: r.Shadow}
-		tiers = tiers || len(r.Tiers) > 0
-		p.Key = anyRuleKey(r.ID)
-		all = append(all, p)
-		if r.Envoy == nil && r.Domain == "" {
-			p.Key = nativeKey(r.Dimension)
-			p.Match.Routes = r.Endpoints
-			native[r.Dimension] = append(native[r.Dimension], p)
-		}
+		policies = append(policies, core.Policy{Name: r.ID, Key: named, Limit: r.Limit, Tiers: r.Tiers, Shadow: r.Shadow})
 	}
-	opts := []core.LimiterOption{core.WithIdempotency(core.Idempotency{Header: idemHeader, TTL: e.cfg.idemTTL, MaxRepeats: e.cfg.idemRepeats})}
-	if tiers {
-		opts = append(opts, core.WithTiering(core.Tiering{Key: tierKey, Resolve: func(_ context.Context, id string) (string, error) {
-			dim, ident, _ := strings.Cut(id, "\x00")
-			return s.TierOf(dim, ident), nil
-		}}))
+	if len(policies) == 0 {
+		return st, nil
 	}
-	var err error
-	for _, dim := range slices.Sorted(maps.Keys(native)) { // the first error is always the same one
-		if len(native[dim]) == 0 {
-			continue
-		}
-		if st.native == nil {
-			st.native = make(map[string]*core.Limiter, len(native))
-		}
-		if st.native[dim], err = core.NewLimiter(e.store, native[dim], opts...); err != nil {
-			return nil, fmt.Errorf("engine: rules %s: %w", s.Revision(), err)
-		}
+	idem := core.Idempotency{TTL: e.cfg.idemTTL, MaxRepeats: e.cfg.idemRepeats}
+	// Groups name each op's tier: the tiering core requires of policies
+	// with Tiers is never consulted.
+	tiers := core.Tiering{Key: named, Resolve: func(context.Context, string) (string, error) { return "", nil }}
+	lim, err := core.NewLimiter(e.store, policies, core.WithIdempotency(idem), core.WithTiering(tiers))
+	if err != nil {
+		return nil, fmt.Errorf("engine: rules %s: %w", s.Revision(), err)
 	}
-	if len(all) > 0 {
-		if st.all, err = core.NewLimiter(e.store, all, opts...); err != nil {
-			return nil, fmt.Errorf("engine: rules %s: %w", s.Revision(), err)
-		}
-	}
+	st.lim = lim
 	return st, nil
 }
 
-// view is a Check seen as a request by core's Limiter: its endpoint is the
-// path and route, its idempotency key a header.
-type view struct {
-	ctx  context.Context
-	c    *Check
-	only string // the rule the check names, if any
-}
+// named is the Key of every policy of the engine's limiter (and of its
+// tiering). It is never called: the engine decides groups, whose ops name
+// their identities and tiers.
+func named(keyfunc.Request) (string, error) { return "", keyfunc.ErrNoKey }
 
-func (v *view) Context() context.Context { return v.ctx }
-func (v *view) Method() string           { return "POST" }
-func (v *view) Route() string            { return v.c.Endpoint }
-func (v *view) Path() string             { return v.c.Endpoint }
-func (v *view) Header(name string) string {
-	if name == idemHeader {
-		return v.c.IdempotencyKey
+// decide decides ops, all or nothing, with call's idempotency: the one
+// decision every call of the engine makes, on the one limiter of st's
+// snapshot. No ops (no limited rule applies) is allowed, nothing counted.
+func (st *state) decide(ctx context.Context, ops []core.GroupOp, call core.GroupCall) (core.Decision, error) {
+	if len(ops) == 0 {
+		return core.Decision{Allowed: true}, nil
 	}
-	return ""
-}
-func (v *view) HeaderValues(string) []string { return nil }
-func (v *view) Query(string) string          { return "" }
-func (v *view) RemoteAddr() string           { return "" }
-
-// nativeKey is the Key of a native rule of dimension: the check's
-// identifier when the check is of that dimension.
-func nativeKey(dimension string) keyfunc.Func {
-	return func(r keyfunc.Request) (string, error) {
-		if v, ok := r.(*view); ok && v.only == "" && v.c.Dimension == dimension {
-			return v.c.Identifier, nil
-		}
-		return "", keyfunc.ErrNoKey
-	}
-}
-
-// anyRuleKey is the Key of rule id in the limiter of every rule: the
-// identifier of a check that names the rule.
-func anyRuleKey(id string) keyfunc.Func {
-	return func(r keyfunc.Request) (string, error) {
-		if v, ok := r.(*view); ok && v.only == id {
-			return v.c.Identifier, nil
-		}
-		return "", keyfunc.ErrNoKey
-	}
-}
-
-// tierKey identifies a check's caller for its tier: dimension and
-// identifier.
-func tierKey(r keyfunc.Request) (string, error) {
-	v, ok := r.(*view)
-	if !ok {
-		return "", keyfunc.ErrNoKey
-	}
-	return v.c.Dimension + "\x00" + v.c.Identifier, nil
+	return st.lim.CheckGroupWith(ctx, ops, call)
 }
 
 // validate checks c's fields (for every call but Descriptors) and returns
@@ -394,13 +313,14 @@ func (e *Engine) validate(st *state, c *Check) (*rules.Rule, error) {
 }
 
 // Check decides c under the rules that apply to it: the native rules of
-// its dimension whose endpoints match its endpoint (or the rule it names),
-// all or nothing (a denial by one consumes nothing from the others). Cost 0
+// its dimension whose endpoints match its endpoint (an empty endpoint: the
+// rules without endpoint patterns only), or the rule it names, all or
+// nothing (a denial by one consumes nothing from the others). Cost 0
 // peeks: nothing is consumed, and Allowed says whether a check of cost 1
 // would pass now. A check no rule applies to is allowed, with Rule "" and
 // nothing counted. A repeat of an admitted check with the same idempotency
-// key is allowed without being counted (within the idempotency TTL and
-// repeat bound). A Deny rule (rules.Rule.Deny) that applies denies the
+// key and fields (dimension, identifier, endpoint, rule, cost) is allowed
+// without being counted (within the idempotency TTL and repeat bound). A Deny rule (rules.Rule.Deny) that applies denies the
 // check, peek or not, without counting anything on any rule (the others are
 // peeked): its result has Limit 0 and RetryAfter until the end of its
 // unit's current window, aligned on the Unix epoch (unless it is a shadow,
@@ -426,41 +346,67 @@ func (e *Engine) Check(ctx context.Context, c Check) (Result, error) {
 	return resultOf(d), nil
 }
 
-// check decides c on st.
+// opsBuf is how many ops a check holds without allocating: the rules
+// one check matches are few.
+const opsBuf = 8
+
+// check decides c on st: the rules it matches (Snapshot.Match, or the one
+// it names) become the ops of one decision, the Deny rules among them
+// denials (which make the others peeks).
 func (e *Engine) check(ctx context.Context, st *state, c *Check) (core.Decision, error) {
 	r, err := e.validate(st, c)
 	if err != nil {
 		return core.Decision{}, err
 	}
-	lim, v := st.native[c.Dimension], view{ctx: ctx, c: c}
-	var denied []core.PolicyResult
-	denies := false
-	switch {
-	case r != nil && r.Unlimited:
-		return core.Decision{Allowed: true}, nil
-	case r != nil && r.Deny:
-		return core.Decision{Allowed: r.Shadow, Results: []core.PolicyResult{denial(r, e.cfg.now())}}, nil
-	case r != nil:
-		lim, v.only = st.all, r.ID
-	case st.nativeDeny:
-		denied, denies = e.denials(st.snap.Match("", c.Dimension, c.Endpoint))
-	}
-	if lim == nil {
-		return withDenials(core.Decision{Allowed: true}, denied, denies), nil
-	}
-	var d core.Decision
-	if c.Cost == 0 || denies { // a Deny rule denies: the others only peek
-		d, err = lim.Peek(ctx, &v)
+	var rbuf [opsBuf]*rules.Rule
+	matched := rbuf[:0]
+	if r != nil {
+		matched = append(matched, r)
 	} else {
-		d, err = lim.CheckWith(ctx, &v, core.Call{Cost: c.Cost})
+		matched = st.snap.AppendMatch(matched, "", c.Dimension, c.Endpoint)
 	}
+	var obuf [opsBuf]core.GroupOp
+	ops, denied, denies := e.plan(st, c, matched, obuf[:0])
+	var call core.GroupCall
+	if !denies && c.IdempotencyKey != "" {
+		scope := [2]string{c.Endpoint, c.Rule}
+		call = core.GroupCall{IdempotencyKey: c.IdempotencyKey, Scope: scope[:]}
+	}
+	d, err := st.decide(ctx, ops, call)
 	if err != nil {
-		if errors.Is(err, core.ErrNoKey) { // no rule of the check's dimension matched
-			return withDenials(core.Decision{Allowed: true}, denied, denies), nil
-		}
 		return core.Decision{}, fmt.Errorf("engine: %w", err)
 	}
 	return withDenials(d, denied, denies), nil
+}
+
+// plan appends to ops the op of each limited rule of matched for c, and
+// returns the results of its Deny rules, decided now; denies is true when
+// one of them (not a shadow) denies c: then every op is a peek.
+func (e *Engine) plan(st *state, c *Check, matched []*rules.Rule, ops []core.GroupOp) (_ []core.GroupOp, denied []core.PolicyResult, denies bool) {
+	var now time.Time
+	for _, m := range matched {
+		switch {
+		case m.Unlimited:
+		case m.Deny: // no counter: denied now
+			if now.IsZero() {
+				now = e.cfg.now()
+			}
+			denied = append(denied, denial(m, now))
+			denies = denies || !m.Shadow
+		default:
+			op := core.GroupOp{Policy: m.ID, Identity: c.Identifier, Cost: c.Cost}
+			if len(m.Tiers) > 0 {
+				op.Tier = st.snap.TierOf(c.Dimension, c.Identifier)
+			}
+			ops = append(ops, op)
+		}
+	}
+	if denies {
+		for j := range ops {
+			ops[j].Cost = 0
+		}
+	}
+	return ops, denied, denies
 }
 
 // resultOf summarizes d by its binding rule.

@@ -208,19 +208,19 @@ func permanent(err error) bool {
 	return errors.Is(err, errNoCounter) || errors.Is(err, core.ErrInvalidLimit)
 }
 
-// setOverride sets o on the store, through the limiter of every rule. The
+// setOverride sets o on the store, through the snapshot's limiter. The
 // error names the rule and the dimension, never the identifier (it is
 // logged).
 func (e *Engine) setOverride(ctx context.Context, st *state, o rules.Override) error {
 	r, _ := st.snap.Rule(o.RuleID)
-	if r == nil || st.all == nil || r.Unlimited || r.Deny {
+	if r == nil || st.lim == nil || r.Unlimited || r.Deny {
 		return fmt.Errorf("engine: override of rule %q for a %s: %w", o.RuleID, o.Dimension, errNoCounter)
 	}
 	var err error
 	if o.Blocks() {
-		err = st.all.Block(ctx, o.RuleID, o.Identifier, o.Until)
+		err = st.lim.Block(ctx, o.RuleID, o.Identifier, o.Until)
 	} else {
-		err = st.all.SetOverride(ctx, o.RuleID, o.Identifier, o.Limit, o.Until)
+		err = st.lim.SetOverride(ctx, o.RuleID, o.Identifier, o.Limit, o.Until)
 	}
 	if err != nil {
 		return fmt.Errorf("engine: override of rule %q for a %s: %w", o.RuleID, o.Dimension, err)

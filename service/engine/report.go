@@ -29,7 +29,7 @@ func (e *Engine) Reset(ctx context.Context, c Check) error {
 		if m.Unlimited || m.Deny { // no counter
 			continue
 		}
-		if err := st.all.Reset(ctx, m.ID, c.Identifier); err != nil {
+		if err := st.lim.Reset(ctx, m.ID, c.Identifier); err != nil {
 			return fmt.Errorf("engine: reset: rule %q: %w", m.ID, err)
 		}
 	}
@@ -75,7 +75,7 @@ func (e *Engine) report(ctx context.Context, c *Check) (core.Decision, error) {
 			if take <= 0 {
 				break
 			}
-			g, err := st.all.CheckGroup(ctx, []core.GroupOp{{Policy: p.Policy, Identity: c.Identifier, Tier: p.Tier, Cost: take}})
+			g, err := st.decide(ctx, []core.GroupOp{{Policy: p.Policy, Identity: c.Identifier, Tier: p.Tier, Cost: take}}, core.GroupCall{})
 			if err != nil {
 				return core.Decision{}, fmt.Errorf("engine: report: %w", err)
 			}

@@ -113,7 +113,7 @@ func (e *Engine) Usage(ctx context.Context, dimension, identifier string) ([]Rul
 	}
 	results := make([]core.PolicyResult, 0, len(ops))
 	for lo := 0; lo < len(ops); lo += maxUsagePeek {
-		d, err := st.all.CheckGroup(ctx, ops[lo:min(lo+maxUsagePeek, len(ops))])
+		d, err := st.decide(ctx, ops[lo:min(lo+maxUsagePeek, len(ops))], core.GroupCall{})
 		if err != nil {
 			return nil, fmt.Errorf("engine: usage: %w", err)
 		}
