@@ -57,10 +57,29 @@ func startStack(t *testing.T, store core.Store, yaml string, opts ...engine.Opti
 // startStackWith is startStack with options of the rules file source.
 func startStackWith(t *testing.T, store core.Store, yaml string, ropts []rules.Option, opts ...engine.Option) *stack {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(yaml), 0o600))
-	eng, err := engine.New(ctx, store, rules.NewFile(path, ropts...), append([]engine.Option{engine.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+	s := startStackOn(t, store, rules.NewFile(path, ropts...), opts...)
+	s.rules = path
+	return s
+}
+
+// fixedSource is a rules.Source of one snapshot that never changes (one
+// rules.New builds: native and Envoy rules together, with overrides).
+type fixedSource struct{ snap *rules.Snapshot }
+
+func (f fixedSource) Load(context.Context) (*rules.Snapshot, error) { return f.snap, nil }
+
+func (f fixedSource) Watch(ctx context.Context, _ func(*rules.Snapshot) error, _ func(error)) error {
+	<-ctx.Done()
+	return nil
+}
+
+// startStackOn starts an instance on store under the rules of src.
+func startStackOn(t *testing.T, store core.Store, src rules.Source, opts ...engine.Option) *stack {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	eng, err := engine.New(ctx, store, src, append([]engine.Option{engine.WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = eng.Run(ctx) }()
@@ -92,7 +111,6 @@ func startStackWith(t *testing.T, store core.Store, yaml string, ropts []rules.O
 	})
 	return &stack{
 		eng:    eng,
-		rules:  path,
 		logs:   logs,
 		native: ratelimitv1.NewRateLimitServiceClient(conn),
 		envoy:  rlsv3.NewRateLimitServiceClient(conn),
