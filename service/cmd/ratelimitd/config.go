@@ -46,6 +46,7 @@ type serveConfig struct {
 	DrainDelay      time.Duration
 	ShutdownTimeout time.Duration
 	MaxConnAge      time.Duration
+	StreamWorkers   int
 
 	IdempotencyTTL     time.Duration
 	IdempotencyRepeats int64
@@ -79,6 +80,14 @@ func (c *serveConfig) grpcAuth() string {
 	return grpcAuthOff
 }
 
+// defaultStreamWorkers is --grpc-stream-workers' default: more than the
+// calls in flight of 64 callers waiting on Redis, so that every call runs
+// on a stack grown before (a fresh goroutine's grows on each call).
+const defaultStreamWorkers = 128
+
+// maxStreamWorkers bounds --grpc-stream-workers.
+const maxStreamWorkers = 1 << 16
+
 // newServeFlags binds c to a flag set for serve, with the defaults.
 func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -105,6 +114,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "on SIGTERM, how long health reports NOT_SERVING while still answering, before the servers stop")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "after the drain delay, the bound on finishing the requests in flight")
 	fs.DurationVar(&c.MaxConnAge, "grpc-max-connection-age", 30*time.Minute, "gRPC connections are closed (gracefully) after this age, so clients rebalance across instances; 0: never")
+	fs.IntVar(&c.StreamWorkers, "grpc-stream-workers", defaultStreamWorkers, "long-lived goroutines that serve the gRPC calls, reusing their grown stacks (a call finding them all busy gets a goroutine of its own: no limit on concurrency); 0: a goroutine per call")
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", 5*time.Minute, "how long an admitted check with an idempotency key is remembered (whole seconds or more)")
 	fs.Int64Var(&c.IdempotencyRepeats, "idempotency-repeats", 3, "free repeats of an admitted idempotent check within --idempotency-ttl (1-1000); later ones are counted")
 	fs.DurationVar(&c.MaxClientSkew, "max-client-skew", 24*time.Hour, "a check's client_time further than this from the server's clock is invalid input (it is a hint, never the clock)")
@@ -216,6 +226,9 @@ func (c *serveConfig) validate() error {
 	if c.MaxConnAge < 0 {
 		errs = append(errs, fmt.Errorf("--grpc-max-connection-age: must not be negative, got %s", c.MaxConnAge))
 	}
+	if c.StreamWorkers < 0 || c.StreamWorkers > maxStreamWorkers {
+		errs = append(errs, fmt.Errorf("--grpc-stream-workers: must be 0 to %d, got %d", maxStreamWorkers, c.StreamWorkers))
+	}
 	return errors.Join(errs...)
 }
 
@@ -260,7 +273,7 @@ func (c *serveConfig) attrs() []any {
 		slog.Int("memory_max_keys", c.MemoryMaxKeys),
 		slog.Bool("tls", c.TLSCert != ""), slog.String("log_level", c.LogLevel), slog.String("log_format", c.LogFormat),
 		slog.Duration("drain_delay", c.DrainDelay), slog.Duration("shutdown_timeout", c.ShutdownTimeout),
-		slog.Duration("grpc_max_connection_age", c.MaxConnAge), slog.Duration("rules_poll", c.RulesPoll),
+		slog.Duration("grpc_max_connection_age", c.MaxConnAge), slog.Int("grpc_stream_workers", c.StreamWorkers), slog.Duration("rules_poll", c.RulesPoll),
 		slog.Duration("idempotency_ttl", c.IdempotencyTTL), slog.Int64("idempotency_repeats", c.IdempotencyRepeats),
 		slog.Duration("max_client_skew", c.MaxClientSkew), slog.Int("max_batch", c.MaxBatch), slog.Int("batch_parallelism", c.batchParallelism()), slog.Bool("http_status_mode", c.HTTPStatusMode),
 		slog.Bool("store_api", c.StoreAPI), slog.String("grpc_auth", c.grpcAuth()), slog.String("pprof_addr", c.PprofAddr),

@@ -38,6 +38,7 @@ func TestFlagsDefaults(t *testing.T) {
 	require.Empty(t, c.Redis, "the memory store by default")
 	require.Empty(t, c.Rules, "the bundled rules by default")
 	require.Equal(t, "open", c.FailureMode)
+	require.Equal(t, defaultStreamWorkers, c.StreamWorkers, "calls served by long-lived goroutines")
 	require.NoError(t, c.validate())
 	require.Equal(t, 1, c.batchParallelism(), "batches in order in memory")
 	c.Redis = "127.0.0.1:6379"
@@ -60,11 +61,11 @@ func TestFlagsBadValuesNameTheirSource(t *testing.T) {
 
 	c = serveConfig{}
 	_, err = parseFlags(newServeFlags(&c), []string{"--rules-poll", "0s", "--idempotency-ttl", "10ms", "--idempotency-repeats", "0",
-		"--max-client-skew", "0s", "--max-batch", "0", "--batch-parallelism", "-1", "--memory-max-keys", "0", "--shutdown-timeout", "0s"}, servePrefix, envMap(nil))
+		"--max-client-skew", "0s", "--max-batch", "0", "--batch-parallelism", "-1", "--memory-max-keys", "0", "--shutdown-timeout", "0s", "--grpc-stream-workers", "-1"}, servePrefix, envMap(nil))
 	require.NoError(t, err)
 	err = c.validate()
 	for _, want := range []string{"--rules-poll", "--idempotency-ttl", "--idempotency-repeats", "--max-client-skew", "--max-batch",
-		"--batch-parallelism", "--memory-max-keys", "--shutdown-timeout"} {
+		"--batch-parallelism", "--memory-max-keys", "--shutdown-timeout", "--grpc-stream-workers"} {
 		require.ErrorContains(t, err, want)
 	}
 }

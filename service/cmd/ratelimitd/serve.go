@@ -129,6 +129,9 @@ func serve(ctx context.Context, c *serveConfig, log *slog.Logger) error {
 	if tlsConf != nil {
 		gopts = append(gopts, grpc.Creds(credentials.NewTLS(tlsConf)))
 	}
+	if c.StreamWorkers > 0 {
+		gopts = append(gopts, grpc.NumStreamWorkers(uint32(c.StreamWorkers)))
+	}
 	if c.MaxConnAge > 0 {
 		gopts = append(gopts, grpc.KeepaliveParams(keepalive.ServerParameters{
 			MaxConnectionAge: c.MaxConnAge, MaxConnectionAgeGrace: 30 * time.Second,
