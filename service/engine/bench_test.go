@@ -124,3 +124,30 @@ func BenchmarkCheckRedis(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCheckBatch100 is a batch of 100 checks of 100 identifiers (a
+// new set each op) decided one by one or all or nothing; decisions/s is
+// 100 × ops/s.
+func BenchmarkCheckBatch100(b *testing.B) {
+	for _, aon := range []bool{false, true} {
+		b.Run("all_or_nothing="+strconv.FormatBool(aon), func(b *testing.B) {
+			e := newEngine(b, memStore(b), benchRules)
+			sets := make([][]engine.Check, 64)
+			for s := range sets {
+				sets[s] = make([]engine.Check, 100)
+				for k := range sets[s] {
+					sets[s][k] = engine.Check{Dimension: "user", Identifier: "user-" + strconv.Itoa(s*100+k), Endpoint: "/api/orders", Cost: 1}
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				_, errs := e.CheckBatch(context.Background(), sets[i%len(sets)], aon)
+				if errs[0] != nil {
+					b.Fatal(errs[0])
+				}
+			}
+			b.ReportMetric(100*float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}
