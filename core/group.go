@@ -38,6 +38,11 @@ type GroupCall struct {
 	// caller named, say): calls that differ in Scope are never repeats of
 	// one another. Ignored without IdempotencyKey.
 	Scope []string
+	// Results, when its capacity holds len(ops) results, is the memory of
+	// the Decision's Results (its first len(ops) elements are written): a
+	// caller deciding many groups gives each its part of one array. nil:
+	// the Decision has its own.
+	Results []PolicyResult
 }
 
 // CheckGroup is CheckGroupWith without idempotency.
@@ -70,41 +75,68 @@ func (l *Limiter) CheckGroup(ctx context.Context, ops []GroupOp) (Decision, erro
 // op; so is a store failure. Like a request's decision, it runs on a
 // context detached from ctx's cancellation, bounded by WithStoreTimeout.
 func (l *Limiter) CheckGroupWith(ctx context.Context, ops []GroupOp, call GroupCall) (Decision, error) {
+	if len(ops) == 0 {
+		return Decision{Allowed: true}, nil
+	}
 	var d Decision
+	sc := groupMemory(ctx, len(ops), call.Results, &d)
 	if err := l.prepareGroup(ops, &d); err != nil {
 		return Decision{}, err
 	}
-	if len(d.Results) == 0 {
-		return d, nil
-	}
-	sctx, cancel := l.storeContext(ctx, &d)
-	if cancel != nil {
-		defer cancel()
-	}
+	sctx, cancel := l.storeContext(ctx, sc)
 	var err error
 	if a := anchor(d.Results); a >= 0 && call.IdempotencyKey != "" && l.cfg.idem != nil {
 		err = l.idempotent(sctx, &d, groupRecord(&call, &d, a))
 	} else {
 		err = l.run(sctx, &d, nil, nil)
 	}
+	if cancel != nil {
+		cancel()
+	}
+	if sc != nil {
+		sc.parent = nil // keeps no context
+	}
 	if err != nil {
 		return Decision{}, err
 	}
 	d.settle()
-	d.detach()
 	return d, nil
 }
 
+// groupOne holds the Result of a group of one op and the context of its
+// store calls, in one allocation.
+type groupOne struct {
+	results [1]PolicyResult
+	sctx    detached
+}
+
+// groupMemory gives d's Results room for n results, in results when it
+// has it, else in memory of their own (never d.buf: d is returned by
+// value), and returns the context its store calls will run on when ctx
+// must be detached from (nil when ctx has no cancellation).
+func groupMemory(ctx context.Context, n int, results []PolicyResult, d *Decision) *detached {
+	switch {
+	case cap(results) >= n:
+		d.Results = results[:0:n]
+		if ctx.Done() == nil {
+			return nil
+		}
+		return new(detached)
+	case n == 1:
+		one := new(groupOne)
+		d.Results = one.results[:0]
+		return &one.sctx
+	}
+	d.Results = make([]PolicyResult, 0, n)
+	return new(detached)
+}
+
 // prepareGroup fills d's Results for ops, up to the store call: each op's
-// policy, limit and tier.
+// policy, limit and tier. An op with an empty identity, a negative cost or
+// an unknown policy is an error naming it.
 func (l *Limiter) prepareGroup(ops []GroupOp, d *Decision) error {
 	set := l.set.Load()
 	d.Allowed = true
-	if len(ops) > 1 {
-		d.Results = make([]PolicyResult, 0, len(ops))
-	} else {
-		d.Results = d.buf[:0]
-	}
 	for i := range ops {
 		op := &ops[i]
 		if op.Identity == "" {
@@ -118,15 +150,10 @@ func (l *Limiter) prepareGroup(ops []GroupOp, d *Decision) error {
 			return fmt.Errorf("sluice: CheckGroup: op %d: Policy: no policy %q", i, op.Policy)
 		}
 		p := &set.policies[j]
-		lim := &p.Limit
-		pr := PolicyResult{Policy: p.Name, Shadow: p.Shadow, refund: p.Refund, id: op.Identity, cost: op.Cost}
-		if len(p.Tiers) > 0 {
-			if tl, ok := p.tiers[op.Tier]; ok {
-				lim = tl
-				pr.Tier = op.Tier
-			}
+		pr := PolicyResult{Policy: p.Name, Limit: p.Limit, Shadow: p.Shadow, refund: p.Refund, id: op.Identity, cost: op.Cost}
+		if tl, ok := p.tiers[op.Tier]; ok && len(p.Tiers) > 0 {
+			pr.Limit, pr.Tier = *tl, op.Tier
 		}
-		pr.Limit = *lim
 		d.Results = append(d.Results, pr)
 	}
 	return nil

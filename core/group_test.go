@@ -162,3 +162,34 @@ func TestCheckGroupErrors(t *testing.T) {
 	require.True(t, d.Allowed)
 	require.Empty(t, d.Results)
 }
+
+// A group given the memory of its Results (GroupCall.Results) writes them
+// there, and, on a context without cancellation, allocates nothing (a
+// group of one op on the memory store); one given too little memory gets
+// its own.
+func TestCheckGroupResultsMemory(t *testing.T) {
+	ctx := context.Background()
+	st, _ := frozen(t)
+	l, err := core.NewLimiter(st, []core.Policy{
+		{Name: "a", Key: keyfunc.Const("x"), Limit: core.PerHour(1_000_000)},
+		{Name: "b", Key: keyfunc.Const("x"), Limit: core.PerHour(1_000_000)},
+	})
+	require.NoError(t, err)
+	ops := []core.GroupOp{{Policy: "a", Identity: "u", Cost: 1}, {Policy: "b", Identity: "u", Cost: 1}}
+	buf := make([]core.PolicyResult, 3)
+	d, err := l.CheckGroupWith(ctx, ops, core.GroupCall{Results: buf[1:]})
+	require.NoError(t, err)
+	require.Len(t, d.Results, 2)
+	require.Same(t, &buf[1], &d.Results[0], "the Results are the memory given")
+	require.Equal(t, "b", buf[2].Policy)
+	require.EqualValues(t, 999_999, buf[2].Remaining)
+	require.Zero(t, testing.AllocsPerRun(100, func() {
+		if _, err := l.CheckGroupWith(ctx, ops[:1], core.GroupCall{Results: buf}); err != nil {
+			t.Fatal(err)
+		}
+	}))
+	d, err = l.CheckGroupWith(ctx, ops, core.GroupCall{Results: buf[:1:1]})
+	require.NoError(t, err)
+	require.NotSame(t, &buf[0], &d.Results[0], "too little memory: the Decision's own")
+	require.EqualValues(t, 999_897, d.Results[0].Remaining)
+}

@@ -50,6 +50,7 @@ type Limiter struct {
 	tiers   *tierCache
 	cfg     limiterConfig
 	scratch sync.Pool // of *scratch, for store calls of one op
+	takes   sync.Pool // of *takeBuf, for store calls of several ops
 }
 
 type limiterConfig struct {
@@ -196,7 +197,7 @@ func (l *Limiter) decideCall(ctx context.Context, r keyfunc.Request, c Call, d *
 	case cost < 0:
 		return fmt.Errorf("sluice: %w: %d", nested{ErrInvalidCost}, cost)
 	}
-	sctx, cancel := l.storeContext(ctx, d)
+	sctx, cancel := l.storeContext(ctx, &d.sctx)
 	if cancel != nil {
 		defer cancel()
 	}
@@ -236,21 +237,24 @@ func (l *Limiter) requestRecord(r keyfunc.Request, cost int64, d *Decision) (Key
 	return recordKey(r, cost, d, a, v), true
 }
 
-// storeContext returns the context of d's store calls: ctx's values without
-// its cancellation (see detached), bounded by WithStoreTimeout if set. It
-// allocates nothing unless the Limiter has a store timeout.
-func (l *Limiter) storeContext(ctx context.Context, d *Decision) (context.Context, context.CancelFunc) {
+// storeContext returns the context of a decision's store calls: ctx's
+// values without its cancellation (see detached), bounded by
+// WithStoreTimeout if set. sc, which the decision owns (a Decision's
+// sctx, a group's), becomes that context; it may be nil when ctx has no
+// cancellation. It allocates nothing unless the Limiter has a store
+// timeout.
+func (l *Limiter) storeContext(ctx context.Context, sc *detached) (context.Context, context.CancelFunc) {
 	if ctx.Done() == nil { // nothing to detach from (context.Background, say)
 		if l.cfg.storeTimeout > 0 {
 			return context.WithTimeout(ctx, l.cfg.storeTimeout)
 		}
 		return ctx, nil
 	}
-	d.sctx.parent = ctx
+	sc.parent = ctx
 	if l.cfg.storeTimeout > 0 {
-		return context.WithTimeout(&d.sctx, l.cfg.storeTimeout)
+		return context.WithTimeout(sc, l.cfg.storeTimeout)
 	}
-	return &d.sctx, nil
+	return sc, nil
 }
 
 // detached returns the context of a store call outside a decision (a
@@ -269,7 +273,7 @@ func (l *Limiter) detached(ctx context.Context) (context.Context, context.Cancel
 // admitted now by every policy that is not a shadow.
 func (l *Limiter) Peek(ctx context.Context, r keyfunc.Request) (Decision, error) {
 	var d Decision
-	sctx, cancel := l.storeContext(ctx, &d)
+	sctx, cancel := l.storeContext(ctx, &d.sctx)
 	if cancel != nil {
 		defer cancel()
 	}
@@ -424,14 +428,19 @@ func refused(rs []PolicyResult) bool {
 
 // take decides the m identified results of rs, and extra, in one
 // all-or-nothing Take: a request denied by one policy consumes nothing from
-// the others.
+// the others. Its ops and results are pooled memory (a Store keeps
+// neither).
 func (l *Limiter) take(ctx context.Context, rs []PolicyResult, m int, extra *Op, extraRes *Result) error {
 	n := m
 	if extra != nil {
 		n++
 	}
-	ops := make([]Op, 0, n)
-	where := make([]int, 0, n) // ops[k] decides rs[where[k]]
+	tb, _ := l.takes.Get().(*takeBuf)
+	if tb == nil {
+		tb = new(takeBuf)
+	}
+	defer l.putTake(tb)
+	ops, where := tb.ops[:0], tb.where[:0] // ops[k] decides rs[where[k]]
 	for j := range rs {
 		if p := &rs[j]; !p.Unidentified {
 			ops = append(ops, p.op())
@@ -441,7 +450,8 @@ func (l *Limiter) take(ctx context.Context, rs []PolicyResult, m int, extra *Op,
 	if extra != nil {
 		ops = append(ops, *extra)
 	}
-	results := make([]Result, len(ops))
+	results := append(tb.res[:0], make([]Result, n)...)
+	tb.ops, tb.where, tb.res = ops, where, results
 	if err := l.store.Take(ctx, ops, results); err != nil {
 		names := make([]string, len(where))
 		for k, j := range where {
@@ -456,6 +466,27 @@ func (l *Limiter) take(ctx context.Context, rs []PolicyResult, m int, extra *Op,
 		*extraRes = results[len(ops)-1]
 	}
 	return nil
+}
+
+// takeBuf is the memory of one take of several ops, pooled.
+type takeBuf struct {
+	ops   []Op
+	res   []Result
+	where []int
+}
+
+// maxPooledOps bounds the ops of a takeBuf put back in the pool: a rare
+// large group does not keep its memory.
+const maxPooledOps = 1024
+
+// putTake puts tb back in the pool, keeping no identity or limit.
+func (l *Limiter) putTake(tb *takeBuf) {
+	if cap(tb.ops) > maxPooledOps {
+		return
+	}
+	clear(tb.ops)
+	clear(tb.res)
+	l.takes.Put(tb)
 }
 
 // Refund gives back the units of a checked request to the policies whose
