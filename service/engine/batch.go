@@ -157,23 +157,17 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 // each caller (dimension and identifier) in order on one of up to
 // e.cfg.parallel goroutines.
 func (e *Engine) checkEach(ctx context.Context, st *state, cs []Check, results []Result, errs []error) {
-	one := func(i int) {
-		start := time.Now()
-		d, err := e.check(ctx, st, &cs[i])
-		e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, &d, start, err)
-		if err != nil {
-			errs[i] = err
-			return
-		}
-		results[i] = resultOf(d)
-	}
 	workers := min(e.cfg.parallel, len(cs))
 	if workers <= 1 {
+		// In order: the results share one array, and the store calls one
+		// context detached from ctx (as each would be).
+		dctx, mem := context.WithoutCancel(ctx), &arena{buf: make([]core.PolicyResult, 0, len(cs))}
 		for i := range cs {
-			one(i)
+			e.checkOne(ctx, dctx, st, &cs[i], mem, &results[i], &errs[i])
 		}
 		return
 	}
+	one := func(i int) { e.checkOne(ctx, ctx, st, &cs[i], nil, &results[i], &errs[i]) }
 	heads, next := byCaller(cs)
 	workers = min(workers, len(heads))
 	var taken atomic.Int64
@@ -188,6 +182,19 @@ func (e *Engine) checkEach(ctx context.Context, st *state, cs []Check, results [
 		})
 	}
 	wg.Wait()
+}
+
+// checkOne decides c on dctx (ctx for the observers) into *res or *err,
+// its results in mem's memory when it has room.
+func (e *Engine) checkOne(ctx, dctx context.Context, st *state, c *Check, mem *arena, res *Result, err *error) {
+	start := time.Now()
+	d, cerr := e.check(dctx, st, c, mem)
+	e.observe(ctx, kindOf(c), c, nil, &d, start, cerr)
+	if cerr != nil {
+		*err = cerr
+		return
+	}
+	*res = resultOf(d)
 }
 
 // caller is who a check counts: no two checks of distinct callers reach

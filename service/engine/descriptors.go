@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
@@ -132,19 +131,18 @@ func validateDescriptors(domain string, ds []Descriptor) error {
 	}
 	for i := range ds {
 		d := &ds[i]
-		f := "descriptors[" + strconv.Itoa(i) + "]"
 		switch {
 		case len(d.Entries) > maxEntries:
-			return invalid(f+".entries", "at most %d, got %d", maxEntries, len(d.Entries))
+			return invalid(fmt.Sprintf("descriptors[%d].entries", i), "at most %d, got %d", maxEntries, len(d.Entries))
 		case d.Cost < 0:
-			return invalid(f+".hits_addend", "must not be negative, got %d", d.Cost)
+			return invalid(fmt.Sprintf("descriptors[%d].hits_addend", i), "must not be negative, got %d", d.Cost)
 		}
 		for j, en := range d.Entries {
 			switch {
 			case len(en.Key) > maxEntryBytes:
-				return invalid(fmt.Sprintf("%s.entries[%d].key", f, j), "at most %d bytes, got %d", maxEntryBytes, len(en.Key))
+				return invalid(fmt.Sprintf("descriptors[%d].entries[%d].key", i, j), "at most %d bytes, got %d", maxEntryBytes, len(en.Key))
 			case len(en.Value) > maxEntryBytes:
-				return invalid(fmt.Sprintf("%s.entries[%d].value", f, j), "at most %d bytes, got %d", maxEntryBytes, len(en.Value))
+				return invalid(fmt.Sprintf("descriptors[%d].entries[%d].value", i, j), "at most %d bytes, got %d", maxEntryBytes, len(en.Value))
 			}
 		}
 	}
@@ -159,6 +157,23 @@ type descMatch struct {
 	upto int64 // the cost of op's descriptors up to this one, itself included
 }
 
+// descPlan is what a Descriptors call decides: the rule each descriptor
+// reaches, the ops of their counters, the Deny rules' results and the
+// negative descriptors, refunded after the decision.
+type descPlan struct {
+	ms        []descMatch
+	ops       []core.GroupOp
+	asked     []int64             // what each op asks, when a Deny rule makes it a peek
+	denied    []core.PolicyResult // of Deny rules, one per rule
+	deniedIDs []string            // the identity of each of denied
+	denies    bool                // a Deny rule (not a shadow) denies the request
+	negatives []int
+}
+
+// descBuf is how many descriptors a call decides without allocating its
+// plan: an Envoy request has a handful.
+const descBuf = 8
+
 // descriptors decides ds; with withIDs it also returns the identity of
 // the counter of each of the Decision's results (for the observers).
 func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor, withIDs bool) (DescriptorsResult, []string, error) {
@@ -166,76 +181,15 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 		return DescriptorsResult{}, nil, err
 	}
 	st := e.cur.Load()
-	ms := matchDescriptors(st, domain, ds)
+	var mbuf [descBuf]descMatch
+	var obuf [descBuf]core.GroupOp
 	res := DescriptorsResult{Allowed: true, Statuses: make([]DescriptorResult, len(ds))}
-	var ops []core.GroupOp
-	var negatives []int
-	var denied []core.PolicyResult // of Deny rules, one per rule and identity
-	var deniedIDs []string         // the identity of each of denied
-	denies := false                // a Deny rule (not a shadow) denies the request
-	var now time.Time
-	for i := range ms {
-		m := &ms[i]
-		if m.rule == nil {
-			continue
-		}
-		res.Statuses[i].Rule = m.rule
-		switch {
-		case m.rule.Unlimited:
-			res.Statuses[i].Unlimited = true
-			continue
-		case m.rule.Deny: // no counter: denied now, whatever the cost
-			if now.IsZero() {
-				now = e.cfg.now()
-			}
-			res.Statuses[i].Result = denial(m.rule, now)
-			denies = denies || !m.rule.Shadow
-			if !slices.ContainsFunc(denied, func(p core.PolicyResult) bool { return p.Policy == m.rule.ID }) {
-				denied = append(denied, res.Statuses[i].Result)
-				deniedIDs = append(deniedIDs, m.id)
-			}
-			continue
-		case ds[i].Negative:
-			negatives = append(negatives, i)
-			continue
-		}
-		ops = addOp(ops, m, ds[i].Cost)
+	p := e.planDescriptors(matchDescriptors(st, domain, ds, mbuf[:0]), ds, res.Statuses, obuf[:0])
+	if err := decideDescriptors(ctx, st, &p, &res); err != nil {
+		return DescriptorsResult{}, nil, err
 	}
-	var asked []int64 // what each op asks, when a Deny rule makes it a peek
-	if denies {       // all or nothing: the others only peek
-		asked = make([]int64, len(ops))
-		for j := range ops {
-			asked[j], ops[j].Cost = ops[j].Cost, 0
-		}
-	}
-	res.Decision.Allowed = true
-	if len(ops) > 0 {
-		d, err := st.decide(ctx, ops, core.GroupCall{})
-		if err != nil {
-			return DescriptorsResult{}, nil, fmt.Errorf("engine: descriptors: %w", err)
-		}
-		refused := groupRefused(ops, d.Results)
-		for i := range ms {
-			if j := ms[i].op; j >= 0 {
-				cost := ops[j].Cost
-				if asked != nil {
-					cost = asked[j]
-				}
-				res.Statuses[i].Result = ownStatus(d.Results[j], cost, ms[i].upto, !refused && ops[j].Cost > 0 && d.Results[j].Allowed)
-			}
-		}
-		d.Allowed = !refused
-		for i := range res.Statuses {
-			if r := &res.Statuses[i].Result; ms[i].op >= 0 && !r.Allowed && !r.Shadow {
-				d.Allowed = false
-			}
-		}
-		res.Decision = d
-	}
-	res.Decision = withDenials(res.Decision, denied, denies)
-	res.Allowed, res.Degraded = res.Decision.Allowed, degraded(&res.Decision)
-	for _, i := range negatives {
-		pr, err := e.refund(ctx, st, ms[i].rule, ms[i].id, ds[i].Cost)
+	for _, i := range p.negatives {
+		pr, err := e.refund(ctx, st, p.ms[i].rule, p.ms[i].id, ds[i].Cost)
 		if err != nil {
 			return DescriptorsResult{}, nil, err
 		}
@@ -248,23 +202,94 @@ func (e *Engine) descriptors(ctx context.Context, domain string, ds []Descriptor
 	var ids []string
 	if withIDs && len(res.Decision.Results) > 0 {
 		ids = make([]string, 0, len(res.Decision.Results))
-		for j := range ops {
-			ids = append(ids, ops[j].Identity)
+		for j := range p.ops {
+			ids = append(ids, p.ops[j].Identity)
 		}
-		ids = append(ids, deniedIDs...)
+		ids = append(ids, p.deniedIDs...)
 	}
 	return res, ids, nil
 }
 
-// matchDescriptors returns the rule each of ds reaches in domain, nil for
-// one no rule matches and for one whose rule another matched rule of the
-// request replaces.
-func matchDescriptors(st *state, domain string, ds []Descriptor) []descMatch {
-	ms := make([]descMatch, len(ds))
+// planDescriptors returns the plan of the matches ms of ds, its ops
+// appended to ops, and fills the statuses that need no store.
+func (e *Engine) planDescriptors(ms []descMatch, ds []Descriptor, statuses []DescriptorResult, ops []core.GroupOp) descPlan {
+	p := descPlan{ms: ms, ops: ops}
+	var now time.Time
+	for i := range p.ms {
+		m := &p.ms[i]
+		if m.rule == nil {
+			continue
+		}
+		statuses[i].Rule = m.rule
+		switch {
+		case m.rule.Unlimited:
+			statuses[i].Unlimited = true
+		case m.rule.Deny: // no counter: denied now, whatever the cost
+			if now.IsZero() {
+				now = e.cfg.now()
+			}
+			statuses[i].Result = denial(m.rule, now)
+			p.denies = p.denies || !m.rule.Shadow
+			if !slices.ContainsFunc(p.denied, func(r core.PolicyResult) bool { return r.Policy == m.rule.ID }) {
+				p.denied = append(p.denied, statuses[i].Result)
+				p.deniedIDs = append(p.deniedIDs, m.id)
+			}
+		case ds[i].Negative:
+			p.negatives = append(p.negatives, i)
+		default:
+			p.ops = addOp(p.ops, m, ds[i].Cost)
+		}
+	}
+	if p.denies { // all or nothing: the others only peek
+		p.asked = make([]int64, len(p.ops))
+		for j := range p.ops {
+			p.asked[j], p.ops[j].Cost = p.ops[j].Cost, 0
+		}
+	}
+	return p
+}
+
+// decideDescriptors decides p's ops in one call and sets res's Decision,
+// Allowed, Degraded and the status of each descriptor of a counter.
+func decideDescriptors(ctx context.Context, st *state, p *descPlan, res *DescriptorsResult) error {
+	res.Decision.Allowed = true
+	if len(p.ops) > 0 {
+		d, err := st.decide(ctx, p.ops, core.GroupCall{})
+		if err != nil {
+			return fmt.Errorf("engine: descriptors: %w", err)
+		}
+		refused := groupRefused(p.ops, d.Results)
+		d.Allowed = !refused
+		for i := range p.ms {
+			j := p.ms[i].op
+			if j < 0 {
+				continue
+			}
+			cost := p.ops[j].Cost
+			if p.asked != nil {
+				cost = p.asked[j]
+			}
+			r := ownStatus(d.Results[j], cost, p.ms[i].upto, !refused && p.ops[j].Cost > 0 && d.Results[j].Allowed)
+			res.Statuses[i].Result = r
+			if !r.Allowed && !r.Shadow {
+				d.Allowed = false
+			}
+		}
+		res.Decision = d
+	}
+	res.Decision = withDenials(res.Decision, p.denied, p.denies)
+	res.Allowed, res.Degraded = res.Decision.Allowed, degraded(&res.Decision)
+	return nil
+}
+
+// matchDescriptors appends to ms the rule each of ds reaches in domain,
+// nil for one no rule matches and for one whose rule another matched rule
+// of the request replaces.
+func matchDescriptors(st *state, domain string, ds []Descriptor, ms []descMatch) []descMatch {
 	var replaced map[string]bool
 	for i := range ds {
 		r, id, ok := st.snap.MatchDescriptor(domain, ds[i].Entries)
-		ms[i] = descMatch{op: -1}
+		ms = append(ms, descMatch{op: -1})
 		if !ok {
 			continue
 		}

@@ -115,6 +115,8 @@ type Engine struct {
 	ended map[overrideKey]int64
 	// ovPending: the last application left overrides to retry.
 	ovPending atomic.Bool
+	// events holds the observations told to the observers (see observe).
+	events sync.Pool
 }
 
 // state is what one snapshot decides with: immutable, swapped whole.
@@ -334,7 +336,7 @@ func (e *Engine) validate(st *state, c *Check) (*rules.Rule, error) {
 func (e *Engine) Check(ctx context.Context, c Check) (Result, error) {
 	start := time.Now()
 	st := e.cur.Load()
-	d, err := e.check(ctx, st, &c)
+	d, err := e.check(ctx, st, &c, nil)
 	kind := KindCheck
 	if c.Cost == 0 {
 		kind = KindPeek
@@ -352,8 +354,9 @@ const opsBuf = 8
 
 // check decides c on st: the rules it matches (Snapshot.Match, or the one
 // it names) become the ops of one decision, the Deny rules among them
-// denials (which make the others peeks).
-func (e *Engine) check(ctx context.Context, st *state, c *Check) (core.Decision, error) {
+// denials (which make the others peeks). Its results are in mem's memory
+// when mem has room for them (nil: their own).
+func (e *Engine) check(ctx context.Context, st *state, c *Check, mem *arena) (core.Decision, error) {
 	r, err := e.validate(st, c)
 	if err != nil {
 		return core.Decision{}, err
@@ -367,10 +370,10 @@ func (e *Engine) check(ctx context.Context, st *state, c *Check) (core.Decision,
 	}
 	var obuf [opsBuf]core.GroupOp
 	ops, denied, denies := e.plan(st, c, matched, obuf[:0])
-	var call core.GroupCall
+	call := core.GroupCall{Results: mem.take(len(ops))}
 	if !denies && c.IdempotencyKey != "" {
 		scope := [2]string{c.Endpoint, c.Rule}
-		call = core.GroupCall{IdempotencyKey: c.IdempotencyKey, Scope: scope[:]}
+		call.IdempotencyKey, call.Scope = c.IdempotencyKey, scope[:]
 	}
 	d, err := st.decide(ctx, ops, call)
 	if err != nil {
@@ -407,6 +410,21 @@ func (e *Engine) plan(st *state, c *Check, matched []*rules.Rule, ops []core.Gro
 		}
 	}
 	return ops, denied, denies
+}
+
+// arena hands the checks of a batch the memory of their results, from one
+// array. A nil *arena has none.
+type arena struct{ buf []core.PolicyResult }
+
+// take returns room for n results (length 0, capacity n), or nil when the
+// arena has not that much left.
+func (a *arena) take(n int) []core.PolicyResult {
+	if a == nil || n == 0 || len(a.buf)+n > cap(a.buf) {
+		return nil
+	}
+	at := len(a.buf)
+	a.buf = a.buf[:at+n]
+	return a.buf[at : at : at+n]
 }
 
 // resultOf summarizes d by its binding rule.

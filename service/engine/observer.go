@@ -68,7 +68,7 @@ type Event struct {
 // Observer sees every decision and every rules reload of an Engine: the
 // service's metrics implement it. Its methods run in the calling
 // goroutine, concurrently (checks run in parallel), and must be fast; they
-// must not keep the Event's Decision.
+// must not keep the Event nor its Decision (both are reused).
 type Observer interface {
 	// Decided is called after each decision (each item of a batch).
 	Decided(ctx context.Context, ev *Event)
@@ -79,19 +79,33 @@ type Observer interface {
 }
 
 // observe tells the observers of a decision of c (nil for Descriptors,
-// whose counters' identities are ids).
+// whose counters' identities are ids). The Event, and the copy of d it
+// points to, are pooled: an Observer keeps neither.
 func (e *Engine) observe(ctx context.Context, kind Kind, c *Check, ids []string, d *core.Decision, start time.Time, err error) {
 	if len(e.cfg.observers) == 0 {
 		return
 	}
-	ev := Event{Kind: kind, Decision: d, Took: time.Since(start), Err: err, Identities: ids}
-	if c != nil {
-		ev.Dimension, ev.Identifier = c.Dimension, c.Identifier
+	ob, _ := e.events.Get().(*observation)
+	if ob == nil {
+		ob = new(observation)
 	}
-	if err != nil {
-		ev.Decision = nil
+	ob.ev = Event{Kind: kind, Took: time.Since(start), Err: err, Identities: ids}
+	if d != nil && err == nil {
+		ob.d = *d
+		ob.ev.Decision = &ob.d
+	}
+	if c != nil {
+		ob.ev.Dimension, ob.ev.Identifier = c.Dimension, c.Identifier
 	}
 	for _, o := range e.cfg.observers {
-		o.Decided(ctx, &ev)
+		o.Decided(ctx, &ob.ev)
 	}
+	*ob = observation{}
+	e.events.Put(ob)
+}
+
+// observation is an Event and the Decision it points to, pooled.
+type observation struct {
+	ev Event
+	d  core.Decision
 }

@@ -361,3 +361,42 @@ descriptors:
 	require.Equal(t, a, b)
 	require.NotEqual(t, a, c)
 }
+
+// A descriptor whose rule's levels are all literal values (or wildcards
+// with share_threshold) names one counter whatever else: its identity is
+// the snapshot's, built once, escaped as any other, and matching it
+// allocates nothing; a level that takes the descriptor's value builds it.
+func TestEnvoyConstantIdentity(t *testing.T) {
+	s, err := rules.Parse("x.yaml", []byte(`
+domain: d
+descriptors:
+  - key: a
+    value: "x|y"
+    descriptors:
+      - key: b
+        value: "v=w"
+        rate_limit: {unit: second, requests_per_unit: 1}
+  - key: c
+    value: "p*"
+    share_threshold: true
+    rate_limit: {unit: second, requests_per_unit: 1}
+  - key: k
+    rate_limit: {unit: second, requests_per_unit: 1}
+`))
+	require.NoError(t, err)
+	for _, c := range []struct {
+		entries []rules.Entry
+		want    string
+		allocs  float64
+	}{
+		{e("a", "x|y", "b", "v=w"), `d|a=x\|y|b=v\=w`, 0},
+		{e("c", "pq"), "d|c=p*", 0},
+		{e("c", "pr"), "d|c=p*", 0},
+		{e("k", "v1"), "d|k=v1", 1},
+	} {
+		_, id, ok := s.MatchDescriptor("d", c.entries)
+		require.True(t, ok)
+		require.Equal(t, c.want, id)
+		require.Equal(t, c.allocs, testing.AllocsPerRun(100, func() { _, _, _ = s.MatchDescriptor("d", c.entries) }), c.want)
+	}
+}

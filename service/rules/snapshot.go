@@ -48,6 +48,10 @@ type envoyTree struct {
 	wildcards []*envoyTree // in file order
 	level     EnvoyLevel
 	rule      *Rule
+	// identity is the counter's identity of every descriptor reaching
+	// rule, when no level of its path takes the descriptor's value (each
+	// is a literal, or a wildcard with share_threshold); "" otherwise.
+	identity string
 }
 
 // New builds a snapshot of rules (in the order given) at revision, with the
@@ -200,7 +204,21 @@ func (s *Snapshot) addEnvoy(r *Rule) error {
 		return fmt.Errorf("duplicate descriptor %s (rule %q at %s)", pathString(r.Domain, r.Envoy.Path), t.rule.ID, t.rule.Source)
 	}
 	t.rule = r
+	t.identity = constantIdentity(r.Domain, r.Envoy.Path)
 	return nil
+}
+
+// constantIdentity is the identity of every descriptor reaching path in
+// domain when none of its levels takes the descriptor's value, else "".
+func constantIdentity(domain string, path []EnvoyLevel) string {
+	entries := make([]Entry, len(path))
+	for i, l := range path {
+		if l.Value == "" || l.wildcard() && !l.ShareThreshold {
+			return ""
+		}
+		entries[i] = Entry{Key: l.Key, Value: l.Value}
+	}
+	return identityOf(domain, entries, path)
 }
 
 // child returns the node of level l under t, creating it.
@@ -359,8 +377,11 @@ func (s *Snapshot) MatchDescriptor(domain string, entries []Entry) (r *Rule, ide
 		}
 		t = next
 	}
-	if t.rule == nil {
+	switch {
+	case t.rule == nil:
 		return nil, "", false
+	case t.identity != "":
+		return t.rule, t.identity, true
 	}
 	return t.rule, identityOf(domain, entries, t.rule.Envoy.Path), true
 }
