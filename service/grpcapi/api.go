@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -36,7 +37,7 @@ const errNotDecided = "not decided: another check of the all-or-nothing batch is
 
 // CheckRateLimit decides one check (cost absent: 1; 0: a peek).
 func (s *Server) CheckRateLimit(ctx context.Context, req *ratelimitv1.CheckRequest) (*ratelimitv1.CheckResponse, error) {
-	c, bad := toCheck(req, "", true)
+	c, bad := toCheck(req, true)
 	if bad != nil {
 		return nil, invalid(bad)
 	}
@@ -45,13 +46,13 @@ func (s *Server) CheckRateLimit(ctx context.Context, req *ratelimitv1.CheckReque
 		return nil, s.fail(ctx, "CheckRateLimit", "", err)
 	}
 	s.sendFields(ctx, &r)
-	return toResponse(&r), nil
+	return new(response).fill(&r), nil
 }
 
 // GetRemainingQuota decides a peek of the check: nothing is consumed and
 // the request's cost is ignored.
 func (s *Server) GetRemainingQuota(ctx context.Context, req *ratelimitv1.CheckRequest) (*ratelimitv1.CheckResponse, error) {
-	c, bad := toCheck(req, "", false)
+	c, bad := toCheck(req, false)
 	if bad != nil {
 		return nil, invalid(bad)
 	}
@@ -62,14 +63,14 @@ func (s *Server) GetRemainingQuota(ctx context.Context, req *ratelimitv1.CheckRe
 		return nil, s.fail(ctx, "GetRemainingQuota", "", err)
 	}
 	s.sendFields(ctx, &r)
-	return toResponse(&r), nil
+	return new(response).fill(&r), nil
 }
 
 // Report charges the cost of work already done (cost absent: 1): taken
 // even beyond what is left, which then drains to 0; allowed is false when
 // the cost did not fit.
 func (s *Server) Report(ctx context.Context, req *ratelimitv1.CheckRequest) (*ratelimitv1.CheckResponse, error) {
-	c, bad := toCheck(req, "", true)
+	c, bad := toCheck(req, true)
 	if bad != nil {
 		return nil, invalid(bad)
 	}
@@ -78,7 +79,7 @@ func (s *Server) Report(ctx context.Context, req *ratelimitv1.CheckRequest) (*ra
 		return nil, s.fail(ctx, "Report", "", err)
 	}
 	s.sendFields(ctx, &r)
-	return toResponse(&r), nil
+	return new(response).fill(&r), nil
 }
 
 // ResetLimit clears the identifier's counters of every matching rule.
@@ -139,9 +140,12 @@ func (s *Server) CheckRateLimitBatch(ctx context.Context, req *ratelimitv1.Batch
 	index := make([]int, 0, n) // checks[j] is request check index[j]
 	invalidSeen := false
 	for i, cr := range req.GetChecks() {
-		prefix := fmt.Sprintf("checks[%d].", i)
-		c, bad := toCheck(cr, prefix, true)
+		c, bad := toCheck(cr, true)
 		if bad != nil {
+			prefix := fmt.Sprintf("checks[%d].", i)
+			for _, v := range bad {
+				v.Field = prefix + v.Field
+			}
 			results[i] = errorResult(invalidStatus(bad))
 			invalidSeen = true
 			continue
@@ -158,38 +162,60 @@ func (s *Server) CheckRateLimitBatch(ctx context.Context, req *ratelimitv1.Batch
 		return &ratelimitv1.BatchResponse{Results: results}, nil
 	}
 	if len(checks) > 0 {
-		rs, errs := s.engine.CheckBatch(ctx, checks, aon)
-		logged := false // one store failure logged per batch, not one per check
-		for j, i := range index {
-			var err error
-			if j < len(errs) {
-				err = errs[j]
-			}
-			switch {
-			case err != nil:
-				st, store := s.failStatus(ctx, fmt.Sprintf("checks[%d].", i), err)
-				if store && !logged {
-					logged = true
-					s.log.ErrorContext(ctx, "ratelimitd: check failed", "method", "CheckRateLimitBatch", "error", err)
-				}
-				results[i] = errorResult(st)
-			case j < len(rs):
-				results[i] = &ratelimitv1.BatchResult{Outcome: &ratelimitv1.BatchResult_Response{Response: toResponse(&rs[j])}}
-			default:
-				results[i] = errorResult(status.New(codes.Internal, "no result"))
-			}
-		}
+		s.batchResults(ctx, checks, index, aon, results)
 	}
 	return &ratelimitv1.BatchResponse{Results: results}, nil
+}
+
+// batchResults decides checks (request checks index[j]) and writes each
+// one's result to results, the messages of every admitted or denied check
+// in one allocation.
+func (s *Server) batchResults(ctx context.Context, checks []engine.Check, index []int, aon bool, results []*ratelimitv1.BatchResult) {
+	rs, errs := s.engine.CheckBatch(ctx, checks, aon)
+	blocks := make([]batchBlock, len(checks))
+	logged := false // one store failure logged per batch, not one per check
+	for j, i := range index {
+		var err error
+		if j < len(errs) {
+			err = errs[j]
+		}
+		switch {
+		case err != nil:
+			st, store := s.failStatus(ctx, fmt.Sprintf("checks[%d].", i), err)
+			if store && !logged {
+				logged = true
+				s.log.ErrorContext(ctx, "ratelimitd: check failed", "method", "CheckRateLimitBatch", "error", err)
+			}
+			results[i] = errorResult(st)
+		case j < len(rs):
+			results[i] = blocks[j].fill(&rs[j])
+		default:
+			results[i] = errorResult(status.New(codes.Internal, "no result"))
+		}
+	}
+}
+
+// batchBlock holds the messages of one check's BatchResult.
+type batchBlock struct {
+	result  ratelimitv1.BatchResult
+	outcome ratelimitv1.BatchResult_Response
+	resp    response
+}
+
+// fill makes b the result of r and returns it.
+func (b *batchBlock) fill(r *engine.Result) *ratelimitv1.BatchResult {
+	b.outcome.Response = b.resp.fill(r)
+	b.result.Outcome = &b.outcome
+	return &b.result
 }
 
 func errorResult(st *status.Status) *ratelimitv1.BatchResult {
 	return &ratelimitv1.BatchResult{Outcome: &ratelimitv1.BatchResult_Error{Error: st.Proto()}}
 }
 
-// toCheck validates req (field names prefixed by prefix) and returns its
-// engine.Check; withCost reads the cost (absent: 1).
-func toCheck(req *ratelimitv1.CheckRequest, prefix string, withCost bool) (engine.Check, []*errdetails.BadRequest_FieldViolation) {
+// toCheck validates req and returns its engine.Check; withCost reads the
+// cost (absent: 1). The violations name the request's fields.
+func toCheck(req *ratelimitv1.CheckRequest, withCost bool) (engine.Check, []*errdetails.BadRequest_FieldViolation) {
 	c := engine.Check{
 		Identifier:     req.GetIdentifier(),
 		Dimension:      req.GetDimension(),
@@ -199,19 +225,19 @@ func toCheck(req *ratelimitv1.CheckRequest, prefix string, withCost bool) (engin
 		Cost:           1,
 	}
 	var bad []*errdetails.BadRequest_FieldViolation
-	bad = checkNames(bad, prefix, c)
+	bad = checkNames(bad, "", c)
 	if len(c.IdempotencyKey) > maxIdempotency {
-		bad = violation(bad, prefix+"idempotency_key", fmt.Sprintf("at most %d bytes", maxIdempotency))
+		bad = violation(bad, "idempotency_key", fmt.Sprintf("at most %d bytes", maxIdempotency))
 	}
 	if withCost && req.Cost != nil {
 		c.Cost = req.GetCost()
 		if c.Cost < 0 {
-			bad = violation(bad, prefix+"cost", fmt.Sprintf("must not be negative, got %d", c.Cost))
+			bad = violation(bad, "cost", fmt.Sprintf("must not be negative, got %d", c.Cost))
 		}
 	}
 	if ct := req.GetClientTime(); ct != nil {
 		if err := ct.CheckValid(); err != nil {
-			bad = violation(bad, prefix+"client_time", "not a valid timestamp")
+			bad = violation(bad, "client_time", "not a valid timestamp")
 		} else {
 			c.ClientTime = ct.AsTime()
 		}
@@ -332,28 +358,31 @@ func (s *Server) sendFields(ctx context.Context, r *engine.Result) {
 	_ = grpc.SetHeader(ctx, md)
 }
 
-// toResponse is r on the wire.
-func toResponse(r *engine.Result) *ratelimitv1.CheckResponse {
-	resp := &ratelimitv1.CheckResponse{
-		Allowed:   r.Allowed,
-		Current:   r.Used,
-		Limit:     r.Limit,
-		Remaining: r.Remaining,
-		State:     toState(r.State),
-		Rule:      r.Rule,
-		Degraded:  toDegraded(r.Degraded),
-	}
+// response is a CheckResponse and the messages it points to, allocated
+// together.
+type response struct {
+	msg   ratelimitv1.CheckResponse
+	reset timestamppb.Timestamp
+	retry durationpb.Duration
+}
+
+// fill makes b's message r on the wire and returns it.
+func (b *response) fill(r *engine.Result) *ratelimitv1.CheckResponse {
+	b.msg.Allowed, b.msg.Current, b.msg.Limit, b.msg.Remaining = r.Allowed, r.Used, r.Limit, r.Remaining
+	b.msg.State, b.msg.Rule, b.msg.Degraded = toState(r.State), r.Rule, toDegraded(r.Degraded)
 	if !r.ResetAt.IsZero() {
-		resp.ResetAt = timestamppb.New(r.ResetAt)
+		b.reset.Seconds, b.reset.Nanos = r.ResetAt.Unix(), int32(r.ResetAt.Nanosecond())
+		b.msg.ResetAt = &b.reset
 	}
 	if !r.Allowed {
 		if r.RetryAfter == core.RetryNever {
-			resp.RetryNever = true
+			b.msg.RetryNever = true
 		} else {
-			resp.RetryAfter = durationpb.New(r.RetryAfter)
+			b.retry.Seconds, b.retry.Nanos = int64(r.RetryAfter/time.Second), int32(r.RetryAfter%time.Second)
+			b.msg.RetryAfter = &b.retry
 		}
 	}
-	return resp
+	return &b.msg
 }
 
 // toDegraded is the wire form of a Result's Degraded.
