@@ -166,42 +166,87 @@ func descriptors(req *rlsv3.RateLimitRequest) ([]engine.Descriptor, error) {
 
 // response builds the RateLimitResponse of a decision.
 func (s *Server) response(res *engine.DescriptorsResult) *rlsv3.RateLimitResponse {
-	out := &rlsv3.RateLimitResponse{
-		OverallCode: rlsv3.RateLimitResponse_OK,
-		Statuses:    make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(res.Statuses)),
-	}
+	out, blocks := newResponse(len(res.Statuses))
 	if !res.Allowed {
 		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	var now time.Time
-	blocks := make([]statusBlock, len(res.Statuses)) // one allocation for the statuses
 	for i := range res.Statuses {
-		if r := &res.Statuses[i]; r.Rule != nil && r.Result.At == 0 && now.IsZero() {
+		r := &res.Statuses[i]
+		if r.Rule != nil && r.Result.At == 0 && now.IsZero() {
 			now = s.now()
 		}
-		out.Statuses[i] = blocks[i].fill(&res.Statuses[i], now)
-		if out.Statuses[i].Code == rlsv3.RateLimitResponse_OVER_LIMIT {
+		st := blocks[i].fill(r, now)
+		out.Statuses[i] = st
+		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
 	d := &res.Decision
+	name := engine.DegradedName(res.Degraded)
 	if d.Limited() {
 		at := s.now()
 		if b := d.Bound(); b.At != 0 {
 			at = time.UnixMicro(b.At)
 		}
 		f := engine.FieldsFor(s.fields, res.Degraded).Format(d, at)
-		if f.N > 0 {
-			out.ResponseHeadersToAdd = make([]*corev3.HeaderValue, 0, f.N+1)
-			for name, value := range f.All() {
-				out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd,
-					&corev3.HeaderValue{Key: name.String(), Value: value})
-			}
-		}
+		out.ResponseHeadersToAdd = headers(f, name)
 	}
-	if name := engine.DegradedName(res.Degraded); name != "" {
-		out.ResponseHeadersToAdd = append(out.ResponseHeadersToAdd, &corev3.HeaderValue{Key: degradedHeader, Value: name})
+	if name != "" {
+		if !d.Limited() {
+			out.ResponseHeadersToAdd = headers(ratelimitfields.Fields{}, name)
+		}
 		out.DynamicMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{"degraded": structpb.NewStringValue(name)}}
+	}
+	return out
+}
+
+// smallResponse is how many statuses a response holds in the allocation of
+// its message.
+const smallResponse = 2
+
+// responseBlock is a RateLimitResponse of up to smallResponse statuses,
+// and the messages it points to, allocated together.
+type responseBlock struct {
+	resp   rlsv3.RateLimitResponse
+	ptrs   [smallResponse]*rlsv3.RateLimitResponse_DescriptorStatus
+	blocks [smallResponse]statusBlock
+}
+
+// newResponse returns an OK RateLimitResponse of n statuses and the
+// blocks of their messages: in one allocation for a few, in three for
+// more.
+func newResponse(n int) (*rlsv3.RateLimitResponse, []statusBlock) {
+	if n <= smallResponse {
+		b := new(responseBlock)
+		b.resp.OverallCode, b.resp.Statuses = rlsv3.RateLimitResponse_OK, b.ptrs[:n]
+		return &b.resp, b.blocks[:n]
+	}
+	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
+	return out, make([]statusBlock, n)
+}
+
+// headers are the response headers of fields f, and of the failure mode
+// named (none when ""), their messages in one allocation.
+func headers(f ratelimitfields.Fields, degraded string) []*corev3.HeaderValue {
+	n := f.N
+	if degraded != "" {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	vals := make([]corev3.HeaderValue, n)
+	out := make([]*corev3.HeaderValue, 0, n)
+	for name, value := range f.All() {
+		v := &vals[len(out)]
+		v.Key, v.Value = name.String(), value
+		out = append(out, v)
+	}
+	if degraded != "" {
+		v := &vals[len(out)]
+		v.Key, v.Value = degradedHeader, degraded
+		out = append(out, v)
 	}
 	return out
 }
@@ -220,44 +265,37 @@ type statusBlock struct {
 
 // fill makes b the status of r and returns it.
 func (b *statusBlock) fill(r *engine.DescriptorResult, now time.Time) *rlsv3.RateLimitResponse_DescriptorStatus {
-	st := descriptorStatus(r, now, &b.limit, &b.reset)
-	b.status.Code, b.status.CurrentLimit = st.code, st.limit
-	b.status.LimitRemaining, b.status.DurationUntilReset = st.remaining, st.reset
+	descriptorStatus(r, now, &b.status, &b.limit, &b.reset)
 	return &b.status
 }
 
-// statusFields are a DescriptorStatus's fields.
-type statusFields struct {
-	code      rlsv3.RateLimitResponse_Code
-	limit     *rlsv3.RateLimitResponse_RateLimit
-	remaining uint32
-	reset     *durationpb.Duration
-}
-
-// descriptorStatus is the status of one descriptor: what Envoy needs to
-// emit X-RateLimit-Limit, -Remaining and -Reset itself. now is read only
-// when the store named no instant (a Deny rule, a guard's fallback); l and
-// d are filled when the status has a limit.
-func descriptorStatus(r *engine.DescriptorResult, now time.Time, l *rlsv3.RateLimitResponse_RateLimit, d *durationpb.Duration) statusFields {
+// descriptorStatus makes st the status of one descriptor: what Envoy
+// needs to emit X-RateLimit-Limit, -Remaining and -Reset itself. now is
+// read only when the store named no instant (a Deny rule, a guard's
+// fallback); l and d become st's current_limit and duration_until_reset
+// when the status has them.
+func descriptorStatus(r *engine.DescriptorResult, now time.Time, st *rlsv3.RateLimitResponse_DescriptorStatus, l *rlsv3.RateLimitResponse_RateLimit, d *durationpb.Duration) {
+	st.Code = rlsv3.RateLimitResponse_OK
 	switch {
 	case r.Unlimited:
-		return statusFields{code: rlsv3.RateLimitResponse_OK, remaining: math.MaxUint32}
+		st.LimitRemaining = math.MaxUint32
+		return
 	case r.Rule == nil:
-		return statusFields{code: rlsv3.RateLimitResponse_OK}
+		return
 	case r.Rule.Deny:
-		return denyStatus(r, now, l, d)
+		denyStatus(r, now, l, d, st)
+		return
 	}
 	p := &r.Result
-	code := rlsv3.RateLimitResponse_OK
 	if !p.Allowed && !p.Shadow && !r.Rule.Shadow {
-		code = rlsv3.RateLimitResponse_OVER_LIMIT
+		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	if engine.Unchecked(p.Source) { // the guard answered: no limit was applied, none is stated
-		if code == rlsv3.RateLimitResponse_OK {
-			return statusFields{code: code}
+		if st.Code != rlsv3.RateLimitResponse_OK {
+			setSeconds(d, p.RetryAfter) // fail closed: when to try again
+			st.DurationUntilReset = d
 		}
-		setSeconds(d, p.RetryAfter) // fail closed: when to try again
-		return statusFields{code: code, reset: d}
+		return
 	}
 	limit := p.Limit
 	if p.Applied != nil {
@@ -272,12 +310,12 @@ func descriptorStatus(r *engine.DescriptorResult, now time.Time, l *rlsv3.RateLi
 	}
 	perUnit, unit := EnvoyLimit(limit.Rate, limit.Period)
 	remaining := p.Remaining
-	if code == rlsv3.RateLimitResponse_OVER_LIMIT {
+	if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 		remaining = 0
 	}
 	l.Name, l.RequestsPerUnit, l.Unit = r.Rule.ID, perUnit, unit
 	setSeconds(d, untilReset(p, limit, now))
-	return statusFields{code: code, limit: l, remaining: clampUint32(remaining), reset: d}
+	st.CurrentLimit, st.LimitRemaining, st.DurationUntilReset = l, clampUint32(remaining), d
 }
 
 // untilReset is a status's duration_until_reset: for a fixed window (every
@@ -316,15 +354,15 @@ func setSeconds(d *durationpb.Duration, t time.Duration) {
 	d.Seconds, d.Nanos = int64((t+time.Second-1)/time.Second), 0
 }
 
-// denyStatus is the status of a Deny rule (Envoy's requests_per_unit: 0):
-// OVER_LIMIT unless in shadow, stated as 0 per its unit as
-// envoyproxy/ratelimit states it, with nothing remaining and the time until
-// the unit's calendar window ends (the engine's ResetAfter when it gives
-// one).
-func denyStatus(r *engine.DescriptorResult, now time.Time, l *rlsv3.RateLimitResponse_RateLimit, d *durationpb.Duration) statusFields {
-	code := rlsv3.RateLimitResponse_OVER_LIMIT
+// denyStatus makes st the status of a Deny rule (Envoy's
+// requests_per_unit: 0): OVER_LIMIT unless in shadow, stated as 0 per its
+// unit as envoyproxy/ratelimit states it, with nothing remaining and the
+// time until the unit's calendar window ends (the engine's ResetAfter when
+// it gives one); l and d are st's limit and reset messages.
+func denyStatus(r *engine.DescriptorResult, now time.Time, l *rlsv3.RateLimitResponse_RateLimit, d *durationpb.Duration, st *rlsv3.RateLimitResponse_DescriptorStatus) {
+	st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	if r.Rule.Shadow || r.Result.Shadow {
-		code = rlsv3.RateLimitResponse_OK
+		st.Code = rlsv3.RateLimitResponse_OK
 	}
 	period := r.Rule.Limit.Period
 	unit := rlsv3.RateLimitResponse_RateLimit_UNKNOWN
@@ -337,5 +375,5 @@ func denyStatus(r *engine.DescriptorResult, now time.Time, l *rlsv3.RateLimitRes
 	limit.Algorithm = core.FixedWindow // a ban's window is its unit's, aligned on the epoch
 	l.Name, l.Unit = r.Rule.ID, unit
 	setSeconds(d, untilReset(&r.Result, limit, now))
-	return statusFields{code: code, limit: l, reset: d}
+	st.CurrentLimit, st.DurationUntilReset = l, d
 }
