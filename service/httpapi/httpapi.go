@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/internal/fieldfmt"
 	"github.com/sluicehq/sluice/ratelimitfields"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/internal/jsonbody"
@@ -503,45 +504,54 @@ func engineError(err error) *fieldError {
 
 // answer writes the decision.
 func (h *Handler) answer(w http.ResponseWriter, res *engine.Result, statusMode bool, denyStatus int) {
-	out := Response{Allowed: res.Allowed, Rule: res.Rule, State: res.State.String(), Degraded: engine.DegradedName(res.Degraded)}
-	zero := 0.0
-	out.RetryAfter = &zero
+	a := answerBody{allowed: res.Allowed, rule: res.Rule, state: res.State.String(), degraded: engine.DegradedName(res.Degraded)}
 	if res.Rule != "" && !engine.Unchecked(res.Degraded) {
-		out.Limit, out.Remaining = res.Limit, res.Remaining
-		at := res.ResetAt.UTC()
-		out.ResetAt = &at
+		a.limit, a.remaining, a.resetAt, a.reset = res.Limit, res.Remaining, res.ResetAt.UTC(), true
 	}
 	if !res.Allowed {
 		if res.RetryAfter == core.RetryNever {
-			out.RetryAfter = nil
+			a.never = true
 		} else {
 			ms := (res.RetryAfter + time.Millisecond - 1) / time.Millisecond
-			s := float64(ms) / 1000
-			out.RetryAfter = &s
+			a.retry = float64(ms) / 1000
 		}
 	}
-	hdr := w.Header()
-	d := &res.Decision
-	if d.Limited() {
-		at := h.now()
-		if b := d.Bound(); b.At != 0 {
-			at = time.UnixMicro(b.At)
-		}
-		for name, value := range engine.FieldsFor(h.fields, res.Degraded).Format(d, at).All() {
-			hdr.Set(name.String(), value)
-		}
-	}
-	if out.Degraded != "" {
-		hdr.Set(engine.DegradedHeader, out.Degraded)
-	}
-	body, _ := json.Marshal(out) // a Response always marshals
-	hdr.Set("Content-Type", "application/json")
+	h.headers(w.Header(), res, a.degraded)
+	var buf [256]byte
+	body := appendAnswer(buf[:0], &a)
 	code := http.StatusOK
 	if statusMode && !res.Allowed {
 		code = denyStatus
 	}
 	w.WriteHeader(code)
 	_, _ = w.Write(append(body, '\n'))
+}
+
+// headers sets the rate-limit fields of res's decision, the failure mode
+// that answered instead of the store (none when degraded is "") and the
+// Content-Type on hdr, under their canonical keys, their values in one
+// array.
+func (h *Handler) headers(hdr http.Header, res *engine.Result, degraded string) {
+	var f ratelimitfields.Fields
+	if d := &res.Decision; d.Limited() {
+		at := h.now()
+		if b := d.Bound(); b.At != 0 {
+			at = time.UnixMicro(b.At)
+		}
+		f = engine.FieldsFor(h.fields, res.Degraded).Format(d, at)
+	}
+	vals := make([]string, f.N+2)
+	set := func(i int, key, v string) {
+		vals[i] = v
+		hdr[key] = vals[i : i+1 : i+1]
+	}
+	for i := range f.N {
+		set(i, fieldfmt.CanonicalKeys[f.Field[i]], f.Value[i])
+	}
+	if degraded != "" {
+		set(f.N, engine.DegradedHeader, degraded)
+	}
+	set(f.N+1, "Content-Type", "application/json")
 }
 
 // problemBody is an RFC 9457 problem details object; Field names the
@@ -566,6 +576,9 @@ func writeProblem(w http.ResponseWriter, r *http.Request, e *fieldError) {
 // isJSON reports whether a Content-Type is JSON (application/json or any
 // application/*+json, with parameters).
 func isJSON(ct string) bool {
+	if ct == "application/json" {
+		return true
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		return false
