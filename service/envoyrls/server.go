@@ -38,10 +38,11 @@ const MaxDescriptors = 256
 type Server struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
-	decider Decider
-	log     *slog.Logger
-	fields  ratelimitfields.Config
-	now     func() time.Time
+	decider   Decider
+	log       *slog.Logger
+	fields    ratelimitfields.Config
+	formatter *engine.Formatter // of fields
+	now       func() time.Time
 }
 
 // Option configures a Server.
@@ -77,6 +78,7 @@ func New(d Decider, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	s.formatter = engine.NewFormatter(s.fields)
 	return s
 }
 
@@ -189,7 +191,7 @@ func (s *Server) response(res *engine.DescriptorsResult) *rlsv3.RateLimitRespons
 		if b := d.Bound(); b.At != 0 {
 			at = time.UnixMicro(b.At)
 		}
-		f := engine.FieldsFor(s.fields, res.Degraded).Format(d, at)
+		f := s.formatter.Format(d, res.Degraded, at)
 		out.ResponseHeadersToAdd = headers(f, name)
 	}
 	if name != "" {

@@ -344,7 +344,7 @@ func (s *Server) sendFields(ctx context.Context, r *engine.Result) {
 	if s.noFields {
 		return
 	}
-	f := engine.FieldsFor(s.headers, r.Degraded).Format(&r.Decision, fieldfmt.DecidedAt(&r.Decision, s.now()))
+	f := s.fields.Format(&r.Decision, r.Degraded, fieldfmt.DecidedAt(&r.Decision, s.now()))
 	name := engine.DegradedName(r.Degraded)
 	if f.N == 0 && name == "" {
 		return

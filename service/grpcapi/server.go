@@ -57,6 +57,7 @@ type Server struct {
 	engine   *engine.Engine
 	log      *slog.Logger
 	headers  ratelimitfields.Config
+	fields   *engine.Formatter // of headers
 	noFields bool
 	maxBatch int
 	now      func() time.Time
@@ -145,6 +146,7 @@ func New(e *engine.Engine, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
+	s.fields = engine.NewFormatter(s.headers)
 	s.publish()
 	return s
 }

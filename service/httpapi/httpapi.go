@@ -124,6 +124,7 @@ type Handler struct {
 	checker    Checker
 	log        *slog.Logger
 	fields     ratelimitfields.Config
+	formatter  *engine.Formatter // of fields
 	statusMode bool
 	denyStatus int
 	now        func() time.Time
@@ -173,6 +174,7 @@ func New(c Checker, opts ...Option) *Handler {
 	for _, o := range opts {
 		o(h)
 	}
+	h.formatter = engine.NewFormatter(h.fields)
 	return h
 }
 
@@ -538,7 +540,7 @@ func (h *Handler) headers(hdr http.Header, res *engine.Result, degraded string) 
 		if b := d.Bound(); b.At != 0 {
 			at = time.UnixMicro(b.At)
 		}
-		f = engine.FieldsFor(h.fields, res.Degraded).Format(d, at)
+		f = h.formatter.Format(d, res.Degraded, at)
 	}
 	vals := make([]string, f.N+2)
 	set := func(i int, key, v string) {
