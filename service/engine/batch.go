@@ -39,24 +39,90 @@ import (
 func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) ([]Result, []error) {
 	results, errs := make([]Result, len(cs)), make([]error, len(cs))
 	st := e.cur.Load()
-	if !allOrNothing {
+	if allOrNothing {
+		e.checkAll(ctx, st, cs, results, errs)
+	} else {
 		e.checkEach(ctx, st, cs, results, errs)
-		return results, errs
 	}
+	return results, errs
+}
+
+// batchPlan is an all-or-nothing batch's one decision: the ops of every
+// counter its checks reach, and which of them (or of the Deny rules'
+// results) answers each check.
+type batchPlan struct {
+	ops    []core.GroupOp
+	memb   []int               // cs[i] is decided by ops[memb[k]] (denied[-1-memb[k]] if negative), bound[i] <= k < bound[i+1]
+	bound  []int               // into memb
+	index  map[groupKey]int    // ops by rule and identifier, for large batches
+	denied []core.PolicyResult // of Deny rules
+	denies bool                // a Deny rule (not a shadow) denies the batch
+}
+
+// checkAll decides cs all or nothing into results and errs (see
+// CheckBatch).
+func (e *Engine) checkAll(ctx context.Context, st *state, cs []Check, results []Result, errs []error) {
 	start := time.Now()
-	var (
-		ops    = make([]core.GroupOp, 0, len(cs))
-		memb   = make([]int, 0, len(cs)) // cs[i] is decided by ops[memb[k]] (denied[-1-memb[k]] if negative), bounds[i] <= k < bounds[i+1]
-		bound  = make([]int, len(cs)+1)  // into memb
-		index  map[groupKey]int          // ops by rule and identifier, for large batches
-		bad    = false
-		denied []core.PolicyResult // of Deny rules
-		denies = false             // a Deny rule (not a shadow) denies the batch
-		now    time.Time
-		rbuf   [opsBuf]*rules.Rule // each check's matches
-	)
+	p, bad := e.planAll(st, cs, errs)
+	fail := func(err func(i int) error) {
+		for i := range errs {
+			errs[i] = err(i)
+			e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, nil, start, errs[i])
+		}
+	}
+	if bad {
+		fail(func(i int) error {
+			if errs[i] != nil {
+				return errs[i]
+			}
+			return invalid("all_or_nothing", "not decided: another check of the batch is invalid")
+		})
+		return
+	}
+	d := core.Decision{Allowed: true}
+	if len(p.ops) > 0 {
+		var err error
+		if d, err = st.decide(ctx, p.ops, core.GroupCall{}); err != nil {
+			err = fmt.Errorf("engine: batch: %w", err)
+			fail(func(int) error { return err })
+			return
+		}
+		// The store's all or nothing is over the takes: a peek that finds
+		// its counter spent refuses nothing, and the batch was counted.
+		d.Allowed = !groupRefused(p.ops, d.Results)
+	}
+	if p.denies {
+		d.Allowed = false
+	}
+	prs := make([]core.PolicyResult, len(p.memb)) // every check's results, one array
+	for k, j := range p.memb {
+		if j < 0 {
+			prs[k] = p.denied[-1-j]
+		} else {
+			prs[k] = d.Results[j]
+		}
+	}
 	for i := range cs {
-		bound[i] = len(memb)
+		di := core.Decision{Allowed: d.Allowed}
+		if lo, hi := p.bound[i], p.bound[i+1]; hi > lo {
+			di.Results = prs[lo:hi:hi]
+			di.Binding = binding(di.Results)
+		}
+		e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, &di, start, nil)
+		results[i] = resultOf(di)
+	}
+}
+
+// planAll matches every check of cs once and returns the batch's plan: two
+// checks counted by one rule and identifier sum their costs in one op, and
+// a Deny rule that denies makes every op a peek. bad: some check is
+// invalid (its error is in errs).
+func (e *Engine) planAll(st *state, cs []Check, errs []error) (p batchPlan, bad bool) {
+	p = batchPlan{ops: make([]core.GroupOp, 0, len(cs)), memb: make([]int, 0, len(cs)), bound: make([]int, len(cs)+1)}
+	var now time.Time
+	var rbuf [opsBuf]*rules.Rule // each check's matches
+	for i := range cs {
+		p.bound[i] = len(p.memb)
 		c := &cs[i]
 		r, err := e.validate(st, c)
 		if err != nil {
@@ -70,86 +136,46 @@ func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) 
 			matched = st.snap.AppendMatch(matched, "", c.Dimension, c.Endpoint)
 		}
 		for _, m := range matched {
-			if m.Unlimited {
-				continue
-			}
-			if m.Deny { // no counter: denied now
+			switch {
+			case m.Unlimited:
+			case m.Deny: // no counter: denied now
 				if now.IsZero() {
 					now = e.cfg.now()
 				}
-				memb = append(memb, -1-len(denied))
-				denied = append(denied, denial(m, now))
-				denies = denies || !m.Shadow
-				continue
+				p.memb = append(p.memb, -1-len(p.denied))
+				p.denied = append(p.denied, denial(m, now))
+				p.denies = p.denies || !m.Shadow
+			default:
+				p.memb = append(p.memb, p.addCheck(st, m, c))
 			}
-			j := e.findOp(ops, &index, m.ID, c.Identifier)
-			if j >= 0 {
-				ops[j].Cost = addCost(ops[j].Cost, c.Cost)
-			} else {
-				j = len(ops)
-				op := core.GroupOp{Policy: m.ID, Identity: c.Identifier, Cost: c.Cost}
-				if len(m.Tiers) > 0 {
-					op.Tier = st.snap.TierOf(c.Dimension, c.Identifier)
-				}
-				ops = append(ops, op)
-				if index != nil {
-					index[groupKey{m.ID, c.Identifier}] = j
-				}
-			}
-			memb = append(memb, j)
 		}
 	}
-	bound[len(cs)] = len(memb)
-	if bad {
-		for i := range errs {
-			if errs[i] == nil {
-				errs[i] = invalid("all_or_nothing", "not decided: another check of the batch is invalid")
-			}
-			e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, nil, start, errs[i])
-		}
-		return results, errs
-	}
-	if denies { // all or nothing: the others only peek
-		for j := range ops {
-			ops[j].Cost = 0
+	p.bound[len(cs)] = len(p.memb)
+	if p.denies { // all or nothing: the others only peek
+		for j := range p.ops {
+			p.ops[j].Cost = 0
 		}
 	}
-	d := core.Decision{Allowed: true}
-	if len(ops) > 0 {
-		var err error
-		if d, err = st.decide(ctx, ops, core.GroupCall{}); err != nil {
-			err = fmt.Errorf("engine: batch: %w", err)
-			for i := range errs {
-				errs[i] = err
-				e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, nil, start, err)
-			}
-			return results, errs
-		}
-		// The store's all or nothing is over the takes: a peek that finds
-		// its counter spent refuses nothing, and the batch was counted.
-		d.Allowed = !groupRefused(ops, d.Results)
+	return p, bad
+}
+
+// addCheck adds c's cost to the op of rule m's counter of c's identifier
+// (a new op if it has none yet) and returns the op's index.
+func (p *batchPlan) addCheck(st *state, m *rules.Rule, c *Check) int {
+	if j := findOp(p.ops, &p.index, m.ID, c.Identifier); j >= 0 {
+		p.ops[j].Cost = addCost(p.ops[j].Cost, c.Cost)
+		return j
 	}
-	if denies {
-		d.Allowed = false
+	j := len(p.ops)
+	op := core.GroupOp{Policy: m.ID, Identity: c.Identifier, Cost: c.Cost}
+	if len(m.Tiers) > 0 {
+		op.Tier = st.snap.TierOf(c.Dimension, c.Identifier)
 	}
-	prs := make([]core.PolicyResult, len(memb)) // every check's results, one array
-	for k, j := range memb {
-		if j < 0 {
-			prs[k] = denied[-1-j]
-		} else {
-			prs[k] = d.Results[j]
-		}
+	p.ops = append(p.ops, op)
+	if p.index != nil {
+		p.index[groupKey{m.ID, c.Identifier}] = j
 	}
-	for i := range cs {
-		di := core.Decision{Allowed: d.Allowed}
-		if lo, hi := bound[i], bound[i+1]; hi > lo {
-			di.Results = prs[lo:hi:hi]
-			di.Binding = binding(di.Results)
-		}
-		e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, &di, start, nil)
-		results[i] = resultOf(di)
-	}
-	return results, errs
+	return j
 }
 
 // checkEach decides each of cs on its own into results and errs: in
@@ -239,7 +265,7 @@ const linearOps = 16
 
 // findOp returns the index in ops of the op of rule and identifier, or -1;
 // past linearOps ops it builds and uses *index.
-func (e *Engine) findOp(ops []core.GroupOp, index *map[groupKey]int, rule, identifier string) int {
+func findOp(ops []core.GroupOp, index *map[groupKey]int, rule, identifier string) int {
 	if *index == nil && len(ops) > linearOps {
 		*index = make(map[groupKey]int, 2*len(ops))
 		for j := range ops {
