@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -166,13 +167,24 @@ func TestCheckGroupErrors(t *testing.T) {
 // A group given the memory of its Results (GroupCall.Results) writes them
 // there, and, on a context without cancellation, allocates nothing (a
 // group of one op on the memory store); one given too little memory gets
-// its own.
+// its own. On Redis too (allocations aside).
 func TestCheckGroupResultsMemory(t *testing.T) {
-	ctx := context.Background()
 	st, _ := frozen(t)
+	testCheckGroupResultsMemory(t, st, true)
+	srv := redistest.StartServer(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	rs, err := redisstore.New(c)
+	require.NoError(t, err)
+	testCheckGroupResultsMemory(t, rs, false)
+}
+
+func testCheckGroupResultsMemory(t *testing.T, st core.Store, allocs bool) {
+	ctx := context.Background()
+	lim := core.Limit{Algorithm: core.FixedWindow, Rate: 1_000_000, Period: 24 * time.Hour}
 	l, err := core.NewLimiter(st, []core.Policy{
-		{Name: "a", Key: keyfunc.Const("x"), Limit: core.PerHour(1_000_000)},
-		{Name: "b", Key: keyfunc.Const("x"), Limit: core.PerHour(1_000_000)},
+		{Name: "a", Key: keyfunc.Const("x"), Limit: lim},
+		{Name: "b", Key: keyfunc.Const("x"), Limit: lim},
 	})
 	require.NoError(t, err)
 	ops := []core.GroupOp{{Policy: "a", Identity: "u", Cost: 1}, {Policy: "b", Identity: "u", Cost: 1}}
@@ -183,13 +195,18 @@ func TestCheckGroupResultsMemory(t *testing.T) {
 	require.Same(t, &buf[1], &d.Results[0], "the Results are the memory given")
 	require.Equal(t, "b", buf[2].Policy)
 	require.EqualValues(t, 999_999, buf[2].Remaining)
-	require.Zero(t, testing.AllocsPerRun(100, func() {
-		if _, err := l.CheckGroupWith(ctx, ops[:1], core.GroupCall{Results: buf}); err != nil {
-			t.Fatal(err)
-		}
-	}))
-	d, err = l.CheckGroupWith(ctx, ops, core.GroupCall{Results: buf[:1:1]})
+	if allocs {
+		require.Zero(t, testing.AllocsPerRun(100, func() {
+			if _, err := l.CheckGroupWith(ctx, ops[:1], core.GroupCall{Results: buf}); err != nil {
+				t.Fatal(err)
+			}
+		}))
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d, err = l.CheckGroupWith(cctx, ops, core.GroupCall{Results: buf[:1:1]})
 	require.NoError(t, err)
 	require.NotSame(t, &buf[0], &d.Results[0], "too little memory: the Decision's own")
-	require.EqualValues(t, 999_897, d.Results[0].Remaining)
+	require.Equal(t, "b", d.Results[1].Policy)
+	require.EqualValues(t, 999_998, d.Results[1].Remaining)
 }
