@@ -309,6 +309,9 @@ func fromJSON(body []byte) (Request, *fieldError) {
 	if inv := rawtext.JSON(body, ""); inv != nil {
 		return Request{}, badField(clip(inv.Field), "%s", inv.Reason)
 	}
+	if req, ok := decodePlain(body); ok {
+		return req, nil
+	}
 	var req Request
 	if err := jsonbody.Decode(body, &req); err != nil {
 		if errors.Is(err, jsonbody.ErrTrailing) {
