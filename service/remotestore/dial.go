@@ -47,3 +47,10 @@ func ServerOptions() []grpc.ServerOption {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMin, PermitWithoutStream: true}),
 	}
 }
+
+// DefaultStreamWorkers is how many long-lived goroutines ratelimitd's gRPC
+// server serves calls on by default (grpc.NumStreamWorkers; its
+// --grpc-stream-workers): more than the calls in flight of 64 callers
+// waiting on Redis, so that a call runs on a stack grown before, where a
+// goroutine of its own would grow one on every call.
+const DefaultStreamWorkers = 128

@@ -36,13 +36,14 @@ import (
 // ServerOptions are the grpc.ServerOptions the floor's server runs with:
 // the transport options `ratelimitd serve` gives its own gRPC server
 // (service/cmd/ratelimitd serve.go) in the benchmark's configuration, taken
-// from the same function. ratelimitd also chains its metrics interceptor,
+// from the same function, and ratelimitd's default stream workers
+// (--grpc-stream-workers). ratelimitd also chains its metrics interceptor,
 // which is its own work and not the floor's; its TLS credentials, keepalive
 // parameters (--max-conn-age) and token interceptors (--grpc-auth) are off
 // in the benchmark. TestServerOptionsInStep fails when ratelimitd's server
 // starts using an option this list does not account for.
 func ServerOptions() []grpc.ServerOption {
-	return remotestore.ServerOptions()
+	return append(remotestore.ServerOptions(), grpc.NumStreamWorkers(remotestore.DefaultStreamWorkers))
 }
 
 func main() {

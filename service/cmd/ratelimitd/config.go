@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/service/remotestore"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -80,10 +81,8 @@ func (c *serveConfig) grpcAuth() string {
 	return grpcAuthOff
 }
 
-// defaultStreamWorkers is --grpc-stream-workers' default: more than the
-// calls in flight of 64 callers waiting on Redis, so that every call runs
-// on a stack grown before (a fresh goroutine's grows on each call).
-const defaultStreamWorkers = 128
+// defaultStreamWorkers is --grpc-stream-workers' default.
+const defaultStreamWorkers = remotestore.DefaultStreamWorkers
 
 // maxStreamWorkers bounds --grpc-stream-workers.
 const maxStreamWorkers = 1 << 16
