@@ -17,25 +17,25 @@ package algo
 // waits are exact all the same, in µs (see Micros): the debt gap×Q - V
 // is past what an int64 product or a Lua number holds, the gap is not.
 func (sp *Spec) bucket(st *State, o *Outcome, now, cost, book int64) {
+	// The debt d, in units, and the warning state before: an expired key
+	// is a fresh key.
 	var d int64
-	gap := st.Expire - now
+	gap, prevState := st.Expire-now, st.State
 	if gap > 0 {
 		// A clock stepped back by years could overflow the product: such a
 		// key is far beyond full either way (it is denied below, and its
 		// TAT is never rewritten from the clamped debt).
 		d = min(gap, sp.maxGap)*sp.Q - st.V
+	} else {
+		prevState = 0
 	}
 	beyond := gap > sp.maxGap
-	reset := d
-	if beyond { // full again once the gap has passed: V < Q, so at exactly Expire
-		reset = Micros(gap)
-	}
-	prevState := st.State
-	if gap <= 0 {
-		prevState = 0 // an expired key is a fresh key
-	}
 	if cost > sp.Capacity {
-		never(o, max(sp.Full-d, 0)/sp.T, reset, prevState, now)
+		reset := d
+		if beyond { // full again once the gap has passed: V < Q, so at exactly Expire
+			reset = Micros(gap)
+		}
+		never(o, sp.remaining(d), reset, prevState, now)
 		return
 	}
 	if gap <= 0 {
@@ -43,33 +43,48 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost, book int64) {
 	}
 	need := max(cost, 1) * sp.T
 	over := d - sp.Full + need // > 0: the units until the cost fits (in this order in Lua)
-	var delay int64            // µs from now to the booked slot
-	if over > 0 && book > 0 {
+	allowed := over <= 0
+	var delay, retry int64 // µs from now to the booked slot; the wait in units
+	if !allowed && book > 0 {
 		delay = (over + sp.Q - 1) / sp.Q
+		allowed = delay <= book
 	}
-	o.Allowed, o.Retry = (over <= 0 || book > 0 && delay <= book) && !beyond, 0
 	switch {
-	case !o.Allowed && beyond:
-		o.Retry, delay = Micros(sp.beyondWait(gap, need, st.V)), 0
-	case !o.Allowed:
-		o.Retry, delay = over, 0
-	case cost > 0:
-		d = max(d, delay*sp.Q) + need
-		if sp.Q == 1 {
-			st.Expire, st.V = now+d, 0
-		} else {
-			units := (d + sp.Q - 1) / sp.Q
-			st.Expire, st.V = now+units, units*sp.Q-d
+	case beyond:
+		allowed, delay = false, 0
+		retry = Micros(sp.beyondWait(gap, need, st.V))
+	case !allowed:
+		retry, delay = over, 0
+	default:
+		retry = delay * sp.Q
+		if cost > 0 {
+			d = max(d, retry) + need
+			if sp.Q == 1 {
+				st.Expire, st.V = now+d, 0
+			} else {
+				units := (d + sp.Q - 1) / sp.Q
+				st.Expire, st.V = now+units, units*sp.Q-d
+			}
 		}
 	}
-	if o.Allowed {
-		o.Retry = delay * sp.Q
-	}
-	o.Remaining, o.Reset, o.At = max(sp.Full-d, 0)/sp.T, d, now+delay
+	reset := d
 	if beyond {
-		o.Reset = reset
+		reset = Micros(gap)
 	}
-	sp.settle(st, o, cost, d)
+	state := sp.nextState(prevState, allowed, d)
+	if cost > 0 {
+		st.State = state
+	}
+	o.Allowed, o.Remaining, o.Retry, o.Reset = allowed, sp.remaining(d), retry, reset
+	o.State, o.Previous, o.At = state, prevState, now+delay
+}
+
+// remaining is the number of whole events a bucket of debt d admits now.
+func (sp *Spec) remaining(d int64) int64 {
+	if left := sp.Full - d; left >= sp.T { // no division for a full bucket
+		return left / sp.T
+	}
+	return 0
 }
 
 // beyondWait is the wait in µs until need units fit in a bucket past the

@@ -123,6 +123,13 @@ type Outcome struct {
 // now+ResetAfter. An admitted booking's RetryAfter is the wait until its
 // slot (zero for every other admission).
 func (sp *Spec) Result(o *Outcome) core.Result {
+	var r core.Result
+	sp.SetResult(&r, o)
+	return r
+}
+
+// SetResult sets *r to Result(o), writing it in place.
+func (sp *Spec) SetResult(r *core.Result, o *Outcome) {
 	var retry time.Duration
 	switch {
 	case o.Retry == -1:
@@ -130,7 +137,10 @@ func (sp *Spec) Result(o *Outcome) core.Result {
 	case o.Retry != 0:
 		retry = sp.Duration(o.Retry)
 	}
-	return core.Result{Allowed: o.Allowed, Capacity: sp.Capacity, Remaining: o.Remaining, RetryAfter: retry, ResetAfter: sp.Duration(o.Reset), State: o.State, Previous: o.Previous, At: o.At}
+	r.Allowed, r.State, r.Previous, r.Source = o.Allowed, o.State, o.Previous, 0
+	r.Capacity, r.Remaining, r.At = sp.Capacity, o.Remaining, o.At
+	r.RetryAfter, r.ResetAfter = retry, sp.Duration(o.Reset)
+	r.Applied, r.Override = nil, 0
 }
 
 // Micros encodes a wait of us µs in an Outcome's Retry or Reset, for a
