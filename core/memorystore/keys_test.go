@@ -2,6 +2,7 @@ package memorystore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +86,35 @@ func TestTakeOneOpDoesNotAllocate(t *testing.T) {
 		}
 	})
 	require.Zero(t, allocs)
+}
+
+// A Take of a few ops (up to smallGroup) on existing keys allocates
+// nothing either, nor does one op under an override (its own state read
+// beside it); a larger group allocates its bookkeeping only.
+func TestSmallTakesDoNotAllocate(t *testing.T) {
+	now := int64(1_700_000_000_000_000)
+	s := newTestStore(t, &now)
+	ctx := context.Background()
+	l := core.PerSecond(1_000_000)
+	ops := make([]core.Op, smallGroup+1)
+	for i := range ops {
+		ops[i] = core.Op{Key: core.Key{Identity: "203.0.113.7", Policy: fmt.Sprintf("p%d", i)}, Limit: l, Cost: 1}
+	}
+	out := make([]core.Result, len(ops))
+	take := func(n int) float64 {
+		require.NoError(t, s.Take(ctx, ops[:n], out[:n]))
+		return testing.AllocsPerRun(200, func() {
+			now++
+			if err := s.Take(ctx, ops[:n], out[:n]); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	for n := 1; n <= smallGroup; n++ {
+		require.Zero(t, take(n), "%d ops", n)
+	}
+	require.LessOrEqual(t, take(smallGroup+1), 2.0, "%d ops", smallGroup+1)
+	require.NoError(t, s.SetOverride(ctx, ops[0].Key, core.Override{Limit: core.PerSecond(2_000_000), Until: time.UnixMicro(now).Add(time.Hour)}))
+	require.Zero(t, take(1), "one op under an override")
+	require.True(t, out[0].Applied != nil, "the override applied")
 }

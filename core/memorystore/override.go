@@ -30,12 +30,12 @@ func (s *Store) SetOverride(_ context.Context, k core.Key, o core.Override) erro
 	if k.Identity == "" {
 		return fmt.Errorf("memorystore: SetOverride: Key.Identity: %w", core.ErrNoKey)
 	}
-	if err := core.ValidateOverride(o, time.UnixMicro(s.clock())); err != nil {
+	if err := core.ValidateOverride(o, time.UnixMicro(s.now())); err != nil {
 		return fmt.Errorf("memorystore: SetOverride: %w", err)
 	}
 	ov := override{lim: o.Limit, until: o.Until.UnixMicro()}
 	if !o.Blocks() {
-		sp, err := s.spec(o.Limit)
+		sp, err := s.spec(&o.Limit)
 		if err != nil {
 			return fmt.Errorf("memorystore: SetOverride: Limit: %w", err)
 		}
@@ -51,7 +51,7 @@ func (s *Store) SetOverride(_ context.Context, k core.Key, o core.Override) erro
 	}
 	ov.gen = s.ovGen.Add(1)
 	if len(s.overrides) >= s.ovPruneAt {
-		s.pruneOverrides(s.clock())
+		s.pruneOverrides(s.now())
 	}
 	// The key may alias a request buffer that is reused (Fiber): keep a copy.
 	s.overrides[core.Key{Identity: strings.Clone(k.Identity), Policy: strings.Clone(k.Policy)}] = ov

@@ -1,12 +1,10 @@
 package memorystore
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"hash/maphash"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,14 +18,18 @@ import (
 // Store is the in-memory core.Store. The zero value is not usable: call New.
 // A Store is safe for concurrent use; Close stops its sweeper.
 //
-// Take with one op, on a key that exists, allocates nothing.
+// Take of up to four ops, on keys that exist, allocates nothing.
 type Store struct {
-	shards     []shard
-	mask       uint64
-	seed       maphash.Seed
-	th         core.Thresholds
-	perShard   int
-	clock      func() int64
+	shards   []shard
+	mask     uint64
+	seed     maphash.Seed
+	th       core.Thresholds
+	perShard int
+	// The time source: wall (WithClock), or, when nil, the monotonic
+	// clock since base, which was baseUs µs after the Unix epoch.
+	wall       func() time.Time
+	base       time.Time
+	baseUs     int64
 	specs      [specCacheSize]atomic.Pointer[algo.Spec]
 	closed     atomic.Bool
 	stop       chan struct{}
@@ -144,13 +146,10 @@ func New(opts ...Option) (*Store, error) {
 	for i := range s.shards {
 		s.shards[i].rng = uint64(i)*0x9e3779b97f4a7c15 | 1
 	}
-	if c.clock != nil {
-		s.clock = func() int64 { return c.clock().UnixMicro() }
-	} else {
-		base := time.Now()
-		baseUs := base.UnixMicro()
-		// One monotonic clock read per decision; immune to wall-clock steps.
-		s.clock = func() int64 { return baseUs + int64(time.Since(base)/time.Microsecond) }
+	s.wall = c.clock
+	if s.wall == nil {
+		s.base = time.Now()
+		s.baseUs = s.base.UnixMicro()
 	}
 	if s.sweepEvery > 0 {
 		go s.sweeper()
@@ -186,110 +185,20 @@ func (s *Store) Len() int {
 // Evictions returns how many keys were evicted to respect WithMaxKeys.
 func (s *Store) Evictions() int64 { return s.evictions.Load() }
 
-// Take decides ops all or nothing; see core.Store. The context is not
-// consulted: a decision never waits. One op is decided under its shard's
-// lock; several under the locks of all their shards, taken together (in
-// index order), so the group is atomic.
-func (s *Store) Take(_ context.Context, ops []core.Op, out []core.Result) error {
-	if len(out) != len(ops) {
-		return fmt.Errorf("memorystore: Take: %d results for %d ops", len(out), len(ops))
-	}
-	switch len(ops) {
-	case 0:
-		return nil
-	case 1:
-		return s.take(&ops[0], &out[0])
-	}
-	if err := core.ValidateGroup(ops); err != nil {
-		return fmt.Errorf("memorystore: Take: %w", err)
-	}
-	return s.takeAll(ops, out)
-}
-
-// take decides one op into res: a take, or a booking within op.MaxDelay.
-func (s *Store) take(op *core.Op, res *core.Result) error {
-	sp, h, err := s.prepare(&op.Key, &op.Limit, op.Cost)
-	if err == nil && op.MaxDelay < 0 {
-		err = core.ValidateBooking(op.MaxDelay, 1)
-	}
-	if err != nil {
-		return fmt.Errorf("memorystore: Take: op 0: %w", err)
-	}
-	now := s.clock()
-	var applied *core.Limit
-	var gen uint64
-	book := int64(op.MaxDelay / time.Microsecond)
-	ownSp, ownH, until := sp, h, int64(0)
-	if ov, ok := s.overridden(op.Key, now); ok {
-		if ov.spec == nil {
-			*res = blocked(sp, ov.until, now)
-			s.handover(res, sp, h, ov.until, now, op.Cost)
-			return nil
-		}
-		sp, until = ov.spec, ov.until
-		h = s.overrideHash(&op.Key, sp.Algorithm, ov.gen)
-		applied, gen = &sp.Limit, ov.gen
-		// A slot is admitted under the limit in force at it: the
-		// override's only before it ends.
-		book = min(book, ov.until-now-1)
-	}
-	sh := &s.shards[h&s.mask]
-	var o algo.Outcome
-	sh.mu.Lock()
-	sh.take(sp, &o, h, now, op.Cost, book, s)
-	sh.mu.Unlock()
-	*res = sp.Result(&o)
-	res.Applied, res.Override = applied, gen // the override's limit, which the Result describes
-	if applied != nil {
-		s.handover(res, ownSp, ownH, until, now, op.Cost)
-	}
-	return nil
-}
-
-// handover gives res, decided at now under an override or a block that
-// ends at until, the waits of the key as a whole (algo.Spec.Handover):
-// when they depend on it, it peeks the key's own state h (under its own
-// limit sp) at until, under that state's shard lock.
-func (s *Store) handover(res *core.Result, sp *algo.Spec, h uint64, until, now, cost int64) {
-	if retry, reset := algo.HandoverNeeds(res, until-now); !retry && !reset {
-		return
-	}
-	sh := &s.shards[h&s.mask]
-	var own algo.Outcome
-	sh.mu.Lock()
-	sh.ownAt(sp, h, until, cost, &own)
-	sh.mu.Unlock()
-	sp.Handover(res, until-now, &own)
-}
-
-// ownAt writes to own what the state h under sp answers at the instant at
-// (see algo.Spec.Handover): Allowed and Retry of a request of cost there,
-// Reset of a peek there. It changes nothing. sh.mu is held.
-func (sh *shard) ownAt(sp *algo.Spec, h uint64, at, cost int64, own *algo.Outcome) {
-	st, lg := sh.load(sp, h)
-	sh.decide(sp, own, &st, lg, at, 0)
-	if cost > 0 {
-		var o algo.Outcome
-		sh.decide(sp, &o, &st, lg, at, cost) // on the copies load made
-		own.Allowed, own.Retry = o.Allowed, o.Retry
-	}
-}
-
 // Reset forgets k under l: its next request sees a fresh key.
 func (s *Store) Reset(_ context.Context, k core.Key, l core.Limit) error {
 	if err := s.open(); err != nil {
 		return fmt.Errorf("memorystore: Reset: %w", err)
 	}
-	_, h, err := s.prepare(&k, &l, 0)
-	if err != nil {
+	var p pending
+	if err := s.prepare(&p, &core.Op{Key: k, Limit: l}); err != nil {
 		return fmt.Errorf("memorystore: Reset: %w", err)
 	}
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	if i, ok := sh.t.find(h); ok {
-		sh.remove(i)
+	p.sh.mu.Lock()
+	if i, ok := p.sh.t.find(p.h); ok {
+		p.sh.remove(i)
 	}
-	sh.mu.Unlock()
+	p.sh.mu.Unlock()
 	return nil
 }
 
@@ -301,23 +210,61 @@ func (s *Store) open() error {
 	return nil
 }
 
-// prepare checks one op (closed store, key, cost, limit: an error names the
-// field) and returns its compiled limit and its key's hash.
-func (s *Store) prepare(k *core.Key, l *core.Limit, cost int64) (*algo.Spec, uint64, error) {
+// prepare checks op (closed store, key, cost, booking bound, limit: an
+// error names the field) and sets p to decide it under its own limit: the
+// compiled limit, the key's hash, its shard and the bound of a booking.
+func (s *Store) prepare(p *pending, op *core.Op) error {
+	k, l := &op.Key, &op.Limit
+	if s.closed.Load() || k.Identity == "" || op.Cost < 0 || op.MaxDelay < 0 {
+		return s.invalid(op)
+	}
+	// The compiled limit, from a small lock-free cache (see spec).
+	sp := s.specs[cacheslot.Of(*l, specCacheSize)].Load()
+	if sp == nil || sp.Limit != *l {
+		var err error
+		if sp, err = s.compile(*l); err != nil {
+			return fmt.Errorf("Limit: %w", err)
+		}
+	}
+	var h uint64 // the key's hash (see hash), inline
+	if k.Policy == "" {
+		h = maphash.Comparable(s.seed, k.Identity)
+	} else {
+		h = s.pairHash(k)
+	}
+	h = mixAlgorithm(h, l.Algorithm)
+	p.sp, p.h, p.sh = sp, h, &s.shards[h&s.mask]
+	if op.MaxDelay != 0 {
+		p.book = int64(op.MaxDelay / time.Microsecond)
+	}
+	return nil
+}
+
+// invalid is the error prepare returns for a closed store, a key without
+// an identity, a negative cost or a negative bound of a booking.
+func (s *Store) invalid(op *core.Op) error {
 	switch {
 	case s.closed.Load():
-		return nil, 0, core.ErrClosed
-	case k.Identity == "":
-		return nil, 0, fmt.Errorf("Key.Identity: %w", core.ErrNoKey)
-	case cost < 0:
-		return nil, 0, fmt.Errorf("Cost: %w: %d", core.ErrInvalidCost, cost)
+		return core.ErrClosed
+	case op.Key.Identity == "":
+		return fmt.Errorf("Key.Identity: %w", core.ErrNoKey)
+	case op.Cost < 0:
+		return fmt.Errorf("Cost: %w: %d", core.ErrInvalidCost, op.Cost)
 	}
-	sp, err := s.spec(*l)
-	if err != nil {
-		return nil, 0, fmt.Errorf("Limit: %w", err)
-	}
-	return sp, s.hash(k, l.Algorithm), nil
+	return core.ValidateBooking(op.MaxDelay, 1)
 }
+
+// now reads the clock, in µs since the Unix epoch.
+func (s *Store) now() int64 {
+	if s.wall != nil {
+		return s.wallNow()
+	}
+	// One monotonic clock read: immune to steps of the wall clock.
+	return s.baseUs + int64(time.Since(s.base)/time.Microsecond)
+}
+
+// wallNow reads the clock given by WithClock.
+func (s *Store) wallNow() int64 { return s.wall().UnixMicro() }
 
 // overrideHash is the hash of k's state while override gen applies (see
 // hash).
@@ -338,12 +285,18 @@ func (s *Store) overrideHash(k *core.Key, a core.Algorithm, gen uint64) uint64 {
 // with at least 256 shards nothing of the hash is lost, with the default 64
 // two bits.
 func (s *Store) hash(k *core.Key, a core.Algorithm) uint64 {
-	var h uint64
 	if k.Policy == "" {
-		h = maphash.String(s.seed, k.Identity)
-	} else {
-		h = maphash.Comparable(s.seed, *k)
+		return mixAlgorithm(maphash.Comparable(s.seed, k.Identity), a)
 	}
+	return mixAlgorithm(s.pairHash(k), a)
+}
+
+// pairHash hashes the identity and the policy of k.
+func (s *Store) pairHash(k *core.Key) uint64 { return maphash.Comparable(s.seed, *k) }
+
+// mixAlgorithm mixes algorithm a into the hash h of a key, never leaving
+// its hash part (h&^idMask) zero.
+func mixAlgorithm(h uint64, a core.Algorithm) uint64 {
 	h ^= uint64(a) * 0x9e3779b97f4a7c15
 	if h&^idMask == 0 {
 		h |= idMask + 1
@@ -355,67 +308,21 @@ const specCacheSize = 64
 
 // spec returns the compiled l from a small lock-free cache, compiling (and
 // validating) it on a miss.
-func (s *Store) spec(l core.Limit) (*algo.Spec, error) {
-	slot := &s.specs[cacheslot.Of(l, specCacheSize)]
-	if sp := slot.Load(); sp != nil && sp.Limit == l {
+func (s *Store) spec(l *core.Limit) (*algo.Spec, error) {
+	if sp := s.specs[cacheslot.Of(*l, specCacheSize)].Load(); sp != nil && sp.Limit == *l {
 		return sp, nil
 	}
+	return s.compile(*l)
+}
+
+// compile compiles l into its slot of the cache.
+func (s *Store) compile(l core.Limit) (*algo.Spec, error) {
 	sp, err := algo.Compile(l, s.th)
 	if err != nil {
 		return nil, err
 	}
-	slot.Store(&sp)
+	s.specs[cacheslot.Of(l, specCacheSize)].Store(&sp)
 	return &sp, nil
-}
-
-// take decides cost of h at now, as a booking within book µs when book is
-// positive (a window, and the log, never book: see algo.Spec.Book).
-func (sh *shard) take(sp *algo.Spec, o *algo.Outcome, h uint64, now, cost, book int64, s *Store) {
-	i, found := sh.t.find(h)
-	if sp.Algorithm == core.SlidingWindowLog {
-		sh.takeLog(sp, o, h, i, found, now, cost, s)
-		return
-	}
-	var st algo.State
-	if found {
-		sl := &sh.t.slots[i]
-		st.Expire, st.V, st.State = int64(sl.exp&expMask), sl.v, core.State(sl.exp>>stateShift&3)
-	}
-	if book > 0 {
-		sp.Book(&st, o, now, cost, book)
-	} else {
-		sp.Step(&st, o, now, cost)
-	}
-	switch {
-	case cost == 0: // a peek changes nothing, not even by forgetting
-	case found && st.Expire == 0 && st.V == 0 && st.State == 0:
-		sh.remove(i)
-	case found:
-		sh.t.slots[i].set(st)
-	case st.Expire != 0:
-		i = sh.insert(sp, h, i, now, s)
-		sh.t.slots[i].set(st)
-	}
-}
-
-func (sh *shard) takeLog(sp *algo.Spec, o *algo.Outcome, h uint64, i int, found bool, now, cost int64, s *Store) {
-	var lg *algo.Log
-	if found {
-		lg = sh.logs[sh.t.slots[i].v]
-	} else {
-		lg = &algo.Log{}
-	}
-	sp.StepLog(lg, o, now, cost)
-	exp := lg.Expire(sp)
-	switch {
-	case cost == 0:
-	case found && exp == 0:
-		sh.remove(i)
-	case found:
-		sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, State: lg.State})
-	case exp != 0:
-		sh.insertLog(sp, h, i, lg, exp, now, s)
-	}
 }
 
 // insertLog stores a new log for h; i is where find said h would go.
@@ -458,6 +365,7 @@ func (sh *shard) insert(sp *algo.Spec, h uint64, i int, now int64, s *Store) int
 	}
 	sh.t.slots[i].h = h&^idMask | uint64(sh.specID(sp, s))
 	sh.t.n++
+	sh.t.ver++
 	sh.peak = max(sh.peak, sh.t.n)
 	return i
 }
@@ -480,205 +388,6 @@ func (sh *shard) release(sl *slot) {
 		v := sl.v
 		sh.logs[v] = nil
 		sh.free = append(sh.free, v)
-	}
-}
-
-// takeAll decides several ops all or nothing under the locks of all their
-// shards.
-func (s *Store) takeAll(ops []core.Op, out []core.Result) error {
-	type pending struct {
-		sp      *algo.Spec
-		h       uint64
-		sh      *shard
-		o       algo.Outcome
-		st      algo.State
-		lg      *algo.Log
-		blocked bool
-		applied *core.Limit // an override's limit
-		gen     uint64      // and its generation
-		res     core.Result
-		// Under an override or a block: the key's own limit, state and
-		// shard, and when the override ends (see handover).
-		own   *algo.Spec
-		ownH  uint64
-		ownSh *shard
-		until int64
-	}
-	ps := make([]pending, len(ops))
-	now := s.clock()
-	for i, op := range ops {
-		sp, h, err := s.prepare(&op.Key, &op.Limit, op.Cost)
-		if err != nil {
-			return fmt.Errorf("memorystore: Take: op %d: %w", i, err)
-		}
-		if ov, ok := s.overridden(op.Key, now); ok {
-			p := pending{own: sp, ownH: h, ownSh: &s.shards[h&s.mask], until: ov.until}
-			if ov.spec == nil {
-				p.sp, p.sh, p.blocked, p.res = sp, p.ownSh, true, blocked(sp, ov.until, now)
-			} else {
-				p.sp, p.h = ov.spec, s.overrideHash(&op.Key, ov.spec.Algorithm, ov.gen)
-				p.sh, p.applied, p.gen = &s.shards[p.h&s.mask], &ov.spec.Limit, ov.gen
-			}
-			ps[i] = p
-			continue
-		}
-		ps[i] = pending{sp: sp, h: h, sh: &s.shards[h&s.mask]}
-	}
-	locked := make([]*shard, 0, 2*len(ps))
-	for i := range ps {
-		locked = append(locked, ps[i].sh)
-		if ps[i].ownSh != nil {
-			locked = append(locked, ps[i].ownSh)
-		}
-	}
-	slices.SortFunc(locked, func(a, b *shard) int { return cmp.Compare(uintptr(unsafe.Pointer(a)), uintptr(unsafe.Pointer(b))) })
-	locked = slices.Compact(locked)
-	for _, sh := range locked {
-		sh.mu.Lock()
-	}
-	defer func() {
-		for _, sh := range locked {
-			sh.mu.Unlock()
-		}
-	}()
-	// Decide every op on a copy of its state.
-	denied := false
-	for i, op := range ops {
-		p := &ps[i]
-		if p.blocked {
-			denied = denied || (op.Cost > 0 && !op.Shadow)
-			continue
-		}
-		p.st, p.lg = p.sh.load(p.sp, p.h)
-		p.sh.decide(p.sp, &p.o, &p.st, p.lg, now, op.Cost)
-		if !p.o.Allowed && op.Cost > 0 && !op.Shadow {
-			denied = true
-		}
-	}
-	for i, op := range ops {
-		p := &ps[i]
-		switch {
-		case p.blocked:
-			out[i] = p.res
-		case denied && p.o.Allowed && op.Cost > 0:
-			// Allowed by its policy, but the request was denied: report the
-			// unconsumed state and write nothing.
-			st, lg := p.sh.load(p.sp, p.h)
-			p.sh.decide(p.sp, &p.o, &st, lg, now, 0)
-			p.o.Allowed, p.o.Retry = true, 0
-		case op.Cost > 0 && p.o.Retry != -1: // a cost that can never pass changes nothing
-			p.sh.commit(p.sp, p.h, p.st, p.lg, now, s)
-		}
-		if !p.blocked {
-			out[i] = p.sp.Result(&p.o)
-			out[i].Applied, out[i].Override = p.applied, p.gen
-		}
-		if p.own == nil {
-			continue
-		}
-		// Under an override or a block: the waits of the key as a whole
-		// (the own state's shard is locked with the others).
-		left := p.until - now
-		if retry, reset := algo.HandoverNeeds(&out[i], left); retry || reset {
-			var own algo.Outcome
-			p.ownSh.ownAt(p.own, p.ownH, p.until, op.Cost, &own)
-			p.own.Handover(&out[i], left, &own)
-		}
-	}
-	return nil
-}
-
-// Refund gives back the units of the admission a, or nothing; see
-// core.Store. An admission under an override (a.Override: its
-// Result.Override) goes back to that override's state while it is in
-// force, and gives back nothing once it has ended.
-func (s *Store) Refund(_ context.Context, a core.Admission) error {
-	sp, h, err := s.prepare(&a.Key, &a.Limit, a.Cost)
-	if err != nil {
-		return fmt.Errorf("memorystore: Refund: %w", err)
-	}
-	if a.Cost == 0 {
-		return nil
-	}
-	now := s.clock()
-	if a.Override != 0 {
-		ov, ok := s.overridden(a.Key, now)
-		if !ok || ov.gen != a.Override || ov.spec == nil {
-			return nil // that override ended: its state is gone
-		}
-		// Its state is keyed by its generation, never another's: should
-		// it end before the shard is locked, the units go nowhere else.
-		sp, h = ov.spec, s.overrideHash(&a.Key, ov.spec.Algorithm, ov.gen)
-	}
-	sh := &s.shards[h&s.mask]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if _, found := sh.t.find(h); !found {
-		return nil
-	}
-	st, lg := sh.load(sp, h)
-	if lg != nil {
-		sp.RefundLog(lg, now, a.Cost, a.At)
-	} else {
-		sp.Refund(&st, now, a.Cost, a.At)
-	}
-	sh.commit(sp, h, st, lg, now, s)
-	return nil
-}
-
-// load returns a copy of h's state (or of its log) for sp's algorithm.
-func (sh *shard) load(sp *algo.Spec, h uint64) (algo.State, *algo.Log) {
-	i, found := sh.t.find(h)
-	if sp.Algorithm == core.SlidingWindowLog {
-		lg := &algo.Log{}
-		if found {
-			orig := sh.logs[sh.t.slots[i].v]
-			lg = &algo.Log{At: slices.Clone(orig.At), N: slices.Clone(orig.N), State: orig.State}
-		}
-		return algo.State{}, lg
-	}
-	if !found {
-		return algo.State{}, nil
-	}
-	return sh.t.slots[i].state(), nil
-}
-
-// decide runs the step on a loaded state (or log).
-func (sh *shard) decide(sp *algo.Spec, o *algo.Outcome, st *algo.State, lg *algo.Log, now, cost int64) {
-	if lg != nil {
-		sp.StepLog(lg, o, now, cost)
-	} else {
-		sp.Step(st, o, now, cost)
-	}
-}
-
-// commit stores a decided state (or log) for h: written, inserted, or
-// deleted when fresh.
-func (sh *shard) commit(sp *algo.Spec, h uint64, st algo.State, lg *algo.Log, now int64, s *Store) {
-	i, found := sh.t.find(h)
-	if lg != nil {
-		exp := lg.Expire(sp)
-		switch {
-		case exp == 0 && found:
-			sh.remove(i)
-		case exp == 0:
-		case found:
-			*sh.logs[sh.t.slots[i].v] = *lg
-			sh.t.slots[i].set(algo.State{Expire: exp, V: sh.t.slots[i].v, State: lg.State})
-		default:
-			sh.insertLog(sp, h, i, lg, exp, now, s)
-		}
-		return
-	}
-	switch {
-	case st == (algo.State{}) && found:
-		sh.remove(i)
-	case st == (algo.State{}):
-	case found:
-		sh.t.slots[i].set(st)
-	default:
-		i = sh.insert(sp, h, i, now, s)
-		sh.t.slots[i].set(st)
 	}
 }
 

@@ -35,7 +35,7 @@ func (s *Store) sweeper() {
 					return
 				default:
 				}
-				if _, done := sh.sweepChunk(s.clock(), s.sweepChunk); done {
+				if _, done := sh.sweepChunk(s.now(), s.sweepChunk); done {
 					break
 				}
 				runtime.Gosched()

@@ -67,6 +67,11 @@ type table struct {
 	step  int // old slots to migrate per insert
 
 	rehashed int // old slots visited by migrations, ever (for tests)
+
+	// ver changes whenever a key may have changed slots (an insert, a
+	// deletion, a move), so an index find returned stays valid while ver
+	// is what it was then.
+	ver uint32
 }
 
 func home(h uint64, n int) int {
@@ -80,6 +85,9 @@ func (t *table) home(h uint64) int { return home(h, len(t.slots)) }
 // slots, or of the empty slot where it would go. A key found in the old
 // slots of a migration is moved into slots first.
 func (t *table) find(h uint64) (int, bool) {
+	if i, ok := t.atHome(h); ok {
+		return i, true
+	}
 	if len(t.slots) == 0 {
 		return -1, false
 	}
@@ -90,9 +98,20 @@ func (t *table) find(h uint64) (int, bool) {
 	if j, ok := t.probeOld(h); ok {
 		t.slots[i] = t.old[j]
 		t.old[j].h = tomb
+		t.ver++
 		return i, true
 	}
 	return i, false
+}
+
+// atHome reports whether the key of hash h is in its home slot (most keys
+// are), and returns that slot: a lookup that find completes otherwise.
+func (t *table) atHome(h uint64) (int, bool) {
+	if n := len(t.slots); n != 0 {
+		i := home(h, n)
+		return i, t.slots[i].h&^idMask == h&^idMask
+	}
+	return 0, false
 }
 
 func (t *table) probe(h uint64) (int, bool) {
@@ -141,6 +160,7 @@ func (t *table) full() bool { return (t.n+1)*8 > len(t.slots)*7 }
 // end long before the new table is full.
 func (t *table) resize(n int) {
 	t.finish()
+	t.ver++
 	if t.n == 0 {
 		t.slots = make([]slot, n)
 		return
@@ -170,6 +190,7 @@ func (t *table) migrate(k int) bool {
 	}
 	end := min(t.moved+k, len(t.old))
 	t.rehashed += end - t.moved
+	t.ver++
 	for j := t.moved; j < end; j++ {
 		if t.old[j].live() {
 			i, _ := t.probe(t.old[j].h)
@@ -223,10 +244,12 @@ func (t *table) del(i int) {
 	}
 	t.slots[i] = slot{}
 	t.n--
+	t.ver++
 }
 
 // delOld forgets the key at old slot j.
 func (t *table) delOld(j int) {
 	t.old[j].h = tomb
 	t.n--
+	t.ver++
 }
