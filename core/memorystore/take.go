@@ -197,19 +197,12 @@ func (p *pending) decide(op *core.Op, now int64, final bool, s *Store) bool {
 	return !p.o.Allowed && op.Cost > 0 && !op.Shadow
 }
 
-// keep stores what p decided (its shard is locked), unless it changes
-// nothing: a peek, or a cost that can never pass. A state found in its
-// slot, in a table that has not changed since, and not fresh (Expire is
-// zero only for a fresh state) is rewritten there; commit does the rest.
+// keep stores what p decided (its shard is locked; see commit), unless it
+// changes nothing: a peek, or a cost that can never pass.
 func (p *pending) keep(cost, now int64, s *Store) {
-	if cost == 0 || p.o.Retry == -1 {
-		return
+	if cost > 0 && p.o.Retry != -1 {
+		p.sh.commit(p, now, s)
 	}
-	if sh := p.sh; p.found && p.ver == sh.t.ver && p.lg == nil && p.st.Expire != 0 {
-		sh.t.slots[p.i].set(p.st)
-		return
-	}
-	p.sh.commit(p, now, s)
 }
 
 // step decides cost units at now on p's loaded state (read): a peek when
@@ -322,8 +315,14 @@ func (sh *shard) readLog(p *pending, inPlace bool) {
 }
 
 // commit stores p's decided state (or log): written, inserted, or deleted
-// when fresh. sh.mu is held.
+// when fresh. sh.mu is held. A state found in its slot, in a table that has
+// not changed since, and not fresh (Expire is zero only for a fresh
+// state), the common case, is rewritten there at once.
 func (sh *shard) commit(p *pending, now int64, s *Store) {
+	if p.found && p.ver == sh.t.ver && p.lg == nil && p.st.Expire != 0 {
+		sh.t.slots[p.i].set(p.st)
+		return
+	}
 	sh.refind(p) // another op of the Take may have changed the table
 	i, found := p.i, p.found
 	if lg := p.lg; lg != nil {
