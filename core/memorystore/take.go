@@ -317,10 +317,14 @@ func (sh *shard) readLog(p *pending, inPlace bool) {
 // commit stores p's decided state (or log): written, inserted, or deleted
 // when fresh. sh.mu is held. A state found in its slot, in a table that has
 // not changed since, and not fresh (Expire is zero only for a fresh
-// state), the common case, is rewritten there at once.
+// state), the common case, is rewritten there at once, unless it is what
+// the slot holds: a throttled key denied again changes nothing, and its
+// slot stays clean in the caches of the other CPUs that read it.
 func (sh *shard) commit(p *pending, now int64, s *Store) {
 	if p.found && p.ver == sh.t.ver && p.lg == nil && p.st.Expire != 0 {
-		sh.t.slots[p.i].set(p.st)
+		if sl := &sh.t.slots[p.i]; sl.state() != p.st {
+			sl.set(p.st)
+		}
 		return
 	}
 	sh.refind(p) // another op of the Take may have changed the table
