@@ -58,6 +58,9 @@ func (r *report) targets() []target {
 			t.close = (t.met && self.med.ns > best.bestNs) || (!t.met && self.bestNs < best.med.ns)
 			t.measured = fmt.Sprintf("sluice %s ns/op vs %s %s ns/op", num(self.med.ns), best.impl.Name, num(best.med.ns))
 			t.why = fmt.Sprintf("allocs/op %s vs %s; spread %.0f%% vs %.0f%%", perOp(self.med.allocs, "%.2f"), perOp(best.med.allocs, "%.2f"), 100*self.spread, 100*best.spread)
+			if self.med.cpu > 0 && best.med.cpu > 0 {
+				t.why += fmt.Sprintf("; CPU per decision %s vs %s ns (%.2f×)", num(self.med.cpu), num(best.med.cpu), self.med.cpu/best.med.cpu)
+			}
 			out = append(out, t)
 		}
 	}

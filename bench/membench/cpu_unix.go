@@ -1,0 +1,18 @@
+//go:build unix
+
+package membench
+
+import (
+	"syscall"
+	"time"
+)
+
+// processCPU returns the CPU time (user and system) this process has used,
+// or 0 if it cannot be read.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
