@@ -45,6 +45,14 @@ func (s *slot) set(st algo.State) {
 	s.v = st.V
 }
 
+// update sets the slot's state to st unless it holds it already, so that
+// its cache line is written only when it changes.
+func (s *slot) update(st algo.State) {
+	if exp := s.exp&logFlag | uint64(st.Expire)&expMask | uint64(st.State)<<stateShift; exp != s.exp || st.V != s.v {
+		s.exp, s.v = exp, st.V
+	}
+}
+
 func (s *slot) expire() int64 { return int64(s.exp & expMask) }
 
 // table is a linear-probing hash table with backward-shift deletion (no

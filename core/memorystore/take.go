@@ -322,9 +322,7 @@ func (sh *shard) readLog(p *pending, inPlace bool) {
 // slot stays clean in the caches of the other CPUs that read it.
 func (sh *shard) commit(p *pending, now int64, s *Store) {
 	if p.found && p.ver == sh.t.ver && p.lg == nil && p.st.Expire != 0 {
-		if sl := &sh.t.slots[p.i]; sl.state() != p.st {
-			sl.set(p.st)
-		}
+		sh.t.slots[p.i].update(p.st)
 		return
 	}
 	sh.refind(p) // another op of the Take may have changed the table
