@@ -24,6 +24,14 @@
 -- the sub-ms offset off = expiry_ms*1000 - expire_us, the algorithm's counts,
 -- and the warning state in its two low bits. Small values use Redis's shared
 -- integers, so most keys cost no value object at all.
+--
+-- What a call costs Redis is mostly its redis.call()s (each converts its
+-- arguments and its reply), the strtod of tonumber and the sprintf of
+-- string.format, more than the arithmetic: so a value that stays in place
+-- is changed by INCRBY rather than rewritten with its expiry (bump), and
+-- the conversions of values that repeat (costs, the seconds of TIME, small
+-- integers, limits, overrides) are made once and kept. See docs/redis.md,
+-- "What a decision costs Redis", and BenchmarkRedisCost.
 
 -- Redis lets a library use math, string and redis.call only while one of
 -- its functions runs, not while it loads, so the ones used on every call are
@@ -51,8 +59,36 @@ local function imod(a, b)
   return a - idiv(a, b) * b
 end
 
+-- fmt returns the decimal digits of the integer n (string.format, which
+-- is exact below 2^53 where tostring is not). Small values, the deltas of
+-- bump among them, are formatted once and kept.
+local small = {}
 local function fmt(n)
-  return format('%d', n)
+  local s = small[n]
+  if s then
+    return s
+  end
+  s = format('%d', n)
+  if n > -1024 and n < 1024 then
+    small[n] = s
+  end
+  return s
+end
+
+-- num returns the number an argument holds, for arguments that take few
+-- distinct values (a cost): tonumber (a strtod) runs once per value, and
+-- at most 1024 are kept.
+local nums, nnums = {}, 0
+local function num(s)
+  local n = nums[s]
+  if not n then
+    n = tonumber(s)
+    if nnums >= 1024 then
+      nums, nnums = {}, 0
+    end
+    nums[s], nnums = n, nnums + 1
+  end
+  return n
 end
 
 local MAXEXACT = 9007199254740992
@@ -66,6 +102,10 @@ local now = 0
 -- logWrote records what its write changed.
 local undoable, logWrote = false, nil
 
+-- The seconds of the last TIME read, as TIME gives them and in µs: they
+-- change once a second, so their conversion is made once a second.
+local secs, secsUs = nil, 0
+
 -- clock sets now from ARGV[1]: the caller's instant, or Redis TIME when it
 -- is negative ("-1" by default).
 local function clock(arg)
@@ -77,7 +117,10 @@ local function clock(arg)
   end
   if arg == '-1' or now < 0 then
     local t = call('TIME')
-    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    if t[1] ~= secs then
+      secs, secsUs = t[1], tonumber(t[1]) * 1000000
+    end
+    now = secsUs + tonumber(t[2])
   end
 end
 
@@ -103,7 +146,7 @@ local function load(key)
     return 0, 0, 0
   end
   local n = tonumber(raw)
-  local state = imod(n, 4)
+  local state = n % 4 -- exact: a division by a power of two rounds nothing
   return call('PEXPIRETIME', key), (n - state) / 4, state
 end
 
@@ -113,6 +156,15 @@ local function expiryMs(expire)
     x = x + 1
   end
   return x
+end
+
+-- bump adds delta to a key's value, keeping its expiry: the write of a
+-- state whose expiry and sub-ms offset stay as stored (a window's count, or
+-- only its warning state, changing), as save would write it, in one INCRBY.
+local function bump(key, delta)
+  if delta ~= 0 then
+    call('INCRBY', key, fmt(delta))
+  end
 end
 
 -- save writes a non-fresh state: expire (µs), the value's payload

@@ -84,6 +84,35 @@ local function limit(s)
   return l[1], l[2], l[3]
 end
 
+-- overrideOf returns the fields of an override key's value raw: kind ('x'
+-- or 'o'), untilUs, and, for 'o', the code of its limit, its step function
+-- fn, its six parameters p, its id as written (nil: none) and reply, the
+-- override's six reply values (OVERRIDE_LIMIT, the algorithm number, rate,
+-- period, burst, and the id, 0 for none). The few overrides in force are
+-- each parsed once and kept, as limits are (up to 1024).
+local overrides, noverrides = {}, 0
+local function overrideOf(raw)
+  local o = overrides[raw]
+  if o then
+    return o
+  end
+  local f = {}
+  for w in string.gmatch(raw, '%S+') do
+    f[#f + 1] = w
+  end
+  o = {kind = f[OV_KIND], untilUs = tonumber(f[OV_UNTIL]), code = f[OV_CODE], fn = algos[f[OV_CODE]], id = f[OV_ID]}
+  if o.kind == 'o' then
+    local a, b = OV_PARAMS, OV_LIMIT
+    o.p = {tonumber(f[a]), tonumber(f[a + 1]), tonumber(f[a + 2]), tonumber(f[a + 3]), tonumber(f[a + 4]), tonumber(f[a + 5])}
+    o.reply = {OVERRIDE_LIMIT, tonumber(f[b]), tonumber(f[b + 1]), tonumber(f[b + 2]), tonumber(f[b + 3]), tonumber(f[OV_ID]) or 0}
+  end
+  if noverrides >= 1024 then
+    overrides, noverrides = {}, 0
+  end
+  overrides[raw], noverrides = o, noverrides + 1
+  return o
+end
+
 -- prepare reads the override of op i, whose limit is lim. It returns the
 -- algorithm, the state key and the parameters that apply, then the
 -- override's six reply values (all 0 when none applies), then, under an
@@ -93,19 +122,13 @@ local function prepare(KEYS, i, lim)
   local k = KEYS_PER_OP * (i - 1)
   local raw = call('GET', KEYS[k + KEY_OVERRIDE])
   if raw then
-    local f = {}
-    for w in string.gmatch(raw, '%S+') do
-      f[#f + 1] = w
-    end
-    local untilUs = tonumber(f[OV_UNTIL])
-    if untilUs > now then
-      if f[OV_KIND] == 'x' then
-        return nil, untilUs - now
+    local o = overrideOf(raw)
+    if o.untilUs > now then
+      if o.kind == 'x' then
+        return nil, o.untilUs - now
       end
-      local a = OV_PARAMS
-      local p = {tonumber(f[a]), tonumber(f[a + 1]), tonumber(f[a + 2]), tonumber(f[a + 3]), tonumber(f[a + 4]), tonumber(f[a + 5])}
-      local b = OV_LIMIT
-      return algos[f[OV_CODE]], KEYS[k + KEY_OVERRIDE_STATE], p, OVERRIDE_LIMIT, tonumber(f[b]), tonumber(f[b + 1]), tonumber(f[b + 2]), tonumber(f[b + 3]), tonumber(f[OV_ID]) or 0, untilUs - now
+      local r = o.reply
+      return o.fn, KEYS[k + KEY_OVERRIDE_STATE], o.p, r[1], r[2], r[3], r[4], r[5], r[6], o.untilUs - now
     end
   end
   local _, fn, p = limit(lim)
@@ -171,16 +194,15 @@ local function unitsOf(fn, p)
   return 1
 end
 
--- decideOne decides op i of KEYS at the instant t (see clock) under the
--- limit lim, for cost, booking up to book µs ahead (nil: a take; a window,
--- the policy's or an override's, never books). One op is all or nothing by
+-- decideOne decides op i of KEYS at the instant now under the limit lim,
+-- for cost, booking up to book µs ahead (nil: a take; a window, the
+-- policy's or an override's, never books). One op is all or nothing by
 -- itself (shadow or not, a denied op writes only its own Throttled state),
 -- so its write is made as soon as it is decided, with no closure and no
 -- table but the reply: the op's OP_REPLY integers, or only the first
 -- OUTCOME_LEN when no override applies.
-local function decideOne(KEYS, i, t, lim, cost, book)
-  clock(t)
-  cost = tonumber(cost)
+local function decideOne(KEYS, i, lim, cost, book)
+  cost = num(cost)
   local fn, key, p, o1, o2, o3, o4, o5, o6, left = prepare(KEYS, i, lim)
   if not fn then
     left = key
@@ -207,30 +229,52 @@ local function decide1(KEYS, ARGV)
   if book then
     book = tonumber(book)
   end
-  return decideOne(KEYS, 1, ARGV[ARG1_NOW], ARGV[ARG1_LIMIT], ARGV[ARG1_COST], book)
+  clock(ARGV[ARG1_NOW])
+  return decideOne(KEYS, 1, ARGV[ARG1_LIMIT], ARGV[ARG1_COST], book)
 end
 
 -- decideMany decides independent ops one after the other, each exactly as
--- decide1 would (its own instant, its own write): KEYS holds three keys per
--- op and ARGV three values per op, as decide1's. One call instead of one per
--- op saves the server the cost of a command each, when a client has many
--- ready at once on one server. An op that fails does not stop the others:
--- as it fails before it writes, the client learns its error by sending it
--- again alone. The reply is, per op, the length of its reply (OUTCOME_LEN or
--- OP_REPLY) and
--- that reply, or -1 for an op that failed.
+-- decide1 would (its own write): KEYS holds three keys per op and ARGV
+-- three values per op, as decide1's. The ops on Redis TIME ("-1") are
+-- decided at one instant, read once for the call, as if they had arrived
+-- in the same µs (an op of the caller's instant at its own). One call
+-- instead of one per op saves the server the cost of a command each, and
+-- of a TIME each, when a client has many ready at once on one server. An
+-- op that fails does not stop the others: as it fails before it writes,
+-- the client learns its error by sending it again alone. The reply is, per
+-- op, the length of its reply (OUTCOME_LEN or OP_REPLY) and that reply, or
+-- -1 for an op that failed.
+local manyNow = nil -- the Redis TIME of the decideMany call, once read
+
+-- manyOp decides op i of a decideMany call at the instant t.
+local function manyOp(KEYS, i, t, lim, cost)
+  if t == '-1' and manyNow then
+    now = manyNow
+  else
+    clock(t)
+    if t == '-1' then
+      manyNow = now
+    end
+  end
+  return decideOne(KEYS, i, lim, cost)
+end
+
 local function decideMany(KEYS, ARGV)
-  local out = {}
+  local out, n = {}, 0
+  manyNow = nil
   for i = 1, #KEYS / KEYS_PER_OP do
     local b = DECIDE1_ARGS * (i - 1)
-    local ok, r = pcall(decideOne, KEYS, i, ARGV[b + ARG1_NOW], ARGV[b + ARG1_LIMIT], ARGV[b + ARG1_COST])
+    local ok, r = pcall(manyOp, KEYS, i, ARGV[b + ARG1_NOW], ARGV[b + ARG1_LIMIT], ARGV[b + ARG1_COST])
     if ok then
-      out[#out + 1] = #r
+      n = n + 1
+      out[n] = #r
       for j = 1, #r do
-        out[#out + 1] = r[j]
+        out[n + j] = r[j]
       end
+      n = n + #r
     else
-      out[#out + 1] = -1
+      n = n + 1
+      out[n] = -1
     end
   end
   return out
@@ -287,7 +331,7 @@ local function decide(KEYS, ARGV)
     local base = ARGV_HEAD + (i - 1) * ARGS_PER_OP
     local lim = ARGV[base + ARG_LIMIT]
     local fn, key, p, o1, o2, o3, o4, o5, o6, left = prepare(KEYS, i, lim)
-    local op = {cost = tonumber(ARGV[base + ARG_COST]), fn = fn, key = key, p = p, ov = {o1, o2, o3, o4, o5, o6}, lim = lim, left = left}
+    local op = {cost = num(ARGV[base + ARG_COST]), fn = fn, key = key, p = p, ov = {o1, o2, o3, o4, o5, o6}, lim = lim, left = left}
     local r
     if not fn then
       op.left = key

@@ -40,15 +40,11 @@ local function overridden(KEYS, i, id)
   if not raw then
     return nil
   end
-  local f = {}
-  for w in string.gmatch(raw, '%S+') do
-    f[#f + 1] = w
-  end
-  if f[OV_KIND] ~= 'o' or tonumber(f[OV_UNTIL]) <= now or f[OV_ID] ~= id then
+  local o = overrideOf(raw)
+  if o.kind ~= 'o' or o.untilUs <= now or o.id ~= id then
     return nil
   end
-  local a = OV_PARAMS
-  return f[OV_CODE], algos[f[OV_CODE]], {tonumber(f[a]), tonumber(f[a + 1]), tonumber(f[a + 2]), tonumber(f[a + 3]), tonumber(f[a + 4]), tonumber(f[a + 5])}
+  return o.code, o.fn, o.p
 end
 
 -- undoString restores a string state key to the value v0 and expiry x0

@@ -5,11 +5,16 @@
 -- off*2^40 + count (counts are below core.MaxRate < 2^40); the expiry is the
 -- end of the count's window.
 local FW_RADIX = 1099511627776
+
+-- fixedLoad returns the end of the window the request counts in (the
+-- stored one if the clock stepped back), its count and warning state, and
+-- whether the key holds that window (so that a write of it keeps the
+-- key's expiry and offset: see fixedWrite).
 local function fixedLoad(key, P, rate)
   local x, inner, state = load(key)
   local expire, count = 0, 0
   if x > 0 then
-    count = imod(inner, FW_RADIX)
+    count = inner % FW_RADIX -- exact, FW_RADIX being a power of two
     expire = x * 1000 - (inner - count) / FW_RADIX
   end
   local wend = (idiv(now, P) + 1) * P
@@ -18,7 +23,7 @@ local function fixedLoad(key, P, rate)
   elseif expire < wend then
     count, state = 0, 0 -- the stored window is over
   end
-  return wend, count, state
+  return wend, count, state, expire == wend
 end
 
 local function fixedSave(key, rate, wend, count, state)
@@ -29,9 +34,21 @@ local function fixedSave(key, rate, wend, count, state)
   save(key, wend, FW_RADIX, count, state)
 end
 
+-- fixedWrite writes count and state of the window ending at wend, where
+-- the key held count0 and state0 (held: of that window, see fixedLoad):
+-- in one INCRBY of the difference when the window is the stored one, as
+-- fixedSave would write it.
+local function fixedWrite(key, rate, wend, count, state, held, count0, state0)
+  if held and count > 0 then
+    bump(key, (count - count0) * 4 + state - state0)
+  else
+    fixedSave(key, rate, wend, count, state)
+  end
+end
+
 local function fixed(key, cost, p, apply)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
-  local wend, count, prevState = fixedLoad(key, P, rate)
+  local wend, count, prevState, held = fixedLoad(key, P, rate)
   local reset = 0
   if count > 0 then
     reset = wend - now
@@ -51,9 +68,9 @@ local function fixed(key, cost, p, apply)
   local write = nil
   if cost > 0 and (c2 ~= count or state ~= prevState) then
     if apply then
-      fixedSave(key, rate, wend, c2, state)
+      fixedWrite(key, rate, wend, c2, state, held, count, prevState)
     else
-      write = function() fixedSave(key, rate, wend, c2, state) end
+      write = function() fixedWrite(key, rate, wend, c2, state, held, count, prevState) end
     end
   end
   return allowed and 1 or 0, rate - c2, retry, reset, state, prevState, max(now, wend - P), write
@@ -83,7 +100,9 @@ local SWC_RADIX = 1048577
 local SWC_RADIX2 = SWC_RADIX * SWC_RADIX
 
 -- counterLoad returns the window w the request falls in (the stored one if
--- the clock stepped back), the counts p and c as seen from w, and the warning state.
+-- the clock stepped back), the counts p and c as seen from w, the warning
+-- state, and whether the key holds them as they are (its window is w: a
+-- write of w keeps its expiry and offset, see counterWrite).
 local function counterLoad(key, P, rate)
   local M = SWC_RADIX
   local x, inner, state = load(key)
@@ -97,7 +116,7 @@ local function counterLoad(key, P, rate)
   local expire = x * 1000 - (rest - sp) / M
   local sw = expire / P - 2
   if sw >= w then
-    return sw, sp, sc, state
+    return sw, sp, sc, state, true
   elseif sw == w - 1 and sc > 0 then
     return w, sc, 0, state
   end
@@ -112,6 +131,17 @@ local function counterSave(key, P, rate, w, p, c, state)
   save(key, (w + 2) * P, SWC_RADIX2, p * SWC_RADIX + c, state)
 end
 
+-- counterWrite writes the counts p and c and the warning state of window
+-- w, where the key held c0 and state0 (held: of w, see counterLoad), in one
+-- INCRBY of the difference when it did, as counterSave would write them.
+local function counterWrite(key, P, rate, w, p, c, state, held, c0, state0)
+  if held and (p > 0 or c > 0) then
+    bump(key, (c - c0) * 4 + state - state0)
+  else
+    counterSave(key, P, rate, w, p, c, state)
+  end
+end
+
 -- counterReset is the time until the counts p and c are all gone, e into
 -- their window (skew ahead of now when the clock stepped back).
 local function counterReset(p, c, P, e, skew)
@@ -122,7 +152,7 @@ end
 
 local function counter(key, cost, p_, apply)
   local P, rate, full, warn, clear = p_[1], p_[2], p_[3], p_[4], p_[5]
-  local w, p, c, prevState = counterLoad(key, P, rate)
+  local w, p, c, prevState, held = counterLoad(key, P, rate)
   local start = w * P
   local e = max(now - start, 0)
   local skew = max(start - now, 0)
@@ -148,9 +178,9 @@ local function counter(key, cost, p_, apply)
   local write = nil
   if cost > 0 and (c2 ~= c or state ~= prevState) then
     if apply then
-      counterSave(key, P, rate, w, p, c2, state)
+      counterWrite(key, P, rate, w, p, c2, state, held, c, prevState)
     else
-      write = function() counterSave(key, P, rate, w, p, c2, state) end
+      write = function() counterWrite(key, P, rate, w, p, c2, state, held, c, prevState) end
     end
   end
   return allowed and 1 or 0, idiv(max(full - used2, 0), P), retry, counterReset(p, c2, P, e, skew), state, prevState, now + skew, write

@@ -25,7 +25,9 @@ import (
 //	                              shadow, limit, cost               (argsPerOp)
 //	                              [, "1": undoable; see undoLen]    (a group's part)
 //	decideMany (n ops,      KEYS: n times keysPerOp
-//	each as decide1)        ARGV: n times decide1Args
+//	each as decide1, those  ARGV: n times decide1Args
+//	on Redis TIME at one
+//	instant, read once)
 //	refund (n ops)          KEYS: per op state, override            (refundKeysPerOp)
 //	                        ARGV: instant, n (argvHead), then per op:
 //	                              state to restore, limit, cost, at,
