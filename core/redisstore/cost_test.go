@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,10 +51,22 @@ import (
 // them). The ns/op is per chunk.
 //
 //	go test ./core/redisstore -run XXX -bench RedisCost -benchtime 15x
+//
+// Times on a shared machine move with its load; with SLUICE_REDIS_CALLGRIND=1
+// the server runs under valgrind's callgrind (slowly) and each chunk also
+// reports the instructions the server ran (redis-instr/decision,
+// x-envoy-instr), which do not:
+//
+//	SLUICE_REDIS_CALLGRIND=1 go test ./core/redisstore -run XXX -bench RedisCost -benchtime 3x
 func BenchmarkRedisCost(b *testing.B) {
 	ctx := context.Background()
+	cg := startCallgrind(b)
 	srv := redistest.StartServer(b)
 	client := srv.Client(b)
+	if cg != nil {
+		cg.attach(b, client)
+	}
+	costCallgrind = cg
 	s, err := New(client, WithPipelining(0, 0), WithTimeout(5*time.Second))
 	if err != nil {
 		b.Fatal(err)
@@ -88,9 +103,87 @@ const hotIDs = 1000
 
 func hotID(prefix string, i int) string { return prefix + ":" + strconv.Itoa(i%hotIDs) }
 
-// sample is one chunk's cost per decision: CPU and command µs, and the
-// commands run by scripts.
-type sample struct{ cpu, cmd, calls float64 }
+// sample is one chunk's cost per decision: CPU and command µs, the
+// commands run by scripts, and the instructions the server ran (0 unless
+// under callgrind).
+type sample struct{ cpu, cmd, calls, instr float64 }
+
+// costCallgrind is the callgrind the server of BenchmarkRedisCost runs
+// under, or nil.
+var costCallgrind *callgrind
+
+// callgrind counts the instructions of a redis-server run under valgrind.
+type callgrind struct {
+	dir string
+	pid string
+}
+
+// startCallgrind makes the servers the benchmark starts run under
+// callgrind when SLUICE_REDIS_CALLGRIND=1 (through REDIS_SERVER, a wrapper
+// written in a temporary directory), and returns nil otherwise.
+func startCallgrind(b *testing.B) *callgrind {
+	if os.Getenv("SLUICE_REDIS_CALLGRIND") != "1" {
+		return nil
+	}
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	wrapper := filepath.Join(dir, "redis-server")
+	script := "#!/bin/sh\nexec valgrind -q --tool=callgrind --callgrind-out-file=" + dir + "/cg.%p " + bin + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	b.Setenv(redistest.BinaryEnv, wrapper)
+	return &callgrind{dir: dir}
+}
+
+// attach finds the server's process (valgrind runs it in its own).
+func (cg *callgrind) attach(b *testing.B, client *redis.Client) {
+	info, err := client.Info(context.Background(), "server").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "process_id:"); ok {
+			cg.pid = v
+		}
+	}
+	if cg.pid == "" {
+		b.Fatal("no process_id in INFO")
+	}
+}
+
+// zero starts a count; total returns the instructions since.
+func (cg *callgrind) zero() error {
+	return exec.Command("callgrind_control", "-z", cg.pid).Run()
+}
+
+func (cg *callgrind) total() (float64, error) {
+	if err := exec.Command("callgrind_control", "-d", cg.pid).Run(); err != nil {
+		return 0, err
+	}
+	dumps, err := filepath.Glob(filepath.Join(cg.dir, "cg."+cg.pid+".*"))
+	if err != nil || len(dumps) == 0 {
+		return 0, fmt.Errorf("no callgrind dump in %s: %v", cg.dir, err)
+	}
+	last := slices.MaxFunc(dumps, func(a, b string) int {
+		na, _ := strconv.Atoi(a[strings.LastIndexByte(a, '.')+1:])
+		nb, _ := strconv.Atoi(b[strings.LastIndexByte(b, '.')+1:])
+		return na - nb
+	})
+	data, err := os.ReadFile(last)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "summary: "); ok {
+			return strconv.ParseFloat(strings.Fields(v)[0], 64)
+		}
+	}
+	return 0, fmt.Errorf("no summary in %s", last)
+}
 
 func runCost(b *testing.B, client *redis.Client, c, en costCase) {
 	ctx := context.Background()
@@ -144,6 +237,12 @@ func runCost(b *testing.B, client *redis.Client, c, en costCase) {
 	b.ReportMetric(median(ratio(cpu)), "x-envoy-cpu")
 	b.ReportMetric(median(ratio(cmd)), "x-envoy-cmd")
 	b.ReportMetric(median(pick(mine, func(s sample) float64 { return s.calls })), "redis.calls/decision")
+	if costCallgrind != nil {
+		instr := func(s sample) float64 { return s.instr }
+		b.ReportMetric(median(pick(mine, instr)), "redis-instr/decision")
+		b.ReportMetric(median(pick(theirs, instr)), "envoy-instr/decision")
+		b.ReportMetric(median(ratio(instr)), "x-envoy-instr")
+	}
 }
 
 func median(v []float64) float64 {
@@ -160,17 +259,30 @@ func measure(ctx context.Context, client *redis.Client, c costCase, prefix strin
 	if err != nil {
 		return sample{}, err
 	}
+	cg := costCallgrind
+	if cg != nil {
+		if err := cg.zero(); err != nil {
+			return sample{}, err
+		}
+	}
 	for r := range c.rounds {
 		if err := c.round(ctx, prefix, i*c.rounds+r); err != nil {
 			return sample{}, err
 		}
 	}
+	n := float64(c.rounds * c.per)
+	var sm sample
+	if cg != nil {
+		instr, err := cg.total()
+		if err != nil {
+			return sample{}, err
+		}
+		sm.instr = instr / n
+	}
 	after, err := readStats(ctx, client)
 	if err != nil {
 		return sample{}, err
 	}
-	n := float64(c.rounds * c.per)
-	var sm sample
 	sm.cpu = (after.cpu - before.cpu) / n
 	for name, st := range after.cmds {
 		d := st.calls - before.cmds[name].calls
