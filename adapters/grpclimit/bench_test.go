@@ -91,3 +91,33 @@ func BenchmarkUnaryBufconn(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStreamServerInterceptor is BenchmarkUnaryServerInterceptor for a
+// stream that opens, sends one message and ends: the open decision and the
+// metadata on its first message.
+func BenchmarkStreamServerInterceptor(b *testing.B) {
+	lim := newLimiter(b, newStore(b), "api", core.PerSecond(core.MaxRate), nil)
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(203, 0, 113, 7), Port: 51234}})
+	ctx = grpc.NewContextWithServerTransportStream(ctx, &benchStream{})
+	info := &grpc.StreamServerInfo{FullMethod: methodBidi, IsClientStream: true, IsServerStream: true}
+	ss := benchServerStream{ctx: ctx}
+	resp := wrapperspb.String("echo:hi")
+	handler := func(_ any, ss grpc.ServerStream) error { return ss.SendMsg(resp) }
+	icpt := grpclimit.StreamServerInterceptor(lim)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := icpt(nil, ss, info, handler); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchServerStream is a server stream that drops what it is given.
+type benchServerStream struct{ ctx context.Context }
+
+func (s benchServerStream) SetHeader(metadata.MD) error  { return nil }
+func (s benchServerStream) SendHeader(metadata.MD) error { return nil }
+func (s benchServerStream) SetTrailer(metadata.MD)       {}
+func (s benchServerStream) Context() context.Context     { return s.ctx }
+func (s benchServerStream) SendMsg(any) error            { return nil }
+func (s benchServerStream) RecvMsg(any) error            { return nil }

@@ -16,15 +16,8 @@ import (
 func UnaryClientInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryClientInterceptor {
 	c := newConfig("UnaryClientInterceptor", l, opts)
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-		lim, _, err := c.limiter(ctx, method)
-		if err != nil {
-			if err := c.undecided(ctx, method, err); err != nil {
-				return err
-			}
-		} else if lim != nil {
-			if err := c.outgoing(lim, &call{parent: ctx, method: method, client: true}, req, callOpts); err != nil {
-				return err
-			}
+		if _, err := c.send(ctx, method, req, callOpts); err != nil {
+			return err
 		}
 		return invoker(ctx, method, req, reply, cc, callOpts...)
 	}
@@ -37,27 +30,30 @@ func UnaryClientInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryClientInt
 func StreamClientInterceptor(l *core.Limiter, opts ...Option) grpc.StreamClientInterceptor {
 	c := newConfig("StreamClientInterceptor", l, opts)
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
-		lim, skip, err := c.limiter(ctx, method)
+		skip, err := c.send(ctx, method, nil, callOpts)
 		if err != nil {
-			if err := c.undecided(ctx, method, err); err != nil {
-				return nil, err
-			}
-			return streamer(ctx, desc, cc, method, callOpts...)
-		}
-		if skip {
-			return streamer(ctx, desc, cc, method, callOpts...)
-		}
-		if lim != nil {
-			if err := c.outgoing(lim, &call{parent: ctx, method: method, client: true}, nil, callOpts); err != nil {
-				return nil, err
-			}
+			return nil, err
 		}
 		cs, err := streamer(ctx, desc, cc, method, callOpts...)
-		if err != nil || c.message == nil {
+		if err != nil || skip || c.message == nil {
 			return cs, err
 		}
 		return &clientStream{ClientStream: cs, c: c, r: call{parent: ctx, method: method, client: true}}, nil
 	}
+}
+
+// send decides an outgoing call with its method's limiter before it is
+// sent; an error ends it. skip is set when the call is exempt altogether
+// (its messages too).
+func (c *config) send(ctx context.Context, method string, req any, callOpts []grpc.CallOption) (skip bool, err error) {
+	lim, skip, err := c.limiter(ctx, method)
+	if err != nil {
+		return true, c.undecided(ctx, method, err)
+	}
+	if skip || lim == nil {
+		return skip, nil
+	}
+	return false, c.outgoing(lim, &call{parent: ctx, method: method, client: true}, req, callOpts)
 }
 
 // outgoing decides an outgoing call or message; an error ends it. A denial

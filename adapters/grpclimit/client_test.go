@@ -118,3 +118,27 @@ func TestStreamClientDirect(t *testing.T) {
 	denial(t, err)
 	require.Equal(t, 1, opened)
 }
+
+// WithSkip exempts outgoing calls as it exempts incoming ones: a skipped
+// unary call or stream is neither decided nor counted, on a limit of one.
+func TestClientSkip(t *testing.T) {
+	lim := newLimiter(t, newStore(t), "provider", core.PerHour(1), keyfunc.Const("upstream"))
+	skip := grpclimit.WithSkip(func(ctx context.Context, _ string) bool {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		return len(md.Get("x-skip")) > 0
+	})
+	unary := grpclimit.UnaryClientInterceptor(lim, skip)
+	stream := grpclimit.StreamClientInterceptor(lim, skip)
+	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	streamer := func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+		return nil, nil
+	}
+	skipped := metadata.AppendToOutgoingContext(t.Context(), "x-skip", "1")
+	for range 3 {
+		require.NoError(t, unary(skipped, methodUnary, nil, nil, nil, invoker))
+		_, err := stream(skipped, &bidiDesc, nil, methodBidi, streamer)
+		require.NoError(t, err)
+	}
+	require.NoError(t, unary(t.Context(), methodUnary, nil, nil, nil, invoker), "the skipped calls were not counted")
+	denial(t, unary(t.Context(), methodUnary, nil, nil, nil, invoker))
+}

@@ -16,16 +16,20 @@ import (
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
-// harness runs the adapter conformance suite against the unary interceptor
-// (the stream interceptor is installed with the same options). grpc-go
+// harness runs the adapter conformance suite against the unary
+// interceptor, or with stream set against the stream interceptor (each
+// call a stream of one message), installed with the same options. grpc-go
 // does not recover handlers: a panic the interceptor does not contain
 // takes the test process down.
-type harness struct{}
+type harness struct{ stream bool }
 
 // Routers: gRPC has no paths to spell differently.
 func (harness) Routers() []string { return nil }
 
-type grpcServer struct{ s *server }
+type grpcServer struct {
+	s      *server
+	stream bool
+}
 
 // gone cancels the context of a call that carries x-gone: the client went
 // away as the call arrived.
@@ -37,6 +41,24 @@ func gone(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHan
 	}
 	return h(ctx, req)
 }
+
+// goneStream is gone for streams.
+func goneStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if len(metadata.ValueFromIncomingContext(ss.Context(), "x-gone")) > 0 {
+		c, cancel := context.WithCancel(ss.Context())
+		cancel()
+		ss = contextStream{ss, c}
+	}
+	return h(srv, ss)
+}
+
+// contextStream is a server stream with another context.
+type contextStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s contextStream) Context() context.Context { return s.ctx }
 
 // panicOptions are the callbacks that panic, by name.
 func panicOption(cb adaptertest.Callback) []grpclimit.Option {
@@ -69,7 +91,16 @@ func report(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryH
 	return h(ctx, req)
 }
 
-func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
+// reportStream is report for streams.
+func reportStream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	d, ok := grpclimit.DecisionFrom(ss.Context())
+	if err := ss.SetHeader(metadata.Pairs(strings.ToLower(adaptertest.HeaderDecision), adaptertest.Describe(d, ok))); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}
+
+func (h harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	opts := panicOption(s.Panic)
 	if s.Logger != nil {
 		opts = append(opts, grpclimit.WithLogger(s.Logger))
@@ -95,13 +126,13 @@ func (harness) Start(t *testing.T, s adaptertest.Setup) adaptertest.Server {
 	}
 	return grpcServer{serve(t, bufconnTransport, []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(gone, grpclimit.UnaryServerInterceptor(s.Limiter, opts...), report),
-		grpc.StreamInterceptor(grpclimit.StreamServerInterceptor(s.Limiter, opts...)),
-	})}
+		grpc.ChainStreamInterceptor(goneStream, grpclimit.StreamServerInterceptor(s.Limiter, opts...), reportStream),
+	}), h.stream}
 }
 
-// Do makes one unary call with r.Header as metadata, and answers with the
-// header and trailer metadata together and the status message as the
-// body.
+// Do makes one call (unary, or a stream of one message) with r.Header as
+// metadata, and answers with the header and trailer metadata together and
+// the status message as the body.
 func (g grpcServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response {
 	ctx := t.Context()
 	if r.Gone {
@@ -112,7 +143,12 @@ func (g grpcServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response
 			ctx = metadata.AppendToOutgoingContext(ctx, strings.ToLower(k), v)
 		}
 	}
-	res := g.s.unary(t, ctx, methodUnary)
+	var res result
+	if g.stream {
+		res = g.s.bidi(t, ctx, methodBidi)
+	} else {
+		res = g.s.unary(t, ctx, methodUnary)
+	}
 	st, ok := status.FromError(res.err)
 	if !ok {
 		t.Fatalf("not a gRPC status: %v", res.err)
@@ -139,5 +175,9 @@ func (g grpcServer) Do(t *testing.T, r adaptertest.Request) adaptertest.Response
 
 func (g grpcServer) Runs() int64 { return g.s.echo.calls.Load() }
 
-// TestConformance runs the behaviour every adapter shares.
-func TestConformance(t *testing.T) { adaptertest.Run(t, harness{}) }
+// TestConformance runs the behaviour every adapter shares, on unary calls
+// and on streams.
+func TestConformance(t *testing.T) {
+	t.Run("unary", func(t *testing.T) { adaptertest.Run(t, harness{}) })
+	t.Run("stream", func(t *testing.T) { adaptertest.Run(t, harness{stream: true}) })
+}

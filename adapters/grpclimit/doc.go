@@ -120,7 +120,10 @@
 //
 // # Streams
 //
-// StreamServerInterceptor checks a stream once when it opens. With
+// StreamServerInterceptor checks a stream once when it opens, exactly as
+// UnaryServerInterceptor checks a call: the same decision, metadata,
+// denial, error handling and refund (a policy's Refund follows the status
+// the stream ends with), the stream's Context carrying the Decision. With
 // WithMessageLimit, every message received (ServerStream.RecvMsg) is also
 // checked after it is read: a denied message is dropped and RecvMsg returns
 // the ResourceExhausted status, which the handler should return as it

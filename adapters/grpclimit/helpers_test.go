@@ -45,7 +45,7 @@ var bidiDesc = grpc.StreamDesc{StreamName: "Bidi", ServerStreams: true, ClientSt
 type echo struct {
 	calls      atomic.Int64 // handler invocations, all methods
 	fail       atomic.Pointer[error]
-	sendHeader atomic.Bool // unary handlers call grpc.SendHeader first
+	sendHeader atomic.Bool // handlers call grpc.SendHeader first
 	mu         sync.Mutex
 	decisions  []core.Decision // DecisionFrom in handlers
 }
@@ -109,7 +109,16 @@ var echoDesc = grpc.ServiceDesc{
 	Methods:     []grpc.MethodDesc{unaryMethod("Unary"), unaryMethod("Other")},
 	Streams: []grpc.StreamDesc{{StreamName: "Bidi", ServerStreams: true, ClientStreams: true,
 		Handler: func(srv any, ss grpc.ServerStream) error {
-			srv.(*echo).record(ss.Context())
+			e := srv.(*echo)
+			e.record(ss.Context())
+			if e.sendHeader.Load() {
+				if err := grpc.SendHeader(ss.Context(), metadata.Pairs("x-app", "1")); err != nil {
+					return err
+				}
+			}
+			if err := e.fail.Load(); err != nil {
+				return *err
+			}
 			for {
 				in := new(wrapperspb.StringValue)
 				if err := ss.RecvMsg(in); err == io.EOF {
@@ -222,6 +231,32 @@ func (s *server) unary(t testing.TB, ctx context.Context, method string, opts ..
 	r.resp = new(wrapperspb.StringValue)
 	opts = append(opts, grpc.Header(&r.header), grpc.Trailer(&r.trailer))
 	r.err = s.conn.Invoke(ctx, method, wrapperspb.String("hi"), r.resp, opts...)
+	return r
+}
+
+// bidi opens a stream of method, sends one message and reads to its end:
+// what a client sees of a stream of one message, as unary sees a call.
+func (s *server) bidi(t testing.TB, ctx context.Context, method string) result {
+	t.Helper()
+	var r result
+	cs, err := s.conn.NewStream(ctx, &bidiDesc, method)
+	require.NoError(t, err)
+	if err := cs.SendMsg(wrapperspb.String("hi")); err != nil && err != io.EOF {
+		r.err = err
+	}
+	_ = cs.CloseSend()
+	for r.err == nil {
+		out := new(wrapperspb.StringValue)
+		if err := cs.RecvMsg(out); err != nil {
+			if err != io.EOF {
+				r.err = err
+			}
+			break
+		}
+		r.resp = out
+	}
+	r.header, _ = cs.Header()
+	r.trailer = cs.Trailer()
 	return r
 }
 

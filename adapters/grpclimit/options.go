@@ -28,8 +28,9 @@ type config struct {
 	headers ratelimitfields.Config
 	msgHdrs ratelimitfields.Config // headers without the Draft family, for trailers
 	logger  *slog.Logger
-	undec   *middleware.Logger // undecided calls, at most a line a second
-	wait    bool               // client interceptors wait for a slot (WithWait)
+	undec   *middleware.Logger      // undecided calls, at most a line a second
+	wait    bool                    // client interceptors wait for a slot (WithWait)
+	flows   map[*core.Limiter]*flow // a server interceptor's, by limiter
 }
 
 // Option configures an interceptor. The same options, with the framework's
@@ -158,18 +159,17 @@ func validMethod(m string) bool {
 // limiter returns the limiter of a call's opening, and whether the call is
 // exempt altogether. err is a skip callback that panicked.
 func (c *config) limiter(ctx context.Context, method string) (l *core.Limiter, skip bool, err error) {
-	if skip, err := c.skipped(ctx, method); skip || err != nil {
-		return c.def, skip, err
+	if c.skip != nil {
+		if skip, err := middleware.Skip(func(ctx context.Context) bool { return c.skip(ctx, method) }, ctx); skip || err != nil {
+			return nil, skip, err
+		}
 	}
-	if c.routes != nil {
-		if l, ok := c.routes[method]; ok {
-			return l, l == nil, nil
-		}
-		if i := strings.LastIndexByte(method, '/'); i > 0 {
-			if l, ok := c.routes[method[:i+1]]; ok {
-				return l, l == nil, nil
-			}
-		}
+	l, ok := c.routes[method] // an exact method wins over its service
+	if i := strings.LastIndexByte(method, '/'); !ok && i > 0 {
+		l, ok = c.routes[method[:i+1]]
+	}
+	if ok {
+		return l, l == nil, nil
 	}
 	return c.def, false, nil
 }
@@ -189,14 +189,6 @@ func (c *config) check(l *core.Limiter, r *call, req any, d *core.Decision) erro
 		}
 	}
 	return middleware.Decide(r.parent, l, r, cc, d)
-}
-
-// skipped calls the skip callback, turning a panic into an error.
-func (c *config) skipped(ctx context.Context, method string) (bool, error) {
-	if c.skip == nil {
-		return false, nil
-	}
-	return middleware.Skip(func(ctx context.Context) bool { return c.skip(ctx, method) }, ctx)
 }
 
 // undecided handles a call the limiter could not decide: nil lets it

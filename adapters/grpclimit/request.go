@@ -2,16 +2,15 @@ package grpclimit
 
 import (
 	"context"
-	"errors"
-	"net"
-	"net/netip"
 	"time"
 
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
+	"github.com/sluicehq/sluice/adapters/internal/middleware"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
 // call is one gRPC call as the limiter sees it. A *call is the
@@ -26,6 +25,7 @@ type call struct {
 	out     metadata.MD // outgoing metadata, loaded on first use
 	outOK   bool
 	decided bool
+	sent    bool // its metadata were taken (takeMetadata)
 	d       core.Decision
 	at      time.Time     // when the decision started, then when it was made
 	took    time.Duration // how long the decision took, added to the waits sent
@@ -42,12 +42,11 @@ type stacked struct {
 	// sender, in an inner call, is the outermost call, which sends the
 	// metadata of the merge once the handler returns.
 	sender *call
-	// In the outermost call, when replaced: the Decision whose metadata it
-	// sends instead of its own (the innermost merge, decided at at), or nil
-	// when an inner interceptor denied (its denial carries them).
-	replaced bool
-	view     *core.Decision
-	at       time.Time
+	// view, in the outermost call, is the innermost merge, decided at at,
+	// whose metadata it sends instead of its own (none when it is a
+	// denial, which carries them).
+	view *core.Decision
+	at   time.Time
 }
 
 // outerCall returns the call of an outer sluice server interceptor that
@@ -72,8 +71,7 @@ func (r *call) decision() *core.Decision {
 
 // publish records that r was decided at now, its handler seeing view (r.d,
 // or its merge with an outer interceptor's Decision). Under stacked
-// interceptors, the outermost call then sends the metadata of view, or none
-// when view is a denial (the denial carries them).
+// interceptors, the outermost call then sends the metadata of view.
 func (r *call) publish(view *core.Decision, now time.Time) {
 	r.decided, r.took, r.at = true, now.Sub(r.at), now
 	outer := outerCall(r.parent)
@@ -88,24 +86,29 @@ func (r *call) publish(view *core.Decision, now time.Time) {
 	if sender.stacked == nil {
 		sender.stacked = &stacked{}
 	}
-	sender.stacked.replaced, sender.stacked.view, sender.stacked.at = true, nil, now
-	if view.Allowed {
-		sender.stacked.view = view
-	}
+	sender.stacked.view, sender.stacked.at = view, now
 }
 
-// sends returns the Decision whose metadata r's interceptor sends once the
-// handler returned, and the instant to format them at: r's own, an inner
-// interceptor's merge, or none (ok false) when an outer one sends them or
-// r was not decided.
-func (r *call) sends() (d *core.Decision, at time.Time, ok bool) {
-	switch {
-	case r.stacked != nil && r.stacked.sender != nil:
-		return nil, at, false
-	case r.stacked != nil && r.stacked.replaced:
-		return r.stacked.view, r.stacked.at, r.stacked.view != nil
+// takeMetadata returns, once, the metadata r's interceptor sends when the
+// handler sends its header or returns: those of its own Decision, or under
+// stacked interceptors of the innermost merge (none when that is a denial:
+// the denial carries them); nil when an outer interceptor sends them or r
+// was not decided.
+func (r *call) takeMetadata(h ratelimitfields.Config) metadata.MD {
+	d, at := &r.d, r.at
+	if s := r.stacked; s != nil && s.sender != nil {
+		return nil
+	} else if s != nil && s.view != nil {
+		d, at = s.view, s.at
 	}
-	return &r.d, r.at, r.decided
+	if r.sent || !r.decided || !d.Allowed {
+		return nil
+	}
+	r.sent = true
+	if f := format(h, d, at); f.N > 0 {
+		return Metadata(f)
+	}
+	return nil
 }
 
 // Message returns the request message a server or client interceptor is
@@ -119,15 +122,11 @@ func (r *call) sends() (d *core.Decision, at time.Time, ok bool) {
 //
 // KeyFunc does the same with the interceptor's own arguments.
 func Message(r keyfunc.Request) (msg any, ok bool) {
-	c, ok := r.(*call)
-	if !ok || c.msg == nil {
-		return nil, false
+	if c, ok := asCall(r); ok && c.msg != nil {
+		return c.msg, true
 	}
-	return c.msg, true
+	return nil, false
 }
-
-// errNotACall is KeyFunc's error on a request no interceptor viewed.
-var errNotACall = errors.New("grpclimit: KeyFunc: not a call of the grpclimit interceptors")
 
 // KeyFunc returns a key function that keys a call by f of its context,
 // full method and request message (as WithCost sees them; req is nil when
@@ -138,14 +137,10 @@ var errNotACall = errors.New("grpclimit: KeyFunc: not a call of the grpclimit in
 // An empty key means the call has none (keyfunc.ErrNoKey). The Func works
 // only on calls of this package's interceptors (and views from Request).
 func KeyFunc(f func(ctx context.Context, fullMethod string, req any) (string, error)) keyfunc.Func {
-	return func(r keyfunc.Request) (string, error) {
-		c, ok := r.(*call)
-		if !ok {
-			return "", errNotACall
-		}
-		return f(c.parent, c.method, c.msg)
-	}
+	return middleware.KeyFunc("grpclimit", "KeyFunc", asCall, func(_ keyfunc.Request, c *call) (string, error) { return f(c.parent, c.method, c.msg) })
 }
+
+func asCall(r keyfunc.Request) (*call, bool) { c, ok := r.(*call); return c, ok }
 
 var _ keyfunc.Request = (*call)(nil)
 
@@ -190,19 +185,10 @@ func (r *call) RemoteAddr() string {
 	if r.client {
 		return ""
 	}
-	p, ok := peer.FromContext(r.parent)
-	if !ok || p == nil || p.Addr == nil {
-		return ""
+	if p, ok := peer.FromContext(r.parent); ok && p != nil && p.Addr != nil {
+		return middleware.AddrString(p.Addr)
 	}
-	if a, ok := p.Addr.(*net.TCPAddr); ok && a != nil && len(a.IP) > 0 {
-		// As a.String(), in one allocation instead of three.
-		if ap := a.AddrPort(); ap.Addr().IsValid() {
-			ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-			var buf [64]byte
-			return string(ap.AppendTo(buf[:0]))
-		}
-	}
-	return p.Addr.String()
+	return ""
 }
 
 // Request returns the keyfunc.Request view of the server call with context

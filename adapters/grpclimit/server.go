@@ -19,139 +19,106 @@ import (
 // l (nil when only WithMethodLimiter says what to limit). It panics if there
 // is nothing to limit or an option is malformed.
 func UnaryServerInterceptor(l *core.Limiter, opts ...Option) grpc.UnaryServerInterceptor {
-	c := newConfig("UnaryServerInterceptor", l, opts)
-	flows := c.unaryFlows()
+	c := newConfig("UnaryServerInterceptor", l, opts).withFlows()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		lim, skip, err := c.limiter(ctx, info.FullMethod)
-		if err != nil { // the skip callback panicked
-			if err := c.undecided(ctx, info.FullMethod, err); err != nil {
-				return nil, err
-			}
+		f, _, err := c.open(ctx, info.FullMethod)
+		if err != nil {
+			return nil, err
+		}
+		if f == nil {
 			return handler(ctx, req)
 		}
-		if skip || lim == nil {
-			return handler(ctx, req)
+		x := rpc{r: &call{parent: ctx, method: info.FullMethod, msg: req}, unary: handler}
+		err = f.Run(x)
+		return x.r.resp, err
+	}
+}
+
+// StreamServerInterceptor returns an interceptor that limits streams with l
+// when they open (l may be nil when WithMethodLimiter or WithMessageLimit say
+// what to limit), and, with WithMessageLimit, every message received. It
+// panics if there is nothing to limit or an option is malformed.
+func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerInterceptor {
+	c := newConfig("StreamServerInterceptor", l, opts).withFlows()
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx := ss.Context()
+		f, skip, err := c.open(ctx, info.FullMethod)
+		if err != nil {
+			return err
 		}
-		u := unary{r: &call{parent: ctx, method: info.FullMethod, msg: req}, handler: handler}
-		err = flows[lim].Run(u)
-		return u.r.resp, err
-	}
-}
-
-// unary is a unary server call as the middleware flow sees it: its call
-// (the view, the handler's context and the Decision, allocated once) and
-// its handler.
-type unary struct {
-	r       *call
-	handler grpc.UnaryHandler
-}
-
-// unaryFlow maps gRPC's unary server calls onto the middleware flow every
-// sluice adapter runs (skip, cost, decide, gone, the error handler, the
-// merge with an outer interceptor's Decision, metadata, deny, handler,
-// refund).
-type unaryFlow struct{ c *config }
-
-type unaryFlows = map[*core.Limiter]*middleware.Flow[unary, *call, unaryFlow]
-
-// unaryFlows returns a flow for each limiter the interceptor may apply.
-// Skipping (WithSkip, WithSkipMethods) is decided before, with the limiter.
-func (c *config) unaryFlows() unaryFlows {
-	cfg := middleware.Config[unary, *call]{
-		Key:    c.key,
-		Denied: func(_ unary, r *call) error { return c.deny((*callContext)(r), r.method, r.decision(), r.took) },
-		OnError: func(u unary, err error) (bool, error) {
-			err = c.undecided(u.r.parent, u.r.method, err)
-			return err == nil, err
-		},
-		Logger:  c.logger,
-		Headers: c.headers,
-	}
-	if c.cost != nil {
-		cfg.Cost = func(u unary) int64 { return c.cost(u.r.parent, u.r.method, u.r.msg) }
-	}
-	set := func(x *middleware.Config[unary, *call]) { *x = cfg }
-	flows := unaryFlows{}
-	for _, l := range append([]*core.Limiter{c.def}, slices.Collect(maps.Values(c.routes))...) {
-		if l != nil && flows[l] == nil {
-			flows[l] = middleware.New("grpclimit", l, unaryFlow{c}, set, nil)
+		if skip || f == nil && c.message == nil {
+			return handler(srv, ss)
 		}
-	}
-	return flows
-}
-
-func (unaryFlow) Start(u unary) *call {
-	u.r.at = time.Now()
-	return u.r
-}
-
-func (unaryFlow) Earlier(u unary) *core.Decision {
-	if outer := outerCall(u.r.parent); outer != nil {
-		return outer.decision()
-	}
-	return nil
-}
-
-// Publish records the Decision; a denial's metadata go in the trailer at
-// once (Trailers-Only: nothing in the header, or the client would neither
-// retry nor honour the pushback), an admitted call's once its handler
-// returns.
-func (fw unaryFlow) Publish(u unary, r *call, d *core.Decision, _ *fieldfmt.Formatter) {
-	r.publish(d, time.Now())
-	if !d.Allowed {
-		_ = grpc.SetTrailer(r.parent, denialMetadata(fw.c.headers, d, r.at, r.took))
+		s := &serverStream{ServerStream: ss, c: c, r: call{parent: ctx, method: info.FullMethod}}
+		x := rpc{r: &s.r, stream: handler, ss: s, srv: srv}
+		if f == nil { // only its messages are limited
+			return serverFlow{c}.Next(x, x.r)
+		}
+		return f.Run(x)
 	}
 }
 
-// Next runs the handler, with the context carrying the Decision when the
-// call was decided, and sends the call's metadata.
-func (fw unaryFlow) Next(u unary, r *call) error {
+// rpc is a server call as the middleware flow sees it: its state (the view,
+// the handler's context and the Decision, allocated once) and the handler
+// it goes on to, a unary call's or a stream's.
+type rpc struct {
+	r      *call
+	unary  grpc.UnaryHandler
+	stream grpc.StreamHandler
+	ss     *serverStream // a stream's, wrapped
+	srv    any
+}
+
+// handle runs the call's handler, whose context carries the Decision once
+// the call was decided.
+func (x rpc) handle(r *call) error {
+	if x.ss != nil {
+		return x.stream(x.srv, x.ss)
+	}
 	ctx := r.parent
 	if r.decided {
 		ctx = (*callContext)(r)
 	}
-	resp, err := u.handler(ctx, r.msg)
-	r.resp = resp
-	if d, at, ok := r.sends(); ok {
-		if f := format(fw.c.headers, d, at); f.N > 0 {
-			attach(r.parent, grpc.ServerTransportStreamFromContext(r.parent), Metadata(f), err)
-		}
-	}
+	var err error
+	r.resp, err = x.unary(ctx, r.msg)
 	return err
 }
 
-// Watch is Next; a call that returned an error counts as failed for the
-// refund (as an HTTP status >= 400 would).
-func (fw unaryFlow) Watch(u unary, r *call) (int, error) {
-	if err := fw.Next(u, r); err != nil {
-		return 500, err
+func (x rpc) setHeader(md metadata.MD) error {
+	if x.ss != nil {
+		return x.ss.ServerStream.SetHeader(md)
 	}
-	return 200, nil
+	return grpc.SetHeader(x.r.parent, md)
 }
 
-func (unaryFlow) Abort(unary) {}
-
-// Unavailable ends a call whose client left before it was counted with its
-// context's status.
-func (unaryFlow) Unavailable(u unary) error {
-	return status.FromContextError(u.r.parent.Err()).Err()
+func (x rpc) setTrailer(md metadata.MD) {
+	if x.ss != nil {
+		x.ss.ServerStream.SetTrailer(md)
+		return
+	}
+	_ = grpc.SetTrailer(x.r.parent, md)
 }
 
-// attach sends an admitted call's metadata once its handler returned: in
-// the header on success; in the trailer on error, which keeps a response
-// without headers Trailers-Only (retryable). RateLimit and RateLimit-Policy
-// never go out in a real HTTP/2 trailer, which the draft forbids: when the
-// handler sent the header itself, they are dropped.
-func attach(ctx context.Context, st grpc.ServerTransportStream, md metadata.MD, handlerErr error) {
-	if handlerErr == nil {
-		if grpc.SetHeader(ctx, md) == nil {
-			return
+// place sends the metadata md of an admitted call once its handler
+// returned: in the header on success; in the trailer on error, which keeps
+// a response without headers Trailers-Only (retryable). RateLimit and
+// RateLimit-Policy never go out in a real HTTP/2 trailer, which the draft
+// forbids: when the handler sent the header itself, they are dropped. A
+// stream's trailer carries its last message's decision (trailer) instead,
+// when it has one.
+func (x rpc) place(md, trailer metadata.MD, handlerErr error) {
+	if md != nil && handlerErr == nil && x.setHeader(md) == nil {
+		md = nil
+	}
+	if md != nil && trailer == nil {
+		if handlerErr == nil || headerSent(grpc.ServerTransportStreamFromContext(x.r.parent)) {
+			dropDraft(md) // this is a real trailer
 		}
-		dropDraft(md) // the handler sent the header itself: this is a real trailer
-	} else if headerSent(st) {
-		dropDraft(md)
+		trailer = md
 	}
-	_ = grpc.SetTrailer(ctx, md)
+	if trailer != nil {
+		x.setTrailer(trailer)
+	}
 }
 
 func dropDraft(md metadata.MD) {
@@ -176,66 +143,116 @@ func headerSent(st grpc.ServerTransportStream) bool {
 	return cs.SetSendCompress(cs.SendCompress()) != nil
 }
 
-// StreamServerInterceptor returns an interceptor that limits streams with l
-// when they open (l may be nil when WithMethodLimiter or WithMessageLimit say
-// what to limit), and, with WithMessageLimit, every message received. It
-// panics if there is nothing to limit or an option is malformed.
-func StreamServerInterceptor(l *core.Limiter, opts ...Option) grpc.StreamServerInterceptor {
-	c := newConfig("StreamServerInterceptor", l, opts)
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		ctx := ss.Context()
-		lim, skip, err := c.limiter(ctx, info.FullMethod)
-		if err != nil {
-			if err := c.undecided(ctx, info.FullMethod, err); err != nil {
-				return err
-			}
-			return handler(srv, ss)
+// serverFlow maps gRPC's server calls, unary and stream alike, onto the
+// middleware flow every sluice adapter runs (cost, decide, gone, the error
+// handler, the merge with an outer interceptor's Decision, metadata, deny,
+// handler, refund).
+type serverFlow struct{ c *config }
+
+// flow is the middleware flow of a server interceptor's limiter.
+type flow = middleware.Flow[rpc, *call, serverFlow]
+
+// withFlows builds a flow for each limiter a server interceptor may apply.
+func (c *config) withFlows() *config {
+	cfg := middleware.Config[rpc, *call]{
+		Key:    c.key,
+		Denied: func(_ rpc, r *call) error { return c.deny((*callContext)(r), r.method, r.decision(), r.took) },
+		OnError: func(x rpc, err error) (bool, error) {
+			err = c.undecided(x.r.parent, x.r.method, err)
+			return err == nil, err
+		},
+		Logger:  c.logger,
+		Headers: c.headers,
+	}
+	if c.cost != nil {
+		cfg.Cost = func(x rpc) int64 { return c.cost(x.r.parent, x.r.method, x.r.msg) }
+	}
+	set := func(x *middleware.Config[rpc, *call]) { *x = cfg }
+	c.flows = map[*core.Limiter]*flow{}
+	for _, l := range append([]*core.Limiter{c.def}, slices.Collect(maps.Values(c.routes))...) {
+		if l != nil && c.flows[l] == nil {
+			c.flows[l] = middleware.New("grpclimit", l, serverFlow{c}, set, nil)
 		}
-		if skip || lim == nil && c.message == nil {
-			return handler(srv, ss)
-		}
-		s := &serverStream{ServerStream: ss, c: c, r: call{parent: ctx, method: info.FullMethod}}
-		if lim != nil {
-			s.r.at = time.Now()
-			d := &s.r.d
-			err := c.check(lim, &s.r, nil, d)
-			if err == nil && d.Degraded() && ctx.Err() != nil {
-				err = ctx.Err() // the client left before its call was counted
-			}
-			if err != nil {
-				if err := c.undecided(ctx, info.FullMethod, err); err != nil {
-					return err
-				}
-			} else {
-				view := d
-				if outer := outerCall(ctx); outer != nil {
-					view = core.Merge(outer.decision(), view) // stacked interceptors
-				}
-				s.r.publish(view, time.Now())
-				if !d.Allowed {
-					ss.SetTrailer(denialMetadata(c.headers, view, s.r.at, s.r.took))
-					return c.deny(s.Context(), info.FullMethod, view, s.r.took)
-				}
-				s.pending = true
-			}
-		}
-		err = handler(srv, s)
-		s.finish(err)
-		return err
+	}
+	return c
+}
+
+// open returns the flow of a server call's method, nil when the method has
+// no limiter; skip is set when the call is exempt altogether (its messages
+// too). A non-nil error ends the call: its skip callback panicked and the
+// error handler refused it.
+func (c *config) open(ctx context.Context, method string) (f *flow, skip bool, err error) {
+	l, skip, err := c.limiter(ctx, method)
+	if err != nil {
+		return nil, true, c.undecided(ctx, method, err)
+	}
+	if skip || l == nil {
+		return nil, skip, nil
+	}
+	return c.flows[l], false, nil
+}
+
+func (serverFlow) Start(x rpc) *call {
+	x.r.at = time.Now()
+	return x.r
+}
+
+func (serverFlow) Earlier(x rpc) *core.Decision {
+	if outer := outerCall(x.r.parent); outer != nil {
+		return outer.decision()
+	}
+	return nil
+}
+
+// Publish records the Decision; a denial's metadata go in the trailer at
+// once (Trailers-Only: nothing in the header, or the client would neither
+// retry nor honour the pushback), an admitted call's once its handler
+// sends its header or returns.
+func (fw serverFlow) Publish(x rpc, r *call, d *core.Decision, _ *fieldfmt.Formatter) {
+	r.publish(d, time.Now())
+	if !d.Allowed {
+		x.setTrailer(denialMetadata(fw.c.headers, d, r.at, r.took))
 	}
 }
 
+// Next runs the handler and places the metadata not sent yet.
+func (fw serverFlow) Next(x rpc, r *call) error {
+	err := x.handle(r)
+	var trailer metadata.MD
+	if x.ss != nil {
+		trailer = x.ss.messageMetadata()
+	}
+	x.place(r.takeMetadata(fw.c.headers), trailer, err)
+	return err
+}
+
+// Watch is Next; a call that returned an error counts as failed for the
+// refund (as an HTTP status >= 400 would).
+func (fw serverFlow) Watch(x rpc, r *call) (int, error) {
+	if err := fw.Next(x, r); err != nil {
+		return 500, err
+	}
+	return 200, nil
+}
+
+func (serverFlow) Abort(rpc) {}
+
+// Unavailable ends a call whose client left before it was counted with its
+// context's status.
+func (serverFlow) Unavailable(x rpc) error {
+	return status.FromContextError(x.r.parent.Err()).Err()
+}
+
 // serverStream is a limited server stream: its Context carries the
-// Decision, the open decision's metadata rides on the first header sent, and
+// Decision, the open decision's metadata ride on the first header sent, and
 // with WithMessageLimit RecvMsg checks every message.
 type serverStream struct {
 	grpc.ServerStream
-	c       *config
-	r       call           // the view for key functions, and the context
-	pending bool           // the open decision's metadata are not sent yet (see call.sends)
-	msg     *core.Decision // the last message's decision, nil before one
-	spare   *core.Decision // where the next message is decided
-	msgAt   time.Time
+	c     *config
+	r     call           // the view for key functions, and the context
+	msg   *core.Decision // the last message's decision, nil before one
+	spare *core.Decision // where the next message is decided
+	msgAt time.Time
 }
 
 func (s *serverStream) Context() context.Context { return (*callContext)(&s.r) }
@@ -250,27 +267,13 @@ func (s *serverStream) SendMsg(m any) error {
 	return s.ServerStream.SendMsg(m)
 }
 
+// flushHeader adds the open decision's metadata to the header about to be
+// sent. When the handler sent it already (grpc.SendHeader on its context),
+// they stay for the trailer.
 func (s *serverStream) flushHeader() {
-	if md := s.takeMetadata(); md != nil {
-		_ = s.ServerStream.SetHeader(md)
+	if md := s.r.takeMetadata(s.c.headers); md != nil && s.ServerStream.SetHeader(md) != nil {
+		s.r.sent = false
 	}
-}
-
-// takeMetadata returns the open decision's metadata if they are still to
-// be sent by this stream, once.
-func (s *serverStream) takeMetadata() metadata.MD {
-	if !s.pending {
-		return nil
-	}
-	s.pending = false
-	d, at, ok := s.r.sends()
-	if !ok {
-		return nil
-	}
-	if f := format(s.c.headers, d, at); f.N > 0 {
-		return Metadata(f)
-	}
-	return nil
 }
 
 // RecvMsg reads a message and, with WithMessageLimit, checks it: a denied
@@ -293,25 +296,15 @@ func (s *serverStream) RecvMsg(m any) error {
 	return nil
 }
 
-// finish places the metadata that was not sent yet once the handler
-// returned.
-func (s *serverStream) finish(err error) {
-	var trailer metadata.MD
-	if err == nil {
-		s.flushHeader()
-	} else if trailer = s.takeMetadata(); trailer != nil {
-		// Trailers-Only, unless the handler sent the header.
-		if headerSent(grpc.ServerTransportStreamFromContext(s.r.parent)) {
-			dropDraft(trailer)
-		}
+// messageMetadata is the trailer of the last message's decision, nil
+// before one: without the Draft fields, which trailers must not carry.
+func (s *serverStream) messageMetadata() metadata.MD {
+	if s.msg == nil {
+		return nil
 	}
-	if s.msg != nil {
-		trailer = Metadata(format(s.c.msgHdrs, s.msg, s.msgAt))
-		if !s.msg.Allowed {
-			trailer[MetadataPushback] = []string{Pushback(s.msg)}
-		}
+	md := Metadata(format(s.c.msgHdrs, s.msg, s.msgAt))
+	if !s.msg.Allowed {
+		md[MetadataPushback] = []string{Pushback(s.msg)}
 	}
-	if trailer != nil {
-		s.ServerStream.SetTrailer(trailer)
-	}
+	return md
 }

@@ -78,7 +78,7 @@ func TestMessageKeysALoginByUser(t *testing.T) {
 	require.Equal(t, codes.ResourceExhausted, status.Code(s3.login(t, "erin").err))
 	require.NoError(t, s3.login(t, "frank").err)
 	_, notACall := byUserToo(&keyfunc.Static{})
-	require.ErrorContains(t, notACall, "grpclimit: KeyFunc: not a call")
+	require.ErrorContains(t, notACall, "grpclimit: KeyFunc: not a request of the grpclimit")
 
 	// No message: a stream as it opens, or a view built by Request.
 	_, ok := grpclimit.Message(grpclimit.Request(t.Context(), methodUnary))

@@ -2,8 +2,9 @@
 // and what the adapters share beyond field formatting.
 //
 // Flow runs the sequence once for net/http, Gin, Echo, Fiber and gRPC's
-// unary server interceptor (gRPC streams and client interceptors keep
-// their own shape: a stream is decided at open and per message): skip,
+// server interceptors, a unary call and a stream as it opens alike (the
+// messages of a stream and the client interceptors decide one message or
+// call each, with no handler to run after): skip,
 // cost, decide, a client gone or an undecided request (the error handler,
 // or log and continue), no policy applied, the merge with an earlier sluice
 // middleware's Decision (core.Merge: stacked middlewares), headers, the

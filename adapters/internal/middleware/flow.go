@@ -10,7 +10,7 @@ import (
 	"github.com/sluicehq/sluice/ratelimitfields"
 )
 
-// Config holds the options every HTTP adapter offers, over the framework's
+// Config holds the options every adapter offers, over the framework's
 // request value C and the adapter's per-request state R. The adapters'
 // With... options set it.
 type Config[C any, R Request] struct {
@@ -74,7 +74,7 @@ type Framework[C any, R Request] interface {
 	Unavailable(c C) error
 }
 
-// Flow is the middleware sequence every HTTP adapter runs, once: skip,
+// Flow is the middleware sequence every adapter runs, once: skip,
 // cost, decide, gone or refused, the error handler, not limited, merge with
 // an earlier sluice middleware's Decision, headers, store the Decision,
 // deny, next, and the refund after the response with its status. A Flow

@@ -33,7 +33,7 @@ func (a addrAs) RemoteAddr() string { return a.ip }
 // case, is formatted with one allocation instead of the three of
 // net.TCPAddr.String, and reads the same.
 func AddrString(a net.Addr) string {
-	if t, ok := a.(*net.TCPAddr); ok && t.Zone == "" {
+	if t, ok := a.(*net.TCPAddr); ok && t != nil && t.Zone == "" {
 		if ip, ok := netip.AddrFromSlice(t.IP); ok {
 			var buf [48]byte
 			return string(netip.AddrPortFrom(ip.Unmap(), uint16(t.Port)).AppendTo(buf[:0]))
@@ -47,7 +47,7 @@ func AddrString(a net.Addr) string {
 // unmapped and without its zone, as keyfunc parses it; ok is false for any
 // other address.
 func PeerAddr(c interface{ RemoteAddr() net.Addr }) (netip.Addr, bool) {
-	if t, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+	if t, ok := c.RemoteAddr().(*net.TCPAddr); ok && t != nil {
 		if ip, ok := netip.AddrFromSlice(t.IP); ok {
 			return ip.Unmap(), true
 		}

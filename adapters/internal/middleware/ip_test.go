@@ -37,6 +37,7 @@ func TestAddrString(t *testing.T) {
 		&net.TCPAddr{IP: net.ParseIP("2001:db8::1"), Port: 443},
 		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 1, Zone: "eth0"},
 		&net.UnixAddr{Name: "@", Net: "unix"},
+		(*net.TCPAddr)(nil), // a typed nil: its String, never a panic
 	} {
 		require.Equal(t, a.String(), AddrString(a))
 	}
@@ -55,6 +56,7 @@ func TestPeerAddr(t *testing.T) {
 		&net.TCPAddr{IP: net.ParseIP("fe80::1"), Port: 1, Zone: "eth0"},
 		&net.TCPAddr{IP: net.IPv4zero, Port: 0},
 		&net.TCPAddr{IP: nil, Port: 80},
+		(*net.TCPAddr)(nil),
 		&net.UDPAddr{IP: net.ParseIP("203.0.113.7"), Port: 80},
 		&net.UnixAddr{Name: "@", Net: "unix"},
 	} {
