@@ -22,9 +22,10 @@ test: deps
 	done
 
 ## attack: the attack suite (internal/attack, also run by `make test`), verbose:
-## every bypass class of issue 12 part A (idempotency, disconnects, missing
-## keys, path variants, panicking keys, retained strings, spoofed forwarding,
-## key floods) against every adapter, on memory and on a real Redis
+## every way a hostile client could get past a limit (idempotency,
+## disconnects, missing keys, path variants, panicking keys, retained
+## strings, spoofed forwarding, key floods) against every adapter, on memory
+## and on a real Redis
 attack: deps
 	cd internal/attack && $(GO) test -race -shuffle=on -count=1 -v -timeout 5m ./...
 

@@ -27,7 +27,7 @@ func frozen(t *testing.T) (*memorystore.Store, *time.Duration) {
 	return s, at
 }
 
-// Issue 12 item 14: the binding policy is the one that runs out first, not
+// The binding policy is the one that runs out first, not
 // the one with the smallest share left.
 func TestBindingIsTheFewestRequestsLeft(t *testing.T) {
 	s, _ := frozen(t)
@@ -118,7 +118,7 @@ func TestBindingProperty(t *testing.T) {
 	}
 }
 
-// Issue 12 item 16: a shadow policy never changes the client-visible state.
+// A shadow policy never changes the client-visible state.
 func TestStateIgnoresShadowPolicies(t *testing.T) {
 	s, _ := frozen(t)
 	l, err := core.NewLimiter(s, []core.Policy{
@@ -146,7 +146,7 @@ func TestStateIgnoresShadowPolicies(t *testing.T) {
 	}
 }
 
-// Issue 12 item 17: Peek's Allowed is whether a request of cost 1 would pass.
+// Peek's Allowed is whether a request of cost 1 would pass.
 func TestPeekReportsDenial(t *testing.T) {
 	s, _ := frozen(t)
 	for _, a := range []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.FixedWindow, core.SlidingWindowLog, core.SlidingWindowCounter, core.GCRA} {
@@ -169,7 +169,7 @@ func TestPeekReportsDenial(t *testing.T) {
 	}
 }
 
-// Issue 12 item 15: an override's limit is what the Decision describes.
+// An override's limit is what the Decision describes.
 func TestOverrideIsTheLimitDescribed(t *testing.T) {
 	s, _ := frozen(t)
 	testOverrideDescribed(t, s)
@@ -234,7 +234,7 @@ func (s *scripted) ClearOverride(context.Context, core.Key) error              {
 
 var _ core.Store = (*scripted)(nil)
 
-// Property (item 16): whatever shadow policies report, the client-visible
+// Property: whatever shadow policies report, the client-visible
 // parts of a Decision (Allowed, State, the binding policy) are those of the
 // Decision without them.
 func TestShadowNeverLeaksProperty(t *testing.T) {

@@ -25,7 +25,7 @@ func idemReq(id, key, method, path string) keyfunc.Static {
 
 var idem = core.WithIdempotency(core.Idempotency{Header: "Idempotency-Key", TTL: time.Minute, MaxRepeats: 3})
 
-// Issue 12 item 1: 64 concurrent repeats of one request pass at most
+// 64 concurrent repeats of one request pass at most
 // MaxRepeats+1 times, the first one counted.
 func TestIdempotencyConcurrentRepeats(t *testing.T) {
 	s, _ := frozen(t)
@@ -85,7 +85,7 @@ func testConcurrentRepeats(t *testing.T, s core.Store) {
 	}
 }
 
-// Issue 12 item 1: a key admitted on a cheap route does not pass a throttled
+// A key admitted on a cheap route does not pass a throttled
 // route, another method or a higher cost uncounted.
 func TestIdempotencyIsBoundToTheRequest(t *testing.T) {
 	s, _ := frozen(t)
@@ -127,7 +127,7 @@ func TestIdempotencyIsBoundToTheRequest(t *testing.T) {
 	require.True(t, allowed("POST", 1), "the same request again: still a repeat")
 }
 
-// Issue 12 item 1: record keys cannot collide, NUL bytes included.
+// Record keys cannot collide, NUL bytes included.
 func TestIdempotencyRecordsDoNotCollide(t *testing.T) {
 	s, _ := frozen(t)
 	l, err := core.NewLimiter(s, []core.Policy{{Name: "p", Key: keyfunc.Header("U"), Limit: core.PerHour(1)}}, idem)

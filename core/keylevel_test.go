@@ -225,7 +225,7 @@ func TestWaitEveryAlgorithm(t *testing.T) {
 	}
 }
 
-// Issue 13 item 7 on real Redis: 16 goroutines in two Limiter instances
+// Waits across instances on real Redis: 16 goroutines in two Limiter instances
 // (each with its own store and connection) wait through one 10/s bucket of
 // burst 10, on a single node (three bucket algorithms) and on a Cluster. By
 // the store's own clock (Result.At), no stretch of time sees more

@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
-// Issue 12 item 3: with the docs' own setup (an IP floor and a per-key
+// With the docs' own setup (an IP floor and a per-key
 // policy), a request without the key is still limited by the floor.
 func TestMissingKeyDoesNotEscapeOtherPolicies(t *testing.T) {
 	s, _ := frozen(t)
@@ -81,7 +81,7 @@ func TestMissingEveryKeyIsAnError(t *testing.T) {
 	require.ErrorContains(t, err, `policy "a"`)
 }
 
-// Issue 12 item 7 (core): a panicking key function is a key error.
+// A panicking key function is a key error.
 func TestPanickingKeyFunction(t *testing.T) {
 	s, _ := frozen(t)
 	boom := func(keyfunc.Request) (string, error) { panic("boom") }

@@ -24,8 +24,8 @@ func redisStore(t *testing.T, c redis.UniversalClient) *redisstore.Store {
 	return s
 }
 
-// Issue 12 item 1 on real Redis: 64 concurrent repeats, standalone and
-// Cluster.
+// Idempotency on real Redis: 64 concurrent repeats of one request,
+// standalone and on a Cluster.
 func TestIdempotencyConcurrentRepeatsOnRedis(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
 		testConcurrentRepeats(t, redisStore(t, redistest.StartServer(t).Client(t)))
@@ -35,7 +35,7 @@ func TestIdempotencyConcurrentRepeatsOnRedis(t *testing.T) {
 	})
 }
 
-// Issue 12 item 9, refunds during an override, on real Redis: standalone,
+// Refunds during an override, on real Redis: standalone,
 // behind the guard, and on a Cluster (where a group of two identities is
 // two scripts, and a denied group is undone by compensation).
 func TestRefundUnderOverrideOnRedis(t *testing.T) {
@@ -64,12 +64,12 @@ func TestRefundUnderOverrideOnRedis(t *testing.T) {
 	t.Run("standalone/concurrent", func(t *testing.T) { testRefundUnderOverrideConcurrent(t, factory(standalone, false)) })
 }
 
-// Issue 12 item 15 on real Redis.
+// An override's limit is what the Decision describes, on real Redis.
 func TestOverrideIsTheLimitDescribedOnRedis(t *testing.T) {
 	testOverrideDescribed(t, redisStore(t, redistest.StartServer(t).Client(t)))
 }
 
-// Issue 12 item 2: a request whose context is already cancelled (the client
+// A request whose context is already cancelled (the client
 // went away) is still counted, on Redis alone and behind the guard.
 func TestCancelledRequestIsCounted(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)

@@ -17,7 +17,7 @@ import (
 
 // A refund gives back the units of the request it refers to, once: a
 // fixed-window refund of a request of the previous window frees nothing in
-// the current one (issue 12, item 9: three admissions in a window of two),
+// the current one (which would make three admissions in a window of two),
 // and refunding a Decision again gives nothing more, for every algorithm.
 func TestLimiterRefundUndoesOnlyItsRequestOnce(t *testing.T) {
 	ctx := context.Background()
@@ -73,7 +73,7 @@ func TestLimiterRefundUndoesOnlyItsRequestOnce(t *testing.T) {
 // backend (tests use fresh identities).
 type storeFactory func(t *testing.T, clock func() time.Time) core.Store
 
-// Issue 12 item 9, refunds during an override: an admission made under an
+// Refunds during an override: an admission made under an
 // identity's override is given back to that override's state, under its
 // limit, and the identity's own state is left as it was; once that
 // override has ended, been cleared or been replaced (even by an identical

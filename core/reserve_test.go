@@ -134,7 +134,7 @@ func TestReserveErrors(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrInvalidCost)
 }
 
-// Issue 13 item 7: goroutines in two Limiter instances reserve one 10/s
+// Goroutines in two Limiter instances reserve one 10/s
 // bucket of burst 1 at once, sharing one memory store, one Redis, or one
 // Redis Cluster (each instance with its own store and connection): every
 // booking gets the next slot, exactly one interval after the one before (a

@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
-// Issue 12 item 6 (core): a method list that would silently match nothing
+// A method list that would silently match nothing
 // (or everything by accident) is an error naming the field.
 func TestMethodsAreTokens(t *testing.T) {
 	s, _ := frozen(t)
@@ -44,7 +44,7 @@ func TestTierNamedEmptyIsAnError(t *testing.T) {
 	require.ErrorContains(t, err, `policy "p": Tiers: a tier named ""`)
 }
 
-// Issue 12 item 8 (core): strings that alias a request's buffers (Fiber's
+// Strings that alias a request's buffers (Fiber's
 // do) are copied where the Limiter keeps them. The tier cache is keyed by
 // the caller's identity: a buffer overwritten after the request must not
 // change what the cache holds.

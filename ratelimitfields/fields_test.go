@@ -103,7 +103,7 @@ func TestAllStops(t *testing.T) {
 	require.Equal(t, 2, n)
 }
 
-// TestResetSaturates (issue 12 item 17b): a reset farther away than any
+// TestResetSaturates: a reset farther away than any
 // Duration can hold does not wrap around to "now".
 func TestResetSaturates(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 500_000_000, time.UTC)

@@ -12,7 +12,7 @@ BIN="$PWD/service/.bin"
 GO="${GO:-go}"
 mkdir -p "$BIN"
 
-# envoyproxy/ratelimit's client, at the commit the issue names.
+# envoyproxy/ratelimit's client, at a pinned commit.
 EN_VERSION=v1.4.1-0.20260122083618-3fb702589d36
 for cmd in client_cmd config_check_cmd service_cmd; do
   if [ ! -x "$BIN/$cmd" ] || [ "$(cat "$BIN/$cmd.version" 2>/dev/null)" != "$EN_VERSION" ]; then

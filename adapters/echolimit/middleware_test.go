@@ -129,14 +129,14 @@ func TestDenialTakesTheErrorPath(t *testing.T) {
 		require.Equal(t, http.StatusTooManyRequests, w.Code)
 		require.Empty(t, w.Body.String())
 		require.Equal(t, "60", w.Header().Get("Retry-After"))
-		// As in every other adapter (issue 12 item 17d).
+		// As in every other adapter.
 		require.Equal(t, ratelimitfields.ProblemContentType, w.Header().Get(echo.HeaderContentType))
 		require.Equal(t, "no-store", w.Header().Get("Cache-Control"))
 	})
 
 	// A custom handler that puts the problem inside its own JSON envelope
 	// writes a body that is not a problem document: it must not be
-	// labelled application/problem+json (issue 12 item 17d).
+	// labelled application/problem+json.
 	t.Run("custom JSON envelope is not relabelled", func(t *testing.T) {
 		for _, method := range []string{http.MethodGet, http.MethodHead} {
 			e := newEcho()

@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 )
 
-// The churn scenario (issue 12 item 21): decisions on existing hot keys are
+// The churn scenario: decisions on existing hot keys are
 // timed one by one while another goroutine inserts new keys that expire
 // after ChurnLifetime, millions of them over a run, into sluice's memory
 // store with its defaults (1M keys, a sweep every second), with the

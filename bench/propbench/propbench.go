@@ -1,5 +1,5 @@
 // Package propbench holds the propagation benchmark of module
-// github.com/sluicehq/sluice/bench (ratelimitd, issue 15), shared by its go
+// github.com/sluicehq/sluice/bench (ratelimitd), shared by its go
 // test benchmark and its report program (cmd/report): two ratelimitd
 // processes A and B (`ratelimitd serve --db postgres://…`, each on its
 // memory store) on one real PostgreSQL the benchmark starts; a rule's limit
@@ -8,7 +8,7 @@
 // rulesdb.Update on the database), and B is checked in a tight loop until
 // its first decision under the new limit. The delay from the write's
 // response to that decision, over many changes, is the propagation time.
-// The targets of the issue: max < 1 s, p50 < 100 ms.
+// The targets: max < 1 s, p50 < 100 ms.
 package propbench
 
 import (

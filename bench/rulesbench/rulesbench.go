@@ -1,5 +1,5 @@
 // Package rulesbench holds the rules-at-scale benchmark of module
-// github.com/sluicehq/sluice/bench (ratelimitd, issue 15), shared by its go
+// github.com/sluicehq/sluice/bench (ratelimitd), shared by its go
 // test benchmarks and its report program (cmd/report): the latency of one
 // engine.Check on the memory store with 10, 1 000 and 100 000 native rules
 // in force, the time and memory of building a snapshot (rules.New) and an
@@ -9,7 +9,7 @@
 //
 // Every size holds the same few rules the measured check matches; the
 // others are spread as a large deployment's would be (Rules), so only the
-// rule count changes. The target of the issue: no measurable change in
+// rule count changes. The target: no measurable change in
 // decision latency from 10 to 100 000 rules (matching costs the path's
 // depth, not the rule count).
 package rulesbench

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Rule churn (issue 15): the service benchmark's load while the rules
+// Rule churn: the service benchmark's load while the rules
 // change once per second, against the same load with no change.
 
 // ChurnInterval is how often the rules change during a churn run.

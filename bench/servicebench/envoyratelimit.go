@@ -13,7 +13,7 @@ import (
 )
 
 // envoyproxy/ratelimit, the reference implementation Envoy's rate-limit
-// filter is documented against, at the version the issue names.
+// filter is documented against, at a pinned version.
 const (
 	EnvoyRatelimitModule  = "github.com/envoyproxy/ratelimit"
 	EnvoyRatelimitPackage = EnvoyRatelimitModule + "/src/service_cmd"

@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 )
 
-// Issue 12 item 8: the deny cache keeps copies of its keys, which may alias
+// The deny cache keeps copies of its keys, which may alias
 // a request's buffers (Fiber's do) that the framework then reuses.
 func TestDenyCacheCopiesKeys(t *testing.T) {
 	backend, err := memorystore.New()

@@ -94,7 +94,7 @@ func mustTake(ctx context.Context, t *testing.T, s core.Store, key core.Key, l c
 }
 
 // testRefundsExact: a refund undoes exactly the admission it names, or
-// nothing; the cases of issue 12, item 9.
+// nothing.
 func testRefundsExact(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 	take := func(t *testing.T, s core.Store, key core.Key, l core.Limit, cost int64) core.Result {
@@ -406,7 +406,7 @@ func WaitLimit(rng *rand.Rand, a core.Algorithm) core.Limit {
 	}
 }
 
-// testClockStepCases: the backward steps of issue 12, item 11.
+// testClockStepCases: refunds across backward steps of the clock.
 func testClockStepCases(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 	take := func(t *testing.T, s core.Store, key core.Key, l core.Limit, cost int64) core.Result {

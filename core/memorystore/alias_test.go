@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 )
 
-// Issue 12 item 8: under Fiber, request strings alias buffers that the next
+// Under Fiber, request strings alias buffers that the next
 // request overwrites. Every identity the store is given (Take of one op and
 // of several, Refund, Reset, SetOverride) is such a string here: the buffer is
 // overwritten after each call, and the store must behave as if the key had

@@ -49,7 +49,7 @@ func (h *latencies) quantile(q float64) time.Duration {
 	return time.Duration(h.max)
 }
 
-// BenchmarkChurnHotKeyLatency (issue 12 item 21) times decisions on 1024
+// BenchmarkChurnHotKeyLatency times decisions on 1024
 // existing hot keys while another goroutine inserts a stream of new keys
 // that expire after 20 ms (millions of them over a run), with the sweeper
 // on (its default interval) and off. It reports the hot decisions'

@@ -45,7 +45,7 @@ func throttle(t *testing.T, s *memorystore.Store, key string, l core.Limit) {
 	}
 }
 
-// Issue 12 item 5: a flood of new keys (twice the bound) must not make a
+// A flood of new keys (twice the bound) must not make a
 // throttled key start fresh, whatever its algorithm and whatever limit the
 // flooding keys have (policies share the store).
 func TestFloodDoesNotForgetAThrottledKey(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 	"github.com/sluicehq/sluice/core"
 )
 
-// Issue 12 item 21: no single hold of a shard lock may do work proportional
-// to the table. One shard grows to 2M keys (each growth used to rehash the
-// whole table under the lock: 60 ms and more), then every key expires and
+// No single hold of a shard lock may do work proportional to the table.
+// One shard grows to 2M keys (a growth that rehashed the whole table under
+// the lock would hold it 60 ms and more), then every key expires and
 // the sweeper empties and shrinks the table chunk by chunk. Every insert
 // and every sweeper chunk moves a bounded number of slots. (Wall-clock
 // bounds are only logged: on a shared 2-core machine the scheduler alone

@@ -1,5 +1,5 @@
 // Package attack holds sluice's attack suite: tests that replay the ways a
-// hostile client got past a limit (issue 12, part A) against every adapter
+// hostile client could get past a limit against every adapter
 // (net/http, Gin, Echo, Fiber, gRPC), each on the memory store and on a real
 // Redis started by internal/redistest, and assert that a handler never runs
 // more often than the limit allows.

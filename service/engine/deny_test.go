@@ -173,8 +173,8 @@ descriptors:
 	}
 }
 
-// nativeDeny holds native rules with Deny rules (a source such as the
-// database of issue 15 can give them): /admin is banned for users, /beta
+// nativeDeny holds native rules with Deny rules (as a rules database can
+// give them): /admin is banned for users, /beta
 // banned in shadow, and the ip dimension has only a ban.
 func nativeDeny(t *testing.T) *rules.Snapshot {
 	t.Helper()

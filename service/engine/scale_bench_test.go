@@ -13,7 +13,7 @@ import (
 	"github.com/sluicehq/sluice/service/rules"
 )
 
-// Rules at scale (issue 15): decision latency, snapshot build time and
+// Rules at scale: decision latency, snapshot build time and
 // memory with 10, 1 000 and 100 000 native rules in force. Every size holds
 // the same few rules the measured check matches; the others are spread as a
 // large deployment's would be, so only the rule count changes:

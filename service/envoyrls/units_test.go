@@ -34,7 +34,7 @@ func TestEnvoyLimitTable(t *testing.T) {
 		{10, 7 * 24 * time.Hour, 10, week},
 		{10, 30 * 24 * time.Hour, 10, month},
 		{10, 365 * 24 * time.Hour, 10, year},
-		{10, 30 * time.Second, 20, min},      // the example
+		{10, 30 * time.Second, 20, min},      // 10 per 30 s: 20 a minute
 		{7, 45 * time.Second, 9, min},        // 9.33 rounded down
 		{100, 90 * time.Minute, 66, hour},    // 66.7 rounded down
 		{5, 500 * time.Millisecond, 10, sec}, // below a second: scaled up

@@ -1,7 +1,7 @@
 // Package rules holds ratelimitd's rules: the rule model, the two file
 // formats it reads, their validation, the immutable Snapshot the engine
 // decides under, and the Source the rules come from (a file, hot-reloaded;
-// a database in issue 15).
+// a database: package rulesdb).
 //
 // # Our format
 //

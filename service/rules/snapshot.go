@@ -58,7 +58,7 @@ type envoyTree struct {
 // tier assignments tiers (dimension -> identifier -> tier; nil for none).
 // It checks what a parser checks of each rule, without file lines: valid
 // and unique IDs (none Reserved), limits, tiers, endpoint patterns, Envoy paths unique per
-// domain. Sources other than files (the database of issue 15) build their
+// domain. Sources other than files (the rules database) build their
 // snapshots with it. overrides are the temporary limits of single callers
 // (Override); each must name a native rule of rules and its dimension, and
 // errors name the field as overrides[i].field. Expired overrides may be

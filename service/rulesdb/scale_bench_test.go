@@ -11,7 +11,7 @@ import (
 	"github.com/sluicehq/sluice/service/rules"
 )
 
-// Rules at scale (issue 15), in the database: Open and Source.Load of a
+// Rules at scale, in the database: Open and Source.Load of a
 // SQLite file holding 1 000 or 100 000 rules, one Update among them (a
 // write checks the rules it can conflict with, as the engine would), and
 // a Source's incremental load after it:

@@ -270,7 +270,7 @@ var PathVariants = []string{"/login", "/LOGIN", "/Login", "/login/", "/login//",
 	"/x/../login", "/log%69n", "/%6Cogin", "/login?a=1", "/login%2F", "/files/a", "/FILES/a", "/Files/A", "/files/a/",
 	"/files/a%2Fb", "/files/a%2fb", "/files/%61", "/files//a"}
 
-// pathVariants (issue 12 item 4): every spelling of a path that the
+// pathVariants: every spelling of a path that the
 // framework serves from a route's handler is counted by that route's
 // policy, under each of the framework's path options.
 func pathVariants(t *testing.T, h Harness, routers []string) {
@@ -345,7 +345,7 @@ func (b *SyncBuffer) String() string {
 	return b.b.String()
 }
 
-// undecidedLogIsRateLimited (issue 12 item 3): a flood of undecided
+// undecidedLogIsRateLimited: a flood of undecided
 // requests writes one line per second, not one per request.
 func undecidedLogIsRateLimited(t *testing.T, h Harness) {
 	var logs SyncBuffer
@@ -363,7 +363,7 @@ func undecidedLogIsRateLimited(t *testing.T, h Harness) {
 	require.EqualValues(t, 200, s.Runs())
 }
 
-// errorHandlerCanContinue (issue 12 item 3): the error handler chooses to
+// errorHandlerCanContinue: the error handler chooses to
 // let an undecided request through or to refuse it.
 func errorHandlerCanContinue(t *testing.T, h Harness) {
 	l := limiter(t, downStore(), nil, core.PerMinute(1))
@@ -390,7 +390,7 @@ func errorHandlerCanContinue(t *testing.T, h Harness) {
 	}
 }
 
-// panickingCallbacks (issue 12 item 7): a key function, skip or cost
+// panickingCallbacks: a key function, skip or cost
 // callback that panics takes neither the request nor the process down: the
 // request is undecided, for the error handler (no recovery middleware).
 func panickingCallbacks(t *testing.T, h Harness) {
@@ -426,7 +426,7 @@ func panickingCallbacks(t *testing.T, h Harness) {
 	}
 }
 
-// disconnectedClient (issue 12 item 2): a client whose request context is
+// disconnectedClient: a client whose request context is
 // cancelled before the decision is either counted or refused: the handler
 // never runs uncounted. Real Redis, alone and behind a guard.
 func disconnectedClient(t *testing.T, h Harness) {

@@ -12,7 +12,8 @@ import (
 	"github.com/sluicehq/sluice/bench/servicebench"
 )
 
-// Goals of the propagation targets (issue 15).
+// Goals of the propagation targets: a rule change in force on every
+// instance within a second at the most, and a tenth of that at the median.
 const (
 	propMaxGoal = time.Second
 	propP50Goal = 100 * time.Millisecond

@@ -13,8 +13,8 @@ import (
 	"github.com/sluicehq/sluice/bench/servicebench"
 )
 
-// Goals of the rule churn targets (issue 15: decisions do not slow down
-// while rules change), churn over none, on a shared machine.
+// Goals of the rule churn targets (decisions do not slow down while rules
+// change), churn over none, on a shared machine.
 const (
 	churnTputGoal = 0.90 // checks/s with one change per second ÷ with none, at least
 	churnP99Goal  = 1.25 // p99 with one change per second ÷ with none, at most

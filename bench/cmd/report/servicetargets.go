@@ -52,7 +52,8 @@ var (
 	redisCPU  = metric{redisUs, "Redis CPU per check", "µs"}
 )
 
-// targets evaluates the service targets, in the order of the issue.
+// targets evaluates the service targets, in the order the report lists
+// them.
 func (sec *serviceSection) targets() []target {
 	var out []target
 	short := func(t target, label string) target { t.chart = label; return t }

@@ -6,7 +6,8 @@ import (
 	"runtime"
 )
 
-// target is one of the targets, evaluated on this run.
+// target is one of the targets the benchmarks are held to, evaluated on
+// this run.
 type target struct {
 	name     string  // what is compared
 	goal     string  // e.g. "< 1×"
@@ -38,7 +39,7 @@ const (
 	ceilingGoal = 0.8 // sluice's Redis store ÷ redis-benchmark
 )
 
-// targets evaluates the targets on the results present.
+// targets evaluates the targets on the results present.
 func (r *report) targets() []target {
 	var out []target
 	if r.mem != nil {

@@ -74,7 +74,7 @@ func TestFleetDemo(t *testing.T) {
 	} {
 		require.Regexp(t, re, s)
 	}
-	// B follows A's change within the issue's second.
+	// B follows A's change within a second (the propagation target).
 	m := regexp.MustCompile(`(?m)^200 OK, ETag "\d+"; B decides under limit 20 (\S+) after A's answer$`).FindStringSubmatch(s)
 	require.NotNil(t, m, s)
 	took, err := time.ParseDuration(m[1])

@@ -22,7 +22,7 @@ import (
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
-// TestNoRateLimitInRealTrailer (issue 12 item 17c): when a handler sent the
+// TestNoRateLimitInRealTrailer: when a handler sent the
 // header and then failed, the status goes out in a real HTTP/2 trailer,
 // where the draft forbids RateLimit and RateLimit-Policy; when it failed
 // without sending the header, the response is Trailers-Only (one header
@@ -67,7 +67,7 @@ func (s *slowStore) Take(ctx context.Context, ops []core.Op, out []core.Result) 
 	return s.Store.Take(ctx, ops, out)
 }
 
-// TestRetryAtThePushbackFromSend (issue 12 item 17e): a real grpc-go client
+// TestRetryAtThePushbackFromSend: a real grpc-go client
 // that waits exactly grpc-retry-pushback-ms, counted from the moment it
 // sent the denied call, is admitted, even when the denial's decision was
 // slow (a store stall) and the retry's fast; so is one that waits the
@@ -123,7 +123,7 @@ func TestRetryAtThePushbackFromSend(t *testing.T) {
 	require.Equal(t, trials, retried)
 }
 
-// TestQuotaSignalsDescribeTheAppliedLimit (issue 12 item 15): under an
+// TestQuotaSignalsDescribeTheAppliedLimit: under an
 // override of 3/hour on a 10/min policy, the metadata, QuotaFailure and
 // ErrorInfo all describe 3/hour.
 func TestQuotaSignalsDescribeTheAppliedLimit(t *testing.T) {
@@ -146,10 +146,10 @@ func TestQuotaSignalsDescribeTheAppliedLimit(t *testing.T) {
 	require.Equal(t, "3", det.info.GetMetadata()["limit"])
 }
 
-// TestPanickingCallbacksOnStreams (issue 12 item 7): grpc-go does not
-// recover handlers, so a panicking key function, skip or cost callback
-// used to take the server down; now a stream that opens is undecided and
-// goes to the error handler. (Unary calls: the conformance suite.)
+// TestPanickingCallbacksOnStreams: grpc-go does not recover handlers, so
+// a panicking key function, skip or cost callback would take the server
+// down; a stream that opens with one is undecided and goes to the error
+// handler. (Unary calls: the conformance suite.)
 func TestPanickingCallbacksOnStreams(t *testing.T) {
 	for _, cb := range []adaptertest.Callback{adaptertest.KeyCallback, adaptertest.SkipCallback, adaptertest.CostCallback} {
 		t.Run(string(cb), func(t *testing.T) {
@@ -176,7 +176,7 @@ func TestPanickingCallbacksOnStreams(t *testing.T) {
 	}
 }
 
-// TestNoRateLimitInRealStreamTrailer (issue 12 item 17c), for streams: a
+// TestNoRateLimitInRealStreamTrailer, for streams: a
 // stream handler that sent its header (through the stream or through
 // grpc.SendHeader on its context) and then failed gets no RateLimit fields
 // in its trailer; one that failed first is answered Trailers-Only, with them.
@@ -222,7 +222,7 @@ func TestNoRateLimitInRealStreamTrailer(t *testing.T) {
 	}
 }
 
-// TestMissingIdentityDenied (issue 12 items 3 and 17a): a call without the
+// TestMissingIdentityDenied: a call without the
 // identity a DenyRequest policy requires is refused with pushback -1, no
 // RetryInfo, and a message and violation that say why.
 func TestMissingIdentityDenied(t *testing.T) {

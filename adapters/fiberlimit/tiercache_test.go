@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
-// TestTierCacheKeepsItsOwnStrings (issue 12 item 8): the identities the
+// TestTierCacheKeepsItsOwnStrings: the identities the
 // Limiter's tier cache keeps beyond a request must not alias fasthttp's
 // buffers, which the next request overwrites: each key is resolved once and
 // keeps its own tier, however many requests follow.

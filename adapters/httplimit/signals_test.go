@@ -61,7 +61,7 @@ func firstInstant(hi time.Duration, ok func(time.Duration) bool) time.Duration {
 
 func ceilSec(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
 
-// TestTUntilMoreQuota (issue 12 item 13): over random traces on each of the
+// TestTUntilMoreQuota: over random traces on each of the
 // six algorithms, t of RateLimit is the time until more quota is available
 // (draft-ietf-httpapi-ratelimit-headers-10), found independently by peeking
 // at the store at later instants; X-RateLimit-Reset is until the quota is
@@ -162,8 +162,7 @@ func TestTUntilMoreQuota(t *testing.T) {
 	}
 }
 
-// The 10th of 10/min gets t=6 (the next token), not t=60 (issue 12's
-// example).
+// The 10th of 10/min gets t=6 (the next token), not t=60 (the window).
 func TestTenthOfTenPerMinute(t *testing.T) {
 	f := newFixture(t)
 	l := f.limiter(t, nil, ipPolicy(t, "p", core.PerMinute(10)))
@@ -175,7 +174,7 @@ func TestTenthOfTenPerMinute(t *testing.T) {
 	require.Equal(t, `"p";r=0;t=6`, w.Result().Header.Get("RateLimit"))
 }
 
-// TestOverrideAdvertisesTheAppliedLimit (issue 12 item 15): an override
+// TestOverrideAdvertisesTheAppliedLimit: an override
 // of 1000/hour on a 10/min policy is advertised as q=1000;w=3600, and the
 // formatter's cache, keyed by the limit applied, keeps each identity's own
 // values when overridden and plain requests alternate.
@@ -209,7 +208,7 @@ func TestBlockedIdentityT(t *testing.T) {
 	require.Equal(t, int64(7200), rl[0].Params["t"])
 }
 
-// TestMissingIdentityDenied (issue 12 items 3 and 17a): a policy whose
+// TestMissingIdentityDenied: a policy whose
 // MissingKey is DenyRequest refuses a request without its identity, and
 // says that no wait helps: no Retry-After, no t, a detail naming the policy.
 func TestMissingIdentityDenied(t *testing.T) {
