@@ -33,8 +33,7 @@ func Problem(d *core.Decision) []byte {
 		out = append(out, "The request costs more than the limit allows at once; it can never succeed: do not retry it."...)
 	default:
 		out = append(out, "Rate limit exceeded; retry in "...)
-		out = strconv.AppendInt(out, Seconds(wait), 10)
-		out = append(out, " seconds."...)
+		out = append(AppendSeconds(out, Seconds(wait)), '.')
 	}
 	out = append(out, `","violated-policies":[`...)
 	n := 0
@@ -55,6 +54,15 @@ func Problem(d *core.Decision) []byte {
 		out = append(out, `,"retry":false`...)
 	}
 	return append(out, "}\n"...)
+}
+
+// AppendSeconds appends n seconds in words to out: "1 second", "n seconds".
+func AppendSeconds(out []byte, n int64) []byte {
+	out = strconv.AppendInt(out, n, 10)
+	if n == 1 {
+		return append(out, " second"...)
+	}
+	return append(out, " seconds"...)
 }
 
 // firstUnidentified returns the first policy that denied d because the

@@ -13,8 +13,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/fieldfmt"
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/internal/rawtext"
@@ -285,11 +287,21 @@ func (h *handler) authed(next func(http.ResponseWriter, *http.Request, *req)) ht
 		case http.StatusForbidden:
 			h.message(w, r, nil, http.StatusForbidden, "Forbidden: your token has the read scope; saving needs the write scope")
 		case http.StatusTooManyRequests:
-			h.message(w, r, nil, http.StatusTooManyRequests, "Too many requests: your token's admin rate limit is spent; retry in "+hd.Get("Retry-After")+" s")
+			h.message(w, r, nil, http.StatusTooManyRequests, "Too many requests: your token's admin rate limit is spent; retry in "+retryText(hd.Get("Retry-After")))
 		default:
 			h.message(w, r, nil, http.StatusServiceUnavailable, "Service unavailable: the token could not be checked; try again shortly")
 		}
 	}
+}
+
+// retryText is a Retry-After of delay-seconds in words ("1 second",
+// "30 seconds"); anything else as it is.
+func retryText(v string) string {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return v
+	}
+	return string(fieldfmt.AppendSeconds(nil, n))
 }
 
 // pageWriter holds back what adminauth's Wrap writes when it refuses a

@@ -168,7 +168,7 @@ func severalPolicies(t *testing.T, h Harness) {
 			continue
 		}
 		if p := checkProblem(t, res, "burst"); !res.RPC {
-			require.Equal(t, "Rate limit exceeded; retry in 1 seconds.", p.Detail)
+			require.Equal(t, "Rate limit exceeded; retry in 1 second.", p.Detail)
 		}
 		require.Equal(t, "1", res.Header.Get("Retry-After"))
 	}
