@@ -5,7 +5,8 @@ package examples_test
 // package of its own inside this module (through `go build -overlay`, so
 // nothing is written to the tree), and one `go build` compiles them all
 // against the working tree of sluice and the framework versions of this
-// module's go.mod.
+// module's go.mod. A whole program that says what it prints (a "// Output:"
+// comment, as in an Example function) is also run, and must print that.
 //
 // How a block becomes a package:
 //
@@ -457,6 +458,72 @@ func explain(out, tmp string, where map[string]snippet, lines map[string]int) st
 		}
 		return fmt.Sprintf("%s:%d%s", s.file, s.line+1+rel, sm[3])
 	})
+}
+
+// outputOf returns the lines a whole-program snippet says it prints: the
+// comment lines after a line "// Output:", as in an Example function, up to
+// the first line that is not a comment; ok is false when it has none.
+func outputOf(code string) (want string, ok bool) {
+	var out []string
+	for _, l := range strings.Split(code, "\n") {
+		t := strings.TrimSpace(l)
+		switch {
+		case t == "// Output:":
+			ok, out = true, nil
+		case ok && strings.HasPrefix(t, "//"):
+			out = append(out, strings.TrimPrefix(strings.TrimPrefix(t, "//"), " "))
+		case ok:
+			return strings.Join(out, "\n"), true
+		}
+	}
+	return strings.Join(out, "\n"), ok
+}
+
+// TestDocProgramsRun runs every whole program of README.md and docs/*.md
+// that says what it prints (a "// Output:" comment, as an Example has) and
+// requires exactly that on its standard output, so that a newcomer's first
+// run of a documented program does what the page says.
+func TestDocProgramsRun(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err, "the go command is needed to run the programs")
+	moduleDir, err := os.Getwd()
+	require.NoError(t, err)
+	tmp := t.TempDir()
+	overlay := map[string]string{}
+	var programs []snippet
+	for _, file := range docFiles(t) {
+		text, err := os.ReadFile(file)
+		require.NoError(t, err)
+		snippets, err := extractSnippets(strings.TrimPrefix(file, "../"), string(text))
+		require.NoError(t, err)
+		for _, s := range snippets {
+			if _, ok := outputOf(s.code); ok && s.skip == "" && isWholeFile(s.code) {
+				name := fmt.Sprintf("docprogram%d", len(programs))
+				src := filepath.Join(tmp, name+".go")
+				require.NoError(t, os.WriteFile(src, []byte(s.code), 0o600))
+				overlay[filepath.Join(moduleDir, "docsnippets", name, "main.go")] = src
+				programs = append(programs, s)
+			}
+		}
+	}
+	require.NotEmpty(t, programs, "no documented program says what it prints (docs/keylevel.md has one)")
+	ov, err := json.Marshal(map[string]any{"Replace": overlay})
+	require.NoError(t, err)
+	ovPath := filepath.Join(tmp, "overlay.json")
+	require.NoError(t, os.WriteFile(ovPath, ov, 0o600))
+	for i, s := range programs {
+		t.Run(s.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, goBin, "run", "-overlay", ovPath, fmt.Sprintf("./docsnippets/docprogram%d", i))
+			cmd.Dir = moduleDir
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			require.NoError(t, cmd.Run(), "%s: go run: %s", s, stderr.String())
+			want, _ := outputOf(s.code)
+			require.Equal(t, want, strings.TrimRight(stdout.String(), "\n"), "%s prints otherwise than its Output comment says", s)
+		})
+	}
 }
 
 // TestReadmeQuickstarts checks that the README keeps a whole program for
