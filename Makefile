@@ -80,7 +80,9 @@ ratelimitd:
 
 ## service-demo: start ratelimitd (memory store, bundled example rules) and
 ## check one user 11 times over gRPC and one over HTTP, showing allowed,
-## warning and denied (GRPC_ADDR, HTTP_ADDR: other loopback addresses)
+## warning and denied; on 127.0.0.1:8081 (gRPC) and :8080 (HTTP), or on
+## ports the kernel chooses when those are taken (GRPC_ADDR, HTTP_ADDR:
+## addresses of your choice, used as given)
 service-demo: ratelimitd
 	@./scripts/service-demo.sh
 
