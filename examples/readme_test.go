@@ -371,6 +371,30 @@ func docFiles(t *testing.T) []string {
 	return append([]string{"../README.md"}, files...)
 }
 
+// docSnippets returns the ```go blocks of README.md and docs/*.md.
+func docSnippets(t *testing.T) []snippet {
+	var all []snippet
+	for _, file := range docFiles(t) {
+		text, err := os.ReadFile(file)
+		require.NoError(t, err)
+		snippets, err := extractSnippets(strings.TrimPrefix(file, "../"), string(text))
+		require.NoError(t, err)
+		all = append(all, snippets...)
+	}
+	return all
+}
+
+// writeOverlay writes overlay (the path of each generated file in this
+// module: the file in tmp holding it) as the go command's -overlay file in
+// tmp and returns its path.
+func writeOverlay(t *testing.T, tmp string, overlay map[string]string) string {
+	ov, err := json.Marshal(map[string]any{"Replace": overlay})
+	require.NoError(t, err)
+	path := filepath.Join(tmp, "overlay.json")
+	require.NoError(t, os.WriteFile(path, ov, 0o600))
+	return path
+}
+
 // TestDocSnippetsCompile builds every ```go block of README.md and docs/*.md
 // in one go build.
 func TestDocSnippetsCompile(t *testing.T) {
@@ -384,38 +408,26 @@ func TestDocSnippetsCompile(t *testing.T) {
 	var pkgs []string
 	where := map[string]snippet{} // generated file name -> snippet
 	lines := map[string]int{}     // generated file name -> codeLine
-	total, skipped := 0, 0
-	for _, file := range docFiles(t) {
-		text, err := os.ReadFile(file)
-		require.NoError(t, err)
-		snippets, err := extractSnippets(strings.TrimPrefix(file, "../"), string(text))
-		require.NoError(t, err)
-		for _, s := range snippets {
-			total++
-			if s.skip != "" {
-				skipped++
-				t.Logf("%s: not compiled: %s", s, s.skip)
-				continue
-			}
-			p, err := buildProgram(s)
-			require.NoError(t, err)
-			name := strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(strings.ToLower(s.file)) + "_l" + strconv.Itoa(s.line)
-			dir := "docsnippets/" + name
-			src := filepath.Join(tmp, name+".go")
-			require.NoError(t, os.WriteFile(src, []byte(p.src), 0o600))
-			overlay[filepath.Join(moduleDir, dir, "snippet.go")] = src
-			pkgs = append(pkgs, "./"+dir)
-			where[name] = s
-			lines[name] = p.codeLine
+	snippets := docSnippets(t)
+	for _, s := range snippets {
+		if s.skip != "" {
+			t.Logf("%s: not compiled: %s", s, s.skip)
+			continue
 		}
+		p, err := buildProgram(s)
+		require.NoError(t, err)
+		name := strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(strings.ToLower(s.file)) + "_l" + strconv.Itoa(s.line)
+		dir := "docsnippets/" + name
+		src := filepath.Join(tmp, name+".go")
+		require.NoError(t, os.WriteFile(src, []byte(p.src), 0o600))
+		overlay[filepath.Join(moduleDir, dir, "snippet.go")] = src
+		pkgs = append(pkgs, "./"+dir)
+		where[name] = s
+		lines[name] = p.codeLine
 	}
 	require.NotEmpty(t, pkgs, "no Go snippet found in the documentation")
-	t.Logf("%d snippets, %d compiled, %d skipped", total, len(pkgs), skipped)
-
-	ov, err := json.Marshal(map[string]any{"Replace": overlay})
-	require.NoError(t, err)
-	ovPath := filepath.Join(tmp, "overlay.json")
-	require.NoError(t, os.WriteFile(ovPath, ov, 0o600))
+	t.Logf("%d snippets, %d compiled, %d skipped", len(snippets), len(pkgs), len(snippets)-len(pkgs))
+	ovPath := writeOverlay(t, tmp, overlay)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -491,26 +503,17 @@ func TestDocProgramsRun(t *testing.T) {
 	tmp := t.TempDir()
 	overlay := map[string]string{}
 	var programs []snippet
-	for _, file := range docFiles(t) {
-		text, err := os.ReadFile(file)
-		require.NoError(t, err)
-		snippets, err := extractSnippets(strings.TrimPrefix(file, "../"), string(text))
-		require.NoError(t, err)
-		for _, s := range snippets {
-			if _, ok := outputOf(s.code); ok && s.skip == "" && isWholeFile(s.code) {
-				name := fmt.Sprintf("docprogram%d", len(programs))
-				src := filepath.Join(tmp, name+".go")
-				require.NoError(t, os.WriteFile(src, []byte(s.code), 0o600))
-				overlay[filepath.Join(moduleDir, "docsnippets", name, "main.go")] = src
-				programs = append(programs, s)
-			}
+	for _, s := range docSnippets(t) {
+		if _, ok := outputOf(s.code); ok && s.skip == "" && isWholeFile(s.code) {
+			name := fmt.Sprintf("docprogram%d", len(programs))
+			src := filepath.Join(tmp, name+".go")
+			require.NoError(t, os.WriteFile(src, []byte(s.code), 0o600))
+			overlay[filepath.Join(moduleDir, "docsnippets", name, "main.go")] = src
+			programs = append(programs, s)
 		}
 	}
 	require.NotEmpty(t, programs, "no documented program says what it prints (docs/keylevel.md has one)")
-	ov, err := json.Marshal(map[string]any{"Replace": overlay})
-	require.NoError(t, err)
-	ovPath := filepath.Join(tmp, "overlay.json")
-	require.NoError(t, os.WriteFile(ovPath, ov, 0o600))
+	ovPath := writeOverlay(t, tmp, overlay)
 	for i, s := range programs {
 		t.Run(s.String(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
