@@ -71,16 +71,16 @@ type rpc struct {
 
 // handle runs the call's handler, whose context carries the Decision once
 // the call was decided.
-func (x rpc) handle(r *call) error {
+func (x rpc) handle() error {
 	if x.ss != nil {
 		return x.stream(x.srv, x.ss)
 	}
-	ctx := r.parent
-	if r.decided {
-		ctx = (*callContext)(r)
+	ctx := x.r.parent
+	if x.r.decided {
+		ctx = (*callContext)(x.r)
 	}
 	var err error
-	r.resp, err = x.unary(ctx, r.msg)
+	x.r.resp, err = x.unary(ctx, x.r.msg)
 	return err
 }
 
@@ -112,18 +112,14 @@ func (x rpc) place(md, trailer metadata.MD, handlerErr error) {
 	}
 	if md != nil && trailer == nil {
 		if handlerErr == nil || headerSent(grpc.ServerTransportStreamFromContext(x.r.parent)) {
-			dropDraft(md) // this is a real trailer
+			delete(md, MetadataRateLimit) // this is a real trailer
+			delete(md, MetadataRateLimitPolicy)
 		}
 		trailer = md
 	}
 	if trailer != nil {
 		x.setTrailer(trailer)
 	}
-}
-
-func dropDraft(md metadata.MD) {
-	delete(md, MetadataRateLimit)
-	delete(md, MetadataRateLimitPolicy)
 }
 
 // headerSent reports whether the header of a server call was sent already,
@@ -217,7 +213,7 @@ func (fw serverFlow) Publish(x rpc, r *call, d *core.Decision, _ *fieldfmt.Forma
 
 // Next runs the handler and places the metadata not sent yet.
 func (fw serverFlow) Next(x rpc, r *call) error {
-	err := x.handle(r)
+	err := x.handle()
 	var trailer metadata.MD
 	if x.ss != nil {
 		trailer = x.ss.messageMetadata()
