@@ -70,109 +70,152 @@ func (e *Engine) applyOverrides(ctx context.Context, st *state) {
 	e.ovMu.Lock()
 	defer e.ovMu.Unlock()
 	s := st.snap
-	now := e.cfg.now()
-	var errs []error
-	set, cleared, left, fails := 0, 0, 0, 0 // fails: store failures (retried)
-	failing := func() bool { return fails >= overrideFailures }
-	want := make(map[overrideKey]bool, len(s.Overrides()))
-	lapsed := map[overrideKey]bool{}
+	r := overridesRun{
+		e: e, ctx: ctx, now: e.cfg.now(),
+		want:   make(map[overrideKey]bool, len(s.Overrides())),
+		lapsed: map[overrideKey]bool{},
+	}
 	for _, o := range s.Overrides() {
 		k := overrideKey{o.RuleID, o.Dimension, o.Identifier}
-		if !o.Active(now) && !o.Cleared {
-			continue // lapsed in the store on its own
-		}
-		if o.Cleared {
-			// Cleared before its end (a database's tombstone): cleared
-			// on the store once by every engine, even one that never
-			// set it (started after the clear: the store, Redis, may
-			// hold it from an instance before).
-			lapsed[k] = true
-			_, had := e.applied[k]
-			if rev, done := e.ended[k]; had || done && rev == o.Revision {
-				continue // had: cleared below
-			}
-			if failing() {
-				left++
-				continue
-			}
-			if err := e.store.ClearOverride(ctx, core.Key{Identity: o.Identifier, Policy: o.RuleID}); err != nil {
-				errs = append(errs, fmt.Errorf("engine: override of rule %q for a %s: clear: %w", o.RuleID, o.Dimension, err))
-				fails++
-				continue
-			}
-			e.ended[k] = o.Revision
-			cleared++
-			continue
-		}
-		want[k] = true
-		cur, had := e.applied[k]
-		if had && cur.ok && cur.o == o {
-			continue
-		}
-		if failing() {
-			left++ // what applied holds stays: tried again next time
-			continue
-		}
-		if err := e.setOverride(ctx, st, o); err != nil {
-			errs = append(errs, err)
-			if permanent(err) { // reported once, never retried
-				e.applied[k] = appliedOverride{o: o, until: o.Until, ok: true}
-				continue
-			}
-			fails++
-			// Unknown: set again next time; until then the store may
-			// hold the one before (clear it if it goes).
-			a := appliedOverride{o: o, until: o.Until}
-			if had && cur.until.After(a.until) {
-				a.until = cur.until
-			}
-			e.applied[k] = a
-			continue
-		}
+		switch {
+		case o.Cleared:
+			r.lapsed[k] = true
+			r.clearTombstone(k, o)
+		case o.Active(r.now):
+			r.want[k] = true
+			r.setInForce(st, k, o)
+		} // else lapsed in the store on its own
+	}
+	r.clearGone()
+	r.forgetEnded()
+	r.report(s)
+}
+
+// overridesRun is one application of a snapshot's overrides (under
+// e.ovMu): what it set and cleared, the errors of what failed, and what
+// it left to the retry.
+type overridesRun struct {
+	e                         *Engine
+	ctx                       context.Context
+	now                       time.Time
+	errs                      []error
+	set, cleared, left, fails int                  // fails: store failures (retried)
+	want                      map[overrideKey]bool // in force in the snapshot
+	lapsed                    map[overrideKey]bool // tombstones in the snapshot
+}
+
+// try reports whether the run still calls the store: after
+// overrideFailures failures it does not, and counts what it leaves.
+func (r *overridesRun) try() bool {
+	if r.fails >= overrideFailures {
+		r.left++
+		return false
+	}
+	return true
+}
+
+// clear clears k's override on the store; false when the store failed
+// (the error kept, to be retried).
+func (r *overridesRun) clear(k overrideKey) bool {
+	if err := r.e.store.ClearOverride(r.ctx, core.Key{Identity: k.identifier, Policy: k.rule}); err != nil {
+		r.errs = append(r.errs, fmt.Errorf("engine: override of rule %q for a %s: clear: %w", k.rule, k.dimension, err))
+		r.fails++
+		return false
+	}
+	r.cleared++
+	return true
+}
+
+// clearTombstone clears o, cleared before its end (a database's
+// tombstone), on the store once by every engine, even one that never set
+// it (started after the clear: the store, Redis, may hold it from an
+// instance before). One this engine set is cleared by clearGone.
+func (r *overridesRun) clearTombstone(k overrideKey, o rules.Override) {
+	_, had := r.e.applied[k]
+	if rev, done := r.e.ended[k]; had || done && rev == o.Revision {
+		return
+	}
+	if r.try() && r.clear(k) {
+		r.e.ended[k] = o.Revision
+	}
+}
+
+// setInForce sets o, in force, on the store unless this engine has set it
+// as it is already.
+func (r *overridesRun) setInForce(st *state, k overrideKey, o rules.Override) {
+	e := r.e
+	cur, had := e.applied[k]
+	if had && cur.ok && cur.o == o {
+		return
+	}
+	if !r.try() {
+		return // what applied holds stays: tried again next time
+	}
+	err := e.setOverride(r.ctx, st, o)
+	switch {
+	case err == nil:
 		e.applied[k] = appliedOverride{o: o, until: o.Until, ok: true}
-		set++
+		r.set++
+	case permanent(err): // reported once, never retried
+		r.errs = append(r.errs, err)
+		e.applied[k] = appliedOverride{o: o, until: o.Until, ok: true}
+	default:
+		r.errs = append(r.errs, err)
+		r.fails++
+		// Unknown: set again next time; until then the store may hold
+		// the one before (clear it if it goes).
+		a := appliedOverride{o: o, until: o.Until}
+		if had && cur.until.After(a.until) {
+			a.until = cur.until
+		}
+		e.applied[k] = a
 	}
+}
+
+// clearGone clears on the store the overrides this engine set that the
+// snapshot no longer holds in force, so that one ends even when its rule
+// went (or stopped counting) too; those past their end lapsed in the
+// store on their own.
+func (r *overridesRun) clearGone() {
+	e := r.e
 	for k, a := range e.applied {
-		if want[k] {
-			continue
-		}
-		if !now.Before(a.until) {
-			delete(e.applied, k) // lapsed in the store on its own
-			continue
-		}
-		if failing() {
-			left++
-			continue
-		}
-		// Gone from the rules: cleared on the store itself, so that it
-		// ends even when its rule went (or stopped counting) too.
-		err := e.store.ClearOverride(ctx, core.Key{Identity: k.identifier, Policy: k.rule})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("engine: override of rule %q for a %s: clear: %w", k.rule, k.dimension, err))
-			fails++
-			continue
-		}
-		delete(e.applied, k)
-		cleared++
-	}
-	for k := range e.ended {
-		if !lapsed[k] {
-			delete(e.ended, k)
+		switch {
+		case r.want[k]:
+		case !r.now.Before(a.until):
+			delete(e.applied, k)
+		case r.try() && r.clear(k):
+			delete(e.applied, k)
 		}
 	}
-	if left > 0 {
-		errs = append(errs, fmt.Errorf("%w (%d)", errOverridesLeft, left))
+}
+
+// forgetEnded forgets the clears of tombstones the snapshot no longer
+// holds.
+func (r *overridesRun) forgetEnded() {
+	for k := range r.e.ended {
+		if !r.lapsed[k] {
+			delete(r.e.ended, k)
+		}
 	}
-	e.ovPending.Store(fails+left > 0)
-	err := errors.Join(errs...)
+}
+
+// report marks whether anything is left to retry, logs the run and tells
+// the OverridesObservers.
+func (r *overridesRun) report(s *rules.Snapshot) {
+	e := r.e
+	if r.left > 0 {
+		r.errs = append(r.errs, fmt.Errorf("%w (%d)", errOverridesLeft, r.left))
+	}
+	e.ovPending.Store(r.fails+r.left > 0)
+	err := errors.Join(r.errs...)
 	if err != nil {
-		e.cfg.log.Error("ratelimitd: overrides not applied; retried", "revision", s.Revision(), "failed", len(errs), "err", err)
-	} else if set+cleared > 0 {
-		e.cfg.log.Info("ratelimitd: overrides applied", "revision", s.Revision(), "set", set, "cleared", cleared)
+		e.cfg.log.Error("ratelimitd: overrides not applied; retried", "revision", s.Revision(), "failed", len(r.errs), "err", err)
+	} else if r.set+r.cleared > 0 {
+		e.cfg.log.Info("ratelimitd: overrides applied", "revision", s.Revision(), "set", r.set, "cleared", r.cleared)
 	}
 	for _, ob := range e.cfg.observers {
 		if oo, ok := ob.(OverridesObserver); ok {
-			oo.OverridesApplied(s, set, cleared, err)
+			oo.OverridesApplied(s, r.set, r.cleared, err)
 		}
 	}
 }
