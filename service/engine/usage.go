@@ -61,25 +61,53 @@ const maxUsagePeek = 512
 // field; a store failure is an error wrapping the store's (for logs, not
 // for a client).
 func (e *Engine) Usage(ctx context.Context, dimension, identifier string) ([]RuleUsage, error) {
-	switch {
-	case dimension == "":
-		return nil, invalid("dimension", "required")
-	case len(dimension) > MaxDimension:
-		return nil, invalid("dimension", "at most %d bytes, got %d", MaxDimension, len(dimension))
-	case identifier == "":
-		return nil, invalid("identifier", "required")
-	case len(identifier) > MaxIdentifier:
-		return nil, invalid("identifier", "at most %d bytes, got %d", MaxIdentifier, len(identifier))
+	if err := validCaller(dimension, identifier); err != nil {
+		return nil, err
 	}
 	st := e.cur.Load()
-	s := st.snap
-	now := e.cfg.now()
+	u := planUsage(st.snap, e.cfg.now(), dimension, identifier)
+	if len(u.ops) == 0 {
+		return u.out, nil
+	}
+	results, err := e.peekUsage(ctx, st, u.ops)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range u.memb {
+		u.out[i].setCounter(&results[j])
+	}
+	return u.out, nil
+}
+
+// validCaller checks the dimension and identifier Usage is asked for.
+func validCaller(dimension, identifier string) error {
+	switch {
+	case dimension == "":
+		return invalid("dimension", "required")
+	case len(dimension) > MaxDimension:
+		return invalid("dimension", "at most %d bytes, got %d", MaxDimension, len(dimension))
+	case identifier == "":
+		return invalid("identifier", "required")
+	case len(identifier) > MaxIdentifier:
+		return invalid("identifier", "at most %d bytes, got %d", MaxIdentifier, len(identifier))
+	}
+	return nil
+}
+
+// usagePlan is a Usage before its counters are peeked: every rule's
+// usage, and the ops that peek the counters of those that count.
+type usagePlan struct {
+	out  []RuleUsage
+	ops  []core.GroupOp
+	memb []int // out[memb[j]] is peeked by ops[j]
+}
+
+// planUsage resolves, at now, the limit in force for identifier under
+// each native rule of dimension in s (its tier's, its override's) and
+// plans a peek of the counter of each rule that counts.
+func planUsage(s *rules.Snapshot, now time.Time, dimension, identifier string) usagePlan {
+	var p usagePlan
 	tier := s.TierOf(dimension, identifier)
-	var (
-		out  []RuleUsage
-		ops  []core.GroupOp
-		memb []int // out[memb[j]] is peeked by ops[j]
-	)
 	for _, r := range s.Rules() {
 		if r.Envoy != nil || r.Dimension != dimension {
 			continue
@@ -97,14 +125,17 @@ func (e *Engine) Usage(ctx context.Context, dimension, identifier string) ([]Rul
 		case r.Deny:
 			u.Limit, u.Override, u.Blocked, u.State = r.Limit, nil, true, core.Throttled
 		default:
-			ops = append(ops, core.GroupOp{Policy: r.ID, Identity: identifier, Tier: tier})
-			memb = append(memb, len(out))
+			p.ops = append(p.ops, core.GroupOp{Policy: r.ID, Identity: identifier, Tier: tier})
+			p.memb = append(p.memb, len(p.out))
 		}
-		out = append(out, u)
+		p.out = append(p.out, u)
 	}
-	if len(ops) == 0 {
-		return out, nil
-	}
+	return p
+}
+
+// peekUsage peeks the counters of ops, once the Usage before has ended
+// (or fails when ctx ends first), in store calls of at most maxUsagePeek.
+func (e *Engine) peekUsage(ctx context.Context, st *state, ops []core.GroupOp) ([]core.PolicyResult, error) {
 	select {
 	case e.usage <- struct{}{}:
 		defer func() { <-e.usage }()
@@ -119,16 +150,16 @@ func (e *Engine) Usage(ctx context.Context, dimension, identifier string) ([]Rul
 		}
 		results = append(results, d.Results...)
 	}
-	for j, i := range memb {
-		p := &results[j]
-		u := &out[i]
-		u.ResetAt = resetAt(&p.Result)
-		u.State = p.State
-		if u.Blocked { // no counter while blocked (the store answers with the rule's capacity)
-			continue
-		}
-		u.Capacity, u.Remaining = p.Capacity, p.Remaining
-		u.Used = max(p.Capacity-p.Remaining, 0)
+	return results, nil
+}
+
+// setCounter sets u's counter from p, its peek.
+func (u *RuleUsage) setCounter(p *core.PolicyResult) {
+	u.ResetAt = resetAt(&p.Result)
+	u.State = p.State
+	if u.Blocked { // no counter while blocked (the store answers with the rule's capacity)
+		return
 	}
-	return out, nil
+	u.Capacity, u.Remaining = p.Capacity, p.Remaining
+	u.Used = max(p.Capacity-p.Remaining, 0)
 }
