@@ -72,65 +72,85 @@ func (p *parser) envoyDescriptors(list *yaml.Node, field, domain string, parent 
 	}
 	seen := map[string]int{} // EN's composite key: key or key_value
 	for i, dn := range list.Content {
-		path := fmt.Sprintf("%s[%d]", field, i)
-		f := p.fields(dn, path, envoyDescriptorFields...)
-		if f == nil {
-			continue
-		}
-		var l EnvoyLevel
-		if v := f["key"]; v == nil {
-			p.fail(dn, path+".key", "required: descriptor has empty key")
-			continue
-		} else if s, ok := p.str(v, path+".key"); !ok {
-			continue
-		} else if s == "" {
-			p.fail(v, path+".key", "required: descriptor has empty key")
-			continue
-		} else {
-			l.Key = s
-		}
-		if v := f["value"]; v != nil && !isNull(v) {
-			l.Value, _ = p.str(v, path+".value")
-		}
-		composite := l.Key
-		if l.Value != "" {
-			composite += "_" + l.Value
-		}
-		if line, dup := seen[composite]; dup {
-			p.fail(dn, path, "duplicate descriptor composite key '%s' (first at line %d)", pathString(domain, append(parent[:len(parent):len(parent)], l)), line)
-			continue
-		}
-		seen[composite] = dn.Line
-		node := &EnvoyNode{Path: append(parent[:len(parent):len(parent)], l)}
-		flag := func(name string) bool {
-			if v := f[name]; v != nil {
-				return p.boolean(v, path+"."+name)
-			}
-			return false
-		}
-		shadow := flag("shadow_mode")
-		node.QuotaMode = flag("quota_mode")
-		node.DetailedMetric = flag("detailed_metric")
-		node.ValueToMetric = flag("value_to_metric")
-		l.ShareThreshold = flag("share_threshold")
-		if l.ShareThreshold && !l.wildcard() {
-			p.fail(f["share_threshold"], path+".share_threshold", "share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", composite)
-		}
-		node.Path[len(node.Path)-1] = l
-		if rl := f["rate_limit"]; rl != nil && !isNull(rl) {
-			if r := p.envoyRateLimit(rl, path+".rate_limit", dn); r != nil {
-				r.Domain = domain
-				r.Shadow = shadow
-				r.Envoy = node
-				node.Name = r.ID // the name as written; the ID comes later
-				r.ID = ""
-				*out = append(*out, r)
-			}
-		}
-		if v := f["descriptors"]; v != nil {
-			p.envoyDescriptors(v, path+".descriptors", domain, node.Path, out)
+		p.envoyDescriptor(dn, fmt.Sprintf("%s[%d]", field, i), domain, parent, seen, out)
+	}
+}
+
+// envoyDescriptor reads the descriptor dn at path under parent, its rule
+// into out and the levels under it; seen holds the line of each
+// composite key of dn's level so far.
+func (p *parser) envoyDescriptor(dn *yaml.Node, path, domain string, parent []EnvoyLevel, seen map[string]int, out *[]*Rule) {
+	f := p.fields(dn, path, envoyDescriptorFields...)
+	if f == nil {
+		return
+	}
+	l, ok := p.envoyKeyValue(dn, f, path)
+	if !ok {
+		return
+	}
+	composite := l.Key
+	if l.Value != "" {
+		composite += "_" + l.Value
+	}
+	if line, dup := seen[composite]; dup {
+		p.fail(dn, path, "duplicate descriptor composite key '%s' (first at line %d)", pathString(domain, append(parent[:len(parent):len(parent)], l)), line)
+		return
+	}
+	seen[composite] = dn.Line
+	node := &EnvoyNode{Path: append(parent[:len(parent):len(parent)], l)}
+	shadow := p.flag(f, path, "shadow_mode")
+	node.QuotaMode = p.flag(f, path, "quota_mode")
+	node.DetailedMetric = p.flag(f, path, "detailed_metric")
+	node.ValueToMetric = p.flag(f, path, "value_to_metric")
+	l.ShareThreshold = p.flag(f, path, "share_threshold")
+	if l.ShareThreshold && !l.wildcard() {
+		p.fail(f["share_threshold"], path+".share_threshold", "share_threshold can only be used with wildcard values (ending with '*'), but found key '%s'", composite)
+	}
+	node.Path[len(node.Path)-1] = l
+	if rl := f["rate_limit"]; rl != nil && !isNull(rl) {
+		if r := p.envoyRateLimit(rl, path+".rate_limit", dn); r != nil {
+			r.Domain = domain
+			r.Shadow = shadow
+			r.Envoy = node
+			node.Name = r.ID // the name as written; the ID comes later
+			r.ID = ""
+			*out = append(*out, r)
 		}
 	}
+	if v := f["descriptors"]; v != nil {
+		p.envoyDescriptors(v, path+".descriptors", domain, node.Path, out)
+	}
+}
+
+// envoyKeyValue reads the key (required) and value of the descriptor dn
+// at path, whose fields are f; false when its key is bad.
+func (p *parser) envoyKeyValue(dn *yaml.Node, f map[string]*yaml.Node, path string) (EnvoyLevel, bool) {
+	v := f["key"]
+	if v == nil {
+		p.fail(dn, path+".key", "required: descriptor has empty key")
+		return EnvoyLevel{}, false
+	}
+	key, ok := p.str(v, path+".key")
+	if !ok {
+		return EnvoyLevel{}, false
+	}
+	if key == "" {
+		p.fail(v, path+".key", "required: descriptor has empty key")
+		return EnvoyLevel{}, false
+	}
+	l := EnvoyLevel{Key: key}
+	if v := f["value"]; v != nil && !isNull(v) {
+		l.Value, _ = p.str(v, path+".value")
+	}
+	return l, true
+}
+
+// flag reads the boolean field name of f, at path; false when absent.
+func (p *parser) flag(f map[string]*yaml.Node, path, name string) bool {
+	if v := f[name]; v != nil {
+		return p.boolean(v, path+"."+name)
+	}
+	return false
 }
 
 // envoyRateLimit reads a rate_limit block into a rule whose ID holds the
@@ -148,6 +168,22 @@ func (p *parser) envoyRateLimit(n *yaml.Node, path string, descriptor *yaml.Node
 	if v := f["name"]; v != nil {
 		r.ID, _ = p.str(v, path+".name")
 	}
+	period := p.envoyPeriod(n, f, path, r.Unlimited)
+	if !r.Unlimited {
+		r.Limit, r.Deny = p.envoyLimit(n, f, path, period, len(p.errs) == before)
+	}
+	if v := f["replaces"]; v != nil {
+		r.Replaces = p.envoyReplaces(v, path+".replaces", r.ID)
+	}
+	if len(p.errs) > before {
+		return nil
+	}
+	return r
+}
+
+// envoyPeriod reads the unit of the rate_limit n at path, whose fields
+// are f, as a period: none (0) for an unlimited one, which has no limit.
+func (p *parser) envoyPeriod(n *yaml.Node, f map[string]*yaml.Node, path string, unlimited bool) time.Duration {
 	var period time.Duration
 	unit := f["unit"]
 	if unit != nil {
@@ -155,9 +191,9 @@ func (p *parser) envoyRateLimit(n *yaml.Node, path string, descriptor *yaml.Node
 		period = envoyUnits[strings.ToUpper(s)]
 	}
 	switch {
-	case r.Unlimited && period > 0:
+	case unlimited && period > 0:
 		p.fail(unit, path+".unit", "should not specify rate limit unit when unlimited")
-	case r.Unlimited:
+	case unlimited:
 		for _, k := range []string{"requests_per_unit", "algorithm", "burst"} {
 			if v := f[k]; v != nil {
 				p.fail(v, path+"."+k, "an unlimited rate_limit has no limit")
@@ -168,59 +204,66 @@ func (p *parser) envoyRateLimit(n *yaml.Node, path string, descriptor *yaml.Node
 	case period == 0:
 		p.fail(unit, path+".unit", "invalid rate limit unit '%s' (%s)", unit.Value, envoyUnitNames)
 	}
-	if !r.Unlimited {
-		l := core.Limit{Algorithm: core.FixedWindow, Period: period}
-		if v := f["algorithm"]; v != nil {
-			l.Algorithm, _ = p.algorithm(v, path+".algorithm")
-		}
-		if v := f["requests_per_unit"]; v == nil {
-			p.fail(n, path+".requests_per_unit", "required")
-		} else if rate, ok := p.whole(v, path+".requests_per_unit", 0); ok {
-			l.Rate = rate
-			r.Deny = rate == 0
-		}
-		if v := f["burst"]; v != nil {
-			if r.Deny {
-				p.fail(v, path+".burst", "requests_per_unit 0 denies every request: no burst")
-			}
-			l.Burst, _ = p.whole(v, path+".burst", 0)
-		}
-		if len(p.errs) == before && !r.Deny {
-			if err := l.Validate(); err != nil {
-				p.limitError(n, f, path, err, map[string]string{"rate": "requests_per_unit", "period": "unit"})
-			}
-		}
-		r.Limit = l
+	return period
+}
+
+// envoyLimit reads the limit of the rate_limit n at path, whose fields
+// are f, over period; deny: its requests_per_unit is 0. The limit is
+// validated when the block is good so far (good) and does not deny.
+func (p *parser) envoyLimit(n *yaml.Node, f map[string]*yaml.Node, path string, period time.Duration, good bool) (l core.Limit, deny bool) {
+	before := len(p.errs)
+	l = core.Limit{Algorithm: core.FixedWindow, Period: period}
+	if v := f["algorithm"]; v != nil {
+		l.Algorithm, _ = p.algorithm(v, path+".algorithm")
 	}
-	if v := f["replaces"]; v != nil {
-		if v.Kind != yaml.SequenceNode {
-			p.fail(v, path+".replaces", "must be a list of {name: NAME}")
-		} else {
-			for i, e := range v.Content {
-				ep := fmt.Sprintf("%s.replaces[%d]", path, i)
-				ef := p.fields(e, ep, "name")
-				if ef == nil {
-					continue
-				}
-				name := ""
-				if nv := ef["name"]; nv != nil && !isNull(nv) {
-					name, _ = p.str(nv, ep+".name")
-				}
-				switch {
-				case name == "":
-					p.fail(e, ep+".name", "should not have an empty replaces entry")
-				case name == r.ID:
-					p.fail(e, ep+".name", "replaces should not contain name of same descriptor")
-				default:
-					r.Replaces = append(r.Replaces, name)
-				}
-			}
+	if v := f["requests_per_unit"]; v == nil {
+		p.fail(n, path+".requests_per_unit", "required")
+	} else if rate, ok := p.whole(v, path+".requests_per_unit", 0); ok {
+		l.Rate = rate
+		deny = rate == 0
+	}
+	if v := f["burst"]; v != nil {
+		if deny {
+			p.fail(v, path+".burst", "requests_per_unit 0 denies every request: no burst")
+		}
+		l.Burst, _ = p.whole(v, path+".burst", 0)
+	}
+	if good && len(p.errs) == before && !deny {
+		if err := l.Validate(); err != nil {
+			p.limitError(n, f, path, err, map[string]string{"rate": "requests_per_unit", "period": "unit"})
 		}
 	}
-	if len(p.errs) > before {
+	return l, deny
+}
+
+// envoyReplaces reads the replaces list v at path of the rate_limit
+// named name: the names it replaces.
+func (p *parser) envoyReplaces(v *yaml.Node, path, name string) []string {
+	if v.Kind != yaml.SequenceNode {
+		p.fail(v, path, "must be a list of {name: NAME}")
 		return nil
 	}
-	return r
+	var names []string
+	for i, e := range v.Content {
+		ep := fmt.Sprintf("%s[%d]", path, i)
+		ef := p.fields(e, ep, "name")
+		if ef == nil {
+			continue
+		}
+		replaced := ""
+		if nv := ef["name"]; nv != nil && !isNull(nv) {
+			replaced, _ = p.str(nv, ep+".name")
+		}
+		switch {
+		case replaced == "":
+			p.fail(e, ep+".name", "should not have an empty replaces entry")
+		case replaced == name:
+			p.fail(e, ep+".name", "replaces should not contain name of same descriptor")
+		default:
+			names = append(names, replaced)
+		}
+	}
+	return names
 }
 
 // assignEnvoyIDs gives every Envoy rule (ID "") its ID: its rate_limit name
