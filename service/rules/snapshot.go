@@ -75,80 +75,120 @@ func New(revision string, rules []*Rule, tiers map[string]map[string]string, ove
 		envoy:    map[string]*envoyTree{},
 	}
 	var errs []error
-	bad := func(r *Rule, field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("rules: %s: rule %q: %s: %s", r.Source, r.ID, field, fmt.Sprintf(format, args...)))
-	}
 	for i, r := range rules {
 		if r == nil {
 			errs = append(errs, fmt.Errorf("rules: rule %d: nil", i))
 			continue
 		}
-		if err := core.ValidatePolicyName(r.ID); err != nil {
-			bad(r, "name", "%s", strings.TrimPrefix(err.Error(), "Name: "))
-		} else if Reserved(r.ID) {
-			bad(r, "name", "%q is reserved: ratelimitd counts the admin API's per-token limits under it", r.ID)
-		} else if prev, dup := s.byID[r.ID]; dup {
-			bad(r, "name", "duplicate rule name (first at %s)", prev.Source)
-		} else {
-			s.byID[r.ID] = r
-		}
-		switch {
-		case r.Unlimited && r.Deny:
-			bad(r, "unlimited", "a rule cannot be both unlimited and deny")
-		case r.Unlimited:
-			if r.Limit != (core.Limit{}) || len(r.Tiers) > 0 {
-				bad(r, "unlimited", "an unlimited rule has no limit")
-			}
-		case r.Deny:
-			if r.Limit.Rate != 0 || len(r.Tiers) > 0 {
-				bad(r, "deny", "a deny rule has rate 0 and no tiers")
-			}
-		default:
-			if err := r.Limit.Validate(); err != nil {
-				bad(r, "limit", "%v", err)
-			}
-		}
-		for _, name := range slices.Sorted(maps.Keys(r.Tiers)) {
-			if strings.TrimSpace(name) == "" {
-				bad(r, "tiers", "a tier needs a name")
-			} else if err := r.Tiers[name].Validate(); err != nil {
-				bad(r, "tiers."+name, "%v", err)
-			}
-		}
-		if r.Envoy != nil {
-			if err := s.addEnvoy(r); err != nil {
-				bad(r, "descriptors", "%v", err)
-			}
-			continue
-		}
-		if err := validDimension(r.Dimension); err != nil {
-			bad(r, "dimension", "%v", err)
-			continue
-		}
-		for _, p := range r.Endpoints {
-			if err := route.Validate(p); err != nil {
-				bad(r, "endpoints", "%v", err)
-			}
-		}
-		k := nativeKey{r.Domain, r.Dimension}
-		idx := s.native[k]
-		if idx == nil {
-			idx = &dimIndex{}
-			s.native[k] = idx
-		}
-		n := len(idx.rules)
-		idx.rules = append(idx.rules, r)
-		if len(r.Endpoints) == 0 {
-			idx.every = append(idx.every, r)
-			idx.trie.InsertAll(n)
-		}
-		for _, p := range r.Endpoints {
-			idx.trie.Insert(p, n)
-		}
+		errs = s.addRule(errs, r)
 	}
 	for _, idx := range s.native {
 		idx.allEvery = len(idx.every) == len(idx.rules)
 	}
+	errs = append(errs, tierAssignmentErrors(tiers)...)
+	errs = append(errs, s.addOverrides(overrides)...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+// badField reports a bad field of a rule.
+type badField func(field, format string, args ...any)
+
+// addRule checks r and indexes it by ID and in its domain's Envoy tree
+// or its dimension's native index; it returns errs with one error more
+// per bad field.
+func (s *Snapshot) addRule(errs []error, r *Rule) []error {
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("rules: %s: rule %q: %s: %s", r.Source, r.ID, field, fmt.Sprintf(format, args...)))
+	}
+	s.addID(r, bad)
+	checkLimits(r, bad)
+	if r.Envoy != nil {
+		if err := s.addEnvoy(r); err != nil {
+			bad("descriptors", "%v", err)
+		}
+		return errs
+	}
+	if err := validDimension(r.Dimension); err != nil {
+		bad("dimension", "%v", err)
+		return errs
+	}
+	for _, p := range r.Endpoints {
+		if err := route.Validate(p); err != nil {
+			bad("endpoints", "%v", err)
+		}
+	}
+	s.addNative(r)
+	return errs
+}
+
+// addID indexes r by its ID: a valid rule name, not reserved, not taken.
+func (s *Snapshot) addID(r *Rule, bad badField) {
+	if err := core.ValidatePolicyName(r.ID); err != nil {
+		bad("name", "%s", strings.TrimPrefix(err.Error(), "Name: "))
+	} else if Reserved(r.ID) {
+		bad("name", "%q is reserved: ratelimitd counts the admin API's per-token limits under it", r.ID)
+	} else if prev, dup := s.byID[r.ID]; dup {
+		bad("name", "duplicate rule name (first at %s)", prev.Source)
+	} else {
+		s.byID[r.ID] = r
+	}
+}
+
+// checkLimits checks r's limit and its tiers' against what r is
+// (unlimited, deny or limited).
+func checkLimits(r *Rule, bad badField) {
+	switch {
+	case r.Unlimited && r.Deny:
+		bad("unlimited", "a rule cannot be both unlimited and deny")
+	case r.Unlimited:
+		if r.Limit != (core.Limit{}) || len(r.Tiers) > 0 {
+			bad("unlimited", "an unlimited rule has no limit")
+		}
+	case r.Deny:
+		if r.Limit.Rate != 0 || len(r.Tiers) > 0 {
+			bad("deny", "a deny rule has rate 0 and no tiers")
+		}
+	default:
+		if err := r.Limit.Validate(); err != nil {
+			bad("limit", "%v", err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Tiers)) {
+		if strings.TrimSpace(name) == "" {
+			bad("tiers", "a tier needs a name")
+		} else if err := r.Tiers[name].Validate(); err != nil {
+			bad("tiers."+name, "%v", err)
+		}
+	}
+}
+
+// addNative adds the native rule r to its domain's and dimension's index:
+// under each of its endpoint patterns, or every endpoint when it has none.
+func (s *Snapshot) addNative(r *Rule) {
+	k := nativeKey{r.Domain, r.Dimension}
+	idx := s.native[k]
+	if idx == nil {
+		idx = &dimIndex{}
+		s.native[k] = idx
+	}
+	n := len(idx.rules)
+	idx.rules = append(idx.rules, r)
+	if len(r.Endpoints) == 0 {
+		idx.every = append(idx.every, r)
+		idx.trie.InsertAll(n)
+	}
+	for _, p := range r.Endpoints {
+		idx.trie.Insert(p, n)
+	}
+}
+
+// tierAssignmentErrors checks tiers (dimension -> identifier -> tier):
+// valid dimensions, no empty tier.
+func tierAssignmentErrors(tiers map[string]map[string]string) []error {
+	var errs []error
 	for _, dim := range slices.Sorted(maps.Keys(tiers)) {
 		if err := validDimension(dim); err != nil {
 			errs = append(errs, fmt.Errorf("rules: tier_assignments.%s: %w", dim, err))
@@ -159,11 +199,7 @@ func New(revision string, rules []*Rule, tiers map[string]map[string]string, ove
 			}
 		}
 	}
-	errs = append(errs, s.addOverrides(overrides)...)
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return s, nil
+	return errs
 }
 
 // validDimension reports why d cannot name a dimension: 1 to 64 of
