@@ -108,32 +108,52 @@ func (d *DB) BeginIdempotent(ctx context.Context, token, key string, requestHash
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
 	now := d.now()
-	ms := now.UnixMilli()
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: idempotency: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, d.q(`DELETE FROM idempotency WHERE created_at < ?`), now.Add(-IdempotencyTTL).UnixMilli()); err != nil {
-		return nil, fmt.Errorf("rulesdb: idempotency: expire: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, d.q(`DELETE FROM idempotency WHERE token = ? AND "key" = ? AND status = 0 AND revision IS NULL AND created_at < ?`),
-		token, key, now.Add(-IdempotencyAbandoned).UnixMilli()); err != nil {
-		return nil, fmt.Errorf("rulesdb: idempotency: abandoned: %w", err)
-	}
-	res, err := tx.ExecContext(ctx, d.q(`INSERT INTO idempotency (token, "key", request_hash, status, created_at) VALUES (?, ?, ?, 0, ?)
-		ON CONFLICT (token, "key") DO NOTHING`), token, key, h, ms)
+	claimed, err := d.claimIdempotent(ctx, tx, token, key, h, now)
 	if err != nil {
-		return nil, fmt.Errorf("rulesdb: idempotency: claim: %w", err)
+		return nil, err
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return nil, fmt.Errorf("rulesdb: idempotency: claim: %w", err)
-	} else if n == 1 {
+	if claimed {
 		if err := tx.Commit(); err != nil {
 			return nil, fmt.Errorf("rulesdb: idempotency: commit: %w", err)
 		}
 		return nil, nil
 	}
+	return d.replayIdempotent(ctx, tx, token, key, h, now)
+}
+
+// claimIdempotent deletes, in tx, the rows past IdempotencyTTL and key's
+// row if abandoned with no write, then claims key for token's request of
+// hash h: true when the row is this request's, false when another
+// request's row holds the key.
+func (d *DB) claimIdempotent(ctx context.Context, tx *sql.Tx, token, key, h string, now time.Time) (bool, error) {
+	if _, err := tx.ExecContext(ctx, d.q(`DELETE FROM idempotency WHERE created_at < ?`), now.Add(-IdempotencyTTL).UnixMilli()); err != nil {
+		return false, fmt.Errorf("rulesdb: idempotency: expire: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, d.q(`DELETE FROM idempotency WHERE token = ? AND "key" = ? AND status = 0 AND revision IS NULL AND created_at < ?`),
+		token, key, now.Add(-IdempotencyAbandoned).UnixMilli()); err != nil {
+		return false, fmt.Errorf("rulesdb: idempotency: abandoned: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, d.q(`INSERT INTO idempotency (token, "key", request_hash, status, created_at) VALUES (?, ?, ?, 0, ?)
+		ON CONFLICT (token, "key") DO NOTHING`), token, key, h, now.UnixMilli())
+	if err != nil {
+		return false, fmt.Errorf("rulesdb: idempotency: claim: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("rulesdb: idempotency: claim: %w", err)
+	}
+	return n == 1, nil
+}
+
+// replayIdempotent reads, in tx, the row that holds token's key for the
+// request of hash h: its stored response, or why there is none to replay
+// (another request, or one still in flight, or applied but not recorded).
+func (d *DB) replayIdempotent(ctx context.Context, tx *sql.Tx, token, key, h string, now time.Time) (*StoredResponse, error) {
 	var stored string
 	var status int
 	var header, body sql.NullString
@@ -158,6 +178,7 @@ func (d *DB) BeginIdempotent(ctx context.Context, token, key string, requestHash
 		}
 	}
 	if body.Valid {
+		var err error
 		if out.Body, err = base64.StdEncoding.DecodeString(body.String); err != nil {
 			return nil, fmt.Errorf("rulesdb: idempotency: body: %w", err)
 		}

@@ -123,30 +123,70 @@ type AuditFilter struct {
 // written while a listing is paged are never returned twice, and those
 // already there are never skipped.
 func (d *DB) AuditQuery(ctx context.Context, f AuditFilter) ([]AuditEntry, string, error) {
-	limit := f.Limit
-	if limit == 0 {
-		limit = 100
-	}
-	if limit < 1 || limit > MaxPage {
-		return nil, "", fmt.Errorf("rulesdb: limit: must be 1 to %d, got %d", MaxPage, limit)
-	}
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
-		return nil, "", fmt.Errorf("rulesdb: until: must be after since")
+	limit, err := f.validate()
+	if err != nil {
+		return nil, "", err
 	}
 	kind, cmp, order := "a", ">", "ASC"
 	if f.Newest {
 		kind, cmp, order = "d", "<", "DESC"
 	}
-	var where []string
-	var args []any
+	where, args, err := f.where(kind, cmp)
+	if err != nil {
+		return nil, "", err
+	}
+	query := `SELECT ` + auditColumns + ` FROM audit`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY revision ` + order + ` LIMIT ?`
+	args = append(args, limit+1)
+	ctx, cancel := d.bound(ctx)
+	defer cancel()
+	rows, err := d.db.QueryContext(ctx, d.q(query), args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("rulesdb: audit: %w", err)
+	}
+	out, err := scanAudit(rows)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = encodeCursor(kind, strconv.FormatInt(out[limit-1].Revision, 10))
+	}
+	return out, next, nil
+}
+
+// validate checks f's page size and window; it returns the page size
+// (a Limit of 0 means 100).
+func (f *AuditFilter) validate() (int, error) {
+	limit := f.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	if limit < 1 || limit > MaxPage {
+		return 0, fmt.Errorf("rulesdb: limit: must be 1 to %d, got %d", MaxPage, limit)
+	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return 0, fmt.Errorf("rulesdb: until: must be after since")
+	}
+	return limit, nil
+}
+
+// where returns the conditions of the audit query f selects and their
+// arguments, in a listing whose cursors are of kind, past a cursor's
+// revision by cmp.
+func (f *AuditFilter) where(kind, cmp string) (where []string, args []any, err error) {
 	if f.Cursor != "" {
 		key, err := decodeCursor(kind, f.Cursor)
 		if err != nil {
-			return nil, "", err
+			return nil, nil, err
 		}
 		rev, err := strconv.ParseInt(key, 10, 64)
 		if err != nil || rev < 0 {
-			return nil, "", ErrCursor
+			return nil, nil, ErrCursor
 		}
 		where = append(where, "revision "+cmp+" ?")
 		args = append(args, rev)
@@ -171,26 +211,5 @@ func (d *DB) AuditQuery(ctx context.Context, f AuditFilter) ([]AuditEntry, strin
 		where = append(where, "at < ?")
 		args = append(args, f.Until.UnixMilli())
 	}
-	query := `SELECT ` + auditColumns + ` FROM audit`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	query += ` ORDER BY revision ` + order + ` LIMIT ?`
-	args = append(args, limit+1)
-	ctx, cancel := d.bound(ctx)
-	defer cancel()
-	rows, err := d.db.QueryContext(ctx, d.q(query), args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("rulesdb: audit: %w", err)
-	}
-	out, err := scanAudit(rows)
-	if err != nil {
-		return nil, "", err
-	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = encodeCursor(kind, strconv.FormatInt(out[limit-1].Revision, 10))
-	}
-	return out, next, nil
+	return where, args, nil
 }

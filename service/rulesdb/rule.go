@@ -88,11 +88,27 @@ func snapshot(rev int64, rows []*Rule, tiers map[string]map[string]string) (*rul
 // fit their rule (a disabled or tiered rule, a changed dimension or
 // algorithm) each with an error in skipped.
 func snapshotAt(revision string, rows []*Rule, tiers map[string]map[string]string, ovs []Override, now time.Time) (snap *rules.Snapshot, skipped []error, err error) {
-	type key struct{ dim, ep string }
-	base := map[key]*rules.Rule{}
-	var out []*rules.Rule
-	var errs []error
-	src := func(r *Rule) rules.Position { return rules.Position{File: "db:rules/" + r.ID} }
+	out, base, errs := baseRules(rows)
+	errs = addTierRows(errs, rows, base)
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	in, skipped := overridesInForce(ovs, out, now)
+	s, err := rules.New(revision, out, tiers, in...)
+	if err != nil {
+		return nil, skipped, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return s, skipped, nil
+}
+
+// baseKey is what no two enabled rows without a tier share: their
+// dimension and endpoint pattern.
+type baseKey struct{ dim, ep string }
+
+// baseRules turns the enabled rows without a tier into rules, in order,
+// indexed by baseKey; errs has one error per row refused.
+func baseRules(rows []*Rule) (out []*rules.Rule, base map[baseKey]*rules.Rule, errs []error) {
+	base = map[baseKey]*rules.Rule{}
 	for _, r := range rows {
 		if !r.Enabled || r.Tier != "" {
 			continue
@@ -102,11 +118,11 @@ func snapshotAt(revision string, rows []*Rule, tiers map[string]map[string]strin
 			errs = append(errs, err)
 			continue
 		}
-		rr := &rules.Rule{ID: r.ID, Dimension: r.Dimension, Limit: l, Shadow: r.Shadow, Source: src(r)}
+		rr := &rules.Rule{ID: r.ID, Dimension: r.Dimension, Limit: l, Shadow: r.Shadow, Source: rules.Position{File: "db:rules/" + r.ID}}
 		if r.EndpointPattern != "" {
 			rr.Endpoints = []string{r.EndpointPattern}
 		}
-		k := key{r.Dimension, r.EndpointPattern}
+		k := baseKey{r.Dimension, r.EndpointPattern}
 		if prev, dup := base[k]; dup {
 			errs = append(errs, fmt.Errorf("%w: rule %q: endpoint_pattern: rule %q already has dimension %q and endpoint_pattern %q without a tier", ErrInvalid, r.ID, prev.ID, r.Dimension, r.EndpointPattern))
 			continue
@@ -114,6 +130,12 @@ func snapshotAt(revision string, rows []*Rule, tiers map[string]map[string]strin
 		base[k] = rr
 		out = append(out, rr)
 	}
+	return out, base, errs
+}
+
+// addTierRows adds the limit of each enabled tier row to the tiers of its
+// base rule; it returns errs with one error more per row refused.
+func addTierRows(errs []error, rows []*Rule, base map[baseKey]*rules.Rule) []error {
 	for _, r := range rows {
 		if !r.Enabled || r.Tier == "" {
 			continue
@@ -123,7 +145,7 @@ func snapshotAt(revision string, rows []*Rule, tiers map[string]map[string]strin
 			errs = append(errs, err)
 			continue
 		}
-		b := base[key{r.Dimension, r.EndpointPattern}]
+		b := base[baseKey{r.Dimension, r.EndpointPattern}]
 		switch {
 		case b == nil:
 			errs = append(errs, fmt.Errorf("%w: rule %q: tier: no enabled rule without a tier has dimension %q and endpoint_pattern %q", ErrInvalid, r.ID, r.Dimension, r.EndpointPattern))
@@ -136,14 +158,17 @@ func snapshotAt(revision string, rows []*Rule, tiers map[string]map[string]strin
 			b.Tiers[r.Tier] = l
 		}
 	}
-	if len(errs) > 0 {
-		return nil, nil, errors.Join(errs...)
-	}
+	return errs
+}
+
+// overridesInForce returns the overrides of ovs not expired at now that
+// fit their rule of out, as the snapshot takes them, with the tombstones;
+// skipped has an error for each other one not expired.
+func overridesInForce(ovs []Override, out []*rules.Rule, now time.Time) (in []rules.Override, skipped []error) {
 	byID := make(map[string]*rules.Rule, len(out))
 	for _, r := range out {
 		byID[r.ID] = r
 	}
-	var in []rules.Override
 	for _, o := range ovs {
 		if !o.ExpiresAt.After(now) {
 			continue
@@ -156,9 +181,5 @@ func snapshotAt(revision string, rows []*Rule, tiers map[string]map[string]strin
 			in = append(in, ro)
 		}
 	}
-	s, err := rules.New(revision, out, tiers, in...)
-	if err != nil {
-		return nil, skipped, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return s, skipped, nil
+	return in, skipped
 }

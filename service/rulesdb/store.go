@@ -82,9 +82,7 @@ func (d *DB) Create(ctx context.Context, actor string, r Rule) (*Rule, error) {
 		}
 		r.Revision, r.ETag = rev, etagOf(rev)
 		r.CreatedAt, r.UpdatedAt = time.UnixMilli(now).UTC(), time.UnixMilli(now).UTC()
-		_, err := tx.ExecContext(ctx, d.q(`INSERT INTO rules (`+ruleCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			r.ID, r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, now)
-		return &r, err
+		return &r, d.insertRule(ctx, tx, &r, rev, now)
 	}, &r)
 }
 
@@ -101,10 +99,7 @@ func (d *DB) Update(ctx context.Context, actor string, r Rule, ifMatch string) (
 		}
 		r.Revision, r.ETag = rev, etagOf(rev)
 		r.CreatedAt, r.UpdatedAt = cur.CreatedAt, time.UnixMilli(now).UTC()
-		_, err := tx.ExecContext(ctx, d.q(`UPDATE rules SET name = ?, dimension = ?, endpoint_pattern = ?, "limit" = ?, window_seconds = ?,
-			algorithm = ?, tier = ?, burst = ?, shadow = ?, enabled = ?, revision = ?, updated_at = ? WHERE id = ?`),
-			r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, r.ID)
-		return &r, err
+		return &r, d.updateRule(ctx, tx, &r, rev, now)
 	}, &r)
 }
 
@@ -135,6 +130,32 @@ func (d *DB) Delete(ctx context.Context, actor, id, ifMatch string) (revision in
 	return revision, nil
 }
 
+// storedRule reads the rule id in tx: nil, nil when there is none.
+func (d *DB) storedRule(ctx context.Context, tx *sql.Tx, id string) (*Rule, error) {
+	r, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return r, err
+}
+
+// insertRule inserts r, written at revision rev and at now (Unix
+// milliseconds).
+func (d *DB) insertRule(ctx context.Context, tx *sql.Tx, r *Rule, rev, now int64) error {
+	_, err := tx.ExecContext(ctx, d.q(`INSERT INTO rules (`+ruleCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		r.ID, r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, now)
+	return err
+}
+
+// updateRule replaces the stored rule r.ID by r, written at revision rev
+// and at now (Unix milliseconds); its creation time stays.
+func (d *DB) updateRule(ctx context.Context, tx *sql.Tx, r *Rule, rev, now int64) error {
+	_, err := tx.ExecContext(ctx, d.q(`UPDATE rules SET name = ?, dimension = ?, endpoint_pattern = ?, "limit" = ?, window_seconds = ?,
+		algorithm = ?, tier = ?, burst = ?, shadow = ?, enabled = ?, revision = ?, updated_at = ? WHERE id = ?`),
+		r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, r.ID)
+	return err
+}
+
 type change func(ctx context.Context, tx *sql.Tx, cur *Rule, rev int64, now int64) (*Rule, error)
 
 // write runs one rule change in a transaction, within the DB's timeout: it
@@ -157,10 +178,7 @@ func (d *DB) write(ctx context.Context, actor, action, id string, apply change, 
 		return nil, fmt.Errorf("rulesdb: %s: begin: %w", action, err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	cur, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		cur, err = nil, nil
-	}
+	cur, err := d.storedRule(ctx, tx, id)
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: %s: %w", action, err)
 	}

@@ -66,15 +66,8 @@ func (d *DB) Import(ctx context.Context, actor string, rs []Rule) (n int, err er
 	if strings.TrimSpace(actor) == "" {
 		return 0, errors.New("rulesdb: actor: required")
 	}
-	seen := make(map[string]int, len(rs))
-	for i := range rs {
-		if err := validateRow(&rs[i]); err != nil {
-			return 0, fmt.Errorf("rulesdb: rules[%d]: %w", i, err)
-		}
-		if j, dup := seen[rs[i].ID]; dup {
-			return 0, fmt.Errorf("%w: rules[%d]: id: %q is also rules[%d]", ErrInvalid, i, rs[i].ID, j)
-		}
-		seen[rs[i].ID] = i
+	if err := validateImport(rs); err != nil {
+		return 0, err
 	}
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
@@ -86,42 +79,13 @@ func (d *DB) Import(ctx context.Context, actor string, rs []Rule) (n int, err er
 	var last int64
 	related := relatedKeys{}
 	for i := range rs {
-		r := rs[i]
-		cur, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), r.ID))
-		if errors.Is(err, sql.ErrNoRows) {
-			cur, err = nil, nil
-		}
+		cur, r, err := d.importRule(ctx, tx, actor, i, rs[i])
 		if err != nil {
-			return 0, fmt.Errorf("rulesdb: import: rules[%d]: %w", i, err)
-		}
-		rev, err := d.bump(ctx, tx)
-		if err != nil {
-			return 0, err
-		}
-		now := d.now().UnixMilli()
-		r.Revision, r.ETag = rev, etagOf(rev)
-		r.UpdatedAt = time.UnixMilli(now).UTC()
-		action := "rule.create"
-		if cur == nil {
-			r.CreatedAt = r.UpdatedAt
-			_, err = tx.ExecContext(ctx, d.q(`INSERT INTO rules (`+ruleCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-				r.ID, r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, now)
-		} else {
-			action = "rule.update"
-			r.CreatedAt = cur.CreatedAt
-			_, err = tx.ExecContext(ctx, d.q(`UPDATE rules SET name = ?, dimension = ?, endpoint_pattern = ?, "limit" = ?, window_seconds = ?,
-				algorithm = ?, tier = ?, burst = ?, shadow = ?, enabled = ?, revision = ?, updated_at = ? WHERE id = ?`),
-				r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, r.ID)
-		}
-		if err != nil {
-			return 0, fmt.Errorf("rulesdb: import: rules[%d]: %w", i, err)
-		}
-		if err := d.audit(ctx, tx, rev, now, actor, action, "rule/"+r.ID, cur, &r); err != nil {
 			return 0, err
 		}
 		related.add(cur)
-		related.add(&r)
-		last = rev
+		related.add(r)
+		last = r.Revision
 	}
 	if err := d.checkRelated(ctx, tx, last, related); err != nil {
 		return 0, fmt.Errorf("rulesdb: import: %w", err)
@@ -130,6 +94,56 @@ func (d *DB) Import(ctx context.Context, actor string, rs []Rule) (n int, err er
 		return 0, fmt.Errorf("rulesdb: import: commit: %w", err)
 	}
 	return len(rs), nil
+}
+
+// validateImport checks each rule of rs alone, and that no two have one
+// ID; the error names the rule as rules[i].
+func validateImport(rs []Rule) error {
+	seen := make(map[string]int, len(rs))
+	for i := range rs {
+		if err := validateRow(&rs[i]); err != nil {
+			return fmt.Errorf("rulesdb: rules[%d]: %w", i, err)
+		}
+		if j, dup := seen[rs[i].ID]; dup {
+			return fmt.Errorf("%w: rules[%d]: id: %q is also rules[%d]", ErrInvalid, i, rs[i].ID, j)
+		}
+		seen[rs[i].ID] = i
+	}
+	return nil
+}
+
+// importRule writes r, rules[i] of an Import by actor, in tx at a
+// revision of its own with its audit row: created, or replacing cur, the
+// rule stored with its ID. It returns cur (nil when none) and the rule
+// written.
+func (d *DB) importRule(ctx context.Context, tx *sql.Tx, actor string, i int, r Rule) (cur, written *Rule, err error) {
+	cur, err = d.storedRule(ctx, tx, r.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rulesdb: import: rules[%d]: %w", i, err)
+	}
+	rev, err := d.bump(ctx, tx)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := d.now().UnixMilli()
+	r.Revision, r.ETag = rev, etagOf(rev)
+	r.UpdatedAt = time.UnixMilli(now).UTC()
+	action := "rule.create"
+	if cur == nil {
+		r.CreatedAt = r.UpdatedAt
+		err = d.insertRule(ctx, tx, &r, rev, now)
+	} else {
+		action = "rule.update"
+		r.CreatedAt = cur.CreatedAt
+		err = d.updateRule(ctx, tx, &r, rev, now)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("rulesdb: import: rules[%d]: %w", i, err)
+	}
+	if err := d.audit(ctx, tx, rev, now, actor, action, "rule/"+r.ID, cur, &r); err != nil {
+		return nil, nil, err
+	}
+	return cur, &r, nil
 }
 
 // All returns every stored rule, in ID order.
