@@ -111,16 +111,50 @@ func validTier(t string) string {
 // database (and the engine) would refuse of the rule on its own.
 func (b *ruleBody) rule(pathID string) (rulesdb.Rule, *apiError) {
 	var e errs
+	r := b.stringMembers()
+	b.checkID(&e, &r, pathID)
+	checkStrings(&e, &r)
+	alg := b.algorithm(&e, r.Algorithm)
+	b.numbers(&e, &r)
+	if b.Shadow != nil {
+		r.Shadow = *b.Shadow
+	}
+	if b.Enabled != nil {
+		r.Enabled = *b.Enabled
+	}
+	if len(e) == 0 {
+		l := core.Limit{Algorithm: alg, Rate: r.Limit, Period: time.Duration(r.WindowSeconds) * time.Second, Burst: r.Burst}
+		if err := l.Validate(); err != nil {
+			field, msg := limitField(err)
+			e.add(field, "%s", msg)
+		}
+	}
+	if len(e) == 0 {
+		if err := rulesdb.ValidateRule(r); err != nil {
+			return r, storeError(http.StatusBadRequest, err, false)
+		}
+	}
+	return r, e.err()
+}
+
+// stringMembers is the rule of b's string members (absent ones empty),
+// enabled.
+func (b *ruleBody) stringMembers() rulesdb.Rule {
 	str := func(p *string) string {
 		if p == nil {
 			return ""
 		}
 		return *p
 	}
-	r := rulesdb.Rule{
+	return rulesdb.Rule{
 		ID: str(b.ID), Name: str(b.Name), Dimension: str(b.Dimension), EndpointPattern: str(b.EndpointPattern),
 		Algorithm: str(b.Algorithm), Tier: str(b.Tier), Enabled: true,
 	}
+}
+
+// checkID sets r's ID to the path's (pathID; "" for a POST, where b's id
+// is required) and adds to e what is wrong with it.
+func (b *ruleBody) checkID(e *errs, r *rulesdb.Rule, pathID string) {
 	switch {
 	case pathID != "" && b.ID != nil && *b.ID != pathID:
 		e.add("id", "%q differs from the path's %q (a rule's id cannot change)", clip(*b.ID), clip(pathID))
@@ -133,6 +167,11 @@ func (b *ruleBody) rule(pathID string) (rulesdb.Rule, *apiError) {
 			e.add("id", "%s", strings.TrimPrefix(err.Error(), "Name: "))
 		}
 	}
+}
+
+// checkStrings adds to e what is wrong with r's name, dimension, endpoint
+// pattern and tier.
+func checkStrings(e *errs, r *rulesdb.Rule) {
 	if m := validText(r.Name, MaxName); m != "" {
 		e.add("name", "%s", m)
 	}
@@ -145,13 +184,24 @@ func (b *ruleBody) rule(pathID string) (rulesdb.Rule, *apiError) {
 	if m := validTier(r.Tier); m != "" {
 		e.add("tier", "%s", m)
 	}
-	alg, err := core.ParseAlgorithm(r.Algorithm)
+}
+
+// algorithm parses name, b's algorithm, adding to e when it is absent or
+// unknown.
+func (b *ruleBody) algorithm(e *errs, name string) core.Algorithm {
+	alg, err := core.ParseAlgorithm(name)
 	switch {
 	case b.Algorithm == nil:
 		e.add("algorithm", "required (token_bucket, leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter)")
 	case err != nil:
-		e.add("algorithm", "%q is not one of token_bucket, leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter", clip(r.Algorithm))
+		e.add("algorithm", "%q is not one of token_bucket, leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter", clip(name))
 	}
+	return alg
+}
+
+// numbers sets r's limit, window and burst from b, adding to e what is
+// absent or out of range.
+func (b *ruleBody) numbers(e *errs, r *rulesdb.Rule) {
 	if b.Limit == nil {
 		e.add("limit", "required: the number of requests per window")
 	} else {
@@ -174,25 +224,6 @@ func (b *ruleBody) rule(pathID string) (rulesdb.Rule, *apiError) {
 			e.add("burst", "must not be negative, got %d", r.Burst)
 		}
 	}
-	if b.Shadow != nil {
-		r.Shadow = *b.Shadow
-	}
-	if b.Enabled != nil {
-		r.Enabled = *b.Enabled
-	}
-	if len(e) == 0 {
-		l := core.Limit{Algorithm: alg, Rate: r.Limit, Period: time.Duration(r.WindowSeconds) * time.Second, Burst: r.Burst}
-		if err := l.Validate(); err != nil {
-			field, msg := limitField(err)
-			e.add(field, "%s", msg)
-		}
-	}
-	if len(e) == 0 {
-		if err := rulesdb.ValidateRule(r); err != nil {
-			return r, storeError(http.StatusBadRequest, err, false)
-		}
-	}
-	return r, e.err()
 }
 
 // limitField names the rule member a core.Limit refusal is about.

@@ -132,18 +132,9 @@ func (a *api) postOverride(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
-	rule, err := a.db.Get(r.Context(), o.RuleID)
-	switch {
-	case errors.Is(err, rulesdb.ErrNotFound):
-		return bad("rule_id", "no rule %q", o.RuleID)
-	case err != nil:
-		return a.failed(r, "get rule", err)
-	case rule.Tier != "":
-		return bad("rule_id", "rule %q is the %q tier's row of a rule: override the rule without a tier", o.RuleID, rule.Tier)
-	case !rule.Enabled:
-		return bad("rule_id", "rule %q is disabled: an override of it would never apply", o.RuleID)
-	case rule.Dimension != dim:
-		return bad("dimension", "rule %q limits dimension %q, not %q", o.RuleID, rule.Dimension, dim)
+	rule, e := a.overridden(r, o)
+	if e != nil {
+		return e
 	}
 	if !o.Block {
 		alg, err := core.ParseAlgorithm(rule.Algorithm)
@@ -169,11 +160,38 @@ func (a *api) postOverride(w http.ResponseWriter, r *http.Request) *apiError {
 	if e := a.inForce(r, rev); e != nil {
 		return e
 	}
+	w.Header().Set("Location", locationOf("/users/%s/override/%s?dimension=%s", url.PathEscape(id), o.RuleID, url.QueryEscape(dim)))
+	writeJSON(w, http.StatusCreated, a.storedOverride(r, o, now))
+	return nil
+}
+
+// overridden returns the stored rule o overrides, or a 400 naming the
+// field when it has none o can override: a rule of o's dimension, enabled,
+// without a tier.
+func (a *api) overridden(r *http.Request, o rulesdb.Override) (*rulesdb.Rule, *apiError) {
+	rule, err := a.db.Get(r.Context(), o.RuleID)
+	switch {
+	case errors.Is(err, rulesdb.ErrNotFound):
+		return nil, bad("rule_id", "no rule %q", o.RuleID)
+	case err != nil:
+		return nil, a.failed(r, "get rule", err)
+	case rule.Tier != "":
+		return nil, bad("rule_id", "rule %q is the %q tier's row of a rule: override the rule without a tier", o.RuleID, rule.Tier)
+	case !rule.Enabled:
+		return nil, bad("rule_id", "rule %q is disabled: an override of it would never apply", o.RuleID)
+	case rule.Dimension != o.Dimension:
+		return nil, bad("dimension", "rule %q limits dimension %q, not %q", o.RuleID, rule.Dimension, o.Dimension)
+	}
+	return rule, nil
+}
+
+// storedOverride is o as stored (its created_at and revision), read back
+// at now; the write has committed, so a failure to read it back answers
+// what was asked, at the precision stored.
+func (a *api) storedOverride(r *http.Request, o rulesdb.Override, now time.Time) rulesdb.Override {
 	stored := o
 	stored.ExpiresAt = time.UnixMilli(o.ExpiresAt.UnixMilli()).UTC()
-	// The override as stored (its created_at and revision); the write
-	// has committed, so a failure to read it back answers what was asked.
-	ovs, err := a.db.Overrides(r.Context(), dim, id, now)
+	ovs, err := a.db.Overrides(r.Context(), o.Dimension, o.Identifier, now)
 	if err != nil && r.Context().Err() == nil {
 		a.log.LogAttrs(r.Context(), slog.LevelWarn, "adminapi: reading back a stored override failed",
 			slog.String("path", r.URL.Path), slog.Any("error", err))
@@ -183,9 +201,7 @@ func (a *api) postOverride(w http.ResponseWriter, r *http.Request) *apiError {
 			stored = s
 		}
 	}
-	w.Header().Set("Location", locationOf("/users/%s/override/%s?dimension=%s", url.PathEscape(id), o.RuleID, url.QueryEscape(dim)))
-	writeJSON(w, http.StatusCreated, stored)
-	return nil
+	return stored
 }
 
 // override checks b and returns the override it asks for, or a 400 naming
@@ -225,6 +241,15 @@ func (b *overrideBody) override(dim, id string, now time.Time) (rulesdb.Override
 			e.add("window_seconds", "must be 1 to %d, got %d", maxWindow, o.WindowSeconds)
 		}
 	}
+	o.ExpiresAt = b.expiry(&e, now)
+	return o, e.err()
+}
+
+// expiry is the instant b's override lapses, from its expires_at or
+// ttl_seconds (exactly one is required): after now, at most
+// MaxOverrideTTL after. What is wrong is added to e (the zero time
+// returned).
+func (b *overrideBody) expiry(e *errs, now time.Time) time.Time {
 	maxTTL := int64(MaxOverrideTTL / time.Second)
 	switch {
 	case b.ExpiresAt != nil && b.TTLSeconds != nil:
@@ -233,7 +258,7 @@ func (b *overrideBody) override(dim, id string, now time.Time) (rulesdb.Override
 		if ttl := *b.TTLSeconds; ttl < 1 || ttl > maxTTL {
 			e.add("ttl_seconds", "must be 1 to %d (30 days), got %d", maxTTL, ttl)
 		} else {
-			o.ExpiresAt = now.Add(time.Duration(ttl) * time.Second).UTC()
+			return now.Add(time.Duration(ttl) * time.Second).UTC()
 		}
 	case b.ExpiresAt != nil:
 		t, err := time.Parse(time.RFC3339Nano, *b.ExpiresAt)
@@ -245,12 +270,12 @@ func (b *overrideBody) override(dim, id string, now time.Time) (rulesdb.Override
 		case t.Sub(now) > MaxOverrideTTL:
 			e.add("expires_at", "must be at most 30 days ahead, got %s", t.UTC().Format(time.RFC3339))
 		default:
-			o.ExpiresAt = t.UTC()
+			return t.UTC()
 		}
 	default:
 		e.add("expires_at", "required: expires_at (RFC 3339) or ttl_seconds")
 	}
-	return o, e.err()
+	return time.Time{}
 }
 
 func (a *api) deleteOverride(w http.ResponseWriter, r *http.Request) *apiError {
