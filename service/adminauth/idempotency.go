@@ -74,42 +74,83 @@ func requestTarget(r *http.Request) string {
 // idempotent runs h for a POST with an Idempotency-Key: once per key, its
 // response stored and replayed (see Wrap).
 func (a *Auth) idempotent(w http.ResponseWriter, r *http.Request, p Principal, h http.Handler) {
-	ctx := r.Context()
+	key, ok := idempotencyKey(w, r)
+	if !ok {
+		return
+	}
+	body, ok := idempotentBody(w, r)
+	if !ok {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	stored, err := a.db.BeginIdempotent(r.Context(), p.Name, key, requestHash(r.Method, requestTarget(r), body))
+	if a.answered(w, r, stored, err) {
+		return
+	}
+	// This request owns the key: run h into a recorder, store, then send.
+	rec := a.record(r, p, key, h)
+	resp := rec.stored()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), finishTimeout)
+	defer cancel()
+	if err := a.db.FinishIdempotent(fctx, p.Name, key, resp); err != nil {
+		// The response is still sent; a replay then sees the key in
+		// flight (409), and after rulesdb.IdempotencyAbandoned runs anew
+		// or, if the request wrote, learns that it was applied.
+		a.log.ErrorContext(r.Context(), "admin: storing an idempotent response", "request_id", rulesdb.RequestID(r.Context()), "err", err)
+	}
+	for k, vs := range rec.header {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(rec.status)
+	_, _ = w.Write(resp.Body)
+}
+
+// idempotencyKey returns r's Idempotency-Key, or answers 400 when it has
+// not exactly one valid key.
+func idempotencyKey(w http.ResponseWriter, r *http.Request) (string, bool) {
 	keys := r.Header.Values("Idempotency-Key")
 	if len(keys) != 1 || !validIdempotencyKey(keys[0]) {
 		writeProblem(w, r, http.StatusBadRequest, "Bad Request", "Idempotency-Key: must be one header of 1 to 255 printable ASCII characters",
 			problem.FieldError{Field: "Idempotency-Key", Message: "must be one header of 1 to 255 printable ASCII characters"})
-		return
+		return "", false
 	}
-	key := keys[0]
+	return keys[0], true
+}
+
+// idempotentBody reads r's body whole, or answers 413 when it is larger
+// than MaxIdempotentBody and 400 when it cannot be read.
+func idempotentBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxIdempotentBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeProblem(w, r, http.StatusRequestEntityTooLarge, "Content Too Large", "body: at most 1 MiB with an Idempotency-Key",
 				problem.FieldError{Field: "body", Message: "at most 1 MiB"})
-			return
+			return nil, false
 		}
 		writeProblem(w, r, http.StatusBadRequest, "Bad Request", "body: could not be read",
 			problem.FieldError{Field: "body", Message: "could not be read"})
-		return
+		return nil, false
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	stored, err := a.db.BeginIdempotent(ctx, p.Name, key, requestHash(r.Method, requestTarget(r), body))
+	return body, true
+}
+
+// answered answers a request whose key BeginIdempotent did not give it
+// (stored, err: what it returned): the stored response replayed, or the
+// problem of a key used for another request, in flight or that could not
+// be checked. false: the request owns the key and runs.
+func (a *Auth) answered(w http.ResponseWriter, r *http.Request, stored *rulesdb.StoredResponse, err error) bool {
 	switch {
 	case errors.Is(err, rulesdb.ErrIdempotencyMismatch):
 		writeProblem(w, r, http.StatusUnprocessableEntity, "Unprocessable Content",
 			"Idempotency-Key: this key was used for a request with another method, path, query or body",
 			problem.FieldError{Field: "Idempotency-Key", Message: "already used for a different request"})
-		return
 	case errors.Is(err, rulesdb.ErrIdempotencyInFlight):
 		writeProblem(w, r, http.StatusConflict, "Conflict", "Idempotency-Key: the first request with this key is still being processed; retry later",
 			problem.FieldError{Field: "Idempotency-Key", Message: "a request with this key is in flight"})
-		return
 	case err != nil:
-		a.log.ErrorContext(ctx, "admin: idempotency key", "request_id", rulesdb.RequestID(ctx), "err", err)
+		a.log.ErrorContext(r.Context(), "admin: idempotency key", "request_id", rulesdb.RequestID(r.Context()), "err", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, "Service Unavailable", "the idempotency key could not be checked; retry later")
-		return
 	case stored != nil:
 		for k, v := range stored.Header {
 			w.Header().Set(k, v)
@@ -117,17 +158,23 @@ func (a *Auth) idempotent(w http.ResponseWriter, r *http.Request, p Principal, h
 		w.Header().Set("Idempotent-Replayed", "true")
 		w.WriteHeader(stored.Status)
 		_, _ = w.Write(stored.Body)
-		return
+	default:
+		return false
 	}
+	return true
+}
 
-	// This request owns the key: run h into a recorder, store, then send.
+// record runs h, for the request that owns key, into a recorder, within
+// idempotentDeadline; if h panics, the key is released (as a 5xx) and the
+// panic goes on.
+func (a *Auth) record(r *http.Request, p Principal, key string, h http.Handler) *recorder {
+	ctx := r.Context()
 	rec := &recorder{header: http.Header{}}
 	done := false
 	defer func() {
 		if done {
 			return
 		}
-		// h panicked: release the key (as a 5xx), then let the panic go on.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 		defer cancel()
 		if err := a.db.FinishIdempotent(fctx, p.Name, key, rulesdb.StoredResponse{Status: http.StatusInternalServerError}); err != nil {
@@ -144,23 +191,7 @@ func (a *Auth) idempotent(w http.ResponseWriter, r *http.Request, p Principal, h
 	if rec.status == 0 {
 		rec.status = http.StatusOK
 	}
-	resp := rulesdb.StoredResponse{Status: rec.status, Header: map[string]string{}, Body: rec.body.Bytes()}
-	for k, vs := range rec.header {
-		resp.Header[k] = strings.Join(vs, ", ")
-	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	defer cancel()
-	if err := a.db.FinishIdempotent(fctx, p.Name, key, resp); err != nil {
-		// The response is still sent; a replay then sees the key in
-		// flight (409), and after rulesdb.IdempotencyAbandoned runs anew
-		// or, if the request wrote, learns that it was applied.
-		a.log.ErrorContext(ctx, "admin: storing an idempotent response", "request_id", rulesdb.RequestID(ctx), "err", err)
-	}
-	for k, vs := range rec.header {
-		w.Header()[k] = vs
-	}
-	w.WriteHeader(rec.status)
-	_, _ = w.Write(resp.Body)
+	return rec
 }
 
 // recorder captures a handler's response.
@@ -171,6 +202,16 @@ type recorder struct {
 }
 
 func (r *recorder) Header() http.Header { return r.header }
+
+// stored is the response recorded, as stored: each header's values
+// joined.
+func (r *recorder) stored() rulesdb.StoredResponse {
+	resp := rulesdb.StoredResponse{Status: r.status, Header: map[string]string{}, Body: r.body.Bytes()}
+	for k, vs := range r.header {
+		resp.Header[k] = strings.Join(vs, ", ")
+	}
+	return resp
+}
 
 func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 {
