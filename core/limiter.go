@@ -314,19 +314,14 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 	if l.tiers != nil && set.anyTiers(idx) {
 		tier = l.tiers.tier(ctx, r)
 	}
-	n, denied := 0, false
+	denied := false
 	var keyErr error
 	keyPolicy := ""
 	for _, i := range idx {
 		p := &set.policies[i]
 		id, err := p.identity(r, override)
 		if err != nil && p.MissingKey == SkipPolicy {
-			if d.Skipped == nil {
-				d.Skipped = p.name // no allocation for one skipped policy
-			} else {
-				// A new array: p.name has no room, so it is never written.
-				d.Skipped = append(d.Skipped, p.Name)
-			}
+			d.skip(p)
 			if keyErr == nil {
 				keyErr, keyPolicy = err, p.Name
 			}
@@ -336,34 +331,61 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 		if tl, ok := p.tiers[tier]; ok {
 			lim = tl
 		}
-		if n == cap(d.Results) {
-			// More results than d.buf holds: the request's own array.
-			d.Results = append(make([]PolicyResult, 0, len(idx)), d.Results...)
-		}
 		// Field by field: Result is written by the store, or below.
-		d.Results = d.Results[:n+1]
-		pr := &d.Results[n]
-		n++
+		pr := d.addResult(len(idx))
 		pr.Policy, pr.Limit, pr.Tier, pr.Shadow, pr.refund, pr.id, pr.cost = p.Name, *lim, "", p.Shadow, p.Refund, id, cost
 		pr.Unidentified = err != nil
 		if len(p.Tiers) > 0 {
 			pr.Tier = tier
 		}
 		if pr.Unidentified {
-			pr.cost = 0
-			pr.Result = Result{Capacity: lim.Capacity(), RetryAfter: RetryNever, State: Throttled, Previous: Throttled}
+			pr.unidentified()
 			denied = denied || !p.Shadow
 		}
 	}
-	if n == 0 {
+	if len(d.Results) == 0 {
 		return fmt.Errorf("sluice: policy %q: key: %w", keyPolicy, nested{keyErr})
 	}
-	if denied { // the request is denied: the others count nothing
-		for j := range d.Results {
-			d.Results[j].cost = 0
-		}
+	if denied {
+		d.peekOnly()
 	}
 	return nil
+}
+
+// addResult extends d.Results by one, unwritten, and returns it; past
+// d.buf, in the request's own array of up to most.
+func (d *Decision) addResult(most int) *PolicyResult {
+	n := len(d.Results)
+	if n == cap(d.Results) {
+		d.Results = append(make([]PolicyResult, 0, most), d.Results...)
+	}
+	d.Results = d.Results[:n+1]
+	return &d.Results[n]
+}
+
+// skip names p, skipped for want of an identity, in d.Skipped.
+func (d *Decision) skip(p *compiledPolicy) {
+	if d.Skipped == nil {
+		d.Skipped = p.name // no allocation for one skipped policy
+	} else {
+		// A new array: p.name has no room, so it is never written.
+		d.Skipped = append(d.Skipped, p.Name)
+	}
+}
+
+// unidentified makes pr its policy's denial of a request without an
+// identity for it (DenyRequest): nothing counted, never admitted.
+func (pr *PolicyResult) unidentified() {
+	pr.cost = 0
+	pr.Result = Result{Capacity: pr.Limit.Capacity(), RetryAfter: RetryNever, State: Throttled, Previous: Throttled}
+}
+
+// peekOnly makes every result of d, a request denied, a peek: the others
+// count nothing.
+func (d *Decision) peekOnly() {
+	for j := range d.Results {
+		d.Results[j].cost = 0
+	}
 }
 
 // run asks the store about every identified result of d (and about extra,
