@@ -156,18 +156,62 @@ func (s *Store) putCall1(c *call) {
 // Take fails and the admissions of those that answered are undone too
 // (undoAnswered).
 func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) error {
-	cps := make([]*compiled, len(ops))
-	for i, op := range ops {
-		cp, err := s.prepare(op.Key, op.Limit, op.Cost)
-		if err != nil {
-			return fmt.Errorf("redisstore: Take: op %d: %w", i, err)
-		}
-		cps[i] = cp
+	cps, err := s.compileOps(ops)
+	if err != nil {
+		return err
 	}
 	deadline := time.Now().Add(s.timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	// One call per identity, in the order identities first appear.
+	groups := s.identityGroups(ctx, ops)
+	// Several scripts decide the group on one instant, and undoably: a
+	// denied group's admissions are taken back exactly (see compensate).
+	undoable := len(groups) > 1
+	now := s.now()
+	if undoable {
+		first := ops[groups[0][0]]
+		t, err := s.groupNow(ctx, s.Key(first.Key, first.Limit.Algorithm))
+		if err != nil {
+			return err
+		}
+		now = t
+	}
+	calls := s.groupCalls(ops, cps, groups, now, undoable, deadline)
+	if err := s.runGroups(ctx, deadline, now, ops, cps, groups, calls); err != nil {
+		return err
+	}
+	ds, consumed, denied, err := s.readGroups(ops, cps, groups, calls, undoable)
+	if err != nil {
+		return err
+	}
+	if denied && len(groups) > 1 {
+		// The decision is made: a failure of the bookkeeping after it never
+		// changes it (the units it could not give back stay consumed).
+		s.compensate(ctx, now, ops, ds, consumed)
+	}
+	for i := range ops {
+		out[i] = ds[i].result()
+	}
+	return nil
+}
+
+// compileOps compiles each op's limit and cost; the error names the op.
+func (s *Store) compileOps(ops []core.Op) ([]*compiled, error) {
+	cps := make([]*compiled, len(ops))
+	for i, op := range ops {
+		cp, err := s.prepare(op.Key, op.Limit, op.Cost)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: Take: op %d: %w", i, err)
+		}
+		cps[i] = cp
+	}
+	return cps, nil
+}
+
+// identityGroups returns the indexes of ops by identity (hash tag), in the
+// order identities first appear: one group, one script call, each. On a
+// server that holds every key (canBatch) it is one group of them all.
+func (s *Store) identityGroups(ctx context.Context, ops []core.Op) [][]int {
 	var groups [][]int
 	byTag := map[string]int{}
 	for i, op := range ops {
@@ -188,47 +232,25 @@ func (s *Store) takeAll(ctx context.Context, ops []core.Op, out []core.Result) e
 		}
 		groups = [][]int{all}
 	}
-	// Several scripts decide the group on one instant, and undoably: a
-	// denied group's admissions are taken back exactly (see compensate).
-	undoable := len(groups) > 1
-	now := s.now()
-	if undoable {
-		first := ops[groups[0][0]]
-		t, err := s.groupNow(ctx, s.Key(first.Key, first.Limit.Algorithm))
+	return groups
+}
+
+// runGroups runs the groups' calls. Several scripts decide the group: the
+// caller leaving must not stop some of them and not the others (one
+// identity charged, the next not). They run to the deadline; if one still
+// fails, the admissions of those that answered are given back.
+func (s *Store) runGroups(ctx context.Context, deadline time.Time, now any, ops []core.Op, cps []*compiled, groups [][]int, calls []*call) error {
+	if len(calls) <= 1 {
+		return s.runAll(ctx, calls)
+	}
+	rctx, rcancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer rcancel()
+	errs := s.runEach(rctx, calls)
+	for _, err := range errs {
 		if err != nil {
+			s.undoAnswered(rctx, now, ops, groups, calls, errs, cps)
 			return err
 		}
-		now = t
-	}
-	calls := s.groupCalls(ops, cps, groups, now, undoable, deadline)
-	if len(calls) > 1 {
-		// Several scripts decide the group: the caller leaving must not
-		// stop some of them and not the others (one identity charged, the
-		// next not). They run to the deadline; if one still fails, the
-		// admissions of those that answered are given back.
-		rctx, rcancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-		defer rcancel()
-		errs := s.runEach(rctx, calls)
-		for _, err := range errs {
-			if err != nil {
-				s.undoAnswered(rctx, now, ops, groups, calls, errs, cps)
-				return err
-			}
-		}
-	} else if err := s.runAll(ctx, calls); err != nil {
-		return err
-	}
-	ds, consumed, denied, err := s.readGroups(ops, cps, groups, calls, undoable)
-	if err != nil {
-		return err
-	}
-	if denied && len(groups) > 1 {
-		// The decision is made: a failure of the bookkeeping after it never
-		// changes it (the units it could not give back stay consumed).
-		s.compensate(ctx, now, ops, ds, consumed)
-	}
-	for i := range ops {
-		out[i] = ds[i].result()
 	}
 	return nil
 }
