@@ -93,104 +93,124 @@ func mustTake(ctx context.Context, t *testing.T, s core.Store, key core.Key, l c
 	return r
 }
 
+// mustRefund is s.Refund of cost units of key admitted at at, failing t
+// on an error.
+func mustRefund(ctx context.Context, t *testing.T, s core.Store, key core.Key, l core.Limit, cost, at int64) {
+	t.Helper()
+	if err := s.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at}); err != nil {
+		t.Fatalf("Refund: %v", err)
+	}
+}
+
 // testRefundsExact: a refund undoes exactly the admission it names, or
 // nothing.
 func testRefundsExact(t *testing.T, newStore Factory) {
-	ctx := context.Background()
-	take := func(t *testing.T, s core.Store, key core.Key, l core.Limit, cost int64) core.Result {
-		return mustTake(ctx, t, s, key, l, cost)
-	}
-	refund := func(t *testing.T, s core.Store, key core.Key, l core.Limit, cost, at int64) {
-		t.Helper()
-		if err := s.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at}); err != nil {
-			t.Fatalf("Refund: %v", err)
-		}
-	}
-	t.Run("fixed-window/previous-window", func(t *testing.T) {
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		l := core.Per(2, time.Second).WithAlgorithm(core.FixedWindow)
-		key := Key(t)
-		clock.Advance(900 * time.Millisecond)
-		old := take(t, s, key, l, 1)
-		clock.Advance(200 * time.Millisecond) // the next window
-		a, b := take(t, s, key, l, 1), take(t, s, key, l, 1)
-		if !old.Allowed || !a.Allowed || !b.Allowed {
-			t.Fatalf("setup: %+v %+v %+v", old, a, b)
-		}
-		refund(t, s, key, l, 1, old.At) // its window has passed: nothing
-		if r := take(t, s, key, l, 1); r.Allowed {
-			t.Fatalf("a refund of the previous window's admission freed room in this one: %+v", r)
-		}
-		refund(t, s, key, l, 1, a.At) // this window's: one unit back
-		if r := take(t, s, key, l, 1); !r.Allowed {
-			t.Fatalf("a refund of this window's admission gave nothing: %+v", r)
-		}
-	})
-	t.Run("sliding-window-log/refunded-entry", func(t *testing.T) {
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		l := core.Per(2, time.Second).WithAlgorithm(core.SlidingWindowLog)
-		key := Key(t)
-		a := take(t, s, key, l, 1)
-		clock.Advance(600 * time.Millisecond)
-		b := take(t, s, key, l, 1)
-		refund(t, s, key, l, 1, a.At) // the older entry goes, not the newest
-		clock.Advance(100 * time.Millisecond)
-		c := take(t, s, key, l, 1)
-		if !a.Allowed || !b.Allowed || !c.Allowed {
-			t.Fatalf("setup: %+v %+v %+v", a, b, c)
-		}
-		// 1.1 s after a: b (at 0.6 s) and c (at 0.7 s) fill the window until
-		// b leaves it at 1.6 s.
-		clock.Advance(400 * time.Millisecond)
-		if r := take(t, s, key, l, 1); r.Allowed {
-			t.Fatalf("three admissions in one trailing second: the refund removed the wrong entry: %+v", r)
-		}
-		clock.Advance(500 * time.Millisecond)
-		if r := take(t, s, key, l, 1); !r.Allowed {
-			t.Fatalf("b left the window: %+v", r)
-		}
-		refund(t, s, key, l, 1, b.At) // expired entry: nothing
-		if r := take(t, s, key, l, 1); r.Allowed {
-			t.Fatalf("the refund of an expired entry gave back a unit: %+v", r)
-		}
-	})
-	t.Run("sliding-window-counter/older-window", func(t *testing.T) {
-		clock := NewClock()
-		s := newStore(t, clock.Now)
-		l := core.Per(2, time.Second).WithAlgorithm(core.SlidingWindowCounter)
-		key := Key(t)
-		old := take(t, s, key, l, 2)
-		clock.Advance(2500 * time.Millisecond) // two windows later: old counts no more
-		a := take(t, s, key, l, 2)
-		refund(t, s, key, l, 2, old.At)
-		if r := take(t, s, key, l, 1); !old.Allowed || !a.Allowed || r.Allowed {
-			t.Fatalf("a refund of a forgotten window freed room: %+v %+v %+v", old, a, r)
-		}
-		refund(t, s, key, l, 2, a.At)
-		if r := take(t, s, key, l, 0); r.Remaining != 2 {
-			t.Fatalf("a refund of this window's admission: %+v", r)
-		}
-	})
+	t.Run("fixed-window/previous-window", func(t *testing.T) { refundPreviousWindow(t, newStore) })
+	t.Run("sliding-window-log/refunded-entry", func(t *testing.T) { refundLogEntry(t, newStore) })
+	t.Run("sliding-window-counter/older-window", func(t *testing.T) { refundOlderWindow(t, newStore) })
 	for _, a := range []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.GCRA} {
-		t.Run(a.String()+"/drained", func(t *testing.T) {
-			clock := NewClock()
-			s := newStore(t, clock.Now)
-			l := core.Per(1, time.Second).WithBurst(2).WithAlgorithm(a)
-			key := Key(t)
-			first := take(t, s, key, l, 1) // TAT: +1 s
-			clock.Advance(3 * time.Second) // drained
-			second := take(t, s, key, l, 1)
-			refund(t, s, key, l, 1, first.At) // nothing of it is left
-			if r := take(t, s, key, l, 0); !first.Allowed || !second.Allowed || r.Remaining != 1 {
-				t.Fatalf("the refund of a drained admission gave back another's unit: %+v", r)
-			}
-			refund(t, s, key, l, 1, second.At) // all of it is left
-			if r := take(t, s, key, l, 0); r.Remaining != 2 || r.ResetAfter != 0 {
-				t.Fatalf("an immediate refund did not restore the bucket: %+v", r)
-			}
-		})
+		t.Run(a.String()+"/drained", func(t *testing.T) { refundDrained(t, newStore, a) })
+	}
+}
+
+// refundPreviousWindow: a fixed window's refund of an admission of the
+// window before gives nothing; one of this window's gives its unit back.
+func refundPreviousWindow(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	l := core.Per(2, time.Second).WithAlgorithm(core.FixedWindow)
+	key := Key(t)
+	clock.Advance(900 * time.Millisecond)
+	old := mustTake(ctx, t, s, key, l, 1)
+	clock.Advance(200 * time.Millisecond) // the next window
+	a, b := mustTake(ctx, t, s, key, l, 1), mustTake(ctx, t, s, key, l, 1)
+	if !old.Allowed || !a.Allowed || !b.Allowed {
+		t.Fatalf("setup: %+v %+v %+v", old, a, b)
+	}
+	mustRefund(ctx, t, s, key, l, 1, old.At) // its window has passed: nothing
+	if r := mustTake(ctx, t, s, key, l, 1); r.Allowed {
+		t.Fatalf("a refund of the previous window's admission freed room in this one: %+v", r)
+	}
+	mustRefund(ctx, t, s, key, l, 1, a.At) // this window's: one unit back
+	if r := mustTake(ctx, t, s, key, l, 1); !r.Allowed {
+		t.Fatalf("a refund of this window's admission gave nothing: %+v", r)
+	}
+}
+
+// refundLogEntry: a sliding log's refund removes the entry it names, and
+// an expired entry's refund gives nothing.
+func refundLogEntry(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	l := core.Per(2, time.Second).WithAlgorithm(core.SlidingWindowLog)
+	key := Key(t)
+	a := mustTake(ctx, t, s, key, l, 1)
+	clock.Advance(600 * time.Millisecond)
+	b := mustTake(ctx, t, s, key, l, 1)
+	mustRefund(ctx, t, s, key, l, 1, a.At) // the older entry goes, not the newest
+	clock.Advance(100 * time.Millisecond)
+	c := mustTake(ctx, t, s, key, l, 1)
+	if !a.Allowed || !b.Allowed || !c.Allowed {
+		t.Fatalf("setup: %+v %+v %+v", a, b, c)
+	}
+	// 1.1 s after a: b (at 0.6 s) and c (at 0.7 s) fill the window until
+	// b leaves it at 1.6 s.
+	clock.Advance(400 * time.Millisecond)
+	if r := mustTake(ctx, t, s, key, l, 1); r.Allowed {
+		t.Fatalf("three admissions in one trailing second: the refund removed the wrong entry: %+v", r)
+	}
+	clock.Advance(500 * time.Millisecond)
+	if r := mustTake(ctx, t, s, key, l, 1); !r.Allowed {
+		t.Fatalf("b left the window: %+v", r)
+	}
+	mustRefund(ctx, t, s, key, l, 1, b.At) // expired entry: nothing
+	if r := mustTake(ctx, t, s, key, l, 1); r.Allowed {
+		t.Fatalf("the refund of an expired entry gave back a unit: %+v", r)
+	}
+}
+
+// refundOlderWindow: a sliding counter's refund of an admission of a
+// window it no longer counts gives nothing; one of this window's gives it
+// back.
+func refundOlderWindow(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	l := core.Per(2, time.Second).WithAlgorithm(core.SlidingWindowCounter)
+	key := Key(t)
+	old := mustTake(ctx, t, s, key, l, 2)
+	clock.Advance(2500 * time.Millisecond) // two windows later: old counts no more
+	a := mustTake(ctx, t, s, key, l, 2)
+	mustRefund(ctx, t, s, key, l, 2, old.At)
+	if r := mustTake(ctx, t, s, key, l, 1); !old.Allowed || !a.Allowed || r.Allowed {
+		t.Fatalf("a refund of a forgotten window freed room: %+v %+v %+v", old, a, r)
+	}
+	mustRefund(ctx, t, s, key, l, 2, a.At)
+	if r := mustTake(ctx, t, s, key, l, 0); r.Remaining != 2 {
+		t.Fatalf("a refund of this window's admission: %+v", r)
+	}
+}
+
+// refundDrained: a bucket's refund of an admission drained since gives
+// nothing (not another's unit); an immediate one restores the bucket.
+func refundDrained(t *testing.T, newStore Factory, a core.Algorithm) {
+	ctx := context.Background()
+	clock := NewClock()
+	s := newStore(t, clock.Now)
+	l := core.Per(1, time.Second).WithBurst(2).WithAlgorithm(a)
+	key := Key(t)
+	first := mustTake(ctx, t, s, key, l, 1) // TAT: +1 s
+	clock.Advance(3 * time.Second)          // drained
+	second := mustTake(ctx, t, s, key, l, 1)
+	mustRefund(ctx, t, s, key, l, 1, first.At) // nothing of it is left
+	if r := mustTake(ctx, t, s, key, l, 0); !first.Allowed || !second.Allowed || r.Remaining != 1 {
+		t.Fatalf("the refund of a drained admission gave back another's unit: %+v", r)
+	}
+	mustRefund(ctx, t, s, key, l, 1, second.At) // all of it is left
+	if r := mustTake(ctx, t, s, key, l, 0); r.Remaining != 2 || r.ResetAfter != 0 {
+		t.Fatalf("an immediate refund did not restore the bucket: %+v", r)
 	}
 }
 
@@ -202,7 +222,6 @@ func testRefundsExact(t *testing.T, newStore Factory) {
 // took it back to fresh) records no instant: what it admits next is checked
 // as a new key's.
 func testClockSteps(t *testing.T, newStore Factory) {
-	ctx := context.Background()
 	for _, a := range Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			clock := NewClock()
@@ -214,92 +233,133 @@ func testClockSteps(t *testing.T, newStore Factory) {
 			}
 			var back time.Duration // how far behind its start the clock is
 			for li, l := range limits {
-				key := Key(t)
-				P := int64(l.Period / time.Microsecond)
-				step := max(P/l.Rate*2, 2)
-				var adm []Admission
-				var refunded []bool
-				freshAt := int64(0)
-				newEpoch := func() {
-					var kept []Admission
-					for j := range adm {
-						if !refunded[j] {
-							kept = append(kept, adm[j])
-						}
-					}
-					if err := CheckPromise(l, kept); err != nil {
-						t.Fatalf("limit %d: %v", li, err)
-					}
-					adm, refunded = nil, nil
-				}
+				tr := &clockTrace{ctx: context.Background(), t: t, s: s, clock: clock, rng: rng, key: Key(t), l: l, li: li, back: &back}
 				for i := range 300 {
-					var d time.Duration
-					switch rng.IntN(14) {
-					case 0:
-						d = time.Duration(rng.Int64N(3*P)) * time.Microsecond
-					case 1:
-						d = -time.Duration(rng.Int64N(step)) * time.Microsecond
-					case 2:
-						d = -time.Duration(rng.Int64N(2*P)) * time.Microsecond // across windows
-					case 3:
-						d = -time.Duration(rng.Int64N(int64(10 * time.Minute))).Truncate(time.Microsecond)
-					case 4, 5:
-					default:
-						d = time.Duration(rng.Int64N(step)) * time.Microsecond
-					}
-					if back-d > 30*time.Minute { // stores with real expiries: stay ahead of real time
-						d = -d
-					}
-					back -= d
-					clock.Advance(d)
-					if clock.Now().UnixMicro() >= freshAt {
-						newEpoch()
-					}
-					if len(adm) > 0 && rng.IntN(5) == 0 {
-						j := rng.IntN(len(adm))
-						if !refunded[j] {
-							refunded[j] = true
-							if err := s.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: adm[j].N, At: adm[j].At}); err != nil {
-								t.Fatalf("Refund: %v", err)
-							}
-							peek, err := TakeOne(ctx, s, key, l, 0)
-							if err != nil {
-								t.Fatalf("Take: %v", err)
-							}
-							if freshAt = clock.Now().UnixMicro() + int64(peek.ResetAfter/time.Microsecond); peek.ResetAfter == 0 {
-								newEpoch()
-							}
-						}
-						continue
-					}
-					cost := int64(1)
-					switch rng.IntN(8) {
-					case 0:
-						cost = 0
-					case 1:
-						cost = rng.Int64N(min(l.Capacity(), 20) + 2)
-					case 2:
-						cost = l.Capacity()
-					}
-					now := clock.Now().UnixMicro()
-					r, err := TakeOne(ctx, s, key, l, cost)
-					if err != nil {
-						t.Fatalf("Take: %v", err)
-					}
-					if r.At < now || r.Remaining < 0 || r.Remaining > l.Capacity() || r.ResetAfter < 0 || (!r.Allowed && r.RetryAfter <= 0) {
-						t.Fatalf("%s step %d at %d cost %d: out of range: %+v", l, i, now, cost, r)
-					}
-					if l.Algorithm.Bucket() && r.At != now {
-						t.Fatalf("%s: a bucket decides at now: %+v", l, r)
-					}
-					freshAt = now + int64(r.ResetAfter/time.Microsecond) // the key's, whatever came before
-					if r.Allowed && cost > 0 {
-						adm, refunded = append(adm, Admission{At: r.At, N: cost}), append(refunded, false)
+					tr.stepClock()
+					if !tr.refundOne() {
+						tr.take(i)
 					}
 				}
-				newEpoch()
+				tr.newEpoch()
 			}
 		})
+	}
+}
+
+// clockTrace is one limit's trace of testClockSteps, on its own key: the
+// admissions of the key's state since it was last fresh, which of them
+// were refunded, and the instant the key is fresh again.
+type clockTrace struct {
+	ctx      context.Context
+	t        *testing.T
+	s        core.Store
+	clock    *Clock
+	rng      *rand.Rand
+	key      core.Key
+	l        core.Limit
+	li       int            // the limit's index, for errors
+	back     *time.Duration // how far behind its start the clock is, over every limit
+	adm      []Admission
+	refunded []bool
+	freshAt  int64
+}
+
+// newEpoch checks the admissions not refunded against the promise and
+// starts afresh: the key's state is gone.
+func (tr *clockTrace) newEpoch() {
+	var kept []Admission
+	for j := range tr.adm {
+		if !tr.refunded[j] {
+			kept = append(kept, tr.adm[j])
+		}
+	}
+	if err := CheckPromise(tr.l, kept); err != nil {
+		tr.t.Fatalf("limit %d: %v", tr.li, err)
+	}
+	tr.adm, tr.refunded = nil, nil
+}
+
+// stepClock moves the clock by a random step, forwards or backwards,
+// small or across windows, never more than 30 minutes behind its start;
+// at the instant the key is fresh again its epoch ends.
+func (tr *clockTrace) stepClock() {
+	P := int64(tr.l.Period / time.Microsecond)
+	step := max(P/tr.l.Rate*2, 2)
+	var d time.Duration
+	switch tr.rng.IntN(14) {
+	case 0:
+		d = time.Duration(tr.rng.Int64N(3*P)) * time.Microsecond
+	case 1:
+		d = -time.Duration(tr.rng.Int64N(step)) * time.Microsecond
+	case 2:
+		d = -time.Duration(tr.rng.Int64N(2*P)) * time.Microsecond // across windows
+	case 3:
+		d = -time.Duration(tr.rng.Int64N(int64(10 * time.Minute))).Truncate(time.Microsecond)
+	case 4, 5:
+	default:
+		d = time.Duration(tr.rng.Int64N(step)) * time.Microsecond
+	}
+	if *tr.back-d > 30*time.Minute { // stores with real expiries: stay ahead of real time
+		d = -d
+	}
+	*tr.back -= d
+	tr.clock.Advance(d)
+	if tr.clock.Now().UnixMicro() >= tr.freshAt {
+		tr.newEpoch()
+	}
+}
+
+// refundOne refunds, one time in five, a random earlier admission (once),
+// and learns when the key is fresh again; false when it refunded nothing
+// this step (the trace takes instead).
+func (tr *clockTrace) refundOne() bool {
+	if len(tr.adm) == 0 || tr.rng.IntN(5) != 0 {
+		return false
+	}
+	j := tr.rng.IntN(len(tr.adm))
+	if tr.refunded[j] {
+		return true
+	}
+	tr.refunded[j] = true
+	mustRefund(tr.ctx, tr.t, tr.s, tr.key, tr.l, tr.adm[j].N, tr.adm[j].At)
+	peek, err := TakeOne(tr.ctx, tr.s, tr.key, tr.l, 0)
+	if err != nil {
+		tr.t.Fatalf("Take: %v", err)
+	}
+	if tr.freshAt = tr.clock.Now().UnixMicro() + int64(peek.ResetAfter/time.Microsecond); peek.ResetAfter == 0 {
+		tr.newEpoch()
+	}
+	return true
+}
+
+// take takes a random cost (0, 1, up to the capacity and beyond it, or
+// all of it) at step i, checks the result is in range and records an
+// admission.
+func (tr *clockTrace) take(i int) {
+	t, l := tr.t, tr.l
+	cost := int64(1)
+	switch tr.rng.IntN(8) {
+	case 0:
+		cost = 0
+	case 1:
+		cost = tr.rng.Int64N(min(l.Capacity(), 20) + 2)
+	case 2:
+		cost = l.Capacity()
+	}
+	now := tr.clock.Now().UnixMicro()
+	r, err := TakeOne(tr.ctx, tr.s, tr.key, l, cost)
+	if err != nil {
+		t.Fatalf("Take: %v", err)
+	}
+	if r.At < now || r.Remaining < 0 || r.Remaining > l.Capacity() || r.ResetAfter < 0 || (!r.Allowed && r.RetryAfter <= 0) {
+		t.Fatalf("%s step %d at %d cost %d: out of range: %+v", l, i, now, cost, r)
+	}
+	if l.Algorithm.Bucket() && r.At != now {
+		t.Fatalf("%s: a bucket decides at now: %+v", l, r)
+	}
+	tr.freshAt = now + int64(r.ResetAfter/time.Microsecond) // the key's, whatever came before
+	if r.Allowed && cost > 0 {
+		tr.adm, tr.refunded = append(tr.adm, Admission{At: r.At, N: cost}), append(tr.refunded, false)
 	}
 }
 

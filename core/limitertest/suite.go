@@ -226,6 +226,14 @@ func testBadInput(t *testing.T, newStore Factory) {
 			t.Errorf("%s: Take error %v, want %v", c.name, err, c.want)
 		}
 	}
+	badCalls(ctx, t, s)
+	badGroups(ctx, t, s)
+	oddKeys(ctx, t, s)
+}
+
+// badCalls: a Reset, Refund or SetOverride of bad input is an error
+// wrapping the sentinel of what is wrong.
+func badCalls(ctx context.Context, t *testing.T, s core.Store) {
 	if err := s.Reset(ctx, core.Key{Policy: "p"}, core.PerSecond(1)); !errors.Is(err, core.ErrNoKey) {
 		t.Errorf("Reset with an empty identity: %v, want ErrNoKey", err)
 	}
@@ -238,7 +246,11 @@ func testBadInput(t *testing.T, newStore Factory) {
 	if err := s.SetOverride(ctx, core.Key{Policy: "p"}, core.Override{Until: time.Now().Add(time.Hour)}); !errors.Is(err, core.ErrNoKey) {
 		t.Errorf("SetOverride with an empty identity: %v, want ErrNoKey", err)
 	}
-	// A group with one bad op is an error naming the op, and takes nothing.
+}
+
+// badGroups: a group with one bad op is an error naming the op, and takes
+// nothing; out must be as long as ops; a Take of no op does nothing.
+func badGroups(ctx context.Context, t *testing.T, s core.Store) {
 	good := Key(t)
 	err := s.Take(ctx, []core.Op{{Key: good, Limit: core.PerSecond(1), Cost: 1}, {Key: Key(t), Limit: core.PerSecond(1), Cost: -1}}, make([]core.Result, 2))
 	if !errors.Is(err, core.ErrInvalidCost) || !strings.Contains(err.Error(), "op 1") {
@@ -253,7 +265,11 @@ func testBadInput(t *testing.T, newStore Factory) {
 	if err := s.Take(ctx, nil, nil); err != nil {
 		t.Errorf("Take of no op: %v", err)
 	}
-	// Identities and policies with every kind of byte are keys like any other.
+}
+
+// oddKeys: identities and policies with every kind of byte are keys like
+// any other.
+func oddKeys(ctx context.Context, t *testing.T, s core.Store) {
 	for _, part := range []string{"{", "}", "{a}", "a:{b}:c", "\x00\xff", string(make([]byte, 4096))} {
 		k := Key(t)
 		for _, key := range []core.Key{{Identity: part + k.Identity, Policy: "p"}, {Identity: k.Identity, Policy: part}, {Identity: part + k.Identity}} {

@@ -160,24 +160,8 @@ func (k *overridden) waitsRound(rng *rand.Rand, round int) (probed, later int) {
 		}
 		k.clock.Advance(time.Duration(d) * time.Microsecond)
 		now := k.clock.Now().UnixMicro()
-		switch rng.IntN(10) {
-		case 0, 1:
-			k.setOverride(rng)
-		case 2:
-			if err := k.s.ClearOverride(k.ctx, k.key); err != nil {
-				t.Fatalf("ClearOverride: %v", err)
-			}
-			k.until = 0
-		}
-		cost := int64(1)
-		switch rng.IntN(8) {
-		case 0, 1:
-			cost = 1 + rng.Int64N(max(l.Capacity(), k.capacityAt(now)))
-		case 2:
-			cost = l.Capacity() + 1 // never under the own limit alone
-		case 3:
-			cost = 0
-		}
+		k.changeOverride(rng)
+		cost := k.randomCost(rng, now)
 		var maxDelay time.Duration
 		group := rng.IntN(4) == 0
 		if !group && rng.IntN(4) == 0 {
@@ -208,4 +192,35 @@ func (k *overridden) waitsRound(rng *rand.Rand, round int) (probed, later int) {
 		}
 	}
 	return probed, later
+}
+
+// changeOverride sets a random override or block on k (one time in
+// five), or clears k's (one time in ten).
+func (k *overridden) changeOverride(rng *rand.Rand) {
+	switch rng.IntN(10) {
+	case 0, 1:
+		k.setOverride(rng)
+	case 2:
+		if err := k.s.ClearOverride(k.ctx, k.key); err != nil {
+			k.t.Fatalf("ClearOverride: %v", err)
+		}
+		k.until = 0
+	}
+}
+
+// randomCost is the cost of a take at now: mostly 1, else up to the
+// larger of the own and the applied capacity, one more than the own
+// capacity, or 0.
+func (k *overridden) randomCost(rng *rand.Rand, now int64) int64 {
+	l := k.own
+	cost := int64(1)
+	switch rng.IntN(8) {
+	case 0, 1:
+		cost = 1 + rng.Int64N(max(l.Capacity(), k.capacityAt(now)))
+	case 2:
+		cost = l.Capacity() + 1 // never under the own limit alone
+	case 3:
+		cost = 0
+	}
+	return cost
 }
