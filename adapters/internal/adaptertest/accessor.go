@@ -40,6 +40,21 @@ type Accessor interface {
 // adapter's middleware lets the request through undecided, and logs it.
 func accessor(t *testing.T, h Harness, a Accessor) {
 	form := a.FormKey("username")
+	l := accessorInMiddleware(t, h, a, form)
+	accessorInHandler(t, h, a, form)
+	accessorElsewhere(t, a, l, form)
+}
+
+// loginAs is a login request with the form's username user.
+func loginAs(user string) Request {
+	return Request{Path: "/login", Form: url.Values{"username": {user}}}
+}
+
+// accessorInMiddleware: a login limit keyed by form, the adapter's
+// KeyFunc, counts by the username in the middleware, where the accessor
+// finds the framework's request, and the handler still reads the form.
+// It returns the limiter.
+func accessorInMiddleware(t *testing.T, h Harness, a Accessor, form keyfunc.Func) *core.Limiter {
 	var mu sync.Mutex
 	var found []bool
 	key := func(r keyfunc.Request) (string, error) {
@@ -52,7 +67,7 @@ func accessor(t *testing.T, h Harness, a Accessor) {
 	l, err := core.NewLimiter(memStore(t), []core.Policy{{Name: "login", Key: key, Limit: core.PerMinute(2)}})
 	require.NoError(t, err)
 	s := h.Start(t, Setup{Limiter: l})
-	login := Request{Path: "/login", Form: url.Values{"username": {"alice"}}}
+	login := loginAs("alice")
 	for range 2 {
 		res := s.Do(t, login)
 		require.Equal(t, http.StatusOK, res.Status)
@@ -60,29 +75,42 @@ func accessor(t *testing.T, h Harness, a Accessor) {
 		require.Equal(t, "alice", res.Header.Get(HeaderForm), "the handler still reads the form")
 	}
 	require.Equal(t, http.StatusTooManyRequests, s.Do(t, login).Status, "alice's third attempt")
-	require.Equal(t, http.StatusOK, s.Do(t, Request{Path: "/login", Form: url.Values{"username": {"bob"}}}).Status, "bob has a bucket of his own")
+	require.Equal(t, http.StatusOK, s.Do(t, loginAs("bob")).Status, "bob has a bucket of his own")
 	mu.Lock()
 	require.Equal(t, []bool{true, true, true, true}, found, "the accessor finds the framework's request in the middleware")
 	mu.Unlock()
+	return l
+}
 
+// accessorInHandler: in a handler, the adapter's view built there is one
+// the accessor finds the request behind, and a Check on it keys by form.
+func accessorInHandler(t *testing.T, h Harness, a Accessor, form keyfunc.Func) {
 	inHandler, err := core.NewLimiter(memStore(t), []core.Policy{{Name: "login", Key: form, Limit: core.PerMinute(1)}})
 	require.NoError(t, err)
 	var checked []error
 	var allowed, seen []bool
-	s = h.Start(t, Setup{InHandler: func(r keyfunc.Request, native any) {
+	s := h.Start(t, Setup{InHandler: func(r keyfunc.Request, native any) {
 		ok, got := a.Access(r)
 		seen = append(seen, ok && got == native)
 		d, err := inHandler.Check(r.Context(), r)
 		checked = append(checked, err)
 		allowed = append(allowed, d.Allowed)
 	}})
+	login := loginAs("alice")
 	for range 2 {
 		require.Equal(t, http.StatusOK, s.Do(t, login).Status)
 	}
 	require.Equal(t, []bool{true, true}, seen, "the accessor finds the handler's very request")
 	require.Equal(t, []error{nil, nil}, checked)
 	require.Equal(t, []bool{true, false}, allowed, "on its own view the key function keys")
+}
 
+// accessorElsewhere: on a view that is not the adapter's (none, a static
+// one, another adapter's) the accessor finds nothing and form fails with
+// a key error naming the adapter: l's Check returns it, and another
+// adapter's middleware lets the request through undecided, and logs it.
+func accessorElsewhere(t *testing.T, a Accessor, l *core.Limiter, form keyfunc.Func) {
+	login := loginAs("alice")
 	errOther := a.Package() + ": KeyFunc: not a request of the " + a.Package() + " middleware"
 	views := []keyfunc.Request{nil, &keyfunc.Static{}}
 	other := a.Package() != "httplimit" // net/http is another adapter
