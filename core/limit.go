@@ -47,6 +47,18 @@ func (a Algorithm) String() string {
 // Valid reports whether a is one of the six algorithms.
 func (a Algorithm) Valid() bool { return a >= TokenBucket && a <= GCRA }
 
+// AlgorithmNames returns the names of the six algorithms, in the order of
+// their constants: the names String gives, ParseAlgorithm reads and every
+// file, API and form of sluice and ratelimitd accepts. It returns a fresh
+// slice on each call.
+func AlgorithmNames() []string {
+	out := make([]string, 0, len(algorithmNames)-1)
+	for a := TokenBucket; a <= GCRA; a++ {
+		out = append(out, algorithmNames[a])
+	}
+	return out
+}
+
 // ParseAlgorithm returns the Algorithm whose String is name.
 func ParseAlgorithm(name string) (Algorithm, error) {
 	for a := TokenBucket; a <= GCRA; a++ {

@@ -797,6 +797,16 @@ func TestNamesTable(t *testing.T) {
 	require.False(t, core.Algorithm(0).Valid())
 	require.True(t, core.GCRA.Bucket())
 	require.False(t, core.FixedWindow.Bucket())
+	// AlgorithmNames lists each algorithm once, in the order of the
+	// constants, as String names it; a caller changing the slice changes
+	// no other caller's.
+	names := core.AlgorithmNames()
+	require.Len(t, names, int(core.GCRA))
+	for i, n := range names {
+		require.Equal(t, core.Algorithm(i+1).String(), n)
+	}
+	names[0] = "changed"
+	require.Equal(t, "token_bucket", core.AlgorithmNames()[0])
 
 	require.Equal(t, []string{"normal", "warning", "throttled"},
 		[]string{core.Normal.String(), core.Warning.String(), core.Throttled.String()})

@@ -35,7 +35,7 @@ func TestRuleBodyNamesEveryField(t *testing.T) {
 	err := e(ruleBody{}, "")
 	require.Equal(t, []string{"id", "dimension", "algorithm", "limit", "window_seconds"}, fieldsOf(err))
 	require.Equal(t, "id: required; dimension: required (user, ip, api_key or any name); "+
-		"algorithm: required (token_bucket, leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter); "+
+		"algorithm: required (token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra); "+
 		"limit: required: the number of requests per window; window_seconds: required: the window in seconds", err.detail)
 
 	err = e(ruleBody{ID: ptr("y"), Dimension: ptr("user"), Algorithm: ptr("gcra"), Limit: ptr[int64](1), WindowSeconds: ptr[int64](1)}, "x")

@@ -192,9 +192,9 @@ func (b *ruleBody) algorithm(e *errs, name string) core.Algorithm {
 	alg, err := core.ParseAlgorithm(name)
 	switch {
 	case b.Algorithm == nil:
-		e.add("algorithm", "required (token_bucket, leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter)")
+		e.add("algorithm", "required (%s)", algorithmList())
 	case err != nil:
-		e.add("algorithm", "%q is not one of token_bucket, leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter", clip(name))
+		e.add("algorithm", "%q is not one of %s", clip(name), algorithmList())
 	}
 	return alg
 }
@@ -246,6 +246,9 @@ func limitField(err error) (field, msg string) {
 	return "limit", msg
 }
 
+// algorithmList is the algorithm names for messages.
+func algorithmList() string { return strings.Join(core.AlgorithmNames(), ", ") }
+
 // ruleID reads the path's rule id; an id no rule can have is a 404.
 func ruleID(r *http.Request) (string, *apiError) {
 	id := r.PathValue("id")
@@ -287,7 +290,7 @@ func (a *api) listRules(w http.ResponseWriter, r *http.Request) *apiError {
 	if q.has("algorithm") {
 		f.Algorithm = q.get("algorithm")
 		if _, err := core.ParseAlgorithm(f.Algorithm); err != nil {
-			fe.add("algorithm", "%q is not one of token_bucket, leaky_bucket, gcra, fixed_window, sliding_window_log, sliding_window_counter", clip(f.Algorithm))
+			fe.add("algorithm", "%q is not one of %s", clip(f.Algorithm), algorithmList())
 		}
 	}
 	if q.has("enabled") {

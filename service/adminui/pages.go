@@ -78,9 +78,6 @@ func (h *handler) flagged() []engine.Flagged {
 	return h.recent.List(h.now())
 }
 
-// algorithms are the choices of the rule form.
-var algorithms = []string{"token_bucket", "leaky_bucket", "gcra", "fixed_window", "sliding_window_log", "sliding_window_counter"}
-
 // conflict describes an edit refused because the rule changed meanwhile.
 type conflict struct {
 	Yours, Now string
@@ -113,7 +110,7 @@ func (h *handler) renderRule(w http.ResponseWriter, r *http.Request, q *req, sta
 		errs = map[string]string{}
 	}
 	h.render(w, r, q, status, "rule", &view{Title: "Rule " + rl.ID, Nav: "rules", Notice: notice, Error: top, Data: map[string]any{
-		"Rule": rl, "Form": form, "Errors": errs, "Algorithms": algorithms, "Conflict": c,
+		"Rule": rl, "Form": form, "Errors": errs, "Algorithms": core.AlgorithmNames(), "Conflict": c,
 	}})
 }
 
@@ -251,8 +248,8 @@ func ruleOf(cur *rulesdb.Rule, form map[string]string) (rulesdb.Rule, map[string
 		num("burst", &next.Burst)
 	}
 	next.Algorithm = form["algorithm"]
-	if !slices.Contains(algorithms, next.Algorithm) {
-		errs["algorithm"] = "must be one of " + strings.Join(algorithms, ", ")
+	if _, err := core.ParseAlgorithm(next.Algorithm); err != nil {
+		errs["algorithm"] = "must be one of " + strings.Join(core.AlgorithmNames(), ", ")
 	}
 	next.Shadow, next.Enabled = form["shadow"] == "on", form["enabled"] == "on"
 	return next, errs

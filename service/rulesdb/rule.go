@@ -34,8 +34,8 @@ type Rule struct {
 	Limit int64 `json:"limit"`
 	// WindowSeconds is the window (period) in seconds.
 	WindowSeconds int64 `json:"window_seconds"`
-	// Algorithm is one of token_bucket, leaky_bucket, gcra, fixed_window,
-	// sliding_window_log, sliding_window_counter.
+	// Algorithm is one of core.AlgorithmNames (token_bucket, leaky_bucket,
+	// fixed_window, sliding_window_log, sliding_window_counter, gcra).
 	Algorithm string `json:"algorithm"`
 	// Tier is "" for the base limit, else the tier this row's limit is for.
 	Tier string `json:"tier"`
