@@ -3,10 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"math"
 	"net/netip"
-	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
-	"github.com/sluicehq/sluice/internal/route"
+	"github.com/sluicehq/sluice/internal/rulefile"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -27,84 +27,43 @@ const DefaultMaxBytes = 4 << 20
 // match it, so a file with millions of them makes each request slow.
 const DefaultMaxPolicies = 10_000
 
-// An Option changes how a file is read: its size and policy limits.
+// An Option changes how a file is read: its size and policy limits, and
+// where its deprecation notice goes.
 type Option func(*options)
 
-type options struct {
-	maxBytes    int64
-	maxPolicies int
-	errs        []error
-}
+type options struct{ rulefile.Options }
 
 // WithMaxBytes sets the largest file accepted, in bytes (default
 // DefaultMaxBytes). A larger file is rejected after reading n+1 bytes, before
 // any of it is parsed. n must be at least 1.
 func WithMaxBytes(n int64) Option {
-	return func(o *options) {
-		if n < 1 {
-			o.errs = append(o.errs, fmt.Errorf("config: WithMaxBytes: must be at least 1, got %d", n))
-			return
-		}
-		o.maxBytes = n
-	}
+	return func(o *options) { o.SetMaxBytes("config: WithMaxBytes", n) }
 }
 
 // WithMaxPolicies sets the most policies a file may hold (default
 // DefaultMaxPolicies). A file with more is rejected as soon as its policy
 // list is counted, before any policy in it is read. n must be at least 1.
 func WithMaxPolicies(n int) Option {
-	return func(o *options) {
-		if n < 1 {
-			o.errs = append(o.errs, fmt.Errorf("config: WithMaxPolicies: must be at least 1, got %d", n))
-			return
-		}
-		o.maxPolicies = n
-	}
+	return func(o *options) { o.SetMaxItems("config: WithMaxPolicies", n) }
+}
+
+// WithLogger sets where the deprecation notice of a file that spells its
+// fields by their old names (rate, period, routes; see docs/config.md) is
+// logged, once each time the file is read: slog.Default() unless set; nil
+// discards it.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.SetLog(l) }
 }
 
 func newOptions(opts []Option) (options, error) {
-	o := options{maxBytes: DefaultMaxBytes, maxPolicies: DefaultMaxPolicies}
+	o := options{rulefile.NewOptions("config:")}
+	o.MaxBytes, o.MaxItems = DefaultMaxBytes, DefaultMaxPolicies
 	for _, f := range opts {
 		if f != nil {
 			f(&o)
 		}
 	}
-	return o, errors.Join(o.errs...)
-}
-
-// readFile reads path, failing without reading further once it is larger
-// than o.maxBytes.
-func (o options) readFile(path string) ([]byte, error) {
-	data, err := o.readPrefix(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := o.checkSize(path, data); err != nil {
-		return nil, err
-	}
-	return data, nil
-}
-
-// readPrefix reads at most o.maxBytes+1 bytes of path: enough to tell that
-// it is too large.
-func (o options) readPrefix(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, o.maxBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	return data, nil
-}
-
-func (o options) checkSize(name string, data []byte) error {
-	if int64(len(data)) > o.maxBytes {
-		return fmt.Errorf("config: %s: the file is larger than %d bytes (see WithMaxBytes)", name, o.maxBytes)
-	}
-	return nil
+	return o, o.Err()
 }
 
 // Load reads the policies of a YAML or JSON file (JSON is read as YAML).
@@ -135,6 +94,11 @@ type File struct {
 	// Guard holds the options of the file's failure section, for
 	// guard.New; it is nil when the file has none.
 	Guard []guard.Option
+	// Deprecated is the file's deprecation notice, also logged (see
+	// WithLogger): the old field names it uses (rate, period, routes), each
+	// still read with its old meaning, and their names now; "" when it
+	// uses none.
+	Deprecated string
 }
 
 // LoadFile reads a whole config file: its policies and its failure section.
@@ -144,7 +108,7 @@ func LoadFile(path string, opts ...Option) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := o.readFile(path)
+	data, err := o.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -157,255 +121,151 @@ func ParseFile(name string, data []byte, opts ...Option) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := o.checkSize(name, data); err != nil {
+	if err := o.CheckSize(name, data); err != nil {
 		return nil, err
 	}
 	return o.parseFile(name, data)
 }
 
 func (o options) parseFile(name string, data []byte) (*File, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, fmt.Errorf("config: %s: %w", name, err)
+	doc, err := o.Decode(name, data)
+	if err != nil {
+		return nil, err
 	}
-	if len(root.Content) == 0 {
-		return nil, fmt.Errorf("config: %s: empty file", name)
+	p := &parser{Parser: rulefile.NewParser(o.Label, name), maxPolicies: o.MaxItems}
+	f := p.file(doc)
+	if err := p.Err(); err != nil {
+		return nil, err
 	}
-	p := &parser{file: name, maxPolicies: o.maxPolicies}
-	f := p.file_(root.Content[0])
-	if len(p.errs) > 0 {
-		return nil, errors.Join(p.errs...)
-	}
+	f.Deprecated = p.Notice()
+	o.Notify(f.Deprecated)
 	return f, nil
 }
 
 type parser struct {
-	file        string
+	*rulefile.Parser
 	maxPolicies int
-	errs        []error
 	ip          []keyfunc.IPOption
 	ipBad       bool // client_ip has errors, already reported
 }
 
-func (p *parser) fail(n *yaml.Node, field, format string, args ...any) {
-	p.errs = append(p.errs, fmt.Errorf("config: %s:%d: %s: %s", p.file, n.Line, field, fmt.Sprintf(format, args...)))
-}
+var (
+	fileFields   = rulefile.Plain("policies", "client_ip", "failure")
+	policyFields = slices.Concat(rulefile.Plain(rulefile.FieldName, "key", "hash"), rulefile.LimitFields(),
+		rulefile.Plain("match", rulefile.FieldTiers, rulefile.FieldShadow, "refund"))
+	matchFields = []rulefile.Field{{Name: "methods"}, {Name: rulefile.FieldEndpointPattern, Old: "routes"}}
+	policyNoun  = rulefile.Noun{One: "policy", Many: "policies", Option: "WithMaxPolicies"}
+)
 
-// fields returns a mapping's values by key, reporting unknown keys.
-func (p *parser) fields(n *yaml.Node, path string, known ...string) map[string]*yaml.Node {
-	if n.Kind != yaml.MappingNode {
-		p.fail(n, path, "must be a mapping")
+func (p *parser) file(n *yaml.Node) *File {
+	f, ok := p.Fields(n, "", fileFields)
+	if !ok {
 		return nil
 	}
-	m := map[string]*yaml.Node{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := n.Content[i].Value
-		if !contains(known, k) {
-			p.fail(n.Content[i], path+"."+k, "unknown field (known: %s)", strings.Join(known, ", "))
-			continue
-		}
-		if _, dup := m[k]; dup {
-			p.fail(n.Content[i], path+"."+k, "given twice")
-		}
-		m[k] = n.Content[i+1]
-	}
-	return m
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func (p *parser) file_(n *yaml.Node) *File {
-	f := p.fields(n, "file", "policies", "client_ip", "failure")
-	if f == nil {
-		return nil
-	}
-	if ci := f["client_ip"]; ci != nil {
+	if ci := f.Get("client_ip"); ci != nil {
 		p.clientIP(ci)
 	}
 	out := &File{}
-	if fn := f["failure"]; fn != nil {
+	if fn := f.Get("failure"); fn != nil {
 		out.Guard = p.failure(fn)
 	}
-	out.Policies = p.policies(n, f)
+	out.Policies = rulefile.Items(p.Parser, f, "policies", policyNoun, p.maxPolicies, p.policy)
 	return out
-}
-
-func (p *parser) policies(n *yaml.Node, f map[string]*yaml.Node) []core.Policy {
-	list := f["policies"]
-	if list == nil || list.Kind != yaml.SequenceNode || len(list.Content) == 0 {
-		p.fail(n, "policies", "at least one policy is required")
-		return nil
-	}
-	if len(list.Content) > p.maxPolicies {
-		p.fail(list, "policies", "%d policies, more than the limit of %d (see WithMaxPolicies)", len(list.Content), p.maxPolicies)
-		return nil
-	}
-	var ps []core.Policy
-	seen := map[string]int{}
-	for i, pn := range list.Content {
-		path := fmt.Sprintf("policies[%d]", i)
-		pol, ok := p.policy(pn, path)
-		if !ok {
-			continue
-		}
-		if line, dup := seen[pol.Name]; dup {
-			p.fail(pn, path+".name", "duplicate policy name %q (first at line %d)", pol.Name, line)
-			continue
-		}
-		seen[pol.Name] = pn.Line
-		ps = append(ps, pol)
-	}
-	return ps
 }
 
 // clientIP reads how the "ip" key finds the client address.
 func (p *parser) clientIP(n *yaml.Node) {
-	before := len(p.errs)
-	f := p.fields(n, "client_ip", "trusted_proxies", "trusted_hops", "header", "ipv6_prefix", "ipv4_prefix")
-	for k, v := range f {
-		path := "client_ip." + k
-		switch k {
-		case "trusted_proxies":
-			var cidrs []string
-			if v.Decode(&cidrs) != nil {
-				p.fail(v, path, "must be a list of CIDRs or addresses")
-				continue
-			}
-			bad := false
-			for i, c := range cidrs {
-				if _, err := netip.ParsePrefix(c); err != nil {
-					if _, err2 := netip.ParseAddr(c); err2 != nil {
-						p.fail(v.Content[i], fmt.Sprintf("%s[%d]", path, i), "%q is neither a CIDR nor an address", c)
-						bad = true
-					}
-				}
-			}
-			if bad {
-				continue
-			}
-			// The list on its own: one that trusts every address is
-			// reported here, at its line.
-			if _, err := keyfunc.NewIPExtractor(keyfunc.TrustProxies(cidrs...)); err != nil {
-				p.fail(v, path, "%v", err)
-				continue
-			}
-			p.ip = append(p.ip, keyfunc.TrustProxies(cidrs...))
-		case "trusted_hops":
-			h, ok := p.whole(v, path, 0)
-			if !ok {
-				continue
-			}
+	before := p.Failures()
+	f, _ := p.Fields(n, "client_ip", rulefile.Plain("trusted_proxies", "trusted_hops", "header", "ipv6_prefix", "ipv4_prefix"))
+	if v := f.Get("trusted_proxies"); v != nil {
+		p.trustedProxies(v, "client_ip.trusted_proxies")
+	}
+	if v := f.Get("trusted_hops"); v != nil {
+		if h, ok := p.Whole(v, "client_ip.trusted_hops", 0); ok {
 			p.ip = append(p.ip, keyfunc.TrustHops(int(min(h, math.MaxInt32))))
-		case "header":
-			switch strings.ToLower(v.Value) {
-			case "x-forwarded-for":
-				p.ip = append(p.ip, keyfunc.FromXForwardedFor())
-			case "forwarded":
-				p.ip = append(p.ip, keyfunc.FromForwarded())
-			default:
-				p.ip = append(p.ip, keyfunc.FromClientIPHeader(v.Value))
-			}
-		case "ipv6_prefix", "ipv4_prefix":
-			b, ok := p.whole(v, path, 1)
-			if !ok {
-				continue
-			}
-			bits := int(min(b, math.MaxInt32))
-			if k == "ipv6_prefix" {
-				p.ip = append(p.ip, keyfunc.IPv6Prefix(bits))
-			} else {
-				p.ip = append(p.ip, keyfunc.IPv4Prefix(bits))
-			}
 		}
 	}
-	if len(p.errs) > before {
+	if v := f.Get("header"); v != nil {
+		switch strings.ToLower(v.Value) {
+		case "x-forwarded-for":
+			p.ip = append(p.ip, keyfunc.FromXForwardedFor())
+		case "forwarded":
+			p.ip = append(p.ip, keyfunc.FromForwarded())
+		default:
+			p.ip = append(p.ip, keyfunc.FromClientIPHeader(v.Value))
+		}
+	}
+	if v := f.Get("ipv6_prefix"); v != nil {
+		if b, ok := p.Whole(v, "client_ip.ipv6_prefix", 1); ok {
+			p.ip = append(p.ip, keyfunc.IPv6Prefix(int(min(b, math.MaxInt32))))
+		}
+	}
+	if v := f.Get("ipv4_prefix"); v != nil {
+		if b, ok := p.Whole(v, "client_ip.ipv4_prefix", 1); ok {
+			p.ip = append(p.ip, keyfunc.IPv4Prefix(int(min(b, math.MaxInt32))))
+		}
+	}
+	if p.Failures() > before {
 		p.ipBad = true // the combination, and every "ip" key, would only repeat them
 		return
 	}
 	if _, err := keyfunc.NewIPExtractor(p.ip...); err != nil {
-		p.fail(n, "client_ip", "%v", err)
+		p.Fail(n, "client_ip", "%v", err)
 		p.ipBad = true
 	}
 }
 
-var policyFields = []string{"name", "key", "hash", "algorithm", "rate", "period", "burst", "match", "tiers", "shadow", "refund"}
+// trustedProxies reads client_ip.trusted_proxies: CIDRs or addresses.
+func (p *parser) trustedProxies(v *yaml.Node, path string) {
+	var cidrs []string
+	if v.Decode(&cidrs) != nil {
+		p.Fail(v, path, "must be a list of CIDRs or addresses")
+		return
+	}
+	bad := false
+	for i, c := range cidrs {
+		if _, err := netip.ParsePrefix(c); err != nil {
+			if _, err2 := netip.ParseAddr(c); err2 != nil {
+				p.Fail(v.Content[i], fmt.Sprintf("%s[%d]", path, i), "%q is neither a CIDR nor an address", c)
+				bad = true
+			}
+		}
+	}
+	if bad {
+		return
+	}
+	// The list on its own: one that trusts every address is reported
+	// here, at its line.
+	if _, err := keyfunc.NewIPExtractor(keyfunc.TrustProxies(cidrs...)); err != nil {
+		p.Fail(v, path, "%v", err)
+		return
+	}
+	p.ip = append(p.ip, keyfunc.TrustProxies(cidrs...))
+}
 
-func (p *parser) policy(n *yaml.Node, path string) (core.Policy, bool) {
-	before := len(p.errs)
-	f := p.fields(n, path, policyFields...)
-	if f == nil {
-		return core.Policy{}, false
+// policy reads one policy: the rule fields every file shares (name, the
+// limit, tiers, shadow; the endpoint patterns under match) and the
+// library's own (key, hash, match.methods, refund).
+func (p *parser) policy(n *yaml.Node, path string) (core.Policy, string, bool) {
+	before := p.Failures()
+	f, ok := p.Fields(n, path, policyFields)
+	if !ok {
+		return core.Policy{}, "", false
 	}
 	var pol core.Policy
-	if v := f["name"]; v == nil {
-		p.fail(n, path+".name", "required")
-	} else if err := core.ValidatePolicyName(v.Value); err != nil {
-		p.fail(v, path+".name", "%v", err)
-	} else {
-		pol.Name = v.Value
+	pol.Name, _ = p.Name(f)
+	pol.Key = p.key(f)
+	pol.Limit, _ = p.Limit(f)
+	if m := f.Get("match"); m != nil {
+		pol.Match = p.match(m, f.Path("match"))
 	}
-	pol.Key = p.key(f["key"], f["hash"], n, path)
-	pol.Limit = p.limit(n, f, path)
-	if m := f["match"]; m != nil {
-		mf := p.fields(m, path+".match", "methods", "routes")
-		for k, v := range mf {
-			var vals []string
-			if v.Decode(&vals) != nil {
-				p.fail(v, path+".match."+k, "must be a list of strings")
-				continue
-			}
-			if k == "methods" {
-				for i, m := range vals {
-					if err := validMethod(m); err != nil {
-						p.fail(v.Content[i], fmt.Sprintf("%s.match.methods[%d]", path, i), "%v", err)
-					}
-				}
-				pol.Match.Methods = vals
-				continue
-			}
-			for i, r := range vals {
-				if err := route.Validate(r); err != nil {
-					p.fail(v.Content[i], fmt.Sprintf("%s.match.routes[%d]", path, i), "%v", err)
-				}
-			}
-			pol.Match.Routes = vals
-		}
+	if t := f.Get(rulefile.FieldTiers); t != nil {
+		pol.Tiers = p.Tiers(t, f.Path(rulefile.FieldTiers))
 	}
-	if t := f["tiers"]; t != nil {
-		if t.Kind != yaml.MappingNode {
-			p.fail(t, path+".tiers", "must be a mapping of tier names to limits")
-		} else {
-			pol.Tiers = map[string]core.Limit{}
-			for i := 0; i+1 < len(t.Content); i += 2 {
-				tier, tn := t.Content[i].Value, t.Content[i+1]
-				tp := path + ".tiers." + tier
-				if strings.TrimSpace(tier) == "" {
-					p.fail(t.Content[i], fmt.Sprintf("%s.tiers[%q]", path, tier), "a tier needs a name: an empty tier would replace the policy's limit whenever the tier lookup fails")
-					continue
-				}
-				tf := p.fields(tn, tp, "algorithm", "rate", "period", "burst")
-				if tf == nil {
-					continue
-				}
-				if tf["rate"] == nil {
-					p.fail(tn, tp, "a tier needs a limit: rate is required")
-					continue
-				}
-				pol.Tiers[tier] = p.limit(tn, tf, tp)
-			}
-		}
+	if v := f.Get(rulefile.FieldShadow); v != nil {
+		pol.Shadow, _ = p.LegacyBool(v, f.Path(rulefile.FieldShadow))
 	}
-	if v := f["shadow"]; v != nil && v.Decode(&pol.Shadow) != nil {
-		p.fail(v, path+".shadow", "must be true or false")
-	}
-	if v := f["refund"]; v != nil {
+	if v := f.Get("refund"); v != nil {
 		switch v.Value {
 		case "failed":
 			pol.Refund = core.RefundFailed
@@ -413,209 +273,180 @@ func (p *parser) policy(n *yaml.Node, path string) (core.Policy, bool) {
 			pol.Refund = core.RefundSuccessful
 		case "never", "":
 		default:
-			p.fail(v, path+".refund", "must be failed, successful or never, got %q", v.Value)
+			p.Fail(v, f.Path("refund"), "must be failed, successful or never, got %q", v.Value)
 		}
 	}
-	return pol, len(p.errs) == before
+	return pol, pol.Name, p.Failures() == before
 }
 
-// limit reads algorithm, rate, period and burst, checking each field where
-// it stands.
-func (p *parser) limit(n *yaml.Node, f map[string]*yaml.Node, path string) core.Limit {
-	l := core.Limit{Algorithm: core.TokenBucket}
-	if v := f["algorithm"]; v != nil {
-		a, err := core.ParseAlgorithm(v.Value)
-		if err != nil {
-			p.fail(v, path+".algorithm", "unknown algorithm %q (token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra)", v.Value)
-		}
-		l.Algorithm = a
+// match reads match: methods, and endpoint_pattern (routes before).
+func (p *parser) match(n *yaml.Node, path string) core.Match {
+	var m core.Match
+	f, ok := p.Fields(n, path, matchFields)
+	if !ok {
+		return m
 	}
-	if v := f["rate"]; v == nil {
-		p.fail(n, path+".rate", "required")
-	} else if r, ok := p.whole(v, path+".rate", 1); ok {
-		l.Rate = r
-	}
-	if v := f["period"]; v == nil {
-		p.fail(n, path+".period", "required (for example 1s, 1m, 1h)")
-	} else if d, err := time.ParseDuration(v.Value); err != nil || d <= 0 {
-		p.fail(v, path+".period", "must be a positive duration such as 1s, 1m or 1h, got %q", v.Value)
-	} else {
-		l.Period = d
-	}
-	if v := f["burst"]; v != nil {
-		if b, ok := p.whole(v, path+".burst", 0); ok {
-			l.Burst = b
+	if v := f.Get("methods"); v != nil {
+		var vals []string
+		if v.Decode(&vals) != nil {
+			p.Fail(v, f.Path("methods"), "must be a list of strings")
 		} else {
-			l.Burst = -1 // skip the whole-limit check below
+			for i, m := range vals {
+				if err := core.ValidateMethod(m); err != nil {
+					p.Fail(v.Content[i], fmt.Sprintf("%s[%d]", f.Path("methods"), i), "%v", err)
+				}
+			}
+			m.Methods = vals
 		}
 	}
-	if l.Rate >= 1 && l.Period > 0 && l.Burst >= 0 {
-		if err := l.Validate(); err != nil {
-			p.fail(n, path, "%v", err)
-		}
+	if v := f.Get(rulefile.FieldEndpointPattern); v != nil {
+		m.Routes = p.Patterns(v, f.Path(rulefile.FieldEndpointPattern))
 	}
-	return l
+	return m
 }
 
 // key reads a key spec: "ip", "header:NAME", "query:NAME", "route",
-// "method", "const:VALUE", or several joined with "+".
-func (p *parser) key(v, hash *yaml.Node, n *yaml.Node, path string) keyfunc.Func {
+// "method", "const:VALUE", or several joined with "+"; and hash.
+func (p *parser) key(f rulefile.Mapping) keyfunc.Func {
+	v := f.Get("key")
 	if v == nil {
-		p.fail(n, path+".key", "required (ip, header:NAME, query:NAME, route, method, const:VALUE, joined with +)")
+		p.Fail(f.Node, f.Path("key"), "required (ip, header:NAME, query:NAME, route, method, const:VALUE, joined with +)")
 		return nil
 	}
 	var parts []keyfunc.Func
 	for _, spec := range strings.Split(v.Value, "+") {
-		kind, arg, _ := strings.Cut(strings.TrimSpace(spec), ":")
-		switch {
-		case kind == "ip" && arg == "" && p.ipBad:
-			return nil // client_ip's errors are reported
-		case kind == "ip" && arg == "":
-			e, err := keyfunc.NewIPExtractor(p.ip...)
-			if err != nil {
-				p.fail(v, path+".key", "%v", err)
-				return nil
-			}
-			parts = append(parts, e.Key)
-		case kind == "header" && arg != "":
-			parts = append(parts, keyfunc.Header(arg))
-		case kind == "query" && arg != "":
-			parts = append(parts, keyfunc.Query(arg))
-		case kind == "route" && arg == "":
-			parts = append(parts, keyfunc.Route())
-		case kind == "method" && arg == "":
-			parts = append(parts, keyfunc.Method())
-		case kind == "const" && arg != "":
-			parts = append(parts, keyfunc.Const(arg))
-		default:
-			p.fail(v, path+".key", "%q is not a key (ip, header:NAME, query:NAME, route, method, const:VALUE)", spec)
+		part, err := p.keyPart(spec)
+		if errors.Is(err, errReported) {
 			return nil
 		}
+		if err != nil {
+			p.Fail(v, f.Path("key"), "%v", err)
+			return nil
+		}
+		parts = append(parts, part)
 	}
-	f := parts[0]
+	k := parts[0]
 	if len(parts) > 1 {
-		f = keyfunc.Join(parts...)
+		k = keyfunc.Join(parts...)
 	}
-	if hash != nil {
-		var h bool
-		if hash.Decode(&h) != nil {
-			p.fail(hash, path+".hash", "must be true or false")
-		} else if h {
-			f = keyfunc.Hash(f)
+	if hash := f.Get("hash"); hash != nil {
+		if h, ok := p.LegacyBool(hash, f.Path("hash")); ok && h {
+			k = keyfunc.Hash(k)
 		}
 	}
-	return f
+	return k
+}
+
+// errReported is keyPart's error for "ip" when client_ip's errors, already
+// reported, leave it without a value.
+var errReported = errors.New("reported at client_ip")
+
+// keyPart reads one part of a key spec.
+func (p *parser) keyPart(spec string) (keyfunc.Func, error) {
+	kind, arg, _ := strings.Cut(strings.TrimSpace(spec), ":")
+	switch {
+	case kind == "ip" && arg == "":
+		if p.ipBad {
+			return nil, errReported
+		}
+		e, err := keyfunc.NewIPExtractor(p.ip...)
+		if err != nil {
+			return nil, err
+		}
+		return e.Key, nil
+	case kind == "header" && arg != "":
+		return keyfunc.Header(arg), nil
+	case kind == "query" && arg != "":
+		return keyfunc.Query(arg), nil
+	case kind == "route" && arg == "":
+		return keyfunc.Route(), nil
+	case kind == "method" && arg == "":
+		return keyfunc.Method(), nil
+	case kind == "const" && arg != "":
+		return keyfunc.Const(arg), nil
+	}
+	return nil, fmt.Errorf("%q is not a key (ip, header:NAME, query:NAME, route, method, const:VALUE)", spec)
 }
 
 // failure reads the failure section into guard options.
 func (p *parser) failure(n *yaml.Node) []guard.Option {
-	f := p.fields(n, "failure", "mode", "instances", "retry_after", "timeout", "breaker", "deny_cache")
-	if f == nil {
+	f, ok := p.Fields(n, "failure", rulefile.Plain("mode", "instances", "retry_after", "timeout", "breaker", "deny_cache"))
+	if !ok {
 		return nil
 	}
-	var opts []guard.Option
-	mode := "open"
-	if v := f["mode"]; v != nil {
-		mode = v.Value
+	opts := p.failureMode(n, f)
+	if v := f.Get("timeout"); v != nil {
+		d, _ := p.duration(v, "failure.timeout")
+		opts = append(opts, guard.WithTimeout(d))
 	}
-	instances := 0
-	if v := f["instances"]; v != nil {
-		if mode != "fallback" {
-			p.fail(v, "failure.instances", "only with mode: fallback")
-		} else if n, ok := p.whole(v, "failure.instances", 1); ok {
-			instances = int(min(n, math.MaxInt32))
-		}
-	}
-	retry := time.Duration(0)
-	if v := f["retry_after"]; v != nil {
-		if mode != "closed" {
-			p.fail(v, "failure.retry_after", "only with mode: closed")
-		} else {
-			retry = p.duration(v, "failure.retry_after")
-		}
-	}
-	switch mode {
-	case "open":
-		opts = append(opts, guard.WithFailOpen())
-	case "closed":
-		opts = append(opts, guard.WithFailClosed(retry))
-	case "fallback":
-		if f["instances"] == nil {
-			p.fail(n, "failure.instances", "required with mode: fallback (how many instances share the limits)")
-		}
-		opts = append(opts, guard.WithFallback(max(instances, 1)))
-	default:
-		p.fail(f["mode"], "failure.mode", "must be open, closed or fallback, got %q", mode)
-	}
-	if v := f["timeout"]; v != nil {
-		opts = append(opts, guard.WithTimeout(p.duration(v, "failure.timeout")))
-	}
-	if b := f["breaker"]; b != nil {
-		bf := p.fields(b, "failure.breaker", "failures", "cooldown")
+	if b := f.Get("breaker"); b != nil {
+		bf, _ := p.Fields(b, "failure.breaker", rulefile.Plain("failures", "cooldown"))
 		var br guard.Breaker
-		if v := bf["failures"]; v != nil {
-			if n, ok := p.whole(v, "failure.breaker.failures", 1); ok {
+		if v := bf.Get("failures"); v != nil {
+			if n, ok := p.Whole(v, "failure.breaker.failures", 1); ok {
 				br.Failures = int(min(n, math.MaxInt32))
 			}
 		}
-		if v := bf["cooldown"]; v != nil {
-			br.Cooldown = p.duration(v, "failure.breaker.cooldown")
+		if v := bf.Get("cooldown"); v != nil {
+			br.Cooldown, _ = p.duration(v, "failure.breaker.cooldown")
 		}
 		opts = append(opts, guard.WithBreaker(br))
 	}
-	if d := f["deny_cache"]; d != nil {
-		df := p.fields(d, "failure.deny_cache", "max_keys", "max_ttl")
+	if d := f.Get("deny_cache"); d != nil {
+		df, _ := p.Fields(d, "failure.deny_cache", rulefile.Plain("max_keys", "max_ttl"))
 		var dc guard.DenyCache
-		if v := df["max_keys"]; v == nil {
-			p.fail(d, "failure.deny_cache.max_keys", "required")
-		} else if n, ok := p.whole(v, "failure.deny_cache.max_keys", 1); ok {
+		if v := df.Get("max_keys"); v == nil {
+			p.Fail(d, "failure.deny_cache.max_keys", "required")
+		} else if n, ok := p.Whole(v, "failure.deny_cache.max_keys", 1); ok {
 			dc.MaxKeys = int(min(n, math.MaxInt32))
 		}
-		if v := df["max_ttl"]; v != nil {
-			dc.MaxTTL = p.duration(v, "failure.deny_cache.max_ttl")
+		if v := df.Get("max_ttl"); v != nil {
+			dc.MaxTTL, _ = p.duration(v, "failure.deny_cache.max_ttl")
 		}
 		opts = append(opts, guard.WithDenyCache(dc))
 	}
 	return opts
 }
 
-// duration reads a positive duration.
-func (p *parser) duration(v *yaml.Node, path string) time.Duration {
-	d, err := time.ParseDuration(v.Value)
-	if err != nil || d <= 0 {
-		p.fail(v, path, "must be a positive duration such as 5ms or 1s, got %q", v.Value)
-		return 0
+// failureMode reads mode and the settings of one mode (instances,
+// retry_after) into the guard's failure option.
+func (p *parser) failureMode(n *yaml.Node, f rulefile.Mapping) []guard.Option {
+	mode := "open"
+	if v := f.Get("mode"); v != nil {
+		mode = v.Value
 	}
-	return d
-}
-
-// whole reads a whole number >= lo. YAML's decoder truncates a fraction
-// ("rate: 1.5" would load as 1) and accepts a quoted or boolean-looking
-// value in places; only an integer, or a number with no fractional part
-// ("5.0", "1e3" from a JSON generator), is taken here.
-func (p *parser) whole(v *yaml.Node, path string, lo int64) (int64, bool) {
-	var n int64
-	ok := false
-	if v.Kind == yaml.ScalarNode {
-		switch v.ShortTag() {
-		case "!!int":
-			ok = v.Decode(&n) == nil
-		case "!!float":
-			var f float64
-			if v.Decode(&f) == nil && f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
-				n, ok = int64(f), true
-			}
+	instances := 0
+	if v := f.Get("instances"); v != nil {
+		if mode != "fallback" {
+			p.Fail(v, "failure.instances", "only with mode: fallback")
+		} else if n, ok := p.Whole(v, "failure.instances", 1); ok {
+			instances = int(min(n, math.MaxInt32))
 		}
 	}
-	if !ok || n < lo {
-		p.fail(v, path, "must be a whole number >= %d, got %q", lo, v.Value)
-		return 0, false
+	retry := time.Duration(0)
+	if v := f.Get("retry_after"); v != nil {
+		if mode != "closed" {
+			p.Fail(v, "failure.retry_after", "only with mode: closed")
+		} else {
+			retry, _ = p.duration(v, "failure.retry_after")
+		}
 	}
-	return n, true
+	switch mode {
+	case "open":
+		return []guard.Option{guard.WithFailOpen()}
+	case "closed":
+		return []guard.Option{guard.WithFailClosed(retry)}
+	case "fallback":
+		if f.Get("instances") == nil {
+			p.Fail(n, "failure.instances", "required with mode: fallback (how many instances share the limits)")
+		}
+		return []guard.Option{guard.WithFallback(max(instances, 1))}
+	}
+	p.Fail(f.Get("mode"), "failure.mode", "must be open, closed or fallback, got %q", mode)
+	return nil
 }
 
-// validMethod reports why m cannot be one entry of match.methods:
-// core.ValidateMethod's rule (one RFC 9110 token in one case, or "*" for any
-// method; ANY, ALL and lists such as "GET,POST" are errors), so a file and
-// the Go API accept the same methods.
-func validMethod(m string) error { return core.ValidateMethod(m) }
+// duration reads a positive duration of the failure section.
+func (p *parser) duration(v *yaml.Node, path string) (time.Duration, bool) {
+	return p.Duration(v, path, "5ms or 1s")
+}

@@ -25,11 +25,44 @@ client_ip:
 policies:
   - name: per-ip
     key: ip
+    limit: 100
+    window_seconds: 60
+  - name: per-key-writes
+    key: header:X-API-Key
+    hash: true
+    algorithm: sliding_window_counter
+    limit: 20
+    window_seconds: 1
+    match:
+      methods: [POST, PUT]
+      endpoint_pattern: ["/api/**"]
+    refund: failed
+  - name: per-user
+    key: header:X-User+route
+    algorithm: gcra
+    limit: 10
+    window_seconds: 1
+    burst: 20
+    tiers:
+      premium: {limit: 100, window_seconds: 1, burst: 200}
+    shadow: true
+`
+
+// goodBefore is good in the names the file had before window_seconds,
+// limit and endpoint_pattern (and with YAML 1.1's yes for true), which
+// are still read with the same meaning.
+const goodBefore = `# limits for the API
+client_ip:
+  trusted_proxies: [10.0.0.0/8]
+  ipv6_prefix: 56
+policies:
+  - name: per-ip
+    key: ip
     rate: 100
     period: 1m
   - name: per-key-writes
     key: header:X-API-Key
-    hash: true
+    hash: yes
     algorithm: sliding_window_counter
     rate: 20
     period: 1s
@@ -45,7 +78,7 @@ policies:
     burst: 20
     tiers:
       premium: {rate: 100, period: 1s, burst: 200}
-    shadow: true
+    shadow: yes
 `
 
 func TestLoadYAMLAndJSON(t *testing.T) {
@@ -62,7 +95,7 @@ func TestLoadYAMLAndJSON(t *testing.T) {
 	id, err := ps[1].Key(&keyfunc.Static{Headers: map[string][]string{"X-Api-Key": {"secret"}}})
 	require.NoError(t, err)
 	require.NotContains(t, id, "secret")
-	js := `{"policies": [{"name": "a", "key": "ip", "rate": 5, "period": "10s", "algorithm": "fixed_window"}]}`
+	js := `{"policies": [{"name": "a", "key": "ip", "limit": 5, "window_seconds": 10, "algorithm": "fixed_window"}]}`
 	ps, err = config.Parse("limits.json", []byte(js))
 	require.NoError(t, err)
 	require.Equal(t, core.Per(5, 10*time.Second).WithAlgorithm(core.FixedWindow), ps[0].Limit)
@@ -70,17 +103,35 @@ func TestLoadYAMLAndJSON(t *testing.T) {
 
 func TestErrorsNameFileLineAndField(t *testing.T) {
 	cases := []struct{ doc, want string }{
-		{"policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    algorithm: magic\n", `bad.yaml:6: policies[0].algorithm: unknown algorithm "magic"`},
-		{"policies:\n  - name: a\n    key: ip\n    rate: -5\n    period: 1s\n", `bad.yaml:4: policies[0].rate: must be a whole number >= 1, got "-5"`},
-		{"policies:\n  - {name: a, key: ip, rate: 5, period: 1s}\n  - {name: a, key: ip, rate: 6, period: 1s}\n", `bad.yaml:3: policies[1].name: duplicate policy name "a" (first at line 2)`},
-		{"policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    match:\n      routes: [/ok, \"/a/**/b\"]\n", `bad.yaml:7: policies[0].match.routes[1]: Routes: pattern "/a/**/b": ** must be the last segment`},
-		{"policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    tiers:\n      gold: {burst: 5}\n", `bad.yaml:7: policies[0].tiers.gold: a tier needs a limit: rate is required`},
-		{"policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: soon\n", `bad.yaml:5: policies[0].period: must be a positive duration`},
-		{"policies:\n  - name: a\n    key: cookie:x\n    rate: 5\n    period: 1s\n", `bad.yaml:3: policies[0].key: "cookie:x" is not a key`},
-		{"policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    colour: red\n", `bad.yaml:6: policies[0].colour: unknown field`},
-		{"policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    algorithm: fixed_window\n    burst: 9\n", `bad.yaml:2: policies[0]: sluice: invalid limit: Burst`},
+		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    algorithm: magic\n", `bad.yaml:6: policies[0].algorithm: unknown algorithm "magic" (token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra)`},
+		{"policies:\n  - name: a\n    key: ip\n    limit: -5\n    window_seconds: 1\n", `bad.yaml:4: policies[0].limit: must be a whole number >= 1, got "-5"`},
+		{"policies:\n  - {name: a, key: ip, limit: 5, window_seconds: 1}\n  - {name: a, key: ip, limit: 6, window_seconds: 1}\n", `bad.yaml:3: policies[1].name: duplicate policy name "a" (first at line 2)`},
+		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    match:\n      endpoint_pattern: [/ok, \"/a/**/b\"]\n", `bad.yaml:7: policies[0].match.endpoint_pattern[1]: pattern "/a/**/b": ** must be the last segment`},
+		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    tiers:\n      gold: {burst: 5}\n", `bad.yaml:7: policies[0].tiers.gold.limit: required`},
+		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: soon\n", `bad.yaml:5: policies[0].window_seconds: must be a positive number of seconds`},
+		{"policies:\n  - name: a\n    key: cookie:x\n    limit: 5\n    window_seconds: 1\n", `bad.yaml:3: policies[0].key: "cookie:x" is not a key`},
+		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    colour: red\n", `bad.yaml:6: policies[0].colour: unknown field`},
+		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    algorithm: fixed_window\n    burst: 9\n", `bad.yaml:7: policies[0].burst: fixed_window has no burst: leave it 0, got 9`},
 		{"policies: []\n", `bad.yaml:1: policies: at least one policy is required`},
-		{"policies: [\n", `bad.yaml: yaml:`},
+		{"policies: [\n", `config: bad.yaml:1: not valid YAML: `},
+		{"", `config: bad.yaml: empty file`},
+	}
+	for _, c := range cases {
+		_, err := config.Parse("bad.yaml", []byte(c.doc))
+		require.ErrorContains(t, err, c.want, c.doc)
+	}
+}
+
+// TestErrorsNameTheFieldAsWritten: a file in the old names has its errors
+// under those names, so that the message points at what the file says.
+func TestErrorsNameTheFieldAsWritten(t *testing.T) {
+	cases := []struct{ doc, want string }{
+		{"policies:\n  - name: a\n    key: ip\n    rate: -5\n    period: 1s\n", `bad.yaml:4: policies[0].rate: must be a whole number >= 1, got "-5"`},
+		{"policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    match:\n      routes: [/ok, \"/a/**/b\"]\n", `bad.yaml:7: policies[0].match.routes[1]: pattern "/a/**/b": ** must be the last segment`},
+		{"policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: soon\n", `bad.yaml:5: policies[0].period: must be a positive duration`},
+		{"policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    tiers:\n      gold: {rate: 0, period: 1s}\n", `bad.yaml:7: policies[0].tiers.gold.rate: must be a whole number >= 1, got "0"`},
+		{"policies:\n  - name: a\n    key: ip\n    algorithm: sliding_window_log\n    rate: 70000\n    period: 1s\n", `bad.yaml:5: policies[0].rate: sliding_window_log keeps one entry per event`},
+		{"policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    shadow: maybe\n", `bad.yaml:6: policies[0].shadow: must be true or false, got "maybe"`},
 	}
 	for _, c := range cases {
 		_, err := config.Parse("bad.yaml", []byte(c.doc))
@@ -96,7 +147,7 @@ func TestWatchReloadsWithoutDroppingRequests(t *testing.T) {
 		require.NoError(t, os.WriteFile(tmp, []byte(doc), 0o600))
 		require.NoError(t, os.Rename(tmp, path)) // atomic, as editors and deploy tools do
 	}
-	write("policies:\n  - {name: api, key: 'const:all', rate: 1000000, period: 1s}\n")
+	write("policies:\n  - {name: api, key: 'const:all', limit: 1000000, window_seconds: 1}\n")
 	s, err := memorystore.New()
 	require.NoError(t, err)
 	defer s.Close()
@@ -128,13 +179,13 @@ func TestWatchReloadsWithoutDroppingRequests(t *testing.T) {
 			}
 		}()
 	}
-	write("policies:\n  - {name: api-v2, key: 'const:all', rate: 2000000, period: 1s}\n")
+	write("policies:\n  - {name: api-v2, key: 'const:all', limit: 2000000, window_seconds: 1}\n")
 	require.NoError(t, <-reloads)
 	require.Equal(t, "api-v2", l.Policies()[0].Name)
 	// An invalid file: reported, and the last good policies stay.
-	write("policies:\n  - {name: api-v3, key: 'const:all', rate: 0, period: 1s}\n")
+	write("policies:\n  - {name: api-v3, key: 'const:all', limit: 0, window_seconds: 1}\n")
 	err = <-reloads
-	require.ErrorContains(t, err, "limits.yaml:2: policies[0].rate")
+	require.ErrorContains(t, err, "limits.yaml:2: policies[0].limit")
 	require.Equal(t, "api-v2", l.Policies()[0].Name)
 	close(stop)
 	wg.Wait()

@@ -24,7 +24,7 @@ failure:
   breaker: {failures: 2, cooldown: 250ms}
   deny_cache: {max_keys: 1000, max_ttl: 5s}
 policies:
-  - {name: api, key: "header:X-Key", rate: 9, period: 1m}
+  - {name: api, key: "header:X-Key", limit: 9, window_seconds: 60}
 `))
 	require.NoError(t, err)
 	require.Len(t, f.Policies, 1)
@@ -51,7 +51,7 @@ policies:
 	require.Equal(t, guard.Open, g.Circuit(), "two failures open the breaker")
 	require.Equal(t, uint64(2), g.Stats().Failures)
 
-	f, err = config.ParseFile("x.yaml", []byte("failure: {mode: closed, retry_after: 2s}\npolicies: [{name: a, key: ip, rate: 1, period: 1s}]\n"))
+	f, err = config.ParseFile("x.yaml", []byte("failure: {mode: closed, retry_after: 2s}\npolicies: [{name: a, key: ip, limit: 1, window_seconds: 1}]\n"))
 	require.NoError(t, err)
 	g, err = guard.New(backend, f.Guard...)
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ policies:
 	require.Equal(t, core.FailedClosed, out[0].Source)
 	require.Equal(t, 2*time.Second, out[0].RetryAfter)
 
-	f, err = config.ParseFile("x.yaml", []byte("policies: [{name: a, key: ip, rate: 1, period: 1s}]\n"))
+	f, err = config.ParseFile("x.yaml", []byte("policies: [{name: a, key: ip, limit: 1, window_seconds: 1}]\n"))
 	require.NoError(t, err)
 	require.Nil(t, f.Guard)
 }
@@ -80,7 +80,7 @@ func TestFailureSectionErrors(t *testing.T) {
 		{"failure: {retries: 3}", "failure.retries: unknown field"},
 	}
 	for _, c := range cases {
-		_, err := config.ParseFile("x.yaml", []byte(c.yaml+"\npolicies: [{name: a, key: ip, rate: 1, period: 1s}]\n"))
+		_, err := config.ParseFile("x.yaml", []byte(c.yaml+"\npolicies: [{name: a, key: ip, limit: 1, window_seconds: 1}]\n"))
 		require.ErrorContains(t, err, c.want, c.yaml)
 	}
 }

@@ -19,43 +19,43 @@ import (
 )
 
 // TestFractionalNumbersAreErrors: YAML's decoder truncates a fraction, so
-// "rate: 1.5" loaded as 1. Every whole-number field now rejects it, naming
+// "limit: 1.5" loaded as 1. Every whole-number field now rejects it, naming
 // file:line:field.
 func TestFractionalNumbersAreErrors(t *testing.T) {
 	pol := func(extra string) string {
-		return "policies:\n  - name: a\n    key: ip\n    period: 1s\n" + extra
+		return "policies:\n  - name: a\n    key: ip\n    window_seconds: 1\n" + extra
 	}
 	cases := []struct{ doc, want string }{
-		{pol("    rate: 1.5\n"), `bad.yaml:5: policies[0].rate: must be a whole number >= 1, got "1.5"`},
-		{pol("    rate: 9.99\n"), `bad.yaml:5: policies[0].rate: must be a whole number >= 1, got "9.99"`},
-		{pol("    rate: 1e-3\n"), `bad.yaml:5: policies[0].rate: must be a whole number`},
-		{pol("    rate: .inf\n"), `bad.yaml:5: policies[0].rate: must be a whole number`},
-		{pol("    rate: .nan\n"), `bad.yaml:5: policies[0].rate: must be a whole number`},
-		{pol("    rate: \"5\"\n"), `bad.yaml:5: policies[0].rate: must be a whole number`},
-		{pol("    rate: true\n"), `bad.yaml:5: policies[0].rate: must be a whole number`},
-		{pol("    rate: [5]\n"), `bad.yaml:5: policies[0].rate: must be a whole number`},
-		{pol("    rate: 99999999999999999999\n"), `bad.yaml:5: policies[0].rate: must be a whole number`},
-		{pol("    rate: 5\n    burst: 7.5\n"), `bad.yaml:6: policies[0].burst: must be a whole number >= 0, got "7.5"`},
-		{pol("    rate: 5\n    tiers:\n      gold: {rate: 2.5, period: 1s}\n"), `bad.yaml:7: policies[0].tiers.gold.rate: must be a whole number >= 1, got "2.5"`},
-		{pol("    rate: 5\n    tiers:\n      gold: {rate: 2, period: 1s, burst: 0.5}\n"), `bad.yaml:7: policies[0].tiers.gold.burst: must be a whole number >= 0, got "0.5"`},
-		{"client_ip:\n  trusted_hops: 1.5\n" + pol("    rate: 5\n"), `bad.yaml:2: client_ip.trusted_hops: must be a whole number >= 0, got "1.5"`},
-		{"client_ip:\n  ipv6_prefix: 56.5\n" + pol("    rate: 5\n"), `bad.yaml:2: client_ip.ipv6_prefix: must be a whole number >= 1, got "56.5"`},
-		{"client_ip:\n  ipv4_prefix: 24.1\n" + pol("    rate: 5\n"), `bad.yaml:2: client_ip.ipv4_prefix: must be a whole number >= 1, got "24.1"`},
-		{"failure:\n  mode: fallback\n  instances: 2.5\n" + pol("    rate: 5\n"), `bad.yaml:3: failure.instances: must be a whole number >= 1, got "2.5"`},
-		{"failure:\n  breaker: {failures: 1.5}\n" + pol("    rate: 5\n"), `bad.yaml:2: failure.breaker.failures: must be a whole number >= 1, got "1.5"`},
-		{"failure:\n  deny_cache: {max_keys: 10.5}\n" + pol("    rate: 5\n"), `bad.yaml:2: failure.deny_cache.max_keys: must be a whole number >= 1, got "10.5"`},
+		{pol("    limit: 1.5\n"), `bad.yaml:5: policies[0].limit: must be a whole number >= 1, got "1.5"`},
+		{pol("    limit: 9.99\n"), `bad.yaml:5: policies[0].limit: must be a whole number >= 1, got "9.99"`},
+		{pol("    limit: 1e-3\n"), `bad.yaml:5: policies[0].limit: must be a whole number`},
+		{pol("    limit: .inf\n"), `bad.yaml:5: policies[0].limit: must be a whole number`},
+		{pol("    limit: .nan\n"), `bad.yaml:5: policies[0].limit: must be a whole number`},
+		{pol("    limit: \"5\"\n"), `bad.yaml:5: policies[0].limit: must be a whole number`},
+		{pol("    limit: true\n"), `bad.yaml:5: policies[0].limit: must be a whole number`},
+		{pol("    limit: [5]\n"), `bad.yaml:5: policies[0].limit: must be a whole number`},
+		{pol("    limit: 99999999999999999999\n"), `bad.yaml:5: policies[0].limit: must be a whole number`},
+		{pol("    limit: 5\n    burst: 7.5\n"), `bad.yaml:6: policies[0].burst: must be a whole number >= 0, got "7.5"`},
+		{pol("    limit: 5\n    tiers:\n      gold: {limit: 2.5, window_seconds: 1}\n"), `bad.yaml:7: policies[0].tiers.gold.limit: must be a whole number >= 1, got "2.5"`},
+		{pol("    limit: 5\n    tiers:\n      gold: {limit: 2, window_seconds: 1, burst: 0.5}\n"), `bad.yaml:7: policies[0].tiers.gold.burst: must be a whole number >= 0, got "0.5"`},
+		{"client_ip:\n  trusted_hops: 1.5\n" + pol("    limit: 5\n"), `bad.yaml:2: client_ip.trusted_hops: must be a whole number >= 0, got "1.5"`},
+		{"client_ip:\n  ipv6_prefix: 56.5\n" + pol("    limit: 5\n"), `bad.yaml:2: client_ip.ipv6_prefix: must be a whole number >= 1, got "56.5"`},
+		{"client_ip:\n  ipv4_prefix: 24.1\n" + pol("    limit: 5\n"), `bad.yaml:2: client_ip.ipv4_prefix: must be a whole number >= 1, got "24.1"`},
+		{"failure:\n  mode: fallback\n  instances: 2.5\n" + pol("    limit: 5\n"), `bad.yaml:3: failure.instances: must be a whole number >= 1, got "2.5"`},
+		{"failure:\n  breaker: {failures: 1.5}\n" + pol("    limit: 5\n"), `bad.yaml:2: failure.breaker.failures: must be a whole number >= 1, got "1.5"`},
+		{"failure:\n  deny_cache: {max_keys: 10.5}\n" + pol("    limit: 5\n"), `bad.yaml:2: failure.deny_cache.max_keys: must be a whole number >= 1, got "10.5"`},
 	}
 	for _, c := range cases {
 		_, err := config.ParseFile("bad.yaml", []byte(c.doc))
 		require.ErrorContains(t, err, c.want, c.doc)
 	}
-	js := `{"policies": [{"name": "a", "key": "ip", "period": "1s",
-  "rate": 1.5}]}`
+	js := `{"policies": [{"name": "a", "key": "ip", "window_seconds": 1,
+  "limit": 1.5}]}`
 	_, err := config.Parse("limits.json", []byte(js))
-	require.ErrorContains(t, err, `limits.json:2: policies[0].rate: must be a whole number >= 1, got "1.5"`)
+	require.ErrorContains(t, err, `limits.json:2: policies[0].limit: must be a whole number >= 1, got "1.5"`)
 }
 
-// TestWholeNumberProperty: for random numeric spellings, rate loads iff the
+// TestWholeNumberProperty: for random numeric spellings, limit loads iff the
 // number is whole and >= 1, and then loads as exactly that number.
 func TestWholeNumberProperty(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -91,10 +91,10 @@ func TestWholeNumberProperty(t *testing.T) {
 		if want < 1 {
 			want = 0
 		}
-		doc := "policies:\n  - {name: a, key: ip, period: 1s, rate: " + text + "}\n"
+		doc := "policies:\n  - {name: a, key: ip, window_seconds: 1, limit: " + text + "}\n"
 		ps, err := config.Parse("p.yaml", []byte(doc))
 		if want == 0 {
-			require.ErrorContains(t, err, "p.yaml:2: policies[0].rate: must be a whole number >= 1", text)
+			require.ErrorContains(t, err, "p.yaml:2: policies[0].limit: must be a whole number >= 1", text)
 			continue
 		}
 		require.NoError(t, err, text)
@@ -115,7 +115,7 @@ func mustAtoi(s string) int {
 // file:line:field; RFC 9110 tokens in one case pass, and "*" is any method.
 func TestMethodsMustBeOneToken(t *testing.T) {
 	doc := func(methods string) string {
-		return "policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    match:\n      methods: " + methods + "\n"
+		return "policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    match:\n      methods: " + methods + "\n"
 	}
 	bad := []struct{ methods, want string }{
 		{`[ANY]`, `bad.yaml:7: policies[0].match.methods[0]: Methods: "ANY" is not a method`},
@@ -149,7 +149,7 @@ func TestMethodsMustBeOneToken(t *testing.T) {
 // whenever the tier lookup failed.
 func TestEmptyTierNameIsAnError(t *testing.T) {
 	for _, name := range []string{`""`, `" "`, `''`} {
-		doc := "policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    tiers:\n      gold: {rate: 50, period: 1s}\n      " + name + ": {rate: 500, period: 1s}\n"
+		doc := "policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    tiers:\n      gold: {limit: 50, window_seconds: 1}\n      " + name + ": {limit: 500, window_seconds: 1}\n"
 		_, err := config.Parse("bad.yaml", []byte(doc))
 		require.ErrorContains(t, err, "bad.yaml:8: policies[0].tiers[", name)
 		require.ErrorContains(t, err, "a tier needs a name", name)
@@ -161,7 +161,7 @@ func manyPolicies(n int) []byte {
 	var b strings.Builder
 	b.WriteString("policies:\n")
 	for i := range n {
-		fmt.Fprintf(&b, "  - {name: p%d, key: ip, rate: 5, period: 1s}\n", i)
+		fmt.Fprintf(&b, "  - {name: p%d, key: ip, limit: 5, window_seconds: 1}\n", i)
 	}
 	return []byte(b.String())
 }
@@ -209,7 +209,7 @@ func TestFileSizeLimit(t *testing.T) {
 		require.ErrorContains(t, err, fmt.Sprintf("config: %s: the file is larger than %d bytes (see WithMaxBytes)", path, config.DefaultMaxBytes))
 	}
 	// A file of exactly the limit is read.
-	okDoc := "policies:\n  - {name: a, key: ip, rate: 5, period: 1s}\n"
+	okDoc := "policies:\n  - {name: a, key: ip, limit: 5, window_seconds: 1}\n"
 	okPath := filepath.Join(dir, "ok.yaml")
 	require.NoError(t, os.WriteFile(okPath, []byte(okDoc), 0o600))
 	_, err := config.Load(okPath, config.WithMaxBytes(int64(len(okDoc))))
@@ -295,7 +295,7 @@ func TestMethodProperty(t *testing.T) {
 		want := m != "" && strings.IndexFunc(m, func(c rune) bool { return !tchar(c) }) < 0 &&
 			!strings.EqualFold(m, "ANY") && !strings.EqualFold(m, "ALL") &&
 			(strings.ToUpper(m) == m || strings.ToLower(m) == m)
-		doc := fmt.Sprintf("policies:\n  - name: a\n    key: ip\n    rate: 5\n    period: 1s\n    match:\n      methods: [%s]\n", strconv.Quote(m))
+		doc := fmt.Sprintf("policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    match:\n      methods: [%s]\n", strconv.Quote(m))
 		ps, err := config.Parse("m.yaml", []byte(doc))
 		total++
 		if !want {
@@ -315,7 +315,7 @@ func TestMethodProperty(t *testing.T) {
 // TestTrustEverythingInConfig: client_ip.trusted_proxies that cover every
 // address are an error at the list's line, as are entries that do not parse.
 func TestTrustEverythingInConfig(t *testing.T) {
-	pol := "policies:\n  - {name: a, key: ip, rate: 5, period: 1s}\n"
+	pol := "policies:\n  - {name: a, key: ip, limit: 5, window_seconds: 1}\n"
 	cases := []struct{ doc, want string }{
 		{"client_ip:\n  trusted_proxies: [0.0.0.0/0]\n" + pol, `bad.yaml:2: client_ip.trusted_proxies: keyfunc: TrustProxies: the trusted networks cover every IPv4 address`},
 		{"client_ip:\n  trusted_proxies:\n    - 10.0.0.0/8\n    - ::/0\n" + pol, `bad.yaml:3: client_ip.trusted_proxies: keyfunc: TrustProxies: the trusted networks cover every IPv6 address`},

@@ -88,7 +88,7 @@ func (w *Watcher) reload() (changed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	data, err := o.readPrefix(w.path)
+	data, err := o.ReadPrefix(w.path)
 	if err != nil {
 		return false, err
 	}
@@ -97,7 +97,7 @@ func (w *Watcher) reload() (changed bool, err error) {
 		return false, nil
 	}
 	var ps []core.Policy
-	err = o.checkSize(w.path, data)
+	err = o.CheckSize(w.path, data)
 	if err == nil {
 		var f *File
 		if f, err = o.parseFile(w.path, data); err == nil {
