@@ -32,13 +32,13 @@ rules:
   - name: bench-per-user
     dimension: %s
     algorithm: token_bucket
-    rate: %d
-    period: 1s
+    limit: %d
+    window_seconds: 1
   - name: bench-tiny
     dimension: %s
     algorithm: fixed_window
-    rate: %d
-    period: 1m
+    limit: %d
+    window_seconds: 60
 `, NativeDimension, Rate, TinyKey, TinyLimit)
 }
 

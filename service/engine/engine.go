@@ -151,7 +151,7 @@ func New(ctx context.Context, store core.Store, src rules.Source, opts ...Option
 	e := &Engine{store: store, src: src, cfg: cfg, applied: map[overrideKey]appliedOverride{}, ended: map[overrideKey]int64{}, usage: make(chan struct{}, 1)}
 	snap, err := src.Load(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("engine: rules: %w", err)
+		return nil, err // the source's errors name it ("rules file F: ...")
 	}
 	st, err := e.build(snap)
 	if err != nil {
@@ -201,10 +201,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("engine: rules: %w", err)
-	}
-	return nil
+	return err // the source's errors name it
 }
 
 func (e *Engine) reloaded(err error) {

@@ -5,23 +5,29 @@
 //
 // # Our format
 //
-// It extends the config module's policy format (same field names, same
-// six algorithm names, same durations) with dimensions, endpoints and
-// tiers:
+// A rule is spelled as ratelimitd's admin API spells it, and as the config
+// module spells a policy (the shared reader, internal/rulefile, reads both
+// files), with dimensions, endpoints and tiers:
 //
 //	rules:
 //	  - name: orders-per-user      # the rule ID and core policy name
 //	    dimension: user            # required: user, ip, api_key or any name
-//	    endpoints: [/api/v1/orders, /api/v1/orders/*]   # omitted: every endpoint
-//	    algorithm: sliding_window_counter               # default token_bucket
-//	    rate: 100
-//	    period: 1m
+//	    endpoint_pattern: [/api/v1/orders, /api/v1/orders/*]   # omitted: every endpoint
+//	    algorithm: gcra                                        # default token_bucket
+//	    limit: 100                 # requests per window
+//	    window_seconds: 60         # seconds, to the microsecond (0.5)
 //	    burst: 120                 # bucket algorithms only
-//	    tiers: {pro: {rate: 1000, period: 1m}}
+//	    tiers: {pro: {limit: 1000, window_seconds: 60}}
 //	    shadow: false
 //	    domain: ""                 # optional
 //	tier_assignments:              # optional: dimension -> identifier -> tier
 //	  user: {alice: pro}
+//
+// The names of before are still read with their meaning: rate is limit,
+// period (a Go duration) is window_seconds, endpoints is endpoint_pattern.
+// A file using them logs one deprecation notice each time its content is
+// read (WithLogger); a rule giving a field under both names is an error
+// naming both.
 //
 // Endpoint patterns are core.Match.Routes patterns ("*", ":name" and
 // "{name}" stand for one segment, a final "**" for any rest), matched by
@@ -55,5 +61,7 @@
 // # Errors
 //
 // A file is validated as a whole and every error is reported, each as
-// "rules: FILE:LINE: field: message", joined with errors.Join.
+// "rules file FILE:LINE: field: message" (a YAML syntax error at the line it
+// is on), joined with errors.Join; a file that cannot be read is one error,
+// "rules file FILE: reason".
 package rules

@@ -156,7 +156,7 @@ func (p *parser) flag(f map[string]*yaml.Node, path, name string) bool {
 // envoyRateLimit reads a rate_limit block into a rule whose ID holds the
 // name as written and whose Replaces holds names.
 func (p *parser) envoyRateLimit(n *yaml.Node, path string, descriptor *yaml.Node) *Rule {
-	before := len(p.errs)
+	before := p.Failures()
 	f := p.fields(n, path, envoyRateLimitFields...)
 	if f == nil {
 		return nil
@@ -170,12 +170,12 @@ func (p *parser) envoyRateLimit(n *yaml.Node, path string, descriptor *yaml.Node
 	}
 	period := p.envoyPeriod(n, f, path, r.Unlimited)
 	if !r.Unlimited {
-		r.Limit, r.Deny = p.envoyLimit(n, f, path, period, len(p.errs) == before)
+		r.Limit, r.Deny = p.envoyLimit(n, f, path, period, p.Failures() == before)
 	}
 	if v := f["replaces"]; v != nil {
 		r.Replaces = p.envoyReplaces(v, path+".replaces", r.ID)
 	}
-	if len(p.errs) > before {
+	if p.Failures() > before {
 		return nil
 	}
 	return r
@@ -211,7 +211,7 @@ func (p *parser) envoyPeriod(n *yaml.Node, f map[string]*yaml.Node, path string,
 // are f, over period; deny: its requests_per_unit is 0. The limit is
 // validated when the block is good so far (good) and does not deny.
 func (p *parser) envoyLimit(n *yaml.Node, f map[string]*yaml.Node, path string, period time.Duration, good bool) (l core.Limit, deny bool) {
-	before := len(p.errs)
+	before := p.Failures()
 	l = core.Limit{Algorithm: core.FixedWindow, Period: period}
 	if v := f["algorithm"]; v != nil {
 		l.Algorithm, _ = p.algorithm(v, path+".algorithm")
@@ -228,7 +228,7 @@ func (p *parser) envoyLimit(n *yaml.Node, f map[string]*yaml.Node, path string, 
 		}
 		l.Burst, _ = p.whole(v, path+".burst", 0)
 	}
-	if good && len(p.errs) == before && !deny {
+	if good && p.Failures() == before && !deny {
 		if err := l.Validate(); err != nil {
 			p.limitError(n, f, path, err, map[string]string{"rate": "requests_per_unit", "period": "unit"})
 		}

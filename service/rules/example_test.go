@@ -15,15 +15,15 @@ func ExampleParse() {
 rules:
   - name: orders-per-user
     dimension: user
-    endpoints: [/api/v1/orders, /api/v1/orders/*]
+    endpoint_pattern: [/api/v1/orders, /api/v1/orders/*]
     algorithm: sliding_window_counter
-    rate: 100
-    period: 1m
-    tiers: {pro: {algorithm: sliding_window_counter, rate: 1000, period: 1m}}
+    limit: 100
+    window_seconds: 60
+    tiers: {pro: {algorithm: sliding_window_counter, limit: 1000, window_seconds: 60}}
   - name: per-ip
     dimension: ip
-    rate: 50
-    period: 1s
+    limit: 50
+    window_seconds: 1
 tier_assignments:
   user: {alice: pro}
 `))
@@ -47,13 +47,13 @@ func ExampleSnapshot_AppendMatch() {
 rules:
   - name: orders-per-user
     dimension: user
-    endpoints: [/api/v1/orders/*]
-    rate: 100
-    period: 1m
+    endpoint_pattern: /api/v1/orders/*
+    limit: 100
+    window_seconds: 60
   - name: per-user
     dimension: user
-    rate: 1000
-    period: 1m
+    limit: 1000
+    window_seconds: 60
 `))
 	if err != nil {
 		fmt.Println(err)
@@ -77,14 +77,14 @@ func ExampleParse_errors() {
 rules:
   - name: orders
     dimension: user
-    rate: 0
-    period: 1m
+    limit: 0
+    window_seconds: 60
     endpoint: /api
 `))
 	fmt.Println(err)
 	// Output:
-	// rules: rules.yaml:7: rules[0].endpoint: unknown field (known: name, dimension, endpoints, algorithm, rate, period, burst, tiers, shadow, domain)
-	// rules: rules.yaml:5: rules[0].rate: must be a whole number >= 1, got "0"
+	// rules file rules.yaml:7: rules[0].endpoint: unknown field (known: name, dimension, endpoint_pattern, algorithm, limit, window_seconds, burst, tiers, shadow, domain)
+	// rules file rules.yaml:5: rules[0].limit: must be a whole number >= 1, got "0"
 }
 
 // envoyproxy/ratelimit's format, matched as envoyproxy/ratelimit matches.

@@ -15,31 +15,31 @@ import (
 const nativeFile = `rules:
   - name: orders-per-user
     dimension: user
-    endpoints: [/api/v1/orders, /api/v1/orders/*]
+    endpoint_pattern: [/api/v1/orders, /api/v1/orders/*]
     algorithm: sliding_window_counter
-    rate: 100
-    period: 1m
-    tiers: {pro: {rate: 1000, period: 1m}}
+    limit: 100
+    window_seconds: 60
+    tiers: {pro: {limit: 1000, window_seconds: 60}}
   - name: api-per-user
     dimension: user
-    endpoints: [/api/**]
-    rate: 10
-    period: 1s
+    endpoint_pattern: [/api/**]
+    limit: 10
+    window_seconds: 1
     burst: 20
   - name: any-per-user
     dimension: user
-    rate: 5000
-    period: 1h
+    limit: 5000
+    window_seconds: 3600
     shadow: true
   - name: per-ip
     dimension: ip
-    rate: 50
-    period: 1s
+    limit: 50
+    window_seconds: 1
   - name: partner-orders
     domain: partners
     dimension: user
-    rate: 7
-    period: 1m
+    limit: 7
+    window_seconds: 60
 tier_assignments:
   user: {alice: pro}
 `
@@ -80,7 +80,7 @@ func TestParseNative(t *testing.T) {
 	s2, err := rules.Parse("other.yaml", []byte(nativeFile))
 	require.NoError(t, err)
 	require.Equal(t, s.Revision(), s2.Revision())
-	s3, err := rules.Parse("r.yaml", []byte(strings.Replace(nativeFile, "rate: 50", "rate: 51", 1)))
+	s3, err := rules.Parse("r.yaml", []byte(strings.Replace(nativeFile, "limit: 50", "limit: 51", 1)))
 	require.NoError(t, err)
 	require.NotEqual(t, s.Revision(), s3.Revision())
 }
@@ -122,7 +122,7 @@ func TestMatchManyRules(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("rules:\n")
 	for i := range 100 {
-		b.WriteString("  - {name: r" + strconv.Itoa(i) + ", dimension: user, rate: 1, period: 1s, endpoints: [/p" + strconv.Itoa(i%10) + "/**]}\n")
+		b.WriteString("  - {name: r" + strconv.Itoa(i) + ", dimension: user, limit: 1, window_seconds: 1, endpoint_pattern: [/p" + strconv.Itoa(i%10) + "/**]}\n")
 	}
 	s, err := rules.Parse("many.yaml", []byte(b.String()))
 	require.NoError(t, err)
@@ -138,41 +138,41 @@ func TestParseNativeErrors(t *testing.T) {
 		name, file string
 		want       []string // each must appear in the error
 	}{
-		{"unknown field", "rules:\n  - name: a\n    dimension: user\n    rate: 1\n    period: 1s\n    limit: 3\n",
-			[]string{"r.yaml:6: rules[0].limit: unknown field (known: name, dimension, endpoints, algorithm, rate, period, burst, tiers, shadow, domain)"}},
-		{"unknown top-level", "rules:\n  - {name: a, dimension: user, rate: 1, period: 1s}\npolicies: []\n",
+		{"unknown field", "rules:\n  - name: a\n    dimension: user\n    limit: 1\n    window_seconds: 1\n    colour: 3\n",
+			[]string{"r.yaml:6: rules[0].colour: unknown field (known: name, dimension, endpoint_pattern, algorithm, limit, window_seconds, burst, tiers, shadow, domain)"}},
+		{"unknown top-level", "rules:\n  - {name: a, dimension: user, limit: 1, window_seconds: 1}\npolicies: []\n",
 			[]string{"r.yaml:3: policies: unknown field (known: rules, tier_assignments)"}},
 		{"no rules", "tier_assignments: {}\n", []string{"r.yaml:1: rules: at least one rule is required"}},
 		{"missing fields", "rules:\n  - name: a\n", []string{
 			"r.yaml:2: rules[0].dimension: required",
-			"r.yaml:2: rules[0].rate: required",
-			"r.yaml:2: rules[0].period: required",
+			"r.yaml:2: rules[0].limit: required",
+			"r.yaml:2: rules[0].window_seconds: required",
 		}},
-		{"bad name", "rules:\n  - {name: a b, dimension: user, rate: 1, period: 1s}\n",
+		{"bad name", "rules:\n  - {name: a b, dimension: user, limit: 1, window_seconds: 1}\n",
 			[]string{`r.yaml:2: rules[0].name: only a-z A-Z 0-9 _ . : - allowed, got "a b"`}},
-		{"duplicate name", "rules:\n  - {name: a, dimension: user, rate: 1, period: 1s}\n  - {name: a, dimension: ip, rate: 1, period: 1s}\n",
+		{"duplicate name", "rules:\n  - {name: a, dimension: user, limit: 1, window_seconds: 1}\n  - {name: a, dimension: ip, limit: 1, window_seconds: 1}\n",
 			[]string{`r.yaml:3: rules[1].name: duplicate rule name "a" (first at line 2)`}},
-		{"bad dimension", "rules:\n  - {name: a, dimension: 'us er', rate: 1, period: 1s}\n",
+		{"bad dimension", "rules:\n  - {name: a, dimension: 'us er', limit: 1, window_seconds: 1}\n",
 			[]string{`r.yaml:2: rules[0].dimension: only a-z A-Z 0-9 _ . : - allowed`}},
-		{"bad route", "rules:\n  - name: a\n    dimension: user\n    rate: 1\n    period: 1s\n    endpoints: [/ok, api, /a/**/b]\n",
-			[]string{`r.yaml:6: rules[0].endpoints[1]: pattern "api" must start with /`, `r.yaml:6: rules[0].endpoints[2]: pattern "/a/**/b": ** must be the last segment`}},
-		{"bad algorithm", "rules:\n  - {name: a, dimension: user, rate: 1, period: 1s, algorithm: leaky}\n",
-			[]string{`r.yaml:2: rules[0].algorithm: unknown algorithm "leaky" (token_bucket,`}},
-		{"bad numbers", "rules:\n  - {name: a, dimension: user, rate: 1.5, period: 0s, burst: -1}\n",
-			[]string{`r.yaml:2: rules[0].rate: must be a whole number >= 1, got "1.5"`, `r.yaml:2: rules[0].period: must be a positive duration`, `r.yaml:2: rules[0].burst: must be a whole number >= 0, got "-1"`}},
-		{"core validation", "rules:\n  - {name: a, dimension: user, rate: 10, period: 1s, algorithm: fixed_window, burst: 20}\n",
+		{"bad route", "rules:\n  - name: a\n    dimension: user\n    limit: 1\n    window_seconds: 1\n    endpoint_pattern: [/ok, api, /a/**/b]\n",
+			[]string{`r.yaml:6: rules[0].endpoint_pattern[1]: pattern "api" must start with /`, `r.yaml:6: rules[0].endpoint_pattern[2]: pattern "/a/**/b": ** must be the last segment`}},
+		{"bad algorithm", "rules:\n  - {name: a, dimension: user, limit: 1, window_seconds: 1, algorithm: leaky}\n",
+			[]string{`r.yaml:2: rules[0].algorithm: unknown algorithm "leaky" (token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra)`}},
+		{"bad numbers", "rules:\n  - {name: a, dimension: user, limit: 1.5, window_seconds: 0, burst: -1}\n",
+			[]string{`r.yaml:2: rules[0].limit: must be a whole number >= 1, got "1.5"`, `r.yaml:2: rules[0].window_seconds: must be a positive number of seconds`, `r.yaml:2: rules[0].burst: must be a whole number >= 0, got "-1"`}},
+		{"core validation", "rules:\n  - {name: a, dimension: user, limit: 10, window_seconds: 1, algorithm: fixed_window, burst: 20}\n",
 			[]string{`r.yaml:2: rules[0].burst: fixed_window has no burst: leave it 0, got 20`}},
-		{"core validation rate", "rules:\n  - name: a\n    dimension: user\n    algorithm: sliding_window_log\n    rate: 70000\n    period: 1s\n",
-			[]string{`r.yaml:5: rules[0].rate: sliding_window_log keeps one entry per event: at most 65536, got 70000`}},
-		{"bad tier", "rules:\n  - name: a\n    dimension: user\n    rate: 1\n    period: 1s\n    tiers:\n      pro: {rate: 0, period: 1s}\n      gold: {period: 1s, extra: 1}\n",
-			[]string{`r.yaml:7: rules[0].tiers.pro.rate: must be a whole number >= 1, got "0"`, `r.yaml:8: rules[0].tiers.gold.extra: unknown field (known: algorithm, rate, period, burst)`, `r.yaml:8: rules[0].tiers.gold.rate: required`}},
-		{"unknown tier assignment", "rules:\n  - {name: a, dimension: user, rate: 1, period: 1s, tiers: {pro: {rate: 2, period: 1s}}}\ntier_assignments:\n  user:\n    alice: gold\n  ip: {1.2.3.4: pro}\n",
+		{"core validation rate", "rules:\n  - name: a\n    dimension: user\n    algorithm: sliding_window_log\n    limit: 70000\n    window_seconds: 1\n",
+			[]string{`r.yaml:5: rules[0].limit: sliding_window_log keeps one entry per event: at most 65536, got 70000`}},
+		{"bad tier", "rules:\n  - name: a\n    dimension: user\n    limit: 1\n    window_seconds: 1\n    tiers:\n      pro: {limit: 0, window_seconds: 1}\n      gold: {window_seconds: 1, extra: 1}\n",
+			[]string{`r.yaml:7: rules[0].tiers.pro.limit: must be a whole number >= 1, got "0"`, `r.yaml:8: rules[0].tiers.gold.extra: unknown field (known: algorithm, limit, window_seconds, burst)`, `r.yaml:8: rules[0].tiers.gold.limit: required`}},
+		{"unknown tier assignment", "rules:\n  - {name: a, dimension: user, limit: 1, window_seconds: 1, tiers: {pro: {limit: 2, window_seconds: 1}}}\ntier_assignments:\n  user:\n    alice: gold\n  ip: {1.2.3.4: pro}\n",
 			[]string{`r.yaml:5: tier_assignments.user.alice: unknown tier "gold" (known: pro)`, `r.yaml:6: tier_assignments.ip.1.2.3.4: unknown tier "pro" (no rule of dimension ip has tiers)`}},
-		{"bad shadow", "rules:\n  - {name: a, dimension: user, rate: 1, period: 1s, shadow: yes please}\n",
+		{"bad shadow", "rules:\n  - {name: a, dimension: user, limit: 1, window_seconds: 1, shadow: yes please}\n",
 			[]string{`r.yaml:2: rules[0].shadow: must be true or false, got "yes please"`}},
 		{"not a mapping", "- a\n- b\n", []string{"r.yaml:1: file: must be a mapping"}},
-		{"yaml syntax", "rules: [\n", []string{"rules: r.yaml: yaml:"}},
-		{"empty", "", []string{"rules: r.yaml: empty file"}},
+		{"yaml syntax", "rules: [\n", []string{"rules file r.yaml:1: not valid YAML: "}},
+		{"empty", "", []string{"rules file r.yaml: empty file"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := rules.Parse("r.yaml", []byte(c.file))
@@ -182,7 +182,7 @@ func TestParseNativeErrors(t *testing.T) {
 				require.Contains(t, err.Error(), w)
 			}
 			for _, line := range strings.Split(err.Error(), "\n") {
-				require.True(t, strings.HasPrefix(line, "rules: r.yaml"), "every error names the file: %q", line)
+				require.True(t, strings.HasPrefix(line, "rules file r.yaml"), "every error names the file: %q", line)
 			}
 		})
 	}

@@ -12,11 +12,11 @@ import (
 func TestReservedIDsRefused(t *testing.T) {
 	for _, id := range []string{PolicyAdminRead, PolicyAdminWrite} {
 		require.True(t, Reserved(id))
-		_, err := NewBytes("r.yaml", []byte("rules:\n  - name: "+id+"\n    dimension: user\n    rate: 10\n    period: 1m\n")).Load(context.Background())
+		_, err := NewBytes("r.yaml", []byte("rules:\n  - name: "+id+"\n    dimension: user\n    limit: 10\n    window_seconds: 60\n")).Load(context.Background())
 		require.ErrorContains(t, err, "name")
 		require.ErrorContains(t, err, "reserved")
 	}
 	require.False(t, Reserved("admin_api"))
-	_, err := NewBytes("r.yaml", []byte("rules:\n  - name: admin_api\n    dimension: user\n    rate: 10\n    period: 1m\n")).Load(context.Background())
+	_, err := NewBytes("r.yaml", []byte("rules:\n  - name: admin_api\n    dimension: user\n    limit: 10\n    window_seconds: 60\n")).Load(context.Background())
 	require.NoError(t, err)
 }

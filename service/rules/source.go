@@ -8,12 +8,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/rulefile"
 )
 
 // Source is where rules come from: a file (File, Bytes) or a database
@@ -54,8 +55,8 @@ func NewFile(path string, opts ...Option) *File {
 
 // Load reads and validates the rules.
 func (f *File) Load(ctx context.Context) (*Snapshot, error) {
-	if len(f.o.errs) > 0 {
-		return nil, errors.Join(f.o.errs...)
+	if err := f.o.Err(); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -79,8 +80,8 @@ func (f *File) Load(ctx context.Context) (*Snapshot, error) {
 // replace files by renaming to avoid the report). Watch returns nil when
 // ctx ends.
 func (f *File) Watch(ctx context.Context, apply func(*Snapshot) error, onError func(error)) error {
-	if len(f.o.errs) > 0 {
-		return errors.Join(f.o.errs...)
+	if err := f.o.Err(); err != nil {
+		return err
 	}
 	t := time.NewTicker(f.o.poll)
 	defer t.Stop()
@@ -146,10 +147,10 @@ func (f *File) read() (content, [sha256.Size]byte, error) {
 	var c content
 	st, err := os.Stat(f.path)
 	if err != nil {
-		return c, [sha256.Size]byte{}, fmt.Errorf("rules: %w", err)
+		return c, [sha256.Size]byte{}, f.o.FileError(f.path, err)
 	}
 	if !st.IsDir() {
-		data, err := f.o.readFile(f.path)
+		data, err := f.o.ReadFile(f.path)
 		if err != nil {
 			return c, [sha256.Size]byte{}, err
 		}
@@ -158,7 +159,7 @@ func (f *File) read() (content, [sha256.Size]byte, error) {
 	}
 	entries, err := os.ReadDir(f.path)
 	if err != nil {
-		return c, [sha256.Size]byte{}, fmt.Errorf("rules: %w", err)
+		return c, [sha256.Size]byte{}, rulefile.PathError(dirLabel, f.path, err)
 	}
 	h := sha256.New()
 	for _, e := range entries {
@@ -167,7 +168,7 @@ func (f *File) read() (content, [sha256.Size]byte, error) {
 			continue
 		}
 		p := filepath.Join(f.path, n)
-		data, err := f.o.readFile(p)
+		data, err := f.o.ReadFile(p)
 		if err != nil {
 			return c, [sha256.Size]byte{}, err
 		}
@@ -176,12 +177,15 @@ func (f *File) read() (content, [sha256.Size]byte, error) {
 		h.Write(data)
 	}
 	if len(c.files) == 0 {
-		return c, [sha256.Size]byte{}, fmt.Errorf("rules: %s: no *.yaml or *.yml file in the directory", f.path)
+		return c, [sha256.Size]byte{}, fmt.Errorf("%s %s: no *.yaml or *.yml file in it", dirLabel, f.path)
 	}
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
 	return c, sum, nil
 }
+
+// dirLabel begins the errors about a directory of rules files as a whole.
+const dirLabel = "rules directory"
 
 // parse validates content as one rule set.
 func (f *File) parse(c content, sum [sha256.Size]byte) (*Snapshot, error) {
@@ -191,7 +195,7 @@ func (f *File) parse(c content, sum [sha256.Size]byte) (*Snapshot, error) {
 		if err != nil {
 			return nil, err
 		}
-		return p.snapshot(rev)
+		return f.o.build(p, rev)
 	}
 	all := &parsed{domains: map[string]string{}}
 	var errs []error
@@ -203,44 +207,28 @@ func (f *File) parse(c content, sum [sha256.Size]byte) (*Snapshot, error) {
 		}
 		for d, file := range p.domains {
 			if prev, dup := all.domains[d]; dup {
-				errs = append(errs, fmt.Errorf("rules: %s:1: domain: duplicate domain %q (also in %s)", file, d, prev))
+				errs = append(errs, rulefile.Errorf(label, file, 1, "domain", "duplicate domain %q (also in %s)", d, prev))
 				continue
 			}
 			all.domains[d] = file
 		}
 		all.rules = append(all.rules, p.rules...)
+		all.notices = append(all.notices, p.notices...)
 		if len(p.tiers) > 0 {
 			if all.tiers != nil {
-				errs = append(errs, fmt.Errorf("rules: %s:1: tier_assignments: only one file of a directory may assign tiers", nd.name))
+				errs = append(errs, rulefile.Errorf(label, nd.name, 1, "tier_assignments", "only one file of a directory may assign tiers"))
 				continue
 			}
 			all.tiers, all.tierLines = p.tiers, p.tierLines
 		}
 	}
-	if len(all.rules) > f.o.maxRules {
-		errs = append(errs, fmt.Errorf("rules: %s: %d rules, more than the limit of %d (see WithMaxRules)", f.path, len(all.rules), f.o.maxRules))
+	if len(all.rules) > f.o.MaxItems {
+		errs = append(errs, fmt.Errorf("%s %s: %d rules, more than the limit of %d (see WithMaxRules)", dirLabel, f.path, len(all.rules), f.o.MaxItems))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	return all.snapshot(rev)
-}
-
-// readFile reads path, failing once it is larger than o.maxBytes.
-func (o options) readFile(path string) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("rules: %w", err)
-	}
-	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, o.maxBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("rules: %w", err)
-	}
-	if int64(len(data)) > o.maxBytes {
-		return nil, fmt.Errorf("rules: %s: the file is larger than %d bytes (see WithMaxBytes)", path, o.maxBytes)
-	}
-	return data, nil
+	return f.o.build(all, rev)
 }
 
 // Bytes is a Source of fixed content: the bundled example, or rules given

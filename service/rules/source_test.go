@@ -14,7 +14,7 @@ import (
 )
 
 func ruleFile(rate string) string {
-	return "rules:\n  - {name: a, dimension: user, rate: " + rate + ", period: 1s}\n"
+	return "rules:\n  - {name: a, dimension: user, limit: " + rate + ", window_seconds: 1}\n"
 }
 
 // watcher runs src.Watch and collects what it reports.
@@ -118,7 +118,7 @@ func TestFileReloadKeepsLastGood(t *testing.T) {
 	// A broken edit is reported once, naming file:line:field; nothing is applied.
 	write(t, path, ruleFile("0"))
 	err = w.err(t)
-	require.ErrorContains(t, err, path+":2: rules[0].rate: must be a whole number >= 1")
+	require.ErrorContains(t, err, path+":2: rules[0].limit: must be a whole number >= 1")
 	w.quiet(t)
 
 	// Fixed again: applied.
@@ -197,7 +197,7 @@ func TestBytesSource(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(7), rateOf(t, s))
 	_, err = rules.NewBytes("bad.yaml", []byte(ruleFile("x"))).Load(context.Background())
-	require.ErrorContains(t, err, "bad.yaml:2: rules[0].rate")
+	require.ErrorContains(t, err, "bad.yaml:2: rules[0].limit")
 	// Its options apply as Parse's do.
 	_, err = rules.NewBytes("big.yaml", []byte(ruleFile("7")), rules.WithMaxBytes(10)).Load(context.Background())
 	require.ErrorContains(t, err, "big.yaml: the file is larger than 10 bytes")

@@ -83,11 +83,19 @@ func writeFile(t *testing.T, path, content string) {
 func TestValidateExitCodesAndMessages(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
-	writeFile(t, good, "rules:\n  - name: per-user\n    dimension: user\n    rate: 10\n    period: 1m\n")
+	writeFile(t, good, "rules:\n  - name: per-user\n    dimension: user\n    limit: 10\n    window_seconds: 60\n")
 	code, out, errOut := runBinary(t, "validate", good)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, good+": valid: 1 rules, revision ")
 	require.Empty(t, errOut)
+
+	// The names of before are valid, with a warning naming them.
+	old := filepath.Join(dir, "old.yaml")
+	writeFile(t, old, "rules:\n  - name: per-user\n    dimension: user\n    rate: 10\n    period: 1m\n")
+	code, out, errOut = runBinary(t, "validate", old)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, old+": valid: 1 rules, revision ")
+	require.Contains(t, errOut, "rules file "+old+": deprecated field names, still read with the same meaning: rate (line 4) is now limit, period (line 5) is now window_seconds")
 
 	envoy := filepath.Join(dir, "envoy.yaml")
 	writeFile(t, envoy, "domain: shop\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n")
@@ -112,7 +120,7 @@ func TestValidateExitCodesAndMessages(t *testing.T) {
 
 	code, _, errOut = runBinary(t, "validate", filepath.Join(dir, "missing.yaml"))
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "missing.yaml")
+	require.Equal(t, filepath.Join(dir, "missing.yaml")+": no such file or directory\n", errOut)
 
 	code, _, errOut = runBinary(t, "validate")
 	require.Equal(t, 2, code, "no file is a usage error")
@@ -136,7 +144,13 @@ func TestServeRejectsBadFlagsAndEnvironment(t *testing.T) {
 	writeFile(t, bad, "rules:\n  - name: x\n    rate: 1\n    period: 1m\n")
 	code, _, errOut = runBinary(t, "serve", "--rules", bad, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "dimension")
+	require.Contains(t, errOut, "--rules: rules file "+bad+":2: rules[0].dimension: required")
+	// A missing file: one prefix, naming the file once.
+	missing := filepath.Join(dir, "missing.yaml")
+	code, _, errOut = runBinary(t, "serve", "--rules", missing, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "--rules: rules file "+missing+": no such file or directory")
+	require.Equal(t, 1, strings.Count(errOut, "rules file"), errOut)
 }
 
 func TestSIGTERMDrainsThenExits(t *testing.T) {

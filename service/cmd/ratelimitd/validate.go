@@ -73,10 +73,11 @@ func (s snapshotSource) Watch(ctx context.Context, _ func(*rules.Snapshot) error
 }
 
 // errorLines splits a rules error into its lines, each without the
-// package's "rules: " prefix: "file:line:field: message".
+// package's "rules file " (or "rules: ") prefix: "file:line:field: message".
 func errorLines(err error) []string {
 	var out []string
 	for line := range strings.SplitSeq(err.Error(), "\n") {
+		line = strings.TrimPrefix(line, "rules file ")
 		if line = strings.TrimPrefix(line, "rules: "); line != "" {
 			out = append(out, line)
 		}

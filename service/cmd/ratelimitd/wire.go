@@ -68,7 +68,7 @@ func rulesSource(ctx context.Context, c *serveConfig, log *slog.Logger) (rules.S
 	case c.Rules == "":
 		return rules.NewBytes("example.yaml", rules.Example()), nil, func() {}, nil
 	}
-	return rules.NewFile(c.Rules, rules.WithPollInterval(c.RulesPoll)), nil, func() {}, nil
+	return rules.NewFile(c.Rules, rules.WithPollInterval(c.RulesPoll), rules.WithLogger(log)), nil, func() {}, nil
 }
 
 // wire builds the engine on st under the rules of --rules or --db and
