@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/service/internal/pgtest"
-	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -27,7 +26,7 @@ type apiReply struct {
 }
 
 // adminCall sends one admin API request to p with token (none if "").
-func adminCall(t *testing.T, c *http.Client, p *ratelimitdtest.Process, token, method, path, body string, hdr ...string) apiReply {
+func adminCall(t *testing.T, c *http.Client, p instance, token, method, path, body string, hdr ...string) apiReply {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -69,7 +68,7 @@ func TestServeAdminAPISQLite(t *testing.T) {
 	require.NoError(t, err)
 	reader, _, err := db.CreateToken(ctx, "cli:test", "dashboard", rulesdb.ScopeRead)
 	require.NoError(t, err)
-	p := ratelimitdtest.Start(t, binary, nil, "--db", dsn, "--db-poll", "50ms")
+	p := startServer(t, nil, "--db", dsn, "--db-poll", "50ms")
 	c := &http.Client{Timeout: 5 * time.Second}
 
 	r := adminCall(t, c, p, "", "GET", "/api/v1/rules", "")
@@ -114,15 +113,13 @@ func TestServeAdminAPISQLite(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, r.status)
 	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
 
-	exit, err := p.Stop()
-	require.NoError(t, err)
-	require.Equal(t, 0, exit, p.Logs())
+	require.NoError(t, p.Close(), p.Logs())
 	require.NotContains(t, p.Logs(), writer, "a token is never logged")
 }
 
 // Without --db there is no admin API (the rules come from a file).
 func TestServeNoAdminAPIWithoutDB(t *testing.T) {
-	p := ratelimitdtest.Start(t, binary, nil)
+	p := startServer(t, nil)
 	c := &http.Client{Timeout: 5 * time.Second}
 	r := adminCall(t, c, p, "x", "GET", "/api/v1/rules", "")
 	require.Equal(t, http.StatusNotFound, r.status)
@@ -144,8 +141,8 @@ func TestServeAdminAPIPostgresPropagation(t *testing.T) {
 		require.NoError(t, err)
 		tokens = append(tokens, s)
 	}
-	a := ratelimitdtest.Start(t, binary, nil, "--db", dsn)
-	b := ratelimitdtest.Start(t, binary, nil, "--db", dsn)
+	a := startServer(t, nil, "--db", dsn)
+	b := startServer(t, nil, "--db", dsn)
 	c := &http.Client{Timeout: 5 * time.Second}
 
 	r := adminCall(t, c, a, tokens[0], "POST", "/api/v1/rules",
@@ -202,12 +199,11 @@ func TestServeAdminAPIWhileDBDown(t *testing.T) {
 	require.NoError(t, db.Close())
 	cache := filepath.Join(t.TempDir(), "rules-cache.json")
 	args := []string{"--db", srv.DSN(), "--rules-cache", cache, "--db-poll", "100ms"}
-	one := ratelimitdtest.Start(t, binary, nil, args...)
-	_, err = one.Stop()
-	require.NoError(t, err)
+	one := startServer(t, nil, args...)
+	require.NoError(t, one.Close(), one.Logs())
 
 	srv.Kill()
-	p := ratelimitdtest.Start(t, binary, nil, args...)
+	p := startServer(t, nil, args...)
 	c := &http.Client{Timeout: 5 * time.Second}
 	r := adminCall(t, c, p, secret, "GET", "/api/v1/rules", "")
 	require.Equal(t, http.StatusServiceUnavailable, r.status, r.raw)

@@ -30,8 +30,8 @@ func TestServeAdminLimitsAcrossInstances(t *testing.T) {
 	require.NoError(t, err)
 	redis := redistest.StartServer(t)
 	args := []string{"--db", dsn, "--redis", "redis://" + redis.Addr, "--store-timeout", "2s"}
-	a := ratelimitdtest.Start(t, binary, nil, args...)
-	b := ratelimitdtest.Start(t, binary, nil, args...)
+	a := startServer(t, nil, args...)
+	b := startServer(t, nil, args...)
 	c := &http.Client{Timeout: 5 * time.Second}
 
 	// An idempotent create through A, replayed through B.
@@ -48,7 +48,7 @@ func TestServeAdminLimitsAcrossInstances(t *testing.T) {
 	var wg sync.WaitGroup
 	codes := make([]int, 98)
 	for i := range codes {
-		p := []*ratelimitdtest.Process{a, b}[i%2]
+		p := []*ratelimitdtest.Daemon{a, b}[i%2]
 		wg.Go(func() {
 			codes[i] = adminCall(t, c, p, writer, "POST", "/api/v1/rules", `{}`, "X-Request-Id", "w"+strconv.Itoa(i)).status
 		})
@@ -58,7 +58,7 @@ func TestServeAdminLimitsAcrossInstances(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, code, "write %d", i+3)
 	}
 	// The 101st write in the minute, on either instance, is 429.
-	for _, p := range []*ratelimitdtest.Process{a, b} {
+	for _, p := range []*ratelimitdtest.Daemon{a, b} {
 		r := adminCall(t, c, p, writer, "DELETE", "/api/v1/rules/orders", "", "If-Match", "*")
 		require.Equal(t, http.StatusTooManyRequests, r.status, r.raw)
 		ra, err := strconv.Atoi(r.header.Get("Retry-After"))
@@ -78,10 +78,8 @@ func TestServeAdminLimitsAcrossInstances(t *testing.T) {
 	r = adminCall(t, c, a, other, "DELETE", "/api/v1/rules/orders", "", "If-Match", "*")
 	require.Equal(t, http.StatusNoContent, r.status, r.raw)
 
-	for _, p := range []*ratelimitdtest.Process{a, b} {
-		exit, err := p.Stop()
-		require.NoError(t, err)
-		require.Equal(t, 0, exit, p.Logs())
+	for _, p := range []*ratelimitdtest.Daemon{a, b} {
+		require.NoError(t, p.Close(), p.Logs())
 		require.NotContains(t, p.Logs(), writer)
 		require.NotContains(t, p.Logs(), other)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/service/internal/pgtest"
-	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -65,7 +64,7 @@ func TestServeAdminPage(t *testing.T) {
 	secret, _, err := db.CreateToken(ctx, "setup", "ops", rulesdb.ScopeWrite)
 	require.NoError(t, err)
 
-	p := ratelimitdtest.Start(t, binary, nil, "--db", dsn, "--db-poll", "50ms")
+	p := startServer(t, nil, "--db", dsn, "--db-poll", "50ms")
 	c := pageClient(t)
 	resp, _ := page(t, c, http.MethodGet, p.URL("/admin/"), nil)
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
@@ -104,7 +103,7 @@ func TestServeAdminPage(t *testing.T) {
 
 // Without --db there is no admin page.
 func TestServeNoAdminPageWithoutDB(t *testing.T) {
-	p := ratelimitdtest.Start(t, binary, nil)
+	p := startServer(t, nil)
 	resp, _ := page(t, pageClient(t), http.MethodGet, p.URL("/admin/"), nil)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 }
@@ -121,13 +120,11 @@ func TestServeAdminPageWaitsForTheDatabase(t *testing.T) {
 	require.NoError(t, err)
 	cache := filepath.Join(t.TempDir(), "rules-cache.json")
 	args := []string{"--db", srv.DSN(), "--rules-cache", cache, "--db-poll", "100ms"}
-	one := ratelimitdtest.Start(t, binary, nil, args...)
-	exit, err := one.Stop()
-	require.NoError(t, err)
-	require.Equal(t, 0, exit, one.Logs())
+	one := startServer(t, nil, args...)
+	require.NoError(t, one.Close(), one.Logs())
 
 	srv.Kill()
-	two := ratelimitdtest.Start(t, binary, nil, args...)
+	two := startServer(t, nil, args...)
 	c := pageClient(t)
 	resp, _ := page(t, c, http.MethodGet, two.URL("/admin/login"), nil)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)

@@ -31,7 +31,7 @@ import (
 
 // httpCheck posts one check to the HTTP API and returns the status, the
 // decoded body and the headers.
-func httpCheck(t *testing.T, p *ratelimitdtest.Process, query, body string) (int, map[string]any, http.Header) {
+func httpCheck(t *testing.T, p instance, query, body string) (int, map[string]any, http.Header) {
 	t.Helper()
 	c := &http.Client{Timeout: 5 * time.Second}
 	resp, err := c.Post(p.URL("/api/v1/rate-limit/check"+query), "application/json", strings.NewReader(body))
@@ -64,7 +64,7 @@ func clearOfMinuteEdge() {
 // warning and a denial, over gRPC (the check subcommand and a client) and
 // over HTTP.
 func TestReadmeDemo(t *testing.T) {
-	p := ratelimitdtest.Start(t, binary, nil)
+	p := startServer(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -196,8 +196,8 @@ func TestTwoInstancesShareOneRedisLimit(t *testing.T) {
 	// A generous store timeout and fail closed: a slow call on a loaded
 	// machine must not admit (fail open) or pass silently.
 	args := []string{"--rules", path, "--redis", "redis://" + srv.Addr, "--store-timeout", "2s", "--failure-mode", "closed"}
-	a := ratelimitdtest.Start(t, binary, nil, args...)
-	b := ratelimitdtest.Start(t, binary, nil, args...)
+	a := startServer(t, nil, args...)
+	b := startServer(t, nil, args...)
 	clients := []ratelimitv1.RateLimitServiceClient{
 		ratelimitv1.NewRateLimitServiceClient(a.Conn(t)),
 		ratelimitv1.NewRateLimitServiceClient(b.Conn(t)),
@@ -262,7 +262,7 @@ func TestRedisKilledAndRestartedUnderLoad(t *testing.T) {
 			srv := redistest.StartServer(t)
 			path := filepath.Join(t.TempDir(), "rules.yaml")
 			writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 100000\n    period: 1h\n")
-			p := ratelimitdtest.Start(t, binary, nil, "--rules", path, "--redis", srv.Addr,
+			p := startServer(t, nil, "--rules", path, "--redis", srv.Addr,
 				"--failure-mode", mode, "--store-timeout", "1s") // generous: a loaded machine must not make a live Redis look failed
 			c := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))
 			hc := healthpb.NewHealthClient(p.Conn(t))
@@ -384,7 +384,7 @@ func TestRedisKilledAndRestartedUnderLoad(t *testing.T) {
 // ratelimitd (remotestore over its gRPC address, behind a guard) shares
 // the service's state: two such limiters admit the limit once between them.
 func TestStoreAPIServesTheMiddleware(t *testing.T) {
-	p := ratelimitdtest.Start(t, binary, nil)
+	p := startServer(t, nil)
 	newLimiter := func() *core.Limiter {
 		store, err := guard.New(remotestore.New(p.Conn(t)), guard.WithTimeout(2*time.Second), guard.WithFailClosed(time.Second))
 		require.NoError(t, err)
@@ -410,7 +410,7 @@ func TestStoreAPIServesTheMiddleware(t *testing.T) {
 	require.Equal(t, []bool{true, true, true, false, false, false}, got)
 
 	// --store-api=false: the store API is not served.
-	off := ratelimitdtest.Start(t, binary, nil, "--store-api=false")
+	off := startServer(t, nil, "--store-api=false")
 	err := remotestore.New(off.Conn(t)).Take(ctx, []core.Op{{Key: core.Key{Identity: "alice", Policy: "p"}, Limit: core.PerMinute(3), Cost: 1}}, make([]core.Result, 1))
 	require.ErrorContains(t, err, "Unimplemented")
 }
@@ -422,7 +422,7 @@ func TestFallbackModeDecidesLocallyWhileRedisIsDown(t *testing.T) {
 	srv := redistest.StartServer(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 10\n    period: 1h\n")
-	p := ratelimitdtest.Start(t, binary, nil, "--rules", path, "--redis", srv.Addr,
+	p := startServer(t, nil, "--rules", path, "--redis", srv.Addr,
 		"--failure-mode", "fallback", "--fallback-instances", "2", "--store-timeout", "200ms")
 	c := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -466,7 +466,7 @@ func TestRedisDeployments(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := ratelimitdtest.Start(t, binary, nil, "--rules", path, "--redis", tc.addr(t),
+			p := startServer(t, nil, "--rules", path, "--redis", tc.addr(t),
 				"--failure-mode", "closed", "--store-timeout", "2s")
 			require.Eventually(t, func() bool { code, _ := readyz(t, p); return code == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
 			c := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))

@@ -21,7 +21,7 @@ import (
 
 // checkHTTP asks p's HTTP check API for one request of user id on
 // /api/orders/1 and returns the answer's limit and whether it was allowed.
-func checkHTTP(t *testing.T, c *http.Client, p *ratelimitdtest.Process, id string) (limit int64, allowed bool) {
+func checkHTTP(t *testing.T, c *http.Client, p instance, id string) (limit int64, allowed bool) {
 	t.Helper()
 	body := `{"key_type": "user", "key_value": "` + id + `", "endpoint": "/api/orders/1"}`
 	resp, err := c.Post(p.URL("/api/v1/rate-limit/check"), "application/json", strings.NewReader(body))
@@ -68,10 +68,10 @@ func TestServeDBPostgresTwoInstances(t *testing.T) {
 	r, err := admin.Create(ctx, "alice", ordersRule(100))
 	require.NoError(t, err)
 
-	a := ratelimitdtest.Start(t, binary, nil, "--db", dsn, "--db-poll", "30s")
-	b := ratelimitdtest.Start(t, binary, []string{"RATELIMITD_DB=" + dsn, "RATELIMITD_DB_POLL=30s"})
+	a := startServer(t, nil, "--db", dsn, "--db-poll", "30s")
+	b := startServer(t, map[string]string{"RATELIMITD_DB": dsn, "RATELIMITD_DB_POLL": "30s"})
 	c := &http.Client{Timeout: 5 * time.Second}
-	for _, p := range []*ratelimitdtest.Process{a, b} {
+	for _, p := range []*ratelimitdtest.Daemon{a, b} {
 		_, ready := readyz(t, p)
 		require.Equal(t, "1", ready.Revision)
 		require.False(t, ready.Cached)
@@ -106,7 +106,7 @@ func TestServeDBPostgresTwoInstances(t *testing.T) {
 	_, ready := readyz(t, a)
 	require.Equal(t, strconv.FormatInt(r.Revision, 10), ready.Revision)
 	require.Equal(t, 1.0, metric(t, a, `ratelimitd_rules_info{revision="`+ready.Revision+`"}`))
-	for _, p := range []*ratelimitdtest.Process{a, b} {
+	for _, p := range []*ratelimitdtest.Daemon{a, b} {
 		require.NotContains(t, p.Logs(), "s3cret-pw", "the DSN's password is never logged")
 		require.Contains(t, p.Logs(), "xxxxx")
 	}
@@ -118,7 +118,7 @@ func TestServeDBPostgresTwoInstances(t *testing.T) {
 func TestServeDBSQLite(t *testing.T) {
 	ctx := dbctx(t)
 	dsn := "file:" + filepath.Join(t.TempDir(), "rules.db")
-	p := ratelimitdtest.Start(t, binary, nil, "--db", dsn)
+	p := startServer(t, nil, "--db", dsn)
 	c := &http.Client{Timeout: 5 * time.Second}
 	require.Eventually(t, func() bool {
 		code, _ := readyz(t, p)
@@ -149,9 +149,7 @@ func TestServeDBSQLite(t *testing.T) {
 	require.False(t, ok, "the database's rule decides: 2 per hour")
 	_, ready = readyz(t, p)
 	require.Equal(t, "1", ready.Revision)
-	exit, err := p.Stop()
-	require.NoError(t, err)
-	require.Equal(t, 0, exit, p.Logs())
+	require.NoError(t, p.Close(), p.Logs())
 }
 
 // An instance restarted while PostgreSQL is down starts from its
@@ -169,17 +167,15 @@ func TestServeDBStartsFromCacheWhileDown(t *testing.T) {
 	args := []string{"--db", srv.DSN(), "--rules-cache", cache, "--db-poll", "100ms"}
 	c := &http.Client{Timeout: 5 * time.Second}
 
-	one := ratelimitdtest.Start(t, binary, nil, args...)
+	one := startServer(t, nil, args...)
 	_, ready := readyz(t, one)
 	require.Equal(t, "1", ready.Revision)
-	exit, err := one.Stop()
-	require.NoError(t, err)
-	require.Equal(t, 0, exit, one.Logs())
+	require.NoError(t, one.Close(), one.Logs())
 	written := time.Now()
 	time.Sleep(300 * time.Millisecond)
 
 	srv.Kill()
-	two := ratelimitdtest.Start(t, binary, nil, args...)
+	two := startServer(t, nil, args...)
 	// Ready (the store's first probe may land just after the serving log).
 	require.Eventually(t, func() bool {
 		code, _ := readyz(t, two)

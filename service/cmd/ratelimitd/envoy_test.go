@@ -12,8 +12,6 @@ import (
 	commonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/require"
-
-	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 )
 
 // envoyRules is an envoyproxy/ratelimit rules file: a per-address limit and
@@ -54,7 +52,7 @@ func TestEnvoyRulesOverShouldRateLimitAndJSON(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "valid: 3 rules")
 
-	p := ratelimitdtest.Start(t, binary, nil, "--rules", path)
+	p := startServer(t, nil, "--rules", path)
 	c := rlsv3.NewRateLimitServiceClient(p.Conn(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/core"
-	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 	"github.com/sluicehq/sluice/service/remotestore"
 	"github.com/sluicehq/sluice/service/rulesdb"
@@ -72,7 +71,7 @@ func runEnv(t *testing.T, env []string, args ...string) (code int, stdout, stder
 // --grpc-auth=off turns the guard off.
 func TestServeGRPCAuth(t *testing.T) {
 	dsn, write, read := grpcTokens(t)
-	p := ratelimitdtest.Start(t, binary, nil, "--db", dsn)
+	p := startServer(t, nil, "--db", dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	client := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))
@@ -119,13 +118,11 @@ func TestServeGRPCAuth(t *testing.T) {
 	require.Contains(t, errOut, "--token")
 	require.NotContains(t, errOut, write)
 
-	exit, err := p.Stop()
-	require.NoError(t, err)
-	require.Equal(t, 0, exit, p.Logs())
+	require.NoError(t, p.Close(), p.Logs())
 	require.NotContains(t, p.Logs(), write)
 	require.Contains(t, p.Logs(), `"grpc_auth":"admin"`)
 
-	off := ratelimitdtest.Start(t, binary, nil, "--db", dsn, "--grpc-auth", "off")
+	off := startServer(t, nil, "--db", dsn, "--grpc-auth", "off")
 	_, err = ratelimitv1.NewRateLimitServiceClient(off.Conn(t)).ResetLimit(ctx, reset)
 	require.NoError(t, err, "--grpc-auth=off: no token asked")
 	require.NoError(t, remotestore.New(off.Conn(t)).Take(ctx, op, res))
@@ -136,7 +133,7 @@ func TestServeGRPCAuth(t *testing.T) {
 func TestServeGRPCAuthTLS(t *testing.T) {
 	dsn, write, _ := grpcTokens(t)
 	cert, key, _ := selfSigned(t, t.TempDir())
-	p := ratelimitdtest.Start(t, binary, []string{"RATELIMITD_TLS_CERT=" + cert, "RATELIMITD_TLS_KEY=" + key}, "--db", dsn)
+	p := startServer(t, map[string]string{"RATELIMITD_TLS_CERT": cert, "RATELIMITD_TLS_KEY": key}, "--db", dsn)
 	args := []string{"--addr", p.GRPCAddr, "--tls-ca", cert, "--identifier", "ann", "--endpoint", "/api/orders", "--reset"}
 	code, _, errOut := runCheck(t, nil, args...)
 	require.Equal(t, 1, code)

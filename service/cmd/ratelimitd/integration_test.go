@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/service/internal/daemon"
 	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
@@ -35,17 +36,17 @@ func httpGet(t *testing.T, url string) (int, string) {
 }
 
 // readyz reads /readyz.
-func readyz(t *testing.T, p *ratelimitdtest.Process) (int, readiness) {
+func readyz(t *testing.T, p instance) (int, daemon.Readiness) {
 	t.Helper()
 	code, body := httpGet(t, p.URL("/readyz"))
-	var r readiness
+	var r daemon.Readiness
 	require.NoError(t, json.Unmarshal([]byte(body), &r), body)
 	return code, r
 }
 
 // metric returns the value of the series named exactly series (name and
 // labels as exposed) on /metrics, or -1 when absent.
-func metric(t *testing.T, p *ratelimitdtest.Process, series string) float64 {
+func metric(t *testing.T, p instance, series string) float64 {
 	t.Helper()
 	_, body := httpGet(t, p.URL("/metrics"))
 	for line := range strings.SplitSeq(body, "\n") {
@@ -183,7 +184,7 @@ func TestRulesBrokenMidRunKeepsLastGood(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
 	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 3\n    period: 1h\n")
-	p := ratelimitdtest.Start(t, binary, nil, "--rules", path)
+	p := startServer(t, nil, "--rules", path)
 	_, r := readyz(t, p)
 	first := r.Revision
 	require.NotEmpty(t, first)

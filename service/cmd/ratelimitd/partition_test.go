@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/internal/redistest"
-	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 	"github.com/sluicehq/sluice/service/remotestore"
 	"github.com/sluicehq/sluice/service/rulesdb"
@@ -45,7 +44,7 @@ type reply struct {
 }
 
 // try sends one request to p and times its answer.
-func try(c *http.Client, p *ratelimitdtest.Process, token, method, path, body string, hdr ...string) reply {
+func try(c *http.Client, p instance, token, method, path, body string, hdr ...string) reply {
 	start := time.Now()
 	var rd io.Reader
 	if body != "" {
@@ -75,7 +74,7 @@ func try(c *http.Client, p *ratelimitdtest.Process, token, method, path, body st
 
 // burst sends n checks of caller id on endpoint to p at once (HTTP check
 // API) and returns how many were allowed and the rule each answer named.
-func burst(t *testing.T, c *http.Client, p *ratelimitdtest.Process, id, endpoint string, n int) (allowed int, rules []string) {
+func burst(t *testing.T, c *http.Client, p instance, id, endpoint string, n int) (allowed int, rules []string) {
 	t.Helper()
 	type answer struct {
 		Allowed bool   `json:"allowed"`
@@ -155,7 +154,7 @@ func TestServeDBPartitionAnswersWithinTheBound(t *testing.T) {
 	proxy, bDSN := proxied(t, dsn)
 	const timeout = time.Second
 	bound := timeout + 1500*time.Millisecond
-	b := ratelimitdtest.Start(t, binary, nil, "--db", bDSN, "--db-poll", "1h", "--db-timeout", timeout.String())
+	b := startServer(t, nil, "--db", bDSN, "--db-poll", "1h", "--db-timeout", timeout.String())
 	c := &http.Client{Timeout: 30 * time.Second}
 	require.Equal(t, http.StatusOK, try(c, b, token, "GET", "/api/v1/rules", "").status, "warm: the token is cached")
 	pc := pageClient(t)
@@ -358,8 +357,8 @@ func TestServeDBListenerPartition(t *testing.T) {
 	_, err = db.Create(ctx, "setup", ordersRule(100))
 	require.NoError(t, err)
 	proxy, bDSN := proxied(t, dsn)
-	a := ratelimitdtest.Start(t, binary, nil, "--db", dsn, "--db-poll", "1h")
-	b := ratelimitdtest.Start(t, binary, nil, "--db", bDSN, "--db-poll", "1h", "--db-timeout", "500ms")
+	a := startServer(t, nil, "--db", dsn, "--db-poll", "1h")
+	b := startServer(t, nil, "--db", bDSN, "--db-poll", "1h", "--db-timeout", "500ms")
 	c := &http.Client{Timeout: 10 * time.Second}
 	listener := func() (string, float64, int64) {
 		_, r := readyz(t, b)

@@ -38,9 +38,9 @@ func testServeDBReadYourWrites(t *testing.T, dsn string, instances int) {
 	defer db.Close()
 	token, _, err := db.CreateToken(ctx, "cli:test", "deploy-bot", rulesdb.ScopeWrite)
 	require.NoError(t, err)
-	var ps []*ratelimitdtest.Process
+	var ps []*ratelimitdtest.Daemon
 	for range instances {
-		ps = append(ps, ratelimitdtest.Start(t, binary, nil, "--db", dsn, "--db-poll", "1h"))
+		ps = append(ps, startServer(t, nil, "--db", dsn, "--db-poll", "1h"))
 	}
 	p := ps[0]
 	c := &http.Client{Timeout: 10 * time.Second}
@@ -98,7 +98,7 @@ func testServeDBReadYourWrites(t *testing.T, dsn string, instances int) {
 // concurrentWriters: 8 writers at once, spread over the instances, each
 // creating its own 2/min rule and checking it 3 times at once on the
 // instance that answered: exactly 2 allowed for every one.
-func concurrentWriters(t *testing.T, c *http.Client, ps []*ratelimitdtest.Process, token string) {
+func concurrentWriters(t *testing.T, c *http.Client, ps []*ratelimitdtest.Daemon, token string) {
 	t.Helper()
 	const writers = 8
 	errs := make([]error, writers)
@@ -137,7 +137,7 @@ func concurrentWriters(t *testing.T, c *http.Client, ps []*ratelimitdtest.Proces
 
 // pageSave: a rule saved on the admin page is in force on that instance
 // when the page answers.
-func pageSave(t *testing.T, c *http.Client, p *ratelimitdtest.Process, token string) {
+func pageSave(t *testing.T, c *http.Client, p instance, token string) {
 	t.Helper()
 	pc := pageClient(t)
 	resp, _ := page(t, pc, http.MethodPost, p.URL("/admin/login"), url.Values{"token": {token}})

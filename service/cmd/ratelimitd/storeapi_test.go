@@ -52,7 +52,7 @@ var (
 // storeAttack is one ratelimitd serving --db, with an attacker holding a
 // write token.
 type storeAttack struct {
-	p      *ratelimitdtest.Process
+	p      *ratelimitdtest.Daemon
 	db     *rulesdb.DB
 	redis  redis.UniversalClient // nil on the memory store
 	http   *http.Client
@@ -151,7 +151,7 @@ func startStoreAttack(t *testing.T, dsn, redisArg string, client redis.Universal
 	if redisArg != "" {
 		args = append(args, "--redis", redisArg)
 	}
-	a.p = ratelimitdtest.Start(t, binary, nil, args...)
+	a.p = startServer(t, nil, args...)
 	conn := a.p.Conn(t)
 	a.native = ratelimitv1.NewRateLimitServiceClient(conn)
 	a.store = ratelimitv1.NewStoreServiceClient(conn)

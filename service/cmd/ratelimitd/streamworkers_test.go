@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/service/internal/daemon"
 	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
@@ -29,7 +30,7 @@ func TestServeStreamWorkers(t *testing.T) {
 		args []string
 		want int
 	}{
-		{nil, defaultStreamWorkers},
+		{nil, daemon.DefaultStreamWorkers},
 		{[]string{"--grpc-stream-workers", "6"}, 6},
 		{[]string{"--grpc-stream-workers", "0"}, 0},
 	} {
@@ -55,7 +56,7 @@ func TestServeStreamWorkers(t *testing.T) {
 }
 
 // pprofAddr is the address p logged its pprof server on.
-func pprofAddr(t *testing.T, p *ratelimitdtest.Process) string {
+func pprofAddr(t *testing.T, p instance) string {
 	t.Helper()
 	sc := bufio.NewScanner(strings.NewReader(p.Logs()))
 	for sc.Scan() {

@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 )
 
 // selfSigned writes a certificate for 127.0.0.1 and its key into dir.
@@ -52,7 +50,7 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 func TestTLS(t *testing.T) {
 	dir := t.TempDir()
 	cert, key, pool := selfSigned(t, dir)
-	p := ratelimitdtest.Start(t, binary, []string{"RATELIMITD_TLS_CERT=" + cert, "RATELIMITD_TLS_KEY=" + key})
+	p := startServer(t, map[string]string{"RATELIMITD_TLS_CERT": cert, "RATELIMITD_TLS_KEY": key})
 
 	code, out, errOut := runBinary(t, "check", "--addr", p.GRPCAddr, "--tls-ca", cert, "--identifier", "bob", "--endpoint", "/api/v1/orders")
 	require.Equal(t, 0, code, errOut)

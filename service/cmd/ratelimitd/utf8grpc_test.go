@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 	"github.com/sluicehq/sluice/service/internal/rawtext/rawtexttest"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 	"github.com/sluicehq/sluice/service/remotestore"
@@ -58,7 +57,7 @@ func TestGRPCStringsMustBeUTF8(t *testing.T) {
 	require.NoError(t, err)
 	before, err := db.Revision(ctx)
 	require.NoError(t, err)
-	p := ratelimitdtest.Start(t, binary, nil, "--db", dsn)
+	p := startServer(t, nil, "--db", dsn)
 	conn := p.Conn(t)
 
 	check := &ratelimitv1.CheckRequest{Identifier: "alice", Dimension: "user", Endpoint: "/api/orders/1", RuleId: "orders", IdempotencyKey: "k"}

@@ -1,7 +1,8 @@
-// Package ratelimitdtest builds the ratelimitd binary and runs it as a
-// process for tests: on loopback, on ports the kernel picks, with its logs
+// Package ratelimitdtest runs ratelimitd for tests: the binary as a
+// process (Build, Start), or its daemon in the test's own process
+// (StartDaemon), on loopback, on ports the kernel picks, with its logs
 // kept, and stopped when the test ends. Nothing is mocked: the tests talk
-// to the real binary over real sockets.
+// to the real service over real sockets.
 package ratelimitdtest
 
 import (
@@ -92,15 +93,21 @@ func has(args []string, flag string) bool {
 	return false
 }
 
-func start(bin string, env, args []string) (*Process, error) {
-	full := []string{"serve", "--log-format", "json"}
+// ServeArgs returns the flags of `ratelimitd serve` as the tests run it:
+// --log-format json, then --grpc-addr and --http-addr on 127.0.0.1:0 and
+// --drain-delay 0s unless args give them, then args.
+func ServeArgs(args ...string) []string {
+	full := []string{"--log-format", "json"}
 	for _, d := range [][2]string{{"--grpc-addr", "127.0.0.1:0"}, {"--http-addr", "127.0.0.1:0"}, {"--drain-delay", "0s"}} {
 		if !has(args, d[0]) {
 			full = append(full, d[0], d[1])
 		}
 	}
-	full = append(full, args...)
-	cmd := exec.Command(bin, full...)
+	return append(full, args...)
+}
+
+func start(bin string, env, args []string) (*Process, error) {
+	cmd := exec.Command(bin, append([]string{"serve"}, ServeArgs(args...)...)...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "RATELIMITD_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -199,18 +206,22 @@ func (p *Process) kill() {
 }
 
 // Conn returns a gRPC client connection to the process, closed on cleanup.
-func (p *Process) Conn(t testing.TB) *grpc.ClientConn {
+func (p *Process) Conn(t testing.TB) *grpc.ClientConn { return dial(t, p.GRPCAddr) }
+
+// URL returns the process's HTTP URL of path ("/readyz").
+func (p *Process) URL(path string) string { return "http://" + p.HTTPAddr + path }
+
+// dial returns a plaintext gRPC client connection to addr, closed on
+// cleanup.
+func dial(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
-	conn, err := grpc.NewClient(p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		t.Fatalf("ratelimitdtest: dial %s: %v", p.GRPCAddr, err)
+		t.Fatalf("ratelimitdtest: dial %s: %v", addr, err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	return conn
 }
-
-// URL returns the process's HTTP URL of path ("/readyz").
-func (p *Process) URL(path string) string { return "http://" + p.HTTPAddr + path }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
 type syncBuffer struct {

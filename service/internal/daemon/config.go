@@ -1,9 +1,10 @@
-package main
+package daemon
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,9 +15,11 @@ import (
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
-// serveConfig is everything `ratelimitd serve` is told by its flags and
-// environment.
-type serveConfig struct {
+// Config is everything `ratelimitd serve` is told: each field is one of
+// its flags (RegisterFlags binds them, with their defaults), and Validate's
+// errors name the flag of the field they are about. The zero Config is not
+// valid: start from Defaults, or from a flag set parsed with RegisterFlags.
+type Config struct {
 	Rules     string // rules file; "" = the bundled example (or --db)
 	RulesPoll time.Duration
 	// DB is the rules database (file:PATH or postgres://...), exclusive
@@ -71,7 +74,7 @@ const (
 
 // grpcAuth is --grpc-auth resolved: admin by default with --db (the
 // tokens are in its database), off without.
-func (c *serveConfig) grpcAuth() string {
+func (c *Config) grpcAuth() string {
 	switch {
 	case c.GRPCAuth != "":
 		return c.GRPCAuth
@@ -81,15 +84,24 @@ func (c *serveConfig) grpcAuth() string {
 	return grpcAuthOff
 }
 
-// defaultStreamWorkers is --grpc-stream-workers' default.
-const defaultStreamWorkers = remotestore.DefaultStreamWorkers
+// DefaultStreamWorkers is --grpc-stream-workers' default.
+const DefaultStreamWorkers = remotestore.DefaultStreamWorkers
 
 // maxStreamWorkers bounds --grpc-stream-workers.
 const maxStreamWorkers = 1 << 16
 
-// newServeFlags binds c to a flag set for serve, with the defaults.
-func newServeFlags(c *serveConfig) *flag.FlagSet {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+// Defaults returns the Config of `ratelimitd serve` given no flag: the
+// memory store, the bundled example rules, gRPC on 127.0.0.1:8081 and HTTP
+// on 127.0.0.1:8080.
+func Defaults() Config {
+	var c Config
+	c.RegisterFlags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	return c
+}
+
+// RegisterFlags defines serve's flags on fs, each bound to its field of c,
+// and sets every field to its flag's default.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Rules, "rules", "", "rules file, sluice's format or envoyproxy/ratelimit's (told apart by content); empty: the bundled example rules")
 	fs.DurationVar(&c.RulesPoll, "rules-poll", time.Second, "how often the rules file is read for changes")
 	fs.StringVar(&c.DB, "db", "", "rules database instead of a rules file: file:PATH (SQLite, one instance) or postgres://USER@HOST:PORT/DB (PostgreSQL, a fleet; changes reach every instance within a second); exclusive with --rules; give a DSN holding a password in the environment (RATELIMITD_DB): it is never logged")
@@ -113,7 +125,7 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.DurationVar(&c.DrainDelay, "drain-delay", 5*time.Second, "on SIGTERM, how long health reports NOT_SERVING while still answering, before the servers stop")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "after the drain delay, the bound on finishing the requests in flight")
 	fs.DurationVar(&c.MaxConnAge, "grpc-max-connection-age", 30*time.Minute, "gRPC connections are closed (gracefully) after this age, so clients rebalance across instances; 0: never")
-	fs.IntVar(&c.StreamWorkers, "grpc-stream-workers", defaultStreamWorkers, "long-lived goroutines that serve the gRPC calls, reusing their grown stacks (a call finding them all busy gets a goroutine of its own: no limit on concurrency); 0: a goroutine per call")
+	fs.IntVar(&c.StreamWorkers, "grpc-stream-workers", DefaultStreamWorkers, "long-lived goroutines that serve the gRPC calls, reusing their grown stacks (a call finding them all busy gets a goroutine of its own: no limit on concurrency); 0: a goroutine per call")
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", 5*time.Minute, "how long an admitted check with an idempotency key is remembered (whole seconds or more)")
 	fs.Int64Var(&c.IdempotencyRepeats, "idempotency-repeats", 3, "free repeats of an admitted idempotent check within --idempotency-ttl (1-1000); later ones are counted")
 	fs.DurationVar(&c.MaxClientSkew, "max-client-skew", 24*time.Hour, "a check's client_time further than this from the server's clock is invalid input (it is a hint, never the clock)")
@@ -123,11 +135,23 @@ func newServeFlags(c *serveConfig) *flag.FlagSet {
 	fs.BoolVar(&c.StoreAPI, "store-api", true, "serve the store API (sluice.ratelimit.v1.StoreService) on the gRPC address, for middleware using ratelimitd as its store (remotestore); it needs a write token when --grpc-auth is admin (the default with --db), otherwise none: then expose it to trusted callers only")
 	fs.StringVar(&c.GRPCAuth, "grpc-auth", "", "admin: ResetLimit and the store API need a bearer token of --db's database (scope write; ResetLimit and the store API's Reset, SetOverride and ClearOverride count against the token's admin write limit); off: no token asked (expose the gRPC port to trusted callers only); empty: admin with --db, off without. Checks, Envoy's ShouldRateLimit, health and reflection never need one. With --db every gRPC admin change is audited either way")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", "", "serve net/http/pprof on this address (loopback advised); empty: off")
-	return fs
 }
 
-// validate checks c, naming the flag of each error.
-func (c *serveConfig) validate() error {
+// Validate checks c, naming the flag of each error (one per line, every
+// error of c).
+func (c *Config) Validate() error {
+	var errs []error
+	for _, check := range []func() []error{
+		c.rulesErrors, c.engineErrors, c.addrErrors, c.storeErrors, c.tlsAndLogErrors, c.lifecycleErrors,
+	} {
+		errs = append(errs, check()...)
+	}
+	return errors.Join(errs...)
+}
+
+// rulesErrors checks where the rules come from: --rules, --db and what
+// goes with them, --grpc-auth (whose tokens are in --db's database).
+func (c *Config) rulesErrors() []error {
 	var errs []error
 	if c.RulesPoll < time.Millisecond {
 		errs = append(errs, fmt.Errorf("--rules-poll: must be at least 1ms, got %s", c.RulesPoll))
@@ -161,6 +185,13 @@ func (c *serveConfig) validate() error {
 	if c.DBTimeout < time.Millisecond {
 		errs = append(errs, fmt.Errorf("--db-timeout: must be at least 1ms, got %s", c.DBTimeout))
 	}
+	return errs
+}
+
+// engineErrors checks what the engine is told: idempotency, the client's
+// clock, batches.
+func (c *Config) engineErrors() []error {
+	var errs []error
 	if c.IdempotencyTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--idempotency-ttl: must be at least 1s, got %s", c.IdempotencyTTL))
 	}
@@ -176,12 +207,25 @@ func (c *serveConfig) validate() error {
 	if c.BatchParallelism < 0 {
 		errs = append(errs, fmt.Errorf("--batch-parallelism: must not be negative, got %d", c.BatchParallelism))
 	}
+	return errs
+}
+
+// addrErrors checks the listen addresses.
+func (c *Config) addrErrors() []error {
+	var errs []error
 	if c.GRPCAddr == "" {
 		errs = append(errs, errors.New("--grpc-addr: required"))
 	}
 	if c.HTTPAddr == "" {
 		errs = append(errs, errors.New("--http-addr: required"))
 	}
+	return errs
+}
+
+// storeErrors checks the store: Redis, the guard around it, the memory
+// store.
+func (c *Config) storeErrors() []error {
+	var errs []error
 	if c.Redis != "" {
 		if _, err := parseRedis(c.Redis); err != nil {
 			errs = append(errs, fmt.Errorf("--redis: %w", err))
@@ -207,6 +251,12 @@ func (c *serveConfig) validate() error {
 	if c.MemoryMaxKeys < 1 {
 		errs = append(errs, fmt.Errorf("--memory-max-keys: must be at least 1, got %d", c.MemoryMaxKeys))
 	}
+	return errs
+}
+
+// tlsAndLogErrors checks TLS and the log.
+func (c *Config) tlsAndLogErrors() []error {
+	var errs []error
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert, --tls-key: give both or neither"))
 	}
@@ -216,6 +266,13 @@ func (c *serveConfig) validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format: want text or json, got %q", c.LogFormat))
 	}
+	return errs
+}
+
+// lifecycleErrors checks the drain, the shutdown and the gRPC server's
+// connections and workers.
+func (c *Config) lifecycleErrors() []error {
+	var errs []error
 	if c.DrainDelay < 0 {
 		errs = append(errs, fmt.Errorf("--drain-delay: must not be negative, got %s", c.DrainDelay))
 	}
@@ -228,7 +285,18 @@ func (c *serveConfig) validate() error {
 	if c.StreamWorkers < 0 || c.StreamWorkers > maxStreamWorkers {
 		errs = append(errs, fmt.Errorf("--grpc-stream-workers: must be 0 to %d, got %d", maxStreamWorkers, c.StreamWorkers))
 	}
-	return errors.Join(errs...)
+	return errs
+}
+
+// NewLogger returns the logger of c's --log-level and --log-format (c
+// valid), writing to w.
+func (c *Config) NewLogger(w io.Writer) *slog.Logger {
+	level, _ := parseLevel(c.LogLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // parseLevel reads a log level name.
@@ -247,7 +315,7 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // attrs are the settings in force, logged at start (the password masked).
-func (c *serveConfig) attrs() []any {
+func (c *Config) attrs() []any {
 	rules := c.Rules
 	switch {
 	case c.DB != "":
@@ -281,7 +349,7 @@ func (c *serveConfig) attrs() []any {
 
 // batchParallelism is --batch-parallelism, 0 resolved: 16 over Redis (a
 // batch's checks pipelined in about one round trip), 1 in memory.
-func (c *serveConfig) batchParallelism() int {
+func (c *Config) batchParallelism() int {
 	switch {
 	case c.BatchParallelism > 0:
 		return c.BatchParallelism

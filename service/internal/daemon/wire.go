@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
-// wiring is what serve runs besides its servers: the engine following its
-// rules source.
+// wiring is what the daemon runs besides its servers: the engine
+// following its rules source.
 type wiring struct {
 	engine *engine.Engine
 	// rulesDB is the database source of --db (nil without --db); its DB()
@@ -47,7 +47,7 @@ const dbOpenTimeout = 10 * time.Second
 
 // rulesSource is the source of --db, of --rules, or the bundled example,
 // and what releases it.
-func rulesSource(ctx context.Context, c *serveConfig, log *slog.Logger) (rules.Source, *rulesdb.Source, func(), error) {
+func rulesSource(ctx context.Context, c *Config, log *slog.Logger) (rules.Source, *rulesdb.Source, func(), error) {
 	switch {
 	case c.DB != "":
 		opts := []rulesdb.SourceOption{rulesdb.WithLogger(log), rulesdb.WithDBOptions(rulesdb.WithTimeout(c.DBTimeout))}
@@ -71,52 +71,69 @@ func rulesSource(ctx context.Context, c *serveConfig, log *slog.Logger) (rules.S
 	return rules.NewFile(c.Rules, rules.WithPollInterval(c.RulesPoll), rules.WithLogger(log)), nil, func() {}, nil
 }
 
-// wire builds the engine on st under the rules of --rules or --db and
-// registers the front doors on the gRPC server and, through handle, on the
-// HTTP mux.
-func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m *metrics, h *health,
-	gs *grpc.Server, handle func(pattern, route string, h http.Handler)) (*wiring, error) {
-	src, db, closeSrc, err := rulesSource(ctx, c, log)
+// wire builds the engine on the daemon's store under the rules of --rules
+// or --db and registers the front doors on the gRPC server and, through
+// handle, on the HTTP mux.
+func (d *Daemon) wire(ctx context.Context, gs *grpc.Server, handle func(pattern, route string, h http.Handler)) (*wiring, error) {
+	w, recent, err := d.newEngine(ctx)
 	if err != nil {
 		return nil, err
 	}
-	obs := &engineObserver{m: m, h: h, log: log}
-	if db != nil {
-		obs.cachedAt = db.CachedAt
+	d.register(w, recent, gs, handle)
+	return w, nil
+}
+
+// newEngine builds the engine under the rules source of the config, puts
+// its first rules in force (health, metrics) and logs them. With --db it
+// also returns the admin page's list of warned and throttled callers,
+// which the engine feeds.
+func (d *Daemon) newEngine(ctx context.Context) (*wiring, *engine.Recent, error) {
+	c := &d.cfg
+	src, db, closeSrc, err := rulesSource(ctx, c, d.log)
+	if err != nil {
+		return nil, nil, err
 	}
-	opts := []engine.Option{engine.WithObserver(obs), engine.WithLogger(log),
+	obs := &engineObserver{m: d.metrics, h: d.health, log: d.log}
+	opts := []engine.Option{engine.WithObserver(obs), engine.WithLogger(d.log),
 		engine.WithIdempotency(c.IdempotencyTTL, c.IdempotencyRepeats), engine.WithMaxClientSkew(c.MaxClientSkew),
 		engine.WithBatchParallelism(c.batchParallelism())}
-	var recent *engine.Recent // the admin page's warned and throttled callers (--db only)
+	var recent *engine.Recent
 	if db != nil {
+		obs.cachedAt = db.CachedAt
 		recent = engine.NewRecent(recentWindow, recentMax)
 		opts = append(opts, engine.WithObserver(recent))
 	}
-	e, err := engine.New(ctx, st.store, src, opts...)
+	e, err := engine.New(ctx, d.store.store, src, opts...)
 	if err != nil {
 		closeSrc()
 		if c.DB != "" {
-			return nil, fmt.Errorf("--db: %w", err)
+			return nil, nil, fmt.Errorf("--db: %w", err)
 		}
-		return nil, fmt.Errorf("--rules: %w", err)
+		return nil, nil, fmt.Errorf("--rules: %w", err)
 	}
 	s := e.Snapshot()
 	obs.applied(s)
-	log.Info("rules loaded", "revision", s.Revision(), "rules", len(s.Rules()))
+	d.log.Info("rules loaded", "revision", s.Revision(), "rules", len(s.Rules()))
+	return &wiring{engine: e, rulesDB: db, close: closeSrc}, recent, nil
+}
 
-	var adm *admin
-	apiOpts := []grpcapi.Option{grpcapi.WithLogger(log), grpcapi.WithMaxBatch(c.MaxBatch)}
-	storeOpts := []remotestore.ServerOption{remotestore.WithLogger(log)}
-	if db != nil {
+// register puts the front doors of w's engine on gs and, through handle,
+// on the HTTP mux: the native API, Envoy's protocol and its /json, the
+// admin API and page (--db), the store API (--store-api) and the HTTP
+// check API.
+func (d *Daemon) register(w *wiring, recent *engine.Recent, gs *grpc.Server, handle func(pattern, route string, h http.Handler)) {
+	apiOpts := []grpcapi.Option{grpcapi.WithLogger(d.log), grpcapi.WithMaxBatch(d.cfg.MaxBatch)}
+	storeOpts := []remotestore.ServerOption{remotestore.WithLogger(d.log)}
+	if w.rulesDB != nil {
 		// With --db every gRPC admin change is audited (and refused when it
 		// cannot be).
-		adm = newAdmin(db, st.store, e, recent, log)
-		apiOpts = append(apiOpts, grpcapi.WithRecorder(adm.resetRecorder))
-		storeOpts = append(storeOpts, remotestore.WithRecorder(adm.storeRecorder))
+		w.admin = newAdmin(w.rulesDB, d.store.store, w.engine, recent, d.log)
+		apiOpts = append(apiOpts, grpcapi.WithRecorder(w.admin.resetRecorder))
+		storeOpts = append(storeOpts, remotestore.WithRecorder(w.admin.storeRecorder))
 	}
-	api := grpcapi.New(e, apiOpts...)
+	api := grpcapi.New(w.engine, apiOpts...)
 	api.Register(gs)
-	h.listen(func(component string, ok bool) {
+	d.health.listen(func(component string, ok bool) {
 		if component == componentDraining {
 			if !ok {
 				api.Drain()
@@ -127,23 +144,22 @@ func wire(ctx context.Context, c *serveConfig, log *slog.Logger, st *storeSet, m
 	})
 
 	// Envoy's protocol on the same gRPC server, and its /json on HTTP.
-	rls := envoyrls.New(e, envoyrls.WithLogger(log))
+	rls := envoyrls.New(w.engine, envoyrls.WithLogger(d.log))
 	rls.Register(gs)
 	handle("/json", "/json", rls.JSONHandler())
-	if adm != nil {
-		adm.mount(handle) // the admin REST API (/api/v1/{rules,users,audit}) and page (/admin/)
+	if w.admin != nil {
+		w.admin.mount(handle) // the admin REST API (/api/v1/{rules,users,audit}) and page (/admin/)
 	}
 
-	if c.StoreAPI {
+	if d.cfg.StoreAPI {
 		// The store API (remotestore): middleware instances use this
 		// service's store as theirs, behind their own guard, in a key
 		// namespace of its own (remotestore.PolicyPrefix).
-		remotestore.NewServer(st.store, storeOpts...).Register(gs)
+		remotestore.NewServer(d.store.store, storeOpts...).Register(gs)
 	}
 
-	check := httpapi.New(e, httpapi.WithStatusMode(c.HTTPStatusMode), httpapi.WithLogger(log))
+	check := httpapi.New(w.engine, httpapi.WithStatusMode(d.cfg.HTTPStatusMode), httpapi.WithLogger(d.log))
 	// Every method: the handler answers those it does not take with its
 	// own problem+json 405.
 	handle(httpapi.Path, httpapi.Path, check)
-	return &wiring{engine: e, rulesDB: db, close: closeSrc, admin: adm}, nil
 }

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"encoding/json"
@@ -75,8 +75,8 @@ func (h *health) setRules(revision string, loadedAt time.Time) {
 	h.set(componentRules, true)
 }
 
-// readiness is the /readyz body.
-type readiness struct {
+// Readiness is the /readyz body.
+type Readiness struct {
 	Ready    bool   `json:"ready"`
 	Store    bool   `json:"store"`
 	Rules    bool   `json:"rules"`
@@ -96,10 +96,10 @@ type readiness struct {
 	ListenerReconnects *int64     `json:"rules_listener_reconnects,omitempty"`
 }
 
-func (h *health) readiness() readiness {
+func (h *health) readiness() Readiness {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	r := readiness{Store: h.store, Rules: h.rules, Draining: h.draining, Revision: h.revision,
+	r := Readiness{Store: h.store, Rules: h.rules, Draining: h.draining, Revision: h.revision,
 		Cached: strings.HasSuffix(h.revision, rulesdb.CachedSuffix)}
 	r.Ready = r.Store && r.Rules && !r.Draining
 	if !h.loadedAt.IsZero() {

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -83,6 +83,22 @@ func newMetrics() (*metrics, error) {
 		}, []string{"component"}),
 	}
 	m.invalid = newInvalidCounter()
+	m.exposeLabels()
+	for _, c := range []prometheus.Collector{
+		lim, m.requests, m.reloads, m.overrides, m.invalid, m.rulesInfo, m.rulesLoaded, m.rulesCount, m.up,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := m.reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// exposeLabels creates the series of every label of the bounded sets, so
+// that each is exposed (at 0) before its first event.
+func (m *metrics) exposeLabels() {
 	for _, k := range invalidKinds {
 		m.invalid.WithLabelValues(k)
 	}
@@ -95,16 +111,6 @@ func newMetrics() (*metrics, error) {
 	for _, c := range []string{"store", "rules", "serving"} {
 		m.up.WithLabelValues(c)
 	}
-	for _, c := range []prometheus.Collector{
-		lim, m.requests, m.reloads, m.overrides, m.invalid, m.rulesInfo, m.rulesLoaded, m.rulesCount, m.up,
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	} {
-		if err := m.reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
 }
 
 // handler serves the registry.

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/sluicehq/sluice/core/redisstore"
 )
 
-// storeSet is the store the engine decides on, with what serve needs
+// storeSet is the store the engine decides on, with what the daemon needs
 // around it.
 type storeSet struct {
 	store core.Store
@@ -34,7 +34,7 @@ type storeSet struct {
 // observes the guard's circuit and failures. It contacts nothing: Redis is
 // reached on first use, so ratelimitd starts while Redis is down (and
 // answers by the failure mode).
-func openStore(c *serveConfig, log *slog.Logger, obs guard.Observer) (*storeSet, error) {
+func openStore(c *Config, log *slog.Logger, obs guard.Observer) (*storeSet, error) {
 	if c.Redis == "" {
 		s, err := memorystore.New(memorystore.WithMaxKeys(c.MemoryMaxKeys))
 		if err != nil {
