@@ -72,25 +72,10 @@ func newCheckFlags(c *checkConfig) *flag.FlagSet {
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env lookupEnv) int {
 	var c checkConfig
 	fs := newCheckFlags(&c)
-	rest, err := parseFlags(fs, args, checkPrefix, env)
+	err := c.parse(fs, args, env)
 	if errors.Is(err, flag.ErrHelp) {
 		flagUsage(stdout, fs, checkPrefix, "usage: ratelimitd check --identifier ID [flags]")
 		return 0
-	}
-	switch {
-	case err != nil:
-	case len(rest) > 0:
-		err = fmt.Errorf("unexpected argument %q (flags only)", rest[0])
-	case c.Identifier == "":
-		err = errors.New("--identifier: required")
-	case c.Cost < 0:
-		err = fmt.Errorf("--cost: must not be negative, got %d", c.Cost)
-	case c.N < 1:
-		err = fmt.Errorf("--n: must be at least 1, got %d", c.N)
-	case c.Peek && c.Reset:
-		err = errors.New("--peek, --reset: give one of them")
-	case c.HTTP != "" && c.Reset:
-		err = errors.New("--reset: over gRPC only (the HTTP API checks)")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ratelimitd check: %v\n", err)
@@ -99,31 +84,39 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 	if c.HTTP != "" {
 		return c.runHTTP(ctx, stdout, stderr)
 	}
-	creds := insecure.NewCredentials()
-	if c.TLSCA != "" {
-		pem, err := os.ReadFile(c.TLSCA)
-		if err != nil {
-			fmt.Fprintf(stderr, "ratelimitd check: --tls-ca: %v\n", err)
-			return 2
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			fmt.Fprintf(stderr, "ratelimitd check: --tls-ca: no certificate in %s\n", c.TLSCA)
-			return 2
-		}
-		creds = credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	return c.runGRPC(ctx, stdout, stderr)
+}
+
+// parse reads check's flags (bound to c by fs) from args and the
+// environment and checks them, naming the flag of an error.
+func (c *checkConfig) parse(fs *flag.FlagSet, args []string, env lookupEnv) error {
+	rest, err := parseFlags(fs, args, checkPrefix, env)
+	switch {
+	case err != nil:
+		return err
+	case len(rest) > 0:
+		return fmt.Errorf("unexpected argument %q (flags only)", rest[0])
+	case c.Identifier == "":
+		return errors.New("--identifier: required")
+	case c.Cost < 0:
+		return fmt.Errorf("--cost: must not be negative, got %d", c.Cost)
+	case c.N < 1:
+		return fmt.Errorf("--n: must be at least 1, got %d", c.N)
+	case c.Peek && c.Reset:
+		return errors.New("--peek, --reset: give one of them")
+	case c.HTTP != "" && c.Reset:
+		return errors.New("--reset: over gRPC only (the HTTP API checks)")
 	}
-	dopts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
-	if c.Reset && c.Token != "" {
-		switch {
-		case c.TLSCA != "":
-			dopts = append(dopts, grpc.WithPerRPCCredentials(remotestore.TokenCredentials(c.Token)))
-		case isLoopback(c.Addr):
-			dopts = append(dopts, grpc.WithPerRPCCredentials(remotestore.InsecureTokenCredentials(c.Token)))
-		default:
-			fmt.Fprintf(stderr, "ratelimitd check: --token: would cross the network in plaintext to %s: give --tls-ca, or an --addr on loopback\n", c.Addr)
-			return 2
-		}
+	return nil
+}
+
+// runGRPC sends the checks to the native API at --addr and prints each
+// answer.
+func (c *checkConfig) runGRPC(ctx context.Context, stdout, stderr io.Writer) int {
+	dopts, err := c.dialOptions()
+	if err != nil {
+		fmt.Fprintf(stderr, "ratelimitd check: %v\n", err)
+		return 2
 	}
 	conn, err := grpc.NewClient(c.Addr, dopts...)
 	if err != nil {
@@ -148,6 +141,35 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer, env 
 		}
 	}
 	return code
+}
+
+// dialOptions are the connection's credentials: TLS trusting --tls-ca's
+// certificates (plaintext without it), and --token with --reset, sent
+// only over TLS or to a loopback --addr.
+func (c *checkConfig) dialOptions() ([]grpc.DialOption, error) {
+	creds := insecure.NewCredentials()
+	if c.TLSCA != "" {
+		pem, err := os.ReadFile(c.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca: no certificate in %s", c.TLSCA)
+		}
+		creds = credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	}
+	dopts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if !c.Reset || c.Token == "" {
+		return dopts, nil
+	}
+	switch {
+	case c.TLSCA != "":
+		return append(dopts, grpc.WithPerRPCCredentials(remotestore.TokenCredentials(c.Token))), nil
+	case isLoopback(c.Addr):
+		return append(dopts, grpc.WithPerRPCCredentials(remotestore.InsecureTokenCredentials(c.Token))), nil
+	}
+	return nil, fmt.Errorf("--token: would cross the network in plaintext to %s: give --tls-ca, or an --addr on loopback", c.Addr)
 }
 
 // isLoopback reports whether addr (host:port) is a loopback address or
@@ -309,24 +331,30 @@ func (c *checkConfig) runHTTP(ctx context.Context, stdout, stderr io.Writer) int
 			fmt.Fprintf(stderr, "ratelimitd check: HTTP answer: %v\n", err)
 			return 1
 		}
-		out := &ratelimitv1.CheckResponse{
-			Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining, Current: r.Limit - r.Remaining, Rule: r.Rule,
-			State:    ratelimitv1.State(ratelimitv1.State_value["STATE_"+strings.ToUpper(r.State)]),
-			Degraded: ratelimitv1.Degraded(ratelimitv1.Degraded_value["DEGRADED_"+strings.ToUpper(r.Degraded)]),
-		}
-		if r.ResetAt != nil {
-			out.ResetAt = timestamppb.New(*r.ResetAt)
-		}
-		switch {
-		case r.RetryAfter != nil:
-			out.RetryAfter = durationpb.New(time.Duration(*r.RetryAfter * float64(time.Second)))
-		case !r.Allowed:
-			out.RetryNever = true
-		}
-		fmt.Fprintln(stdout, formatCheck(out, c.JSON))
+		fmt.Fprintln(stdout, formatCheck(nativeAnswer(r), c.JSON))
 		if !r.Allowed {
 			code = 1
 		}
 	}
 	return code
+}
+
+// nativeAnswer is an answer of the HTTP API as the native API gives it,
+// for formatCheck: a denial without retry_after can never pass.
+func nativeAnswer(r httpapi.Response) *ratelimitv1.CheckResponse {
+	out := &ratelimitv1.CheckResponse{
+		Allowed: r.Allowed, Limit: r.Limit, Remaining: r.Remaining, Current: r.Limit - r.Remaining, Rule: r.Rule,
+		State:    ratelimitv1.State(ratelimitv1.State_value["STATE_"+strings.ToUpper(r.State)]),
+		Degraded: ratelimitv1.Degraded(ratelimitv1.Degraded_value["DEGRADED_"+strings.ToUpper(r.Degraded)]),
+	}
+	if r.ResetAt != nil {
+		out.ResetAt = timestamppb.New(*r.ResetAt)
+	}
+	switch {
+	case r.RetryAfter != nil:
+		out.RetryAfter = durationpb.New(time.Duration(*r.RetryAfter * float64(time.Second)))
+	case !r.Allowed:
+		out.RetryNever = true
+	}
+	return out
 }
