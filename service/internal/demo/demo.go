@@ -1,9 +1,11 @@
 // Package demo holds what the programs of `make admin-demo` (admindemo)
-// and `make fleet-demo` (fleetdemo) share: a client of ratelimitd's admin
-// API (/api/v1/rules, /users, /audit with a bearer token) and of its HTTP
+// and `make fleet-demo` (fleetdemo) share: ratelimitd served in the
+// demo's own process (Serve, Stop), a client of its admin API
+// (/api/v1/rules, /users, /audit with a bearer token) and of its HTTP
 // check API (/api/v1/rate-limit/check), `ratelimitd token create`, and
 // waiting until an instance decides under a given limit. Nothing is
-// mocked: the demos run the real binary, database and Redis.
+// mocked: the demos run the daemon `ratelimitd serve` runs, the binary's
+// token command, a real database and Redis.
 package demo
 
 import (
@@ -16,7 +18,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sluicehq/sluice/service/httpapi"
@@ -239,18 +240,23 @@ func (c *Client) AuditRows(ctx context.Context) ([]Audit, error) {
 	return page.Entries, nil
 }
 
-// Stop ends a ratelimitd the demo started: SIGTERM (it may have ended
-// already, when the terminal's Ctrl-C reached it too), then its exit
-// awaited; an exit other than 0 is an error carrying its logs.
-func Stop(p *ratelimitdtest.Process) error {
-	_ = p.Signal(syscall.SIGTERM)
-	code, err := p.Wait(15 * time.Second)
+// Serve runs `ratelimitd serve args...` in the demo's process (the flags
+// completed by ratelimitdtest.ServeArgs: JSON logs kept, loopback ports
+// the kernel picks unless args give others, no drain delay) and returns
+// once it serves, or an error with its logs. Stop ends it.
+func Serve(args ...string) (*ratelimitdtest.Daemon, error) {
+	c, err := ratelimitdtest.Config(args...)
 	if err != nil {
-		p.Kill()
-		return fmt.Errorf("stopping ratelimitd: %w; logs:\n%s", err, p.Logs())
+		return nil, fmt.Errorf("ratelimitd serve %s: %w", strings.Join(args, " "), err)
 	}
-	if code != 0 {
-		return fmt.Errorf("ratelimitd exited %d; logs:\n%s", code, p.Logs())
+	return ratelimitdtest.LaunchDaemon(c)
+}
+
+// Stop drains and stops a ratelimitd the demo started with Serve; a
+// failure is an error carrying its logs.
+func Stop(d *ratelimitdtest.Daemon) error {
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("stopping ratelimitd: %w; logs:\n%s", err, d.Logs())
 	}
 	return nil
 }

@@ -53,9 +53,9 @@ type Process struct {
 	err  error // Wait's result, valid after done is closed
 }
 
-// Start runs `bin serve args...` with --log-format json and, unless args
-// set them, --grpc-addr and --http-addr on 127.0.0.1:0 and a drain delay
-// of 0. env is added to the process's environment (the RATELIMITD_
+// Start runs `bin serve` with ServeArgs(args...) (JSON logs, and unless
+// args set them loopback ports the kernel picks and no drain delay). env
+// is added to the process's environment (the RATELIMITD_
 // variables of the test's own environment are removed first). It waits
 // until the service logs that it serves, and kills it on test cleanup.
 func Start(t testing.TB, bin string, env []string, args ...string) *Process {
@@ -68,20 +68,6 @@ func Start(t testing.TB, bin string, env []string, args ...string) *Process {
 		t.Fatalf("ratelimitdtest: %v", err)
 	}
 	return p
-}
-
-// Launch is Start for a program rather than a test (the demos): it
-// returns once the service serves, or an error with its logs. The caller
-// ends the process with Stop or Kill.
-func Launch(bin string, env []string, args ...string) (*Process, error) {
-	p, err := start(bin, env, args)
-	if err != nil {
-		if p != nil {
-			p.kill()
-		}
-		return nil, err
-	}
-	return p, nil
 }
 
 func has(args []string, flag string) bool {
@@ -189,10 +175,6 @@ func (p *Process) Stop() (int, error) {
 	}
 	return p.Wait(15 * time.Second)
 }
-
-// Kill kills the process (SIGKILL, if it still runs) and waits until it
-// has exited.
-func (p *Process) Kill() { p.kill() }
 
 // kill kills the process (if it still runs) and reaps it.
 func (p *Process) kill() {

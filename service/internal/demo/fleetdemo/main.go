@@ -3,12 +3,13 @@
 // PostgreSQL (initdb in a temporary directory, postgres on a free loopback
 // port, as the service's tests do: pgtest.Launch) and redis-server on a
 // free loopback port (redistest.Launch), creates a write token with
-// `ratelimitd token create`, starts two instances A and B with `serve --db
-// postgres://… --redis redis://… --rules-cache …`, creates a rule through
-// A's admin API, spends checks alternately on A and B (exactly the limit
-// is admitted in all), changes the rule with a PUT on A and prints how
-// long B took to decide under it, then stops and removes everything. It
-// exits non-zero when any step misbehaves.
+// `ratelimitd token create`, serves two instances A and B of `ratelimitd
+// serve --db postgres://… --redis redis://… --rules-cache …` in its own
+// process (the daemon serve runs), creates a rule through A's admin API,
+// spends checks alternately on A and B (exactly the limit is admitted in
+// all), changes the rule with a PUT on A and prints how long B took to
+// decide under it, then stops and removes everything. It exits non-zero
+// when any step misbehaves.
 //
 //	cd service && go run ./internal/demo/fleetdemo -ratelimitd ../bin/ratelimitd
 package main
@@ -71,130 +72,178 @@ func rule(limit int64) map[string]any {
 func run(ctx context.Context, w io.Writer, cfg config) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	say := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
 	// A directory of our own in the system's temporary directory: as root,
 	// PostgreSQL runs as sluicepg and must traverse it.
 	dir, err := os.MkdirTemp("", "sluice-fleet-demo-")
 	if err != nil {
 		return err
 	}
-	var stops []func() error // run in reverse order on the way out
-	defer func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			err = errors.Join(err, stops[i]())
-		}
-		if rerr := os.RemoveAll(dir); rerr != nil {
-			err = errors.Join(err, rerr)
-			return
-		}
-		say("everything stopped; %s removed", dir)
-	}()
-
-	pg, err := pgtest.Launch(filepath.Join(dir, "pg"))
+	f := &fleet{ctx: ctx, w: w, dir: dir}
+	defer func() { err = errors.Join(err, f.stop()) }()
+	dsn, redisURL, err := f.startBackends()
 	if err != nil {
-		return fmt.Errorf("PostgreSQL (make deps installs it): %w", err)
+		return err
 	}
-	stops = append(stops, func() error { pg.Stop(); return nil })
-	say("PostgreSQL on 127.0.0.1:%d (a throwaway cluster in %s)", pg.Port(), pg.Dir())
-	rd, err := redistest.Launch(filepath.Join(dir, "redis"))
-	if err != nil {
-		return fmt.Errorf("Redis (make deps installs it): %w", err)
-	}
-	stops = append(stops, func() error { rd.Stop(); rd.Close(); return nil })
-	say("Redis on %s", rd.Addr)
-	dsn, redisURL := pg.DSN(), "redis://"+rd.Addr
-
-	say("")
-	say("== ratelimitd token create fleet-admin --scope write --db %s", dsn)
+	f.say("")
+	f.say("== ratelimitd token create fleet-admin --scope write --db %s", dsn)
 	token, err := demo.CreateToken(ctx, cfg.Bin, dsn, "fleet-admin")
 	if err != nil {
 		return err
 	}
-	say("token (shown once, stored hashed): %s", token)
+	f.say("token (shown once, stored hashed): %s", token)
+	if err := f.startInstances(dsn, redisURL, token); err != nil {
+		return err
+	}
+	for _, step := range []func() error{f.createRule, f.spend, f.changeRule, f.showCaches} {
+		if err := step(); err != nil {
+			return fmt.Errorf("%w\ninstance A's logs:\n%s\ninstance B's logs:\n%s", err, f.nodes[0].Logs(), f.nodes[1].Logs())
+		}
+	}
+	return nil
+}
 
-	// Two instances on one database and one Redis. A generous store
-	// timeout: a loaded machine must not turn a slow Redis call into the
-	// failure mode and blur the shared count.
-	var procs [2]*ratelimitdtest.Process
-	var clients [2]*demo.Client
+// fleet is the demo's state from one step to the next.
+type fleet struct {
+	ctx   context.Context
+	w     io.Writer
+	dir   string         // the temporary directory, removed by stop
+	stops []func() error // what stop runs, last first
+	nodes [2]*ratelimitdtest.Daemon
+	a, b  *demo.Client // of instances A and B
+	etag  string       // the rule's, as A last answered
+}
+
+func (f *fleet) say(format string, args ...any) { fmt.Fprintf(f.w, format+"\n", args...) }
+
+// stop stops everything the demo started, last started first, and
+// removes its directory.
+func (f *fleet) stop() error {
+	var err error
+	for i := len(f.stops) - 1; i >= 0; i-- {
+		err = errors.Join(err, f.stops[i]())
+	}
+	if rerr := os.RemoveAll(f.dir); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	f.say("everything stopped; %s removed", f.dir)
+	return err
+}
+
+// startBackends starts a throwaway PostgreSQL and a redis-server and
+// returns their DSN and URL.
+func (f *fleet) startBackends() (dsn, redisURL string, err error) {
+	pg, err := pgtest.Launch(filepath.Join(f.dir, "pg"))
+	if err != nil {
+		return "", "", fmt.Errorf("PostgreSQL (make deps installs it): %w", err)
+	}
+	f.stops = append(f.stops, func() error { pg.Stop(); return nil })
+	f.say("PostgreSQL on 127.0.0.1:%d (a throwaway cluster in %s)", pg.Port(), pg.Dir())
+	rd, err := redistest.Launch(filepath.Join(f.dir, "redis"))
+	if err != nil {
+		return "", "", fmt.Errorf("Redis (make deps installs it): %w", err)
+	}
+	f.stops = append(f.stops, func() error { rd.Stop(); rd.Close(); return nil })
+	f.say("Redis on %s", rd.Addr)
+	return pg.DSN(), "redis://" + rd.Addr, nil
+}
+
+// startInstances serves two instances, A and B, on one database and one
+// Redis. A generous store timeout: a loaded machine must not turn a slow
+// Redis call into the failure mode and blur the shared count.
+func (f *fleet) startInstances(dsn, redisURL, token string) error {
 	for i, name := range []string{"A", "B"} {
-		cache := filepath.Join(dir, strings.ToLower(name)+".json")
+		cache := filepath.Join(f.dir, strings.ToLower(name)+".json")
 		args := []string{"--db", dsn, "--redis", redisURL, "--rules-cache", cache, "--store-timeout", "1s"}
-		say("== instance %s: ratelimitd serve %s", name, strings.Join(args, " "))
-		p, err := ratelimitdtest.Launch(cfg.Bin, nil, args...)
+		f.say("== instance %s: ratelimitd serve %s", name, strings.Join(args, " "))
+		d, err := demo.Serve(args...)
 		if err != nil {
 			return fmt.Errorf("instance %s: %w", name, err)
 		}
-		stops = append(stops, func() error { return demo.Stop(p) })
-		procs[i], clients[i] = p, &demo.Client{Base: "http://" + p.HTTPAddr, Token: token}
-		say("instance %s serves HTTP on %s, gRPC on %s", name, p.HTTPAddr, p.GRPCAddr)
+		f.stops = append(f.stops, func() error { return demo.Stop(d) })
+		f.nodes[i] = d
+		f.say("instance %s serves HTTP on %s, gRPC on %s", name, d.HTTPAddr, d.GRPCAddr)
 	}
-	a, b := clients[0], clients[1]
-	fail := func(err error) error {
-		return fmt.Errorf("%w\ninstance A's logs:\n%s\ninstance B's logs:\n%s", err, procs[0].Logs(), procs[1].Logs())
-	}
+	f.a = &demo.Client{Base: "http://" + f.nodes[0].HTTPAddr, Token: token}
+	f.b = &demo.Client{Base: "http://" + f.nodes[1].HTTPAddr, Token: token}
+	return nil
+}
 
-	say("")
-	say(`== POST /api/v1/rules on A {"id":"orders","dimension":"user","endpoint_pattern":"/api/v1/orders","limit":%d,"window_seconds":60,"algorithm":"token_bucket"}`, limit)
-	r, err := a.Expect(ctx, http.StatusCreated, http.MethodPost, "/api/v1/rules", rule(limit), nil, nil)
+// createRule creates the rule through A's admin API and waits until both
+// instances decide under it.
+func (f *fleet) createRule() error {
+	f.say("")
+	f.say(`== POST /api/v1/rules on A {"id":"orders","dimension":"user","endpoint_pattern":"/api/v1/orders","limit":%d,"window_seconds":60,"algorithm":"token_bucket"}`, limit)
+	r, err := f.a.Expect(f.ctx, http.StatusCreated, http.MethodPost, "/api/v1/rules", rule(limit), nil, nil)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	etag := r.Header.Get("ETag")
-	tookB, err := b.WaitLimit(ctx, "user", "demo-probe", endpoint, ruleID, limit)
+	f.etag = r.Header.Get("ETag")
+	tookB, err := f.b.WaitLimit(f.ctx, "user", "demo-probe", endpoint, ruleID, limit)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	if _, err := a.WaitLimit(ctx, "user", "demo-probe", endpoint, ruleID, limit); err != nil {
-		return fail(err)
+	if _, err := f.a.WaitLimit(f.ctx, "user", "demo-probe", endpoint, ruleID, limit); err != nil {
+		return err
 	}
-	say("%d Created, ETag %s; B decides under it %s after A's answer", r.Status, etag, ms(tookB))
+	f.say("%d Created, ETag %s; B decides under it %s after A's answer", r.Status, f.etag, ms(tookB))
+	return nil
+}
 
-	// One limit shared by the fleet: Redis holds the counter.
-	say("")
+// spend sends checks of one user alternately to A and B: one limit shared
+// by the fleet (Redis holds the counter) admits exactly the limit.
+func (f *fleet) spend() error {
+	f.say("")
 	const n = limit + 4
-	say("== %d checks of user alice, alternately on A and B (POST /api/v1/rate-limit/check)", n)
+	f.say("== %d checks of user alice, alternately on A and B (POST /api/v1/rate-limit/check)", n)
 	admitted := 0
 	for i := range n {
-		c, name := a, "A"
+		c, name := f.a, "A"
 		if i%2 == 1 {
-			c, name = b, "B"
+			c, name = f.b, "B"
 		}
-		d, err := c.Check(ctx, "user", "alice", endpoint, 1)
+		d, err := c.Check(f.ctx, "user", "alice", endpoint, 1)
 		if err != nil {
-			return fail(err)
+			return err
 		}
-		say("%2d  %s  %s", i+1, name, demo.Decision(d))
+		f.say("%2d  %s  %s", i+1, name, demo.Decision(d))
 		if d.Allowed {
 			admitted++
 		}
 		if d.Allowed != (i < limit) || d.Rule != ruleID {
-			return fail(fmt.Errorf("check %d on %s: allowed=%v under rule %q; want allowed=%v under %q", i+1, name, d.Allowed, d.Rule, i < limit, ruleID))
+			return fmt.Errorf("check %d on %s: allowed=%v under rule %q; want allowed=%v under %q", i+1, name, d.Allowed, d.Rule, i < limit, ruleID)
 		}
 	}
-	say("admitted %d of %d: exactly the limit, across both instances", admitted, n)
+	f.say("admitted %d of %d: exactly the limit, across both instances", admitted, n)
+	return nil
+}
 
-	// A change on A reaches B through PostgreSQL's NOTIFY.
-	say("")
-	say("== PUT /api/v1/rules/orders on A (limit %d -> %d), If-Match: %s", limit, newLimit, etag)
-	r, err = a.Expect(ctx, http.StatusOK, http.MethodPut, "/api/v1/rules/"+ruleID, rule(newLimit), map[string]string{"If-Match": etag}, nil)
+// changeRule changes the rule with a PUT on A, which reaches B through
+// PostgreSQL's NOTIFY, and says how long B took to follow.
+func (f *fleet) changeRule() error {
+	f.say("")
+	f.say("== PUT /api/v1/rules/orders on A (limit %d -> %d), If-Match: %s", limit, newLimit, f.etag)
+	r, err := f.a.Expect(f.ctx, http.StatusOK, http.MethodPut, "/api/v1/rules/"+ruleID, rule(newLimit), map[string]string{"If-Match": f.etag}, nil)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	if tookB, err = b.WaitLimit(ctx, "user", "demo-probe", endpoint, ruleID, newLimit); err != nil {
-		return fail(err)
+	tookB, err := f.b.WaitLimit(f.ctx, "user", "demo-probe", endpoint, ruleID, newLimit)
+	if err != nil {
+		return err
 	}
-	say("%d OK, ETag %s; B decides under limit %d %s after A's answer", r.Status, r.Header.Get("ETag"), newLimit, ms(tookB))
+	f.say("%d OK, ETag %s; B decides under limit %d %s after A's answer", r.Status, r.Header.Get("ETag"), newLimit, ms(tookB))
+	return nil
+}
 
-	// Each instance keeps the last good rules for a start while the
-	// database is down.
-	for i, name := range []string{"a.json", "b.json"} {
-		path := filepath.Join(dir, name)
-		size, err := waitCache(ctx, path)
+// showCaches shows each instance's rules cache, the last good rules it
+// keeps for a start while the database is down.
+func (f *fleet) showCaches() error {
+	for _, name := range []string{"A", "B"} {
+		path := filepath.Join(f.dir, strings.ToLower(name)+".json")
+		size, err := waitCache(f.ctx, path)
 		if err != nil {
-			return fail(fmt.Errorf("instance %s's rules cache: %w", []string{"A", "B"}[i], err))
+			return fmt.Errorf("instance %s's rules cache: %w", name, err)
 		}
-		say("rules cache of %s: %s (%d bytes)", []string{"A", "B"}[i], path, size)
+		f.say("rules cache of %s: %s (%d bytes)", name, path, size)
 	}
 	return nil
 }
