@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/service/internal/pgtest"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -185,33 +184,4 @@ func TestServeAdminAPIPostgresPropagation(t *testing.T) {
 	}, time.Second, 5*time.Millisecond, "the block set through A is in force on B")
 	_, ok := checkHTTP(t, c, b, "trent")
 	require.True(t, ok)
-}
-
-// An instance started from its rules cache while PostgreSQL is down
-// answers the admin API 503 (problem+json) until the database is reached.
-func TestServeAdminAPIWhileDBDown(t *testing.T) {
-	srv := pgtest.Start(t)
-	ctx := dbctx(t)
-	db, err := rulesdb.Open(ctx, srv.DSN())
-	require.NoError(t, err)
-	secret, _, err := db.CreateToken(ctx, "cli:test", "ops", rulesdb.ScopeRead)
-	require.NoError(t, err)
-	require.NoError(t, db.Close())
-	cache := filepath.Join(t.TempDir(), "rules-cache.json")
-	args := []string{"--db", srv.DSN(), "--rules-cache", cache, "--db-poll", "100ms"}
-	one := startServer(t, nil, args...)
-	require.NoError(t, one.Close(), one.Logs())
-
-	srv.Kill()
-	p := startServer(t, nil, args...)
-	c := &http.Client{Timeout: 5 * time.Second}
-	r := adminCall(t, c, p, secret, "GET", "/api/v1/rules", "")
-	require.Equal(t, http.StatusServiceUnavailable, r.status, r.raw)
-	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
-	require.NotContains(t, r.raw, "127.0.0.1", "no database detail")
-
-	srv.Restart(t)
-	require.Eventually(t, func() bool {
-		return adminCall(t, c, p, secret, "GET", "/api/v1/rules", "").status == http.StatusOK
-	}, 15*time.Second, 100*time.Millisecond, p.Logs())
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/sluicehq/sluice/service/internal/pgtest"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -106,31 +105,4 @@ func TestServeNoAdminPageWithoutDB(t *testing.T) {
 	p := startServer(t, nil)
 	resp, _ := page(t, pageClient(t), http.MethodGet, p.URL("/admin/"), nil)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
-}
-
-// An instance started from its rules cache while PostgreSQL is down
-// answers the admin page with 503 until the database is reached.
-func TestServeAdminPageWaitsForTheDatabase(t *testing.T) {
-	srv := pgtest.Start(t)
-	ctx := dbctx(t)
-	db, err := rulesdb.Open(ctx, srv.DSN())
-	require.NoError(t, err)
-	defer db.Close()
-	_, err = db.Create(ctx, "setup", ordersRule(2))
-	require.NoError(t, err)
-	cache := filepath.Join(t.TempDir(), "rules-cache.json")
-	args := []string{"--db", srv.DSN(), "--rules-cache", cache, "--db-poll", "100ms"}
-	one := startServer(t, nil, args...)
-	require.NoError(t, one.Close(), one.Logs())
-
-	srv.Kill()
-	two := startServer(t, nil, args...)
-	c := pageClient(t)
-	resp, _ := page(t, c, http.MethodGet, two.URL("/admin/login"), nil)
-	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	srv.Restart(t)
-	require.Eventually(t, func() bool {
-		resp, _ := page(t, c, http.MethodGet, two.URL("/admin/login"), nil)
-		return resp.StatusCode == http.StatusOK
-	}, 15*time.Second, 50*time.Millisecond, two.Logs())
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/keyfunc"
+	"github.com/sluicehq/sluice/service/internal/daemon"
 	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 	"github.com/sluicehq/sluice/service/remotestore"
@@ -48,15 +49,15 @@ func grpcCheck(ctx context.Context, c ratelimitv1.RateLimitServiceClient, user s
 	return c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: user, Endpoint: "/api/v1/orders"})
 }
 
-// clearOfMinuteEdge waits, when a minute boundary is less than 3 s away,
-// until it has passed: the bundled rules count a sliding window of one
-// minute, and a sequence of checks straddling the edge sees the previous
-// minute's weight instead of a plain count.
-func clearOfMinuteEdge() {
+// minuteStart is a clock that reads one second past the start of a minute
+// at once and then runs at the real pace: the bundled rules count a
+// sliding window of one minute, and checks on both sides of its edge would
+// see the previous minute's weight instead of a plain count. A test of a
+// few seconds on this clock stays clear of the edge.
+func minuteStart() func() time.Time {
 	now := time.Now()
-	if next := now.Truncate(time.Minute).Add(time.Minute); next.Sub(now) < 3*time.Second {
-		time.Sleep(next.Sub(now) + 50*time.Millisecond)
-	}
+	shift := now.Truncate(time.Minute).Add(time.Minute + time.Second).Sub(now)
+	return func() time.Time { return time.Now().Add(shift) }
 }
 
 // TestReadmeDemo is the README's demo: the service started with nothing
@@ -64,13 +65,12 @@ func clearOfMinuteEdge() {
 // warning and a denial, over gRPC (the check subcommand and a client) and
 // over HTTP.
 func TestReadmeDemo(t *testing.T) {
-	p := startServer(t, nil)
+	p := ratelimitdtest.StartDaemon(t, serverConfig(t, nil), daemon.WithClock(minuteStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
 	// gRPC, through `ratelimitd check` as the README runs it: 10 per minute
 	// per user on /api/**; above 80% a warning.
-	clearOfMinuteEdge()
 	var lines []string
 	for range 11 {
 		code, out, errOut := runBinary(t, "check", "--addr", p.GRPCAddr, "--identifier", "bob", "--endpoint", "/api/v1/orders")
@@ -107,7 +107,6 @@ func TestReadmeDemo(t *testing.T) {
 
 	// HTTP: the JSON API, body mode then status mode.
 	body := `{"key_type":"user","key_value":"carol","endpoint":"/api/v1/orders"}`
-	clearOfMinuteEdge()
 	var states []string
 	for range 11 {
 		code, m, hdr := httpCheck(t, p, "", body)
@@ -146,7 +145,6 @@ func TestReadmeDemo(t *testing.T) {
 
 	// `ratelimitd check --http` speaks the HTTP API: a check, then a peek
 	// that consumes nothing.
-	clearOfMinuteEdge()
 	code, out, errOut := runBinary(t, "check", "--http", p.URL(""), "--identifier", "erin", "--endpoint", "/api/v1/orders")
 	require.Empty(t, errOut)
 	require.Equal(t, 0, code, out)
@@ -252,6 +250,17 @@ func leaks(s string) bool {
 	return false
 }
 
+// loadTally counts the answers of one phase of a load test.
+type loadTally struct {
+	allowed, denied atomic.Int64
+	errs            atomic.Int64 // an error instead of an answer
+	leaked          atomic.Int64 // an answer or error carrying a store error's text
+	inFlight        atomic.Int64
+}
+
+// answered is how many checks the phase counted.
+func (tl *loadTally) answered() int64 { return tl.allowed.Load() + tl.denied.Load() }
+
 // TestRedisKilledAndRestartedUnderLoad: while Redis is down, checks are
 // answered by the failure mode (fail open: allowed; fail closed: denied),
 // with no error text in any answer, readiness says the store is down;
@@ -259,125 +268,178 @@ func leaks(s string) bool {
 func TestRedisKilledAndRestartedUnderLoad(t *testing.T) {
 	for _, mode := range []string{"open", "closed"} {
 		t.Run(mode, func(t *testing.T) {
-			srv := redistest.StartServer(t)
-			path := filepath.Join(t.TempDir(), "rules.yaml")
-			writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 100000\n    period: 1h\n")
-			p := startServer(t, nil, "--rules", path, "--redis", srv.Addr,
-				"--failure-mode", mode, "--store-timeout", "1s") // generous: a loaded machine must not make a live Redis look failed
-			c := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))
-			hc := healthpb.NewHealthClient(p.Conn(t))
-			ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-			defer cancel()
-			require.Eventually(t, func() bool { code, _ := readyz(t, p); return code == http.StatusOK }, 5*time.Second, 50*time.Millisecond)
-			// Warm up: the first call loads the Redis library, which may
-			// outlast the store timeout (and be answered by the mode).
-			require.Eventually(t, func() bool {
-				r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "warm-up"})
-				return err == nil && r.GetAllowed()
-			}, 5*time.Second, 20*time.Millisecond)
-
-			// phase: 0 before the kill, 1 Redis down, 2 after the restart,
-			// 3 in between (answers counted only for leaks and errors).
-			type tally struct{ allowed, denied, grpcErr, leaked atomic.Int64 }
-			var phase atomic.Int32
-			var tallies [4]tally
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for g := range 4 {
-				wg.Go(func() {
-					for i := 0; ; i++ {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						ph := phase.Load()
-						tl := &tallies[ph]
-						if g == 0 && i%2 == 0 { // some over HTTP
-							code, m, _ := httpCheck(t, p, "", `{"key_type":"user","key_value":"load"}`)
-							if leaks(fmt.Sprint(m)) {
-								tl.leaked.Add(1)
-							}
-							if code == http.StatusOK && m["allowed"] == true {
-								tl.allowed.Add(1)
-							} else if code == http.StatusOK {
-								tl.denied.Add(1)
-							} else {
-								tl.grpcErr.Add(1)
-							}
-							continue
-						}
-						r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "load"})
-						switch {
-						case err != nil:
-							tl.grpcErr.Add(1)
-							if leaks(err.Error()) {
-								tl.leaked.Add(1)
-							}
-						case r.GetAllowed():
-							tl.allowed.Add(1)
-						default:
-							tl.denied.Add(1)
-						}
-						time.Sleep(2 * time.Millisecond)
-					}
-				})
-			}
-			time.Sleep(300 * time.Millisecond)
-			phase.Store(3)
-			time.Sleep(50 * time.Millisecond)
-			srv.Kill()
-			// Let the in-flight calls and the breaker settle, then count.
-			time.Sleep(300 * time.Millisecond)
-			phase.Store(1)
-			require.Eventually(t, func() bool {
-				code, r := readyz(t, p)
-				return code == http.StatusServiceUnavailable && !r.Store
-			}, 5*time.Second, 50*time.Millisecond, "readiness follows the store")
-			hr, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
-			require.NoError(t, err)
-			require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, hr.GetStatus())
-			time.Sleep(time.Second)
-
-			phase.Store(3)
-			srv.Restart(t)
-			require.Eventually(t, func() bool { code, _ := readyz(t, p); return code == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
-			// The breaker's probe closes the circuit within its cooldown.
-			time.Sleep(1500 * time.Millisecond)
-			phase.Store(2)
-			time.Sleep(500 * time.Millisecond)
-			close(stop)
-			wg.Wait()
-
-			before, down, after := &tallies[0], &tallies[1], &tallies[2]
-			t.Logf("before %d/%d, down %d allowed %d denied %d errors, after %d/%d",
-				before.allowed.Load(), before.denied.Load(), down.allowed.Load(), down.denied.Load(), down.grpcErr.Load(),
-				after.allowed.Load(), after.denied.Load())
-			for i := range tallies {
-				require.Zero(t, tallies[i].leaked.Load(), "no store error text in any answer (phase %d)", i)
-				require.Zero(t, tallies[i].grpcErr.Load(), "the failure mode answers, no error (phase %d)", i)
-			}
-			require.Positive(t, before.allowed.Load())
-			require.Zero(t, before.denied.Load())
-			if mode == "open" {
-				require.Positive(t, down.allowed.Load())
-				require.Zero(t, down.denied.Load(), "fail open: allowed")
-			} else {
-				require.Positive(t, down.denied.Load())
-				require.Zero(t, down.allowed.Load(), "fail closed: denied")
-			}
-			require.Positive(t, after.allowed.Load(), "Redis decides again")
-			require.Zero(t, after.denied.Load())
-			// Redis counted the checks made after the restart (its state was
-			// lost with the kill: no persistence).
-			q, err := c.GetRemainingQuota(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "load"})
-			require.NoError(t, err)
-			require.Positive(t, q.GetCurrent())
-			require.LessOrEqual(t, q.GetCurrent(), before.allowed.Load()+after.allowed.Load()+down.allowed.Load()+tallies[3].allowed.Load())
-			require.Positive(t, metric(t, p, `ratelimitd_store_errors_total{kind="connection"}`)+
-				metric(t, p, `ratelimitd_store_errors_total{kind="timeout"}`))
+			t.Parallel()
+			testRedisKilledUnderLoad(t, mode)
 		})
 	}
+}
+
+func testRedisKilledUnderLoad(t *testing.T, mode string) {
+	srv := redistest.StartServer(t)
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 100000\n    period: 1h\n")
+	p := startServer(t, nil, "--rules", path, "--redis", srv.Addr,
+		"--failure-mode", mode, "--store-timeout", "1s") // generous: a loaded machine must not make a live Redis look failed
+	c := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))
+	hc := healthpb.NewHealthClient(p.Conn(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	require.Eventually(t, func() bool { code, _ := readyz(t, p); return code == http.StatusOK }, 5*time.Second, 50*time.Millisecond)
+	// Warm up: the first call loads the Redis library, which may outlast
+	// the store timeout (and be answered by the mode).
+	require.Eventually(t, func() bool {
+		r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "warm-up"})
+		return err == nil && r.GetAllowed()
+	}, 5*time.Second, 20*time.Millisecond)
+
+	// phase: 0 before the kill, 1 Redis down, 2 after the restart, 3 in
+	// between (answers counted only for leaks and errors). A check counts
+	// for the phase it started in.
+	var phase atomic.Int32
+	var tallies [4]loadTally
+	stop := load(p, c, &phase, &tallies)
+	// The phase counted enough answers; then, moved on, none of its checks
+	// is still in flight.
+	counted := func(ph int, what string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return tallies[ph].answered() >= 20 }, 10*time.Second, time.Millisecond, what)
+	}
+	leave := func(ph int32, next int32) {
+		t.Helper()
+		phase.Store(next)
+		require.Eventually(t, func() bool { return tallies[ph].inFlight.Load() == 0 }, 10*time.Second, time.Millisecond)
+	}
+
+	counted(0, "before the kill")
+	leave(0, 3)
+	srv.Kill()
+	phase.Store(1)
+	require.Eventually(t, func() bool {
+		code, r := readyz(t, p)
+		return code == http.StatusServiceUnavailable && !r.Store
+	}, 5*time.Second, 50*time.Millisecond, "readiness follows the store")
+	hr, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, hr.GetStatus())
+	counted(1, "while Redis is down")
+
+	leave(1, 3)
+	srv.Restart(t)
+	require.Eventually(t, func() bool { code, _ := readyz(t, p); return code == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
+	// The breaker's probe closes the circuit within its cooldown: Redis
+	// decides again.
+	require.Eventually(t, func() bool {
+		r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "probe"})
+		return err == nil && r.GetAllowed() && r.GetDegraded() == ratelimitv1.Degraded_DEGRADED_NONE
+	}, 10*time.Second, 20*time.Millisecond, "Redis decides again")
+	phase.Store(2)
+	counted(2, "after the restart")
+	stop()
+
+	before, down, after := &tallies[0], &tallies[1], &tallies[2]
+	t.Logf("before %d/%d, down %d allowed %d denied %d errors, after %d/%d",
+		before.allowed.Load(), before.denied.Load(), down.allowed.Load(), down.denied.Load(), down.errs.Load(),
+		after.allowed.Load(), after.denied.Load())
+	for i := range tallies {
+		require.Zero(t, tallies[i].leaked.Load(), "no store error text in any answer (phase %d)", i)
+		require.Zero(t, tallies[i].errs.Load(), "the failure mode answers, no error (phase %d)", i)
+	}
+	require.Positive(t, before.allowed.Load())
+	require.Zero(t, before.denied.Load())
+	if mode == "open" {
+		require.Positive(t, down.allowed.Load())
+		require.Zero(t, down.denied.Load(), "fail open: allowed")
+	} else {
+		require.Positive(t, down.denied.Load())
+		require.Zero(t, down.allowed.Load(), "fail closed: denied")
+	}
+	require.Positive(t, after.allowed.Load(), "Redis decides again")
+	require.Zero(t, after.denied.Load())
+	// Redis counted the checks made after the restart (its state was lost
+	// with the kill: no persistence).
+	q, err := c.GetRemainingQuota(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "load"})
+	require.NoError(t, err)
+	require.Positive(t, q.GetCurrent())
+	require.LessOrEqual(t, q.GetCurrent(), before.allowed.Load()+after.allowed.Load()+down.allowed.Load()+tallies[3].allowed.Load())
+	require.Positive(t, metric(t, p, `ratelimitd_store_errors_total{kind="connection"}`)+
+		metric(t, p, `ratelimitd_store_errors_total{kind="timeout"}`))
+}
+
+// load sends checks of user "load" from 4 callers, one after the other
+// each (one caller over HTTP every other time, the rest over gRPC), into
+// the tally of the phase each started in, until stop is called.
+func load(p instance, c ratelimitv1.RateLimitServiceClient, phase *atomic.Int32, tallies *[4]loadTally) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				tl := &tallies[phase.Load()]
+				tl.inFlight.Add(1)
+				loadCheck(p, c, tl, g == 0 && i%2 == 0)
+				tl.inFlight.Add(-1)
+			}
+		})
+	}
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
+// loadCheck sends one check of user "load" and counts its answer in tl.
+func loadCheck(p instance, c ratelimitv1.RateLimitServiceClient, tl *loadTally, overHTTP bool) {
+	var allowed bool
+	var err error
+	if overHTTP {
+		allowed, err = loadCheckHTTP(p)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var r *ratelimitv1.CheckResponse
+		r, err = c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "load"})
+		allowed = err == nil && r.GetAllowed()
+	}
+	switch {
+	case err != nil:
+		tl.errs.Add(1)
+		if leaks(err.Error()) {
+			tl.leaked.Add(1)
+		}
+	case allowed:
+		tl.allowed.Add(1)
+	default:
+		tl.denied.Add(1)
+	}
+}
+
+// loadCheckHTTP sends one check of user "load" to the HTTP API; an
+// answer other than 200, or one carrying a store error's text, is an
+// error.
+func loadCheckHTTP(p instance) (allowed bool, err error) {
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Post(p.URL("/api/v1/rate-limit/check"), "application/json", strings.NewReader(`{"key_type":"user","key_value":"load"}`))
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	switch {
+	case err != nil:
+		return false, err
+	case leaks(string(b)):
+		return false, fmt.Errorf("a store error in the answer: %s", b)
+	case resp.StatusCode != http.StatusOK:
+		return false, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	var m struct{ Allowed bool }
+	err = json.Unmarshal(b, &m)
+	return m.Allowed, err
 }
 
 // TestStoreAPIServesTheMiddleware: a middleware's limiter whose store is

@@ -153,8 +153,10 @@ func TestServeDBSQLite(t *testing.T) {
 }
 
 // An instance restarted while PostgreSQL is down starts from its
-// --rules-cache (readiness says cached) and decides under the cached rules;
-// when the database is back it catches up.
+// --rules-cache: readiness says cached, with the cache's age, and the
+// cached rules decide; the admin API (problem+json, no database detail)
+// and the admin page answer 503. When the database is back the instance
+// catches up on a change and serves the admin API and page.
 func TestServeDBStartsFromCacheWhileDown(t *testing.T) {
 	srv := pgtest.Start(t)
 	ctx := dbctx(t)
@@ -163,49 +165,68 @@ func TestServeDBStartsFromCacheWhileDown(t *testing.T) {
 	defer admin.Close()
 	_, err = admin.Create(ctx, "alice", ordersRule(2))
 	require.NoError(t, err)
+	secret, _, err := admin.CreateToken(ctx, "cli:test", "ops", rulesdb.ScopeRead)
+	require.NoError(t, err)
+	rev, err := admin.Revision(ctx)
+	require.NoError(t, err)
 	cache := filepath.Join(t.TempDir(), "rules-cache.json")
 	args := []string{"--db", srv.DSN(), "--rules-cache", cache, "--db-poll", "100ms"}
 	c := &http.Client{Timeout: 5 * time.Second}
 
 	one := startServer(t, nil, args...)
 	_, ready := readyz(t, one)
-	require.Equal(t, "1", ready.Revision)
+	require.Equal(t, strconv.FormatInt(rev, 10), ready.Revision)
 	require.NoError(t, one.Close(), one.Logs())
-	written := time.Now()
-	time.Sleep(300 * time.Millisecond)
+	written := time.Now() // the cache was written before
 
 	srv.Kill()
 	two := startServer(t, nil, args...)
-	// Ready (the store's first probe may land just after the serving log).
 	require.Eventually(t, func() bool {
 		code, _ := readyz(t, two)
 		return code == http.StatusOK
 	}, 5*time.Second, 20*time.Millisecond, "serving from the cache is ready")
+	asked := time.Now()
 	_, ready = readyz(t, two)
-	require.Equal(t, "1 (cached)", ready.Revision)
+	cached := strconv.FormatInt(rev, 10) + " (cached)"
+	require.Equal(t, cached, ready.Revision)
 	require.True(t, ready.Cached)
 	require.NotNil(t, ready.LoadedAt)
 	require.True(t, ready.LoadedAt.Before(written), "the age of cached rules is the cache's: %v", ready.LoadedAt)
-	require.Greater(t, ready.AgeSeconds, 0.3)
-	require.Equal(t, 1.0, metric(t, two, `ratelimitd_rules_info{revision="1 (cached)"}`))
+	require.GreaterOrEqual(t, ready.AgeSeconds, asked.Sub(written).Seconds())
+	require.Equal(t, 1.0, metric(t, two, `ratelimitd_rules_info{revision="`+cached+`"}`))
 	for i := range 3 {
 		limit, ok := checkHTTP(t, c, two, "ann")
 		require.EqualValues(t, 2, limit)
 		require.Equal(t, i < 2, ok, "check %d: the cached rules decide", i+1)
 	}
+	r := adminCall(t, c, two, secret, "GET", "/api/v1/rules", "")
+	require.Equal(t, http.StatusServiceUnavailable, r.status, r.raw)
+	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
+	require.NotContains(t, r.raw, "127.0.0.1", "no database detail")
+	pc := pageClient(t)
+	resp, _ := page(t, pc, http.MethodGet, two.URL("/admin/login"), nil)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 
 	srv.Restart(t)
+	var updated *rulesdb.Rule
 	require.Eventually(t, func() bool {
-		_, err := admin.Update(ctx, "alice", ordersRule(5), "*")
+		updated, err = admin.Update(ctx, "alice", ordersRule(5), "*")
 		return err == nil
 	}, 10*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool {
 		_, ready := readyz(t, two)
-		return ready.Revision == "2" && !ready.Cached
+		return ready.Revision == strconv.FormatInt(updated.Revision, 10) && !ready.Cached
 	}, 15*time.Second, 50*time.Millisecond, two.Logs())
 	limit, ok := checkHTTP(t, c, two, "bob")
 	require.True(t, ok)
 	require.EqualValues(t, 5, limit)
+	require.Eventually(t, func() bool {
+		return adminCall(t, c, two, secret, "GET", "/api/v1/rules", "").status == http.StatusOK
+	}, 5*time.Second, 20*time.Millisecond, "the admin API once the database is reached")
+	require.Eventually(t, func() bool {
+		resp, _ := page(t, pc, http.MethodGet, two.URL("/admin/login"), nil)
+		return resp.StatusCode == http.StatusOK
+	}, 5*time.Second, 20*time.Millisecond, "the admin page once the database is reached")
 }
 
 func TestServeDBFlags(t *testing.T) {

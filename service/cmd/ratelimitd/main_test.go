@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/service/internal/daemon"
 	"github.com/sluicehq/sluice/service/internal/pgtest"
 	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 )
@@ -62,7 +63,13 @@ type instance interface {
 // serve runs, closed when the test ends.
 func startServer(t *testing.T, env map[string]string, args ...string) *ratelimitdtest.Daemon {
 	t.Helper()
+	return ratelimitdtest.StartDaemon(t, serverConfig(t, env, args...))
+}
+
+// serverConfig is the Config startServer runs.
+func serverConfig(t *testing.T, env map[string]string, args ...string) daemon.Config {
+	t.Helper()
 	_, c, err := parseServe(ratelimitdtest.ServeArgs(args...), envMap(env))
 	require.NoError(t, err)
-	return ratelimitdtest.StartDaemon(t, c)
+	return c
 }

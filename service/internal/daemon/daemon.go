@@ -20,6 +20,7 @@ import (
 type Daemon struct {
 	cfg     Config
 	log     *slog.Logger
+	now     func() time.Time // nil: time.Now (WithClock)
 	metrics *metrics
 	health  *health
 
@@ -50,10 +51,19 @@ type Daemon struct {
 	closeErr  error
 }
 
+// Option changes what New builds beyond its Config.
+type Option func(*Daemon)
+
+// WithClock sets the clock the memory store decides on (the store without
+// --redis, and fallback mode's local limiter) and the engine's
+// (engine.WithClock), for tests; Redis decides on its own clock. The
+// default is time.Now.
+func WithClock(now func() time.Time) Option { return func(d *Daemon) { d.now = now } }
+
 // New returns the daemon of c, logging to log (nil: nowhere). It checks c
 // (Config.Validate) and builds the metrics and the health; it contacts
 // nothing and listens on nothing.
-func New(c Config, log *slog.Logger) (*Daemon, error) {
+func New(c Config, log *slog.Logger, opts ...Option) (*Daemon, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("daemon: %w", err)
 	}
@@ -72,7 +82,11 @@ func New(c Config, log *slog.Logger) (*Daemon, error) {
 		m.setUp(component, ok)
 	})
 	h.set(componentDraining, true)
-	return &Daemon{cfg: c, log: log, metrics: m, health: h, failed: make(chan struct{})}, nil
+	d := &Daemon{cfg: c, log: log, metrics: m, health: h, failed: make(chan struct{})}
+	for _, o := range opts {
+		o(d)
+	}
+	return d, nil
 }
 
 // Start builds the store, the rules source and the engine, the servers and
@@ -100,7 +114,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 // start is Start's work; what it built is released by the caller when it
 // fails.
 func (d *Daemon) start(ctx context.Context) error {
-	st, err := openStore(&d.cfg, d.log, d.metrics.limiter)
+	st, err := openStore(&d.cfg, d.log, d.metrics.limiter, d.now)
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,16 @@ package daemon_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,4 +151,32 @@ func TestCloseDrainsThenStops(t *testing.T) {
 	require.True(t, log.logged("ratelimitd stopped"))
 	require.Zero(t, get("/healthz"), "the HTTP server is stopped")
 	require.NoError(t, d.Close(context.Background()), "a second Close returns the first one's result")
+}
+
+// TestWithClock: the memory store decides on the clock WithClock gives:
+// a window spent now is fresh again once that clock, not the real one,
+// has moved past it.
+func TestWithClock(t *testing.T) {
+	rules := filepath.Join(t.TempDir(), "rules.yaml")
+	require.NoError(t, os.WriteFile(rules, []byte("rules:\n  - name: hourly\n    dimension: user\n    algorithm: fixed_window\n    rate: 1\n    period: 1h\n"), 0o600))
+	var shift atomic.Int64
+	c := loopback()
+	c.Rules = rules
+	d, err := daemon.New(c, nil, daemon.WithClock(func() time.Time { return time.Now().Add(time.Duration(shift.Load())) }))
+	require.NoError(t, err)
+	require.NoError(t, d.Start(context.Background()))
+	defer d.Close(context.Background())
+	allowed := func() bool {
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Post("http://"+d.HTTPAddr()+"/api/v1/rate-limit/check",
+			"application/json", strings.NewReader(`{"key_type":"user","key_value":"ann"}`))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out struct{ Allowed bool }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return out.Allowed
+	}
+	require.True(t, allowed())
+	require.False(t, allowed(), "1 an hour")
+	shift.Store(int64(time.Hour))
+	require.True(t, allowed(), "an hour later on the daemon's clock")
 }

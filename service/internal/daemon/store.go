@@ -33,10 +33,15 @@ type storeSet struct {
 // behind the guard (timeout, breaker, failure mode, deny cache). obs
 // observes the guard's circuit and failures. It contacts nothing: Redis is
 // reached on first use, so ratelimitd starts while Redis is down (and
-// answers by the failure mode).
-func openStore(c *Config, log *slog.Logger, obs guard.Observer) (*storeSet, error) {
+// answers by the failure mode). now, when not nil, is the memory store's
+// clock (fallback mode's local limiter's too).
+func openStore(c *Config, log *slog.Logger, obs guard.Observer, now func() time.Time) (*storeSet, error) {
+	memOpts := []memorystore.Option{memorystore.WithMaxKeys(c.MemoryMaxKeys)}
+	if now != nil {
+		memOpts = append(memOpts, memorystore.WithClock(now))
+	}
 	if c.Redis == "" {
-		s, err := memorystore.New(memorystore.WithMaxKeys(c.MemoryMaxKeys))
+		s, err := memorystore.New(memOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("memory store: %w", err)
 		}
@@ -61,7 +66,7 @@ func openStore(c *Config, log *slog.Logger, obs guard.Observer) (*storeSet, erro
 	case "closed":
 		opts = append(opts, guard.WithFailClosed(0))
 	case "fallback":
-		opts = append(opts, guard.WithFallback(c.FallbackInstances, memorystore.WithMaxKeys(c.MemoryMaxKeys)))
+		opts = append(opts, guard.WithFallback(c.FallbackInstances, memOpts...))
 	}
 	if c.DenyCacheKeys > 0 {
 		opts = append(opts, guard.WithDenyCache(guard.DenyCache{MaxKeys: c.DenyCacheKeys}))

@@ -97,6 +97,9 @@ func (d *Daemon) newEngine(ctx context.Context) (*wiring, *engine.Recent, error)
 	opts := []engine.Option{engine.WithObserver(obs), engine.WithLogger(d.log),
 		engine.WithIdempotency(c.IdempotencyTTL, c.IdempotencyRepeats), engine.WithMaxClientSkew(c.MaxClientSkew),
 		engine.WithBatchParallelism(c.batchParallelism())}
+	if d.now != nil {
+		opts = append(opts, engine.WithClock(d.now))
+	}
 	var recent *engine.Recent
 	if db != nil {
 		obs.cachedAt = db.CachedAt

@@ -39,12 +39,12 @@ func Config(args ...string) (daemon.Config, error) {
 	return c, c.Validate()
 }
 
-// StartDaemon starts the daemon of c in this process, its logs in JSON
-// whatever c.LogFormat says, and closes it on test cleanup. It returns once
-// the daemon serves; a daemon that does not start fails the test.
-func StartDaemon(t testing.TB, c daemon.Config) *Daemon {
+// StartDaemon starts the daemon of c and opts in this process, its logs in
+// JSON whatever c.LogFormat says, and closes it on test cleanup. It returns
+// once the daemon serves; a daemon that does not start fails the test.
+func StartDaemon(t testing.TB, c daemon.Config, opts ...daemon.Option) *Daemon {
 	t.Helper()
-	d, err := LaunchDaemon(c)
+	d, err := LaunchDaemon(c, opts...)
 	if err != nil {
 		t.Fatalf("ratelimitdtest: %v", err)
 	}
@@ -55,10 +55,10 @@ func StartDaemon(t testing.TB, c daemon.Config) *Daemon {
 // LaunchDaemon is StartDaemon for a program rather than a test (the
 // demos): it returns once the daemon serves, or an error with its logs.
 // The caller ends it with Close.
-func LaunchDaemon(c daemon.Config) (*Daemon, error) {
+func LaunchDaemon(c daemon.Config, opts ...daemon.Option) (*Daemon, error) {
 	c.LogFormat = "json"
 	logs := &syncBuffer{}
-	d, err := daemon.New(c, c.NewLogger(logs))
+	d, err := daemon.New(c, c.NewLogger(logs), opts...)
 	if err != nil {
 		return nil, err
 	}
