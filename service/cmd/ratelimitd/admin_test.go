@@ -19,6 +19,7 @@ import (
 // revocation then reaches the API and the page at the same instant (the
 // cache's end), never the API first and the page seconds later.
 func TestAdminAPIAndPageShareOneAuth(t *testing.T) {
+	t.Parallel()
 	ctx := dbctx(t)
 	dsn := "file:" + filepath.Join(t.TempDir(), "rules.db")
 	db, err := rulesdb.Open(ctx, dsn)

@@ -58,6 +58,7 @@ func adminCall(t *testing.T, c *http.Client, p instance, token, method, path, bo
 // created through it decides the check API's answers, its audit row names
 // the token, and the check API stays open.
 func TestServeAdminAPISQLite(t *testing.T) {
+	t.Parallel()
 	ctx := dbctx(t)
 	dsn := "file:" + filepath.Join(t.TempDir(), "rules.db")
 	db, err := rulesdb.Open(ctx, dsn)
@@ -118,6 +119,7 @@ func TestServeAdminAPISQLite(t *testing.T) {
 
 // Without --db there is no admin API (the rules come from a file).
 func TestServeNoAdminAPIWithoutDB(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, nil)
 	c := &http.Client{Timeout: 5 * time.Second}
 	r := adminCall(t, c, p, "x", "GET", "/api/v1/rules", "")
@@ -128,6 +130,8 @@ func TestServeNoAdminAPIWithoutDB(t *testing.T) {
 // API is in force on instance B within 1 s, over 100 changes (figures
 // logged); an override set through A blocks on B.
 func TestServeAdminAPIPostgresPropagation(t *testing.T) {
+	// Not parallel: it holds the service to a bound in time, measured
+	// with no other test of the package running.
 	ctx := dbctx(t)
 	dsn := pg.NewDatabase(t)
 	db, err := rulesdb.Open(ctx, dsn)

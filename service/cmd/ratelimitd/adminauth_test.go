@@ -19,6 +19,7 @@ import (
 // counter is in the shared Redis; reads and other tokens are not touched;
 // an Idempotency-Key used through one instance is replayed by the other.
 func TestServeAdminLimitsAcrossInstances(t *testing.T) {
+	t.Parallel()
 	ctx := dbctx(t)
 	dsn := pg.NewDatabase(t)
 	db, err := rulesdb.Open(ctx, dsn)

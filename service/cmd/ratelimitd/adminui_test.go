@@ -53,6 +53,7 @@ var (
 // in the database, lower a rule's limit through the edit form, and the
 // check API decides under it; the throttled caller shows on /admin/recent.
 func TestServeAdminPage(t *testing.T) {
+	t.Parallel()
 	ctx := dbctx(t)
 	dsn := "file:" + filepath.Join(t.TempDir(), "rules.db")
 	db, err := rulesdb.Open(ctx, dsn)
@@ -102,6 +103,7 @@ func TestServeAdminPage(t *testing.T) {
 
 // Without --db there is no admin page.
 func TestServeNoAdminPageWithoutDB(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, nil)
 	resp, _ := page(t, pageClient(t), http.MethodGet, p.URL("/admin/"), nil)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)

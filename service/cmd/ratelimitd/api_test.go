@@ -65,6 +65,7 @@ func minuteStart() func() time.Time {
 // warning and a denial, over gRPC (the check subcommand and a client) and
 // over HTTP.
 func TestReadmeDemo(t *testing.T) {
+	t.Parallel()
 	p := ratelimitdtest.StartDaemon(t, serverConfig(t, nil), daemon.WithClock(minuteStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -73,7 +74,7 @@ func TestReadmeDemo(t *testing.T) {
 	// per user on /api/**; above 80% a warning.
 	var lines []string
 	for range 11 {
-		code, out, errOut := runBinary(t, "check", "--addr", p.GRPCAddr, "--identifier", "bob", "--endpoint", "/api/v1/orders")
+		code, out, errOut := runCmd(t, nil, "check", "--addr", p.GRPCAddr, "--identifier", "bob", "--endpoint", "/api/v1/orders")
 		require.Empty(t, errOut)
 		lines = append(lines, out)
 		if strings.HasPrefix(out, "denied") {
@@ -145,11 +146,11 @@ func TestReadmeDemo(t *testing.T) {
 
 	// `ratelimitd check --http` speaks the HTTP API: a check, then a peek
 	// that consumes nothing.
-	code, out, errOut := runBinary(t, "check", "--http", p.URL(""), "--identifier", "erin", "--endpoint", "/api/v1/orders")
+	code, out, errOut := runCmd(t, nil, "check", "--http", p.URL(""), "--identifier", "erin", "--endpoint", "/api/v1/orders")
 	require.Empty(t, errOut)
 	require.Equal(t, 0, code, out)
 	require.True(t, strings.HasPrefix(out, "allowed  rule=api-per-user  used=1/10  remaining=9"), out)
-	code, out, errOut = runBinary(t, "check", "--http", p.URL(""), "--identifier", "erin", "--endpoint", "/api/v1/orders", "--peek", "--json")
+	code, out, errOut = runCmd(t, nil, "check", "--http", p.URL(""), "--identifier", "erin", "--endpoint", "/api/v1/orders", "--peek", "--json")
 	require.Empty(t, errOut)
 	require.Equal(t, 0, code, out)
 	var peek map[string]any
@@ -161,7 +162,9 @@ func TestReadmeDemo(t *testing.T) {
 // TestSIGTERMReportsNotServingOverGRPC: grpc.health.v1 says NOT_SERVING as
 // soon as the drain starts, while calls are still answered.
 func TestSIGTERMReportsNotServingOverGRPC(t *testing.T) {
-	p := ratelimitdtest.Start(t, binary, nil, "--drain-delay", "2s", "--shutdown-timeout", "2s")
+	// Not parallel: it holds the service to a bound in time, measured
+	// with no other test of the package running.
+	p := ratelimitdtest.Start(t, bin(t), []string{asMain}, "--drain-delay", "2s", "--shutdown-timeout", "2s")
 	conn := p.Conn(t)
 	hc := healthpb.NewHealthClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -187,6 +190,7 @@ func TestSIGTERMReportsNotServingOverGRPC(t *testing.T) {
 // TestTwoInstancesShareOneRedisLimit: two ratelimitd on one real Redis,
 // checks spread across both concurrently, admit exactly the limit.
 func TestTwoInstancesShareOneRedisLimit(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartServer(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	const limit = 40
@@ -266,6 +270,7 @@ func (tl *loadTally) answered() int64 { return tl.allowed.Load() + tl.denied.Loa
 // with no error text in any answer, readiness says the store is down;
 // after Redis restarts, Redis decides again.
 func TestRedisKilledAndRestartedUnderLoad(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"open", "closed"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
@@ -446,6 +451,7 @@ func loadCheckHTTP(p instance) (allowed bool, err error) {
 // ratelimitd (remotestore over its gRPC address, behind a guard) shares
 // the service's state: two such limiters admit the limit once between them.
 func TestStoreAPIServesTheMiddleware(t *testing.T) {
+	t.Parallel()
 	p := startServer(t, nil)
 	newLimiter := func() *core.Limiter {
 		store, err := guard.New(remotestore.New(p.Conn(t)), guard.WithTimeout(2*time.Second), guard.WithFailClosed(time.Second))
@@ -481,6 +487,7 @@ func TestStoreAPIServesTheMiddleware(t *testing.T) {
 // Redis is replaced by a local limiter whose limit is divided by the
 // number of instances.
 func TestFallbackModeDecidesLocallyWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartServer(t)
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 10\n    period: 1h\n")
@@ -509,6 +516,7 @@ func TestFallbackModeDecidesLocallyWhileRedisIsDown(t *testing.T) {
 // TestRedisDeployments: --redis takes a Sentinel deployment and a Cluster
 // in its documented syntax; limits are exact on both.
 func TestRedisDeployments(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "rules.yaml")
 	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 5\n    period: 1h\n")
 	for _, tc := range []struct {
@@ -528,6 +536,7 @@ func TestRedisDeployments(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			p := startServer(t, nil, "--rules", path, "--redis", tc.addr(t),
 				"--failure-mode", "closed", "--store-timeout", "2s")
 			require.Eventually(t, func() bool { code, _ := readyz(t, p); return code == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
@@ -551,11 +560,12 @@ func TestRedisDeployments(t *testing.T) {
 // --log-format json every line it writes is a JSON object (go-redis's own
 // dial-failure lines are silenced: the guard logs the failure).
 func TestStartsWithRedisDown(t *testing.T) {
+	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	dead := l.Addr().String()
 	require.NoError(t, l.Close()) // nothing listens there now
-	p := ratelimitdtest.Start(t, binary, nil, "--redis", dead, "--failure-mode", "closed", "--log-format", "json")
+	p := ratelimitdtest.Start(t, bin(t), []string{asMain}, "--redis", dead, "--failure-mode", "closed", "--log-format", "json")
 	require.Eventually(t, func() bool {
 		code, r := readyz(t, p)
 		return code == http.StatusServiceUnavailable && !r.Store && r.Rules

@@ -14,6 +14,7 @@ import (
 )
 
 func TestFormatCheck(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
 	r := &ratelimitv1.CheckResponse{
 		Allowed: false, Current: 10, Limit: 10, Remaining: 0, Rule: "api-per-user",
@@ -37,6 +38,7 @@ func TestFormatCheck(t *testing.T) {
 }
 
 func TestCheckUsageErrors(t *testing.T) {
+	t.Parallel()
 	env := envMap(map[string]string{"RATELIMITD_GRPC_ADDR": "127.0.0.1:1"})
 	for _, tc := range []struct {
 		args []string

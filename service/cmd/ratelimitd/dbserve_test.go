@@ -60,6 +60,8 @@ func withPassword(t *testing.T, dsn string) string {
 // through the database API is in force on the other within 1 s, checked
 // through the HTTP check API (50 changes; the figures are logged).
 func TestServeDBPostgresTwoInstances(t *testing.T) {
+	// Not parallel: it holds the service to a bound in time, measured
+	// with no other test of the package running.
 	ctx := dbctx(t)
 	dsn := withPassword(t, pg.NewDatabase(t))
 	admin, err := rulesdb.Open(ctx, dsn)
@@ -116,6 +118,7 @@ func TestServeDBPostgresTwoInstances(t *testing.T) {
 // created, served, and a rule written to it (another handle) is in force
 // within a second.
 func TestServeDBSQLite(t *testing.T) {
+	t.Parallel()
 	ctx := dbctx(t)
 	dsn := "file:" + filepath.Join(t.TempDir(), "rules.db")
 	p := startServer(t, nil, "--db", dsn)
@@ -158,6 +161,7 @@ func TestServeDBSQLite(t *testing.T) {
 // and the admin page answer 503. When the database is back the instance
 // catches up on a change and serves the admin API and page.
 func TestServeDBStartsFromCacheWhileDown(t *testing.T) {
+	t.Parallel()
 	srv := pgtest.Start(t)
 	ctx := dbctx(t)
 	admin, err := rulesdb.Open(ctx, srv.DSN())
@@ -230,6 +234,7 @@ func TestServeDBStartsFromCacheWhileDown(t *testing.T) {
 }
 
 func TestServeDBFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -240,14 +245,14 @@ func TestServeDBFlags(t *testing.T) {
 		{[]string{"--db", "mysql://u:hunter2@h/db"}, "--db: want file:PATH or postgres://"},
 		{[]string{"--db", "file:x.db", "--db-poll", "0s"}, "--db-poll: must be at least 1ms"},
 	} {
-		code, _, errOut := runBinary(t, append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, tc.args...)...)
+		code, _, errOut := runEnv(t, nil, append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, tc.args...)...)
 		require.Equal(t, 2, code, errOut)
 		require.Contains(t, errOut, tc.want)
 		require.NotContains(t, errOut, "hunter2")
 	}
 	// Unreachable, no cache: serve fails (exit 1) naming --db, password
 	// redacted.
-	code, _, errOut := runBinary(t, "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+	code, _, errOut := runEnv(t, nil, "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
 		"--db", "postgres://app:hunter2@127.0.0.1:1/rules?connect_timeout=2")
 	require.Equal(t, 1, code, errOut)
 	require.Contains(t, errOut, "--db")

@@ -46,9 +46,10 @@ func envoyRequest(addr, path string) *rlsv3.RateLimitRequest {
 // go-control-plane's client) on its gRPC address, all descriptors all or
 // nothing, and the same decisions at /json on its HTTP address.
 func TestEnvoyRulesOverShouldRateLimitAndJSON(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	writeFile(t, path, envoyRules)
-	code, out, errOut := runBinary(t, "validate", path)
+	code, out, errOut := runCmd(t, nil, "validate", path)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "valid: 3 rules")
 

@@ -14,6 +14,7 @@ func envMap(m map[string]string) lookupEnv {
 }
 
 func TestFlagsEnvironmentAndPrecedence(t *testing.T) {
+	t.Parallel()
 	_, c, err := parseServe([]string{"--grpc-addr", "127.0.0.1:9001"}, envMap(map[string]string{
 		"RATELIMITD_GRPC_ADDR":     "127.0.0.1:9999", // the flag wins
 		"RATELIMITD_HTTP_ADDR":     "127.0.0.1:9002",
@@ -29,6 +30,7 @@ func TestFlagsEnvironmentAndPrecedence(t *testing.T) {
 }
 
 func TestFlagsDefaults(t *testing.T) {
+	t.Parallel()
 	_, c, err := parseServe(nil, envMap(nil))
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:8081", c.GRPCAddr)
@@ -41,6 +43,7 @@ func TestFlagsDefaults(t *testing.T) {
 }
 
 func TestFlagsBadValuesNameTheirSource(t *testing.T) {
+	t.Parallel()
 	_, _, err := parseServe(nil, envMap(map[string]string{"RATELIMITD_STORE_TIMEOUT": "soon"}))
 	require.ErrorContains(t, err, "RATELIMITD_STORE_TIMEOUT")
 

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,31 +33,11 @@ func grpcTokens(t *testing.T) (dsn, write, read string) {
 	return dsn, write, read
 }
 
-// runCheck runs `ratelimitd check args...` with env as its only
-// RATELIMITD_ variables.
+// runCheck runs `ratelimitd check args...` (runCmd) with env as its only
+// environment.
 func runCheck(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	return runEnv(t, env, append([]string{"check"}, args...)...)
-}
-
-// runEnv runs the binary with env as its only RATELIMITD_ variables.
-func runEnv(t *testing.T, env []string, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var o, e bytes.Buffer
-	cmd := exec.Command(binary, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "RATELIMITD_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), o.String(), e.String()
-	}
-	require.NoError(t, err)
-	return 0, o.String(), e.String()
+	return runCmd(t, env, append([]string{"check"}, args...)...)
 }
 
 // `serve --db` guards ResetLimit and the store API with the database's
@@ -70,6 +46,7 @@ func runEnv(t *testing.T, env []string, args ...string) (code int, stdout, stder
 // remote store and `ratelimitd check --reset --token`); checks need none.
 // --grpc-auth=off turns the guard off.
 func TestServeGRPCAuth(t *testing.T) {
+	t.Parallel()
 	dsn, write, read := grpcTokens(t)
 	p := startServer(t, nil, "--db", dsn)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -131,6 +108,7 @@ func TestServeGRPCAuth(t *testing.T) {
 // Over TLS the token goes with TokenCredentials (which need TLS) and
 // `ratelimitd check --tls-ca --token` to any address.
 func TestServeGRPCAuthTLS(t *testing.T) {
+	t.Parallel()
 	dsn, write, _ := grpcTokens(t)
 	cert, key, _ := selfSigned(t, t.TempDir())
 	p := startServer(t, map[string]string{"RATELIMITD_TLS_CERT": cert, "RATELIMITD_TLS_KEY": key}, "--db", dsn)
@@ -145,6 +123,7 @@ func TestServeGRPCAuthTLS(t *testing.T) {
 
 // --grpc-auth is off or admin, and admin needs --db.
 func TestServeGRPCAuthFlags(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -152,7 +131,7 @@ func TestServeGRPCAuthFlags(t *testing.T) {
 		{[]string{"--grpc-auth", "admin"}, "--grpc-auth: admin needs --db"},
 		{[]string{"--grpc-auth", "on"}, `--grpc-auth: want off or admin, got "on"`},
 	} {
-		code, _, errOut := runBinary(t, append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, tc.args...)...)
+		code, _, errOut := runEnv(t, nil, append([]string{"serve", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, tc.args...)...)
 		require.Equal(t, 2, code, errOut)
 		require.Contains(t, errOut, tc.want)
 	}

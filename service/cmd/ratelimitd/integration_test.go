@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -59,19 +58,6 @@ func metric(t *testing.T, p instance, series string) float64 {
 	return -1
 }
 
-func runBinary(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	var o, e bytes.Buffer
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), o.String(), e.String()
-	}
-	require.NoError(t, err)
-	return 0, o.String(), e.String()
-}
-
 func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	// Write then rename, as an editor or a config manager does: the
@@ -82,10 +68,11 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 func TestValidateExitCodesAndMessages(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
 	writeFile(t, good, "rules:\n  - name: per-user\n    dimension: user\n    limit: 10\n    window_seconds: 60\n")
-	code, out, errOut := runBinary(t, "validate", good)
+	code, out, errOut := runEnv(t, nil, "validate", good)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, good+": valid: 1 rules, revision ")
 	require.Empty(t, errOut)
@@ -93,20 +80,20 @@ func TestValidateExitCodesAndMessages(t *testing.T) {
 	// The names of before are valid, with a warning naming them.
 	old := filepath.Join(dir, "old.yaml")
 	writeFile(t, old, "rules:\n  - name: per-user\n    dimension: user\n    rate: 10\n    period: 1m\n")
-	code, out, errOut = runBinary(t, "validate", old)
+	code, out, errOut = runEnv(t, nil, "validate", old)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, old+": valid: 1 rules, revision ")
 	require.Contains(t, errOut, "rules file "+old+": deprecated field names, still read with the same meaning: rate (line 4) is now limit, period (line 5) is now window_seconds")
 
 	envoy := filepath.Join(dir, "envoy.yaml")
 	writeFile(t, envoy, "domain: shop\ndescriptors:\n  - key: remote_address\n    rate_limit:\n      unit: minute\n      requests_per_unit: 5\n")
-	code, out, errOut = runBinary(t, "validate", envoy)
+	code, out, errOut = runEnv(t, nil, "validate", envoy)
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "valid: 1 rules")
 
 	bad := filepath.Join(dir, "bad.yaml")
 	writeFile(t, bad, "rules:\n  - name: per-user\n    dimension: user\n    rate: -1\n    period: 1m\n    colour: blue\n")
-	code, out, errOut = runBinary(t, "validate", bad)
+	code, out, errOut = runEnv(t, nil, "validate", bad)
 	require.Equal(t, 1, code)
 	require.Empty(t, out)
 	lines := strings.Split(strings.TrimSpace(errOut), "\n")
@@ -119,22 +106,23 @@ func TestValidateExitCodesAndMessages(t *testing.T) {
 	require.Contains(t, errOut, bad+":4: rules[0].rate: ")
 	require.Contains(t, errOut, bad+":6: rules[0].colour: unknown field")
 
-	code, _, errOut = runBinary(t, "validate", filepath.Join(dir, "missing.yaml"))
+	code, _, errOut = runEnv(t, nil, "validate", filepath.Join(dir, "missing.yaml"))
 	require.Equal(t, 1, code)
 	require.Equal(t, filepath.Join(dir, "missing.yaml")+": no such file or directory\n", errOut)
 
-	code, _, errOut = runBinary(t, "validate")
+	code, _, errOut = runEnv(t, nil, "validate")
 	require.Equal(t, 2, code, "no file is a usage error")
 	require.Contains(t, errOut, "usage: ratelimitd validate FILE")
 }
 
 func TestServeRejectsBadFlagsAndEnvironment(t *testing.T) {
-	code, _, errOut := runBinary(t, "serve", "--failure-mode", "sometimes", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+	t.Parallel()
+	code, _, errOut := runEnv(t, nil, "serve", "--failure-mode", "sometimes", "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--failure-mode: want open, closed or fallback")
 
-	cmd := exec.Command(binary, "serve")
-	cmd.Env = append(os.Environ(), "RATELIMITD_STORE_TIMEOUT=fast")
+	cmd := exec.Command(bin(t), "serve")
+	cmd.Env = append(os.Environ(), asMain, "RATELIMITD_STORE_TIMEOUT=fast")
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(out), "RATELIMITD_STORE_TIMEOUT")
@@ -143,19 +131,21 @@ func TestServeRejectsBadFlagsAndEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")
 	writeFile(t, bad, "rules:\n  - name: x\n    rate: 1\n    period: 1m\n")
-	code, _, errOut = runBinary(t, "serve", "--rules", bad, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+	code, _, errOut = runEnv(t, nil, "serve", "--rules", bad, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "--rules: rules file "+bad+":2: rules[0].dimension: required")
 	// A missing file: one prefix, naming the file once.
 	missing := filepath.Join(dir, "missing.yaml")
-	code, _, errOut = runBinary(t, "serve", "--rules", missing, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+	code, _, errOut = runEnv(t, nil, "serve", "--rules", missing, "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "--rules: rules file "+missing+": no such file or directory")
 	require.Equal(t, 1, strings.Count(errOut, "rules file"), errOut)
 }
 
 func TestSIGTERMDrainsThenExits(t *testing.T) {
-	p := ratelimitdtest.Start(t, binary, nil, "--drain-delay", "1500ms", "--shutdown-timeout", "2s")
+	// Not parallel: it holds the service to a bound in time, measured
+	// with no other test of the package running.
+	p := ratelimitdtest.Start(t, bin(t), []string{asMain}, "--drain-delay", "1500ms", "--shutdown-timeout", "2s")
 	code, r := readyz(t, p)
 	require.Equal(t, http.StatusOK, code)
 	require.True(t, r.Ready)
@@ -181,6 +171,7 @@ func TestSIGTERMDrainsThenExits(t *testing.T) {
 }
 
 func TestRulesBrokenMidRunKeepsLastGood(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "rules.yaml")
 	writeFile(t, path, "rules:\n  - name: per-user\n    dimension: user\n    algorithm: fixed_window\n    rate: 3\n    period: 1h\n")

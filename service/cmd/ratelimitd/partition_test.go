@@ -139,6 +139,8 @@ func unavailableWithin(t *testing.T, what string, r reply, bound time.Duration) 
 // when its create's audit row does, and the requests sent during the
 // partition wrote nothing.
 func TestServeDBPartitionAnswersWithinTheBound(t *testing.T) {
+	// Not parallel: it holds the service to a bound in time, measured
+	// with no other test of the package running.
 	ctx := dbctx(t)
 	dsn := pg.NewDatabase(t)
 	db, err := rulesdb.Open(ctx, dsn)
@@ -347,6 +349,8 @@ func pageNoFatal(c *http.Client, u string) (int, string) {
 // change made meanwhile, and the next change on instance A reaches B by
 // NOTIFY within a second.
 func TestServeDBListenerPartition(t *testing.T) {
+	// Not parallel: it holds the service to a bound in time, measured
+	// with no other test of the package running.
 	ctx := dbctx(t)
 	dsn := pg.NewDatabase(t)
 	db, err := rulesdb.Open(ctx, dsn)

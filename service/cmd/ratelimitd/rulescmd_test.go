@@ -6,25 +6,26 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
+// runRules runs `ratelimitd rules args...` in this process, with no
+// environment (runCmd).
 func runRules(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var o, e bytes.Buffer
-	code := run(ctx, append([]string{"rules"}, args...), &o, &e, func(string) (string, bool) { return "", false })
-	return code, o.String(), e.String()
+	return runCmd(t, nil, append([]string{"rules"}, args...)...)
 }
 
 func TestRulesImportExport(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) { testRulesImportExport(t, "file:"+filepath.Join(t.TempDir(), "rules.db")) })
-	t.Run("postgres", func(t *testing.T) { testRulesImportExport(t, pg.NewDatabase(t)) })
+	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		testRulesImportExport(t, "file:"+filepath.Join(t.TempDir(), "rules.db"))
+	})
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); testRulesImportExport(t, pg.NewDatabase(t)) })
 }
 
 func testRulesImportExport(t *testing.T, dsn string) {

@@ -25,10 +25,12 @@ import (
 // page's save, and 8 concurrent writers each checking its own new rule
 // (on PostgreSQL through two instances).
 func TestServeDBReadYourWrites(t *testing.T) {
+	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
 		testServeDBReadYourWrites(t, "file:"+filepath.Join(t.TempDir(), "rules.db"), 1)
 	})
-	t.Run("postgres", func(t *testing.T) { testServeDBReadYourWrites(t, pg.NewDatabase(t), 2) })
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); testServeDBReadYourWrites(t, pg.NewDatabase(t), 2) })
 }
 
 func testServeDBReadYourWrites(t *testing.T, dsn string, instances int) {

@@ -26,6 +26,7 @@ import (
 // with --grpc-stream-workers 0. The process is asked after 400 calls from
 // 8 callers, through its pprof goroutine dump.
 func TestServeStreamWorkers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want int
@@ -34,7 +35,7 @@ func TestServeStreamWorkers(t *testing.T) {
 		{[]string{"--grpc-stream-workers", "6"}, 6},
 		{[]string{"--grpc-stream-workers", "0"}, 0},
 	} {
-		p := ratelimitdtest.Start(t, binary, nil, append([]string{"--pprof-addr", "127.0.0.1:0"}, tc.args...)...)
+		p := ratelimitdtest.Start(t, bin(t), []string{asMain}, append([]string{"--pprof-addr", "127.0.0.1:0"}, tc.args...)...)
 		client := ratelimitv1.NewRateLimitServiceClient(p.Conn(t))
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		var wg sync.WaitGroup

@@ -48,14 +48,15 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 // TestTLS: with --tls-cert and --tls-key both servers speak TLS only; the
 // check client connects with --tls-ca.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cert, key, pool := selfSigned(t, dir)
 	p := startServer(t, map[string]string{"RATELIMITD_TLS_CERT": cert, "RATELIMITD_TLS_KEY": key})
 
-	code, out, errOut := runBinary(t, "check", "--addr", p.GRPCAddr, "--tls-ca", cert, "--identifier", "bob", "--endpoint", "/api/v1/orders")
+	code, out, errOut := runCmd(t, nil, "check", "--addr", p.GRPCAddr, "--tls-ca", cert, "--identifier", "bob", "--endpoint", "/api/v1/orders")
 	require.Equal(t, 0, code, errOut)
 	require.True(t, strings.HasPrefix(out, "allowed  rule=api-per-user"), out)
-	code, _, _ = runBinary(t, "check", "--addr", p.GRPCAddr, "--identifier", "bob", "--timeout", "1s")
+	code, _, _ = runCmd(t, nil, "check", "--addr", p.GRPCAddr, "--identifier", "bob", "--timeout", "1s")
 	require.Equal(t, 1, code, "plaintext gRPC is refused")
 
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
@@ -70,7 +71,7 @@ func TestTLS(t *testing.T) {
 	}
 
 	// A missing key file is refused at start, naming the flags.
-	code, _, errOut = runBinary(t, "serve", "--tls-cert", cert, "--tls-key", filepath.Join(dir, "none.pem"), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
+	code, _, errOut = runEnv(t, nil, "serve", "--tls-cert", cert, "--tls-key", filepath.Join(dir, "none.pem"), "--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "--tls-cert, --tls-key")
 }

@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
-	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
@@ -17,30 +14,10 @@ import (
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
-// runTokenCmd runs the built ratelimitd with args and extra environment
-// variables, and returns its exit code, stdout and stderr.
-func runTokenCmd(t *testing.T, env []string, args ...string) (int, string, string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	code := 0
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		code = exit.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	return code, o.String(), e.String()
-}
-
 func TestTokenCommands(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) { testTokenCommands(t, "file:"+filepath.Join(t.TempDir(), "rules.db")) })
-	t.Run("postgres", func(t *testing.T) { testTokenCommands(t, pg.NewDatabase(t)) })
+	t.Parallel()
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); testTokenCommands(t, "file:"+filepath.Join(t.TempDir(), "rules.db")) })
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); testTokenCommands(t, pg.NewDatabase(t)) })
 }
 
 func testTokenCommands(t *testing.T, dsn string) {
@@ -48,7 +25,7 @@ func testTokenCommands(t *testing.T, dsn string) {
 	require.NoError(t, err)
 
 	// create: the secret alone on stdout, the warning on stderr.
-	code, out, errOut := runTokenCmd(t, nil, "token", "create", "ci-deploy", "--scope", "write", "--db", dsn)
+	code, out, errOut := runCmd(t, nil, "token", "create", "ci-deploy", "--scope", "write", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	secret := strings.TrimSuffix(out, "\n")
 	require.Equal(t, secret+"\n", out)
@@ -58,7 +35,7 @@ func testTokenCommands(t *testing.T, dsn string) {
 	require.NotContains(t, errOut, secret)
 
 	// RATELIMITD_DB stands for --db; flags may come first.
-	code, out2, errOut := runTokenCmd(t, []string{"RATELIMITD_DB=" + dsn}, "token", "create", "--scope", "read", "dashboard")
+	code, out2, errOut := runCmd(t, []string{"RATELIMITD_DB=" + dsn}, "token", "create", "--scope", "read", "dashboard")
 	require.Equal(t, 0, code, errOut)
 	require.NotEqual(t, out, out2)
 
@@ -75,7 +52,7 @@ func testTokenCommands(t *testing.T, dsn string) {
 	require.Equal(t, "dashboard", tok.Name)
 
 	// list: names, scopes, times; never a secret or a hash.
-	code, out, errOut = runTokenCmd(t, nil, "token", "list", "--db", dsn)
+	code, out, errOut = runCmd(t, nil, "token", "list", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 3, out)
@@ -86,11 +63,11 @@ func testTokenCommands(t *testing.T, dsn string) {
 	require.NotRegexp(t, `[0-9a-f]{64}`, out)
 
 	// revoke: refused from then on, listed with its time.
-	code, _, errOut = runTokenCmd(t, nil, "token", "revoke", "ci-deploy", "--db", dsn)
+	code, _, errOut = runCmd(t, nil, "token", "revoke", "ci-deploy", "--db", dsn)
 	require.Equal(t, 0, code, errOut)
 	_, err = db.Authenticate(ctx, secret)
 	require.ErrorIs(t, err, rulesdb.ErrUnauthorized)
-	code, out, _ = runTokenCmd(t, nil, "token", "list", "--db", dsn)
+	code, out, _ = runCmd(t, nil, "token", "list", "--db", dsn)
 	require.Equal(t, 0, code)
 	require.Regexp(t, `ci-deploy\s+write\s+\S+\s+\d{4}-`, out)
 
@@ -119,7 +96,7 @@ func testTokenCommands(t *testing.T, dsn string) {
 		{[]string{"token", "frob"}, 2, "usage"},
 		{[]string{"token"}, 2, "usage"},
 	} {
-		code, out, errOut := runTokenCmd(t, nil, c.args...)
+		code, out, errOut := runCmd(t, nil, c.args...)
 		require.Equal(t, c.code, code, "%v: %s", c.args, errOut)
 		require.Empty(t, out, c.args)
 		require.Contains(t, errOut, c.msg, c.args)
@@ -134,6 +111,7 @@ func testTokenCommands(t *testing.T, dsn string) {
 // password), and a database that cannot be opened is reported under --db
 // with the password redacted.
 func TestDBFlagHelpHidesTheDSN(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	env := envMap(map[string]string{"RATELIMITD_DB": "postgres://admin:s3cret@127.0.0.1:1/rules?connect_timeout=1"})

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -13,38 +15,55 @@ import (
 )
 
 // `ratelimitd rules import` refuses a file with text that is not valid
-// UTF-8 in any string field of any rule (every invalid sequence, every
-// unpaired surrogate escape), naming the rule and the field, and imports
-// nothing; an --actor that is not UTF-8 is refused before the database is
-// touched. Before, the name was stored as U+FFFD (SQLite) or the import
-// failed inside PostgreSQL.
+// UTF-8 in a string field of a rule, naming the rule and the field, and
+// imports nothing; an --actor that is not UTF-8 is refused before the
+// database is touched. Before, the name was stored as U+FFFD (SQLite) or
+// the import failed inside PostgreSQL. On SQLite every invalid sequence
+// and unpaired surrogate escape is sent, each in one field and every
+// field in turn (rulesdb's TestReadRulesRefusesInvalidUTF8 tries each in
+// every field); on PostgreSQL one in each field.
 func TestRulesImportRefusesInvalidUTF8(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) { testRulesImportUTF8(t, "file:"+filepath.Join(t.TempDir(), "rules.db")) })
-	t.Run("postgres", func(t *testing.T) { testRulesImportUTF8(t, pg.NewDatabase(t)) })
+	t.Parallel()
+	samples := append(append([]rawtexttest.Sample{}, rawtexttest.Invalid...), rawtexttest.Escapes...)
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		testRulesImportUTF8(t, "file:"+filepath.Join(t.TempDir(), "rules.db"), samples)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		testRulesImportUTF8(t, pg.NewDatabase(t), samples[:len(ruleStringFields)])
+	})
 }
 
-func testRulesImportUTF8(t *testing.T, dsn string) {
+// ruleStringFields are the string fields of a rule in the import's JSON,
+// each with a valid value.
+var ruleStringFields = map[string]string{"id": `"b"`, "name": `"B"`, "dimension": `"ip"`, "endpoint_pattern": `"/b/**"`, "algorithm": `"gcra"`, "tier": `""`}
+
+// testRulesImportUTF8 imports a file for each of samples, its invalid text
+// in one string field of a rule, every field in turn.
+func testRulesImportUTF8(t *testing.T, dsn string, samples []rawtexttest.Sample) {
 	dir := t.TempDir()
 	good := `{"id": "a", "name": "A", "dimension": "ip", "endpoint_pattern": "/a/**", "limit": 5, "window_seconds": 60, "algorithm": "gcra", "tier": ""}`
-	fields := map[string]string{"id": `"b"`, "name": `"B"`, "dimension": `"ip"`, "endpoint_pattern": `"/b/**"`, "algorithm": `"gcra"`, "tier": `""`}
+	fields := ruleStringFields
+	names := slices.Sorted(maps.Keys(fields))
 	file := filepath.Join(dir, "rules.json")
-	for _, s := range append(append([]rawtexttest.Sample{}, rawtexttest.Invalid...), rawtexttest.Escapes...) {
-		for f := range fields {
-			var b strings.Builder
-			b.WriteString("[" + good + `, {"limit": 5, "window_seconds": 60`)
-			for g, v := range fields {
-				if g == f {
-					v = `"x` + s.Bytes + `"`
-				}
-				b.WriteString(`, "` + g + `": ` + v)
+	require.GreaterOrEqual(t, len(samples), len(names), "every field gets a sample")
+	for i, s := range samples {
+		f := names[i%len(names)]
+		var b strings.Builder
+		b.WriteString("[" + good + `, {"limit": 5, "window_seconds": 60`)
+		for g, v := range fields {
+			if g == f {
+				v = `"x` + s.Bytes + `"`
 			}
-			b.WriteString("}]")
-			require.NoError(t, os.WriteFile(file, []byte(b.String()), 0o600))
-			code, out, errOut := runRules(t, "import", file, "--db", dsn)
-			require.Equal(t, 1, code, "%s in %s: %s", s.Name, f, errOut)
-			require.Contains(t, errOut, "rules[1]."+f+": ", "%s in %s", s.Name, f)
-			require.Empty(t, out)
+			b.WriteString(`, "` + g + `": ` + v)
 		}
+		b.WriteString("}]")
+		require.NoError(t, os.WriteFile(file, []byte(b.String()), 0o600))
+		code, out, errOut := runRules(t, "import", file, "--db", dsn)
+		require.Equal(t, 1, code, "%s in %s: %s", s.Name, f, errOut)
+		require.Contains(t, errOut, "rules[1]."+f+": ", "%s in %s", s.Name, f)
+		require.Empty(t, out)
 	}
 	require.NoError(t, os.WriteFile(file, []byte("["+good+"]"), 0o600))
 	code, _, errOut := runRules(t, "import", file, "--db", dsn, "--actor", "ops\xff")
@@ -59,18 +78,19 @@ func testRulesImportUTF8(t *testing.T, dsn string) {
 // (names are A-Z a-z 0-9 _ . -), quoting it in the error, and create
 // nothing; an OS user name that is not UTF-8 is quoted in the actor.
 func TestTokenCommandsRefuseInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	dsn := "file:" + filepath.Join(t.TempDir(), "rules.db")
 	for _, s := range rawtexttest.Invalid {
-		code, out, errOut := runTokenCmd(t, nil, "token", "create", "ci"+s.Bytes, "--scope", "write", "--db", dsn)
+		code, out, errOut := runCmd(t, nil, "token", "create", "ci"+s.Bytes, "--scope", "write", "--db", dsn)
 		require.NotEqual(t, 0, code, s.Name)
 		require.Empty(t, out, s.Name)
 		require.Contains(t, errOut, "name", s.Name)
 		require.True(t, strings.Contains(errOut, `\x`), "%s: the name is quoted: %q", s.Name, errOut)
-		code, out, errOut = runTokenCmd(t, nil, "token", "create", "ci", "--scope", "write"+s.Bytes, "--db", dsn)
+		code, out, errOut = runCmd(t, nil, "token", "create", "ci", "--scope", "write"+s.Bytes, "--db", dsn)
 		require.NotEqual(t, 0, code, s.Name)
 		require.Empty(t, out, s.Name)
 		require.Contains(t, errOut, "scope", s.Name)
-		code, _, _ = runTokenCmd(t, nil, "token", "revoke", "ci"+s.Bytes, "--db", dsn)
+		code, _, _ = runCmd(t, nil, "token", "revoke", "ci"+s.Bytes, "--db", dsn)
 		require.NotEqual(t, 0, code, s.Name)
 	}
 	db, err := rulesdb.Open(dbctx(t), dsn)

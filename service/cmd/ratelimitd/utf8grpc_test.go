@@ -46,6 +46,7 @@ func (rawCodec) Name() string { return "proto" }
 // audited. The store API's keys are bytes, not strings: any bytes are a
 // key (TestStoreAPICannotReachTheServiceKeys sends them).
 func TestGRPCStringsMustBeUTF8(t *testing.T) {
+	t.Parallel()
 	ctx := dbctx(t)
 	dsn := "file:" + filepath.Join(t.TempDir(), "rules.db")
 	db, err := rulesdb.Open(ctx, dsn)
