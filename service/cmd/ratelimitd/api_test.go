@@ -292,33 +292,13 @@ func testRedisKilledUnderLoad(t *testing.T, mode string) {
 	require.Eventually(t, func() bool { code, _ := readyz(t, p); return code == http.StatusOK }, 5*time.Second, 50*time.Millisecond)
 	// Warm up: the first call loads the Redis library, which may outlast
 	// the store timeout (and be answered by the mode).
-	require.Eventually(t, func() bool {
-		r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "warm-up"})
-		return err == nil && r.GetAllowed()
-	}, 5*time.Second, 20*time.Millisecond)
+	redisDecides(ctx, t, c, "warm-up")
 
-	// phase: 0 before the kill, 1 Redis down, 2 after the restart, 3 in
-	// between (answers counted only for leaks and errors). A check counts
-	// for the phase it started in.
-	var phase atomic.Int32
-	var tallies [4]loadTally
-	stop := load(p, c, &phase, &tallies)
-	// The phase counted enough answers; then, moved on, none of its checks
-	// is still in flight.
-	counted := func(ph int, what string) {
-		t.Helper()
-		require.Eventually(t, func() bool { return tallies[ph].answered() >= 20 }, 10*time.Second, time.Millisecond, what)
-	}
-	leave := func(ph int32, next int32) {
-		t.Helper()
-		phase.Store(next)
-		require.Eventually(t, func() bool { return tallies[ph].inFlight.Load() == 0 }, 10*time.Second, time.Millisecond)
-	}
-
-	counted(0, "before the kill")
-	leave(0, 3)
+	l := startLoad(p, c)
+	l.counted(t, 0, "before the kill")
+	l.leave(t, 0, 3)
 	srv.Kill()
-	phase.Store(1)
+	l.phase.Store(1)
 	require.Eventually(t, func() bool {
 		code, r := readyz(t, p)
 		return code == http.StatusServiceUnavailable && !r.Store
@@ -326,21 +306,39 @@ func testRedisKilledUnderLoad(t *testing.T, mode string) {
 	hr, err := hc.Check(ctx, &healthpb.HealthCheckRequest{})
 	require.NoError(t, err)
 	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, hr.GetStatus())
-	counted(1, "while Redis is down")
+	l.counted(t, 1, "while Redis is down")
 
-	leave(1, 3)
+	l.leave(t, 1, 3)
 	srv.Restart(t)
 	require.Eventually(t, func() bool { code, _ := readyz(t, p); return code == http.StatusOK }, 10*time.Second, 50*time.Millisecond)
-	// The breaker's probe closes the circuit within its cooldown: Redis
-	// decides again.
-	require.Eventually(t, func() bool {
-		r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "probe"})
-		return err == nil && r.GetAllowed() && r.GetDegraded() == ratelimitv1.Degraded_DEGRADED_NONE
-	}, 10*time.Second, 20*time.Millisecond, "Redis decides again")
-	phase.Store(2)
-	counted(2, "after the restart")
-	stop()
+	// The breaker's probe closes the circuit within its cooldown.
+	redisDecides(ctx, t, c, "probe")
+	l.phase.Store(2)
+	l.counted(t, 2, "after the restart")
+	l.stop()
 
+	tallies := &l.tallies
+	requireFailureModeAnswered(t, mode, tallies)
+	// Redis counted the checks made after the restart (its state was lost
+	// with the kill: no persistence).
+	q, err := c.GetRemainingQuota(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "load"})
+	require.NoError(t, err)
+	require.Positive(t, q.GetCurrent())
+	allowed := int64(0)
+	for i := range tallies {
+		allowed += tallies[i].allowed.Load()
+	}
+	require.LessOrEqual(t, q.GetCurrent(), allowed)
+	require.Positive(t, metric(t, p, `ratelimitd_store_errors_total{kind="connection"}`)+
+		metric(t, p, `ratelimitd_store_errors_total{kind="timeout"}`))
+}
+
+// requireFailureModeAnswered checks the tallies of a load test: no error
+// and no store error's text in any answer; Redis allowed every check
+// before the kill and after the restart; the failure mode mode answered
+// while it was down.
+func requireFailureModeAnswered(t *testing.T, mode string, tallies *[4]loadTally) {
+	t.Helper()
 	before, down, after := &tallies[0], &tallies[1], &tallies[2]
 	t.Logf("before %d/%d, down %d allowed %d denied %d errors, after %d/%d",
 		before.allowed.Load(), before.denied.Load(), down.allowed.Load(), down.denied.Load(), down.errs.Load(),
@@ -360,41 +358,69 @@ func testRedisKilledUnderLoad(t *testing.T, mode string) {
 	}
 	require.Positive(t, after.allowed.Load(), "Redis decides again")
 	require.Zero(t, after.denied.Load())
-	// Redis counted the checks made after the restart (its state was lost
-	// with the kill: no persistence).
-	q, err := c.GetRemainingQuota(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: "load"})
-	require.NoError(t, err)
-	require.Positive(t, q.GetCurrent())
-	require.LessOrEqual(t, q.GetCurrent(), before.allowed.Load()+after.allowed.Load()+down.allowed.Load()+tallies[3].allowed.Load())
-	require.Positive(t, metric(t, p, `ratelimitd_store_errors_total{kind="connection"}`)+
-		metric(t, p, `ratelimitd_store_errors_total{kind="timeout"}`))
 }
 
-// load sends checks of user "load" from 4 callers, one after the other
-// each (one caller over HTTP every other time, the rest over gRPC), into
-// the tally of the phase each started in, until stop is called.
-func load(p instance, c ratelimitv1.RateLimitServiceClient, phase *atomic.Int32, tallies *[4]loadTally) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
+// redisDecides waits until a check of user is allowed by Redis, not by a
+// failure mode.
+func redisDecides(ctx context.Context, t *testing.T, c ratelimitv1.RateLimitServiceClient, user string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		r, err := c.CheckRateLimit(ctx, &ratelimitv1.CheckRequest{Dimension: "user", Identifier: user})
+		return err == nil && r.GetAllowed() && r.GetDegraded() == ratelimitv1.Degraded_DEGRADED_NONE
+	}, 10*time.Second, 20*time.Millisecond, "Redis decides %s's check", user)
+}
+
+// loadRun is a load test's load: checks of user "load" from 4 callers,
+// one after the other each (one caller over HTTP every other time, the
+// rest over gRPC), each counted in the tally of the phase it started in:
+// 0 before Redis is killed, 1 while it is down, 2 after its restart, 3 in
+// between (answers counted only for errors and leaks).
+type loadRun struct {
+	phase   atomic.Int32
+	tallies [4]loadTally
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// startLoad starts the load on p (c its gRPC client), in phase 0.
+func startLoad(p instance, c ratelimitv1.RateLimitServiceClient) *loadRun {
+	l := &loadRun{done: make(chan struct{})}
 	for g := range 4 {
-		wg.Go(func() {
+		l.wg.Go(func() {
 			for i := 0; ; i++ {
 				select {
-				case <-done:
+				case <-l.done:
 					return
 				default:
 				}
-				tl := &tallies[phase.Load()]
+				tl := &l.tallies[l.phase.Load()]
 				tl.inFlight.Add(1)
 				loadCheck(p, c, tl, g == 0 && i%2 == 0)
 				tl.inFlight.Add(-1)
 			}
 		})
 	}
-	return func() {
-		close(done)
-		wg.Wait()
-	}
+	return l
+}
+
+// counted waits until phase ph has counted enough answers.
+func (l *loadRun) counted(t *testing.T, ph int, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return l.tallies[ph].answered() >= 20 }, 10*time.Second, time.Millisecond, what)
+}
+
+// leave moves from phase ph to next, then waits until none of ph's checks
+// is in flight.
+func (l *loadRun) leave(t *testing.T, ph, next int32) {
+	t.Helper()
+	l.phase.Store(next)
+	require.Eventually(t, func() bool { return l.tallies[ph].inFlight.Load() == 0 }, 10*time.Second, time.Millisecond)
+}
+
+// stop ends the load and waits for its callers.
+func (l *loadRun) stop() {
+	close(l.done)
+	l.wg.Wait()
 }
 
 // loadCheck sends one check of user "load" and counts its answer in tl.

@@ -189,27 +189,7 @@ func TestServeDBStartsFromCacheWhileDown(t *testing.T) {
 		code, _ := readyz(t, two)
 		return code == http.StatusOK
 	}, 5*time.Second, 20*time.Millisecond, "serving from the cache is ready")
-	asked := time.Now()
-	_, ready = readyz(t, two)
-	cached := strconv.FormatInt(rev, 10) + " (cached)"
-	require.Equal(t, cached, ready.Revision)
-	require.True(t, ready.Cached)
-	require.NotNil(t, ready.LoadedAt)
-	require.True(t, ready.LoadedAt.Before(written), "the age of cached rules is the cache's: %v", ready.LoadedAt)
-	require.GreaterOrEqual(t, ready.AgeSeconds, asked.Sub(written).Seconds())
-	require.Equal(t, 1.0, metric(t, two, `ratelimitd_rules_info{revision="`+cached+`"}`))
-	for i := range 3 {
-		limit, ok := checkHTTP(t, c, two, "ann")
-		require.EqualValues(t, 2, limit)
-		require.Equal(t, i < 2, ok, "check %d: the cached rules decide", i+1)
-	}
-	r := adminCall(t, c, two, secret, "GET", "/api/v1/rules", "")
-	require.Equal(t, http.StatusServiceUnavailable, r.status, r.raw)
-	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
-	require.NotContains(t, r.raw, "127.0.0.1", "no database detail")
-	pc := pageClient(t)
-	resp, _ := page(t, pc, http.MethodGet, two.URL("/admin/login"), nil)
-	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	requireServesFromCache(t, two, rev, written, secret)
 
 	srv.Restart(t)
 	var updated *rulesdb.Rule
@@ -228,9 +208,38 @@ func TestServeDBStartsFromCacheWhileDown(t *testing.T) {
 		return adminCall(t, c, two, secret, "GET", "/api/v1/rules", "").status == http.StatusOK
 	}, 5*time.Second, 20*time.Millisecond, "the admin API once the database is reached")
 	require.Eventually(t, func() bool {
-		resp, _ := page(t, pc, http.MethodGet, two.URL("/admin/login"), nil)
+		resp, _ := page(t, pageClient(t), http.MethodGet, two.URL("/admin/login"), nil)
 		return resp.StatusCode == http.StatusOK
 	}, 5*time.Second, 20*time.Millisecond, "the admin page once the database is reached")
+}
+
+// requireServesFromCache checks an instance started from its rules cache
+// (written before written, at revision rev) while the database is down:
+// readiness says cached, with the cache's age; the cached rules decide;
+// the admin API (with secret) and the admin page answer 503.
+func requireServesFromCache(t *testing.T, p instance, rev int64, written time.Time, secret string) {
+	t.Helper()
+	asked := time.Now()
+	_, ready := readyz(t, p)
+	cached := strconv.FormatInt(rev, 10) + " (cached)"
+	require.Equal(t, cached, ready.Revision)
+	require.True(t, ready.Cached)
+	require.NotNil(t, ready.LoadedAt)
+	require.True(t, ready.LoadedAt.Before(written), "the age of cached rules is the cache's: %v", ready.LoadedAt)
+	require.GreaterOrEqual(t, ready.AgeSeconds, asked.Sub(written).Seconds())
+	require.Equal(t, 1.0, metric(t, p, `ratelimitd_rules_info{revision="`+cached+`"}`))
+	c := &http.Client{Timeout: 5 * time.Second}
+	for i := range 3 {
+		limit, ok := checkHTTP(t, c, p, "ann")
+		require.EqualValues(t, 2, limit)
+		require.Equal(t, i < 2, ok, "check %d: the cached rules decide", i+1)
+	}
+	r := adminCall(t, c, p, secret, "GET", "/api/v1/rules", "")
+	require.Equal(t, http.StatusServiceUnavailable, r.status, r.raw)
+	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))
+	require.NotContains(t, r.raw, "127.0.0.1", "no database detail")
+	resp, _ := page(t, pageClient(t), http.MethodGet, p.URL("/admin/login"), nil)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 }
 
 func TestServeDBFlags(t *testing.T) {
