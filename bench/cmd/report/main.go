@@ -130,6 +130,30 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("report", flag.ContinueOnError)
 	fs.SetOutput(out)
+	o.define(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/report [flags]\n\nRuns the rate-limiter benchmarks of sluice and its peers and writes Markdown tables\n(and, with -out, an SVG chart).\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	fs.Visit(func(f *flag.Flag) { o.chosen = append(o.chosen, f.Name) })
+	if o.quick {
+		if err := o.applyQuick(fs); err != nil {
+			return o, err
+		}
+	}
+	o.args = args
+	if o.invalid(fs) {
+		fs.Usage()
+		return o, fmt.Errorf("invalid arguments")
+	}
+	return o, nil
+}
+
+// define defines the report's flags on fs, into o.
+func (o *options) define(fs *flag.FlagSet) {
 	fs.StringVar(&o.out, "out", "", "directory to write "+mdName+" and "+svgName+" to (e.g. ../docs); without it the Markdown goes to stdout")
 	fs.BoolVar(&o.quick, "quick", false, "a quick run (about a minute): "+quickSummary()+", unless set explicitly")
 	fs.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, HotKeyParallel, Keys100kSerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead,\nFiberMiddlewareOverhead, Redis64Callers, RedisMemoryPerKey, ChurnLatency, Service64Callers, RulesAtScale,\nRuleChurn, Propagation: e.g. hot,parallel,heap,middleware,fiber,redis,churn,service,rules,rulechurn,propagation), or all")
@@ -163,35 +187,30 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 	fs.IntVar(&o.propBigRules, "propbigrules", 100_000, "the propagation scenario again with this many rules stored (0 or 1: not)")
 	fs.IntVar(&o.propBigChanges, "propbigchanges", 10, "rule changes of the propagation scenario with -propbigrules rules")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole report to this file")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./cmd/report [flags]\n\nRuns the rate-limiter benchmarks of sluice and its peers and writes Markdown tables\n(and, with -out, an SVG chart).\n\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return o, err
-	}
-	fs.Visit(func(f *flag.Flag) { o.chosen = append(o.chosen, f.Name) })
-	if o.quick {
-		for name, v := range quickValues {
-			if !slices.Contains(o.chosen, name) {
-				if err := fs.Set(name, v); err != nil {
-					return o, err
-				}
-				o.quickDefaults = append(o.quickDefaults, name)
+}
+
+// applyQuick sets the flags of quickValues not set explicitly to their
+// quick values.
+func (o *options) applyQuick(fs *flag.FlagSet) error {
+	for name, v := range quickValues {
+		if !slices.Contains(o.chosen, name) {
+			if err := fs.Set(name, v); err != nil {
+				return err
 			}
+			o.quickDefaults = append(o.quickDefaults, name)
 		}
-		slices.Sort(o.quickDefaults)
 	}
-	o.args = args
-	if fs.NArg() > 0 || o.count < 1 || o.heapCount < 1 || o.benchtime <= 0 || o.heapKeys < 1 ||
+	slices.Sort(o.quickDefaults)
+	return nil
+}
+
+// invalid reports whether a flag is out of range or fs has an argument.
+func (o *options) invalid(fs *flag.FlagSet) bool {
+	return fs.NArg() > 0 || o.count < 1 || o.heapCount < 1 || o.benchtime <= 0 || o.heapKeys < 1 ||
 		o.redisCount < 1 || o.redisTime <= 0 || o.redisWarm < 0 || o.callers < 1 || o.ceilingN < 1 || o.redisKeys < o.callers ||
 		o.churnTime <= 0 || o.churnCount < 1 ||
 		o.serviceCount < 1 || o.serviceTime <= 0 || o.serviceWarm < 0 || o.serviceConns < 1 || o.serviceOpenRate <= 0 || o.serviceOpenTime <= 0 ||
-		o.rulesCount < 1 || o.rulesTime <= 0 || o.churnServiceCount < 1 || o.propChanges < 1 || o.propBigRules < 0 || o.propBigChanges < 1 {
-		fs.Usage()
-		return o, fmt.Errorf("invalid arguments")
-	}
-	return o, nil
+		o.rulesCount < 1 || o.rulesTime <= 0 || o.churnServiceCount < 1 || o.propChanges < 1 || o.propBigRules < 0 || o.propBigChanges < 1
 }
 
 func quickSummary() string {

@@ -275,6 +275,14 @@ func (res *redisSection) write(w io.Writer) {
 		fmt.Fprintf(w, "Not run: %v\n", res.err)
 		return
 	}
+	res.writeSetup(w)
+	res.writeTable(w)
+	res.writeRatios(w)
+	writeRedisNotes(w)
+}
+
+// writeSetup describes how the Redis throughput scenario ran.
+func (res *redisSection) writeSetup(w io.Writer) {
 	o := res.opts
 	fmt.Fprintf(w, "- one redis-server %s started by the report on 127.0.0.1 (`--save \"\" --appendonly no`), the same server for every run; FLUSHALL before each run\n", res.version)
 	fmt.Fprintf(w, "- **redis-server, this Go process (GOMAXPROCS %d) and redis-benchmark share this machine's %d CPUs** (and with other jobs: 1-minute load average %s during this section): client CPU is taken from the server's, so the CPU columns show where the time goes\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), res.load)
@@ -286,7 +294,10 @@ func (res *redisSection) write(w io.Writer) {
 	fmt.Fprintf(w, "- yardstick `evalsha`: go-redis `Script.Run` (EVALSHA) of a small GET + SET PX script returning 5 integers, one call per caller; the server's ceiling: `redis-benchmark -c %d -n %d -r %d -q [-P 16] EVALSHA <sha> 1 user:__rand_int__` of that script (a C client, one thread)\n",
 		o.callers, o.ceilingN, redisbench.Identities)
 	fmt.Fprintf(w, "- each cell is the median of %d run(s), implementations interleaved and rotated each round; took %s\n\n", o.count, res.took.Round(time.Second))
+}
 
+// writeTable writes a row of every implementation's figures.
+func (res *redisSection) writeTable(w io.Writer) {
 	fmt.Fprintln(w, "| implementation | one decision | decisions/s | spread | best | p50 | p99 | p99.9 | client CPU µs/decision | redis CPU µs/decision | redis busy | script µs/decision | commands/round trip | allocs/decision | B/decision |")
 	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for i := range res.rows {
@@ -317,7 +328,11 @@ func (res *redisSection) write(w io.Writer) {
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
+}
 
+// writeRatios writes, for each of sluice's variants, its throughput over
+// the best peer's and the ceilings', and over its unpipelined twin's.
+func (res *redisSection) writeRatios(w io.Writer) {
 	bestPeer := res.bestPeer()
 	refs := []struct {
 		label string
@@ -355,6 +370,10 @@ func (res *redisSection) write(w io.Writer) {
 		cells = append(cells, pipe, latency(r.p99, true))
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
+}
+
+// writeRedisNotes says what the columns of the Redis tables measure.
+func writeRedisNotes(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "decisions/s: decisions completed ÷ wall time of the measured run (for redis-benchmark, its own requests per second); spread is (max−min)/median and best the")
 	fmt.Fprintln(w, "highest run. Latency is one decision as its caller saw it (queueing in the client included), recorded for every call in a log-linear histogram (≤1.6% error);")

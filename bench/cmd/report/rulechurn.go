@@ -87,53 +87,66 @@ func (sec *ruleChurnSection) run() {
 	for rep := range o.count {
 		for j := range sec.rows {
 			i := (j + rep) % len(sec.rows)
-			row := &sec.rows[i]
-			if row.failed != "" || row.skipped != "" {
-				continue
+			if err := sec.runRow(ctx, servers, db, users, rep, i); err != nil {
+				sec.err = err
+				return
 			}
-			var t servicebench.Target
-			closeConns := func() {}
-			if churnRows[i].db {
-				t = db.Target
-			} else {
-				t, closeConns, err = servers.Target(ctx, im, o.conns, o.callers, users)
-				if errors.Is(err, servicebench.ErrNoRatelimitd) {
-					sec.err = err
-					return
-				}
-				if err != nil {
-					row.failed = err.Error()
-					fmt.Fprintf(os.Stderr, "%s/%s: FAILED to start: %v\n", ruleChurnScenario, churnLabel(i), err)
-					continue
-				}
-			}
-			runtime.GC()
-			cfg := servicebench.RunConfig{Callers: o.callers, Users: users, Warmup: o.warmup, Duration: o.measure}
-			var s servicebench.Sample
-			var cr servicebench.ChurnResult
-			switch {
-			case churnRows[i].churn && churnRows[i].db:
-				s, cr, err = servicebench.RunChurnWith(ctx, t, cfg, servicebench.ChurnInterval, db.Changer)
-			case churnRows[i].churn:
-				s, cr, err = servicebench.RunChurn(ctx, t, cfg, servicebench.ChurnInterval)
-			default:
-				s, err = servicebench.Run(ctx, t, cfg)
-			}
-			closeConns()
-			if err != nil {
-				row.failed = err.Error()
-				fmt.Fprintf(os.Stderr, "%s/%s run %d/%d: FAILED: %v\n", ruleChurnScenario, churnLabel(i), rep+1, o.count, err)
-				continue
-			}
-			row.samples = append(row.samples, s)
-			sec.churn[i] = append(sec.churn[i], cr)
-			fmt.Fprintf(os.Stderr, "%s/%s run %d/%d: %.0f checks/s, p50 %s p99 %s, server CPU %.1f µs/check; %d changes written, %d applied\n",
-				ruleChurnScenario, churnLabel(i), rep+1, o.count, s.PerSec, latency(s.P50, true), latency(s.P99, true), s.PerCheck(s.ServerCPU), cr.Written, cr.Applied)
 		}
 	}
 	for i := range sec.rows {
 		sec.rows[i].aggregate()
 	}
+}
+
+// runRow runs row i once, in round rep: against the database target db
+// or a fresh rules-file ratelimitd of servers, with or without rule
+// changes. A failure is the row's; the error is one that ends the
+// section (no ratelimitd to run).
+func (sec *ruleChurnSection) runRow(ctx context.Context, servers *servicebench.Servers, db *servicebench.DBTarget, users []string, rep, i int) error {
+	o := sec.opts
+	row := &sec.rows[i]
+	if row.failed != "" || row.skipped != "" {
+		return nil
+	}
+	var t servicebench.Target
+	var err error
+	closeConns := func() {}
+	if churnRows[i].db {
+		t = db.Target
+	} else {
+		t, closeConns, err = servers.Target(ctx, row.impl, o.conns, o.callers, users)
+		if errors.Is(err, servicebench.ErrNoRatelimitd) {
+			return err
+		}
+		if err != nil {
+			row.failed = err.Error()
+			fmt.Fprintf(os.Stderr, "%s/%s: FAILED to start: %v\n", ruleChurnScenario, churnLabel(i), err)
+			return nil
+		}
+	}
+	runtime.GC()
+	cfg := servicebench.RunConfig{Callers: o.callers, Users: users, Warmup: o.warmup, Duration: o.measure}
+	var s servicebench.Sample
+	var cr servicebench.ChurnResult
+	switch {
+	case churnRows[i].churn && churnRows[i].db:
+		s, cr, err = servicebench.RunChurnWith(ctx, t, cfg, servicebench.ChurnInterval, db.Changer)
+	case churnRows[i].churn:
+		s, cr, err = servicebench.RunChurn(ctx, t, cfg, servicebench.ChurnInterval)
+	default:
+		s, err = servicebench.Run(ctx, t, cfg)
+	}
+	closeConns()
+	if err != nil {
+		row.failed = err.Error()
+		fmt.Fprintf(os.Stderr, "%s/%s run %d/%d: FAILED: %v\n", ruleChurnScenario, churnLabel(i), rep+1, o.count, err)
+		return nil
+	}
+	row.samples = append(row.samples, s)
+	sec.churn[i] = append(sec.churn[i], cr)
+	fmt.Fprintf(os.Stderr, "%s/%s run %d/%d: %.0f checks/s, p50 %s p99 %s, server CPU %.1f µs/check; %d changes written, %d applied\n",
+		ruleChurnScenario, churnLabel(i), rep+1, o.count, s.PerSec, latency(s.P50, true), latency(s.P99, true), s.PerCheck(s.ServerCPU), cr.Written, cr.Applied)
+	return nil
 }
 
 func churnLabel(i int) string {

@@ -46,32 +46,8 @@ type rulesSection struct {
 func (sec *rulesSection) run(count int, d time.Duration) {
 	sec.count, sec.d = count, d
 	ctx := context.Background()
-	setups := make([]*rulesbench.Setup, len(rulesbench.Sizes))
-	sec.rows = make([]rulesRow, len(rulesbench.Sizes))
-	for i, n := range rulesbench.Sizes {
-		row := &sec.rows[i]
-		row.n = n
-		b, err := rulesbench.Build(ctx, n, 300*time.Millisecond)
-		if err != nil {
-			row.failed = err.Error()
-			fmt.Fprintf(os.Stderr, "%s/rules=%d: FAILED: %v\n", rulesScenario, n, err)
-			continue
-		}
-		row.build = b
-		fmt.Fprintf(os.Stderr, "%s/rules=%d: rules.New %s, engine.New %s (%d builds), heap %.1f MB + %.1f MB\n", rulesScenario, n,
-			fmtDur(b.Snapshot), fmtDur(b.Engine), b.Builds, b.SnapshotHeap/1e6, b.EngineHeap/1e6)
-		if setups[i], err = rulesbench.NewSetup(ctx, n); err != nil {
-			row.failed = err.Error()
-			fmt.Fprintf(os.Stderr, "%s/rules=%d: FAILED: %v\n", rulesScenario, n, err)
-		}
-	}
-	defer func() {
-		for _, s := range setups {
-			if s != nil {
-				s.Close()
-			}
-		}
-	}()
+	setups := sec.build(ctx)
+	defer closeSetups(setups)
 	for rep := range count {
 		for j := range sec.rows {
 			i := (j + rep) % len(sec.rows)
@@ -91,28 +67,62 @@ func (sec *rulesSection) run(count int, d time.Duration) {
 		}
 	}
 	for i := range sec.rows {
+		sec.rows[i].aggregate()
+	}
+	closeSetups(setups)
+	sec.runDB(ctx)
+}
+
+// build times the build of a snapshot and an engine of each size, then
+// sets up each size's engine for the checks (nil where it failed).
+func (sec *rulesSection) build(ctx context.Context) []*rulesbench.Setup {
+	setups := make([]*rulesbench.Setup, len(rulesbench.Sizes))
+	sec.rows = make([]rulesRow, len(rulesbench.Sizes))
+	for i, n := range rulesbench.Sizes {
 		row := &sec.rows[i]
-		if len(row.runs) == 0 {
+		row.n = n
+		b, err := rulesbench.Build(ctx, n, 300*time.Millisecond)
+		if err != nil {
+			row.failed = err.Error()
+			fmt.Fprintf(os.Stderr, "%s/rules=%d: FAILED: %v\n", rulesScenario, n, err)
 			continue
 		}
-		row.med = rulesbench.CheckSample{
-			Ns:     median(row.runs, func(s rulesbench.CheckSample) float64 { return s.Ns }),
-			Allocs: median(row.runs, func(s rulesbench.CheckSample) float64 { return s.Allocs }),
-			Byte:   median(row.runs, func(s rulesbench.CheckSample) float64 { return s.Byte }),
+		row.build = b
+		fmt.Fprintf(os.Stderr, "%s/rules=%d: rules.New %s, engine.New %s (%d builds), heap %.1f MB + %.1f MB\n", rulesScenario, n,
+			fmtDur(b.Snapshot), fmtDur(b.Engine), b.Builds, b.SnapshotHeap/1e6, b.EngineHeap/1e6)
+		if setups[i], err = rulesbench.NewSetup(ctx, n); err != nil {
+			row.failed = err.Error()
+			fmt.Fprintf(os.Stderr, "%s/rules=%d: FAILED: %v\n", rulesScenario, n, err)
 		}
-		lo, hi := row.runs[0].Ns, row.runs[0].Ns
-		for _, s := range row.runs {
-			lo, hi = min(lo, s.Ns), max(hi, s.Ns)
-		}
-		row.best, row.spread = lo, (hi-lo)/row.med.Ns
 	}
+	return setups
+}
+
+// closeSetups closes the setups not closed yet.
+func closeSetups(setups []*rulesbench.Setup) {
 	for i := range setups {
 		if setups[i] != nil {
 			setups[i].Close()
 			setups[i] = nil
 		}
 	}
-	sec.runDB(ctx)
+}
+
+// aggregate sets row's medians, best run and spread from its runs.
+func (row *rulesRow) aggregate() {
+	if len(row.runs) == 0 {
+		return
+	}
+	row.med = rulesbench.CheckSample{
+		Ns:     median(row.runs, func(s rulesbench.CheckSample) float64 { return s.Ns }),
+		Allocs: median(row.runs, func(s rulesbench.CheckSample) float64 { return s.Allocs }),
+		Byte:   median(row.runs, func(s rulesbench.CheckSample) float64 { return s.Byte }),
+	}
+	lo, hi := row.runs[0].Ns, row.runs[0].Ns
+	for _, s := range row.runs {
+		lo, hi = min(lo, s.Ns), max(hi, s.Ns)
+	}
+	row.best, row.spread = lo, (hi-lo)/row.med.Ns
 }
 
 // runDB fills a SQLite database per size and times its loads and updates.

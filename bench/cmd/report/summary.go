@@ -43,102 +43,15 @@ const (
 func (r *report) targets() []target {
 	var out []target
 	if r.mem != nil {
-		for _, sc := range r.mem.scs {
-			if sc.Heap {
-				continue
-			}
-			t := target{name: "in memory, " + sc.Title + ": sluice faster than the fastest peer", goal: "< 1×"}
-			self, best := compare(r.mem.scenarioRows(sc.Name))
-			if self == nil {
-				t.missing = "sluice or every peer failed or was not run"
-				out = append(out, t)
-				continue
-			}
-			t.ratio = self.med.ns / best.med.ns
-			t.met = t.ratio < 1
-			t.close = (t.met && self.med.ns > best.bestNs) || (!t.met && self.bestNs < best.med.ns)
-			t.measured = fmt.Sprintf("sluice %s ns/op vs %s %s ns/op", num(self.med.ns), best.impl.Name, num(best.med.ns))
-			t.why = fmt.Sprintf("allocs/op %s vs %s; spread %.0f%% vs %.0f%%", perOp(self.med.allocs, "%.2f"), perOp(best.med.allocs, "%.2f"), 100*self.spread, 100*best.spread)
-			if self.med.cpu > 0 && best.med.cpu > 0 {
-				t.why += fmt.Sprintf("; CPU per decision %s vs %s ns (%.2f×)", num(self.med.cpu), num(best.med.cpu), self.med.cpu/best.med.cpu)
-			}
-			out = append(out, t)
-		}
+		out = append(out, r.mem.targets()...)
 	}
 	for _, m := range []*mwSection{r.mw, r.fiber} {
-		if m == nil {
-			continue
+		if m != nil {
+			out = append(out, m.target())
 		}
-		label := "net/http"
-		if m.scenario == fiberScenario {
-			label = "Fiber"
-		}
-		t := target{name: label + " middleware: sluice's overhead below every peer's", goal: "< 1×"}
-		self, peer := m.find("sluice"), m.fastestPeer()
-		so, sok := sample{}, false
-		po, pok := sample{}, false
-		if self != nil {
-			so, sok = m.overhead(self)
-		}
-		if peer != nil {
-			po, pok = m.overhead(peer)
-		}
-		if !sok || !pok || po.ns <= 0 {
-			t.missing = "sluice, the baseline or every peer failed or was not run"
-			out = append(out, t)
-			continue
-		}
-		t.ratio = so.ns / po.ns
-		t.met = t.ratio < 1
-		base := m.base()
-		t.close = (t.met && self.med.ns > peer.bestNs) || (!t.met && self.bestNs < peer.med.ns)
-		t.measured = fmt.Sprintf("sluice +%s ns/request vs %s +%s ns (bare %s ns)", num(so.ns), peer.impl.Name, num(po.ns), num(base.med.ns))
-		t.why = fmt.Sprintf("sluice %s allocs, %s B per request vs %s allocs, %s B", perOp(so.allocs, "%.1f"), perOp(so.bytes, "%.0f"), perOp(po.allocs, "%.1f"), perOp(po.bytes, "%.0f"))
-		if xrl := m.find("sluice-xrl"); xrl != nil {
-			if xo, ok := m.overhead(xrl); ok {
-				t.why += fmt.Sprintf("; with the peers' header family only (`sluice-xrl`) +%s ns, %.2f×", num(xo.ns), xo.ns/po.ns)
-			}
-		}
-		out = append(out, t)
 	}
 	if r.redis != nil {
-		self := r.redis.find(defaultSluice)
-		peer := r.redis.bestPeer()
-		t := target{name: "Redis, 64 callers: sluice's store (token bucket, pipelined) ahead of every Redis-backed peer", goal: "> 1×"}
-		switch {
-		case r.redis.err != nil:
-			t.missing = r.redis.err.Error()
-		case self == nil || peer == nil:
-			t.missing = defaultSluice + " or every peer failed or was not run"
-		default:
-			t.ratio = self.perSec / peer.perSec
-			t.met = t.ratio > 1
-			t.close = (t.met && self.perSec < peer.best) || (!t.met && self.best > peer.perSec)
-			t.measured = fmt.Sprintf("sluice %.0f decisions/s vs %s %.0f/s", self.perSec, peer.impl.Name, peer.perSec)
-			t.why = cpuWhy(self, peer)
-		}
-		out = append(out, t)
-		for _, c := range []struct{ name, label string }{
-			{"redis-benchmark", "redis-benchmark -c 64: one request in flight per connection, as a caller has"},
-			{"redis-benchmark-P16", "redis-benchmark -c 64 -P 16: pipelined, the stricter reading"},
-		} {
-			ceil := r.redis.find(c.name)
-			t := target{name: "Redis, 64 callers: sluice's store at least 0.8× the server's own ceiling (" + c.label + "; the same script as `evalsha`)", goal: "≥ 0.80×"}
-			switch {
-			case r.redis.err != nil:
-				t.missing = r.redis.err.Error()
-			case self == nil || ceil == nil:
-				t.missing = defaultSluice + " or " + c.name + " failed or was not run"
-			default:
-				t.ratio = self.perSec / ceil.perSec
-				t.met = t.ratio >= ceilingGoal
-				t.close = (t.met && self.perSec < ceilingGoal*ceil.best) || (!t.met && self.best >= ceilingGoal*ceil.perSec)
-				t.measured = fmt.Sprintf("sluice %.0f decisions/s vs %s %.0f requests/s", self.perSec, c.name, ceil.perSec)
-				t.why = cpuWhy(self, ceil)
-				t.why += fmt.Sprintf("; server time inside the script %.1f µs vs %.1f µs per decision", self.scriptUs, ceil.scriptUs)
-			}
-			out = append(out, t)
-		}
+		out = append(out, r.redis.targets()...)
 	}
 	if r.churn != nil {
 		out = append(out, r.churn.target())
@@ -156,6 +69,122 @@ func (r *report) targets() []target {
 		out = append(out, r.rules.target())
 	}
 	return out
+}
+
+// targets are the in-memory throughput scenarios' targets: sluice faster
+// than the fastest peer (the heap scenario has none).
+func (m *memSection) targets() []target {
+	var out []target
+	for _, sc := range m.scs {
+		if sc.Heap {
+			continue
+		}
+		t := target{name: "in memory, " + sc.Title + ": sluice faster than the fastest peer", goal: "< 1×"}
+		self, best := compare(m.scenarioRows(sc.Name))
+		if self == nil {
+			t.missing = "sluice or every peer failed or was not run"
+			out = append(out, t)
+			continue
+		}
+		t.ratio = self.med.ns / best.med.ns
+		t.met = t.ratio < 1
+		t.close = (t.met && self.med.ns > best.bestNs) || (!t.met && self.bestNs < best.med.ns)
+		t.measured = fmt.Sprintf("sluice %s ns/op vs %s %s ns/op", num(self.med.ns), best.impl.Name, num(best.med.ns))
+		t.why = fmt.Sprintf("allocs/op %s vs %s; spread %.0f%% vs %.0f%%", perOp(self.med.allocs, "%.2f"), perOp(best.med.allocs, "%.2f"), 100*self.spread, 100*best.spread)
+		if self.med.cpu > 0 && best.med.cpu > 0 {
+			t.why += fmt.Sprintf("; CPU per decision %s vs %s ns (%.2f×)", num(self.med.cpu), num(best.med.cpu), self.med.cpu/best.med.cpu)
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// label names m's framework: net/http or Fiber.
+func (m *mwSection) label() string {
+	if m.scenario == fiberScenario {
+		return "Fiber"
+	}
+	return "net/http"
+}
+
+// target is the middleware's target: sluice's overhead below every
+// peer's.
+func (m *mwSection) target() target {
+	t := target{name: m.label() + " middleware: sluice's overhead below every peer's", goal: "< 1×"}
+	self, peer := m.find("sluice"), m.fastestPeer()
+	so, sok := sample{}, false
+	po, pok := sample{}, false
+	if self != nil {
+		so, sok = m.overhead(self)
+	}
+	if peer != nil {
+		po, pok = m.overhead(peer)
+	}
+	if !sok || !pok || po.ns <= 0 {
+		t.missing = "sluice, the baseline or every peer failed or was not run"
+		return t
+	}
+	t.ratio = so.ns / po.ns
+	t.met = t.ratio < 1
+	base := m.base()
+	t.close = (t.met && self.med.ns > peer.bestNs) || (!t.met && self.bestNs < peer.med.ns)
+	t.measured = fmt.Sprintf("sluice +%s ns/request vs %s +%s ns (bare %s ns)", num(so.ns), peer.impl.Name, num(po.ns), num(base.med.ns))
+	t.why = fmt.Sprintf("sluice %s allocs, %s B per request vs %s allocs, %s B", perOp(so.allocs, "%.1f"), perOp(so.bytes, "%.0f"), perOp(po.allocs, "%.1f"), perOp(po.bytes, "%.0f"))
+	if xrl := m.find("sluice-xrl"); xrl != nil {
+		if xo, ok := m.overhead(xrl); ok {
+			t.why += fmt.Sprintf("; with the peers' header family only (`sluice-xrl`) +%s ns, %.2f×", num(xo.ns), xo.ns/po.ns)
+		}
+	}
+	return t
+}
+
+// targets are the Redis throughput targets: sluice's store ahead of every
+// Redis-backed peer, and at least ceilingGoal of the server's ceilings.
+func (res *redisSection) targets() []target {
+	self := res.find(defaultSluice)
+	peer := res.bestPeer()
+	t := target{name: "Redis, 64 callers: sluice's store (token bucket, pipelined) ahead of every Redis-backed peer", goal: "> 1×"}
+	switch {
+	case res.err != nil:
+		t.missing = res.err.Error()
+	case self == nil || peer == nil:
+		t.missing = defaultSluice + " or every peer failed or was not run"
+	default:
+		t.ratio = self.perSec / peer.perSec
+		t.met = t.ratio > 1
+		t.close = (t.met && self.perSec < peer.best) || (!t.met && self.best > peer.perSec)
+		t.measured = fmt.Sprintf("sluice %.0f decisions/s vs %s %.0f/s", self.perSec, peer.impl.Name, peer.perSec)
+		t.why = cpuWhy(self, peer)
+	}
+	out := []target{t}
+	for _, c := range []struct{ name, label string }{
+		{"redis-benchmark", "redis-benchmark -c 64: one request in flight per connection, as a caller has"},
+		{"redis-benchmark-P16", "redis-benchmark -c 64 -P 16: pipelined, the stricter reading"},
+	} {
+		out = append(out, res.ceilingTarget(self, c.name, c.label))
+	}
+	return out
+}
+
+// ceilingTarget is the target of self, sluice's store, at least
+// ceilingGoal of the ceiling row name (described by label).
+func (res *redisSection) ceilingTarget(self *redisRow, name, label string) target {
+	ceil := res.find(name)
+	t := target{name: "Redis, 64 callers: sluice's store at least 0.8× the server's own ceiling (" + label + "; the same script as `evalsha`)", goal: "≥ 0.80×"}
+	switch {
+	case res.err != nil:
+		t.missing = res.err.Error()
+	case self == nil || ceil == nil:
+		t.missing = defaultSluice + " or " + name + " failed or was not run"
+	default:
+		t.ratio = self.perSec / ceil.perSec
+		t.met = t.ratio >= ceilingGoal
+		t.close = (t.met && self.perSec < ceilingGoal*ceil.best) || (!t.met && self.best >= ceilingGoal*ceil.perSec)
+		t.measured = fmt.Sprintf("sluice %.0f decisions/s vs %s %.0f requests/s", self.perSec, name, ceil.perSec)
+		t.why = cpuWhy(self, ceil)
+		t.why += fmt.Sprintf("; server time inside the script %.1f µs vs %.1f µs per decision", self.scriptUs, ceil.scriptUs)
+	}
+	return t
 }
 
 // cpuWhy says where the CPU of one decision goes for a and b.
@@ -202,51 +231,18 @@ func (r *report) chartTitle() string {
 func (r *report) chartRows() []bar {
 	var out []bar
 	if r.mem != nil {
-		for _, sc := range r.mem.scs {
-			self, best := compare(r.mem.scenarioRows(sc.Name))
-			if self == nil {
-				continue
-			}
-			b := bar{group: "in memory", label: sc.Title, value: best.primary() / self.primary(), target: 1}
-			unit := "time"
-			if sc.Heap {
-				b.target, unit = 0, "bytes/key"
-			}
-			b.note = fmt.Sprintf("vs %s (%s)", best.impl.Name, unit)
-			out = append(out, b)
-		}
+		out = append(out, r.mem.chartRows()...)
 	}
 	for _, m := range []*mwSection{r.mw, r.fiber} {
 		if m == nil {
 			continue
 		}
-		self, peer := m.find("sluice"), m.fastestPeer()
-		if self == nil || peer == nil {
-			continue
+		if b, ok := m.chartRow(); ok {
+			out = append(out, b)
 		}
-		so, ok1 := m.overhead(self)
-		po, ok2 := m.overhead(peer)
-		if !ok1 || !ok2 || so.ns <= 0 || po.ns <= 0 {
-			continue
-		}
-		label := "net/http overhead"
-		if m.scenario == fiberScenario {
-			label = "Fiber overhead"
-		}
-		out = append(out, bar{group: "middleware", label: label, value: po.ns / so.ns, target: 1, note: "vs " + peer.impl.Name})
 	}
 	if r.redis != nil && r.redis.err == nil {
-		if self := r.redis.find(defaultSluice); self != nil {
-			if p := r.redis.bestPeer(); p != nil {
-				out = append(out, bar{group: "Redis", label: "64 callers vs best peer", value: self.perSec / p.perSec, target: 1, note: "vs " + p.impl.Name})
-			}
-			if c := r.redis.find("redis-benchmark"); c != nil {
-				out = append(out, bar{group: "Redis", label: "64 callers vs ceiling", value: self.perSec / c.perSec, target: ceilingGoal, note: "vs redis-benchmark -c 64"})
-			}
-			if c := r.redis.find("redis-benchmark-P16"); c != nil {
-				out = append(out, bar{group: "Redis", label: "64 callers vs pipelined ceiling", value: self.perSec / c.perSec, target: ceilingGoal, note: "vs redis-benchmark -c 64 -P 16"})
-			}
-		}
+		out = append(out, r.redis.chartRows()...)
 	}
 	if r.redisMem != nil && r.redisMem.err == nil {
 		if self, best := r.redisMem.compare(); self != nil && best != nil && self.s.BytesPerIdentity() > 0 {
@@ -264,6 +260,61 @@ func (r *report) chartRows() []bar {
 	}
 	if r.rules != nil {
 		out = append(out, r.rules.chartRows()...)
+	}
+	return out
+}
+
+// chartRows are the in-memory scenarios' bars: the best peer's time (or
+// bytes per key) ÷ sluice's.
+func (m *memSection) chartRows() []bar {
+	var out []bar
+	for _, sc := range m.scs {
+		self, best := compare(m.scenarioRows(sc.Name))
+		if self == nil {
+			continue
+		}
+		b := bar{group: "in memory", label: sc.Title, value: best.primary() / self.primary(), target: 1}
+		unit := "time"
+		if sc.Heap {
+			b.target, unit = 0, "bytes/key"
+		}
+		b.note = fmt.Sprintf("vs %s (%s)", best.impl.Name, unit)
+		out = append(out, b)
+	}
+	return out
+}
+
+// chartRow is the middleware's bar: the fastest peer's overhead ÷
+// sluice's; false when either is missing.
+func (m *mwSection) chartRow() (bar, bool) {
+	self, peer := m.find("sluice"), m.fastestPeer()
+	if self == nil || peer == nil {
+		return bar{}, false
+	}
+	so, ok1 := m.overhead(self)
+	po, ok2 := m.overhead(peer)
+	if !ok1 || !ok2 || so.ns <= 0 || po.ns <= 0 {
+		return bar{}, false
+	}
+	return bar{group: "middleware", label: m.label() + " overhead", value: po.ns / so.ns, target: 1, note: "vs " + peer.impl.Name}, true
+}
+
+// chartRows are the Redis throughput bars: sluice's store against the
+// best peer and the two ceilings.
+func (res *redisSection) chartRows() []bar {
+	self := res.find(defaultSluice)
+	if self == nil {
+		return nil
+	}
+	var out []bar
+	if p := res.bestPeer(); p != nil {
+		out = append(out, bar{group: "Redis", label: "64 callers vs best peer", value: self.perSec / p.perSec, target: 1, note: "vs " + p.impl.Name})
+	}
+	if c := res.find("redis-benchmark"); c != nil {
+		out = append(out, bar{group: "Redis", label: "64 callers vs ceiling", value: self.perSec / c.perSec, target: ceilingGoal, note: "vs redis-benchmark -c 64"})
+	}
+	if c := res.find("redis-benchmark-P16"); c != nil {
+		out = append(out, bar{group: "Redis", label: "64 callers vs pipelined ceiling", value: self.perSec / c.perSec, target: ceilingGoal, note: "vs redis-benchmark -c 64 -P 16"})
 	}
 	return out
 }
