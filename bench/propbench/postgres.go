@@ -52,31 +52,8 @@ func StartPostgres(ctx context.Context) (*Postgres, error) {
 	}
 	p := &Postgres{dir: dir, data: filepath.Join(dir, "data"), log: filepath.Join(dir, "postgres.log")}
 	sock := filepath.Join(dir, "sock")
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup(RunAsUser)
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("postgres: running as root needs the user %s (scripts/ensure-postgres.sh): %w", RunAsUser, err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}
-		for _, d := range []string{p.data, sock} {
-			if err := os.Mkdir(d, 0o700); err != nil {
-				os.RemoveAll(dir)
-				return nil, err
-			}
-			if err := os.Chown(d, uid, gid); err != nil {
-				os.RemoveAll(dir)
-				return nil, err
-			}
-		}
-		if err := os.Chmod(dir, 0o711); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	} else if err := os.Mkdir(sock, 0o700); err != nil {
+	cred, err := p.makeDirs(sock)
+	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -91,17 +68,55 @@ func StartPostgres(ctx context.Context) (*Postgres, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %w: %s", err, out)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if err := p.start(command, sock); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	}
+	if err := p.waitReady(ctx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// makeDirs makes the data directory and the socket directory sock: as
+// root, owned by RunAsUser, whose credential it returns (postgres refuses
+// to run as root); else only sock, the credential nil.
+func (p *Postgres) makeDirs(sock string) (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, os.Mkdir(sock, 0o700)
+	}
+	u, err := user.Lookup(RunAsUser)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: running as root needs the user %s (scripts/ensure-postgres.sh): %w", RunAsUser, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	for _, d := range []string{p.data, sock} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return nil, err
+		}
+		if err := os.Chown(d, uid, gid); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.Chmod(p.dir, 0o711); err != nil {
+		return nil, err
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
+}
+
+// start starts postgres (made by command) on a free port of 127.0.0.1,
+// its socket in sock and its output in p.log.
+func (p *Postgres) start(command func(name string, args ...string) *exec.Cmd, sock string) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
 	}
 	p.port = l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+		return err
 	}
 	defer logf.Close()
 	p.cmd = command("postgres", "-D", p.data, "-p", strconv.Itoa(p.port), "-c", "listen_addresses=127.0.0.1",
@@ -109,11 +124,16 @@ func StartPostgres(ctx context.Context) (*Postgres, error) {
 		"-c", "max_connections=50", "-c", "shared_buffers=16MB", "-c", "log_min_messages=warning")
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("postgres: %w", err)
+		return fmt.Errorf("postgres: %w", err)
 	}
 	p.done = make(chan struct{})
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	return nil
+}
+
+// waitReady waits, 30 s at most, until the server p started is ready and
+// its database opens with rulesdb's schema; if it is not, p is closed.
+func (p *Postgres) waitReady(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		// Our postmaster must say it is ready, hence that it holds the
@@ -128,18 +148,18 @@ func StartPostgres(ctx context.Context) (*Postgres, error) {
 			cancel()
 			if err == nil {
 				_ = d.Close()
-				return p, nil
+				return nil
 			}
 		}
 		select {
 		case <-p.done:
 			p.Close()
-			return nil, fmt.Errorf("postgres exited before accepting connections: %s", p.tail())
+			return fmt.Errorf("postgres exited before accepting connections: %s", p.tail())
 		default:
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			p.Close()
-			return nil, fmt.Errorf("postgres not ready within 30 s: %w; %s", err, p.tail())
+			return fmt.Errorf("postgres not ready within 30 s: %w; %s", err, p.tail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

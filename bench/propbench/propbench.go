@@ -287,15 +287,7 @@ func Quantile(ds []time.Duration, q float64) time.Duration {
 // Run makes cfg.Changes changes of the rule's limit, alternating LimitB and
 // LimitA, each as soon as B decided under the previous one (after a pause).
 func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
-	if cfg.Changes <= 0 {
-		cfg.Changes = 100
-	}
-	if cfg.Pause <= 0 {
-		cfg.Pause = 20 * time.Millisecond
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
-	}
+	cfg.setDefaults()
 	res := Result{Via: cfg.Via}
 	if res.Via == "" {
 		res.Via = ViaDB
@@ -333,25 +325,48 @@ func (c *Cluster) Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		written := time.Now()
 		res.Writes = append(res.Writes, written.Sub(start))
-		deadline := written.Add(cfg.Timeout)
-		for {
-			got, err := limitOf(ctx, c.check)
-			res.Checks++
-			if err != nil {
-				return res, fmt.Errorf("change %d: instance B: %w", i+1, err)
-			}
-			if got == next {
-				res.Delays = append(res.Delays, time.Since(written))
-				break
-			}
-			if got != cur {
-				return res, fmt.Errorf("change %d: instance B decided under limit %d, neither %d nor %d", i+1, got, cur, next)
-			}
-			if time.Now().After(deadline) {
-				return res, fmt.Errorf("change %d: instance B still decides under limit %d %s after the write", i+1, cur, cfg.Timeout)
-			}
+		if err := c.awaitLimit(ctx, &res, cur, next, written, cfg.Timeout); err != nil {
+			return res, fmt.Errorf("change %d: %w", i+1, err)
 		}
 		cur = next
 	}
 	return res, nil
+}
+
+// setDefaults sets the fields of cfg left zero (or negative) to their
+// defaults.
+func (cfg *Config) setDefaults() {
+	if cfg.Changes <= 0 {
+		cfg.Changes = 100
+	}
+	if cfg.Pause <= 0 {
+		cfg.Pause = 20 * time.Millisecond
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+}
+
+// awaitLimit checks on B until it decides under next, the limit written
+// at written (its delay then in res.Delays), for timeout at most; until
+// then B must decide under cur.
+func (c *Cluster) awaitLimit(ctx context.Context, res *Result, cur, next int64, written time.Time, timeout time.Duration) error {
+	deadline := written.Add(timeout)
+	for {
+		got, err := limitOf(ctx, c.check)
+		res.Checks++
+		if err != nil {
+			return fmt.Errorf("instance B: %w", err)
+		}
+		if got == next {
+			res.Delays = append(res.Delays, time.Since(written))
+			return nil
+		}
+		if got != cur {
+			return fmt.Errorf("instance B decided under limit %d, neither %d nor %d", got, cur, next)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("instance B still decides under limit %d %s after the write", cur, timeout)
+		}
+	}
 }

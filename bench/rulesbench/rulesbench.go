@@ -319,20 +319,7 @@ func FillDB(ctx context.Context, path string, n int) error {
 // dsn: a SQLite path or file:PATH, or postgres://… (whose schema Open
 // brings up to date too).
 func FillRows(ctx context.Context, dsn string, from, n int) error {
-	d, err := rulesdb.Open(ctx, dsn)
-	if err != nil {
-		return err
-	}
-	if err := d.Close(); err != nil {
-		return err
-	}
-	pg := strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
-	var db *sql.DB
-	if pg {
-		db, err = sql.Open("pgx", dsn)
-	} else {
-		db, err = sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "file:")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-	}
+	db, pg, err := openRaw(ctx, dsn)
 	if err != nil {
 		return err
 	}
@@ -346,39 +333,11 @@ func FillRows(ctx context.Context, dsn string, from, n int) error {
 	if err := tx.QueryRowContext(ctx, `UPDATE revision SET value = value + 1 WHERE id = 1 RETURNING value`).Scan(&rev); err != nil {
 		return fmt.Errorf("rulesbench: revision: %w", err)
 	}
-	const cols = 13
 	const batch = 500 // rows per statement: 6500 parameters
 	now := time.Now().UnixMilli()
-	args := make([]any, 0, batch*cols)
-	var q strings.Builder
+	args := make([]any, 0, batch*insertCols)
 	flush := func(rows int) error {
-		q.Reset()
-		q.WriteString(`INSERT INTO rules (id, name, dimension, endpoint_pattern, "limit", window_seconds, algorithm, tier, burst, shadow, enabled, revision, created_at, updated_at) VALUES `)
-		for r := range rows {
-			if r > 0 {
-				q.WriteString(", ")
-			}
-			q.WriteByte('(')
-			for c := range cols + 1 {
-				if c > 0 {
-					q.WriteString(", ")
-				}
-				switch {
-				case c == 11:
-					q.WriteString(strconv.FormatInt(rev, 10))
-				case pg:
-					k := c
-					if c > 11 {
-						k--
-					}
-					q.WriteString("$" + strconv.Itoa(r*cols+k+1))
-				default:
-					q.WriteByte('?')
-				}
-			}
-			q.WriteByte(')')
-		}
-		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, insertRules(rows, rev, pg), args...); err != nil {
 			return fmt.Errorf("rulesbench: insert rules: %w", err)
 		}
 		args = args[:0]
@@ -402,6 +361,62 @@ func FillRows(ctx context.Context, dsn string, from, n int) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// openRaw brings the schema of the database at dsn up to date
+// (rulesdb.Open) and opens it with its driver alone; pg: it is
+// PostgreSQL.
+func openRaw(ctx context.Context, dsn string) (db *sql.DB, pg bool, err error) {
+	d, err := rulesdb.Open(ctx, dsn)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := d.Close(); err != nil {
+		return nil, false, err
+	}
+	pg = strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+	if pg {
+		db, err = sql.Open("pgx", dsn)
+	} else {
+		db, err = sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "file:")+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	}
+	return db, pg, err
+}
+
+// insertCols is how many parameters a row of insertRules takes: every
+// column but the revision, which is written as a literal.
+const insertCols = 13
+
+// insertRules is the INSERT of rows rules at revision rev, in the
+// placeholders of PostgreSQL (pg) or SQLite.
+func insertRules(rows int, rev int64, pg bool) string {
+	var q strings.Builder
+	q.WriteString(`INSERT INTO rules (id, name, dimension, endpoint_pattern, "limit", window_seconds, algorithm, tier, burst, shadow, enabled, revision, created_at, updated_at) VALUES `)
+	for r := range rows {
+		if r > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteByte('(')
+		for c := range insertCols + 1 {
+			if c > 0 {
+				q.WriteString(", ")
+			}
+			switch {
+			case c == 11:
+				q.WriteString(strconv.FormatInt(rev, 10))
+			case pg:
+				k := c
+				if c > 11 {
+					k--
+				}
+				q.WriteString("$" + strconv.Itoa(r*insertCols+k+1))
+			default:
+				q.WriteByte('?')
+			}
+		}
+		q.WriteByte(')')
+	}
+	return q.String()
 }
 
 // LoadDB is what a starting ratelimitd does with the database at path:
