@@ -126,53 +126,13 @@ func New(opts ...Option) (*Collector, error) {
 	for _, o := range opts {
 		o(&c)
 	}
-	if len(c.buckets) == 0 {
-		return nil, errors.New("promlimit: WithBuckets: no bucket")
-	}
-	for i := 1; i < len(c.buckets); i++ {
-		if !(c.buckets[i] > c.buckets[i-1]) {
-			return nil, fmt.Errorf("promlimit: WithBuckets: bounds must increase, got %v after %v", c.buckets[i], c.buckets[i-1])
-		}
-	}
-	if err := legacyName("WithNamespace", c.namespace, true); err != nil {
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	if err := legacyName("WithSubsystem", c.subsystem, true); err != nil {
-		return nil, err
-	}
-	for name := range c.constLabels {
-		if err := legacyName("WithConstLabels", name, false); err != nil {
-			return nil, err
-		}
-	}
-	opt := func(name, help string) prometheus.Opts {
-		return prometheus.Opts{Namespace: c.namespace, Subsystem: c.subsystem, Name: name, Help: help, ConstLabels: c.constLabels}
-	}
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts(opt(name, help)), labels)
-	}
-	m := &Collector{
-		decisions: counter("decisions_total",
-			"Policy results of rate-limit decisions, by policy and outcome.", "policy", "outcome"),
-		denyHits: counter("deny_cache_hits_total",
-			"Policy results answered by the guard's deny cache without a backend call.", "policy"),
-		checkErrors: counter("check_errors_total",
-			"Rate-limit checks that returned an error to the caller, by reason.", "reason"),
-		storeErrors: counter("store_errors_total",
-			"Failed or timed-out backend calls of the guarded store, by kind.", "kind"),
-		transitions: counter("circuit_transitions_total",
-			"Transitions of the guarded store's circuit breaker, by the state entered.", "to"),
-		circuit: prometheus.NewGauge(prometheus.GaugeOpts(opt("circuit_state",
-			"State of the guarded store's circuit breaker: 0 closed, 1 open, 2 half-open."))),
-	}
+	m := c.metrics()
 	// Invalid names and labels panic in the Vecs' WithLabelValues below, but
 	// are only reported by a registry: register everything on a scratch one
 	// first so that New fails instead.
-	m.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: c.namespace, Subsystem: c.subsystem, Name: "decision_duration_seconds",
-		Help:        "Time taken by rate-limit checks, errors included.",
-		ConstLabels: c.constLabels, Buckets: c.buckets,
-	})
 	if err := prometheus.NewPedanticRegistry().Register(m); err != nil {
 		return nil, fmt.Errorf("promlimit: New: %w", err)
 	}
@@ -187,6 +147,60 @@ func New(opts ...Option) (*Collector, error) {
 	}
 	m.policies.Store(&map[string]*policySeries{})
 	return m, nil
+}
+
+// validate checks the bucket list (not empty, increasing) and the names
+// the options give.
+func (c *config) validate() error {
+	if len(c.buckets) == 0 {
+		return errors.New("promlimit: WithBuckets: no bucket")
+	}
+	for i := 1; i < len(c.buckets); i++ {
+		if !(c.buckets[i] > c.buckets[i-1]) {
+			return fmt.Errorf("promlimit: WithBuckets: bounds must increase, got %v after %v", c.buckets[i], c.buckets[i-1])
+		}
+	}
+	if err := legacyName("WithNamespace", c.namespace, true); err != nil {
+		return err
+	}
+	if err := legacyName("WithSubsystem", c.subsystem, true); err != nil {
+		return err
+	}
+	for name := range c.constLabels {
+		if err := legacyName("WithConstLabels", name, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// metrics is a Collector of c's metrics, not yet registered nor resolved.
+func (c *config) metrics() *Collector {
+	opt := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Namespace: c.namespace, Subsystem: c.subsystem, Name: name, Help: help, ConstLabels: c.constLabels}
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts(opt(name, help)), labels)
+	}
+	return &Collector{
+		decisions: counter("decisions_total",
+			"Policy results of rate-limit decisions, by policy and outcome.", "policy", "outcome"),
+		denyHits: counter("deny_cache_hits_total",
+			"Policy results answered by the guard's deny cache without a backend call.", "policy"),
+		checkErrors: counter("check_errors_total",
+			"Rate-limit checks that returned an error to the caller, by reason.", "reason"),
+		storeErrors: counter("store_errors_total",
+			"Failed or timed-out backend calls of the guarded store, by kind.", "kind"),
+		transitions: counter("circuit_transitions_total",
+			"Transitions of the guarded store's circuit breaker, by the state entered.", "to"),
+		circuit: prometheus.NewGauge(prometheus.GaugeOpts(opt("circuit_state",
+			"State of the guarded store's circuit breaker: 0 closed, 1 open, 2 half-open."))),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: c.namespace, Subsystem: c.subsystem, Name: "decision_duration_seconds",
+			Help:        "Time taken by rate-limit checks, errors included.",
+			ConstLabels: c.constLabels, Buckets: c.buckets,
+		}),
+	}
 }
 
 // legacyName checks that s is a name every Prometheus version accepts and
