@@ -104,17 +104,8 @@ func Run(ctx context.Context, opts ...Option) (*Report, error) {
 		o(&c)
 	}
 	l := core.Limit{Rate: c.rate, Period: c.period}
-	for _, a := range Algorithms[1:] {
-		alg, err := core.ParseAlgorithm(a)
-		if err != nil {
-			return nil, fmt.Errorf("accuracy: %w", err)
-		}
-		if err := l.WithAlgorithm(alg).Validate(); err != nil {
-			return nil, fmt.Errorf("accuracy: %w", err)
-		}
-	}
-	if c.parallel < 1 {
-		return nil, fmt.Errorf("accuracy: WithParallel: must be at least 1, got %d", c.parallel)
+	if err := c.validate(l); err != nil {
+		return nil, err
 	}
 	traces, err := Traces(l, c.scale, c.seed)
 	if err != nil {
@@ -129,15 +120,42 @@ func Run(ctx context.Context, opts ...Option) (*Report, error) {
 			rep.Rows = append(rep.Rows, Row{Trace: tr.Name, Algorithm: a})
 		}
 	}
+	if err := rep.measure(ctx, traces, c.parallel); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
 
+// validate checks that l is a valid limit of every algorithm and that the
+// parallelism is at least 1.
+func (c *config) validate(l core.Limit) error {
+	for _, a := range Algorithms[1:] {
+		alg, err := core.ParseAlgorithm(a)
+		if err != nil {
+			return fmt.Errorf("accuracy: %w", err)
+		}
+		if err := l.WithAlgorithm(alg).Validate(); err != nil {
+			return fmt.Errorf("accuracy: %w", err)
+		}
+	}
+	if c.parallel < 1 {
+		return fmt.Errorf("accuracy: WithParallel: must be at least 1, got %d", c.parallel)
+	}
+	return nil
+}
+
+// measure fills rep's rows and traces' CountAll: one replay per row, then
+// one CountAll per trace, on up to parallel goroutines; the first error
+// stops the rest.
+func (rep *Report) measure(ctx context.Context, traces []Trace, parallel int) error {
+	l := rep.Limit
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Jobs: one replay per row, then one CountAll per trace.
 	n := len(rep.Rows) + len(traces)
 	jobs := make(chan int)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for range min(c.parallel, n) {
+	for range min(parallel, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -165,13 +183,13 @@ func Run(ctx context.Context, opts ...Option) (*Report, error) {
 	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("accuracy: %w", err)
+		return fmt.Errorf("accuracy: %w", err)
 	}
-	return rep, nil
+	return nil
 }
 
 // replayOne replays tr against the named algorithm on a fresh store (or the

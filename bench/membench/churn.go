@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/bits"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -63,34 +62,55 @@ func Churn(d time.Duration, sweeper bool) (ChurnResult, error) {
 			return ChurnResult{}, err
 		}
 	}
-	churnL := core.Per(1, ChurnLifetime)
 	var stop atomic.Bool
-	var wg sync.WaitGroup
-	var inserts, insertMax atomic.Int64
-	var churnErr error
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		buf := make([]byte, 0, 32)
-		n, worst := int64(0), int64(0)
-		for !stop.Load() {
-			buf = strconv.AppendInt(append(buf[:0], "churn:"...), n, 10)
-			t0 := time.Now()
-			// The store hashes the key and keeps nothing of it: no garbage.
-			if _, err := takeOne(ctx, s, unsafe.String(&buf[0], len(buf)), churnL, 1); err != nil {
-				churnErr = err
-				break
-			}
-			worst = max(worst, int64(time.Since(t0)))
-			n++
-		}
-		inserts.Store(n)
-		insertMax.Store(worst)
-	}()
+	churned := make(chan churnInserts, 1)
+	go func() { churned <- insertChurn(ctx, s, &stop) }()
 	time.Sleep(min(d/10, time.Second)) // the churn fills the store first
+	h, elapsed, herr := timeHot(ctx, s, hot, hotL, d)
+	stop.Store(true)
+	c := <-churned
+	if herr != nil || c.err != nil {
+		return ChurnResult{}, fmt.Errorf("churn: %w", errors.Join(herr, c.err))
+	}
+	return ChurnResult{
+		Sweeper: sweeper, Duration: elapsed, Decisions: h.N(), ChurnKeys: c.n, Evictions: s.Evictions(),
+		P50: h.Quantile(0.5), P99: h.Quantile(0.99), P999: h.Quantile(0.999), Max: h.Max(),
+		InsertMax: c.worst,
+	}, nil
+}
+
+// churnInserts is what insertChurn did: n keys inserted, the longest
+// insert, and the error that stopped it.
+type churnInserts struct {
+	n     int64
+	worst time.Duration
+	err   error
+}
+
+// insertChurn inserts new keys that live ChurnLifetime into s until stop.
+func insertChurn(ctx context.Context, s *memorystore.Store, stop *atomic.Bool) churnInserts {
+	churnL := core.Per(1, ChurnLifetime)
+	var c churnInserts
+	buf := make([]byte, 0, 32)
+	for !stop.Load() {
+		buf = strconv.AppendInt(append(buf[:0], "churn:"...), c.n, 10)
+		t0 := time.Now()
+		// The store hashes the key and keeps nothing of it: no garbage.
+		if _, err := takeOne(ctx, s, unsafe.String(&buf[0], len(buf)), churnL, 1); err != nil {
+			c.err = err
+			break
+		}
+		c.worst = max(c.worst, time.Since(t0))
+		c.n++
+	}
+	return c
+}
+
+// timeHot times decisions on the hot keys, each admitted, one by one for
+// d, and returns their histogram and the time they took.
+func timeHot(ctx context.Context, s *memorystore.Store, hot []string, hotL core.Limit, d time.Duration) (Histogram, time.Duration, error) {
 	var h Histogram
 	start := time.Now()
-	var herr error
 	for i := 0; ; i++ {
 		t0 := time.Now()
 		allowed, err := takeOne(ctx, s, hot[i%ChurnHotKeys], hotL, 1)
@@ -99,25 +119,13 @@ func Churn(d time.Duration, sweeper bool) (ChurnResult, error) {
 			err = fmt.Errorf("hot key %s denied", hot[i%ChurnHotKeys])
 		}
 		if err != nil {
-			herr = err
-			break
+			return h, time.Since(start), err
 		}
 		h.Add(t1.Sub(t0))
 		if i%1024 == 0 && t1.Sub(start) >= d {
-			break
+			return h, time.Since(start), nil
 		}
 	}
-	elapsed := time.Since(start)
-	stop.Store(true)
-	wg.Wait()
-	if herr != nil || churnErr != nil {
-		return ChurnResult{}, fmt.Errorf("churn: %w", errors.Join(herr, churnErr))
-	}
-	return ChurnResult{
-		Sweeper: sweeper, Duration: elapsed, Decisions: h.N(), ChurnKeys: inserts.Load(), Evictions: s.Evictions(),
-		P50: h.Quantile(0.5), P99: h.Quantile(0.99), P999: h.Quantile(0.999), Max: h.Max(),
-		InsertMax: time.Duration(insertMax.Load()),
-	}, nil
 }
 
 // Histogram is a log-linear histogram of durations (16 buckets per power of

@@ -180,10 +180,27 @@ func Run(ctx context.Context, admin *redis.Client, addr string, impl Impl, cfg R
 	if w := Load(ctx, d, warm); w.Errors > 0 {
 		return Sample{}, fmt.Errorf("%s: warm-up: %d errors, first: %w", impl.Name, w.Errors, w.FirstErr)
 	}
+	s, lr, err := measure(ctx, admin, client, &rt, d, cfg)
+	if err != nil {
+		return Sample{}, err
+	}
+	switch {
+	case lr.Errors > 0:
+		return s, fmt.Errorf("%s: %d of %d decisions failed, first: %w", impl.Name, lr.Errors, lr.Decisions, lr.FirstErr)
+	case lr.Denied > 0:
+		return s, fmt.Errorf("%s: %d of %d decisions denied: the limit is too low for this load", impl.Name, lr.Denied, lr.Decisions)
+	}
+	return s, nil
+}
+
+// measure runs cfg's measured load of d on client (whose commands and
+// round trips rt counts) and the statistics of both sides around it: the
+// server's, read through admin, and this process's CPU and allocations.
+func measure(ctx context.Context, admin, client *redis.Client, rt *roundTrips, d Decider, cfg RunConfig) (Sample, *LoadResult, error) {
 	runtime.GC()
 	before, err := serverStats(ctx, admin)
 	if err != nil {
-		return Sample{}, err
+		return Sample{}, nil, err
 	}
 	rt.reset()
 	var ms0, ms1 runtime.MemStats
@@ -200,9 +217,9 @@ func Run(ctx context.Context, admin *redis.Client, addr string, impl Impl, cfg R
 	runtime.ReadMemStats(&ms1)
 	after, err := serverStats(ctx, admin)
 	if err != nil {
-		return Sample{}, err
+		return Sample{}, nil, err
 	}
-	s := Sample{
+	return Sample{
 		Decisions: lr.Decisions, Elapsed: lr.Elapsed, PerSec: lr.PerSecond(),
 		P50: lr.Latency.Quantile(0.50), P99: lr.Latency.Quantile(0.99), P999: lr.Latency.Quantile(0.999), Max: lr.Latency.Max(),
 		HasLatency: true, Denied: lr.Denied, Errors: lr.Errors,
@@ -211,14 +228,7 @@ func Run(ctx context.Context, admin *redis.Client, addr string, impl Impl, cfg R
 		Commands: rt.cmds.Load(), RoundTrips: rt.trips.Load(),
 		Allocs: ms1.Mallocs - ms0.Mallocs, Bytes: ms1.TotalAlloc - ms0.TotalAlloc,
 		Conns: int(client.PoolStats().TotalConns),
-	}
-	switch {
-	case lr.Errors > 0:
-		return s, fmt.Errorf("%s: %d of %d decisions failed, first: %w", impl.Name, lr.Errors, lr.Decisions, lr.FirstErr)
-	case lr.Denied > 0:
-		return s, fmt.Errorf("%s: %d of %d decisions denied: the limit is too low for this load", impl.Name, lr.Denied, lr.Decisions)
-	}
-	return s, nil
+	}, lr, nil
 }
 
 // roundTrips is a go-redis hook counting commands and round trips.
