@@ -147,25 +147,8 @@ func (l *Limiter) WaitN(ctx context.Context, policy, identity string, n int64) (
 		return PolicyResult{}, err
 	}
 	book := p.Limit.Algorithm.Bucket() && !p.Shadow
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	sleep := func(d time.Duration) bool {
-		if timer == nil {
-			timer = time.NewTimer(d)
-		} else {
-			timer.Reset(d)
-		}
-		select {
-		case <-timer.C:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
+	w := waiter{ctx: ctx}
+	defer w.stop()
 	for {
 		if err := ctx.Err(); err != nil {
 			return PolicyResult{}, err
@@ -182,16 +165,7 @@ func (l *Limiter) WaitN(ctx context.Context, policy, identity string, n int64) (
 			return pr, err
 		}
 		if pr.Allowed {
-			if pr.RetryAfter > 0 { // booked: sleep until the slot
-				if !sleep(pr.RetryAfter) {
-					if err := l.cancel(ctx, &pr); err != nil {
-						return PolicyResult{}, errors.Join(ctx.Err(), err)
-					}
-					return PolicyResult{}, ctx.Err()
-				}
-				pr.RetryAfter = 0
-			}
-			return pr, nil
+			return l.awaitSlot(ctx, &w, pr)
 		}
 		if pr.Never() {
 			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w %d", n, p.Name, nested{ErrExceedsCapacity}, pr.Result.Capacity)
@@ -203,8 +177,52 @@ func (l *Limiter) WaitN(ctx context.Context, policy, identity string, n int64) (
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return pr, fmt.Errorf("sluice: WaitN(n=%d): policy %q: %w (needs %s)", n, p.Name, nested{ErrWouldExceedDeadline}, wait)
 		}
-		if !sleep(wait) {
+		if !w.sleep(wait) {
 			return PolicyResult{}, ctx.Err()
 		}
+	}
+}
+
+// awaitSlot returns pr, admitted, once its slot has come: at once, or
+// after sleeping on w until it when it was booked ahead. If ctx ends
+// first, the slot is given back and ctx's error returned.
+func (l *Limiter) awaitSlot(ctx context.Context, w *waiter, pr PolicyResult) (PolicyResult, error) {
+	if pr.RetryAfter > 0 { // booked: sleep until the slot
+		if !w.sleep(pr.RetryAfter) {
+			if err := l.cancel(ctx, &pr); err != nil {
+				return PolicyResult{}, errors.Join(ctx.Err(), err)
+			}
+			return PolicyResult{}, ctx.Err()
+		}
+		pr.RetryAfter = 0
+	}
+	return pr, nil
+}
+
+// waiter sleeps the waits of one WaitN on one timer, made on the first.
+type waiter struct {
+	ctx   context.Context
+	timer *time.Timer
+}
+
+// sleep sleeps for d; false when ctx ended first.
+func (w *waiter) sleep(d time.Duration) bool {
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d)
+	}
+	select {
+	case <-w.timer.C:
+		return true
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
+// stop stops w's timer, if it made one.
+func (w *waiter) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
 	}
 }

@@ -184,20 +184,26 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 			anyMethod = anyMethod || m == "*"
 		}
 		p.Shadow = p.Shadow || c.shadow
-		cp := compiledPolicy{Policy: p, name: []string{p.Name}}
-		if len(p.Tiers) > 0 {
-			cp.tiers = make(map[string]*Limit, len(p.Tiers))
-			for tier, tl := range p.Tiers {
-				cp.tiers[tier] = &tl
-			}
-		}
-		if !anyMethod {
-			cp.methods = p.Match.Methods
-		}
-		set.policies = append(set.policies, cp)
+		set.policies = append(set.policies, compilePolicy(p, anyMethod))
 	}
 	set.everyRequest = set.routes.NumAll() == len(set.policies) && !set.anyMethods()
 	return set, nil
+}
+
+// compilePolicy compiles p, validated: its tiers' limits by pointer, and
+// its methods unless one of them is "*" (anyMethod).
+func compilePolicy(p Policy, anyMethod bool) compiledPolicy {
+	cp := compiledPolicy{Policy: p, name: []string{p.Name}}
+	if len(p.Tiers) > 0 {
+		cp.tiers = make(map[string]*Limit, len(p.Tiers))
+		for tier, tl := range p.Tiers {
+			cp.tiers[tier] = &tl
+		}
+	}
+	if !anyMethod {
+		cp.methods = p.Match.Methods
+	}
+	return cp
 }
 
 // matched returns the indices of the policies of set that apply to r, in

@@ -67,13 +67,7 @@ func (sh *shard) sweepChunk(now int64, n int) (deleted int, done bool) {
 	// run of k keys would shift it k times).
 	i := sh.sweep % size
 	if sh.swept == 0 {
-		// Start a pass on an empty slot, so that no cluster spans its
-		// start and end: deletions then only shift keys already seen.
-		for k := 0; k < size && sh.t.slots[i].h != 0; k++ {
-			if i++; i == size {
-				i = 0
-			}
-		}
+		i = sh.passStart(i)
 	}
 	for work := 0; work < n && sh.swept < size; {
 		sl := &sh.t.slots[i]
@@ -96,11 +90,30 @@ func (sh *shard) sweepChunk(now int64, n int) (deleted int, done bool) {
 		return deleted, false
 	}
 	sh.swept = 0
-	// Shrink a table that stayed sparse for two passes in a row, even at
-	// its fullest in between (a table that churn refills between passes
-	// would only grow again), to half full, never below 256 slots, and by
-	// at most 8× at a time (its keys move over the following inserts and
-	// sweeper chunks at a bounded rate).
+	sh.shrinkSparse(size)
+	return deleted, true
+}
+
+// passStart is where a pass from slot i starts: the first empty slot at
+// or after it, so that no cluster spans the pass's start and end:
+// deletions then only shift keys already seen. sh.mu is held.
+func (sh *shard) passStart(i int) int {
+	size := len(sh.t.slots)
+	for k := 0; k < size && sh.t.slots[i].h != 0; k++ {
+		if i++; i == size {
+			i = 0
+		}
+	}
+	return i
+}
+
+// shrinkSparse, at the end of a pass over a table of size slots, shrinks
+// a table that stayed sparse for two passes in a row, even at its fullest
+// in between (a table that churn refills between passes would only grow
+// again), to half full, never below 256 slots, and by at most 8× at a
+// time (its keys move over the following inserts and sweeper chunks at a
+// bounded rate). sh.mu is held.
+func (sh *shard) shrinkSparse(size int) {
 	peak := max(sh.peak, sh.t.n)
 	sh.peak = sh.t.n
 	if size > 256 && peak*8 < size {
@@ -111,5 +124,4 @@ func (sh *shard) sweepChunk(now int64, n int) (deleted int, done bool) {
 	} else {
 		sh.sparse = 0
 	}
-	return deleted, true
 }
