@@ -59,12 +59,7 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost, book int64) {
 		retry = delay * sp.Q
 		if cost > 0 {
 			d = max(d, retry) + need
-			if sp.Q == 1 {
-				st.Expire, st.V = now+d, 0
-			} else {
-				units := (d + sp.Q - 1) / sp.Q
-				st.Expire, st.V = now+units, units*sp.Q-d
-			}
+			sp.setDebt(st, now, d)
 		}
 	}
 	reset := d
@@ -77,6 +72,17 @@ func (sp *Spec) bucket(st *State, o *Outcome, now, cost, book int64) {
 	}
 	o.Allowed, o.Remaining, o.Retry, o.Reset = allowed, sp.remaining(d), retry, reset
 	o.State, o.Previous, o.At = state, prevState, now+delay
+}
+
+// setDebt writes the TAT of debt d at now into st: Expire, the TAT
+// rounded up to a whole µs, and V, what the rounding added, in units.
+func (sp *Spec) setDebt(st *State, now, d int64) {
+	if sp.Q == 1 {
+		st.Expire, st.V = now+d, 0
+		return
+	}
+	units := (d + sp.Q - 1) / sp.Q
+	st.Expire, st.V = now+units, units*sp.Q-d
 }
 
 // remaining is the number of whole events a bucket of debt d admits now.

@@ -34,14 +34,7 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 		at = lg.At[n-1]
 	}
 	skew := at - now
-	first := 0 // the first live entry
-	for first < len(lg.At) && lg.At[first] <= at-P {
-		first++
-	}
-	var total int64
-	for _, n := range lg.N[first:] {
-		total += n
-	}
+	first, total := lg.live(at - P)
 	prevState := lg.State
 	if total == 0 { // nothing counts: a fresh key (an emptied entry may remain)
 		prevState = 0
@@ -70,27 +63,52 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 		o.Reset = reset
 	}
 	if !allowed {
-		freed := int64(0)
-		for i := first; i < len(lg.N); i++ {
-			freed += lg.N[i]
-			if total-freed+need <= rate {
-				o.Retry = lg.At[i] + P - at + skew
-				break
-			}
-		}
+		o.Retry = lg.retry(first, total-rate+need, P-at+skew)
 	}
 	if cost == 0 {
 		return // a peek only looks
 	}
 	lg.State = o.State
 	if allowed {
-		if n := len(lg.At); n > 0 && lg.At[n-1] == at {
-			lg.N[n-1] += cost
-		} else {
-			lg.At, lg.N = append(lg.At, at), append(lg.N, cost)
-		}
+		lg.add(at, cost)
 	}
 	lg.prune(P)
+}
+
+// live returns the index of lg's first entry after since and the total
+// of the entries from it on.
+func (lg *Log) live(since int64) (first int, total int64) {
+	for first < len(lg.At) && lg.At[first] <= since {
+		first++
+	}
+	for _, n := range lg.N[first:] {
+		total += n
+	}
+	return first, total
+}
+
+// retry is the wait until excess units of the entries from first have
+// left the window: the instant of the entry whose leaving frees them,
+// plus shift (Period less the decision's instant, plus its skew).
+func (lg *Log) retry(first int, excess, shift int64) int64 {
+	freed := int64(0)
+	for i := first; i < len(lg.N); i++ {
+		freed += lg.N[i]
+		if freed >= excess {
+			return lg.At[i] + shift
+		}
+	}
+	return 0
+}
+
+// add records an admission of cost at at, lg's newest instant: in its
+// newest entry when that is at at.
+func (lg *Log) add(at, cost int64) {
+	if n := len(lg.At); n > 0 && lg.At[n-1] == at {
+		lg.N[n-1] += cost
+	} else {
+		lg.At, lg.N = append(lg.At, at), append(lg.N, cost)
+	}
 }
 
 // prune drops the entries a Period older than the newest: no instant a
