@@ -160,39 +160,9 @@ func parseElement(e string) (nodeKind, netip.Addr) {
 			i++
 			continue
 		}
-		j := i
-		for j < len(e) && isTchar(e[j]) {
-			j++
-		}
-		if j == i || j == len(e) || e[j] != '=' {
+		name, value, escaped, next, ok := parsePair(e, i)
+		if !ok {
 			return nodeInvalid, netip.Addr{}
-		}
-		name := e[i:j]
-		j++
-		var value string
-		escaped := false
-		if j < len(e) && e[j] == '"' {
-			k := j + 1
-			for k < len(e) && e[k] != '"' {
-				if e[k] == '\\' {
-					escaped = true
-					k++
-				}
-				k++
-			}
-			if k >= len(e) {
-				return nodeInvalid, netip.Addr{} // unterminated quoted string
-			}
-			value, i = e[j+1:k], k+1
-		} else {
-			k := j
-			for k < len(e) && (isTchar(e[k]) || e[k] == ':' || e[k] == '[' || e[k] == ']') {
-				k++
-			}
-			if k == j {
-				return nodeInvalid, netip.Addr{}
-			}
-			value, i = e[j:k], k
 		}
 		pairs++
 		if strings.EqualFold(name, "for") {
@@ -201,7 +171,7 @@ func parseElement(e string) (nodeKind, netip.Addr) {
 			}
 			seenFor, forValue = true, value
 		}
-		i = skipOWS(e, i)
+		i = skipOWS(e, next)
 		if i < len(e) && e[i] != ';' {
 			return nodeInvalid, netip.Addr{}
 		}
@@ -213,6 +183,44 @@ func parseElement(e string) (nodeKind, netip.Addr) {
 		return nodeOpaque, netip.Addr{}
 	}
 	return parseForNode(forValue)
+}
+
+// parsePair parses the pair name=value of an element e at i: a token, '='
+// and a quoted string (escaped: it holds a backslash escape) or a token
+// that may contain ':', '[' and ']'. next is the index after it; false:
+// there is no such pair at i.
+func parsePair(e string, i int) (name, value string, escaped bool, next int, ok bool) {
+	j := i
+	for j < len(e) && isTchar(e[j]) {
+		j++
+	}
+	if j == i || j == len(e) || e[j] != '=' {
+		return "", "", false, 0, false
+	}
+	name = e[i:j]
+	j++
+	if j < len(e) && e[j] == '"' {
+		k := j + 1
+		for k < len(e) && e[k] != '"' {
+			if e[k] == '\\' {
+				escaped = true
+				k++
+			}
+			k++
+		}
+		if k >= len(e) {
+			return "", "", false, 0, false // unterminated quoted string
+		}
+		return name, e[j+1 : k], escaped, k + 1, true
+	}
+	k := j
+	for k < len(e) && (isTchar(e[k]) || e[k] == ':' || e[k] == '[' || e[k] == ']') {
+		k++
+	}
+	if k == j {
+		return "", "", false, 0, false
+	}
+	return name, e[j:k], false, k, true
 }
 
 // parseForNode parses an RFC 7239 node: IPv4, "[" IPv6 "]", "unknown" or an
