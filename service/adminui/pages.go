@@ -176,19 +176,7 @@ func (h *handler) saveRule(w http.ResponseWriter, r *http.Request, q *req) {
 		}
 		http.Redirect(w, r, "/admin/rules/"+url.PathEscape(saved.ID)+"?saved=1", http.StatusSeeOther)
 	case errors.Is(err, rulesdb.ErrStale):
-		now, gerr := h.db.Get(ctx, cur.ID)
-		if gerr != nil {
-			h.failed(w, r, q, "reading the rule", gerr)
-			return
-		}
-		c := &conflict{Yours: etag, Now: now.ETag}
-		nowForm := formOf(now)
-		for _, f := range formFields {
-			if form[f] != nowForm[f] {
-				c.Changes = append(c.Changes, change{Field: f, Value: form[f]})
-			}
-		}
-		h.renderRule(w, r, q, http.StatusConflict, now, nowForm, nil, c, "", "")
+		h.conflicted(w, r, q, cur.ID, etag, form)
 	case errors.Is(err, rulesdb.ErrNotFound):
 		h.message(w, r, q, http.StatusNotFound, "No such rule (deleted meanwhile?)")
 	case errors.Is(err, rulesdb.ErrInvalid):
@@ -200,6 +188,25 @@ func (h *handler) saveRule(w http.ResponseWriter, r *http.Request, q *req) {
 	default:
 		h.failed(w, r, q, "saving the rule", err)
 	}
+}
+
+// conflicted answers a save of the rule id from the form of version etag
+// that another write overtook: 409, the rule as it is now, and the
+// changes of form against it, to apply again.
+func (h *handler) conflicted(w http.ResponseWriter, r *http.Request, q *req, id, etag string, form map[string]string) {
+	now, err := h.db.Get(r.Context(), id)
+	if err != nil {
+		h.failed(w, r, q, "reading the rule", err)
+		return
+	}
+	c := &conflict{Yours: etag, Now: now.ETag}
+	nowForm := formOf(now)
+	for _, f := range formFields {
+		if form[f] != nowForm[f] {
+			c.Changes = append(c.Changes, change{Field: f, Value: form[f]})
+		}
+	}
+	h.renderRule(w, r, q, http.StatusConflict, now, nowForm, nil, c, "", "")
 }
 
 // inForce waits until the saved rule's revision is in force on this
