@@ -232,19 +232,25 @@ func RunChurnWith(ctx context.Context, t Target, cfg RunConfig, interval time.Du
 	if err := settle(ctx, t.Server, ch, ok1); err != nil {
 		return s, cr, fmt.Errorf("%s: %w", t.Name, err)
 	}
-	// A change written near the end of the run is applied after it: by
-	// now every change written has been applied.
+	return s, cr, t.checkApplied(ctx, ok0, bad0, cr.Written)
+}
+
+// checkApplied fails if t's ratelimitd, whose reloads were ok0 applied and
+// bad0 refused before the run, refused a change since, or applied none of
+// the written ones. A change written near the end of the run is applied
+// after it: by now every change written has been applied.
+func (t Target) checkApplied(ctx context.Context, ok0, bad0, written int64) error {
 	ok2, bad2, err := Reloads(ctx, t.Server.HTTPAddr)
 	if err != nil {
-		return s, cr, fmt.Errorf("%s: %w", t.Name, err)
+		return fmt.Errorf("%s: %w", t.Name, err)
 	}
 	switch {
 	case bad2 > bad0:
-		return s, cr, fmt.Errorf("%s: ratelimitd refused %d of the rule changes%s", t.Name, bad2-bad0, t.serverLog())
-	case cr.Written > 0 && ok2 == ok0:
-		return s, cr, fmt.Errorf("%s: ratelimitd applied none of the %d rule changes%s", t.Name, cr.Written, t.serverLog())
+		return fmt.Errorf("%s: ratelimitd refused %d of the rule changes%s", t.Name, bad2-bad0, t.serverLog())
+	case written > 0 && ok2 == ok0:
+		return fmt.Errorf("%s: ratelimitd applied none of the %d rule changes%s", t.Name, written, t.serverLog())
 	}
-	return s, cr, nil
+	return nil
 }
 
 // settle waits until p has applied the last change, restores the original
