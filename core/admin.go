@@ -56,7 +56,7 @@ func (l *Limiter) Reset(ctx context.Context, policy, identity string) error {
 // keeps what it has counted (see Store.SetOverride).
 func (l *Limiter) SetOverride(ctx context.Context, policy, identity string, lim Limit, until time.Time) error {
 	if lim == (Limit{}) {
-		return fmt.Errorf("sluice: SetOverride: %w: a zero Limit (use Block)", nested{ErrInvalidLimit})
+		return fmt.Errorf("sluice: SetOverride: %w", invalidField(ErrInvalidLimit, "lim", "a zero Limit (use Block)"))
 	}
 	return l.override(ctx, "SetOverride", policy, identity, &Override{Limit: lim, Until: until})
 }
@@ -78,7 +78,7 @@ func (l *Limiter) ClearOverride(ctx context.Context, policy, identity string) er
 // o is nil.
 func (l *Limiter) override(ctx context.Context, fn, policy, identity string, o *Override) error {
 	if identity == "" {
-		return fmt.Errorf("sluice: %s: %w", fn, nested{ErrNoKey})
+		return fmt.Errorf("sluice: %s: %w", fn, invalidField(ErrNoKey, "identity", "empty key"))
 	}
 	set := l.set.Load()
 	for i := range set.policies {

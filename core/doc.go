@@ -21,7 +21,9 @@
 // A denial is a value, not an error: Store.Take writes a Result whose Allowed
 // field is false. An error always means the backend failed or the input was
 // invalid; the sentinel errors ErrInvalidLimit, ErrInvalidCost, ErrNoKey and
-// ErrClosed can be matched with errors.Is.
+// ErrClosed can be matched with errors.Is. Invalid input is also a
+// *FieldError, found with errors.As, that names the field at fault by its
+// path ("Rate", "Limit.Burst", "ops[1].Cost") and says what is wrong with it.
 //
 // Time inside sluice is integer microseconds. Every algorithm is a pure
 // function of its stored state, the current instant, the Limit and the cost

@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/sluicehq/sluice/keyfunc"
@@ -24,6 +25,89 @@ var (
 	// ErrClosed means the store was used after Close.
 	ErrClosed = errors.New("sluice: store closed")
 )
+
+// FieldError is a value refused for one of its fields. Every validation of
+// package core returns one, however deeply it is wrapped: Limit.Validate,
+// ParseAlgorithm, Thresholds.Validate, ValidatePolicyName, ValidateMethod,
+// the policies of NewLimiter and SetPolicies, ValidateBooking, ValidateGroup,
+// ValidateOverride, the ops of CheckGroup and the arguments of the
+// key-level calls; the stores of sluice return one for an op they refuse.
+// Find it with errors.As:
+//
+//	var fe *core.FieldError
+//	if errors.As(err, &fe) {
+//		fmt.Println(fe.Field, fe.Message) // Rate must be at least 1, got 0
+//	}
+//
+// Field is a path from the value validated to the field at fault, in the
+// Go names of its types: "Rate" for a Limit, "Limit.Burst" and
+// `Tiers["gold"].Period` for a Policy, "ops[2].Key.Identity" for a Take.
+// A caller that validates a value inside a larger one nests the path with
+// In (or FieldIn), so that "ops[2]" and "Limit.Rate" make
+// "ops[2].Limit.Rate"; a front door that speaks another vocabulary (a file
+// format, a JSON API) renames the path's names into its own, never the
+// Message. Message says what is wrong, for a person, without the field's
+// name. Err is the sentinel the refusal belongs to (ErrInvalidLimit,
+// ErrInvalidCost, ErrNoKey), or nil: errors.Is finds it through the
+// FieldError, whose text does not repeat it.
+//
+// A FieldError is not modified once returned; it encodes as JSON
+// {"field": ..., "message": ...}, the shape of the service's problem
+// details.
+type FieldError struct {
+	// Field is the path of the field at fault.
+	Field string `json:"field"`
+	// Message says what is wrong with it.
+	Message string `json:"message"`
+	// Err is the sentinel error wrapped, or nil.
+	Err error `json:"-"`
+}
+
+// Error returns "Field: Message".
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// Unwrap returns Err.
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// In returns a copy of e whose Field is nested under parent: "ops[2]" and
+// "Limit.Rate" make "ops[2].Limit.Rate", and an index or key joins without
+// a dot ("Tiers" and `["gold"].Rate` make `Tiers["gold"].Rate`). An empty
+// parent returns e.
+func (e *FieldError) In(parent string) *FieldError {
+	if parent == "" {
+		return e
+	}
+	c := *e
+	switch {
+	case c.Field == "":
+		c.Field = parent
+	case strings.HasPrefix(c.Field, "["):
+		c.Field = parent + c.Field
+	default:
+		c.Field = parent + "." + c.Field
+	}
+	return &c
+}
+
+// FieldIn returns err with the field it names nested under parent: the
+// *FieldError errors.As finds in err, In(parent) (an error wrapping it
+// drops the wrapping's words, which the path now says). An error naming no
+// field is wrapped as "parent: err". A nil err is nil.
+func FieldIn(parent string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return fe.In(parent)
+	}
+	return fmt.Errorf("%s: %w", parent, err)
+}
+
+// invalidField returns a *FieldError of field wrapping sentinel.
+func invalidField(sentinel error, field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Message: fmt.Sprintf(format, args...), Err: sentinel}
+}
 
 // nested is err inside a message that already starts with "sluice: ": its
 // text without that prefix, so that a sentinel's own prefix is not repeated

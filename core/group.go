@@ -140,14 +140,14 @@ func (l *Limiter) prepareGroup(ops []GroupOp, d *Decision) error {
 	for i := range ops {
 		op := &ops[i]
 		if op.Identity == "" {
-			return fmt.Errorf("sluice: CheckGroup: op %d (policy %q): Identity: %w", i, op.Policy, nested{ErrNoKey})
+			return fmt.Errorf("sluice: CheckGroup: %w (policy %q)", invalidField(ErrNoKey, opField(i, "Identity"), "empty key"), op.Policy)
 		}
 		if op.Cost < 0 {
-			return fmt.Errorf("sluice: CheckGroup: op %d (policy %q): Cost: %w: %d", i, op.Policy, nested{ErrInvalidCost}, op.Cost)
+			return fmt.Errorf("sluice: CheckGroup: %w (policy %q)", invalidField(ErrInvalidCost, opField(i, "Cost"), "must not be negative, got %d", op.Cost), op.Policy)
 		}
 		j, ok := set.byName[op.Policy]
 		if !ok {
-			return fmt.Errorf("sluice: CheckGroup: op %d: Policy: no policy %q", i, op.Policy)
+			return fmt.Errorf("sluice: CheckGroup: %w", invalidField(nil, opField(i, "Policy"), "no policy %q", op.Policy))
 		}
 		p := &set.policies[j]
 		pr := PolicyResult{Policy: p.Name, Limit: p.Limit, Shadow: p.Shadow, refund: p.Refund, id: op.Identity, cost: op.Cost}

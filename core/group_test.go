@@ -135,14 +135,15 @@ func TestCheckGroupErrors(t *testing.T) {
 	l, err := core.NewLimiter(memStore(t), []core.Policy{{Name: "a", Key: keyfunc.Const("x"), Limit: core.PerMinute(3)}})
 	require.NoError(t, err)
 	for name, tc := range map[string]struct {
-		ops  []core.GroupOp
-		is   error
-		text string
+		ops   []core.GroupOp
+		is    error
+		field string
+		text  string
 	}{
-		"no identity":   {[]core.GroupOp{{Policy: "a"}}, core.ErrNoKey, "op 0 (policy \"a\"): Identity"},
-		"negative cost": {[]core.GroupOp{{Policy: "a", Identity: "u", Cost: 1}, {Policy: "a", Identity: "v", Cost: -1}}, core.ErrInvalidCost, "op 1 (policy \"a\"): Cost"},
-		"unknown":       {[]core.GroupOp{{Policy: "b", Identity: "u"}}, nil, "op 0: Policy: no policy \"b\""},
-		"same key":      {[]core.GroupOp{{Policy: "a", Identity: "u", Cost: 1}, {Policy: "a", Identity: "u", Cost: 1}}, core.ErrInvalidCost, ""},
+		"no identity":   {[]core.GroupOp{{Policy: "a"}}, core.ErrNoKey, "ops[0].Identity", `sluice: CheckGroup: ops[0].Identity: empty key (policy "a")`},
+		"negative cost": {[]core.GroupOp{{Policy: "a", Identity: "u", Cost: 1}, {Policy: "a", Identity: "v", Cost: -1}}, core.ErrInvalidCost, "ops[1].Cost", `sluice: CheckGroup: ops[1].Cost: must not be negative, got -1 (policy "a")`},
+		"unknown":       {[]core.GroupOp{{Policy: "b", Identity: "u"}}, nil, "ops[0].Policy", `sluice: CheckGroup: ops[0].Policy: no policy "b"`},
+		"same key":      {[]core.GroupOp{{Policy: "a", Identity: "u", Cost: 1}, {Policy: "a", Identity: "u", Cost: 1}}, core.ErrInvalidCost, "ops[1].Key", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := l.CheckGroup(ctx, tc.ops)
@@ -150,7 +151,12 @@ func TestCheckGroupErrors(t *testing.T) {
 			if tc.is != nil {
 				require.ErrorIs(t, err, tc.is)
 			}
-			require.Contains(t, err.Error(), tc.text)
+			var fe *core.FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, tc.field, fe.Field, "%v", err)
+			if tc.text != "" {
+				require.EqualError(t, err, tc.text)
+			}
 		})
 	}
 	// Nothing was counted by the failed groups.

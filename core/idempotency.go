@@ -54,24 +54,33 @@ func WithIdempotency(i Idempotency) LimiterOption {
 	return func(c *limiterConfig) { c.idem = &i }
 }
 
-// validate reports why i cannot be used, naming the field.
+// validate reports why i cannot be used: an error whose *FieldError names
+// the field of Idempotency.
 func (i *Idempotency) validate() error {
+	if fe := i.check(); fe != nil {
+		return fmt.Errorf("sluice: WithIdempotency: %w", fe)
+	}
+	return nil
+}
+
+// check is validate's *FieldError.
+func (i *Idempotency) check() *FieldError {
 	for k := 0; k < len(i.Header); k++ {
 		if !tchar(i.Header[k]) {
-			return fmt.Errorf("sluice: WithIdempotency: Header: %q is not a header name (an RFC 9110 token)", i.Header)
+			return invalidField(nil, "Header", "%q is not a header name (an RFC 9110 token)", i.Header)
 		}
 	}
 	switch {
 	case i.TTL < time.Second || i.TTL%time.Microsecond != 0:
-		return fmt.Errorf("sluice: WithIdempotency: TTL: must be at least 1s and a whole number of microseconds, got %s", i.TTL)
+		return invalidField(nil, "TTL", "must be at least 1s and a whole number of microseconds, got %s", i.TTL)
 	case i.MaxRepeats < 1 || i.MaxRepeats > MaxIdempotentRepeats:
-		return fmt.Errorf("sluice: WithIdempotency: MaxRepeats: must be 1 to %d, got %d", MaxIdempotentRepeats, i.MaxRepeats)
+		return invalidField(nil, "MaxRepeats", "must be 1 to %d, got %d", MaxIdempotentRepeats, i.MaxRepeats)
 	}
-	if err := i.first().Validate(); err != nil {
-		return fmt.Errorf("sluice: WithIdempotency: TTL: %w", nested{err})
+	if fe := i.first().check(); fe != nil {
+		return &FieldError{Field: "TTL", Message: fe.Message, Err: fe.Err}
 	}
-	if err := i.repeats().Validate(); err != nil {
-		return fmt.Errorf("sluice: WithIdempotency: MaxRepeats: %w", nested{err})
+	if fe := i.repeats().check(); fe != nil {
+		return &FieldError{Field: "MaxRepeats", Message: fe.Message, Err: fe.Err}
 	}
 	return nil
 }

@@ -58,10 +58,10 @@ func (l *Limiter) AllowN(ctx context.Context, policy, identity string, n int64) 
 // key-level call.
 func (l *Limiter) keyPolicy(fn, policy, identity string, n int64) (*compiledPolicy, error) {
 	if identity == "" {
-		return nil, fmt.Errorf("sluice: %s: %w", fn, nested{ErrNoKey})
+		return nil, fmt.Errorf("sluice: %s: %w", fn, invalidField(ErrNoKey, "identity", "empty key"))
 	}
 	if n < 0 {
-		return nil, fmt.Errorf("sluice: %s: %w: %d", fn, nested{ErrInvalidCost}, n)
+		return nil, fmt.Errorf("sluice: %s: %w", fn, invalidField(ErrInvalidCost, "n", "must not be negative, got %d", n))
 	}
 	set := l.set.Load()
 	for i := range set.policies {

@@ -2,7 +2,6 @@ package core
 
 import (
 	"fmt"
-	"math"
 	"math/bits"
 	"time"
 
@@ -59,14 +58,15 @@ func AlgorithmNames() []string {
 	return out
 }
 
-// ParseAlgorithm returns the Algorithm whose String is name.
+// ParseAlgorithm returns the Algorithm whose String is name, or an error
+// wrapping ErrInvalidLimit whose *FieldError names "Algorithm".
 func ParseAlgorithm(name string) (Algorithm, error) {
 	for a := TokenBucket; a <= GCRA; a++ {
 		if algorithmNames[a] == name {
 			return a, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: Algorithm: unknown algorithm %q", ErrInvalidLimit, name)
+	return 0, fmt.Errorf("%s: %w", ErrInvalidLimit, invalidField(ErrInvalidLimit, "Algorithm", "unknown algorithm %q", name))
 }
 
 // Bucket reports whether a is one of the bucket algorithms (TokenBucket,
@@ -144,61 +144,94 @@ func (l Limit) String() string {
 	return s
 }
 
-// Validate reports why l cannot be used, as an error wrapping ErrInvalidLimit
-// that names the field, or nil.
+// Validate reports why l cannot be used, or nil: an error wrapping
+// ErrInvalidLimit whose *FieldError (see errors.As) names the field
+// ("Algorithm", "Rate", "Period" or "Burst") and says what is wrong with
+// it; the error's text adds the whole limit.
 func (l Limit) Validate() error {
-	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s (limit %s)", ErrInvalidLimit, field, fmt.Sprintf(format, args...), l)
+	fe := l.check()
+	if fe == nil {
+		return nil
 	}
-	if !l.Algorithm.Valid() {
-		return bad("Algorithm", "unknown algorithm %d", uint8(l.Algorithm))
-	}
-	if l.Rate < 1 {
-		return bad("Rate", "must be at least 1, got %d", l.Rate)
-	}
-	if l.Rate > MaxRate {
-		return bad("Rate", "must be at most %d, got %d", MaxRate, l.Rate)
-	}
-	if l.Period < time.Microsecond {
-		return bad("Period", "must be at least 1µs, got %s", l.Period)
-	}
-	if l.Period%time.Microsecond != 0 {
-		return bad("Period", "must be a whole number of microseconds, got %s", l.Period)
-	}
-	if l.Burst < 0 {
-		return bad("Burst", "must not be negative, got %d", l.Burst)
-	}
-	period := int64(l.Period / time.Microsecond)
-	switch {
-	case l.Algorithm.Bucket():
-		if l.Burst > MaxRate {
-			return bad("Burst", "must be at most %d, got %d", MaxRate, l.Burst)
-		}
-		// The bucket's capacity in its exact time unit must stay below 2^53.
-		g := exact.GCD(period, l.Rate)
-		if hi, lo := bits.Mul64(uint64(l.Capacity()), uint64(period/g)); hi != 0 || lo > uint64(exact.Max) {
-			return bad("Burst", "capacity %d × interval %s/%d overflows the exact range; lower Burst or Period", l.Capacity(), l.Period, l.Rate)
-		}
-	default:
-		if l.Burst != 0 && l.Burst != l.Rate {
-			return bad("Burst", "%s has no burst: leave it 0, got %d", l.Algorithm, l.Burst)
-		}
-	}
-	switch l.Algorithm {
-	case SlidingWindowLog:
-		if l.Rate > MaxLogRate {
-			return bad("Rate", "sliding_window_log keeps one entry per event: at most %d, got %d (use sliding_window_counter)", MaxLogRate, l.Rate)
-		}
-	case SlidingWindowCounter:
-		if l.Rate > MaxCounterRate {
-			return bad("Rate", "sliding_window_counter allows at most %d, got %d", MaxCounterRate, l.Rate)
-		}
-		if hi, lo := bits.Mul64(uint64(l.Rate), uint64(period)); hi != 0 || lo > uint64(exact.Max) {
-			return bad("Period", "Rate × Period in µs overflows the exact range 2^53; lower Rate or Period")
-		}
-	}
-	if period > math.MaxInt64/4 {
-		return bad("Period", "too long: %s", l.Period)
+	return fmt.Errorf("%s: %w (limit %s)", ErrInvalidLimit, fe, l)
+}
+
+// check is Validate's *FieldError, without the limit's text: the first of
+// limitChecks that l fails.
+func (l Limit) check() *FieldError {
+	if i := l.failed(); i >= 0 {
+		c := &limitChecks[i]
+		return &FieldError{Field: c.field, Message: c.message(l), Err: ErrInvalidLimit}
 	}
 	return nil
+}
+
+// failed returns the index in limitChecks of the first check l fails, or -1.
+func (l Limit) failed() int {
+	for i := range limitChecks {
+		if limitChecks[i].fails(l) {
+			return i
+		}
+	}
+	return -1
+}
+
+// limitCheck is one way a Limit can be invalid: the field it blames, when
+// it fails (every earlier check having passed) and what it says.
+type limitCheck struct {
+	field   string
+	fails   func(l Limit) bool
+	message func(l Limit) string
+}
+
+// periodMicros is l's Period in whole microseconds.
+func periodMicros(l Limit) int64 { return int64(l.Period / time.Microsecond) }
+
+// limitChecks are Validate's checks, in the order it makes them: every way
+// a Limit is refused is one entry (tests derive their cases from them).
+var limitChecks = [...]limitCheck{
+	{"Algorithm", func(l Limit) bool { return !l.Algorithm.Valid() },
+		func(l Limit) string { return fmt.Sprintf("unknown algorithm %d", uint8(l.Algorithm)) }},
+	{"Rate", func(l Limit) bool { return l.Rate < 1 },
+		func(l Limit) string { return fmt.Sprintf("must be at least 1, got %d", l.Rate) }},
+	{"Rate", func(l Limit) bool { return l.Rate > MaxRate },
+		func(l Limit) string { return fmt.Sprintf("must be at most %d, got %d", MaxRate, l.Rate) }},
+	{"Period", func(l Limit) bool { return l.Period < time.Microsecond },
+		func(l Limit) string { return fmt.Sprintf("must be at least 1µs, got %s", l.Period) }},
+	{"Period", func(l Limit) bool { return l.Period%time.Microsecond != 0 },
+		func(l Limit) string { return fmt.Sprintf("must be a whole number of microseconds, got %s", l.Period) }},
+	{"Burst", func(l Limit) bool { return l.Burst < 0 },
+		func(l Limit) string { return fmt.Sprintf("must not be negative, got %d", l.Burst) }},
+	{"Burst", func(l Limit) bool { return l.Algorithm.Bucket() && l.Burst > MaxRate },
+		func(l Limit) string { return fmt.Sprintf("must be at most %d, got %d", MaxRate, l.Burst) }},
+	// The bucket's capacity in its exact time unit must stay below 2^53.
+	{"Burst", func(l Limit) bool {
+		if !l.Algorithm.Bucket() {
+			return false
+		}
+		period := periodMicros(l)
+		hi, lo := bits.Mul64(uint64(l.Capacity()), uint64(period/exact.GCD(period, l.Rate)))
+		return hi != 0 || lo > uint64(exact.Max)
+	}, func(l Limit) string {
+		return fmt.Sprintf("capacity %d × interval %s/%d overflows the exact range; lower Burst or Period", l.Capacity(), l.Period, l.Rate)
+	}},
+	{"Burst", func(l Limit) bool { return !l.Algorithm.Bucket() && l.Burst != 0 && l.Burst != l.Rate },
+		func(l Limit) string { return fmt.Sprintf("%s has no burst: leave it 0, got %d", l.Algorithm, l.Burst) }},
+	{"Rate", func(l Limit) bool { return l.Algorithm == SlidingWindowLog && l.Rate > MaxLogRate },
+		func(l Limit) string {
+			return fmt.Sprintf("sliding_window_log keeps one entry per event: at most %d, got %d (use sliding_window_counter)", MaxLogRate, l.Rate)
+		}},
+	{"Rate", func(l Limit) bool { return l.Algorithm == SlidingWindowCounter && l.Rate > MaxCounterRate },
+		func(l Limit) string {
+			return fmt.Sprintf("sliding_window_counter allows at most %d, got %d", MaxCounterRate, l.Rate)
+		}},
+	{"Period", func(l Limit) bool {
+		if l.Algorithm != SlidingWindowCounter {
+			return false
+		}
+		hi, lo := bits.Mul64(uint64(l.Rate), uint64(periodMicros(l)))
+		return hi != 0 || lo > uint64(exact.Max)
+	}, func(Limit) string {
+		return "Rate × Period in µs overflows the exact range 2^53; lower Rate or Period"
+	}},
 }

@@ -195,7 +195,7 @@ func (l *Limiter) decideCall(ctx context.Context, r keyfunc.Request, c Call, d *
 	case cost == 0:
 		cost = 1
 	case cost < 0:
-		return fmt.Errorf("sluice: %w: %d", nested{ErrInvalidCost}, cost)
+		return fmt.Errorf("sluice: Call: %w", invalidField(ErrInvalidCost, "Cost", "must not be negative, got %d", cost))
 	}
 	sctx, cancel := l.storeContext(ctx, &d.sctx)
 	if cancel != nil {

@@ -43,7 +43,7 @@ func ExampleNewLimiter() {
 	// Output:
 	// per-ip 100/1m0s token_bucket
 	// login 3/1m0s token_bucket
-	// sluice: policy "login": Routes: pattern "/a/**/b": ** must be the last segment
+	// sluice: policy "login": Match.Routes[0]: pattern "/a/**/b": ** must be the last segment
 }
 
 // Check counts a request under every policy that matches it. The Decision

@@ -27,7 +27,7 @@ func TestNewLimiterRejectsBadPolicies(t *testing.T) {
 		{"bad name", []core.Policy{{Name: `a"b`, Key: k, Limit: core.PerSecond(1)}}, "Name: only"},
 		{"duplicate", []core.Policy{{Name: "a", Key: k, Limit: core.PerSecond(1)}, {Name: "a", Key: k, Limit: core.PerSecond(2)}}, `policy "a": Name: duplicate`},
 		{"no key", []core.Policy{{Name: "a", Limit: core.PerSecond(1)}}, `policy "a": Key: required`},
-		{"bad limit", []core.Policy{{Name: "a", Key: k, Limit: core.PerSecond(-3)}}, `sluice: policy "a": invalid limit: Rate`},
+		{"bad limit", []core.Policy{{Name: "a", Key: k, Limit: core.PerSecond(-3)}}, `sluice: policy "a": Limit.Rate: must be at least 1`},
 	}
 	for _, c := range cases {
 		_, err := core.NewLimiter(s, c.ps)

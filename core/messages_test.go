@@ -24,7 +24,7 @@ func TestErrorMessages(t *testing.T) {
 	t.Run("invalid limit", func(t *testing.T) {
 		_, err := core.NewLimiter(s, []core.Policy{{Name: "a", Key: user, Limit: core.PerSecond(-3)}})
 		require.ErrorIs(t, err, core.ErrInvalidLimit)
-		require.EqualError(t, err, `sluice: policy "a": invalid limit: Rate: must be at least 1, got -3 (limit -3/1s token_bucket)`)
+		require.EqualError(t, err, `sluice: policy "a": Limit.Rate: must be at least 1, got -3 (limit -3/1s token_bucket)`)
 	})
 
 	t.Run("invalid tier limit", func(t *testing.T) {
@@ -32,7 +32,7 @@ func TestErrorMessages(t *testing.T) {
 		_, err := core.NewLimiter(s, []core.Policy{{Name: "a", Key: user, Limit: core.PerSecond(1), Tiers: map[string]core.Limit{"gold": core.Per(5, 0)}}},
 			core.WithTiering(tiering))
 		require.ErrorIs(t, err, core.ErrInvalidLimit)
-		require.EqualError(t, err, `sluice: policy "a": tier "gold": invalid limit: Period: must be at least 1µs, got 0s (limit 5/0s token_bucket)`)
+		require.EqualError(t, err, `sluice: policy "a": Tiers["gold"].Period: must be at least 1µs, got 0s (limit 5/0s token_bucket)`)
 	})
 
 	t.Run("no key", func(t *testing.T) {
@@ -62,7 +62,7 @@ func TestErrorMessages(t *testing.T) {
 		r := keyfunc.Static{Headers: map[string][]string{"X-User": {"u"}}}
 		_, err = l.CheckWith(context.Background(), r, core.Call{Cost: -1})
 		require.ErrorIs(t, err, core.ErrInvalidCost)
-		require.EqualError(t, err, "sluice: invalid cost: -1")
+		require.EqualError(t, err, "sluice: Call: Cost: must not be negative, got -1")
 		_, err = l.CheckWith(context.Background(), r, core.Call{Key: empty})
 		require.ErrorIs(t, err, core.ErrNoKey)
 		require.EqualError(t, err, `sluice: policy "a": key: empty key`)
@@ -76,19 +76,19 @@ func TestErrorMessages(t *testing.T) {
 		require.NoError(t, err)
 		_, err = l.Allow(ctx, "a", "")
 		require.ErrorIs(t, err, core.ErrNoKey)
-		require.EqualError(t, err, "sluice: AllowN: empty key") // Allow is AllowN with n 1
+		require.EqualError(t, err, "sluice: AllowN: identity: empty key") // Allow is AllowN with n 1
 		_, err = l.AllowN(ctx, "a", "u", -1)
 		require.ErrorIs(t, err, core.ErrInvalidCost)
-		require.EqualError(t, err, "sluice: AllowN: invalid cost: -1")
+		require.EqualError(t, err, "sluice: AllowN: n: must not be negative, got -1")
 		_, err = l.WaitN(ctx, "a", "u", 3)
 		require.ErrorIs(t, err, core.ErrExceedsCapacity)
 		require.EqualError(t, err, `sluice: WaitN(n=3): policy "a": cost exceeds the limit's capacity 2`)
 		err = l.Block(ctx, "a", "", time.Now().Add(time.Minute))
 		require.ErrorIs(t, err, core.ErrNoKey)
-		require.EqualError(t, err, "sluice: Block: empty key")
+		require.EqualError(t, err, "sluice: Block: identity: empty key")
 		err = l.SetOverride(ctx, "a", "u", core.Limit{}, time.Now().Add(time.Minute))
 		require.ErrorIs(t, err, core.ErrInvalidLimit)
-		require.EqualError(t, err, "sluice: SetOverride: invalid limit: a zero Limit (use Block)")
+		require.EqualError(t, err, "sluice: SetOverride: lim: a zero Limit (use Block)")
 	})
 
 	t.Run("idempotency settings at NewLimiter", func(t *testing.T) {

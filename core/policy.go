@@ -3,6 +3,7 @@ package core
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -100,28 +101,32 @@ type compiledPolicy struct {
 	name    []string          // {Name}, full: Decision.Skipped of this policy alone
 }
 
-// ValidateMethod reports why m cannot be one of Match.Methods: it must be an
+// ValidateMethod reports why m cannot be one of Match.Methods, as a
+// *FieldError of field "Methods" (nil if it can be): it must be an
 // RFC 9110 method token (GET, POST, PROPFIND, ...) written in one case, or
 // "*" for any method. "ANY" and "ALL" are refused as the mistakes they
 // usually are (write "*", or leave Methods empty), as are lists such as
 // "GET,POST" or "GET POST" (give each method its own entry).
 func ValidateMethod(m string) error {
+	bad := func(format string, args ...any) error {
+		return invalidField(nil, "Methods", format, args...)
+	}
 	if m == "*" {
 		return nil
 	}
 	if m == "" {
-		return errors.New("Methods: an empty method")
+		return bad("an empty method")
 	}
 	for i := 0; i < len(m); i++ {
 		if !tchar(m[i]) {
-			return fmt.Errorf("Methods: %q is not a method token (one method per entry; \"*\" for any)", m)
+			return bad("%q is not a method token (one method per entry; \"*\" for any)", m)
 		}
 	}
 	if strings.ToUpper(m) != m && strings.ToLower(m) != m {
-		return fmt.Errorf("Methods: %q mixes cases", m)
+		return bad("%q mixes cases", m)
 	}
 	if strings.EqualFold(m, "ANY") || strings.EqualFold(m, "ALL") {
-		return fmt.Errorf("Methods: %q is not a method (\"*\" or no Methods at all match every method)", m)
+		return bad("%q is not a method (\"*\" or no Methods at all match every method)", m)
 	}
 	return nil
 }
@@ -144,45 +149,19 @@ func compilePolicies(policies []Policy, c *limiterConfig) (*policySet, error) {
 			return nil, fmt.Errorf("sluice: policy %d: %w", i, err)
 		}
 		if _, dup := set.byName[p.Name]; dup {
-			return nil, fmt.Errorf("sluice: policy %q: Name: duplicate", p.Name)
+			return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, invalidField(nil, "Name", "duplicate"))
+		}
+		if err := validatePolicy(&p, c); err != nil {
+			return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
 		}
 		set.byName[p.Name] = i
-		if p.Key == nil {
-			return nil, fmt.Errorf("sluice: policy %q: Key: required (for example keyfunc.IP)", p.Name)
-		}
-		if err := p.Limit.Validate(); err != nil {
-			return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, nested{err})
-		}
-		if p.MissingKey > DenyRequest {
-			return nil, fmt.Errorf("sluice: policy %q: MissingKey: must be SkipPolicy or DenyRequest, got %d", p.Name, p.MissingKey)
-		}
-		for tier, tl := range p.Tiers {
-			if tier == "" {
-				return nil, fmt.Errorf("sluice: policy %q: Tiers: a tier named \"\" (callers without a tier get Limit)", p.Name)
-			}
-			if err := tl.Validate(); err != nil {
-				return nil, fmt.Errorf("sluice: policy %q: tier %q: %w", p.Name, tier, nested{err})
-			}
-		}
-		if len(p.Tiers) > 0 && c.tiering == nil {
-			return nil, fmt.Errorf("sluice: policy %q: Tiers: set, but the Limiter has no WithTiering", p.Name)
-		}
 		if len(p.Match.Routes) == 0 {
 			set.routes.InsertAll(i)
 		}
 		for _, pattern := range p.Match.Routes {
-			if err := route.Validate(pattern); err != nil {
-				return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
-			}
 			set.routes.Insert(pattern, i)
 		}
-		anyMethod := false
-		for _, m := range p.Match.Methods {
-			if err := ValidateMethod(m); err != nil {
-				return nil, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
-			}
-			anyMethod = anyMethod || m == "*"
-		}
+		anyMethod := slices.Contains(p.Match.Methods, "*")
 		p.Shadow = p.Shadow || c.shadow
 		set.policies = append(set.policies, compilePolicy(p, anyMethod))
 	}
@@ -204,6 +183,51 @@ func compilePolicy(p Policy, anyMethod bool) compiledPolicy {
 		cp.methods = p.Match.Methods
 	}
 	return cp
+}
+
+// validatePolicy reports the first field of p (its Name valid) that cannot
+// be used under the Limiter's configuration c, as a *FieldError whose path
+// starts at the Policy ("Limit.Rate", `Tiers["gold"].Period`,
+// "Match.Routes[1]"), or nil.
+func validatePolicy(p *Policy, c *limiterConfig) error {
+	if p.Key == nil {
+		return invalidField(nil, "Key", "required (for example keyfunc.IP)")
+	}
+	if fe := p.Limit.check(); fe != nil {
+		return limitIn("Limit", fe, p.Limit)
+	}
+	if p.MissingKey > DenyRequest {
+		return invalidField(nil, "MissingKey", "must be SkipPolicy or DenyRequest, got %d", p.MissingKey)
+	}
+	for _, tier := range slices.Sorted(maps.Keys(p.Tiers)) {
+		if tier == "" {
+			return invalidField(nil, "Tiers", "a tier named \"\" (callers without a tier get Limit)")
+		}
+		if fe := p.Tiers[tier].check(); fe != nil {
+			return limitIn(fmt.Sprintf("Tiers[%q]", tier), fe, p.Tiers[tier])
+		}
+	}
+	if len(p.Tiers) > 0 && c.tiering == nil {
+		return invalidField(nil, "Tiers", "set, but the Limiter has no WithTiering")
+	}
+	for i, pattern := range p.Match.Routes {
+		if err := route.Validate(pattern); err != nil {
+			return invalidField(nil, fmt.Sprintf("Match.Routes[%d]", i), "%v", err)
+		}
+	}
+	for i, m := range p.Match.Methods {
+		var fe *FieldError
+		if errors.As(ValidateMethod(m), &fe) {
+			return &FieldError{Field: fmt.Sprintf("Match.Methods[%d]", i), Message: fe.Message}
+		}
+	}
+	return nil
+}
+
+// limitIn is the error of an invalid limit l of a larger value, at path:
+// fe nested under it, the text adding the whole limit.
+func limitIn(path string, fe *FieldError, l Limit) error {
+	return fmt.Errorf("%w (limit %s)", fe.In(path), l)
 }
 
 // matched returns the indices of the policies of set that apply to r, in
@@ -236,15 +260,16 @@ func (set *policySet) matched(r keyfunc.Request) []int {
 	return kept
 }
 
-// ValidatePolicyName reports why name cannot name a policy (nil if it can).
+// ValidatePolicyName reports why name cannot name a policy, as a
+// *FieldError of field "Name" (nil if it can).
 func ValidatePolicyName(name string) error {
 	if len(name) == 0 || len(name) > 64 {
-		return fmt.Errorf("Name: must be 1 to 64 characters, got %q", name)
+		return invalidField(nil, "Name", "must be 1 to 64 characters, got %q", name)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == ':' || c == '-') {
-			return fmt.Errorf("Name: only a-z A-Z 0-9 _ . : - allowed, got %q", name)
+			return invalidField(nil, "Name", "only a-z A-Z 0-9 _ . : - allowed, got %q", name)
 		}
 	}
 	return nil

@@ -56,7 +56,7 @@ func (l *Limiter) ReserveN(ctx context.Context, policy, identity string, n int64
 		return nil, err
 	}
 	if maxDelay < 0 {
-		return nil, fmt.Errorf("sluice: ReserveN: maxDelay: must be >= 0, got %s", maxDelay)
+		return nil, fmt.Errorf("sluice: ReserveN: %w", invalidField(ErrInvalidCost, "maxDelay", "must be >= 0, got %s", maxDelay))
 	}
 	if !p.Limit.Algorithm.Bucket() {
 		return nil, fmt.Errorf("sluice: ReserveN: policy %q (%s): %w", p.Name, p.Limit.Algorithm, ErrCannotReserve)

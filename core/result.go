@@ -155,16 +155,21 @@ func (t Thresholds) OrDefault() Thresholds {
 	return t
 }
 
-// Validate reports whether 0 < Clear <= Warn < 1 (after OrDefault).
+// Validate reports whether 0 < Clear <= Warn < 1 (after OrDefault): nil,
+// or an error wrapping ErrInvalidLimit whose *FieldError names "Warn" or
+// "Clear".
 func (t Thresholds) Validate() error {
 	t = t.OrDefault()
-	if !(t.Warn > 0 && t.Warn < 1) {
-		return fmt.Errorf("%w: Thresholds.Warn: must be in (0, 1), got %v", ErrInvalidLimit, t.Warn)
+	var fe *FieldError
+	switch {
+	case !(t.Warn > 0 && t.Warn < 1):
+		fe = invalidField(ErrInvalidLimit, "Warn", "must be in (0, 1), got %v", t.Warn)
+	case !(t.Clear > 0 && t.Clear <= t.Warn):
+		fe = invalidField(ErrInvalidLimit, "Clear", "must be in (0, Warn], got %v", t.Clear)
+	default:
+		return nil
 	}
-	if !(t.Clear > 0 && t.Clear <= t.Warn) {
-		return fmt.Errorf("%w: Thresholds.Clear: must be in (0, Warn], got %v", ErrInvalidLimit, t.Clear)
-	}
-	return nil
+	return fmt.Errorf("%s: Thresholds: %w", ErrInvalidLimit, fe)
 }
 
 // Degraded reports whether the store failed for some policy of d and a

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -46,32 +47,32 @@ type Op struct {
 }
 
 // ValidateBooking reports why an op with maxDelay cannot be decided in a
-// Take of n ops (see Op.MaxDelay): nil, or an error wrapping
-// ErrInvalidCost that names the field.
+// Take of n ops (see Op.MaxDelay): nil, or a *FieldError of field
+// "MaxDelay" wrapping ErrInvalidCost.
 func ValidateBooking(maxDelay time.Duration, n int) error {
 	switch {
 	case maxDelay < 0:
-		return fmt.Errorf("MaxDelay: %w: must be >= 0, got %s", ErrInvalidCost, maxDelay)
+		return invalidField(ErrInvalidCost, "MaxDelay", "must be >= 0, got %s", maxDelay)
 	case maxDelay > 0 && n > 1:
-		return fmt.Errorf("MaxDelay: %w: a booking is a Take of one op, not of %d", ErrInvalidCost, n)
+		return invalidField(ErrInvalidCost, "MaxDelay", "a booking is a Take of one op, not of %d", n)
 	}
 	return nil
 }
 
 // ValidateGroup reports why ops cannot be decided in one Take of several
-// ops: nil, or an error wrapping ErrInvalidCost that names the op and the
-// field: a booking (see ValidateBooking), or an op whose Key an earlier op
+// ops: nil, or a *FieldError wrapping ErrInvalidCost whose path names the
+// op and the field ("ops[2].MaxDelay", "ops[2].Key"): a booking (see ValidateBooking), or an op whose Key an earlier op
 // has (each op is decided against its Key's state before the Take, so two
 // ops of one Key would each see the other's units as free, and admit more
 // than the Limit).
 func ValidateGroup(ops []Op) error {
 	for i := range ops {
 		if err := ValidateBooking(ops[i].MaxDelay, len(ops)); err != nil {
-			return fmt.Errorf("op %d: %w", i, err)
+			return FieldIn(opPath(i), err)
 		}
 		for j := range i {
 			if ops[j].Key == ops[i].Key {
-				return fmt.Errorf("op %d: Key: %w: op %d has the same Key", i, ErrInvalidCost, j)
+				return invalidField(ErrInvalidCost, opField(i, "Key"), "op %d has the same Key", j)
 			}
 		}
 	}
@@ -102,8 +103,10 @@ type Admission struct {
 // Implementations are safe for concurrent use. Every method validates its
 // input: an invalid Limit is an error wrapping ErrInvalidLimit, an empty
 // Key.Identity ErrNoKey, a negative cost ErrInvalidCost, a closed store
-// ErrClosed; the error names the method, the op and the field. Any other
-// error means the backend failed. A store must not keep ops, out, or any
+// ErrClosed; the error names the method, and holds a *FieldError (see
+// errors.As) whose path names the op and the field from the method's
+// arguments ("ops[1].Cost", "ops[0].Limit.Rate", "Key.Identity"). Any
+// other error means the backend failed. A store must not keep ops, out, or any
 // string of a Key after the call returns (a request's strings may alias
 // buffers its framework reuses): it copies what it keeps.
 //
@@ -172,13 +175,25 @@ type Override struct {
 // Blocks reports whether o blocks its key.
 func (o Override) Blocks() bool { return o.Limit == (Limit{}) }
 
-// ValidateOverride reports why o cannot be used.
+// ValidateOverride reports why o cannot be used at now: nil, or an error
+// wrapping ErrInvalidLimit whose *FieldError names "Until" or the field of
+// its Limit ("Limit.Rate").
 func ValidateOverride(o Override, now time.Time) error {
 	if !o.Until.After(now) {
-		return fmt.Errorf("%w: Override.Until: must be in the future, got %s", ErrInvalidLimit, o.Until)
+		return fmt.Errorf("%s: Override: %w", ErrInvalidLimit, invalidField(ErrInvalidLimit, "Until", "must be in the future, got %s", o.Until))
 	}
 	if o.Blocks() {
 		return nil
 	}
-	return o.Limit.Validate()
+	if fe := o.Limit.check(); fe != nil {
+		return fmt.Errorf("%s: Override: %w", ErrInvalidLimit, limitIn("Limit", fe, o.Limit))
+	}
+	return nil
 }
+
+// opPath is the path of op i of a Take (or a group) in a *FieldError:
+// "ops[i]", as every store names it.
+func opPath(i int) string { return "ops[" + strconv.Itoa(i) + "]" }
+
+// opField is the path of field of op i: "ops[i].field".
+func opField(i int, field string) string { return opPath(i) + "." + field }

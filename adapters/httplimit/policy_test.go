@@ -51,7 +51,7 @@ func TestRouteAndMethodMatching(t *testing.T) {
 	require.Equal(t, http.StatusOK, do(h, "GET", "/api/things", "192.0.2.1:1").Code)
 	for _, bad := range []string{"api", "/api//x", "/a/**/b", "/a/b*"} {
 		_, err := core.NewLimiter(f.store, []core.Policy{{Name: "p", Key: ip, Limit: core.PerMinute(1), Match: core.Match{Routes: []string{bad}}}})
-		require.ErrorContains(t, err, `policy "p": Routes:`, bad)
+		require.ErrorContains(t, err, `policy "p": Match.Routes[0]:`, bad)
 	}
 }
 
@@ -129,7 +129,7 @@ func TestTiers(t *testing.T) {
 	}
 	require.Zero(t, lookups, "tiers are cached")
 	_, err := core.NewLimiter(f.store, []core.Policy{{Name: "p", Key: keyfunc.Const("x"), Limit: core.PerMinute(1), Tiers: map[string]core.Limit{"gold": {}}}}, core.WithTiering(tiering))
-	require.ErrorContains(t, err, `policy "p": tier "gold"`)
+	require.ErrorContains(t, err, `policy "p": Tiers["gold"].`)
 	_, err = core.NewLimiter(f.store, []core.Policy{{Name: "p", Key: keyfunc.Const("x"), Limit: core.PerMinute(1), Tiers: map[string]core.Limit{"gold": core.PerMinute(2)}}})
 	require.ErrorContains(t, err, "no WithTiering")
 }

@@ -85,10 +85,10 @@ func bookInvalid(t *testing.T, s core.Store, k core.Key, l core.Limit) {
 	var out [2]core.Result
 	err := s.Take(ctx, []core.Op{{Key: k, Limit: l, Cost: 1, MaxDelay: -time.Second}}, out[:1])
 	require.ErrorIs(t, err, core.ErrInvalidCost)
-	require.ErrorContains(t, err, "MaxDelay")
+	checkField(t, "a negative MaxDelay", err, "ops[0].MaxDelay")
 	err = s.Take(ctx, []core.Op{{Key: k, Limit: l, Cost: 1}, {Key: Key(t), Limit: l, Cost: 1, MaxDelay: time.Second}}, out[:])
 	require.ErrorIs(t, err, core.ErrInvalidCost)
-	require.ErrorContains(t, err, "op 1: MaxDelay")
+	checkField(t, "a booking in a group", err, "ops[1].MaxDelay")
 }
 
 // bookUntilOverrideEnds: under an override a slot is booked only before

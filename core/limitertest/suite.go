@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -203,48 +202,67 @@ func testBadInput(t *testing.T, newStore Factory) {
 	clock := NewClock()
 	s := newStore(t, clock.Now)
 	ctx := context.Background()
-	cases := []struct {
-		name string
-		key  core.Key
-		l    core.Limit
-		cost int64
-		want error
-	}{
-		{"empty identity", core.Key{Policy: "p"}, core.PerSecond(1), 1, core.ErrNoKey},
-		{"negative cost", Key(t), core.PerSecond(1), -1, core.ErrInvalidCost},
-		{"zero limit", Key(t), core.Limit{}, 1, core.ErrInvalidLimit},
-		{"zero rate", Key(t), core.PerSecond(0), 1, core.ErrInvalidLimit},
-		{"negative burst", Key(t), core.PerSecond(1).WithBurst(-1), 1, core.ErrInvalidLimit},
-		{"sub-µs period", Key(t), core.Per(1, 1500*time.Nanosecond), 1, core.ErrInvalidLimit},
-		{"unknown algorithm", Key(t), core.PerSecond(1).WithAlgorithm(42), 1, core.ErrInvalidLimit},
-		{"burst on a window", Key(t), core.PerSecond(5).WithAlgorithm(core.FixedWindow).WithBurst(9), 1, core.ErrInvalidLimit},
-		{"overflowing bucket", Key(t), core.Per(1, 100*365*24*time.Hour).WithBurst(1 << 40), 1, core.ErrInvalidLimit},
+	type badCase struct {
+		name  string
+		key   core.Key
+		l     core.Limit
+		cost  int64
+		want  error
+		field string
+	}
+	cases := []badCase{
+		{"empty identity", core.Key{Policy: "p"}, core.PerSecond(1), 1, core.ErrNoKey, "ops[0].Key.Identity"},
+		{"negative cost", Key(t), core.PerSecond(1), -1, core.ErrInvalidCost, "ops[0].Cost"},
+		{"zero limit", Key(t), core.Limit{}, 1, core.ErrInvalidLimit, "ops[0].Limit.Algorithm"},
+	}
+	for _, c := range InvalidLimits() {
+		cases = append(cases, badCase{fmt.Sprintf("invalid limit %d (%s)", c.Check, c.Limit), Key(t), c.Limit, 1, core.ErrInvalidLimit, "ops[0].Limit." + c.Field})
 	}
 	for _, c := range cases {
 		_, err := TakeOne(ctx, s, c.key, c.l, c.cost)
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: Take error %v, want %v", c.name, err, c.want)
 		}
+		checkField(t, c.name, err, c.field)
 	}
-	badCalls(ctx, t, s)
+	badCalls(ctx, t, s, clock)
 	badGroups(ctx, t, s)
 	oddKeys(ctx, t, s)
 }
 
 // badCalls: a Reset, Refund or SetOverride of bad input is an error
-// wrapping the sentinel of what is wrong.
-func badCalls(ctx context.Context, t *testing.T, s core.Store) {
-	if err := s.Reset(ctx, core.Key{Policy: "p"}, core.PerSecond(1)); !errors.Is(err, core.ErrNoKey) {
-		t.Errorf("Reset with an empty identity: %v, want ErrNoKey", err)
+// wrapping the sentinel of what is wrong and a *core.FieldError naming the
+// field of its arguments.
+func badCalls(ctx context.Context, t *testing.T, s core.Store, clock *Clock) {
+	for _, c := range []struct {
+		what  string
+		err   error
+		want  error
+		field string
+	}{
+		{"Reset with an empty identity", s.Reset(ctx, core.Key{Policy: "p"}, core.PerSecond(1)), core.ErrNoKey, "Key.Identity"},
+		{"Refund of a negative cost", s.Refund(ctx, core.Admission{Key: Key(t), Limit: core.PerSecond(1), Cost: -1, At: 1}), core.ErrInvalidCost, "Cost"},
+		{"Refund under an invalid limit", s.Refund(ctx, core.Admission{Key: Key(t), Limit: core.PerSecond(0), Cost: 1, At: 1}), core.ErrInvalidLimit, "Limit.Rate"},
+		{"SetOverride with an empty identity", s.SetOverride(ctx, core.Key{Policy: "p"}, core.Override{Until: time.Now().Add(time.Hour)}), core.ErrNoKey, "Key.Identity"},
+		{"SetOverride of an invalid limit", s.SetOverride(ctx, Key(t), core.Override{Limit: core.PerSecond(0), Until: clock.Now().Add(time.Hour)}), core.ErrInvalidLimit, "Limit.Rate"},
+	} {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v, want %v", c.what, c.err, c.want)
+		}
+		checkField(t, c.what, c.err, c.field)
 	}
-	if err := s.Refund(ctx, core.Admission{Key: Key(t), Limit: core.PerSecond(1), Cost: -1, At: 1}); !errors.Is(err, core.ErrInvalidCost) {
-		t.Errorf("Refund of a negative cost: %v, want ErrInvalidCost", err)
-	}
-	if err := s.Refund(ctx, core.Admission{Key: Key(t), Limit: core.PerSecond(0), Cost: 1, At: 1}); !errors.Is(err, core.ErrInvalidLimit) {
-		t.Errorf("Refund under an invalid limit: %v, want ErrInvalidLimit", err)
-	}
-	if err := s.SetOverride(ctx, core.Key{Policy: "p"}, core.Override{Until: time.Now().Add(time.Hour)}); !errors.Is(err, core.ErrNoKey) {
-		t.Errorf("SetOverride with an empty identity: %v, want ErrNoKey", err)
+}
+
+// checkField reports an error unless err holds a *core.FieldError (see
+// errors.As) of field.
+func checkField(t *testing.T, what string, err error, field string) {
+	t.Helper()
+	var fe *core.FieldError
+	switch {
+	case !errors.As(err, &fe):
+		t.Errorf("%s: %v holds no *core.FieldError (want field %s)", what, err, field)
+	case fe.Field != field:
+		t.Errorf("%s: %v names field %q, want %q", what, err, fe.Field, field)
 	}
 }
 
@@ -253,9 +271,10 @@ func badCalls(ctx context.Context, t *testing.T, s core.Store) {
 func badGroups(ctx context.Context, t *testing.T, s core.Store) {
 	good := Key(t)
 	err := s.Take(ctx, []core.Op{{Key: good, Limit: core.PerSecond(1), Cost: 1}, {Key: Key(t), Limit: core.PerSecond(1), Cost: -1}}, make([]core.Result, 2))
-	if !errors.Is(err, core.ErrInvalidCost) || !strings.Contains(err.Error(), "op 1") {
-		t.Errorf("a group with a negative cost in op 1: %v, want ErrInvalidCost naming op 1", err)
+	if !errors.Is(err, core.ErrInvalidCost) {
+		t.Errorf("a group with a negative cost in op 1: %v, want ErrInvalidCost", err)
 	}
+	checkField(t, "a group with a negative cost in op 1", err, "ops[1].Cost")
 	if r, err := TakeOne(ctx, s, good, core.PerSecond(1), 0); err != nil || r.Remaining != 1 {
 		t.Errorf("the invalid group consumed: %+v %v", r, err)
 	}

@@ -28,7 +28,7 @@ func (s *Store) SetOverride(_ context.Context, k core.Key, o core.Override) erro
 		return fmt.Errorf("memorystore: SetOverride: %w", err)
 	}
 	if k.Identity == "" {
-		return fmt.Errorf("memorystore: SetOverride: Key.Identity: %w", core.ErrNoKey)
+		return fmt.Errorf("memorystore: SetOverride: %w", errNoIdentity)
 	}
 	if err := core.ValidateOverride(o, time.UnixMicro(s.now())); err != nil {
 		return fmt.Errorf("memorystore: SetOverride: %w", err)
@@ -37,7 +37,7 @@ func (s *Store) SetOverride(_ context.Context, k core.Key, o core.Override) erro
 	if !o.Blocks() {
 		sp, err := s.spec(&o.Limit)
 		if err != nil {
-			return fmt.Errorf("memorystore: SetOverride: Limit: %w", err)
+			return fmt.Errorf("memorystore: SetOverride: %w", core.FieldIn("Limit", err))
 		}
 		ov.spec = sp
 	}

@@ -223,7 +223,7 @@ func (s *Store) prepare(p *pending, op *core.Op) error {
 	if sp == nil || sp.Limit != *l {
 		var err error
 		if sp, err = s.compile(*l); err != nil {
-			return fmt.Errorf("Limit: %w", err)
+			return core.FieldIn("Limit", err)
 		}
 	}
 	var h uint64 // the key's hash (see hash), inline
@@ -240,6 +240,9 @@ func (s *Store) prepare(p *pending, op *core.Op) error {
 	return nil
 }
 
+// errNoIdentity is the error of an op or a key without an identity.
+var errNoIdentity = &core.FieldError{Field: "Key.Identity", Message: "empty key", Err: core.ErrNoKey}
+
 // invalid is the error prepare returns for a closed store, a key without
 // an identity, a negative cost or a negative bound of a booking.
 func (s *Store) invalid(op *core.Op) error {
@@ -247,9 +250,9 @@ func (s *Store) invalid(op *core.Op) error {
 	case s.closed.Load():
 		return core.ErrClosed
 	case op.Key.Identity == "":
-		return fmt.Errorf("Key.Identity: %w", core.ErrNoKey)
+		return errNoIdentity
 	case op.Cost < 0:
-		return fmt.Errorf("Cost: %w: %d", core.ErrInvalidCost, op.Cost)
+		return &core.FieldError{Field: "Cost", Message: fmt.Sprintf("must not be negative, got %d", op.Cost), Err: core.ErrInvalidCost}
 	}
 	return core.ValidateBooking(op.MaxDelay, 1)
 }

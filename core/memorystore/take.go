@@ -129,7 +129,9 @@ func (s *Store) group(ops []core.Op, out []core.Result, ps []pending, now int64)
 }
 
 // opError is the error of Take for op i.
-func opError(i int, err error) error { return fmt.Errorf("memorystore: Take: op %d: %w", i, err) }
+func opError(i int, err error) error {
+	return fmt.Errorf("memorystore: Take: %w", core.FieldIn(fmt.Sprintf("ops[%d]", i), err))
+}
 
 // override sets p, prepared under its op's own limit, to decide under the
 // override or block of its key in force at now, if there is one.

@@ -46,7 +46,7 @@ func (s *Store) SetOverride(ctx context.Context, k core.Key, o core.Override) er
 	case s.closed.Load():
 		return fmt.Errorf("redisstore: SetOverride: %w", core.ErrClosed)
 	case k.Identity == "":
-		return fmt.Errorf("redisstore: SetOverride: Key.Identity: %w", core.ErrNoKey)
+		return fmt.Errorf("redisstore: SetOverride: %w", errNoIdentity)
 	}
 	now := time.Now()
 	if s.clock != nil {
@@ -60,7 +60,7 @@ func (s *Store) SetOverride(ctx context.Context, k core.Key, o core.Override) er
 	if !o.Blocks() {
 		cp, err := s.compile(o.Limit)
 		if err != nil {
-			return fmt.Errorf("redisstore: SetOverride: Limit: %w", err)
+			return fmt.Errorf("redisstore: SetOverride: %w", core.FieldIn("Limit", err))
 		}
 		// The id names this override among all the key ever has (a
 		// refund finds its state by it, see lua/refund.lua): random, in
@@ -84,7 +84,7 @@ func (s *Store) ClearOverride(ctx context.Context, k core.Key) error {
 	case s.closed.Load():
 		return fmt.Errorf("redisstore: ClearOverride: %w", core.ErrClosed)
 	case k.Identity == "":
-		return fmt.Errorf("redisstore: ClearOverride: Key.Identity: %w", core.ErrNoKey)
+		return fmt.Errorf("redisstore: ClearOverride: %w", errNoIdentity)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()

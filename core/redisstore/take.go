@@ -31,7 +31,7 @@ func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) erro
 			err = core.ValidateBooking(op.MaxDelay, 1)
 		}
 		if err != nil {
-			return fmt.Errorf("redisstore: Take: op 0: %w", err)
+			return fmt.Errorf("redisstore: Take: %w", core.FieldIn("ops[0]", err))
 		}
 		if op.MaxDelay > 0 {
 			return s.book(ctx, cp, op, &out[0])
@@ -64,7 +64,7 @@ func sharedKeys(ops []core.Op) error {
 		id, policy := parts(ops[i].Key)
 		for j := range i {
 			if jd, jp := parts(ops[j].Key); jd == id && jp == policy {
-				return fmt.Errorf("op %d: Key: %w: op %d has the same Redis keys", i, core.ErrInvalidCost, j)
+				return &core.FieldError{Field: fmt.Sprintf("ops[%d].Key", i), Message: fmt.Sprintf("op %d has the same Redis keys", j), Err: core.ErrInvalidCost}
 			}
 		}
 	}
@@ -201,7 +201,7 @@ func (s *Store) compileOps(ops []core.Op) ([]*compiled, error) {
 	for i, op := range ops {
 		cp, err := s.prepare(op.Key, op.Limit, op.Cost)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: Take: op %d: %w", i, err)
+			return nil, fmt.Errorf("redisstore: Take: %w", core.FieldIn(fmt.Sprintf("ops[%d]", i), err))
 		}
 		cps[i] = cp
 	}
@@ -511,6 +511,9 @@ func (s *Store) Reset(ctx context.Context, k core.Key, l core.Limit) error {
 	return nil
 }
 
+// errNoIdentity is the error of an op or a key without an identity.
+var errNoIdentity = &core.FieldError{Field: "Key.Identity", Message: "empty key", Err: core.ErrNoKey}
+
 // prepare checks one op (closed store, key, cost, limit: an error names the
 // field) and returns its limit compiled.
 func (s *Store) prepare(k core.Key, l core.Limit, cost int64) (*compiled, error) {
@@ -518,13 +521,13 @@ func (s *Store) prepare(k core.Key, l core.Limit, cost int64) (*compiled, error)
 	case s.closed.Load():
 		return nil, core.ErrClosed
 	case k.Identity == "":
-		return nil, fmt.Errorf("Key.Identity: %w", core.ErrNoKey)
+		return nil, errNoIdentity
 	case cost < 0:
-		return nil, fmt.Errorf("Cost: %w: %d", core.ErrInvalidCost, cost)
+		return nil, &core.FieldError{Field: "Cost", Message: fmt.Sprintf("must not be negative, got %d", cost), Err: core.ErrInvalidCost}
 	}
 	cp, err := s.compile(l)
 	if err != nil {
-		return nil, fmt.Errorf("Limit: %w", err)
+		return nil, core.FieldIn("Limit", err)
 	}
 	return cp, nil
 }

@@ -9,20 +9,21 @@ import (
 	"strings"
 )
 
-// Validate reports why a route pattern cannot match anything.
+// Validate reports why a route pattern cannot match anything; the error
+// says what is wrong with the pattern, and its callers name the field.
 func Validate(p string) error {
 	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("Routes: pattern %q must start with /", p)
+		return fmt.Errorf("pattern %q must start with /", p)
 	}
 	segs := Split(p)
 	for i, s := range segs {
 		switch {
 		case s == "":
-			return fmt.Errorf("Routes: pattern %q has an empty segment", p)
+			return fmt.Errorf("pattern %q has an empty segment", p)
 		case s == "**" && i != len(segs)-1:
-			return fmt.Errorf("Routes: pattern %q: ** must be the last segment", p)
+			return fmt.Errorf("pattern %q: ** must be the last segment", p)
 		case strings.Contains(s, "*") && s != "*" && s != "**":
-			return fmt.Errorf("Routes: pattern %q: * must be a whole segment", p)
+			return fmt.Errorf("pattern %q: * must be a whole segment", p)
 		}
 	}
 	return nil

@@ -547,7 +547,7 @@ func undecided(t *testing.T, h Harness) {
 	cases := []undecidedCase{
 		{"store fails", limiter(t, downStore(), nil, core.PerMinute(10)), Request{}, ErrDown, ErrDown.Error()},
 		{"no identity", healthy, Request{}, keyfunc.ErrNoKey, `header \"X-API-Key\" is empty`},
-		{"invalid cost", healthy, Request{Header: http.Header{"X-Api-Key": {"k"}, "X-Cost": {"-1"}}}, core.ErrInvalidCost, core.ErrInvalidCost.Error()},
+		{"invalid cost", healthy, Request{Header: http.Header{"X-Api-Key": {"k"}, "X-Cost": {"-1"}}}, core.ErrInvalidCost, "Cost: must not be negative, got -1"},
 	}
 	if len(h.Routers()) > 0 { // an HTTP harness chooses the client's address
 		cases = append(cases, undecidedCase{"no client address", limiter(t, memStore(t), nil, core.PerMinute(10)), Request{Remote: NoAddress}, keyfunc.ErrNoKey, `no client IP: transport peer \"@\" is not an IP address`})
