@@ -9,10 +9,15 @@ import (
 // PolicyResult is the decision of one policy for one request.
 type PolicyResult struct {
 	Policy string
-	// Limit is the limit applied: the policy's, its tier's, or the
-	// identity's override (see Limiter.SetOverride). A blocked identity (see
-	// Limiter.Block) is described by the policy's (or tier's) limit, with
-	// nothing remaining. The waits, under a block or an override, are the
+	// Limit is the limit applied: the policy's, its tier's, the identity's
+	// override (see Limiter.SetOverride), or, when a guard's fallback
+	// decided (see core/guard), its local share of one of them. A blocked
+	// identity (see Limiter.Block) is described by the policy's (or tier's)
+	// limit, with nothing remaining. Limit and Result.Capacity (its
+	// capacity) are the one statement of the limit applied that every
+	// formatter reads: the headers' q and X-RateLimit-Limit, gRPC's quota,
+	// ratelimitd's limit, whatever answered (a guard failing open or closed
+	// included). The waits, under a block or an override, are the
 	// key's as a whole: RetryAfter until the request passes and ResetAfter
 	// until the key is fresh, the identity's own state deciding once the
 	// override ends (see docs/algorithms.md, "Waits").
@@ -137,15 +142,22 @@ func (d *Decision) State() State {
 	return s
 }
 
-// settle sets each result's Limit to the limit applied, once the store
-// has decided: an override's, when one applied (Result.Applied), or the
-// policy's (or tier's), which Limit holds until then.
+// settle makes each result state the limit applied (see PolicyResult.settle).
 func (d *Decision) settle() {
 	for j := range d.Results {
-		if a := d.Results[j].Applied; a != nil {
-			d.Results[j].Limit = *a
-		}
+		d.Results[j].settle()
 	}
+}
+
+// settle makes p state the limit applied, once the store has decided: its
+// Limit becomes the store's Applied when there is one (an override's, or
+// a guard's share of the limit in fallback), and its Capacity that Limit's
+// capacity, whoever decided (a guard failing open included).
+func (p *PolicyResult) settle() {
+	if a := p.Applied; a != nil {
+		p.Limit = *a
+	}
+	p.Capacity = p.Limit.Capacity()
 }
 
 // detach makes d safe to copy: its slices no longer point into d itself.

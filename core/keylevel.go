@@ -99,9 +99,7 @@ func (l *Limiter) allowN(ctx context.Context, p *compiledPolicy, identity string
 	if err != nil {
 		return PolicyResult{}, fmt.Errorf("sluice: policy %q: %w", p.Name, err)
 	}
-	if pr.Applied != nil {
-		pr.Limit = *pr.Applied
-	}
+	pr.settle()
 	if !pr.Allowed {
 		pr.cost = 0
 	}

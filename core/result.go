@@ -56,7 +56,9 @@ type Result struct {
 	// policy.
 	Source Source
 	// Capacity is the most events a fresh key admits at once: the
-	// Capacity of the Limit applied (the limit the headers report).
+	// Capacity of the Limit applied (the limit the headers report). A
+	// store sets it for every Result it writes; in a Decision it is
+	// always PolicyResult.Limit's capacity.
 	Capacity int64
 	// Remaining is the number of whole events usable right now, after this
 	// request.
@@ -75,8 +77,9 @@ type Result struct {
 	// failure policy).
 	At int64
 	// Applied is the limit the store applied when it is not the one it was
-	// given: an override's (see Store.SetOverride), which Capacity, Remaining and
-	// the waits then describe. nil means the given limit (a block is
+	// given: an override's (see Store.SetOverride), or a guard's local share
+	// of it in fallback (core/guard), which Capacity, Remaining and the waits
+	// then describe. A Decision's results state it as their Limit: read that. nil means the given limit (a block is
 	// described by the given limit too). It points to a value the store
 	// shares: never modify it.
 	Applied *Limit
@@ -100,7 +103,7 @@ const (
 	// calling the store. The answer is the store's earlier denial, aged.
 	FromDenyCache
 	// FailedOpen: the store failed and the request was allowed unchecked.
-	// Capacity, Remaining and State are unknown (zero).
+	// Capacity is the limit's; Remaining and State are unknown (zero).
 	FailedOpen
 	// FailedClosed: the store failed and the request was denied for a short
 	// RetryAfter.

@@ -131,12 +131,6 @@ const ProblemContentType = "application/problem+json"
 // RetryInfo are wait in milliseconds.
 func Retry(d *core.Decision) (wait time.Duration, never bool) { return fieldfmt.Retry(d) }
 
-// Capacity returns the capacity applied to p, which q of RateLimit-Policy
-// and X-RateLimit-Limit send: the one the store reported deciding with (an
-// override's, or a guard's local fallback's), else that of p.Limit (the
-// policy's, or its tier's).
-func Capacity(p *core.PolicyResult) int64 { return fieldfmt.Capacity(p) }
-
 // Violation returns the text that says why policy p denied a request, as
 // gRPC's QuotaFailure violations carry it: "10 per 1m0s (token_bucket)
 // exceeded", or that the request has no identity for p, or that its cost

@@ -132,7 +132,7 @@ func deniedStatus(d *core.Decision, extra time.Duration) *status.Status {
 			Subject:     "policy:" + p.Policy,
 			Description: ratelimitfields.Violation(&p),
 			QuotaId:     p.Policy,
-			QuotaValue:  ratelimitfields.Capacity(&p),
+			QuotaValue:  p.Capacity,
 		})
 	}
 	details = append(details, qf, &errdetails.ErrorInfo{
@@ -140,7 +140,7 @@ func deniedStatus(d *core.Decision, extra time.Duration) *status.Status {
 		Domain: ErrorDomain,
 		Metadata: map[string]string{
 			"policy":         b.Policy,
-			"limit":          strconv.FormatInt(ratelimitfields.Capacity(&b), 10),
+			"limit":          strconv.FormatInt(b.Capacity, 10),
 			"remaining":      strconv.FormatInt(b.Remaining, 10),
 			"reset_after_ms": strconv.FormatInt(ceilMillis(b.ResetAfter), 10),
 			"retry_after_ms": strconv.FormatInt(ms, 10),

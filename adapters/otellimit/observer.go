@@ -119,7 +119,7 @@ func policyAttributes(attrs []attribute.KeyValue, d *core.Decision, i int) []att
 		KeyPolicy.String(p.Policy),
 		KeyOutcome.String(d.Outcome(i).String()),
 		KeyRemaining.Int64(p.Remaining),
-		KeyLimit.Int64(capacity(p)),
+		KeyLimit.Int64(p.Capacity),
 		KeyRetryAfter.Int64(retryMillis(p.RetryAfter)),
 		KeyState.String(p.State.String()),
 		KeySource.String(p.Source.String()),
@@ -128,15 +128,6 @@ func policyAttributes(attrs []attribute.KeyValue, d *core.Decision, i int) []att
 		attrs = append(attrs, KeyTier.String(p.Tier))
 	}
 	return attrs
-}
-
-// capacity is the capacity the store reported, or, when it could not
-// (failed open), the configured one.
-func capacity(p *core.PolicyResult) int64 {
-	if p.Result.Capacity != 0 {
-		return p.Result.Capacity
-	}
-	return p.Limit.Capacity()
 }
 
 // retryMillis rounds d up to the millisecond (a wait shown as 0 would be

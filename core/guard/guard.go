@@ -79,6 +79,9 @@ type Store struct {
 	deny    *denyCache         // nil unless WithDenyCache
 	epoch   time.Time          // origin of the monotonic nanoseconds below
 
+	// shares caches the local shares of limits in fallback (see share).
+	shares [shareSlots]atomic.Pointer[shared]
+
 	sharded Sharded // backend as a Sharded, or nil
 	// whole is the circuit of the backend, or of the keys whose node a
 	// Sharded backend cannot tell; nodes holds one per node of a Sharded

@@ -209,7 +209,7 @@ func (fb *Builder) format(c Config, fm *Formatter, d *core.Decision, now time.Ti
 			fb.put(FieldLimit, bt.limit)
 		} else {
 			from := len(out)
-			out = strconv.AppendInt(out, Capacity(b), 10)
+			out = strconv.AppendInt(out, b.Capacity, 10)
 			fb.span(FieldLimit, from, len(out))
 		}
 		if rTo == 0 {
@@ -246,7 +246,7 @@ func appendItem(out []byte, p *core.PolicyResult) []byte {
 	out = append(out, '"')
 	out = append(out, p.Policy...)
 	out = append(out, `";q=`...)
-	out = strconv.AppendInt(out, min(Capacity(p), sfMax), 10)
+	out = strconv.AppendInt(out, min(p.Capacity, sfMax), 10)
 	out = append(out, ";w="...)
 	return strconv.AppendInt(out, min(window(p.Limit), sfMax), 10)
 }
@@ -342,17 +342,6 @@ func Seconds(d time.Duration) int64 {
 		return int64(math.MaxInt64 / time.Second)
 	}
 	return int64((d + time.Second - 1) / time.Second)
-}
-
-// Capacity is the capacity actually applied to p: the one the store
-// reported deciding with (an override's, or a guard's local fallback's),
-// else that of p.Limit, the policy's or its tier's (or an override's, when
-// the Limiter reports it there).
-func Capacity(p *core.PolicyResult) int64 {
-	if p.Result.Capacity > 0 {
-		return p.Result.Capacity
-	}
-	return p.Limit.Capacity()
 }
 
 // Retry is the wait of a denied Decision: that of its binding policy,

@@ -125,23 +125,23 @@ func (f *Formatter) text(p *core.PolicyResult) *policyText {
 	// A policy's name is the Limiter's string, the same for every request:
 	// its address identifies it (the name is compared below anyway).
 	h := uint64(uintptr(unsafe.Pointer(unsafe.StringData(p.Policy))))*0xff51afd7ed558ccd ^ uint64(len(p.Policy)) ^
-		uint64(Capacity(p))*0x9e3779b97f4a7c15 ^ uint64(l.Rate)*0xc2b2ae3d27d4eb4f ^
+		uint64(p.Capacity)*0x9e3779b97f4a7c15 ^ uint64(l.Rate)*0xc2b2ae3d27d4eb4f ^
 		uint64(l.Period)*0x165667b19e3779f9 ^ uint64(l.Burst)*0xd6e8feb86659fd93 ^ uint64(l.Algorithm)
 	h ^= h >> 29
 	h *= 0xbf58476d1ce4e5b9
 	h ^= h >> 32
 	slot := &f.slots[h%textSlots]
 	t := slot.Load()
-	if t != nil && t.capacity == Capacity(p) && t.lim == l && t.name == p.Policy {
+	if t != nil && t.capacity == p.Capacity && t.lim == l && t.name == p.Policy {
 		return t
 	}
 	if t == nil || f.miss.Add(1)%16 == 0 {
 		slot.Store(&policyText{
 			name:     p.Policy,
-			limit:    strconv.FormatInt(Capacity(p), 10),
+			limit:    strconv.FormatInt(p.Capacity, 10),
 			item:     string(appendItem(nil, p)),
 			lim:      l,
-			capacity: Capacity(p),
+			capacity: p.Capacity,
 		})
 	}
 	return nil

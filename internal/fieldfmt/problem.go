@@ -82,7 +82,7 @@ func Violation(p *core.PolicyResult) string {
 	case p.Unidentified:
 		return "no identity for this policy (a missing key); the call cannot be admitted without one"
 	case p.Never():
-		return fmt.Sprintf("cost exceeds the capacity %d; the call can never be admitted", Capacity(p))
+		return fmt.Sprintf("cost exceeds the capacity %d; the call can never be admitted", p.Capacity)
 	}
 	// p.Limit is the limit applied: an override's or a tier's.
 	return fmt.Sprintf("%d per %s (%s) exceeded", p.Limit.Rate, p.Limit.Period, p.Limit.Algorithm)
