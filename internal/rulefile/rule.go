@@ -1,6 +1,7 @@
 package rulefile
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -105,33 +106,37 @@ func (p *Parser) window(m Mapping) (d time.Duration, ok bool) {
 }
 
 // LimitError reports err, an error of core.Limit.Validate, at the field of
-// the file it names: at(field) returns the node and path of the file's
-// field for core's (algorithm, rate, period or burst, in lower case; a nil
-// node when the file does not write it, which reports the error at n). An
-// error naming no field is reported at n and path.
+// the file its *core.FieldError names, with the FieldError's message:
+// at(field) returns the node and path of the file's field for core's
+// (algorithm, rate, period or burst: core's name in lower case; a nil node
+// when the file does not write it, which reports the error at n). An error
+// naming no field of a limit is reported at n and path.
 func (p *Parser) LimitError(n *yaml.Node, path string, err error, at func(field string) (*yaml.Node, string)) {
-	field, msg := limitField(err)
-	if field == "" {
-		p.Fail(n, path, "%s", msg)
+	var fe *core.FieldError
+	field := ""
+	if errors.As(err, &fe) {
+		field = strings.ToLower(fe.Field)
+	}
+	if !slices.Contains([]string{"algorithm", "rate", "period", "burst"}, field) {
+		p.Fail(n, path, "%v", err)
 		return
 	}
 	v, fpath := at(field)
 	if v == nil {
 		v = n
 	}
-	p.Fail(v, fpath, "%s", msg)
+	p.Fail(v, fpath, "%s", fe.Message)
 }
 
-// limitField splits an error of core.Limit.Validate into the field it
-// names (lower case, "" when none) and its message.
-func limitField(err error) (field, msg string) {
-	msg = strings.TrimPrefix(err.Error(), core.ErrInvalidLimit.Error()+": ")
-	name, rest, ok := strings.Cut(msg, ": ")
-	name = strings.ToLower(name)
-	if !ok || !slices.Contains([]string{"algorithm", "rate", "period", "burst"}, name) {
-		return "", msg
+// message is what err, a refusal of core's validation, says is wrong,
+// without the field its *core.FieldError names (the file names it in its
+// own words); the whole text for another error.
+func message(err error) string {
+	var fe *core.FieldError
+	if errors.As(err, &fe) {
+		return fe.Message
 	}
-	return name, rest
+	return err.Error()
 }
 
 // Name reads the field name of m: required, a valid policy name.
@@ -146,7 +151,7 @@ func (p *Parser) Name(m Mapping) (string, bool) {
 		return "", false
 	}
 	if err := core.ValidatePolicyName(s); err != nil {
-		p.Fail(v, m.Path(FieldName), "%s", strings.TrimPrefix(err.Error(), "Name: "))
+		p.Fail(v, m.Path(FieldName), "%s", message(err))
 		return s, false
 	}
 	return s, true
@@ -170,7 +175,7 @@ func (p *Parser) Patterns(v *yaml.Node, path string) []string {
 			continue
 		}
 		if err := route.Validate(s); err != nil {
-			p.Fail(it, ip, "%s", strings.TrimPrefix(err.Error(), "Routes: "))
+			p.Fail(it, ip, "%v", err)
 			continue
 		}
 		out = append(out, s)

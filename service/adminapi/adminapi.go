@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/internal/rawtext"
@@ -150,7 +151,7 @@ func (a *api) routes() http.Handler {
 			// Every path wildcard and query parameter is valid UTF-8, or
 			// the request is refused naming it before anything is read.
 			if inv := textError(r); inv != nil {
-				writeProblem(w, r, bad(clip(inv.Field), "%s", inv.Reason))
+				writeProblem(w, r, bad(clip(inv.Field), "%s", inv.Message))
 				return
 			}
 			if e := h(w, r); e != nil {
@@ -169,7 +170,7 @@ func (a *api) routes() http.Handler {
 
 // textError is the first path wildcard or query parameter of r that is
 // not valid UTF-8 (nil if none).
-func textError(r *http.Request) *rawtext.Invalid {
+func textError(r *http.Request) *core.FieldError {
 	if inv := rawtext.PathValues(r); inv != nil {
 		return inv
 	}

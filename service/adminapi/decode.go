@@ -53,7 +53,7 @@ func decodeJSON(body []byte, dst any) *apiError {
 	// Before decoding: encoding/json would turn invalid UTF-8 (and
 	// unpaired surrogate escapes) into U+FFFD, and store that.
 	if inv := rawtext.JSON(trimmed, ""); inv != nil {
-		return bad(clip(inv.Field), "%s", inv.Reason)
+		return bad(clip(inv.Field), "%s", inv.Message)
 	}
 	if name, ok := jsonbody.DuplicateMember(trimmed); ok {
 		if name == "" {

@@ -79,11 +79,14 @@ func (a *api) limits(w http.ResponseWriter, r *http.Request) *apiError {
 	snap := a.eng.Snapshot()
 	us, err := a.eng.Usage(r.Context(), dim, id)
 	if errors.Is(err, engine.ErrInvalid) {
-		var fe *engine.FieldError
-		if errors.As(err, &fe) && fe.Field == "identifier" {
+		var fe *core.FieldError
+		switch {
+		case !errors.As(err, &fe):
+			return bad("dimension", "invalid")
+		case fe.Field == "identifier": // the path's id
 			return bad("id", "%s", fe.Message)
 		}
-		return bad("dimension", "%v", err)
+		return bad(fe.Field, "%s", fe.Message)
 	}
 	if err != nil {
 		if r.Context().Err() == nil {

@@ -4,14 +4,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"reflect"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/internal/jsonbody"
 	"github.com/sluicehq/sluice/service/internal/problem"
+	"github.com/sluicehq/sluice/service/rules"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -21,16 +23,11 @@ import (
 // request's path as instance, and errors listing the fields at fault.
 type Problem = problem.Details
 
-// FieldError is one field at fault in a Problem: a body member
-// ("window_seconds"), a query parameter ("limit"), a path segment ("id") or
-// a header field ("If-Match"); "body" for the body as a whole.
-type FieldError = problem.FieldError
-
 // apiError is an error answer: a status and the fields at fault.
 type apiError struct {
 	status int
 	detail string
-	fields []FieldError
+	fields []core.FieldError
 	// committed is set for a write committed but not in force on this
 	// instance: the answer names both revisions.
 	committed *committed
@@ -65,7 +62,7 @@ func fail(status int, field, format string, args ...any) *apiError {
 	e := &apiError{status: status, detail: msg}
 	if field != "" {
 		e.detail = field + ": " + msg
-		e.fields = []FieldError{{Field: field, Message: msg}}
+		e.fields = []core.FieldError{{Field: field, Message: msg}}
 	}
 	return e
 }
@@ -115,14 +112,15 @@ func jsonError(err error) *apiError {
 	if errors.Is(err, jsonbody.ErrTrailing) {
 		return bad("body", "trailing data after the JSON object")
 	}
-	if strings.Contains(err.Error(), "unexpected EOF") {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return bad("body", "truncated JSON")
 	}
-	if name, ok := jsonbody.UnknownField(err); ok {
-		if name == "" {
+	var fe *core.FieldError
+	if errors.As(err, &fe) { // jsonbody's unknown member
+		if fe.Field == "" {
 			return bad("body", "unknown member \"\"")
 		}
-		return bad(clip(name), "unknown field")
+		return bad(clip(fe.Field), "%s", fe.Message)
 	}
 	return bad("body", "invalid JSON")
 }
@@ -146,37 +144,26 @@ func kindName(t reflect.Type) string {
 	return "of another type"
 }
 
-// storeField matches the field a rulesdb refusal names: `rule "ID": FIELD:`
-// or, for refusals not about one rule, the leading `FIELD:`.
-var (
-	ruleField  = regexp.MustCompile(`(rule "(?:[^"\\]|\\.)*"): ([A-Za-z_.]+): `)
-	leadField  = regexp.MustCompile(`^rulesdb: invalid rule: ([a-z_]+): `)
-	fieldNames = map[string]string{"name": "id", "endpoints": "endpoint_pattern", "tiers": "tier", "overrides": "rule_id"}
-)
-
 // storeError translates a refusal of rulesdb (ErrInvalid) into an answer of
-// status naming this API's field. A refusal of the rule alone says what is
-// wrong with the field; one of the set the rule would make with the stored
-// rules (conflict) names the rule the set stumbles on.
+// status naming the field its *core.FieldError names, as this API's
+// members are rulesdb.Rule's and Override's. A refusal of the rule alone
+// says what is wrong with the field; one of the set the rule would make
+// with the stored rules (conflict) names the rule the set stumbles on. Of
+// joined refusals the first is answered.
 func storeError(status int, err error, conflict bool) *apiError {
-	msg, _, _ := strings.Cut(err.Error(), "\n") // the first of joined errors
-	field, rule := "body", ""
-	if m := ruleField.FindStringSubmatchIndex(msg); m != nil {
-		field, rule = msg[m[4]:m[5]], msg[m[2]:m[3]]
-		msg = msg[m[1]:]
-	} else if m := leadField.FindStringSubmatchIndex(msg); m != nil {
-		field = msg[m[2]:m[3]]
-		msg = msg[m[1]:]
+	if j, ok := err.(interface{ Unwrap() []error }); ok && len(j.Unwrap()) > 0 {
+		err = j.Unwrap()[0]
 	}
-	if base, _, _ := strings.Cut(field, "."); fieldNames[base] != "" {
-		field = fieldNames[base]
+	var fe *core.FieldError
+	if !errors.As(err, &fe) {
+		return fail(status, "body", "%s", "the rule was refused")
 	}
-	msg = strings.TrimPrefix(msg, "rulesdb: invalid rule: ")
-	msg = strings.TrimPrefix(msg, "Routes: ")
-	if conflict && rule != "" {
-		msg = "the rules would not load together: " + rule + ": " + msg
+	msg := fe.Message
+	var re *rules.RuleError
+	if conflict && errors.As(err, &re) {
+		msg = fmt.Sprintf("the rules would not load together: rule %q: %s", re.ID, msg)
 	}
-	return fail(status, field, "%s", msg)
+	return fail(status, fe.Field, "%s", msg)
 }
 
 // clip bounds a client-supplied string quoted back in an error.

@@ -48,10 +48,29 @@ type ruleBody struct {
 }
 
 // errs collects the fields at fault of one request.
-type errs []FieldError
+type errs []core.FieldError
 
 func (e *errs) add(field, format string, args ...any) {
-	*e = append(*e, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+	*e = append(*e, core.FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// addField adds fe, a refusal of core's validation, under field (its own
+// when field is "").
+func (e *errs) addField(field string, fe *core.FieldError) {
+	if field == "" {
+		field = fe.Field
+	}
+	*e = append(*e, core.FieldError{Field: field, Message: fe.Message})
+}
+
+// refusal is the *core.FieldError of err, a refusal of core's validation
+// (a policy name's, a limit's).
+func refusal(err error) *core.FieldError {
+	var fe *core.FieldError
+	if errors.As(err, &fe) {
+		return fe
+	}
+	return &core.FieldError{Message: err.Error()}
 }
 
 // err is the 400 of the fields collected, nil if none.
@@ -73,7 +92,7 @@ func validDimension(d string) string {
 		if d == "" {
 			return "required (user, ip, api_key or any name)"
 		}
-		return strings.TrimPrefix(err.Error(), "Name: ")
+		return refusal(err).Message
 	}
 	return ""
 }
@@ -125,8 +144,7 @@ func (b *ruleBody) rule(pathID string) (rulesdb.Rule, *apiError) {
 	if len(e) == 0 {
 		l := core.Limit{Algorithm: alg, Rate: r.Limit, Period: time.Duration(r.WindowSeconds) * time.Second, Burst: r.Burst}
 		if err := l.Validate(); err != nil {
-			field, msg := limitField(err)
-			e.add(field, "%s", msg)
+			e.addField("", rulesdb.LimitField(err))
 		}
 	}
 	if len(e) == 0 {
@@ -164,7 +182,7 @@ func (b *ruleBody) checkID(e *errs, r *rulesdb.Rule, pathID string) {
 		e.add("id", "required")
 	default:
 		if err := core.ValidatePolicyName(r.ID); err != nil {
-			e.add("id", "%s", strings.TrimPrefix(err.Error(), "Name: "))
+			e.addField("id", refusal(err))
 		}
 	}
 }
@@ -224,26 +242,6 @@ func (b *ruleBody) numbers(e *errs, r *rulesdb.Rule) {
 			e.add("burst", "must not be negative, got %d", r.Burst)
 		}
 	}
-}
-
-// limitField names the rule member a core.Limit refusal is about.
-func limitField(err error) (field, msg string) {
-	msg, _ = strings.CutPrefix(err.Error(), core.ErrInvalidLimit.Error()+": ")
-	name, rest, _ := strings.Cut(msg, ": ")
-	if i := strings.LastIndex(rest, " (limit "); i >= 0 {
-		rest = rest[:i]
-	}
-	switch name {
-	case "Rate":
-		return "limit", rest
-	case "Period":
-		return "window_seconds", rest
-	case "Burst":
-		return "burst", rest
-	case "Algorithm":
-		return "algorithm", rest
-	}
-	return "limit", msg
 }
 
 // algorithmList is the algorithm names for messages.

@@ -143,11 +143,12 @@ func (a *api) postOverride(w http.ResponseWriter, r *http.Request) *apiError {
 		}
 		l := core.Limit{Algorithm: alg, Rate: o.Limit, Period: time.Duration(o.WindowSeconds) * time.Second}
 		if err := l.Validate(); err != nil {
-			field, msg := limitField(err)
-			if field == "burst" {
+			fe := rulesdb.LimitField(err)
+			field := fe.Field
+			if field == "burst" { // an override's limit is its burst too
 				field = "limit"
 			}
-			return bad(field, "%s (under the rule's %s)", msg, rule.Algorithm)
+			return bad(field, "%s (under the rule's %s)", fe.Message, rule.Algorithm)
 		}
 	}
 	rev, err := a.db.SetOverride(r.Context(), actor, o)
@@ -216,7 +217,7 @@ func (b *overrideBody) override(dim, id string, now time.Time) (rulesdb.Override
 	default:
 		o.RuleID = *b.RuleID
 		if err := core.ValidatePolicyName(o.RuleID); err != nil {
-			e.add("rule_id", "%s", strings.TrimPrefix(err.Error(), "Name: "))
+			e.addField("rule_id", refusal(err))
 		}
 	}
 	if b.Block != nil {

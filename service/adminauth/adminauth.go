@@ -372,7 +372,7 @@ func BearerToken(values []string) (string, bool) {
 
 // writeProblem answers status as application/problem+json in the admin
 // API's shape.
-func writeProblem(w http.ResponseWriter, r *http.Request, status int, title, detail string, errs ...problem.FieldError) {
+func writeProblem(w http.ResponseWriter, r *http.Request, status int, title, detail string, errs ...core.FieldError) {
 	problem.Write(w, r, status, problem.New(r, status, title, detail, errs...))
 }
 

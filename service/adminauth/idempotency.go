@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/service/internal/problem"
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -111,7 +111,7 @@ func idempotencyKey(w http.ResponseWriter, r *http.Request) (string, bool) {
 	keys := r.Header.Values("Idempotency-Key")
 	if len(keys) != 1 || !validIdempotencyKey(keys[0]) {
 		writeProblem(w, r, http.StatusBadRequest, "Bad Request", "Idempotency-Key: must be one header of 1 to 255 printable ASCII characters",
-			problem.FieldError{Field: "Idempotency-Key", Message: "must be one header of 1 to 255 printable ASCII characters"})
+			core.FieldError{Field: "Idempotency-Key", Message: "must be one header of 1 to 255 printable ASCII characters"})
 		return "", false
 	}
 	return keys[0], true
@@ -125,11 +125,11 @@ func idempotentBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeProblem(w, r, http.StatusRequestEntityTooLarge, "Content Too Large", "body: at most 1 MiB with an Idempotency-Key",
-				problem.FieldError{Field: "body", Message: "at most 1 MiB"})
+				core.FieldError{Field: "body", Message: "at most 1 MiB"})
 			return nil, false
 		}
 		writeProblem(w, r, http.StatusBadRequest, "Bad Request", "body: could not be read",
-			problem.FieldError{Field: "body", Message: "could not be read"})
+			core.FieldError{Field: "body", Message: "could not be read"})
 		return nil, false
 	}
 	return body, true
@@ -144,10 +144,10 @@ func (a *Auth) answered(w http.ResponseWriter, r *http.Request, stored *rulesdb.
 	case errors.Is(err, rulesdb.ErrIdempotencyMismatch):
 		writeProblem(w, r, http.StatusUnprocessableEntity, "Unprocessable Content",
 			"Idempotency-Key: this key was used for a request with another method, path, query or body",
-			problem.FieldError{Field: "Idempotency-Key", Message: "already used for a different request"})
+			core.FieldError{Field: "Idempotency-Key", Message: "already used for a different request"})
 	case errors.Is(err, rulesdb.ErrIdempotencyInFlight):
 		writeProblem(w, r, http.StatusConflict, "Conflict", "Idempotency-Key: the first request with this key is still being processed; retry later",
-			problem.FieldError{Field: "Idempotency-Key", Message: "a request with this key is in flight"})
+			core.FieldError{Field: "Idempotency-Key", Message: "a request with this key is in flight"})
 	case err != nil:
 		a.log.ErrorContext(r.Context(), "admin: idempotency key", "request_id", rulesdb.RequestID(r.Context()), "err", err)
 		writeProblem(w, r, http.StatusServiceUnavailable, "Service Unavailable", "the idempotency key could not be checked; retry later")

@@ -63,15 +63,15 @@ func TestInvalidEditShowsTheFieldAndChangesNothing(t *testing.T) {
 			field, value, want string
 		}{
 			{"limit", "ten", "must be a whole number"},
-			{"limit", "0", "Rate"},
-			{"limit", "-3", "Rate"},
-			{"window_seconds", "0", "window_seconds"},
+			{"limit", "0", "must be at least 1, got 0"},
+			{"limit", "-3", "must be at least 1, got -3"},
+			{"window_seconds", "0", "must be at least 1"},
 			{"window_seconds", "1.5", "must be a whole number"},
-			{"burst", "5", "Burst"}, // fixed_window has no burst
+			{"burst", "5", "has no burst"}, // fixed_window has no burst
 			{"burst", "x", "must be a whole number"},
 			{"algorithm", "fastest", "must be one of"},
-			{"endpoint_pattern", "no-slash[", "endpoint"},
-			{"tier", "gold", "tier"}, // a tier row needs its base rule
+			{"endpoint_pattern", "no-slash[", "must start with /"},
+			{"tier", "gold", "no enabled rule without a tier"}, // a tier row needs its base rule
 			{"limit", "99999999999999999999", "must be a whole number"},
 		} {
 			f := url.Values{}

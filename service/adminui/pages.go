@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -262,57 +261,32 @@ func ruleOf(cur *rulesdb.Rule, form map[string]string) (rulesdb.Rule, map[string
 	return next, errs
 }
 
-// fieldErrors maps the lines of a refusal by the store to the form's
-// fields; what names no field is returned as top.
+// fieldErrors maps the refusals of the store (joined ones each) to the
+// form's fields by the field each *core.FieldError names (a Rule's JSON
+// member, which the form's fields are); what names no field of the form is
+// returned as top.
 func fieldErrors(err error) (map[string]string, string) {
 	errs := map[string]string{}
 	var top []string
-	for line := range strings.SplitSeq(err.Error(), "\n") {
-		msg := strings.TrimPrefix(line, "rulesdb: invalid rule: ")
-		f := fieldOf(msg)
-		if f == "" {
-			top = append(top, msg)
-			continue
+	list := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	}
+	for _, e := range list {
+		var fe *core.FieldError
+		switch {
+		case !errors.As(e, &fe):
+			top = append(top, "the rule was refused")
+		case !slices.Contains(formFields, fe.Field):
+			top = append(top, fe.Error())
+		default:
+			if errs[fe.Field] != "" {
+				errs[fe.Field] += "; "
+			}
+			errs[fe.Field] += fe.Message
 		}
-		msg = ruleOfMsg.ReplaceAllString(msg, "") // the form is the rule's
-		if errs[f] != "" {
-			errs[f] += "; "
-		}
-		errs[f] += msg
 	}
 	return errs, strings.Join(top, "; ")
-}
-
-// ruleOfMsg is the rule a store message names, first in the message.
-var ruleOfMsg = regexp.MustCompile(`^rule "[^"]*": `)
-
-// fieldOf names the form field a store message is about ("" if none).
-func fieldOf(msg string) string {
-	has := func(s ...string) bool {
-		for _, x := range s {
-			if strings.Contains(msg, x) {
-				return true
-			}
-		}
-		return false
-	}
-	switch {
-	case has("Burst:", ": burst:"):
-		return "burst"
-	case has("Period:", ": window_seconds:"):
-		return "window_seconds"
-	case has("Algorithm:", ": algorithm:"):
-		return "algorithm"
-	case has(": endpoint_pattern:", ": endpoints:"):
-		return "endpoint_pattern"
-	case has(": tier:", ": tiers"):
-		return "tier"
-	case has("Rate:", ": limit:"):
-		return "limit"
-	case has(": name:"):
-		return "name"
-	}
-	return ""
 }
 
 // usageRow is one rule of a caller's effective limits.
@@ -350,8 +324,9 @@ func (h *handler) users(w http.ResponseWriter, r *http.Request, q *req) {
 		return
 	}
 	usage, err := h.eng.Usage(r.Context(), dim, id)
-	if errors.Is(err, engine.ErrInvalid) {
-		v.Error = strings.TrimPrefix(err.Error(), "engine: ")
+	var fe *core.FieldError
+	if errors.Is(err, engine.ErrInvalid) && errors.As(err, &fe) {
+		v.Error = fe.Error()
 		h.render(w, r, q, http.StatusBadRequest, "users", v)
 		return
 	}

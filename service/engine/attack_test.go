@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/rules"
 )
@@ -45,7 +46,7 @@ rules:
 				continue
 			}
 			require.ErrorIs(t, errs[i], engine.ErrInvalid, "costs %v: check %d: a wrapped sum is the caller's input, not a store failure", costs, i)
-			var fe *engine.FieldError
+			var fe *core.FieldError
 			require.True(t, errors.As(errs[i], &fe))
 		}
 		// Nothing was taken: the whole limit is left.

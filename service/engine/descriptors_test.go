@@ -146,7 +146,7 @@ func TestDescriptorsInvalid(t *testing.T) {
 		{"edge", []engine.Descriptor{{Entries: []rules.Entry{{Key: "k"}}, Cost: -1}}, "descriptors[0].hits_addend"},
 	} {
 		_, err := e.Descriptors(ctx, tc.domain, tc.ds)
-		var fe *engine.FieldError
+		var fe *core.FieldError
 		require.True(t, errors.As(err, &fe), "%v", err)
 		require.Equal(t, tc.field, fe.Field)
 	}

@@ -145,7 +145,7 @@ func TestCheckInvalid(t *testing.T) {
 	} {
 		_, err := e.Check(ctx, tc.c)
 		require.ErrorIs(t, err, engine.ErrInvalid, "%+v", tc.c)
-		var fe *engine.FieldError
+		var fe *core.FieldError
 		require.True(t, errors.As(err, &fe))
 		require.Equal(t, tc.field, fe.Field, err.Error())
 	}

@@ -99,7 +99,7 @@ func TestFeatures(t *testing.T) {
 
 						// An invalid check: nothing decided.
 						_, errs = e.CheckBatch(ctx, []engine.Check{other, bad}, true)
-						var fe *engine.FieldError
+						var fe *core.FieldError
 						require.True(t, errors.As(errs[0], &fe))
 						require.Equal(t, "all_or_nothing", fe.Field)
 						require.True(t, errors.As(errs[1], &fe))

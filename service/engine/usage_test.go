@@ -121,7 +121,7 @@ func TestUsageInvalid(t *testing.T) {
 	} {
 		_, err := e.Usage(context.Background(), c.dim, c.id)
 		require.ErrorIs(t, err, engine.ErrInvalid)
-		var fe *engine.FieldError
+		var fe *core.FieldError
 		require.ErrorAs(t, err, &fe)
 		require.Equal(t, c.field, fe.Field)
 	}

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/internal/badrequest"
 	"github.com/sluicehq/sluice/service/internal/rawtext"
 )
 
@@ -54,7 +56,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 	}
 	// protojson refuses invalid UTF-8 too; this names the field.
 	if inv := rawtext.JSON(body, ""); inv != nil {
-		writeProblem(w, http.StatusBadRequest, "invalid RateLimitRequest", inv.Error())
+		writeProblem(w, http.StatusBadRequest, "invalid RateLimitRequest", inv.Error(), inv)
 		return
 	}
 	var req rlsv3.RateLimitRequest
@@ -65,7 +67,7 @@ func (s *Server) serveJSON(w http.ResponseWriter, r *http.Request) {
 	res, err := s.ShouldRateLimit(r.Context(), &req)
 	if err != nil {
 		if st, ok := status.FromError(err); ok && st.Code() == codes.InvalidArgument {
-			writeProblem(w, http.StatusBadRequest, "invalid RateLimitRequest", st.Message())
+			writeProblem(w, http.StatusBadRequest, "invalid RateLimitRequest", st.Message(), badrequest.Fields(st)...)
 			return
 		}
 		writeProblem(w, http.StatusInternalServerError, "no decision", "the rate limit decision could not be made")
@@ -100,17 +102,25 @@ func protojsonDetail(err error) string {
 	return m
 }
 
-// problem is an RFC 9457 problem details object.
+// problem is an RFC 9457 problem details object; Errors lists the fields
+// at fault, each {"field", "message"}, as every problem of ratelimitd's
+// HTTP APIs does.
 type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
+	Type   string            `json:"type"`
+	Title  string            `json:"title"`
+	Status int               `json:"status"`
+	Detail string            `json:"detail"`
+	Errors []core.FieldError `json:"errors,omitempty"`
 }
 
-// writeProblem answers with an application/problem+json body.
-func writeProblem(w http.ResponseWriter, code int, title, detail string) {
-	b, _ := json.Marshal(problem{Type: "about:blank", Title: title, Status: code, Detail: detail})
+// writeProblem answers with an application/problem+json body naming the
+// fields at fault, if any.
+func writeProblem(w http.ResponseWriter, code int, title, detail string, fields ...*core.FieldError) {
+	p := problem{Type: "about:blank", Title: title, Status: code, Detail: detail}
+	for _, fe := range fields {
+		p.Errors = append(p.Errors, *fe)
+	}
+	b, _ := json.Marshal(p)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)

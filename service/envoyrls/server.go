@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/ratelimitfields"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/internal/badrequest"
 	"github.com/sluicehq/sluice/service/rules"
 )
 
@@ -103,18 +104,19 @@ func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer
 // OVER_LIMIT when any status is. A request-supplied descriptor `limit` is
 // ignored: the configured rule applies.
 //
-// Errors: INVALID_ARGUMENT naming the field (domain, descriptors[i].entries,
+// Errors: INVALID_ARGUMENT naming the field, in its message and a
+// google.rpc.BadRequest detail (domain, descriptors[i].entries,
 // ...); a store failure is UNAVAILABLE with a generic message (its text is
 // logged, never sent), so that Envoy's failure_mode_deny decides.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	ds, err := descriptors(req)
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+	ds, fe := descriptors(req)
+	if fe != nil {
+		return nil, badrequest.Status([]*core.FieldError{fe}).Err()
 	}
 	res, err := s.decider.Descriptors(ctx, req.GetDomain(), ds)
 	if err != nil {
-		if fe := (*engine.FieldError)(nil); errors.As(err, &fe) {
-			return nil, status.Error(codes.InvalidArgument, fe.Error())
+		if errors.Is(err, engine.ErrInvalid) && errors.As(err, &fe) {
+			return nil, badrequest.Status([]*core.FieldError{fe}).Err()
 		}
 		if errors.Is(err, engine.ErrInvalid) {
 			return nil, status.Error(codes.InvalidArgument, "invalid request")
@@ -132,10 +134,10 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 // descriptors translates req's descriptors into the engine's, which
 // validates them (naming the field); only the uint64 cost, which the
 // engine cannot see, and the count, before allocating, are checked here.
-func descriptors(req *rlsv3.RateLimitRequest) ([]engine.Descriptor, error) {
+func descriptors(req *rlsv3.RateLimitRequest) ([]engine.Descriptor, *core.FieldError) {
 	in := req.GetDescriptors()
 	if len(in) > MaxDescriptors {
-		return nil, fmt.Errorf("descriptors: at most %d, got %d", MaxDescriptors, len(in))
+		return nil, &core.FieldError{Field: "descriptors", Message: fmt.Sprintf("at most %d, got %d", MaxDescriptors, len(in))}
 	}
 	cost := int64(req.GetHitsAddend())
 	if cost == 0 {
@@ -157,7 +159,7 @@ func descriptors(req *rlsv3.RateLimitRequest) ([]engine.Descriptor, error) {
 		c := cost
 		if h := d.GetHitsAddend(); h != nil {
 			if h.GetValue() > math.MaxInt64 {
-				return nil, fmt.Errorf("descriptors[%d].hits_addend: %d is out of range", i, h.GetValue())
+				return nil, &core.FieldError{Field: fmt.Sprintf("descriptors[%d].hits_addend", i), Message: fmt.Sprintf("%d is out of range", h.GetValue())}
 			}
 			c = int64(h.GetValue())
 		}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/fieldfmt"
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/internal/badrequest"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
 
@@ -90,9 +90,7 @@ func (s *Server) ResetLimit(ctx context.Context, req *ratelimitv1.ResetRequest) 
 		Endpoint:   req.GetEndpoint(),
 		Rule:       req.GetRuleId(),
 	}
-	var bad []*errdetails.BadRequest_FieldViolation
-	bad = checkNames(bad, "", c)
-	if bad != nil {
+	if bad := checkNames(nil, c); bad != nil {
 		return nil, invalid(bad)
 	}
 	var reset error
@@ -130,10 +128,7 @@ type resetAfter struct {
 func (s *Server) CheckRateLimitBatch(ctx context.Context, req *ratelimitv1.BatchRequest) (*ratelimitv1.BatchResponse, error) {
 	n := len(req.GetChecks())
 	if n > s.maxBatch {
-		return nil, invalid([]*errdetails.BadRequest_FieldViolation{{
-			Field:       "checks",
-			Description: fmt.Sprintf("at most %d checks in one batch, got %d", s.maxBatch, n),
-		}})
+		return nil, invalid([]*core.FieldError{{Field: "checks", Message: fmt.Sprintf("at most %d checks in one batch, got %d", s.maxBatch, n)}})
 	}
 	results := make([]*ratelimitv1.BatchResult, n)
 	checks := make([]engine.Check, 0, n)
@@ -142,11 +137,10 @@ func (s *Server) CheckRateLimitBatch(ctx context.Context, req *ratelimitv1.Batch
 	for i, cr := range req.GetChecks() {
 		c, bad := toCheck(cr, true)
 		if bad != nil {
-			prefix := fmt.Sprintf("checks[%d].", i)
-			for _, v := range bad {
-				v.Field = prefix + v.Field
+			for j := range bad {
+				bad[j] = bad[j].In(fmt.Sprintf("checks[%d]", i))
 			}
-			results[i] = errorResult(invalidStatus(bad))
+			results[i] = errorResult(badrequest.Status(bad))
 			invalidSeen = true
 			continue
 		}
@@ -181,7 +175,7 @@ func (s *Server) batchResults(ctx context.Context, checks []engine.Check, index 
 		}
 		switch {
 		case err != nil:
-			st, store := s.failStatus(ctx, fmt.Sprintf("checks[%d].", i), err)
+			st, store := s.failStatus(ctx, fmt.Sprintf("checks[%d]", i), err)
 			if store && !logged {
 				logged = true
 				s.log.ErrorContext(ctx, "ratelimitd: check failed", "method", "CheckRateLimitBatch", "error", err)
@@ -214,8 +208,8 @@ func errorResult(st *status.Status) *ratelimitv1.BatchResult {
 }
 
 // toCheck validates req and returns its engine.Check; withCost reads the
-// cost (absent: 1). The violations name the request's fields.
-func toCheck(req *ratelimitv1.CheckRequest, withCost bool) (engine.Check, []*errdetails.BadRequest_FieldViolation) {
+// cost (absent: 1). The errors name the request's fields.
+func toCheck(req *ratelimitv1.CheckRequest, withCost bool) (engine.Check, []*core.FieldError) {
 	c := engine.Check{
 		Identifier:     req.GetIdentifier(),
 		Dimension:      req.GetDimension(),
@@ -224,8 +218,7 @@ func toCheck(req *ratelimitv1.CheckRequest, withCost bool) (engine.Check, []*err
 		IdempotencyKey: req.GetIdempotencyKey(),
 		Cost:           1,
 	}
-	var bad []*errdetails.BadRequest_FieldViolation
-	bad = checkNames(bad, "", c)
+	bad := checkNames(nil, c)
 	if len(c.IdempotencyKey) > maxIdempotency {
 		bad = violation(bad, "idempotency_key", fmt.Sprintf("at most %d bytes", maxIdempotency))
 	}
@@ -247,47 +240,34 @@ func toCheck(req *ratelimitv1.CheckRequest, withCost bool) (engine.Check, []*err
 
 // checkNames validates the names of c: identifier and dimension required,
 // every name bounded.
-func checkNames(bad []*errdetails.BadRequest_FieldViolation, prefix string, c engine.Check) []*errdetails.BadRequest_FieldViolation {
+func checkNames(bad []*core.FieldError, c engine.Check) []*core.FieldError {
 	switch {
 	case c.Identifier == "":
-		bad = violation(bad, prefix+"identifier", "required")
+		bad = violation(bad, "identifier", "required")
 	case len(c.Identifier) > maxIdentifier:
-		bad = violation(bad, prefix+"identifier", fmt.Sprintf("at most %d bytes", maxIdentifier))
+		bad = violation(bad, "identifier", fmt.Sprintf("at most %d bytes", maxIdentifier))
 	}
 	switch {
 	case c.Dimension == "":
-		bad = violation(bad, prefix+"dimension", "required")
+		bad = violation(bad, "dimension", "required")
 	case len(c.Dimension) > maxDimension:
-		bad = violation(bad, prefix+"dimension", fmt.Sprintf("at most %d bytes", maxDimension))
+		bad = violation(bad, "dimension", fmt.Sprintf("at most %d bytes", maxDimension))
 	}
 	if len(c.Endpoint) > maxEndpoint {
-		bad = violation(bad, prefix+"endpoint", fmt.Sprintf("at most %d bytes", maxEndpoint))
+		bad = violation(bad, "endpoint", fmt.Sprintf("at most %d bytes", maxEndpoint))
 	}
 	if len(c.Rule) > maxRuleID {
-		bad = violation(bad, prefix+"rule_id", fmt.Sprintf("at most %d bytes", maxRuleID))
+		bad = violation(bad, "rule_id", fmt.Sprintf("at most %d bytes", maxRuleID))
 	}
 	return bad
 }
 
-func violation(bad []*errdetails.BadRequest_FieldViolation, field, desc string) []*errdetails.BadRequest_FieldViolation {
-	return append(bad, &errdetails.BadRequest_FieldViolation{Field: field, Description: desc})
+func violation(bad []*core.FieldError, field, msg string) []*core.FieldError {
+	return append(bad, &core.FieldError{Field: field, Message: msg})
 }
 
-// invalidStatus is INVALID_ARGUMENT naming the fields of bad in its message
-// and in a BadRequest detail.
-func invalidStatus(bad []*errdetails.BadRequest_FieldViolation) *status.Status {
-	parts := make([]string, len(bad))
-	for i, v := range bad {
-		parts[i] = v.GetField() + ": " + v.GetDescription()
-	}
-	st := status.New(codes.InvalidArgument, strings.Join(parts, "; "))
-	if d, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: bad}); err == nil {
-		return d
-	}
-	return st
-}
-
-func invalid(bad []*errdetails.BadRequest_FieldViolation) error { return invalidStatus(bad).Err() }
+// invalid is INVALID_ARGUMENT naming the fields of bad (badrequest.Status).
+func invalid(bad []*core.FieldError) error { return badrequest.Status(bad).Err() }
 
 // fail maps an engine error: invalid input to INVALID_ARGUMENT naming the
 // field (prefixed by prefix), the call's own end to its status, anything
@@ -302,16 +282,18 @@ func (s *Server) fail(ctx context.Context, method, prefix string, err error) err
 }
 
 // failStatus is fail's status; store is true for a store failure (to be
-// logged by the caller).
+// logged by the caller). An invalid check's field is named as the request
+// names it, under prefix ("checks[3]"; "" for none).
 func (s *Server) failStatus(ctx context.Context, prefix string, err error) (st *status.Status, store bool) {
-	var fe *engine.FieldError
+	var fe *core.FieldError
 	switch {
-	case errors.As(err, &fe) && fe.Field == "all_or_nothing":
+	case errors.Is(err, engine.ErrInvalid) && errors.As(err, &fe) && fe.Field == "all_or_nothing":
 		// a valid check of an all-or-nothing batch another check spoiled
 		return status.New(codes.Aborted, errNotDecided), false
-	case errors.Is(err, engine.ErrInvalid):
-		field, desc := fieldOf(err)
-		return invalidStatus(violation(nil, prefix+field, desc)), false
+	case errors.Is(err, engine.ErrInvalid) && errors.As(err, &fe):
+		return badrequest.Status([]*core.FieldError{requestField(fe).In(prefix)}), false
+	case errors.Is(err, engine.ErrInvalid): // names no field
+		return status.New(codes.InvalidArgument, "invalid request"), false
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		if ctx.Err() != nil {
 			return status.FromContextError(ctx.Err()), false
@@ -324,18 +306,13 @@ func (s *Server) failStatus(ctx context.Context, prefix string, err error) (st *
 // where they differ.
 var engineFields = map[string]string{"rule": "rule_id"}
 
-// fieldOf returns the field an engine.ErrInvalid error names and what is
-// wrong with it ("request" when it names none).
-func fieldOf(err error) (field, desc string) {
-	var fe *engine.FieldError
-	if !errors.As(err, &fe) || fe.Field == "" {
-		return "request", strings.TrimPrefix(err.Error(), engine.ErrInvalid.Error()+": ")
+// requestField is fe, an invalid check's field, named as the request names
+// it.
+func requestField(fe *core.FieldError) *core.FieldError {
+	if m, ok := engineFields[fe.Field]; ok {
+		return &core.FieldError{Field: m, Message: fe.Message, Err: fe.Err}
 	}
-	field = fe.Field
-	if m, ok := engineFields[field]; ok {
-		field = m
-	}
-	return field, fe.Message
+	return fe
 }
 
 // sendFields sets the rate-limit metadata of r's decision on the call's

@@ -182,26 +182,31 @@ func validDenyStatus(code int) bool {
 	return code == http.StatusTooManyRequests || code == http.StatusForbidden || code == http.StatusUnauthorized
 }
 
-// fieldError is a client error naming its field.
-type fieldError struct {
+// failure is an error answer: its status and title, and the field at
+// fault (nil when it names none, then detail says what failed).
+type failure struct {
 	status int
 	title  string
-	field  string
-	msg    string
+	field  *core.FieldError
+	detail string
 }
 
-func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+// fieldFailure is the answer status (titled title) to the field at fault.
+func fieldFailure(status int, title, field, format string, args ...any) *failure {
+	return &failure{status: status, title: title, field: &core.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}}
+}
 
-func badField(field, format string, args ...any) *fieldError {
-	return &fieldError{status: http.StatusBadRequest, title: "invalid request", field: field, msg: fmt.Sprintf(format, args...)}
+// badField is a 400 naming field.
+func badField(field, format string, args ...any) *failure {
+	return fieldFailure(http.StatusBadRequest, "invalid request", field, format, args...)
 }
 
 // ServeHTTP decides the check r asks for.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET, POST")
-		writeProblem(w, r, &fieldError{status: http.StatusMethodNotAllowed, title: "method not allowed",
-			field: "method", msg: r.Method + " is not served: use POST (JSON body) or GET (query parameters)"})
+		writeProblem(w, r, fieldFailure(http.StatusMethodNotAllowed, "method not allowed",
+			"method", "%s is not served: use POST (JSON body) or GET (query parameters)", r.Method))
 		return
 	}
 	q, err := url.ParseQuery(r.URL.RawQuery)
@@ -234,15 +239,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.log.LogAttrs(r.Context(), slog.LevelError, "httpapi: check failed",
 				slog.String("key_type", c.Dimension), slog.Any("error", err))
 		}
-		writeProblem(w, r, &fieldError{status: http.StatusServiceUnavailable, title: "no decision",
-			msg: "the rate limit decision could not be made"})
+		writeProblem(w, r, &failure{status: http.StatusServiceUnavailable, title: "no decision",
+			detail: "the rate limit decision could not be made"})
 		return
 	}
 	h.answer(w, &res, statusMode, denyStatus)
 }
 
 // mode returns the mode and deny status the query chooses.
-func (h *Handler) mode(q url.Values) (statusMode bool, denyStatus int, _ *fieldError) {
+func (h *Handler) mode(q url.Values) (statusMode bool, denyStatus int, _ *failure) {
 	statusMode, denyStatus = h.statusMode, h.denyStatus
 	switch m := q.Get("mode"); m {
 	case "":
@@ -272,13 +277,12 @@ var (
 
 // readRequest reads the check from r: from its JSON body when it has one,
 // else from the query parameters and the Sluice-* headers.
-func readRequest(w http.ResponseWriter, r *http.Request, q url.Values) (Request, *fieldError) {
+func readRequest(w http.ResponseWriter, r *http.Request, q url.Values) (Request, *failure) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return Request{}, &fieldError{status: http.StatusRequestEntityTooLarge, title: "body too large",
-				field: "body", msg: fmt.Sprintf("larger than %d bytes", MaxBody)}
+			return Request{}, fieldFailure(http.StatusRequestEntityTooLarge, "body too large", "body", "larger than %d bytes", MaxBody)
 		}
 		return Request{}, badField("body", "could not be read")
 	}
@@ -295,19 +299,18 @@ func readRequest(w http.ResponseWriter, r *http.Request, q url.Values) (Request,
 		return fromQuery(r, q)
 	}
 	if ct := r.Header.Get("Content-Type"); !isJSON(ct) {
-		return Request{}, &fieldError{status: http.StatusUnsupportedMediaType, title: "unsupported media type",
-			field: "Content-Type", msg: fmt.Sprintf("%q is not application/json", clip(ct))}
+		return Request{}, fieldFailure(http.StatusUnsupportedMediaType, "unsupported media type", "Content-Type", "%q is not application/json", clip(ct))
 	}
 	return fromJSON(body)
 }
 
 // fromJSON decodes a body strictly: one object, known fields, right types.
-func fromJSON(body []byte) (Request, *fieldError) {
+func fromJSON(body []byte) (Request, *failure) {
 	// Before decoding: encoding/json would turn invalid UTF-8 (and unpaired
 	// surrogate escapes) into U+FFFD, so two different identifiers would
 	// share one counter.
 	if inv := rawtext.JSON(body, ""); inv != nil {
-		return Request{}, badField(clip(inv.Field), "%s", inv.Reason)
+		return Request{}, badField(clip(inv.Field), "%s", inv.Message)
 	}
 	if req, ok := decodePlain(body); ok {
 		return req, nil
@@ -323,7 +326,7 @@ func fromJSON(body []byte) (Request, *fieldError) {
 }
 
 // jsonError names the field a decoding error is about.
-func jsonError(err error) *fieldError {
+func jsonError(err error) *failure {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -341,8 +344,9 @@ func jsonError(err error) *fieldError {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return badField("body", "truncated JSON")
 	}
-	if name, ok := jsonbody.UnknownField(err); ok {
-		return badField(clip(name), "unknown field (known: %s)", strings.Join(queryFields, ", "))
+	var fe *core.FieldError
+	if errors.As(err, &fe) { // jsonbody's unknown member
+		return badField(clip(fe.Field), "unknown field (known: %s)", strings.Join(queryFields, ", "))
 	}
 	return badField("body", "invalid JSON")
 }
@@ -358,7 +362,7 @@ func jsonError(err error) *fieldError {
 // rule matches, or a peek, and Sluice-Idempotency-Key a key it repeats to
 // get free requests: a proxy that wants an idempotency key passes it in
 // the query, by its own choice.
-func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
+func fromQuery(r *http.Request, q url.Values) (Request, *failure) {
 	merge, ferr := mergeSlashes(q)
 	if ferr != nil {
 		return Request{}, ferr
@@ -405,7 +409,7 @@ func fromQuery(r *http.Request, q url.Values) (Request, *fieldError) {
 // ($uri). The endpoint is that path, computed as nginx does (merge tells
 // nginx's merge_slashes); a target nginx refuses is refused here too,
 // never decided on as written.
-func originalPath(r *http.Request, merge bool) (string, *fieldError) {
+func originalPath(r *http.Request, merge bool) (string, *failure) {
 	vs := r.Header.Values("X-Original-URI")
 	switch {
 	case len(vs) == 0:
@@ -427,7 +431,7 @@ func originalPath(r *http.Request, merge bool) (string, *fieldError) {
 
 // mergeSlashes reads ?merge_slashes, nginx's setting of that name: on (the
 // default) or off.
-func mergeSlashes(q url.Values) (bool, *fieldError) {
+func mergeSlashes(q url.Values) (bool, *failure) {
 	switch ms := q["merge_slashes"]; {
 	case len(ms) > 1:
 		return false, badField("merge_slashes", "given %d times", len(ms))
@@ -450,7 +454,7 @@ func proxied(q url.Values) bool {
 }
 
 // check validates req and translates it into the engine's Check.
-func check(req Request) (engine.Check, *fieldError) {
+func check(req Request) (engine.Check, *failure) {
 	for _, f := range []struct {
 		name, v string
 		max     int
@@ -486,23 +490,20 @@ func check(req Request) (engine.Check, *fieldError) {
 	}, nil
 }
 
-// engineError is an invalid-input error of the engine, with this API's
-// field names.
-func engineError(err error) *fieldError {
-	var fe *engine.FieldError
+// engineFields are this API's names of the engine's fields where they
+// differ.
+var engineFields = map[string]string{"dimension": "key_type", "identifier": "key_value", "cost": "request_count", "rule": "rule_id"}
+
+// engineError is an invalid-input error of the engine (a *core.FieldError),
+// with this API's field names.
+func engineError(err error) *failure {
+	var fe *core.FieldError
 	if !errors.As(err, &fe) {
-		return &fieldError{status: http.StatusBadRequest, title: "invalid request", msg: err.Error()}
+		return &failure{status: http.StatusBadRequest, title: "invalid request", detail: "invalid request"}
 	}
 	field := fe.Field
-	switch field {
-	case "dimension":
-		field = "key_type"
-	case "identifier":
-		field = "key_value"
-	case "cost":
-		field = "request_count"
-	case "rule":
-		field = "rule_id"
+	if name, ok := engineFields[field]; ok {
+		field = name
 	}
 	return badField(field, "%s", fe.Message)
 }
@@ -560,22 +561,24 @@ func (h *Handler) headers(hdr http.Header, res *engine.Result, degraded string) 
 }
 
 // problemBody is an RFC 9457 problem details object; Field names the
-// request field at fault.
+// request field at fault, and Errors lists it with what is wrong with it
+// (the shape of every problem of ratelimitd's HTTP APIs).
 type problemBody struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-	Field  string `json:"field,omitempty"`
+	Type   string            `json:"type"`
+	Title  string            `json:"title"`
+	Status int               `json:"status"`
+	Detail string            `json:"detail"`
+	Field  string            `json:"field,omitempty"`
+	Errors []core.FieldError `json:"errors,omitempty"`
 }
 
 // writeProblem answers e as application/problem+json.
-func writeProblem(w http.ResponseWriter, r *http.Request, e *fieldError) {
-	detail := e.msg
-	if e.field != "" {
-		detail = e.field + ": " + e.msg
+func writeProblem(w http.ResponseWriter, r *http.Request, e *failure) {
+	b := problemBody{Type: "about:blank", Title: e.title, Status: e.status, Detail: e.detail}
+	if e.field != nil {
+		b.Detail, b.Field, b.Errors = e.field.Error(), e.field.Field, []core.FieldError{*e.field}
 	}
-	problem.Write(w, r, e.status, problemBody{Type: "about:blank", Title: e.title, Status: e.status, Detail: detail, Field: e.field})
+	problem.Write(w, r, e.status, b)
 }
 
 // isJSON reports whether a Content-Type is JSON (application/json or any

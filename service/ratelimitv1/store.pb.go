@@ -784,9 +784,15 @@ type StoreError struct {
 	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// reason is the ErrorInfo reason of an INVALID_ARGUMENT (INVALID_LIMIT,
 	// INVALID_COST, NO_KEY).
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// field is the field at fault of an INVALID_ARGUMENT, as the
+	// google.rpc.BadRequest detail of a status names it (the path of the
+	// field in the TakeRequest: ops[1].limit.rate), and field_description
+	// what is wrong with it.
+	Field            string `protobuf:"bytes,4,opt,name=field,proto3" json:"field,omitempty"`
+	FieldDescription string `protobuf:"bytes,5,opt,name=field_description,json=fieldDescription,proto3" json:"field_description,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StoreError) Reset() {
@@ -836,6 +842,20 @@ func (x *StoreError) GetMessage() string {
 func (x *StoreError) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *StoreError) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *StoreError) GetFieldDescription() string {
+	if x != nil {
+		return x.FieldDescription
 	}
 	return ""
 }
@@ -1273,12 +1293,14 @@ const file_sluice_ratelimit_v1_store_proto_rawDesc = "" +
 	"\boutcomes\x18\x01 \x03(\v2 .sluice.ratelimit.v1.TakeOutcomeR\boutcomes\"\x80\x01\n" +
 	"\vTakeOutcome\x12:\n" +
 	"\aresults\x18\x01 \x03(\v2 .sluice.ratelimit.v1.StoreResultR\aresults\x125\n" +
-	"\x05error\x18\x02 \x01(\v2\x1f.sluice.ratelimit.v1.StoreErrorR\x05error\"R\n" +
+	"\x05error\x18\x02 \x01(\v2\x1f.sluice.ratelimit.v1.StoreErrorR\x05error\"\x95\x01\n" +
 	"\n" +
 	"StoreError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xb7\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05field\x18\x04 \x01(\tR\x05field\x12+\n" +
+	"\x11field_description\x18\x05 \x01(\tR\x10fieldDescription\"\xb7\x01\n" +
 	"\rRefundRequest\x12/\n" +
 	"\x03key\x18\x01 \x01(\v2\x1d.sluice.ratelimit.v1.StoreKeyR\x03key\x125\n" +
 	"\x05limit\x18\x02 \x01(\v2\x1f.sluice.ratelimit.v1.StoreLimitR\x05limit\x12\x12\n" +

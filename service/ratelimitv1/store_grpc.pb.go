@@ -56,9 +56,10 @@ const (
 // Errors: an invalid argument (an invalid limit, an empty identity, a
 // negative cost, a booking among several ops, two ops of one key) is
 // INVALID_ARGUMENT whose message names the op and the field, with a
-// google.rpc.ErrorInfo detail (domain "sluice.dev") whose reason names the
-// sentinel error of package core it wraps: INVALID_LIMIT, INVALID_COST,
-// NO_KEY. A failure of the server's store is UNAVAILABLE with a generic
+// google.rpc.BadRequest detail naming the field by its path in the request
+// (ops[1].limit.rate, key.identity) and a google.rpc.ErrorInfo detail
+// (domain "sluice.dev") whose reason names the sentinel error of package
+// core it wraps: INVALID_LIMIT, INVALID_COST, NO_KEY. A failure of the server's store is UNAVAILABLE with a generic
 // message (the cause is logged by the server, never sent).
 type StoreServiceClient interface {
 	// Take decides every op all or nothing (core.Store.Take): one result per
@@ -168,9 +169,10 @@ func (c *storeServiceClient) ClearOverride(ctx context.Context, in *ClearOverrid
 // Errors: an invalid argument (an invalid limit, an empty identity, a
 // negative cost, a booking among several ops, two ops of one key) is
 // INVALID_ARGUMENT whose message names the op and the field, with a
-// google.rpc.ErrorInfo detail (domain "sluice.dev") whose reason names the
-// sentinel error of package core it wraps: INVALID_LIMIT, INVALID_COST,
-// NO_KEY. A failure of the server's store is UNAVAILABLE with a generic
+// google.rpc.BadRequest detail naming the field by its path in the request
+// (ops[1].limit.rate, key.identity) and a google.rpc.ErrorInfo detail
+// (domain "sluice.dev") whose reason names the sentinel error of package
+// core it wraps: INVALID_LIMIT, INVALID_COST, NO_KEY. A failure of the server's store is UNAVAILABLE with a generic
 // message (the cause is logged by the server, never sent).
 type StoreServiceServer interface {
 	// Take decides every op all or nothing (core.Store.Take): one result per

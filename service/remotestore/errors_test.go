@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/core/limitertest"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/service/internal/badrequest"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 	"github.com/sluicehq/sluice/service/remotestore"
 )
@@ -64,15 +65,16 @@ func TestInvalidWireInput(t *testing.T) {
 		name   string
 		bad    func(op *ratelimitv1.StoreOp)
 		reason string
+		field  string // as BadRequest names it; the message in core's names
 		text   string
 	}{
-		{"algorithm beyond uint8", func(op *ratelimitv1.StoreOp) { op.Limit.Algorithm = 257 }, "INVALID_LIMIT", "op 1: Limit.Algorithm"},
-		{"unknown algorithm", func(op *ratelimitv1.StoreOp) { op.Limit.Algorithm = 42 }, "INVALID_LIMIT", "Algorithm"},
-		{"period of opposite signs", func(op *ratelimitv1.StoreOp) { op.Limit.Period = &durationpb.Duration{Seconds: 1, Nanos: -5} }, "INVALID_LIMIT", "op 1: Limit.Period"},
-		{"invalid max delay", func(op *ratelimitv1.StoreOp) { op.MaxDelay = &durationpb.Duration{Nanos: 2_000_000_000} }, "INVALID_COST", "op 1: MaxDelay"},
-		{"no limit", func(op *ratelimitv1.StoreOp) { op.Limit = nil }, "INVALID_LIMIT", "op 1"},
-		{"no key", func(op *ratelimitv1.StoreOp) { op.Key = nil }, "NO_KEY", "op 1"},
-		{"negative cost", func(op *ratelimitv1.StoreOp) { op.Cost = -2 }, "INVALID_COST", "op 1"},
+		{"algorithm beyond uint8", func(op *ratelimitv1.StoreOp) { op.Limit.Algorithm = 257 }, "INVALID_LIMIT", "ops[1].limit.algorithm", "ops[1].Limit.Algorithm: "},
+		{"unknown algorithm", func(op *ratelimitv1.StoreOp) { op.Limit.Algorithm = 42 }, "INVALID_LIMIT", "ops[1].limit.algorithm", "ops[1].Limit.Algorithm: "},
+		{"period of opposite signs", func(op *ratelimitv1.StoreOp) { op.Limit.Period = &durationpb.Duration{Seconds: 1, Nanos: -5} }, "INVALID_LIMIT", "ops[1].limit.period", "ops[1].Limit.Period: "},
+		{"invalid max delay", func(op *ratelimitv1.StoreOp) { op.MaxDelay = &durationpb.Duration{Nanos: 2_000_000_000} }, "INVALID_COST", "ops[1].max_delay", "ops[1].MaxDelay: "},
+		{"no limit", func(op *ratelimitv1.StoreOp) { op.Limit = nil }, "INVALID_LIMIT", "ops[1].limit.algorithm", "ops[1].Limit.Algorithm: "},
+		{"no key", func(op *ratelimitv1.StoreOp) { op.Key = nil }, "NO_KEY", "ops[1].key.identity", "ops[1].Key.Identity: "},
+		{"negative cost", func(op *ratelimitv1.StoreOp) { op.Cost = -2 }, "INVALID_COST", "ops[1].cost", "ops[1].Cost: "},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -82,6 +84,9 @@ func TestInvalidWireInput(t *testing.T) {
 			_, err := raw.Take(ctx, &ratelimitv1.TakeRequest{Ops: []*ratelimitv1.StoreOp{good(id), bad}})
 			require.Equal(t, c.reason, reasonOf(t, err))
 			require.Contains(t, status.Convert(err).Message(), c.text)
+			fields := badrequest.Fields(status.Convert(err))
+			require.Len(t, fields, 1)
+			require.Equal(t, c.field, fields[0].Field)
 			// Nothing was consumed: the good op's key is fresh.
 			r, err := limitertest.TakeOne(ctx, backend, core.Key{Identity: id, Policy: "p"}, core.PerMinute(3), 0)
 			require.NoError(t, err)
@@ -95,6 +100,7 @@ func TestInvalidWireInput(t *testing.T) {
 	_, err := raw.Take(ctx, &ratelimitv1.TakeRequest{Ops: ops})
 	require.Equal(t, "INVALID_COST", reasonOf(t, err))
 	require.Contains(t, status.Convert(err).Message(), "ops: ")
+	require.Equal(t, "ops", badrequest.Fields(status.Convert(err))[0].Field)
 
 	takes := make([]*ratelimitv1.TakeRequest, remotestore.MaxBatch+1)
 	for i := range takes {
@@ -103,6 +109,7 @@ func TestInvalidWireInput(t *testing.T) {
 	_, err = raw.TakeBatch(ctx, &ratelimitv1.TakeBatchRequest{Takes: takes})
 	require.Equal(t, "INVALID_COST", reasonOf(t, err))
 	require.Contains(t, status.Convert(err).Message(), "takes: ")
+	require.Equal(t, "takes", badrequest.Fields(status.Convert(err))[0].Field)
 
 	// In a batch, a bad Take has its own error; the others are decided.
 	resp, err := raw.TakeBatch(ctx, &ratelimitv1.TakeBatchRequest{Takes: []*ratelimitv1.TakeRequest{
@@ -116,7 +123,9 @@ func TestInvalidWireInput(t *testing.T) {
 	require.True(t, resp.Outcomes[0].Results[0].Allowed)
 	require.Equal(t, int32(codes.InvalidArgument), resp.Outcomes[1].Error.GetCode())
 	require.Equal(t, "INVALID_COST", resp.Outcomes[1].Error.GetReason())
-	require.Contains(t, resp.Outcomes[1].Error.GetMessage(), "op 1")
+	require.Contains(t, resp.Outcomes[1].Error.GetMessage(), "ops[1].Key: ")
+	require.Equal(t, "ops[1].key", resp.Outcomes[1].Error.GetField())
+	require.NotEmpty(t, resp.Outcomes[1].Error.GetFieldDescription())
 	require.Empty(t, resp.Outcomes[1].Results)
 	require.Equal(t, int64(2), resp.Outcomes[2].Results[0].Remaining)
 
@@ -127,6 +136,7 @@ func TestInvalidWireInput(t *testing.T) {
 	_, err = raw.SetOverride(ctx, &ratelimitv1.SetOverrideRequest{Key: good("o").Key})
 	require.Equal(t, "INVALID_LIMIT", reasonOf(t, err))
 	require.Contains(t, status.Convert(err).Message(), "Until")
+	require.Equal(t, "until", badrequest.Fields(status.Convert(err))[0].Field)
 }
 
 // Through the remote store, bad input comes back wrapping core's own
@@ -139,8 +149,12 @@ func TestInvalidInputKeepsItsSentinel(t *testing.T) {
 	out := make([]core.Result, 2)
 	err := s.Take(ctx, []core.Op{{Key: k, Limit: core.PerSecond(1), Cost: 1}, {Key: k, Limit: core.PerSecond(1), Cost: 1}}, out)
 	require.ErrorIs(t, err, core.ErrInvalidCost)
-	require.Contains(t, err.Error(), "op 1")
+	require.Contains(t, err.Error(), "ops[1].Key: ")
 	require.True(t, strings.HasPrefix(err.Error(), "remotestore: Take: "), err.Error())
+	var fe *core.FieldError
+	require.ErrorAs(t, err, &fe, "the field crosses the wire")
+	require.Equal(t, "ops[1].Key", fe.Field)
+	require.ErrorIs(t, fe, core.ErrInvalidCost)
 
 	err = s.SetOverride(ctx, k, core.Override{Limit: core.PerSecond(0), Until: time.Now().Add(time.Minute)})
 	require.ErrorIs(t, err, core.ErrInvalidLimit)

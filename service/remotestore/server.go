@@ -2,7 +2,6 @@ package remotestore
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -97,7 +96,7 @@ func (s *Server) Take(ctx context.Context, req *ratelimitv1.TakeRequest) (*ratel
 func (s *Server) take(ctx context.Context, req *ratelimitv1.TakeRequest) (*ratelimitv1.TakeResponse, error) {
 	n := len(req.Ops)
 	if n > MaxOps {
-		return nil, fmt.Errorf("ops: %w: at most %d ops in one Take, got %d", core.ErrInvalidCost, MaxOps, n)
+		return nil, opError(-1, "ops", core.ErrInvalidCost, "at most %d ops in one Take, got %d", MaxOps, n)
 	}
 	var (
 		resp *ratelimitv1.TakeResponse
@@ -157,7 +156,7 @@ const MaxBatch = 4096
 func (s *Server) TakeBatch(ctx context.Context, req *ratelimitv1.TakeBatchRequest) (*ratelimitv1.TakeBatchResponse, error) {
 	n := len(req.Takes)
 	if n > MaxBatch {
-		return nil, toStatus(ctx, s.log, "TakeBatch", fmt.Errorf("takes: %w: at most %d Takes in one batch, got %d", core.ErrInvalidCost, MaxBatch, n))
+		return nil, toStatus(ctx, s.log, "TakeBatch", opError(-1, "takes", core.ErrInvalidCost, "at most %d Takes in one batch, got %d", MaxBatch, n))
 	}
 	outcomes := make([]ratelimitv1.TakeOutcome, n)
 	resp := &ratelimitv1.TakeBatchResponse{Outcomes: make([]*ratelimitv1.TakeOutcome, n)}
@@ -247,14 +246,14 @@ func (s *Server) SetOverride(ctx context.Context, req *ratelimitv1.SetOverrideRe
 
 // overrideOf reads the override of req.
 func overrideOf(req *ratelimitv1.SetOverrideRequest) (core.Override, error) {
-	l, err := limitOf(req.Limit, -1, "Override.Limit")
+	l, err := limitOf(req.Limit, -1, "Limit")
 	if err != nil {
 		return core.Override{}, err
 	}
 	o := core.Override{Limit: l}
 	if req.Until != nil {
 		if err := req.Until.CheckValid(); err != nil {
-			return core.Override{}, fmt.Errorf("Override.Until: %w: %w", core.ErrInvalidLimit, err)
+			return core.Override{}, opError(-1, "Until", core.ErrInvalidLimit, "%v", err)
 		}
 		o.Until = req.Until.AsTime()
 	}
@@ -280,7 +279,7 @@ func (s *Server) ClearOverride(ctx context.Context, req *ratelimitv1.ClearOverri
 // would, before anything is recorded.
 func validKey(p *ratelimitv1.StoreKey) error {
 	if len(p.GetIdentity()) == 0 {
-		return fmt.Errorf("Key.Identity: %w: required", core.ErrNoKey)
+		return opError(-1, "Key.Identity", core.ErrNoKey, "required")
 	}
 	return nil
 }

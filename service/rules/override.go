@@ -52,7 +52,8 @@ type overrideKey struct{ rule, dimension, identifier string }
 func (s *Snapshot) addOverrides(overrides []Override) []error {
 	var errs []error
 	bad := func(i int, field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("rules: overrides[%d].%s: %s", i, field, fmt.Sprintf(format, args...)))
+		fe := &core.FieldError{Field: fmt.Sprintf("overrides[%d].%s", i, field), Message: fmt.Sprintf(format, args...)}
+		errs = append(errs, fmt.Errorf("rules: %w", fe))
 	}
 	s.overrides = overrides
 	if len(overrides) > 0 {
@@ -78,7 +79,8 @@ func (s *Snapshot) addOverrides(overrides []Override) []error {
 		}
 		if !o.Blocks() {
 			if err := o.Limit.Validate(); err != nil {
-				bad(i, "limit", "%v", err)
+				fe := limitField(err, fmt.Sprintf("overrides[%d]", i))
+				errs = append(errs, fmt.Errorf("rules: %w", fe))
 			}
 		}
 		if o.Until.IsZero() {

@@ -86,7 +86,7 @@ func TestNewOverrideErrors(t *testing.T) {
 		{"wrong dimension", []rules.Override{with(func(o *rules.Override) { o.Dimension = "ip" })}, `overrides[0].dimension: rule "orders" is for dimension "user", got "ip"`},
 		{"no identifier", []rules.Override{with(func(o *rules.Override) { o.Identifier = "" })}, "overrides[0].identifier: required"},
 		{"long identifier", []rules.Override{with(func(o *rules.Override) { o.Identifier = strings.Repeat("x", 1025) })}, "overrides[0].identifier: must be at most 1024 bytes, got 1025"},
-		{"bad limit", []rules.Override{with(func(o *rules.Override) { o.Limit = core.Limit{Algorithm: core.GCRA, Period: time.Second} })}, "overrides[0].limit: sluice: invalid limit: Rate"},
+		{"bad limit", []rules.Override{with(func(o *rules.Override) { o.Limit = core.Limit{Algorithm: core.GCRA, Period: time.Second} })}, "overrides[0].limit: must be at least 1, got 0"},
 		{"no until", []rules.Override{with(func(o *rules.Override) { o.Until = time.Time{} })}, "overrides[0].until: required"},
 		{"duplicate", []rules.Override{ok, with(func(o *rules.Override) { o.Limit = core.Limit{} })}, `overrides[1].identifier: duplicate override of rule "orders" for user "ann" (first at overrides[0])`},
 	} {

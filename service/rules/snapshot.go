@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/internal/route"
+	"github.com/sluicehq/sluice/internal/rulefile"
 )
 
 // Snapshot is an immutable, validated rule set: what a source loaded at one
@@ -101,7 +102,8 @@ type badField func(field, format string, args ...any)
 // per bad field.
 func (s *Snapshot) addRule(errs []error, r *Rule) []error {
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("rules: %s: rule %q: %s: %s", r.Source, r.ID, field, fmt.Sprintf(format, args...)))
+		fe := &core.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
+		errs = append(errs, fmt.Errorf("rules: %s: %w", r.Source, &RuleError{ID: r.ID, Err: fe}))
 	}
 	s.addID(r, bad)
 	checkLimits(r, bad)
@@ -117,7 +119,7 @@ func (s *Snapshot) addRule(errs []error, r *Rule) []error {
 	}
 	for _, p := range r.Endpoints {
 		if err := route.Validate(p); err != nil {
-			bad("endpoints", "%v", err)
+			bad(rulefile.FieldEndpointPattern, "%v", err)
 		}
 	}
 	s.addNative(r)
@@ -127,7 +129,7 @@ func (s *Snapshot) addRule(errs []error, r *Rule) []error {
 // addID indexes r by its ID: a valid rule name, not reserved, not taken.
 func (s *Snapshot) addID(r *Rule, bad badField) {
 	if err := core.ValidatePolicyName(r.ID); err != nil {
-		bad("name", "%s", strings.TrimPrefix(err.Error(), "Name: "))
+		bad("name", "%s", message(err))
 	} else if Reserved(r.ID) {
 		bad("name", "%q is reserved: ratelimitd counts the admin API's per-token limits under it", r.ID)
 	} else if prev, dup := s.byID[r.ID]; dup {
@@ -153,14 +155,16 @@ func checkLimits(r *Rule, bad badField) {
 		}
 	default:
 		if err := r.Limit.Validate(); err != nil {
-			bad("limit", "%v", err)
+			fe := limitField(err, "")
+			bad(fe.Field, "%s", fe.Message)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(r.Tiers)) {
 		if strings.TrimSpace(name) == "" {
 			bad("tiers", "a tier needs a name")
 		} else if err := r.Tiers[name].Validate(); err != nil {
-			bad("tiers."+name, "%v", err)
+			fe := limitField(err, "tiers."+name)
+			bad(fe.Field, "%s", fe.Message)
 		}
 	}
 }
@@ -191,11 +195,11 @@ func tierAssignmentErrors(tiers map[string]map[string]string) []error {
 	var errs []error
 	for _, dim := range slices.Sorted(maps.Keys(tiers)) {
 		if err := validDimension(dim); err != nil {
-			errs = append(errs, fmt.Errorf("rules: tier_assignments.%s: %w", dim, err))
+			errs = append(errs, fmt.Errorf("rules: %w", &core.FieldError{Field: "tier_assignments." + dim, Message: err.Error()}))
 		}
 		for id, tier := range tiers[dim] {
 			if tier == "" {
-				errs = append(errs, fmt.Errorf("rules: tier_assignments.%s.%s: empty tier", dim, id))
+				errs = append(errs, fmt.Errorf("rules: %w", &core.FieldError{Field: "tier_assignments." + dim + "." + id, Message: "empty tier"}))
 			}
 		}
 	}

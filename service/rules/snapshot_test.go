@@ -1,6 +1,8 @@
 package rules_test
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -44,10 +46,10 @@ func TestNewErrors(t *testing.T) {
 	}{
 		{"bad id", []*rules.Rule{{ID: "a b", Dimension: "user", Limit: lim, Source: pos}}, nil, `rules: db:3: rule "a b": name: only a-z`},
 		{"duplicate", []*rules.Rule{{ID: "a", Dimension: "user", Limit: lim}, {ID: "a", Dimension: "ip", Limit: lim}}, nil, `rule "a": name: duplicate rule name`},
-		{"bad limit", []*rules.Rule{{ID: "a", Dimension: "user", Limit: core.Limit{Algorithm: core.GCRA, Rate: 0, Period: time.Second}}}, nil, `rule "a": limit: sluice: invalid limit: Rate`},
-		{"bad tier", []*rules.Rule{{ID: "a", Dimension: "user", Limit: lim, Tiers: map[string]core.Limit{"pro": {}}}}, nil, `rule "a": tiers.pro: sluice: invalid limit`},
+		{"bad limit", []*rules.Rule{{ID: "a", Dimension: "user", Limit: core.Limit{Algorithm: core.GCRA, Rate: 0, Period: time.Second}}}, nil, `rule "a": limit: must be at least 1, got 0`},
+		{"bad tier", []*rules.Rule{{ID: "a", Dimension: "user", Limit: lim, Tiers: map[string]core.Limit{"pro": {}}}}, nil, `rule "a": tiers.pro.algorithm: unknown algorithm 0`},
 		{"no dimension", []*rules.Rule{{ID: "a", Limit: lim}}, nil, `rule "a": dimension: required`},
-		{"bad endpoint", []*rules.Rule{{ID: "a", Dimension: "user", Endpoints: []string{"x"}, Limit: lim}}, nil, `rule "a": endpoints: Routes: pattern "x" must start with /`},
+		{"bad endpoint", []*rules.Rule{{ID: "a", Dimension: "user", Endpoints: []string{"x"}, Limit: lim}}, nil, `rule "a": endpoint_pattern: pattern "x" must start with /`},
 		{"unlimited with a limit", []*rules.Rule{{ID: "a", Envoy: envoy("k", ""), Unlimited: true, Limit: lim}}, nil, `rule "a": unlimited: an unlimited rule has no limit`},
 		{"same envoy path", []*rules.Rule{{ID: "a", Domain: "d", Envoy: envoy("k", "v"), Limit: lim}, {ID: "b", Domain: "d", Envoy: envoy("k", "v"), Limit: lim}}, nil, `rule "b": descriptors: duplicate descriptor d.k_v (rule "a"`},
 		{"empty envoy path", []*rules.Rule{{ID: "a", Envoy: &rules.EnvoyNode{}, Limit: lim}}, nil, `rule "a": descriptors: an Envoy rule needs a descriptor path`},
@@ -60,6 +62,18 @@ func TestNewErrors(t *testing.T) {
 			s, err := rules.New("r", c.rules, c.tiers)
 			require.Nil(t, s)
 			require.ErrorContains(t, err, c.want)
+			if c.name == "nil rule" {
+				return
+			}
+			// The field, and the rule when the refusal is of one, are typed.
+			var fe *core.FieldError
+			require.ErrorAs(t, err, &fe)
+			var re *rules.RuleError
+			if errors.As(err, &re) {
+				require.Contains(t, err.Error(), fmt.Sprintf("rule %q: %s: %s", re.ID, fe.Field, fe.Message))
+			} else {
+				require.Contains(t, err.Error(), fe.Error())
+			}
 		})
 	}
 }

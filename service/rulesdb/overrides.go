@@ -39,9 +39,9 @@ type Override struct {
 func storableIdentifier(id string) error {
 	switch {
 	case !utf8.ValidString(id):
-		return fmt.Errorf("%w: identifier: not valid UTF-8", ErrInvalid)
+		return invalidField("identifier", "not valid UTF-8")
 	case strings.IndexByte(id, 0) >= 0:
-		return fmt.Errorf("%w: identifier: must not contain a NUL byte", ErrInvalid)
+		return invalidField("identifier", "must not contain a NUL byte")
 	}
 	return nil
 }
@@ -70,13 +70,13 @@ func (d *DB) SetOverride(ctx context.Context, actor string, o Override) (revisio
 	defer func() { _ = tx.Rollback() }()
 	rule, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), o.RuleID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("%w: rule_id: no rule %q", ErrInvalid, o.RuleID)
+		return 0, invalidField("rule_id", "no rule %q", o.RuleID)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("rulesdb: override.set: %w", err)
 	}
 	if rule.Dimension != o.Dimension {
-		return 0, fmt.Errorf("%w: dimension: rule %q is for dimension %q, got %q", ErrInvalid, o.RuleID, rule.Dimension, o.Dimension)
+		return 0, invalidField("dimension", "rule %q is for dimension %q, got %q", o.RuleID, rule.Dimension, o.Dimension)
 	}
 	if !o.Block {
 		probe := *rule
@@ -122,18 +122,18 @@ func validOverride(actor string, o Override, now time.Time) error {
 	case strings.TrimSpace(actor) == "":
 		return errors.New("rulesdb: actor: required")
 	case o.Identifier == "":
-		return fmt.Errorf("%w: identifier: required", ErrInvalid)
+		return invalidField("identifier", "required")
 	case len(o.Identifier) > MaxOverrideIdentifier:
-		return fmt.Errorf("%w: identifier: at most %d bytes, got %d", ErrInvalid, MaxOverrideIdentifier, len(o.Identifier))
+		return invalidField("identifier", "at most %d bytes, got %d", MaxOverrideIdentifier, len(o.Identifier))
 	}
 	if err := storableIdentifier(o.Identifier); err != nil {
 		return err
 	}
 	if !o.ExpiresAt.After(now) {
-		return fmt.Errorf("%w: expires_at: must be in the future, got %s", ErrInvalid, o.ExpiresAt.UTC().Format(time.RFC3339))
+		return invalidField("expires_at", "must be in the future, got %s", o.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	if o.Block && (o.Limit != 0 || o.WindowSeconds != 0) {
-		return fmt.Errorf("%w: block: a block has no limit or window_seconds", ErrInvalid)
+		return invalidField("block", "a block has no limit or window_seconds")
 	}
 	return nil
 }

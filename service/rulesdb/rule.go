@@ -2,17 +2,12 @@ package rulesdb
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/rules"
 )
-
-// ErrInvalid wraps every refusal of a rule that the engine would reject;
-// the message names the field.
-var ErrInvalid = errors.New("rulesdb: invalid rule")
 
 // Rule is one stored rule, in the admin API's JSON shape.
 //
@@ -58,14 +53,14 @@ type Rule struct {
 func (r *Rule) limit() (core.Limit, error) {
 	a, err := core.ParseAlgorithm(r.Algorithm)
 	if err != nil {
-		return core.Limit{}, fmt.Errorf("%w: rule %q: algorithm: %w", ErrInvalid, r.ID, err)
+		return core.Limit{}, ruleError(r.ID, LimitField(err))
 	}
 	if r.WindowSeconds < 1 || r.WindowSeconds > int64(100*365*24*time.Hour/time.Second) {
-		return core.Limit{}, fmt.Errorf("%w: rule %q: window_seconds: must be at least 1 (and at most 100 years), got %d", ErrInvalid, r.ID, r.WindowSeconds)
+		return core.Limit{}, invalidRule(r.ID, "window_seconds", "must be at least 1 (and at most 100 years), got %d", r.WindowSeconds)
 	}
 	l := core.Limit{Algorithm: a, Rate: r.Limit, Period: time.Duration(r.WindowSeconds) * time.Second, Burst: r.Burst}
 	if err := l.Validate(); err != nil {
-		return core.Limit{}, fmt.Errorf("%w: rule %q: limit: %w", ErrInvalid, r.ID, err)
+		return core.Limit{}, ruleError(r.ID, LimitField(err))
 	}
 	return l, nil
 }
@@ -96,7 +91,7 @@ func snapshotAt(revision string, rows []*Rule, tiers map[string]map[string]strin
 	in, skipped := overridesInForce(ovs, out, now)
 	s, err := rules.New(revision, out, tiers, in...)
 	if err != nil {
-		return nil, skipped, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, skipped, fromSnapshot(err)
 	}
 	return s, skipped, nil
 }
@@ -124,7 +119,7 @@ func baseRules(rows []*Rule) (out []*rules.Rule, base map[baseKey]*rules.Rule, e
 		}
 		k := baseKey{r.Dimension, r.EndpointPattern}
 		if prev, dup := base[k]; dup {
-			errs = append(errs, fmt.Errorf("%w: rule %q: endpoint_pattern: rule %q already has dimension %q and endpoint_pattern %q without a tier", ErrInvalid, r.ID, prev.ID, r.Dimension, r.EndpointPattern))
+			errs = append(errs, invalidRule(r.ID, "endpoint_pattern", "rule %q already has dimension %q and endpoint_pattern %q without a tier", prev.ID, r.Dimension, r.EndpointPattern))
 			continue
 		}
 		base[k] = rr
@@ -148,9 +143,9 @@ func addTierRows(errs []error, rows []*Rule, base map[baseKey]*rules.Rule) []err
 		b := base[baseKey{r.Dimension, r.EndpointPattern}]
 		switch {
 		case b == nil:
-			errs = append(errs, fmt.Errorf("%w: rule %q: tier: no enabled rule without a tier has dimension %q and endpoint_pattern %q", ErrInvalid, r.ID, r.Dimension, r.EndpointPattern))
+			errs = append(errs, invalidRule(r.ID, "tier", "no enabled rule without a tier has dimension %q and endpoint_pattern %q", r.Dimension, r.EndpointPattern))
 		case b.Tiers[r.Tier] != (core.Limit{}):
-			errs = append(errs, fmt.Errorf("%w: rule %q: tier: tier %q of dimension %q and endpoint_pattern %q is given twice", ErrInvalid, r.ID, r.Tier, r.Dimension, r.EndpointPattern))
+			errs = append(errs, invalidRule(r.ID, "tier", "tier %q of dimension %q and endpoint_pattern %q is given twice", r.Tier, r.Dimension, r.EndpointPattern))
 		default:
 			if b.Tiers == nil {
 				b.Tiers = map[string]core.Limit{}

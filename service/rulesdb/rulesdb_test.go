@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/rules"
 )
 
@@ -211,23 +212,31 @@ func testInvalidRuleNeverStored(t *testing.T, dsn string) {
 	d := open(t, dsn)
 	_, err := d.Create(ctx, "alice", sample("base"))
 	require.NoError(t, err)
-	for field, mut := range map[string]func(*Rule){
-		"name":             func(r *Rule) { r.ID = "bad id!" },
-		"limit":            func(r *Rule) { r.Limit = -1 },
-		"window_seconds":   func(r *Rule) { r.WindowSeconds = 0 },
-		"algorithm":        func(r *Rule) { r.Algorithm = "magic" },
-		"dimension":        func(r *Rule) { r.Dimension = "" },
-		"endpoints":        func(r *Rule) { r.EndpointPattern = "no-slash" },
-		"burst":            func(r *Rule) { r.Algorithm = "fixed_window"; r.Burst = 5 },
-		"endpoint_pattern": func(r *Rule) {}, // same dimension and pattern as "base", no tier
-		"tier":             func(r *Rule) { r.Tier = "gold"; r.EndpointPattern = "/other" },
+	for name, c := range map[string]struct {
+		field string // the Rule's member the refusal names
+		mut   func(*Rule)
+	}{
+		"id":                        {"id", func(r *Rule) { r.ID = "bad id!" }},
+		"limit":                     {"limit", func(r *Rule) { r.Limit = -1 }},
+		"window_seconds":            {"window_seconds", func(r *Rule) { r.WindowSeconds = 0 }},
+		"algorithm":                 {"algorithm", func(r *Rule) { r.Algorithm = "magic" }},
+		"dimension":                 {"dimension", func(r *Rule) { r.Dimension = "" }},
+		"endpoint_pattern":          {"endpoint_pattern", func(r *Rule) { r.EndpointPattern = "no-slash" }},
+		"burst":                     {"burst", func(r *Rule) { r.Algorithm = "fixed_window"; r.Burst = 5 }},
+		"endpoint_pattern conflict": {"endpoint_pattern", func(r *Rule) {}}, // same dimension and pattern as "base", no tier
+		"tier":                      {"tier", func(r *Rule) { r.Tier = "gold"; r.EndpointPattern = "/other" }},
 	} {
-		t.Run(field, func(t *testing.T) {
+		t.Run(name, func(t *testing.T) {
 			r := sample("new")
-			mut(&r)
+			c.mut(&r)
 			_, err := d.Create(ctx, "alice", r)
 			require.ErrorIs(t, err, ErrInvalid)
-			require.ErrorContains(t, err, field)
+			var fe *core.FieldError
+			require.ErrorAs(t, err, &fe)
+			require.Equal(t, c.field, fe.Field, "%v", err)
+			var re *rules.RuleError
+			require.ErrorAs(t, err, &re)
+			require.Contains(t, []string{"new", "bad id!", "base"}, re.ID, "the rule the refusal is about")
 			list, _, err := d.List(ctx, "", 100)
 			require.NoError(t, err)
 			require.Len(t, list, 1)
@@ -441,7 +450,9 @@ func testSetTier(t *testing.T, dsn string) {
 
 	_, err = d.SetTier(ctx, "bob", "bad dim!", "u1", "gold")
 	require.ErrorIs(t, err, ErrInvalid)
-	require.ErrorContains(t, err, "tier_assignments")
+	var fe *core.FieldError
+	require.ErrorAs(t, err, &fe)
+	require.Equal(t, "dimension", fe.Field)
 	_, err = d.SetTier(ctx, "bob", "user", "u1", "  ")
 	require.ErrorContains(t, err, "tier")
 	_, err = d.SetTier(ctx, "bob", "user", "", "gold")

@@ -221,14 +221,14 @@ func validateRow(r *Rule) error {
 	for _, f := range [...]struct{ name, v string }{{"id", r.ID}, {"name", r.Name}, {"dimension", r.Dimension},
 		{"endpoint_pattern", r.EndpointPattern}, {"algorithm", r.Algorithm}, {"tier", r.Tier}} {
 		if !utf8.ValidString(f.v) {
-			return fmt.Errorf("%w: rule %q: %s: not valid UTF-8", ErrInvalid, r.ID, f.name)
+			return invalidRule(r.ID, f.name, "not valid UTF-8")
 		}
 	}
 	if r.Tier != "" && strings.TrimSpace(r.Tier) == "" {
-		return fmt.Errorf("%w: rule %q: tier: must not be blank", ErrInvalid, r.ID)
+		return invalidRule(r.ID, "tier", "must not be blank")
 	}
 	if len(r.EndpointPattern) > MaxEndpointPattern {
-		return fmt.Errorf("%w: rule %q: endpoint_pattern: at most %d bytes, got %d", ErrInvalid, r.ID, MaxEndpointPattern, len(r.EndpointPattern))
+		return invalidRule(r.ID, "endpoint_pattern", "at most %d bytes, got %d", MaxEndpointPattern, len(r.EndpointPattern))
 	}
 	alone := *r
 	alone.Enabled, alone.Tier = true, ""

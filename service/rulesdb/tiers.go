@@ -86,17 +86,17 @@ func validTierAssignment(actor, dimension, identifier, tier string) error {
 	case strings.TrimSpace(actor) == "":
 		return errors.New("rulesdb: actor: required")
 	case identifier == "":
-		return fmt.Errorf("%w: identifier: required", ErrInvalid)
+		return invalidField("identifier", "required")
 	case len(identifier) > MaxOverrideIdentifier:
-		return fmt.Errorf("%w: identifier: longer than %d bytes", ErrInvalid, MaxOverrideIdentifier)
+		return invalidField("identifier", "longer than %d bytes", MaxOverrideIdentifier)
 	case tier != "" && strings.TrimSpace(tier) == "":
-		return fmt.Errorf("%w: tier: must not be blank", ErrInvalid)
+		return invalidField("tier", "must not be blank")
 	case !utf8.ValidString(tier):
-		return fmt.Errorf("%w: tier: not valid UTF-8", ErrInvalid)
+		return invalidField("tier", "not valid UTF-8")
 	}
 	if err := storableIdentifier(identifier); err != nil {
 		return err
 	}
 	_, err := snapshot(0, nil, map[string]map[string]string{dimension: {identifier: "x"}})
-	return err // names tier_assignments.<dimension>
+	return err // names dimension
 }

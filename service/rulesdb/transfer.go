@@ -25,7 +25,7 @@ func ReadRules(r io.Reader) ([]Rule, error) {
 		return nil, fmt.Errorf("rulesdb: rules: %w", err)
 	}
 	if inv := rawtext.JSON(b, "rules"); inv != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, inv)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, inv)
 	}
 	var raw []json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -105,7 +105,7 @@ func validateImport(rs []Rule) error {
 			return fmt.Errorf("rulesdb: rules[%d]: %w", i, err)
 		}
 		if j, dup := seen[rs[i].ID]; dup {
-			return fmt.Errorf("%w: rules[%d]: id: %q is also rules[%d]", ErrInvalid, i, rs[i].ID, j)
+			return invalidField(fmt.Sprintf("rules[%d].id", i), "%q is also rules[%d]", rs[i].ID, j)
 		}
 		seen[rs[i].ID] = i
 	}

@@ -40,7 +40,7 @@ func testImportAllOrNothing(t *testing.T, dsn string) {
 	require.ErrorContains(t, err, "rules[2]")
 	require.ErrorContains(t, err, "algorithm")
 	_, err = d.Import(ctx, "ops", []Rule{a, a})
-	require.ErrorContains(t, err, "rules[1]: id")
+	require.ErrorContains(t, err, "rules[1].id: ")
 
 	// Tier rows may come before their base: the set is checked whole.
 	gold := sample("a-gold")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/internal/jsonbody"
 )
 
@@ -27,14 +28,29 @@ func TestDecode(t *testing.T) {
 	require.ErrorIs(t, jsonbody.Decode(nil, &r), io.EOF)
 	require.ErrorIs(t, jsonbody.Decode([]byte(`{"id":`), &r), io.ErrUnexpectedEOF)
 
-	err := jsonbody.Decode([]byte(`{"id":"a","colour":"red"}`), &r)
-	name, ok := jsonbody.UnknownField(err)
-	require.True(t, ok, "%v", err)
-	require.Equal(t, "colour", name)
-	_, ok = jsonbody.UnknownField(errors.New("other"))
-	require.False(t, ok)
-	_, ok = jsonbody.UnknownField(nil)
-	require.False(t, ok)
+	var fe *core.FieldError
+	require.ErrorAs(t, jsonbody.Decode([]byte(`{"id":"a","colour":"red"}`), &r), &fe)
+	require.Equal(t, "colour", fe.Field)
+	require.Equal(t, "unknown field", fe.Message)
+	// A member takes its field in another case of ASCII letters, as
+	// encoding/json does; a name with another letter must be exact.
+	require.NoError(t, jsonbody.Decode([]byte(`{"ID":"b","LiMiT":4}`), &r))
+	require.Equal(t, rule{ID: "b", Limit: 4}, r)
+	require.ErrorAs(t, jsonbody.Decode([]byte(`{"\u212aey":1}`), &struct {
+		Key int `json:"key"`
+	}{}), &fe, "the Kelvin sign is not k here")
+	require.Equal(t, "\u212aey", fe.Field)
+	require.ErrorAs(t, jsonbody.Decode([]byte(`{"skip":1}`), &struct {
+		Skip int `json:"-"`
+	}{}), &fe)
+	type inner struct {
+		Deep int `json:"deep"`
+	}
+	require.NoError(t, jsonbody.Decode([]byte(`{"deep":1,"top":2}`), &struct {
+		inner
+		Top int `json:"top"`
+	}{}), "an embedded struct's fields are the struct's")
+	require.NoError(t, jsonbody.Decode([]byte(`[1]`), &[]int{}), "not a struct: the decoder decides")
 
 	var typ *json.UnmarshalTypeError
 	require.ErrorAs(t, jsonbody.Decode([]byte(`{"limit":"x"}`), &r), &typ)
@@ -60,8 +76,9 @@ func TestDuplicateMember(t *testing.T) {
 func ExampleDecode() {
 	var r rule
 	err := jsonbody.Decode([]byte(`{"id":"orders","limt":5}`), &r)
-	if name, ok := jsonbody.UnknownField(err); ok {
-		fmt.Printf("%s: unknown field\n", name)
+	var fe *core.FieldError
+	if errors.As(err, &fe) {
+		fmt.Println(fe)
 	}
 	// Output: limt: unknown field
 }

@@ -7,6 +7,8 @@ package problem
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/sluicehq/sluice/core"
 )
 
 // ContentType is the media type of a problem details body.
@@ -24,24 +26,16 @@ type Details struct {
 	Detail string `json:"detail"`
 	// Instance is the request's path.
 	Instance string `json:"instance,omitempty"`
-	// Errors lists the fields at fault (request body members, query
-	// parameters, path segments or header fields by name).
-	Errors []FieldError `json:"errors,omitempty"`
-}
-
-// FieldError is one field at fault.
-type FieldError struct {
-	// Field names it: a body member ("window_seconds"), a query parameter
-	// ("limit"), a path segment ("id") or a header field ("If-Match");
-	// "body" for the body as a whole.
-	Field string `json:"field"`
-	// Message says what is wrong with it.
-	Message string `json:"message"`
+	// Errors lists the fields at fault, each {"field", "message"}: a body
+	// member ("window_seconds"), a query parameter ("limit"), a path
+	// segment ("id") or a header field ("If-Match"); "body" for the body as
+	// a whole.
+	Errors []core.FieldError `json:"errors,omitempty"`
 }
 
 // New returns the Details of status for r: type about:blank, the given
 // title and detail, r's path as the instance.
-func New(r *http.Request, status int, title, detail string, errs ...FieldError) Details {
+func New(r *http.Request, status int, title, detail string, errs ...core.FieldError) Details {
 	return Details{Type: "about:blank", Title: title, Status: status, Detail: detail, Instance: r.URL.Path, Errors: errs}
 }
 

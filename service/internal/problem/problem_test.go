@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/internal/problem"
 )
 
@@ -19,7 +20,7 @@ func TestWrite(t *testing.T) {
 			w := httptest.NewRecorder()
 			w.Header().Set("Cache-Control", "no-store")
 			problem.Write(w, r, http.StatusBadRequest, problem.New(r, http.StatusBadRequest, "Bad Request", "limit: too big",
-				problem.FieldError{Field: "limit", Message: "too big"}))
+				core.FieldError{Field: "limit", Message: "too big"}))
 			require.Equal(t, http.StatusBadRequest, w.Code)
 			require.Equal(t, "application/problem+json", w.Header().Get("Content-Type"))
 			require.Equal(t, "nosniff", w.Header().Get("X-Content-Type-Options"))
@@ -41,7 +42,7 @@ func ExampleWrite() {
 	r := httptest.NewRequest(http.MethodGet, "/api/v1/audit?limit=0", nil)
 	w := httptest.NewRecorder()
 	problem.Write(w, r, http.StatusBadRequest, problem.New(r, http.StatusBadRequest, "Bad Request",
-		"limit: must be an integer from 1 to 1000", problem.FieldError{Field: "limit", Message: "must be an integer from 1 to 1000"}))
+		"limit: must be an integer from 1 to 1000", core.FieldError{Field: "limit", Message: "must be an integer from 1 to 1000"}))
 	fmt.Println(w.Header().Get("Content-Type"))
 	fmt.Print(w.Body.String())
 	// Output:

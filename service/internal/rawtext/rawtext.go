@@ -16,20 +16,15 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/core"
 )
 
-// Invalid says where text that is not valid UTF-8 was found, and why.
-type Invalid struct {
-	// Field names it: a JSON member ("name", "rules[3].name"), "body"
-	// for bytes outside any string, a query parameter or form field, a
-	// path wildcard ("id").
-	Field string
-	// Reason says what is wrong ("not valid UTF-8", ...).
-	Reason string
-}
-
-// Error returns "field: reason".
-func (e *Invalid) Error() string { return e.Field + ": " + e.Reason }
+// Each function returns where text that is not valid UTF-8 was found, and
+// why, as a *core.FieldError: its Field names a JSON member ("name",
+// "rules[3].name"), "body" for bytes outside any string, a query parameter
+// or form field, a path wildcard ("id"); its Message what is wrong ("not
+// valid UTF-8", ...).
 
 // The reasons.
 const (
@@ -45,7 +40,7 @@ const (
 // body that is not JSON past the invalid text, are the field "body" (or
 // root). It returns nil when every string is valid; a body that is not
 // JSON but holds only valid text is left to the decoder to refuse.
-func JSON(body []byte, root string) *Invalid {
+func JSON(body []byte, root string) *core.FieldError {
 	if utf8.Valid(body) && !mayEscapeSurrogate(body) {
 		return nil
 	}
@@ -56,7 +51,7 @@ func JSON(body []byte, root string) *Invalid {
 		return inv
 	}
 	if !ok || !utf8.Valid(body) {
-		return &Invalid{Field: orBody(root), Reason: notUTF8}
+		return &core.FieldError{Field: orBody(root), Message: notUTF8}
 	}
 	return nil
 }
@@ -97,7 +92,7 @@ func (s *scanner) space() {
 }
 
 // value reads one value at path; ok is false when the text is not JSON.
-func (s *scanner) value(path string) (inv *Invalid, ok bool) {
+func (s *scanner) value(path string) (inv *core.FieldError, ok bool) {
 	if s.i >= len(s.b) {
 		return nil, false
 	}
@@ -109,7 +104,7 @@ func (s *scanner) value(path string) (inv *Invalid, ok bool) {
 	case '"':
 		_, bad, ok := s.str()
 		if bad != "" {
-			return &Invalid{Field: orBody(path), Reason: bad}, true
+			return &core.FieldError{Field: orBody(path), Message: bad}, true
 		}
 		return nil, ok
 	}
@@ -120,7 +115,7 @@ func (s *scanner) value(path string) (inv *Invalid, ok bool) {
 }
 
 // object reads an object at path.
-func (s *scanner) object(path string) (*Invalid, bool) {
+func (s *scanner) object(path string) (*core.FieldError, bool) {
 	s.i++ // {
 	s.space()
 	if s.i < len(s.b) && s.b[s.i] == '}' {
@@ -135,7 +130,7 @@ func (s *scanner) object(path string) (*Invalid, bool) {
 		start := s.i
 		name, bad, ok := s.str()
 		if bad != "" {
-			return &Invalid{Field: orBody(path), Reason: fmt.Sprintf("member name %s %s", strconv.Quote(string(s.b[start+1:s.i-1])), bad)}, true
+			return &core.FieldError{Field: orBody(path), Message: fmt.Sprintf("member name %s %s", strconv.Quote(string(s.b[start+1:s.i-1])), bad)}, true
 		}
 		if !ok {
 			return nil, false
@@ -170,7 +165,7 @@ func (s *scanner) object(path string) (*Invalid, bool) {
 }
 
 // array reads an array at path, its elements named path[i].
-func (s *scanner) array(path string) (*Invalid, bool) {
+func (s *scanner) array(path string) (*core.FieldError, bool) {
 	s.i++ // [
 	s.space()
 	if s.i < len(s.b) && s.b[s.i] == ']' {
@@ -269,7 +264,7 @@ func hex4(b []byte, i int) (int, bool) {
 // Values finds the first name or value of v (a query or a form, in name
 // order) that is not valid UTF-8: a value is named by its parameter, an
 // invalid name is the field what ("query", "form").
-func Values(v url.Values, what string) *Invalid {
+func Values(v url.Values, what string) *core.FieldError {
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range v {
 			if !yield(k) {
@@ -278,11 +273,11 @@ func Values(v url.Values, what string) *Invalid {
 		}
 	}) {
 		if !utf8.ValidString(k) {
-			return &Invalid{Field: what, Reason: fmt.Sprintf("parameter name %s is %s", strconv.Quote(k), notUTF8)}
+			return &core.FieldError{Field: what, Message: fmt.Sprintf("parameter name %s is %s", strconv.Quote(k), notUTF8)}
 		}
 		for _, x := range v[k] {
 			if !utf8.ValidString(x) {
-				return &Invalid{Field: k, Reason: notUTF8}
+				return &core.FieldError{Field: k, Message: notUTF8}
 			}
 		}
 	}
@@ -291,7 +286,7 @@ func Values(v url.Values, what string) *Invalid {
 
 // Query is Values of r's query string, when it parses (a malformed one is
 // left to the handler to refuse).
-func Query(r *http.Request) *Invalid {
+func Query(r *http.Request) *core.FieldError {
 	if r.URL.RawQuery == "" {
 		return nil
 	}
@@ -306,7 +301,7 @@ func Query(r *http.Request) *Invalid {
 // (r.Pattern, "/rules/{id}") whose value, percent-decoded, is not valid
 // UTF-8, named by the wildcard ("id"). Outside any wildcard, a decoded
 // path that is not valid UTF-8 is the field "path".
-func PathValues(r *http.Request) *Invalid {
+func PathValues(r *http.Request) *core.FieldError {
 	if utf8.ValidString(r.URL.Path) {
 		return nil
 	}
@@ -326,8 +321,8 @@ func PathValues(r *http.Request) *Invalid {
 			continue
 		}
 		if !utf8.ValidString(r.PathValue(name)) {
-			return &Invalid{Field: name, Reason: notUTF8}
+			return &core.FieldError{Field: name, Message: notUTF8}
 		}
 	}
-	return &Invalid{Field: "path", Reason: notUTF8}
+	return &core.FieldError{Field: "path", Message: notUTF8}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/service/internal/rawtext"
 	"github.com/sluicehq/sluice/service/internal/rawtext/rawtexttest"
 )
@@ -42,7 +43,7 @@ func TestJSONFindsEveryInvalidString(t *testing.T) {
 			inv := rawtext.JSON([]byte(c.body), c.root)
 			require.NotNil(t, inv, "%s in %q", s.Name, c.body)
 			require.Equal(t, c.field, inv.Field, "%s in %q", s.Name, c.body)
-			require.True(t, utf8.ValidString(inv.Reason), inv.Reason)
+			require.True(t, utf8.ValidString(inv.Message), inv.Message)
 		}
 	}
 }
@@ -73,7 +74,7 @@ func TestValues(t *testing.T) {
 		require.Equal(t, "cursor", inv.Field, s.Name)
 		inv = rawtext.Values(url.Values{"n" + s.Bytes: {"ok"}}, "form")
 		require.Equal(t, "form", inv.Field, s.Name)
-		require.True(t, utf8.ValidString(inv.Reason))
+		require.True(t, utf8.ValidString(inv.Message))
 		r := httptest.NewRequest(http.MethodGet, "/x?limit=1&actor="+url.QueryEscape(s.Bytes), nil)
 		require.Equal(t, "actor", rawtext.Query(r).Field, s.Name)
 	}
@@ -84,7 +85,7 @@ func TestValues(t *testing.T) {
 // PathValues names the wildcard whose decoded value is invalid.
 func TestPathValues(t *testing.T) {
 	for _, s := range rawtexttest.Invalid {
-		var got *rawtext.Invalid
+		var got *core.FieldError
 		mux := http.NewServeMux()
 		mux.HandleFunc("/users/{id}/override/{rule}", func(_ http.ResponseWriter, r *http.Request) { got = rawtext.PathValues(r) })
 		mux.HandleFunc("/raw/", func(_ http.ResponseWriter, r *http.Request) { got = rawtext.PathValues(r) })
@@ -99,7 +100,7 @@ func TestPathValues(t *testing.T) {
 			require.Equal(t, want, got.Field, path)
 		}
 	}
-	var got *rawtext.Invalid
+	var got *core.FieldError
 	mux := http.NewServeMux()
 	mux.HandleFunc("/users/{id}", func(_ http.ResponseWriter, r *http.Request) { got = rawtext.PathValues(r) })
 	mux.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/users/"+url.PathEscape("é/"+strings.Repeat("x", 3)), nil))
