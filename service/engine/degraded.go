@@ -25,8 +25,8 @@ func degraded(d *core.Decision) core.Source {
 }
 
 // DegradedName is the name every front door gives a Result's (or a
-// DescriptorsResult's) Degraded: "fail_open" (allowed unchecked: no limit
-// was applied), "fail_closed" (denied unchecked: no limit was applied
+// DescriptorsResult's) Degraded: "fail_open" (allowed unchecked: no
+// counter was read), "fail_closed" (denied unchecked: no counter was read
 // either), "fallback" (a local limiter decided, on its share of the
 // limit), or "" when the store decided.
 func DegradedName(s core.Source) string {
@@ -41,9 +41,9 @@ func DegradedName(s core.Source) string {
 	return ""
 }
 
-// Unchecked reports whether s is a failure mode that applied no limit
-// (fail open or fail closed): the answer states no limit, remaining or
-// reset.
+// Unchecked reports whether s is a failure mode that read no counter (fail
+// open or fail closed): the answer states the rule's limit, but no
+// remaining or reset.
 func Unchecked(s core.Source) bool { return s == core.FailedOpen || s == core.FailedClosed }
 
 // FieldsFor returns the rate-limit fields to send with a decision whose

@@ -56,8 +56,9 @@ type Result struct {
 	// to its limit; empty when no rule applies (the check is allowed and
 	// nothing is counted).
 	Rule string
-	// Limit is the binding rule's capacity (the limit applied: a tier's or
-	// an override's when there is one); Used is Limit - Remaining.
+	// Limit is the binding rule's capacity: the limit applied (a tier's, an
+	// override's, or in fallback the local share of one), read from its
+	// core.PolicyResult, whoever answered; Used is Limit - Remaining.
 	Limit, Remaining, Used int64
 	// ResetAt is when the binding rule's key is fresh again; RetryAfter,
 	// when denied, is the wait until a check of the same cost passes
@@ -70,10 +71,10 @@ type Result struct {
 	// Degraded is core.FromStore when the store decided; otherwise the
 	// guard's failure mode that answered instead (core.FailedOpen,
 	// core.FailedClosed, core.FromFallback: see DegradedName). When it
-	// failed open or closed no limit was applied: Limit, Remaining and
-	// Used are 0 and ResetAt is zero (Rule still names the rule that
-	// would have decided). Under fallback they are the local limiter's,
-	// on its share of the limit.
+	// failed open or closed no counter was read: Limit is the rule's, but
+	// Remaining and Used are 0 and ResetAt is zero, unknown (Rule names the
+	// rule that would have decided). Under fallback they are the local
+	// limiter's, on its share of the limit.
 	Degraded core.Source
 	// Decision is the whole decision, one PolicyResult per rule that
 	// applied, for the rate-limit fields (ratelimitfields.Config.Format).
@@ -431,14 +432,13 @@ func resultOf(d core.Decision) Result {
 		return res
 	}
 	b := &d.Results[d.Binding]
-	res.Rule = b.Policy
-	if Unchecked(b.Source) { // no limit was applied: none is stated
+	res.Rule, res.Limit = b.Policy, b.Capacity
+	if Unchecked(b.Source) { // no counter was read: none is stated
 		if !d.Allowed {
 			res.RetryAfter = b.RetryAfter
 		}
 		return res
 	}
-	res.Limit = b.Capacity
 	res.Remaining = b.Remaining
 	res.Used = max(b.Capacity-b.Remaining, 0)
 	res.ResetAt = resetAt(&b.Result)

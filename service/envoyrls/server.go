@@ -294,32 +294,27 @@ func descriptorStatus(r *engine.DescriptorResult, now time.Time, st *rlsv3.RateL
 	if !p.Allowed && !p.Shadow && !r.Rule.Shadow {
 		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
-	if engine.Unchecked(p.Source) { // the guard answered: no limit was applied, none is stated
-		if st.Code != rlsv3.RateLimitResponse_OK {
+	// The limit applied (a tier's, an override's, a fallback's share),
+	// as core states it, whoever answered.
+	perUnit, unit := EnvoyLimit(p.Limit.Rate, p.Limit.Period)
+	l.Name, l.RequestsPerUnit, l.Unit = r.Rule.ID, perUnit, unit
+	st.CurrentLimit = l
+	if engine.Unchecked(p.Source) { // the guard answered: no counter was read
+		switch {
+		case st.Code != rlsv3.RateLimitResponse_OK:
 			setSeconds(d, p.RetryAfter) // fail closed: when to try again
 			st.DurationUntilReset = d
+		default: // fail open counts nothing: the whole limit is left
+			st.LimitRemaining = clampUint32(p.Capacity)
 		}
 		return
 	}
-	limit := p.Limit
-	if p.Applied != nil {
-		limit = *p.Applied
-	}
-	if limit.Rate == 0 {
-		limit = r.Rule.Limit
-	}
-	if p.Source == core.FromFallback && p.Capacity > 0 && limit.Capacity() != p.Capacity {
-		// the local limiter's share of the limit, which it decided on
-		limit.Rate = max(limit.Rate*p.Capacity/limit.Capacity(), 1)
-	}
-	perUnit, unit := EnvoyLimit(limit.Rate, limit.Period)
 	remaining := p.Remaining
 	if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 		remaining = 0
 	}
-	l.Name, l.RequestsPerUnit, l.Unit = r.Rule.ID, perUnit, unit
-	setSeconds(d, untilReset(p, limit, now))
-	st.CurrentLimit, st.LimitRemaining, st.DurationUntilReset = l, clampUint32(remaining), d
+	setSeconds(d, untilReset(p, p.Limit, now))
+	st.LimitRemaining, st.DurationUntilReset = clampUint32(remaining), d
 }
 
 // untilReset is a status's duration_until_reset: for a fixed window (every

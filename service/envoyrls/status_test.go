@@ -27,9 +27,10 @@ func TestDescriptorStatus(t *testing.T) {
 	require.Equal(t, uint32(7), got.GetLimitRemaining())
 	require.Equal(t, 45*time.Second, got.GetDurationUntilReset().AsDuration())
 
-	// An override's limit (Applied) is the one stated.
+	// An override's limit, which core states as the result's Limit, is the
+	// one stated.
 	over := core.PerHour(7200)
-	pr.Applied = &over
+	pr.Limit, pr.Capacity, pr.Applied = over, over.Capacity(), &over
 	pr.Remaining = 1 << 40 // saturates
 	got = new(statusBlock).fill(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
 	require.Equal(t, uint32(7200), got.GetCurrentLimit().GetRequestsPerUnit())
@@ -37,7 +38,7 @@ func TestDescriptorStatus(t *testing.T) {
 	require.Equal(t, uint32(math.MaxUint32), got.GetLimitRemaining())
 
 	// Denied: OVER_LIMIT with nothing remaining; in shadow, OK.
-	pr.Applied, pr.Allowed, pr.Remaining = nil, false, 0
+	pr.Limit, pr.Capacity, pr.Applied, pr.Allowed, pr.Remaining = rule.Limit, 10, nil, false, 0
 	got = new(statusBlock).fill(&engine.DescriptorResult{Rule: rule, Result: pr}, time.Time{})
 	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, got.GetCode())
 	pr.Shadow = true

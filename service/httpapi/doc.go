@@ -22,8 +22,8 @@
 // When the limiter could not decide on its store, the answer says which
 // failure mode answered instead, in "degraded" ("fail_open", "fail_closed"
 // or "fallback") and in a Sluice-Degraded header; under fail_open and
-// fail_closed no limit was applied, and limit, remaining and reset_at are
-// null.
+// fail_closed no counter was read: remaining and reset_at are null, and
+// limit is the rule's.
 //
 // By default a denial is 200 with "allowed": false. In status mode (the
 // handler option WithStatusMode, or ?mode=status on a request) a denial is

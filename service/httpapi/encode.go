@@ -49,14 +49,14 @@ func appendAnswer(b []byte, a *answerBody) []byte {
 		out, _ := json.Marshal(a.response()) // no body when it cannot be written, as before
 		return append(b, out...)
 	}
-	// No limit was applied: limit and remaining are null, written after the
-	// other fields (MarshalJSON's embedding).
+	// No counter was read: remaining is null, written after the other
+	// fields (MarshalJSON's embedding).
 	unchecked := a.degraded == engine.DegradedName(core.FailedOpen) || a.degraded == engine.DegradedName(core.FailedClosed)
 	b = append(b, `{"allowed":`...)
 	b = strconv.AppendBool(b, a.allowed)
+	b = append(b, `,"limit":`...)
+	b = strconv.AppendInt(b, a.limit, 10)
 	if !unchecked {
-		b = append(b, `,"limit":`...)
-		b = strconv.AppendInt(b, a.limit, 10)
 		b = append(b, `,"remaining":`...)
 		b = strconv.AppendInt(b, a.remaining, 10)
 	}
@@ -85,7 +85,7 @@ func appendAnswer(b []byte, a *answerBody) []byte {
 		b = append(b, '"')
 	}
 	if unchecked {
-		b = append(b, `,"limit":null,"remaining":null`...)
+		b = append(b, `,"remaining":null`...)
 	}
 	return append(b, '}')
 }

@@ -74,13 +74,15 @@ type Request struct {
 type Response struct {
 	// Allowed is false when a rule denied the check.
 	Allowed bool `json:"allowed"`
-	// Limit is the deciding rule's capacity, Remaining what is left of it
-	// (0 and 0 when no rule applies; null when the guard failed open or
-	// closed and no limit was applied: see Degraded).
+	// Limit is the deciding rule's capacity (the limit applied: a tier's,
+	// an override's, or, in fallback, the local limiter's share), whoever
+	// answered; Remaining what is left of it (0 and 0 when no rule applies;
+	// Remaining null when the guard failed open or closed and no counter
+	// was read: see Degraded).
 	Limit     int64 `json:"limit"`
 	Remaining int64 `json:"remaining"`
 	// ResetAt is when the deciding rule's key is fresh again (RFC 3339,
-	// UTC); null when no rule applies, or no limit was applied.
+	// UTC); null when no rule applies, or no counter was read.
 	ResetAt *time.Time `json:"reset_at"`
 	// RetryAfter is, when denied, the seconds to wait before a check of the
 	// same cost passes, fractional, rounded up to the millisecond (the
@@ -98,14 +100,14 @@ type Response struct {
 	// it names the failure mode that answered because the store could
 	// not (engine.DegradedName, also sent in the Sluice-Degraded header):
 	// "fail_open" (allowed unchecked) or "fail_closed" (denied unchecked),
-	// where no limit was applied, so limit, remaining and reset_at are
-	// null; or "fallback", where a local limiter decided on its share of
-	// the limit, which limit and remaining state.
+	// where no counter was read, so remaining and reset_at are null and
+	// limit is the rule's; or "fallback", where a local limiter decided on
+	// its share of the limit, which limit and remaining state.
 	Degraded string `json:"degraded,omitempty"`
 }
 
-// MarshalJSON writes r, with limit and remaining null when r.Degraded is
-// "fail_open" or "fail_closed" (no limit was applied: 0 would be false).
+// MarshalJSON writes r, with remaining null when r.Degraded is "fail_open"
+// or "fail_closed" (no counter was read: 0 would be false).
 func (r Response) MarshalJSON() ([]byte, error) {
 	type plain Response // without this method
 	if r.Degraded != engine.DegradedName(core.FailedOpen) && r.Degraded != engine.DegradedName(core.FailedClosed) {
@@ -113,7 +115,6 @@ func (r Response) MarshalJSON() ([]byte, error) {
 	}
 	return json.Marshal(struct {
 		plain
-		Limit     *int64 `json:"limit"`
 		Remaining *int64 `json:"remaining"`
 	}{plain: plain(r)})
 }
@@ -511,7 +512,11 @@ func engineError(err error) *failure {
 // answer writes the decision.
 func (h *Handler) answer(w http.ResponseWriter, res *engine.Result, statusMode bool, denyStatus int) {
 	a := answerBody{allowed: res.Allowed, rule: res.Rule, state: res.State.String(), degraded: engine.DegradedName(res.Degraded)}
-	if res.Rule != "" && !engine.Unchecked(res.Degraded) {
+	switch {
+	case res.Rule == "":
+	case engine.Unchecked(res.Degraded): // the limit, no counter
+		a.limit = res.Limit
+	default:
 		a.limit, a.remaining, a.resetAt, a.reset = res.Limit, res.Remaining, res.ResetAt.UTC(), true
 	}
 	if !res.Allowed {

@@ -96,13 +96,13 @@ type Degraded int32
 const (
 	// The store decided: the answer is the shared limit's.
 	Degraded_DEGRADED_NONE Degraded = 0
-	// The store failed and the check was allowed unchecked: no limit was
-	// applied, and limit, remaining, current and reset_at state none (0,
-	// absent).
+	// The store failed and the check was allowed unchecked: no counter was
+	// read, so remaining, current and reset_at state none (0, absent);
+	// limit is the rule's.
 	Degraded_DEGRADED_FAIL_OPEN Degraded = 1
 	// The store failed and the check was denied unchecked, with a short
-	// retry_after: no limit was applied (limit, remaining, current and
-	// reset_at state none).
+	// retry_after: no counter was read (remaining, current and reset_at
+	// state none; limit is the rule's).
 	Degraded_DEGRADED_FAIL_CLOSED Degraded = 2
 	// The store failed and a local in-memory limiter decided, on its share
 	// of the limit: limit, remaining and reset_at are that limiter's.

@@ -264,8 +264,8 @@ func formatCheck(r *ratelimitv1.CheckResponse, asJSON bool) string {
 		rule = "(no rule applies)"
 	}
 	s := fmt.Sprintf("%s  rule=%s  used=%d/%d  remaining=%d", verdict, rule, o.Current, o.Limit, o.Remaining)
-	if o.Degraded == "fail_open" || o.Degraded == "fail_closed" { // no limit was applied: none is printed
-		s = fmt.Sprintf("%s  rule=%s", verdict, rule)
+	if o.Degraded == "fail_open" || o.Degraded == "fail_closed" { // no counter was read: only the limit is printed
+		s = fmt.Sprintf("%s  rule=%s  limit=%d", verdict, rule, o.Limit)
 	}
 	if o.Degraded != "" {
 		s += "  degraded=" + o.Degraded

@@ -31,7 +31,7 @@ func TestFormatCheck(t *testing.T) {
 	require.Contains(t, formatCheck(r, false), "retry_after=never")
 	// A failure mode's answer says so, and states no limit it did not apply.
 	r = &ratelimitv1.CheckResponse{Allowed: true, Rule: "x", Degraded: ratelimitv1.Degraded_DEGRADED_FAIL_OPEN}
-	require.Equal(t, "allowed  rule=x  degraded=fail_open", formatCheck(r, false))
+	require.Equal(t, "allowed  rule=x  limit=0  degraded=fail_open", formatCheck(r, false))
 	require.JSONEq(t, `{"allowed":true,"state":"unspecified","rule":"x","current":0,"limit":0,"remaining":0,"degraded":"fail_open"}`, formatCheck(r, true))
 	r = &ratelimitv1.CheckResponse{Allowed: true, Rule: "x", Limit: 5, Remaining: 4, Current: 1, Degraded: ratelimitv1.Degraded_DEGRADED_FALLBACK}
 	require.Equal(t, "allowed  rule=x  used=1/5  remaining=4  degraded=fallback", formatCheck(r, false))

@@ -44,32 +44,36 @@ descriptors:
 `
 
 // degradedCase is one failure mode of the guard and what every front door
-// must say under it: the name, whether the check passes, and the limit
-// stated (0: none, when no limit was applied).
+// must say under it: the name, whether the check passes, the limit stated
+// (the limit applied, never 0) and whether a counter was read (else no
+// remaining or reset is stated).
 type degradedCase struct {
 	mode    string
 	option  guard.Option
 	name    string
 	allowed bool
 	limit   int64
+	counted bool
 }
 
 var degradedCases = []degradedCase{
-	{mode: "open", option: guard.WithFailOpen(), name: "fail_open", allowed: true},
-	{mode: "closed", option: guard.WithFailClosed(time.Second), name: "fail_closed"},
+	{mode: "open", option: guard.WithFailOpen(), name: "fail_open", allowed: true, limit: 5},
+	{mode: "closed", option: guard.WithFailClosed(time.Second), name: "fail_closed", limit: 5},
 	// two instances: the local limiter decides on half of 5, rounded up
-	{mode: "fallback", option: guard.WithFallback(2), name: "fallback", allowed: true, limit: 3},
+	{mode: "fallback", option: guard.WithFallback(2), name: "fallback", allowed: true, limit: 3, counted: true},
 }
 
 // TestAttackDegradedEveryDoor: with the store behind the guard in each
 // failure mode, and its redis-server killed or hung (SIGSTOP), every front
 // door says that the limiter could not decide, by the same name, and
-// states no limit the engine did not apply: the HTTP check (body field
-// and header, in body and status mode), the native CheckRateLimit,
-// CheckRateLimitBatch, GetRemainingQuota and Report (the degraded field,
-// and metadata), Envoy's ShouldRateLimit (a response header and dynamic
-// metadata) and /json. Before the fault, the same calls say nothing of
-// the kind.
+// states the limit applied, never 0 (the rule's when failing open or
+// closed, the local share in fallback), but no remaining or reset it did
+// not read: the HTTP check (body field and header, in body and status
+// mode), the native CheckRateLimit, CheckRateLimitBatch, GetRemainingQuota
+// and Report (the degraded field, and metadata), Envoy's ShouldRateLimit
+// (a response header and dynamic metadata) and /json. Before the fault, the
+// same calls say nothing of the kind. On main failing open or closed
+// stated limit null (HTTP), 0 (gRPC) and no current_limit (Envoy).
 func TestAttackDegradedEveryDoor(t *testing.T) {
 	for _, tc := range degradedCases {
 		for _, fault := range []string{"killed", "stopped"} {
@@ -130,15 +134,14 @@ func requireDegraded(t *testing.T, native, envoy *stack, tc degradedCase) {
 		require.Equal(t, tc.name, body["degraded"])
 		require.Equal(t, tc.allowed, body["allowed"])
 		require.Equal(t, "per-user", body["rule"])
-		if tc.limit == 0 {
-			require.Contains(t, body, "limit")
-			require.Nil(t, body["limit"], "a limit no rule applied")
-			require.Nil(t, body["remaining"])
+		require.EqualValues(t, tc.limit, body["limit"], "the limit applied")
+		if !tc.counted {
+			require.Contains(t, body, "remaining")
+			require.Nil(t, body["remaining"], "no counter was read")
 			require.Nil(t, body["reset_at"])
-			require.Empty(t, h.Get("RateLimit-Policy"), "a limit no rule applied")
+			require.Empty(t, h.Get("RateLimit-Policy"), "its remaining would be a guess")
 			require.Empty(t, h.Get("X-RateLimit-Limit"))
 		} else {
-			require.EqualValues(t, tc.limit, body["limit"])
 			require.Contains(t, h.Get("RateLimit-Policy"), ";q="+strconv.FormatInt(tc.limit, 10)+";")
 		}
 		if !tc.allowed {
@@ -160,7 +163,7 @@ func requireDegraded(t *testing.T, native, envoy *stack, tc degradedCase) {
 		t.Helper()
 		require.Equal(t, want, res.GetDegraded(), what)
 		require.Equal(t, tc.limit, res.GetLimit(), what)
-		if tc.limit == 0 {
+		if !tc.counted {
 			require.Zero(t, res.GetRemaining(), what)
 			require.Zero(t, res.GetCurrent(), what)
 			require.Nil(t, res.GetResetAt(), what)
@@ -191,8 +194,8 @@ func requireDegraded(t *testing.T, native, envoy *stack, tc degradedCase) {
 			check("CheckRateLimitBatch", r.GetResponse(), nil)
 		}
 	}
-	// Envoy: a response header and dynamic metadata; no current_limit
-	// unless a local limiter applied one.
+	// Envoy: a response header and dynamic metadata; current_limit is the
+	// limit applied.
 	er, err := envoy.envoy.ShouldRateLimit(ctxT(t), envoyDegradedReq("e1"))
 	require.NoError(t, err)
 	requireEnvoyDegraded(t, er, tc)
@@ -227,12 +230,15 @@ func requireEnvoyDegraded(t *testing.T, er *rlsv3.RateLimitResponse, tc degraded
 	}
 	require.Equal(t, wantCode, er.GetOverallCode())
 	require.Equal(t, wantCode, st.GetCode())
-	if tc.limit == 0 {
-		require.Nil(t, st.GetCurrentLimit(), "a limit no rule applied")
-		require.Zero(t, st.GetLimitRemaining())
-	} else {
-		require.EqualValues(t, tc.limit, st.GetCurrentLimit().GetRequestsPerUnit())
+	require.EqualValues(t, tc.limit, st.GetCurrentLimit().GetRequestsPerUnit(), "the limit applied")
+	require.Equal(t, rlsv3.RateLimitResponse_RateLimit_MINUTE, st.GetCurrentLimit().GetUnit())
+	switch {
+	case tc.counted:
 		require.EqualValues(t, tc.limit-1, st.GetLimitRemaining())
+	case tc.allowed: // failing open counts nothing
+		require.EqualValues(t, tc.limit, st.GetLimitRemaining())
+	default:
+		require.Zero(t, st.GetLimitRemaining())
 	}
 	if !tc.allowed {
 		require.Equal(t, time.Second, st.GetDurationUntilReset().AsDuration(), "when to try again")
