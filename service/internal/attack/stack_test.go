@@ -45,6 +45,7 @@ type stack struct {
 	native ratelimitv1.RateLimitServiceClient
 	envoy  rlsv3.RateLimitServiceClient
 	remote *remotestore.Store // a core.Store on the instance's store, over gRPC
+	conn   *grpc.ClientConn   // to the instance's gRPC server
 	http   string             // base URL
 }
 
@@ -115,6 +116,7 @@ func startStackOn(t *testing.T, store core.Store, src rules.Source, opts ...engi
 		native: ratelimitv1.NewRateLimitServiceClient(conn),
 		envoy:  rlsv3.NewRateLimitServiceClient(conn),
 		remote: remotestore.New(conn),
+		conn:   conn,
 		http:   hs.URL,
 	}
 }
