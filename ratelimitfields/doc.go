@@ -18,7 +18,9 @@
 // quota-exceeded naming the violated policies. A request whose cost
 // exceeds the capacity can never succeed: it gets no Retry-After.
 //
-// q is the policy's capacity (the most requests at once); w is the seconds
+// q is the capacity of the limit applied (the most requests at once: the
+// PolicyResult's Capacity, an override's, a tier's or a fallback's when
+// one applied, as core states it); w is the seconds
 // in which that capacity is restored (the period of a window;
 // Burst×Period/Rate for a bucket). t is the time until more quota is
 // available: when denied, the seconds until this request would be allowed,
