@@ -121,6 +121,19 @@ type Sharded interface {
 	Node(k core.Key) string
 }
 
+// Bounded is a backend that bounds each of its calls by itself, queueing
+// included, and fails one that runs longer with an error wrapping
+// context.DeadlineExceeded, such as the Redis store (its WithTimeout). The
+// Store calls a Bounded backend whose Timeout is at most its own (see
+// WithTimeout) on the caller's context as it is: the backend's bound is the
+// tighter one, and a context with a timer of the Store's own would cost
+// every decision allocations and a timer.
+type Bounded interface {
+	// Timeout returns the longest a call of the backend runs. It is read
+	// once, when the Store is built.
+	Timeout() time.Duration
+}
+
 // NodeError is implemented by backend errors that name the node that
 // failed; a failure without it counts against every node of the call.
 type NodeError interface {

@@ -8,8 +8,10 @@
 //	gs, _ := guard.New(rs, guard.WithFallback(4), guard.WithDenyCache(guard.DenyCache{MaxKeys: 100_000}))
 //	lim, _ := core.NewLimiter(gs, policies)
 //
-// Every backend call is bounded by a timeout (DefaultTimeout, 5 ms). A call
-// that fails or times out is answered by the failure Mode:
+// Every backend call is bounded by a timeout (DefaultTimeout, 5 ms): its
+// context's, or, for a backend that bounds its calls itself within it (the
+// Redis store with a timeout of its own no longer, see Bounded), the
+// backend's. A call that fails or times out is answered by the failure Mode:
 //
 //   - fail open (the default): the request is allowed, its Result marked
 //     core.FailedOpen;

@@ -83,6 +83,9 @@ type Store struct {
 	shares [shareSlots]atomic.Pointer[shared]
 
 	sharded Sharded // backend as a Sharded, or nil
+	// bounded: the backend bounds its calls within the timeout (see
+	// Bounded), so they run on the caller's context as it is.
+	bounded bool
 	// whole is the circuit of the backend, or of the keys whose node a
 	// Sharded backend cannot tell; nodes holds one per node of a Sharded
 	// backend (copied on write: nodes are few and rarely new).
@@ -132,7 +135,9 @@ func WithFallback(instances int, opts ...memorystore.Option) Option {
 }
 
 // WithTimeout bounds every backend call (DefaultTimeout). A call that runs
-// out of time is a failure.
+// out of time is a failure. A backend that bounds its own calls within d
+// (see Bounded: the Redis store with a WithTimeout of at most d) is called
+// on the caller's context as it is.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // Breaker configures the circuit breaker. The zero value means the
@@ -227,6 +232,9 @@ func New(backend core.Store, opts ...Option) (*Store, error) {
 	}
 	s := &Store{backend: backend, cfg: c, epoch: c.clock()}
 	s.sharded, _ = backend.(Sharded) // once, when built: an optional hint, not a capability
+	if b, ok := backend.(Bounded); ok {
+		s.bounded = b.Timeout() > 0 && b.Timeout() <= c.timeout
+	}
 	if c.denyCache != nil {
 		d := *c.denyCache
 		switch {
@@ -321,7 +329,7 @@ func (s *Store) takeOne(ctx context.Context, ops []core.Op, out []core.Result) e
 		return s.degradeOne(ctx, op, &out[0])
 	}
 	s.calls.Add(1)
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	cctx, cancel := s.bound(ctx)
 	err := s.backend.Take(cctx, ops, out)
 	cancel()
 	if err != nil {
@@ -399,7 +407,7 @@ func (s *Store) takeGroup(ctx context.Context, ops []core.Op, out []core.Result)
 // err is what the caller returns.
 func (s *Store) callGroup(ctx context.Context, ops []core.Op, out []core.Result, all []core.Op, allOut []core.Result, bs []*breaker, probes []bool) (failed bool, err error) {
 	s.calls.Add(1)
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	cctx, cancel := s.bound(ctx)
 	err = s.backend.Take(cctx, ops, out)
 	cancel()
 	if err == nil {
@@ -504,7 +512,7 @@ func (s *Store) Refund(ctx context.Context, a core.Admission) error {
 	if !ok {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	cctx, cancel := s.bound(ctx)
 	err := s.backend.Refund(cctx, a)
 	cancel()
 	switch {
@@ -572,6 +580,16 @@ func (s *Store) ClearOverride(ctx context.Context, k core.Key) error {
 		}
 	}
 	return nil
+}
+
+// bound returns the context of a backend call: ctx bounded by the
+// timeout, or ctx as it is when the backend bounds the call itself within
+// it (see Bounded).
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.bounded {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.cfg.timeout)
 }
 
 // passThrough reports whether err belongs to the caller rather than the

@@ -157,6 +157,11 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // FailedNode returns the address of the node that failed.
 func (e *NodeError) FailedNode() string { return e.Node }
 
+// Timeout returns the bound of every call (WithTimeout). It lets core/guard
+// call the store without a timer of its own when its timeout is no
+// shorter.
+func (s *Store) Timeout() time.Duration { return s.timeout }
+
 // Node returns the address of the Cluster master that serves k's identity
 // (the hash tag of k's keys), as the client's slot map has it now, or "" when the client is
 // not a Cluster client or has not loaded its slot map yet (a call does). It

@@ -5,6 +5,10 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core/guard"
+	"github.com/sluicehq/sluice/core/redisstore"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/service/engine"
@@ -118,6 +122,51 @@ func BenchmarkCheckRedis(b *testing.B) {
 		for pb.Next() {
 			id := "user-" + strconv.Itoa(int(n.Add(1)&1023))
 			r, err := e.Check(context.Background(), engine.Check{Dimension: "user", Identifier: id, Endpoint: "/api/orders", Cost: 1})
+			if err != nil || !r.Allowed {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkDescriptorsGuardedRedis is ratelimitd's ShouldRateLimit on
+// Redis without the protocol: one descriptor of 1000 users under a fixed
+// window, decided on the Redis store behind the guard with one timeout (as
+// `ratelimitd serve --redis` builds them), from 64 goroutines, each call
+// under a deadline as a gRPC call has one.
+func BenchmarkDescriptorsGuardedRedis(b *testing.B) {
+	rs := redisStore(b, redistest.StartServer(b).Addr, redisstore.WithTimeout(time.Second))
+	g, err := guard.New(rs, guard.WithTimeout(time.Second), guard.WithFailClosed(0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := rules.Parse("rules.yaml", []byte(`
+domain: bench
+descriptors:
+  - key: user
+    rate_limit: {unit: second, requests_per_unit: 1000000}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := engine.New(context.Background(), g, newSource(s))
+	if err != nil {
+		b.Fatal(err)
+	}
+	users := make([]string, 1000)
+	for i := range users {
+		users[i] = strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		ds := []engine.Descriptor{{Entries: []rules.Entry{{Key: "user"}}, Cost: 1}}
+		for pb.Next() {
+			ds[0].Entries[0].Value = users[n.Add(1)%int64(len(users))]
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			r, err := e.Descriptors(ctx, "bench", ds)
+			cancel()
 			if err != nil || !r.Allowed {
 				b.Fatal(err)
 			}
