@@ -77,3 +77,28 @@ func TestAttackTakeOfKeysSharingRedisKeys(t *testing.T) {
 	require.True(t, out[0].Allowed, "the refused Take counted")
 	require.NoError(t, s.Take(ctx, []core.Op{{Key: core.Key{Identity: "x", Policy: "p\x00q"}, Limit: l, Cost: 1}, {Key: core.Key{Identity: "x", Policy: "q"}, Limit: l, Cost: 1}}, make([]core.Result, 2)))
 }
+
+// A one-op call holds its keys itself: its argv (decide1's keys as
+// pointers to them, which go-redis writes as the strings, then its
+// arguments) costs one allocation, the keys' bytes, and names the keys
+// opKeys names.
+func TestDecide1ArgvAllocatesOnlyItsKeys(t *testing.T) {
+	s := &Store{prefix: "sluice", r: &runner{}}
+	cp, err := s.compile(core.PerSecond(10))
+	require.NoError(t, err)
+	op := &core.Op{Key: core.Key{Identity: "user:1", Policy: "per-user"}, Limit: core.PerSecond(10), Cost: 1}
+	c := &call{}
+	build := func() {
+		c.argv = append(c.space[:0], nil, nil, keysPerOp)
+		s.decide1Argv(c, cp, op)
+	}
+	build()
+	var keys []string
+	for _, k := range c.argv[argvFirstKey : argvFirstKey+keysPerOp] {
+		keys = append(keys, *k.(*string))
+	}
+	want := s.opKeys(nil, op.Key, op.Limit.Algorithm)
+	require.Equal(t, []any{keys[0], keys[1], keys[2]}, want)
+	require.Equal(t, keys[0], c.firstKey())
+	require.Equal(t, 1.0, testing.AllocsPerRun(100, build))
+}

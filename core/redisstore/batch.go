@@ -24,8 +24,23 @@ type call struct {
 	// members are the one-op calls a decideMany call decides (see
 	// runner.group).
 	members []*call
-	// space holds argv for a call of one op (see Store.newCall1).
+	// space holds argv for a call of one op (see Store.newCall1), and keys
+	// its keys, which argv holds as pointers to them (go-redis writes a
+	// *string as the string: no allocation to box each key).
 	space [argvFirstKey + keysPerOp + decide1Args]any
+	keys  [keysPerOp]string
+}
+
+// firstKey returns the first key of the call, by which a Cluster routes
+// it (every key of a call shares its slot).
+func (c *call) firstKey() string {
+	switch k := c.argv[argvFirstKey].(type) {
+	case *string:
+		return *k
+	case string:
+		return k
+	}
+	return ""
 }
 
 // newCall returns a call of e with room for keys and args, due by deadline.

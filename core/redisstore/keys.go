@@ -13,6 +13,14 @@ import (
 // state, its override, and its state while an override limit applies. They
 // share one allocation: the override's key is a prefix of the third.
 func (s *Store) opKeys(argv []any, k core.Key, a core.Algorithm) []any {
+	var keys [keysPerOp]string
+	s.keysOf(&keys, k, a)
+	return append(argv, keys[0], keys[1], keys[2])
+}
+
+// keysOf sets keys to the KEYS of one op of k under algorithm a (see
+// opKeys), in one allocation.
+func (s *Store) keysOf(keys *[keysPerOp]string, k core.Key, a core.Algorithm) {
 	id, policy := parts(k)
 	id, policy = tag(id), tag(policy)
 	code := algoCode[a]
@@ -35,7 +43,7 @@ func (s *Store) opKeys(argv []any, k core.Key, a core.Algorithm) []any {
 	}
 	all := b.String()
 	state, ovrState := all[:n+len(code)], all[n+len(code):]
-	return append(argv, state, ovrState[:len(ovrState)-len(":s")], ovrState)
+	keys[0], keys[1], keys[2] = state, ovrState[:len(ovrState)-len(":s")], ovrState
 }
 
 // refundKeys appends KEYS of a refund of one op of k (lua/refund.lua):

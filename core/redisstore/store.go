@@ -113,7 +113,7 @@ func (s *Store) run(ctx context.Context, c *call) error {
 	node := ""
 	switch {
 	case s.cluster != nil:
-		node = s.nodeOfKey(c.argv[argvFirstKey].(string), c.Deadline()) // the first key: every key of a call shares its slot
+		node = s.nodeOfKey(c.firstKey(), c.Deadline()) // the first key: every key of a call shares its slot
 		if s.batch != nil {
 			err = s.runOn(ctx, s.batcherFor(node), c)
 		} else {
@@ -349,7 +349,7 @@ func (s *Store) runEach(ctx context.Context, calls []*call) []error {
 	for j, c := range calls {
 		bs[j] = s.batch
 		if s.cluster != nil {
-			nodes[j] = s.nodeOfKey(c.argv[argvFirstKey].(string), c.Deadline())
+			nodes[j] = s.nodeOfKey(c.firstKey(), c.Deadline())
 			bs[j] = s.batcherFor(nodes[j])
 		}
 	}

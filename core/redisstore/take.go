@@ -78,7 +78,8 @@ func sharedKeys(ops []core.Op) error {
 // its own that is never grouped with others (see runner.group).
 func (s *Store) book(ctx context.Context, cp *compiled, op *core.Op, res *core.Result) error {
 	c := newCall(&s.r.book, keysPerOp, decide1Args+1, time.Now().Add(s.timeout))
-	c.argv = append(s.decide1Argv(c.argv, cp, op), min(int64(op.MaxDelay/time.Microsecond), exact.Max))
+	s.decide1Argv(c, cp, op)
+	c.argv = append(c.argv, min(int64(op.MaxDelay/time.Microsecond), exact.Max))
 	if err := s.run(ctx, c); err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func (s *Store) book(ctx context.Context, cp *compiled, op *core.Op, res *core.R
 // take decides one op into res.
 func (s *Store) take(ctx context.Context, cp *compiled, op *core.Op, res *core.Result) error {
 	c := s.newCall1(time.Now().Add(s.timeout))
-	c.argv = s.decide1Argv(c.argv, cp, op)
+	s.decide1Argv(c, cp, op)
 	err := s.run(ctx, c)
 	var d decided
 	if err == nil {
@@ -107,11 +108,12 @@ func (s *Store) take(ctx context.Context, cp *compiled, op *core.Op, res *core.R
 	return nil
 }
 
-// decide1Argv appends the KEYS and ARGV of decide1 for op (see protocol.go):
-// its keys, the instant, its limit compiled (cp) and its cost.
-func (s *Store) decide1Argv(argv []any, cp *compiled, op *core.Op) []any {
-	argv = s.opKeys(argv, op.Key, op.Limit.Algorithm)
-	return append(argv, s.now(), cp.boxed, op.Cost)
+// decide1Argv appends to c's argv the KEYS and ARGV of decide1 for op (see
+// protocol.go): its keys, which c holds, the instant, its limit compiled
+// (cp) and its cost.
+func (s *Store) decide1Argv(c *call, cp *compiled, op *core.Op) {
+	s.keysOf(&c.keys, op.Key, op.Limit.Algorithm)
+	c.argv = append(c.argv, &c.keys[0], &c.keys[1], &c.keys[2], s.now(), cp.boxed, op.Cost)
 }
 
 // newCall1 returns a call of decide1 (one op) due by deadline, from a pool
@@ -134,6 +136,7 @@ func (s *Store) putCall1(c *call) {
 		return
 	}
 	clear(c.space[:])
+	c.keys = [keysPerOp]string{}
 	c.argv, c.res, c.err = nil, nil, nil
 	s.calls.Put(c)
 }
