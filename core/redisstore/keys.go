@@ -106,7 +106,7 @@ func tag(key string) string {
 		sum := sha256.Sum256([]byte(key))
 		return "#" + base64.RawURLEncoding.EncodeToString(sum[:16])
 	}
-	if !strings.ContainsAny(key, "{}%#") {
+	if !hasTagByte(key) {
 		return key
 	}
 	var b strings.Builder
@@ -119,4 +119,17 @@ func tag(key string) string {
 		}
 	}
 	return b.String()
+}
+
+// hasTagByte reports whether key holds a byte tag escapes ({, }, % or #):
+// a loop of its own, as strings.ContainsAny builds its set of bytes on
+// every call (the identity and policy of every decision are tested).
+func hasTagByte(key string) bool {
+	for i := 0; i < len(key); i++ {
+		switch key[i] {
+		case '{', '}', '%', '#':
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package rules_test
 
 import (
 	"context"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -360,6 +361,51 @@ descriptors:
 	require.Equal(t, "files|path=/files/*|user=u1", a)
 	require.Equal(t, a, b)
 	require.NotEqual(t, a, c)
+}
+
+// The identity of a descriptor whose rule takes the entries' values
+// escapes \, | and = wherever they are (first, last, in a row, alone, or
+// none), over random values: distinct values never share a counter.
+func TestEnvoyIdentityEscapesRandom(t *testing.T) {
+	s, err := rules.Parse("x.yaml", []byte(`
+domain: d
+descriptors:
+  - key: k
+    descriptors:
+      - key: u
+        rate_limit: {unit: second, requests_per_unit: 1}
+`))
+	require.NoError(t, err)
+	escape := func(v string) string {
+		var b strings.Builder
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c == '\\' || c == '|' || c == '=' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(v[i])
+		}
+		return b.String()
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = `ab\|=x`
+	seen := map[string][2]string{}
+	for range 20000 {
+		var vals [2]string
+		for j := range vals {
+			b := make([]byte, rng.IntN(6))
+			for k := range b {
+				b[k] = alphabet[rng.IntN(len(alphabet))]
+			}
+			vals[j] = string(b)
+		}
+		_, id, ok := s.MatchDescriptor("d", e("k", vals[0], "u", vals[1]))
+		require.True(t, ok)
+		require.Equal(t, "d|k="+escape(vals[0])+"|u="+escape(vals[1]), id)
+		if prev, dup := seen[id]; dup {
+			require.Equal(t, prev, vals, "two descriptors share %q", id)
+		}
+		seen[id] = vals
+	}
 }
 
 // A descriptor whose rule's levels are all literal values (or wildcards

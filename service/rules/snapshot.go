@@ -451,11 +451,12 @@ func identityOf(domain string, entries []Entry, path []EnvoyLevel) string {
 }
 
 func escapeTo(b *strings.Builder, s string) {
-	if !strings.ContainsAny(s, `\|=`) {
-		b.WriteString(s)
-		return
+	i := 0
+	for i < len(s) && s[i] != '\\' && s[i] != '|' && s[i] != '=' {
+		i++
 	}
-	for i := 0; i < len(s); i++ {
+	b.WriteString(s[:i]) // the longest prefix without one to escape (usually all of s)
+	for ; i < len(s); i++ {
 		if c := s[i]; c == '\\' || c == '|' || c == '=' {
 			b.WriteByte('\\')
 		}
