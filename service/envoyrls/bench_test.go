@@ -15,7 +15,7 @@ import (
 	"github.com/sluicehq/sluice/service/envoyrls"
 )
 
-func benchServer(b *testing.B) *envoyrls.Server {
+func benchServer(b testing.TB) *envoyrls.Server {
 	b.Helper()
 	e := memoryEngine(b, enRules(nil))
 	return envoyrls.New(e)

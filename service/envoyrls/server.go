@@ -109,7 +109,8 @@ func (s *Server) Register(g *grpc.Server) { rlsv3.RegisterRateLimitServiceServer
 // ...); a store failure is UNAVAILABLE with a generic message (its text is
 // logged, never sent), so that Envoy's failure_mode_deny decides.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	ds, fe := descriptors(req)
+	m := new(callMemory)
+	ds, fe := descriptors(req, m)
 	if fe != nil {
 		return nil, badrequest.Status([]*core.FieldError{fe}).Err()
 	}
@@ -128,13 +129,13 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			slog.String("domain", req.GetDomain()), slog.Int("descriptors", len(ds)), slog.Any("error", err))
 		return nil, status.Error(codes.Unavailable, "rate limit decision unavailable")
 	}
-	return s.response(&res), nil
+	return s.response(&res, m), nil
 }
 
 // descriptors translates req's descriptors into the engine's, which
 // validates them (naming the field); only the uint64 cost, which the
 // engine cannot see, and the count, before allocating, are checked here.
-func descriptors(req *rlsv3.RateLimitRequest) ([]engine.Descriptor, *core.FieldError) {
+func descriptors(req *rlsv3.RateLimitRequest, m *callMemory) ([]engine.Descriptor, *core.FieldError) {
 	in := req.GetDescriptors()
 	if len(in) > MaxDescriptors {
 		return nil, &core.FieldError{Field: "descriptors", Message: fmt.Sprintf("at most %d, got %d", MaxDescriptors, len(in))}
@@ -147,8 +148,14 @@ func descriptors(req *rlsv3.RateLimitRequest) ([]engine.Descriptor, *core.FieldE
 	for _, d := range in {
 		n += len(d.GetEntries())
 	}
-	out := make([]engine.Descriptor, len(in))
-	all := make([]rules.Entry, n) // one allocation for every descriptor's entries
+	out, all := m.ds[:0], m.entries[:0]
+	if len(in) > len(m.ds) {
+		out = make([]engine.Descriptor, 0, len(in))
+	}
+	if n > len(m.entries) {
+		all = make([]rules.Entry, 0, n) // one allocation for every descriptor's entries
+	}
+	out, all = out[:len(in)], all[:n]
 	for i, d := range in {
 		es := d.GetEntries()
 		entries := all[:len(es):len(es)]
@@ -169,8 +176,8 @@ func descriptors(req *rlsv3.RateLimitRequest) ([]engine.Descriptor, *core.FieldE
 }
 
 // response builds the RateLimitResponse of a decision.
-func (s *Server) response(res *engine.DescriptorsResult) *rlsv3.RateLimitResponse {
-	out, blocks := newResponse(len(res.Statuses))
+func (s *Server) response(res *engine.DescriptorsResult, m *callMemory) *rlsv3.RateLimitResponse {
+	out, blocks := m.response(len(res.Statuses))
 	if !res.Allowed {
 		out.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
@@ -194,45 +201,56 @@ func (s *Server) response(res *engine.DescriptorsResult) *rlsv3.RateLimitRespons
 			at = time.UnixMicro(b.At)
 		}
 		f := s.formatter.Format(d, res.Degraded, at)
-		out.ResponseHeadersToAdd = headers(f, name)
+		out.ResponseHeadersToAdd = m.headers(f, name)
 	}
 	if name != "" {
 		if !d.Limited() {
-			out.ResponseHeadersToAdd = headers(ratelimitfields.Fields{}, name)
+			out.ResponseHeadersToAdd = m.headers(ratelimitfields.Fields{}, name)
 		}
 		out.DynamicMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{"degraded": structpb.NewStringValue(name)}}
 	}
 	return out
 }
 
-// smallResponse is how many statuses a response holds in the allocation of
-// its message.
-const smallResponse = 2
+// What one call holds in its one allocation (see callMemory): an Envoy
+// request has a descriptor or two, of a few entries, and its answer a few
+// header fields.
+const (
+	smallResponse = 2 // descriptors, and statuses
+	smallEntries  = 3 // entries of every descriptor
+	smallHeaders  = 3 // header fields of the response
+)
 
-// responseBlock is a RateLimitResponse of up to smallResponse statuses,
-// and the messages it points to, allocated together.
-type responseBlock struct {
-	resp   rlsv3.RateLimitResponse
-	ptrs   [smallResponse]*rlsv3.RateLimitResponse_DescriptorStatus
-	blocks [smallResponse]statusBlock
+// callMemory is what one ShouldRateLimit needs, allocated together: the
+// engine's descriptors and their entries, the response, its statuses'
+// messages and its header messages, each for up to its small size above;
+// a larger call makes what does not fit there in allocations of its own.
+type callMemory struct {
+	ds      [smallResponse]engine.Descriptor
+	entries [smallEntries]rules.Entry
+	resp    rlsv3.RateLimitResponse
+	ptrs    [smallResponse]*rlsv3.RateLimitResponse_DescriptorStatus
+	blocks  [smallResponse]statusBlock
+	hvals   [smallHeaders]corev3.HeaderValue
+	hptrs   [smallHeaders]*corev3.HeaderValue
 }
 
-// newResponse returns an OK RateLimitResponse of n statuses and the
-// blocks of their messages: in one allocation for a few, in three for
-// more.
-func newResponse(n int) (*rlsv3.RateLimitResponse, []statusBlock) {
+// response returns an OK RateLimitResponse of n statuses and the blocks of
+// their messages, in m for a few, in two allocations more for more.
+func (m *callMemory) response(n int) (*rlsv3.RateLimitResponse, []statusBlock) {
+	m.resp.OverallCode = rlsv3.RateLimitResponse_OK
 	if n <= smallResponse {
-		b := new(responseBlock)
-		b.resp.OverallCode, b.resp.Statuses = rlsv3.RateLimitResponse_OK, b.ptrs[:n]
-		return &b.resp, b.blocks[:n]
+		m.resp.Statuses = m.ptrs[:n]
+		return &m.resp, m.blocks[:n]
 	}
-	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)}
-	return out, make([]statusBlock, n)
+	m.resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	return &m.resp, make([]statusBlock, n)
 }
 
 // headers are the response headers of fields f, and of the failure mode
-// named (none when ""), their messages in one allocation.
-func headers(f ratelimitfields.Fields, degraded string) []*corev3.HeaderValue {
+// named (none when ""), their messages in m for a few, in two allocations
+// for more.
+func (m *callMemory) headers(f ratelimitfields.Fields, degraded string) []*corev3.HeaderValue {
 	n := f.N
 	if degraded != "" {
 		n++
@@ -240,8 +258,10 @@ func headers(f ratelimitfields.Fields, degraded string) []*corev3.HeaderValue {
 	if n == 0 {
 		return nil
 	}
-	vals := make([]corev3.HeaderValue, n)
-	out := make([]*corev3.HeaderValue, 0, n)
+	vals, out := m.hvals[:n:n], m.hptrs[:0:n]
+	if n > smallHeaders {
+		vals, out = make([]corev3.HeaderValue, n), make([]*corev3.HeaderValue, 0, n)
+	}
 	for name, value := range f.All() {
 		v := &vals[len(out)]
 		v.Key, v.Value = name.String(), value

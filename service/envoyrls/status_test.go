@@ -67,7 +67,7 @@ func TestDenyStatus(t *testing.T) {
 	// allowed.
 	s := New(nil)
 	rule.Shadow = false
-	res := s.response(&engine.DescriptorsResult{Allowed: true, Statuses: []engine.DescriptorResult{{Rule: rule}, {}}})
+	res := s.response(&engine.DescriptorsResult{Allowed: true, Statuses: []engine.DescriptorResult{{Rule: rule}, {}}}, new(callMemory))
 	require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, res.GetOverallCode())
 	require.Equal(t, rlsv3.RateLimitResponse_OK, res.GetStatuses()[1].GetCode())
 }
