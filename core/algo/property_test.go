@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -362,11 +363,11 @@ func TestBucketsMatchExactModels(t *testing.T) {
 				var o algo.Outcome
 				sp.Step(&st, &o, at[i], cost[i])
 				got := sp.Result(&o)
-				require.Equal(t, at[i], got.At, "a bucket decides at now")
+				must(t, got.At == at[i], "a bucket decides at now: %d, not %d", got.At, at[i])
 				got.At = 0
 				for mi, m := range models {
 					want, commit := m.decide(at[i], cost[i])
-					require.Equal(t, want, got, "iter %d %s model %d step %d at %d cost %d", iter, l, mi, i, at[i], cost[i])
+					must(t, reflect.DeepEqual(want, got), "iter %d %s model %d step %d at %d cost %d:\nwant %+v\ngot  %+v", iter, l, mi, i, at[i], cost[i], want, got)
 					commit()
 				}
 			}
@@ -386,10 +387,10 @@ func TestWindowsMatchModels(t *testing.T) {
 			for i := range at {
 				resetIfFresh(m, at[i])
 				got := r.take(at[i], cost[i])
-				require.GreaterOrEqual(t, got.At, at[i])
+				must(t, got.At >= at[i], "decided at %d, before now %d", got.At, at[i])
 				got.At = 0
 				want, commit := m.decide(at[i], cost[i])
-				require.Equal(t, want, got, "iter %d %s step %d at %d cost %d", iter, l, i, at[i], cost[i])
+				must(t, reflect.DeepEqual(want, got), "iter %d %s step %d at %d cost %d:\nwant %+v\ngot  %+v", iter, l, i, at[i], cost[i], want, got)
 				commit()
 			}
 		}
@@ -419,13 +420,13 @@ func checkPromise(t *testing.T, l core.Limit, at, n []int64) {
 			for i := j; i >= 0 && at[i] > at[j]-P; i-- {
 				sum += n[i]
 			}
-			require.LessOrEqual(t, sum, l.Rate, "%s: %d admitted in the window ending %d", l, sum, at[j])
+			must(t, sum <= l.Rate, "%s: %d admitted in the window ending %d", l, sum, at[j])
 		}
 	default: // fixed window and counter: at most Rate per aligned window
 		per := map[int64]int64{}
 		for i := range at {
 			per[at[i]/P] += n[i]
-			require.LessOrEqual(t, per[at[i]/P], l.Rate, "%s: window %d", l, at[i]/P)
+			must(t, per[at[i]/P] <= l.Rate, "%s: %d admitted in window %d", l, per[at[i]/P], at[i]/P)
 		}
 	}
 }
@@ -451,36 +452,35 @@ func runPromise(t *testing.T, l core.Limit, rng *rand.Rand, n, iter int) {
 	var okAt, okN []int64
 	P := int64(l.Period / time.Microsecond)
 	for i := range at {
-		before, beforeLog := r.st, fmt.Sprint(r.lg)
+		before, beforeLog := r.st, r.clone().lg
 		var res core.Result
 		if l.Algorithm.Bucket() && rng.IntN(4) == 0 { // a booking, up to a few periods ahead
 			var o algo.Outcome
 			r.sp.Book(&r.st, &o, at[i], cost[i], rng.Int64N(4*P+1))
 			res = r.sp.Result(&o)
 			if res.Allowed {
-				require.Equal(t, time.Duration(res.At-at[i])*time.Microsecond, res.RetryAfter, "the wait is the slot")
+				must(t, res.RetryAfter == time.Duration(res.At-at[i])*time.Microsecond, "the wait %s is not the slot at %d of %d", res.RetryAfter, res.At, at[i])
 			}
 		} else {
 			res = r.take(at[i], cost[i])
 		}
 		if cost[i] == 0 || res.Never() {
-			require.Equal(t, before, r.st, "a peek or a never-admissible cost changed the state")
-			require.Equal(t, beforeLog, fmt.Sprint(r.lg), "a peek or a never-admissible cost changed the log")
+			must(t, before == r.st, "a peek or a never-admissible cost changed the state: %+v to %+v", before, r.st)
+			must(t, reflect.DeepEqual(beforeLog, r.lg), "a peek or a never-admissible cost changed the log: %+v to %+v", beforeLog, r.lg)
 		}
-		require.GreaterOrEqual(t, res.Remaining, int64(0), "iter %d", iter)
-		require.LessOrEqual(t, res.Remaining, l.Capacity())
-		require.GreaterOrEqual(t, res.ResetAfter, time.Duration(0))
+		must(t, res.Remaining >= 0 && res.Remaining <= l.Capacity(), "iter %d: remaining %d of %d", iter, res.Remaining, l.Capacity())
+		must(t, res.ResetAfter >= 0, "iter %d: reset after %s", iter, res.ResetAfter)
 		if res.Allowed && cost[i] > 0 {
 			if n := len(okAt); n > 0 && l.Algorithm.Bucket() {
 				// the clock only moves forward: admissions, bookings
 				// included, are recorded in the order they were made
-				require.GreaterOrEqual(t, res.At, okAt[n-1], "iter %d: served out of order", iter)
+				must(t, res.At >= okAt[n-1], "iter %d: served out of order", iter)
 			}
 			okAt, okN = append(okAt, res.At), append(okN, cost[i])
 		}
 		if !res.Allowed {
-			require.Greater(t, res.RetryAfter, time.Duration(0))
-			require.Equal(t, cost[i] > l.Capacity(), res.Never())
+			must(t, res.RetryAfter > 0, "iter %d: denied with retry after %s", iter, res.RetryAfter)
+			must(t, res.Never() == (cost[i] > l.Capacity()), "iter %d: cost %d of %d: never %v", iter, cost[i], l.Capacity(), res.Never())
 		}
 	}
 	checkPromise(t, l, okAt, okN)
@@ -511,7 +511,7 @@ func TestTokenBucketMatchesXTimeRate(t *testing.T) {
 			var o algo.Outcome
 			sp.Step(&st, &o, base.UnixMicro()+now, int64(n))
 			want := ref.AllowN(base.Add(time.Duration(now)*time.Microsecond), n)
-			require.Equal(t, want, o.Allowed, "iter %d step %d: rate %d burst %d n %d at %dµs", iter, i, r, burst, n, now)
+			must(t, want == o.Allowed, "iter %d step %d: rate %d burst %d n %d at %dµs: x/time/rate %v", iter, i, r, burst, n, now, want)
 		}
 	}
 }
@@ -575,6 +575,37 @@ func (r *runner) refund(now, cost, at int64) {
 	}
 }
 
+// history is what a random trace did, formatted only when a promise breaks.
+type history []traceStep
+
+// traceStep is one step of a trace: a take (n its cost), a refund or undo
+// of n admitted at at, or the start of a fresh key; res is the take's
+// Result, or a peek's after the refund.
+type traceStep struct {
+	now, n, at int64
+	kind       string
+	booked     bool
+	res        core.Result
+}
+
+func (tr history) String() string {
+	var b strings.Builder
+	for _, s := range tr {
+		switch s.kind {
+		case "-- fresh":
+			b.WriteString(s.kind)
+		case "take":
+			fmt.Fprintf(&b, "%d: take %d (booked %v): %+v", s.now, s.n, s.booked, s.res)
+		case "refund it at once":
+			fmt.Fprintf(&b, "%d: %s: %+v", s.now, s.kind, s.res)
+		default:
+			fmt.Fprintf(&b, "%d: %s %d of %d: %+v", s.now, s.kind, s.n, s.at, s.res)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
 // Random traces of takes, bookings (Book, up to a few periods ahead; the
 // windows Step), refunds of earlier admissions (in any order) and clock
 // steps both ways, small and large, within and across windows: no
@@ -610,7 +641,7 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 			// nothing) records no instant: what it admits next is checked as
 			// a new key's (see docs/algorithms.md, "Clock steps").
 			var epochs [][]limitertest.Admission
-			var hist []string // what the trace did, shown when a promise breaks
+			var hist history // what the trace did, shown when a promise breaks
 			freshAt := int64(0)
 			// A bucket refund made behind an admission of a stepped-back
 			// clock that left the bucket less than full (a take, not a
@@ -625,7 +656,7 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 					}
 				}
 				epochs, adm, refunded, outs, lastTake = append(epochs, kept), nil, nil, nil, 0
-				hist = append(hist, "-- fresh")
+				hist = append(hist, traceStep{kind: "-- fresh"})
 			}
 			for i := range 400 {
 				steps++
@@ -660,7 +691,7 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 							r.refund(now, adm[j].N, adm[j].At)
 						}
 						peek := r.take(now, 0)
-						hist = append(hist, fmt.Sprintf("%d: %s %d of %d: %+v", now, kind, adm[j].N, adm[j].At, peek))
+						hist = append(hist, traceStep{now: now, kind: kind, n: adm[j].N, at: adm[j].At, res: peek})
 						if freshAt = now + int64(peek.ResetAfter/time.Microsecond); peek.ResetAfter == 0 || a.Bucket() && now < lastTake {
 							newEpoch()
 						}
@@ -694,8 +725,10 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 						bookings++
 					}
 				}
-				require.GreaterOrEqual(t, res.At, now, "%s step %d", l, i)
-				hist = append(hist, fmt.Sprintf("%d: take %d (booked %v): %+v", now, cost, booked, res))
+				if res.At < now { // plain: require on every step was a third of the time
+					t.Fatalf("%s step %d: decided at %d, before now %d", l, i, res.At, now)
+				}
+				hist = append(hist, traceStep{now: now, kind: "take", n: cost, booked: booked, res: res})
 				freshAt = now + int64(res.ResetAfter/time.Microsecond) // the key's, whatever came before
 				if !res.Allowed || cost == 0 {
 					continue
@@ -703,7 +736,7 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 				if rng.IntN(6) == 0 { // refunded at once: as if it had not been
 					r.refund(now, cost, res.At)
 					after := r.take(now, 0)
-					hist = append(hist, fmt.Sprintf("%d: refund it at once: %+v", now, after))
+					hist = append(hist, traceStep{now: now, kind: "refund it at once", res: after})
 					before.State, before.Previous, after.State, after.Previous = 0, 0, 0, 0
 					if booked && res.At > now && r.sp.Q > 1 { // the slot was rounded up: within a µs
 						require.GreaterOrEqual(t, after.ResetAfter, before.ResetAfter, "%s step %d: an immediate cancel of %d", l, i, cost)
@@ -725,7 +758,9 @@ func TestRefundsAndClockStepsKeepPromises(t *testing.T) {
 			}
 			newEpoch()
 			for _, kept := range epochs {
-				require.NoError(t, limitertest.CheckPromise(l, kept), "iter %d:\n%s", iter, strings.Join(hist, "\n"))
+				if err := limitertest.CheckPromise(l, kept); err != nil {
+					t.Fatalf("iter %d: %v\n%s", iter, err, hist)
+				}
 			}
 		}
 	}

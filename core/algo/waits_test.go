@@ -14,6 +14,21 @@ import (
 	"github.com/sluicehq/sluice/core/limitertest"
 )
 
+// must fails the test with the message when ok is false. Unlike require's
+// assertions it costs nothing when ok holds (no t.Helper, no message), for
+// the checks made on every step of the long random traces.
+func must(t *testing.T, ok bool, format string, args ...any) {
+	if !ok {
+		t.Helper()
+		t.Fatalf(format, args...)
+	}
+}
+
+// lazy is a message built only when it is printed.
+type lazy func() string
+
+func (f lazy) String() string { return f() }
+
 // clone returns a copy of the runner's key that shares nothing with it.
 func (r *runner) clone() *runner {
 	c := *r
@@ -29,27 +44,26 @@ func (r *runner) clone() *runner {
 // earlier. It returns whether res was a denial it probed.
 func checkWaits(t *testing.T, r *runner, now, cost int64, res core.Result, what func() string) bool {
 	t.Helper()
-	require.Zero(t, res.RetryAfter%time.Microsecond, what())
-	require.Zero(t, res.ResetAfter%time.Microsecond, what())
+	must(t, res.RetryAfter%time.Microsecond == 0 && res.ResetAfter%time.Microsecond == 0, "%s: waits in whole µs: %+v", lazy(what), res)
 	capacity := r.sp.Capacity
 	if reset := int64(res.ResetAfter / time.Microsecond); reset > 0 {
 		got := r.clone().take(now+reset, capacity)
-		require.True(t, got.Allowed, "%s: not fresh at now+ResetAfter (%s): %+v", what(), res.ResetAfter, got)
+		must(t, got.Allowed, "%s: not fresh at now+ResetAfter (%s): %+v", lazy(what), res.ResetAfter, got)
 		got = r.clone().take(now+reset-1, capacity)
-		require.False(t, got.Allowed, "%s: fresh 1µs before now+ResetAfter (%s): %+v", what(), res.ResetAfter, got)
+		must(t, !got.Allowed, "%s: fresh 1µs before now+ResetAfter (%s): %+v", lazy(what), res.ResetAfter, got)
 	}
 	if res.Allowed || res.Never() {
 		return false
 	}
 	retry := int64(res.RetryAfter / time.Microsecond)
-	require.Positive(t, retry, what())
+	must(t, retry > 0, "%s: denied with retry after %s", lazy(what), res.RetryAfter)
 	got := r.clone().take(now+retry, cost)
-	require.True(t, got.Allowed, "%s: denied at now+RetryAfter (%s): %+v", what(), res.RetryAfter, got)
+	must(t, got.Allowed, "%s: denied at now+RetryAfter (%s): %+v", lazy(what), res.RetryAfter, got)
 	got = r.clone().take(now+retry-1, cost)
-	require.False(t, got.Allowed, "%s: admitted 1µs before now+RetryAfter (%s): %+v", what(), res.RetryAfter, got)
+	must(t, !got.Allowed, "%s: admitted 1µs before now+RetryAfter (%s): %+v", lazy(what), res.RetryAfter, got)
 	header := (res.RetryAfter + time.Second - 1) / time.Second // Retry-After: delay-seconds, rounded up
 	got = r.clone().take(now+int64(header*time.Second/time.Microsecond), cost)
-	require.True(t, got.Allowed, "%s: denied at Retry-After %d s: %+v", what(), header, got)
+	must(t, got.Allowed, "%s: denied at Retry-After %d s: %+v", lazy(what), header, got)
 	return true
 }
 
