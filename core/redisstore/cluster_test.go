@@ -272,17 +272,15 @@ func TestErrorsAreWrappedNeverPanics(t *testing.T) {
 			client := srv2.Client(t, func(o *redis.Options) { o.ContextTimeoutEnabled = honours })
 			s2 := newStore(t, client, redisstore.WithTimeout(100*time.Millisecond), redisstore.WithPipelining(pipelining, pipelining*64))
 			admin := srv2.Client(t)
-			stall := make(chan error, 1)
-			go func() { stall <- admin.Do(ctx, "DEBUG", "SLEEP", "0.5").Err() }()
-			// The one sleep left: the server gives no sign that it has
-			// begun a DEBUG SLEEP (it answers nothing while it sleeps), so
-			// the command is given a moment to reach it.
-			time.Sleep(20 * time.Millisecond)
+			// CLIENT PAUSE holds every client's commands for 500 ms, and
+			// its OK says that the stall has begun (a DEBUG SLEEP answers
+			// nothing until it ends, so a test could only guess when).
+			require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", "500").Err())
 			start := time.Now()
 			_, err = takeID(ctx, s2, limitertest.Key(t).Identity, core.PerSecond(1), 1)
 			require.ErrorIs(t, err, context.DeadlineExceeded)
 			require.Less(t, time.Since(start), 400*time.Millisecond, "honours %v pipelining %d", honours, pipelining)
-			require.NoError(t, <-stall, "the stall ended") // the reply comes when it ends
+			require.NoError(t, admin.Ping(ctx).Err(), "the stall ended") // the reply comes when it ends
 		}
 	}
 	// Closed.
@@ -320,7 +318,7 @@ func TestKeysAreSafeInAHashTag(t *testing.T) {
 // requests are admitted as all-or-nothing allows, and the looser policy has
 // consumed exactly that many: no quota leaks through denied requests.
 func TestClusterAllOrNothingNoLeak(t *testing.T) {
-	cluster := redistest.StartCluster(t, 3)
+	cluster := shared.Cluster(t)
 	stores := make([]*redisstore.Store, 4)
 	for i := range stores {
 		stores[i] = newStore(t, cluster.Client(t), redisstore.WithTimeout(5*time.Second))

@@ -162,7 +162,7 @@ func TestCrossIdentityGroupsHaveNoPhantomDenials(t *testing.T) {
 // never reported denied), and the compensation gives back exactly what it
 // took: the loose policies consumed what was admitted.
 func TestClusterCrossIdentityDenialsAreReal(t *testing.T) {
-	cluster := redistest.StartCluster(t, 3)
+	cluster := shared.Cluster(t)
 	stores := make([]*redisstore.Store, 4)
 	for i := range stores {
 		stores[i] = newStore(t, cluster.Client(t), redisstore.WithTimeout(5*time.Second))
@@ -262,8 +262,13 @@ func TestDeniedGroupStaysDeniedWhenCompensationFails(t *testing.T) {
 		for i := 0; i-stalled < 8; i++ {
 			require.Less(t, stalled, 8, "requests whose first round trip timed out (scheduling delay seen %s)", lag.Max())
 			// The late replies of the refunds that timed out (due 3*latency
-			// after the request began, 70ms after its timeout) arrive first.
-			time.Sleep(100 * time.Millisecond)
+			// after the request began, 70ms after its timeout) arrive first:
+			// the client waits for them on its connections (it ignores
+			// context deadlines), so every connection is back in its pool.
+			require.Eventually(t, func() bool {
+				st := client.PoolStats()
+				return st.IdleConns == st.TotalConns
+			}, 5*time.Second, time.Millisecond, "replies still due")
 			failedBefore, degradedBefore := s.Stats().FailedCompensations, g.Stats().Degraded
 			var err error
 			start := time.Now()
@@ -316,8 +321,16 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	shared.Close()
+	os.Exit(code)
 }
+
+// shared is the 3-master Cluster of the tests that leave its nodes as they
+// found them and use keys of their own (redistest.SharedCluster); a test
+// that kills or stalls a node, or reads what every test leaves on it
+// (all the keys, commandstats), starts its own.
+var shared = redistest.NewSharedCluster(3)
 
 // child runs a task of a process started by redistest.StartProcesses.
 func child(task string, _ int) error {
@@ -391,7 +404,7 @@ func TestCrossIdentityGroupsFromProcesses(t *testing.T) {
 // (each store names its overrides its own way: Result.Override is
 // compared as set or not).
 func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
-	cluster := redistest.StartCluster(t, 3)
+	cluster := shared.Cluster(t)
 	clusterClient := cluster.Client(t)
 	single := redistest.StartServer(t).Client(t)
 	ctx := context.Background()

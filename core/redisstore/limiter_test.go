@@ -13,7 +13,6 @@ import (
 	"github.com/sluicehq/sluice/adapters/httplimit"
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/redisstore"
-	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -21,7 +20,7 @@ import (
 // identities decided all or nothing, a shadow policy, an override, a refund
 // after the response and an idempotent retry.
 func TestLimiterOnRedisThroughNetHTTP(t *testing.T) {
-	store := newStore(t, redistest.StartCluster(t, 3).Client(t), redisstore.WithTimeout(5*time.Second))
+	store := newStore(t, shared.Cluster(t).Client(t), redisstore.WithTimeout(5*time.Second))
 	ip := keyfunc.IP()
 	user := keyfunc.Header("X-User")
 	run := fmt.Sprint(time.Now().UnixNano())

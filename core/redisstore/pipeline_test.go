@@ -243,7 +243,7 @@ func TestConcurrentCallersPipelineEverywhere(t *testing.T) {
 			return c
 		}},
 		{"cluster", func(t *testing.T, trips *tripCounter) redis.UniversalClient {
-			c := redistest.StartCluster(t, 3).Client(t, func(o *redis.ClusterOptions) { o.PoolSize = 64 })
+			c := shared.Cluster(t).Client(t, func(o *redis.ClusterOptions) { o.PoolSize = 64 })
 			c.OnNewNode(func(n *redis.Client) { n.AddHook(trips) })
 			return c
 		}},

@@ -44,7 +44,7 @@ func TestConformanceUnpipelined(t *testing.T) {
 // On a 3-master Cluster (groups across identities: one script per identity
 // and compensation) and behind Sentinel, the store passes the same suite.
 func TestConformanceCluster(t *testing.T) {
-	client := redistest.StartCluster(t, 3).Client(t)
+	client := shared.Cluster(t).Client(t)
 	limitertest.Run(t, func(t *testing.T, clock func() time.Time) core.Store {
 		return newStore(t, client, redisstore.WithClock(clock), redisstore.WithTimeout(10*time.Second))
 	})

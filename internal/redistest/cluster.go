@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -49,31 +50,59 @@ func StartCluster(t testing.TB, masters int, args ...string) *Cluster {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
+	c, err := launchCluster(func() (string, error) { return t.TempDir(), nil }, t.Errorf, t.Cleanup, bin, major, masters, extra)
+	if err != nil {
+		clusterFailed(t, err)
+	}
+	return c
+}
+
+// formError is a cluster whose nodes started but did not form a cluster:
+// always a failure, never a skip.
+type formError struct{ error }
+
+// clusterFailed reports an error of launchCluster.
+func clusterFailed(t testing.TB, err error) {
+	t.Helper()
+	var fe formError
+	if errors.As(err, &fe) {
+		t.Fatalf("redistest: %v", err)
+	}
+	startFailed(t, err)
+}
+
+// launchCluster starts masters nodes, each in a directory of newDir,
+// reporting stop failures with errorf and registering their cleanups with
+// cleanup, and forms them into a cluster (see StartCluster).
+func launchCluster(newDir func() (string, error), errorf func(string, ...any), cleanup func(func()), bin string, major, masters int, extra []string) (*Cluster, error) {
 	c := &Cluster{}
 	// Launch every node first so that they boot in parallel, then wait.
 	for range masters {
-		s, err := newServer(t, bin, major, kindCluster, extra)
+		dir, err := newDir()
 		if err != nil {
-			startFailed(t, err)
+			return nil, err
+		}
+		s, err := newServerIn(dir, errorf, cleanup, bin, major, kindCluster, extra)
+		if err != nil {
+			return nil, err
 		}
 		c.Nodes = append(c.Nodes, s)
 	}
 	deadline := time.Now().Add(startTimeout)
 	for _, s := range c.Nodes {
 		if err := s.awaitStart(deadline, true); err != nil {
-			startFailed(t, err)
+			return nil, err
 		}
 	}
-
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
 	if err := c.form(ctx, major); err != nil {
-		t.Fatalf("redistest: forming cluster: %v%s", err, c.tails())
+		return nil, formError{fmt.Errorf("forming cluster: %w%s", err, c.tails())}
 	}
 	if err := c.waitOK(ctx); err != nil {
-		t.Fatalf("redistest: cluster did not converge within %v: %v%s", clusterTimeout, err, c.tails())
+		return nil, formError{fmt.Errorf("cluster did not converge within %v: %w%s", clusterTimeout, err, c.tails())}
 	}
-	return c
+	return c, nil
 }
 
 func (c *Cluster) form(ctx context.Context, major int) error {

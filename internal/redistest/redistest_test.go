@@ -258,6 +258,32 @@ func TestCluster(t *testing.T) {
 	}
 }
 
+// A SharedCluster starts once, on first use, serves every test that asks
+// for it, and Close stops its nodes.
+func TestSharedCluster(t *testing.T) {
+	t.Parallel()
+	s := NewSharedCluster(3)
+	s.Close() // never started: nothing to stop
+	c := s.Cluster(t)
+	require.Same(t, c, s.Cluster(t), "one cluster, started once")
+	var pids []int
+	ctx := ctxT(t, 20*time.Second)
+	for _, n := range c.Nodes {
+		pids = append(pids, n.Pid())
+		info, err := n.Client(t).ClusterInfo(ctx).Result()
+		require.NoError(t, err)
+		assert.Contains(t, info, "cluster_state:ok")
+	}
+	cc := c.Client(t)
+	require.NoError(t, cc.Set(ctx, "{shared}:k", "v", 0).Err())
+	s.Close()
+	for _, pid := range pids {
+		assert.True(t, processGone(pid), "node %d still running after Close", pid)
+	}
+	_, err := os.Stat(s.dir)
+	assert.True(t, os.IsNotExist(err), "its files are removed: %v", err)
+}
+
 func TestSentinel(t *testing.T) {
 	t.Parallel()
 	begin := time.Now()
