@@ -224,6 +224,7 @@ func refundDrained(t *testing.T, newStore Factory, a core.Algorithm) {
 func testClockSteps(t *testing.T, newStore Factory) {
 	for _, a := range Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
 			clock := NewClock()
 			s := newStore(t, clock.Now)
 			rng := rand.New(rand.NewPCG(uint64(a), 1212))
@@ -376,6 +377,7 @@ func testWaits(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 	for _, a := range Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
 			clock := NewClock()
 			s := newStore(t, clock.Now)
 			rng := rand.New(rand.NewPCG(uint64(a), 1214))

@@ -46,6 +46,9 @@ func (c *Clock) Advance(d time.Duration) {
 
 // Factory returns a fresh store whose time source is clock. Stores made by one
 // Factory may share a backend: the suite uses distinct keys in every subtest.
+// The long random traces (Reference, ClockSteps, Waits, WaitsOverrides) run
+// one subtest per algorithm in parallel, each on a store and clock of its
+// own: a Factory is called from several goroutines at once.
 type Factory func(t *testing.T, clock func() time.Time) core.Store
 
 // Algorithms lists the six algorithms in a fixed order.
@@ -120,6 +123,7 @@ func Limits(a core.Algorithm) []core.Limit {
 func testReference(t *testing.T, newStore Factory) {
 	for _, a := range Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
 			clock := NewClock()
 			s := newStore(t, clock.Now)
 			rng := rand.New(rand.NewPCG(uint64(a), 42))

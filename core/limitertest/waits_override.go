@@ -116,6 +116,7 @@ func (k *overridden) setOverride(rng *rand.Rand) {
 func testWaitsOverrides(t *testing.T, newStore Factory) {
 	for _, a := range Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
 			clock := NewClock()
 			s := newStore(t, clock.Now)
 			rng := rand.New(rand.NewPCG(uint64(a), 2207))
