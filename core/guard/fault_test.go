@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/core"
@@ -299,32 +300,30 @@ func requireWalk(t *testing.T, from string, trans []string) string {
 // ---- goroutines ----
 
 // requireNoLeak waits until the number of goroutines is back to at most
-// before, and fails with every stack if it is not within five seconds.
+// before (counted as settledGoroutines counts), and fails with every stack
+// if it is not within five seconds.
 func requireNoLeak(t *testing.T, before int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
+	if !assert.Eventually(t, func() bool { return runtime.NumGoroutine() <= before }, 5*time.Second, 20*time.Millisecond) {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
-		t.Fatalf("goroutines left behind: %d before, %d after\n%s", before, n, buf)
+		t.Fatalf("goroutines left behind: %d before, %d after\n%s", before, runtime.NumGoroutine(), buf)
 	}
 }
 
 // settledGoroutines returns the number of goroutines once it stops falling
-// (goroutines of earlier tests may still be ending).
-func settledGoroutines() int {
-	n := runtime.NumGoroutine()
-	for range 50 {
-		time.Sleep(10 * time.Millisecond)
+// over 10 ms (goroutines of earlier tests may still be ending). Both it and
+// requireNoLeak count from the goroutine Eventually runs its condition on,
+// one more than the test's own.
+func settledGoroutines(t *testing.T) int {
+	t.Helper()
+	n := -1
+	require.Eventually(t, func() bool {
 		m := runtime.NumGoroutine()
-		if m >= n {
-			return m
-		}
+		settled := n >= 0 && m >= n
 		n = m
-	}
+		return settled
+	}, 5*time.Second, 10*time.Millisecond, "the goroutines of earlier tests never stopped ending")
 	return n
 }
 
@@ -388,7 +387,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
-			before := settledGoroutines()
+			before := settledGoroutines(t)
 			a := newGuarded(t, clientOptions(srv.Addr, tc.failFast), tc.opt)
 			b := newGuarded(t, clientOptions(srv.Addr, tc.failFast), tc.opt)
 			ctx := context.Background()
@@ -553,7 +552,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 func TestFaultyNetwork(t *testing.T) {
 	srv := redistest.StartServer(t)
 	proxy := newFaultProxy(t, srv.Addr)
-	before := settledGoroutines()
+	before := settledGoroutines(t)
 	load := newGuarded(t, clientOptions(proxy.Addr, false))
 	probe := newGuarded(t, clientOptions(proxy.Addr, false))
 	ctx := context.Background()
