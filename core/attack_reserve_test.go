@@ -28,7 +28,7 @@ import (
 // booking's slot is never before its decision.
 func TestAttackReserveMixedAcrossInstances(t *testing.T) {
 	srv := redistest.StartServer(t)
-	cl := redistest.StartCluster(t, 3)
+	cl := shared.Cluster(t)
 	stores := map[string]func(t *testing.T, clock func() time.Time) func() core.Store{
 		"memory": func(t *testing.T, clock func() time.Time) func() core.Store {
 			s := memStore(t, memorystore.WithClock(clock))

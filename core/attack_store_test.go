@@ -17,16 +17,10 @@ import (
 // Redis, a 3-master Cluster, and a guard in front of memory.
 func attackStores(t *testing.T) map[string]func(t *testing.T) core.Store {
 	srv := redistest.StartServer(t)
-	var cl *redistest.Cluster
 	return map[string]func(t *testing.T) core.Store{
-		"memory": func(t *testing.T) core.Store { return memStore(t) },
-		"redis":  func(t *testing.T) core.Store { return redisStore(t, srv.Client(t)) },
-		"cluster": func(t *testing.T) core.Store {
-			if cl == nil {
-				cl = redistest.StartCluster(t, 3)
-			}
-			return redisStore(t, cl.Client(t))
-		},
+		"memory":  func(t *testing.T) core.Store { return memStore(t) },
+		"redis":   func(t *testing.T) core.Store { return redisStore(t, srv.Client(t)) },
+		"cluster": func(t *testing.T) core.Store { return redisStore(t, shared.Cluster(t).Client(t)) },
 		"guard": func(t *testing.T) core.Store {
 			g, err := guard.New(memStore(t), guard.WithFailClosed(time.Second))
 			require.NoError(t, err)

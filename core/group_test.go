@@ -180,7 +180,9 @@ func TestCheckGroupResultsMemory(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { c.Close() })
-	rs, err := redisstore.New(c)
+	// The first call loads the library: more than the default timeout on
+	// a loaded machine.
+	rs, err := redisstore.New(c, redisstore.WithTimeout(5*time.Second))
 	require.NoError(t, err)
 	testCheckGroupResultsMemory(t, rs, false)
 }

@@ -113,7 +113,7 @@ func TestGroupIdempotencyRedis(t *testing.T) {
 		testGroupIdempotency(t, redisStore(t, redistest.StartServer(t).Client(t)))
 	})
 	t.Run("cluster", func(t *testing.T) {
-		testGroupIdempotency(t, redisStore(t, redistest.StartCluster(t, 3).Client(t)))
+		testGroupIdempotency(t, redisStore(t, shared.Cluster(t).Client(t)))
 	})
 }
 

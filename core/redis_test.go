@@ -31,7 +31,7 @@ func TestIdempotencyConcurrentRepeatsOnRedis(t *testing.T) {
 		testConcurrentRepeats(t, redisStore(t, redistest.StartServer(t).Client(t)))
 	})
 	t.Run("cluster", func(t *testing.T) {
-		testConcurrentRepeats(t, redisStore(t, redistest.StartCluster(t, 3).Client(t)))
+		testConcurrentRepeats(t, redisStore(t, shared.Cluster(t).Client(t)))
 	})
 }
 
@@ -57,7 +57,7 @@ func TestRefundUnderOverrideOnRedis(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) { testRefundUnderOverride(t, factory(standalone, false)) })
 	t.Run("guard", func(t *testing.T) { testRefundUnderOverride(t, factory(standalone, true)) })
 	t.Run("cluster", func(t *testing.T) {
-		cluster := redistest.StartCluster(t, 3).Client(t)
+		cluster := shared.Cluster(t).Client(t)
 		testRefundUnderOverride(t, factory(cluster, false))
 		t.Run("concurrent", func(t *testing.T) { testRefundUnderOverrideConcurrent(t, factory(cluster, false)) })
 	})
