@@ -55,10 +55,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// onEach runs f as a subtest on a SQLite file and on PostgreSQL.
+// onEach runs f as a subtest on a SQLite file and on PostgreSQL, the two
+// at once (each on a database of its own; one waits on the PostgreSQL
+// server while the other runs).
 func onEach(t *testing.T, f func(t *testing.T, e *env)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, newEnv(t)) })
-	t.Run("postgres", func(t *testing.T) { f(t, newEnvOn(t, pg.NewDatabase(t))) })
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); f(t, newEnv(t)) })
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); f(t, newEnvOn(t, pg.NewDatabase(t))) })
 }
 
 // newEnv is an env on a fresh SQLite file.

@@ -20,8 +20,9 @@ func TestMain(m *testing.M) {
 }
 
 // each runs f as a subtest on a real SQLite file and on a real
-// PostgreSQL database, with a fresh database's DSN.
+// PostgreSQL database, with a fresh database's DSN, the two at once (one
+// waits on the PostgreSQL server while the other runs).
 func each(t *testing.T, f func(t *testing.T, dsn string)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, "file:"+filepath.Join(t.TempDir(), "rules.db")) })
-	t.Run("postgres", func(t *testing.T) { f(t, pg.NewDatabase(t)) })
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); f(t, "file:"+filepath.Join(t.TempDir(), "rules.db")) })
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); f(t, pg.NewDatabase(t)) })
 }

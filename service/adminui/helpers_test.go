@@ -64,10 +64,14 @@ func TestMain(m *testing.M) {
 }
 
 // onEachDB runs f as a subtest on a stack over a SQLite file and over a
-// real PostgreSQL database.
+// real PostgreSQL database, the two at once (one waits on the PostgreSQL
+// server while the other runs).
 func onEachDB(t *testing.T, f func(t *testing.T, s *stack)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, newStack(t)) })
-	t.Run("postgres", func(t *testing.T) { f(t, newStackOn(t, pg.NewDatabase(t), adminauth.Options{CacheTTL: -1})) })
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); f(t, newStack(t)) })
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		f(t, newStackOn(t, pg.NewDatabase(t), adminauth.Options{CacheTTL: -1}))
+	})
 }
 
 // newStackOn is the stack over the database dsn.

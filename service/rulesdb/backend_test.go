@@ -31,10 +31,12 @@ var backends = []backend{
 	{"postgres", func(t *testing.T) string { return pg.NewDatabase(t) }},
 }
 
-// each runs f as a subtest on every backend, with a fresh database's DSN.
+// each runs f as a subtest on every backend, with a fresh database's DSN,
+// the backends at once (one waits on the PostgreSQL server while the
+// other runs).
 func each(t *testing.T, f func(t *testing.T, dsn string)) {
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { f(t, b.dsn(t)) })
+		t.Run(b.name, func(t *testing.T) { t.Parallel(); f(t, b.dsn(t)) })
 	}
 }
 

@@ -19,7 +19,8 @@ func TestMain(m *testing.M) {
 }
 
 // onDBs runs f on a fresh SQLite file and on a fresh PostgreSQL database.
+// The two at once: one waits on the PostgreSQL server while the other runs.
 func onDBs(t *testing.T, f func(t *testing.T, dsn string)) {
-	t.Run("sqlite", func(t *testing.T) { f(t, "file:"+t.TempDir()+"/rules.db") })
-	t.Run("postgres", func(t *testing.T) { f(t, pg.NewDatabase(t)) })
+	t.Run("sqlite", func(t *testing.T) { t.Parallel(); f(t, "file:"+t.TempDir()+"/rules.db") })
+	t.Run("postgres", func(t *testing.T) { t.Parallel(); f(t, pg.NewDatabase(t)) })
 }
