@@ -23,11 +23,12 @@ import (
 
 // overrideEnv is where the override tests run: stores of one backend
 // (each call a new store on the same data: another instance), the clock
-// the engines and stores share, and how to let time pass.
+// the engines and stores share, and how to let time pass: pass returns
+// once the clock the store decides on is past until.
 type overrideEnv struct {
 	store func(t *testing.T) core.Store
 	now   func() time.Time
-	wait  func(d time.Duration)
+	pass  func(t *testing.T, until time.Time)
 	// lapse is how long a lapsing override lasts in the test.
 	lapse time.Duration
 }
@@ -42,7 +43,8 @@ func overrideEnvs(t *testing.T) map[string]func(t *testing.T) overrideEnv {
 			s, err := memorystore.New(memorystore.WithClock(clock.Now))
 			require.NoError(t, err)
 			t.Cleanup(func() { s.Close() })
-			return overrideEnv{store: func(*testing.T) core.Store { return s }, now: clock.Now, wait: clock.Add, lapse: 10 * time.Second}
+			pass := func(_ *testing.T, until time.Time) { clock.Add(max(until.Sub(clock.Now()), 0) + time.Millisecond) }
+			return overrideEnv{store: func(*testing.T) core.Store { return s }, now: clock.Now, pass: pass, lapse: 10 * time.Second}
 		},
 		"redis": func(t *testing.T) overrideEnv {
 			c := redis.NewClient(&redis.Options{Addr: addr})
@@ -56,8 +58,15 @@ func overrideEnvs(t *testing.T) map[string]func(t *testing.T) overrideEnv {
 					require.NoError(t, err)
 					return s
 				},
-				now:   time.Now,
-				wait:  time.Sleep,
+				now: time.Now,
+				// Redis expires an override's key on its own clock: wait
+				// for that clock, not for a guessed time.
+				pass: func(t *testing.T, until time.Time) {
+					require.Eventually(t, func() bool {
+						now, err := c.Time(context.Background()).Result()
+						return err == nil && now.After(until.Add(2*time.Millisecond)) // its expiry, rounded up to the ms, passed
+					}, 10*time.Second, 5*time.Millisecond, "Redis's clock passes %s", until)
+				},
 				lapse: 1500 * time.Millisecond,
 			}
 		},
@@ -264,7 +273,7 @@ func TestOverrideLapsesAndRuleVanishes(t *testing.T) {
 			spend(t, e, order("ann"), 5)
 			require.False(t, mustCheck(t, e, order("ann")).Allowed)
 			require.False(t, mustCheck(t, e, engine.Check{Dimension: "ip", Identifier: "10.0.0.9", Cost: 1}).Allowed)
-			env.wait(env.lapse + 100*time.Millisecond)
+			env.pass(t, o.Until) // b's too
 			r := mustCheck(t, e, order("ann"))
 			require.True(t, r.Allowed, "the override lapsed: the rule's own 3 again")
 			require.EqualValues(t, 3, r.Limit)
