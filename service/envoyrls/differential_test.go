@@ -12,12 +12,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -132,24 +134,29 @@ func launchEnvoyRatelimit(t *testing.T, bin, redisAddr, root string) (addr, logs
 	defer conn.Close()
 	client := rlsv3.NewRateLimitServiceClient(conn)
 	probe := &rlsv3.RateLimitRequest{Domain: "diff", Descriptors: []*rlcommon.RateLimitDescriptor{desc("internal", "probe")}}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var gone bool         // it exited first
+	var last atomic.Value // the probe's last error, as text
+	ready := func() bool {
 		select {
 		case <-exited:
-			return "", out.String(), false
+			gone = true
+			return true
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		res, err := client.ShouldRateLimit(ctx, probe)
-		cancel()
-		if err == nil && len(res.GetStatuses()) == 1 && res.GetStatuses()[0].GetLimitRemaining() > 0 {
-			return addr, "", true // the unlimited rule answered: the rules are loaded
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("envoyproxy/ratelimit not ready in 30 s (last: %v):\n%s", err, out.String())
-		}
-		time.Sleep(20 * time.Millisecond) // a poll interval, not a wait for an outcome
+		last.Store(fmt.Sprint(err))
+		// The unlimited rule answered: the rules are loaded.
+		return err == nil && len(res.GetStatuses()) == 1 && res.GetStatuses()[0].GetLimitRemaining() > 0
 	}
+	if !assert.Eventually(t, ready, 30*time.Second, 20*time.Millisecond) {
+		t.Fatalf("envoyproxy/ratelimit not ready in 30 s (last: %v):\n%s", last.Load(), out.String())
+	}
+	if gone {
+		return "", out.String(), false
+	}
+	return addr, "", true
 }
 
 // syncBuf is a bytes buffer for a child's output, safe for concurrent use.

@@ -36,7 +36,7 @@ import (
 // t0 is the tests' clock start: 30 s into a minute, 30 s into an hour.
 var t0 = time.Unix(1_800_000_030, 0)
 
-// clock is a settable time source for the memory store.
+// clock is a settable time source for the stores.
 type clock struct{ ns atomic.Int64 }
 
 func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
@@ -86,18 +86,20 @@ func start(t *testing.T, rulesFile string) *rig {
 	return r
 }
 
-// startOnRedis is start on a real redis-server (its clock is Redis TIME:
-// the tests first wait until the current minute has at least 10 s left, so
-// that their per-minute counters stay in one window).
+// startOnRedis is start on a real redis-server, deciding on the same
+// explicit clock as start's (t0, 30 s into a minute, ahead of the real
+// time: the keys' expiries, which Redis keeps on its own clock, are in the
+// future), so that per-minute counters stay in one window however long a
+// test takes.
 func startOnRedis(t *testing.T, rulesFile string) *rig {
 	t.Helper()
-	st, err := redisstore.New(redistest.StartServer(t).Client(t), redisstore.WithTimeout(5*time.Second))
+	c := newClock(t0)
+	st, err := redisstore.New(redistest.StartServer(t).Client(t), redisstore.WithClock(c.now), redisstore.WithTimeout(5*time.Second))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	if left := time.Minute - time.Duration(time.Now().UnixNano()%int64(time.Minute)); left < 10*time.Second {
-		time.Sleep(left + 100*time.Millisecond)
-	}
-	return startOn(t, st, rulesFile)
+	r := startOn(t, st, rulesFile)
+	r.clock = c
+	return r
 }
 
 // onStores runs test on the memory store and on a real redis-server.
