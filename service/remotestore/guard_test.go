@@ -38,12 +38,18 @@ func TestGuardServerStopped(t *testing.T) {
 			ctx := ctxT(t, 30*time.Second)
 			backend := memory(t, nil)
 			srv := serve(t, backend, "127.0.0.1:0")
-			gs, err := guard.New(remotestore.New(dial(t, srv.addr)), m.opt, guard.WithTimeout(timeout),
+			rs := remotestore.New(dial(t, srv.addr))
+			k, l := core.Key{Identity: "outage", Policy: "p"}, core.PerMinute(5)
+			// The connection is up before the guard's 100ms bound applies:
+			// dialling is not what this test times (on a loaded machine it
+			// took longer, and the first take failed open).
+			_, err := limitertest.TakeOne(ctx, rs, k, l, 0)
+			require.NoError(t, err)
+			gs, err := guard.New(rs, m.opt, guard.WithTimeout(timeout),
 				guard.WithBreaker(guard.Breaker{Failures: 3, Cooldown: 500 * time.Millisecond}),
 				guard.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 			require.NoError(t, err)
 			t.Cleanup(func() { gs.Close() })
-			k, l := core.Key{Identity: "outage", Policy: "p"}, core.PerMinute(5)
 
 			r, err := limitertest.TakeOne(ctx, gs, k, l, 1)
 			require.NoError(t, err)

@@ -41,13 +41,10 @@ func serveGRPC(t testing.TB, store core.Store, addr string, gopts []grpc.ServerO
 	var err error
 	// A restarted server takes its old port back: retry while the kernel
 	// still holds it.
-	for range 50 {
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		ln, err = net.Listen("tcp", addr)
+		return err == nil
+	}, time.Second, 20*time.Millisecond, "listening on %s", addr)
 	s := &server{addr: ln.Addr().String(), srv: grpc.NewServer(append(remotestore.ServerOptions(), gopts...)...), done: make(chan struct{})}
 	remotestore.NewServer(store, opts...).Register(s.srv)
 	go func() {
