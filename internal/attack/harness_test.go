@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -350,7 +351,8 @@ func startGRPC(t *testing.T, s spec, stream bool) *server {
 	}
 	t.Cleanup(stop)
 	dial := func() *grpc.ClientConn {
-		cc, err := grpc.NewClient("passthrough:///"+ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient("passthrough:///"+ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithStatsHandler(sentHandler{}))
 		require.NoError(t, err)
 		mu.Lock()
 		conns = append(conns, cc)
@@ -362,19 +364,50 @@ func startGRPC(t *testing.T, s spec, stream bool) *server {
 		runs:      runs,
 		newClient: func() client { return &grpcClient{cc: dial(), stream: stream} },
 		disconnect: func(r request) {
-			ctx, cancel := context.WithCancel(context.Background())
+			sent := &sentSignal{ch: make(chan struct{})}
+			ctx, cancel := context.WithCancel(context.WithValue(context.Background(), sentKey{}, sent))
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				_, _ = (&grpcClient{cc: shared, stream: stream}).do(ctx, r)
 			}()
-			time.Sleep(time.Millisecond) // the call is on the wire
+			select { // the call is on the wire (or over already)
+			case <-sent.ch:
+			case <-done:
+			}
 			cancel()
 			<-done
 		},
 		stop: stop,
 	}
 }
+
+// sentHandler is a client stats.Handler that tells a call whose context
+// carries a sentSignal (under sentKey) that its request message has been
+// handed to the transport.
+type sentHandler struct{}
+
+type sentKey struct{}
+
+type sentSignal struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (sentHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (sentHandler) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.OutPayload); !ok {
+		return
+	}
+	if sig, ok := ctx.Value(sentKey{}).(*sentSignal); ok {
+		sig.once.Do(func() { close(sig.ch) })
+	}
+}
+
+func (sentHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+
+func (sentHandler) HandleConn(context.Context, stats.ConnStats) {}
 
 // ---- HTTP/1.1 on a raw connection: request targets go out verbatim ----
 
