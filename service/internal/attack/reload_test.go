@@ -39,7 +39,8 @@ func pairRules(rate int) string {
 func TestAttackReloadUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s := startStackWith(t, memStore(t), pairRules(1000), []rules.Option{rules.WithPollInterval(time.Millisecond)})
+	refused := &refusals{}
+	s := startStackWith(t, memStore(t), pairRules(1000), []rules.Option{rules.WithPollInterval(time.Millisecond)}, engine.WithObserver(refused))
 	var stop atomic.Bool
 	var checks, seen1000, seen2000 atomic.Int64
 	var wg sync.WaitGroup
@@ -86,11 +87,12 @@ func TestAttackReloadUnderLoad(t *testing.T) {
 			require.NoError(t, os.WriteFile(tmp, []byte(body), 0o600))
 			require.NoError(t, os.Rename(tmp, s.rules))
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // the writer's pace: about 5 polls between two writes
 	}
 	// The last write is a broken file... then a good one: the good one holds.
+	before := refused.n.Load()
 	require.NoError(t, os.WriteFile(s.rules, []byte("rules: [oops"), 0o600))
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return refused.n.Load() > before }, 10*time.Second, time.Millisecond, "the broken file was never read")
 	rev := s.eng.Snapshot().Revision()
 	res, err := s.eng.Check(ctx, engine.Check{Dimension: "user", Identifier: "after", Cost: 1})
 	require.NoError(t, err)
@@ -101,4 +103,15 @@ func TestAttackReloadUnderLoad(t *testing.T) {
 	t.Logf("%d checks: %d under 1000, %d under 2000", checks.Load(), seen1000.Load(), seen2000.Load())
 	require.Positive(t, seen1000.Load())
 	require.Positive(t, seen2000.Load())
+}
+
+// refusals counts the rule sets an engine refused (an engine.Observer).
+type refusals struct{ n atomic.Int64 }
+
+func (r *refusals) Decided(context.Context, *engine.Event) {}
+
+func (r *refusals) Reloaded(_ *rules.Snapshot, err error) {
+	if err != nil {
+		r.n.Add(1)
+	}
 }

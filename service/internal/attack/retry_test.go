@@ -14,13 +14,19 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/memorystore"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
 
 // TestAttackRetryAfterPasses: a caller denied and told to wait (native
 // retry_after, the HTTP API's retry_after and Retry-After, Envoy's
 // duration_until_reset) passes when it retries after exactly that wait,
-// for each algorithm, on memory and Redis.
+// for each algorithm, on memory and Redis. The stores and engines decide
+// on one explicit clock that the caller moves by the wait it was told: the
+// retry is at exactly that wait, however long the machine takes.
 func TestAttackRetryAfterPasses(t *testing.T) {
 	addr := newRedis(t)
 	for _, algorithm := range algorithms {
@@ -29,12 +35,14 @@ func TestAttackRetryAfterPasses(t *testing.T) {
 				t.Parallel()
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
+				clock := limitertest.NewClock() // ahead of Redis's own clock, which expires the keys
 				mk := func() core.Store {
 					if backend == "memory" {
-						return memStore(t)
+						return memStore(t, memorystore.WithClock(clock.Now))
 					}
-					return redisStore(t, addr)
+					return redisStore(t, addr, redisstore.WithClock(clock.Now))
 				}
+				wait := clock.Advance
 				native := startStack(t, mk(), fmt.Sprintf(`
 rules:
   - name: one
@@ -42,13 +50,13 @@ rules:
     algorithm: %s
     rate: 2
     period: 1s
-`, algorithm))
+`, algorithm), engine.WithClock(clock.Now))
 				envoy := startStack(t, mk(), fmt.Sprintf(`
 domain: edge
 descriptors:
   - key: k
     rate_limit: {unit: second, requests_per_unit: 2, algorithm: %s}
-`, algorithm))
+`, algorithm), engine.WithClock(clock.Now))
 				user := "retry-" + algorithm + "-" + backend
 				t.Run("native", func(t *testing.T) {
 					check := func() *ratelimitv1.CheckResponse {
@@ -64,11 +72,11 @@ descriptors:
 							}
 						}
 						require.False(t, r.GetAllowed())
-						wait := r.GetRetryAfter().AsDuration()
-						require.Positive(t, wait)
-						require.LessOrEqual(t, wait, 2*time.Second)
-						time.Sleep(wait)
-						require.True(t, check().GetAllowed(), "denied again after retry_after %s", wait)
+						d := r.GetRetryAfter().AsDuration()
+						require.Positive(t, d)
+						require.LessOrEqual(t, d, 2*time.Second)
+						wait(d)
+						require.True(t, check().GetAllowed(), "denied again after retry_after %s", d)
 					}
 				})
 				t.Run("http", func(t *testing.T) {
@@ -85,12 +93,12 @@ descriptors:
 						require.Equal(t, false, out["allowed"])
 						secs, ok := out["retry_after"].(float64)
 						require.True(t, ok, "%v", out)
-						wait := time.Duration(secs * float64(time.Second))
-						require.Positive(t, wait)
-						time.Sleep(wait)
+						d := time.Duration(secs * float64(time.Second))
+						require.Positive(t, d)
+						wait(d)
 						code, o := native.httpCheck(t, body)
 						require.Equal(t, http.StatusOK, code)
-						require.Equal(t, true, o["allowed"], "denied again after retry_after %s", wait)
+						require.Equal(t, true, o["allowed"], "denied again after retry_after %s", d)
 					}
 					// Status mode: the Retry-After header (whole seconds) is at least the wait.
 					status := func() *http.Response {
@@ -111,7 +119,7 @@ descriptors:
 					secs, err := strconv.Atoi(resp.Header.Get("Retry-After"))
 					require.NoError(t, err, "Retry-After %q", resp.Header.Get("Retry-After"))
 					require.Positive(t, secs)
-					time.Sleep(time.Duration(secs) * time.Second)
+					wait(time.Duration(secs) * time.Second)
 					require.Equal(t, http.StatusOK, status().StatusCode, "denied again after Retry-After %d", secs)
 				})
 				t.Run("envoy", func(t *testing.T) {
@@ -127,13 +135,13 @@ descriptors:
 							}
 						}
 						require.Equal(t, rlsv3.RateLimitResponse_OVER_LIMIT, r.GetOverallCode())
-						wait := r.GetStatuses()[0].GetDurationUntilReset().AsDuration()
-						require.Positive(t, wait)
-						require.LessOrEqual(t, wait, 2*time.Second)
-						time.Sleep(wait)
+						d := r.GetStatuses()[0].GetDurationUntilReset().AsDuration()
+						require.Positive(t, d)
+						require.LessOrEqual(t, d, 2*time.Second)
+						wait(d)
 						r, err := envoy.envoy.ShouldRateLimit(ctx, req)
 						require.NoError(t, err)
-						require.Equal(t, rlsv3.RateLimitResponse_OK, r.GetOverallCode(), "denied again after duration_until_reset %s", wait)
+						require.Equal(t, rlsv3.RateLimitResponse_OK, r.GetOverallCode(), "denied again after duration_until_reset %s", d)
 					}
 				})
 			})

@@ -170,20 +170,20 @@ func (s *stack) post(t *testing.T, path, ctype string, body []byte) (int, map[st
 }
 
 // memStore is a memory store, closed at the test's end.
-func memStore(t testing.TB) core.Store {
+func memStore(t testing.TB, opts ...memorystore.Option) core.Store {
 	t.Helper()
-	s, err := memorystore.New()
+	s, err := memorystore.New(opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { s.Close() })
 	return s
 }
 
 // redisStore is a Redis store on the redis-server at addr.
-func redisStore(t testing.TB, addr string) core.Store {
+func redisStore(t testing.TB, addr string, opts ...redisstore.Option) core.Store {
 	t.Helper()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { c.Close() })
-	s, err := redisstore.New(c, redisstore.WithTimeout(5*time.Second))
+	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithTimeout(5 * time.Second)}, opts...)...)
 	require.NoError(t, err)
 	return s
 }
