@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -21,8 +22,12 @@ func (f deciderFunc) Decide(ctx context.Context, key string) (bool, error) { ret
 // TestLoadOpenKeepsTheSchedule: calls that take 1 ms, 400 offered per
 // second for 250 ms by 64 callers: the 100 calls of the schedule are made,
 // about 1 in flight, none waiting for a caller, and the latency is the
-// call's.
-func TestLoadOpenKeepsTheSchedule(t *testing.T) {
+// call's. In a bubble of testing/synctest: the schedule, the calls' 1 ms
+// and the test share its clock, so a loaded machine cannot make the calls
+// late.
+func TestLoadOpenKeepsTheSchedule(t *testing.T) { synctest.Test(t, testLoadOpenKeepsTheSchedule) }
+
+func testLoadOpenKeepsTheSchedule(t *testing.T) {
 	var calls atomic.Int64
 	d := deciderFunc(func(ctx context.Context, key string) (bool, error) {
 		calls.Add(1)
@@ -45,8 +50,10 @@ func TestLoadOpenKeepsTheSchedule(t *testing.T) {
 // TestLoadOpenCountsTheWait: calls that take 20 ms, 1000 offered per
 // second by 4 callers: the callers run out, and each call's latency counts
 // the time it waited for one (from when it was due), which the latency from
-// the send does not.
-func TestLoadOpenCountsTheWait(t *testing.T) {
+// the send does not. In a bubble of testing/synctest, as above.
+func TestLoadOpenCountsTheWait(t *testing.T) { synctest.Test(t, testLoadOpenCountsTheWait) }
+
+func testLoadOpenCountsTheWait(t *testing.T) {
 	d := deciderFunc(func(ctx context.Context, key string) (bool, error) {
 		time.Sleep(20 * time.Millisecond)
 		return true, nil

@@ -278,11 +278,8 @@ func TestLoad(t *testing.T) {
 		tr.CloseIdleConnections()
 	}
 	closeStore()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	require.LessOrEqual(t, runtime.NumGoroutine(), before, "goroutines left behind")
+	// +1: Eventually runs the condition on a goroutine of its own.
+	require.Eventually(t, func() bool { return runtime.NumGoroutine() <= before+1 }, 5*time.Second, 20*time.Millisecond, "goroutines left behind")
 }
 
 // scriptCalls sums the calls of the script commands in an INFO

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/service/engine"
@@ -94,16 +95,13 @@ func TestBrowserEditRuleTakesEffect(t *testing.T) {
 		closed = true
 		cancelBrowser()
 		cancelAlloc() // waits for the browser process to exit
-		deadline := time.Now().Add(5 * time.Second)
-		left := processesUsing(dataDir)
-		for len(left) > 0 && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-			left = processesUsing(dataDir)
+		gone := assert.Eventually(t, func() bool { return len(processesUsing(dataDir)) == 0 },
+			5*time.Second, 50*time.Millisecond, "browser processes left after the test")
+		if !gone {
+			for _, pid := range processesUsing(dataDir) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
 		}
-		for _, pid := range left {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		require.Empty(t, left, "browser processes left after the test")
 	}
 	defer closeBrowser()
 

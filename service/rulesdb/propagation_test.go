@@ -170,17 +170,14 @@ func TestPostgresKilledAndRestartedUnderWatch(t *testing.T) {
 	srv.Restart(t)
 	upd := sample("orders")
 	upd.Limit = 777
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
-		// The pool's connections died with the server: the first
-		// attempts may fail before database/sql dials anew.
-		if _, err = a.Update(wctx, "alice", upd, "*"); err == nil {
-			break
-		}
-		require.NoError(t, wctx.Err(), "writes never worked again: %v", err)
-		time.Sleep(50 * time.Millisecond)
-	}
+	// The pool's connections died with the server: the first attempts
+	// may fail before database/sql dials anew.
+	require.Eventually(t, func() bool {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := a.Update(wctx, "alice", upd, "*")
+		return err == nil
+	}, 10*time.Second, 50*time.Millisecond, "writes never worked again")
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
