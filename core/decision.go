@@ -32,8 +32,9 @@ type PolicyResult struct {
 	Unidentified bool
 	refund       RefundWhen // next to Shadow: one word for them all
 	Result
-	id   string // the identity: the store key is Key{id, Policy} (see key)
-	cost int64
+	id    string // the identity: the store key is Key{id, Policy} (see key)
+	cost  int64
+	lease time.Duration // the policy's Lease, carried to its ops and admissions
 }
 
 // key is the Key of p's state in the store.
@@ -50,14 +51,14 @@ func (p *PolicyResult) admission() (Admission, bool) {
 	if !p.Allowed || p.cost == 0 || p.Source.Degraded() || p.Applied != nil && p.Override == 0 {
 		return Admission{}, false
 	}
-	return Admission{Key: p.key(), Limit: p.Limit, Cost: p.cost, At: p.At, Override: p.Override}, true
+	return Admission{Key: p.key(), Limit: p.Limit, Cost: p.cost, At: p.At, Override: p.Override, Lease: p.lease}, true
 }
 
 // op is the store op that decides p. Until the decision is settled (see
 // settle), p.Limit is the policy's (or tier's) limit, which the key's state
 // is stored under.
 func (p *PolicyResult) op() Op {
-	return Op{Key: p.key(), Limit: p.Limit, Cost: p.cost, Shadow: p.Shadow}
+	return Op{Key: p.key(), Limit: p.Limit, Cost: p.cost, Shadow: p.Shadow, Lease: p.lease}
 }
 
 // ShadowDenied reports whether a shadow policy would have denied the request.

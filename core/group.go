@@ -150,7 +150,7 @@ func (l *Limiter) prepareGroup(ops []GroupOp, d *Decision) error {
 			return fmt.Errorf("sluice: CheckGroup: %w", invalidField(nil, opField(i, "Policy"), "no policy %q", op.Policy))
 		}
 		p := &set.policies[j]
-		pr := PolicyResult{Policy: p.Name, Limit: p.Limit, Shadow: p.Shadow, refund: p.Refund, id: op.Identity, cost: op.Cost}
+		pr := PolicyResult{Policy: p.Name, Limit: p.Limit, Shadow: p.Shadow, refund: p.Refund, id: op.Identity, cost: op.Cost, lease: p.Lease}
 		if tl, ok := p.tiers[op.Tier]; ok && len(p.Tiers) > 0 {
 			pr.Limit, pr.Tier = *tl, op.Tier
 		}

@@ -85,7 +85,7 @@ type scratch struct {
 func (l *Limiter) allowN(ctx context.Context, p *compiledPolicy, identity string, n int64, maxDelay time.Duration) (PolicyResult, error) {
 	ctx, cancel := l.detached(ctx)
 	defer cancel()
-	pr := PolicyResult{Policy: p.Name, Limit: p.Limit, Shadow: p.Shadow, refund: p.Refund, id: identity, cost: n}
+	pr := PolicyResult{Policy: p.Name, Limit: p.Limit, Shadow: p.Shadow, refund: p.Refund, id: identity, cost: n, lease: p.Lease}
 	sc, _ := l.scratch.Get().(*scratch)
 	if sc == nil {
 		sc = new(scratch)

@@ -333,7 +333,7 @@ func (l *Limiter) prepare(ctx context.Context, r keyfunc.Request, override keyfu
 		}
 		// Field by field: Result is written by the store, or below.
 		pr := d.addResult(len(idx))
-		pr.Policy, pr.Limit, pr.Tier, pr.Shadow, pr.refund, pr.id, pr.cost = p.Name, *lim, "", p.Shadow, p.Refund, id, cost
+		pr.Policy, pr.Limit, pr.Tier, pr.Shadow, pr.refund, pr.id, pr.cost, pr.lease = p.Name, *lim, "", p.Shadow, p.Refund, id, cost, p.Lease
 		pr.Unidentified = err != nil
 		if len(p.Tiers) > 0 {
 			pr.Tier = tier

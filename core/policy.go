@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/route"
 	"github.com/sluicehq/sluice/keyfunc"
@@ -39,6 +40,17 @@ type Policy struct {
 	// default) decides the request under the other policies only;
 	// DenyRequest denies it.
 	MissingKey MissingKey
+	// Lease, when positive, lets each instance decide the policy in
+	// memory from blocks of units it takes from the shared store in one
+	// call and holds at most Lease (a few hundred milliseconds, say): a
+	// hot identity or a fleet-wide limit then costs the store one call
+	// per block instead of one per request, and the store never admits
+	// more than Limit. It takes effect when the Limiter's store is a
+	// lease layer (package core/lease); every other store decides each
+	// request exactly, as with no Lease. A sliding_window_log cannot be
+	// leased (each entry's own instant counts): NewLimiter refuses it.
+	// Zero, the default, decides every request in the store.
+	Lease time.Duration
 }
 
 // MissingKey says what a policy does with a request it has no identity for.
@@ -196,6 +208,9 @@ func validatePolicy(p *Policy, c *limiterConfig) error {
 	if fe := p.Limit.check(); fe != nil {
 		return limitIn("Limit", fe, p.Limit)
 	}
+	if err := ValidateLease(p.Lease, p.Limit); err != nil {
+		return err
+	}
 	if p.MissingKey > DenyRequest {
 		return invalidField(nil, "MissingKey", "must be SkipPolicy or DenyRequest, got %d", p.MissingKey)
 	}
@@ -205,6 +220,9 @@ func validatePolicy(p *Policy, c *limiterConfig) error {
 		}
 		if fe := p.Tiers[tier].check(); fe != nil {
 			return limitIn(fmt.Sprintf("Tiers[%q]", tier), fe, p.Tiers[tier])
+		}
+		if err := ValidateLease(p.Lease, p.Tiers[tier]); err != nil {
+			return fmt.Errorf("tier %q: %w", tier, err)
 		}
 	}
 	if len(p.Tiers) > 0 && c.tiering == nil {
@@ -258,6 +276,22 @@ func (set *policySet) matched(r keyfunc.Request) []int {
 		kept = append(kept, i)
 	}
 	return kept
+}
+
+// ValidateLease reports why a policy of limit l cannot have Lease lease
+// (see Policy.Lease): nil, or a *FieldError of field "Lease". A negative Lease
+// is refused, and so is any lease of a sliding_window_log: its every
+// admission counts at its own instant until that instant leaves the
+// window, so units taken at one instant and spent later would be counted
+// at the wrong instants, and admitted past the limit.
+func ValidateLease(lease time.Duration, l Limit) error {
+	switch {
+	case lease < 0:
+		return invalidField(nil, "Lease", "must not be negative, got %s", lease)
+	case lease > 0 && l.Algorithm == SlidingWindowLog:
+		return invalidField(nil, "Lease", "%s cannot be leased: each admission counts at its own instant, which a block of units taken at once cannot keep (use sliding_window_counter or fixed_window)", l.Algorithm)
+	}
+	return nil
 }
 
 // ValidatePolicyName reports why name cannot name a policy, as a

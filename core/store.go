@@ -44,6 +44,10 @@ type Op struct {
 	// Take of several ops, or a negative one, is an error (see
 	// ValidateBooking).
 	MaxDelay time.Duration
+	// Lease is the op's policy's Policy.Lease: when positive, a lease
+	// layer (package core/lease) may decide the op from a block of units
+	// it took from its store earlier. Every other store ignores it.
+	Lease time.Duration
 }
 
 // ValidateBooking reports why an op with maxDelay cannot be decided in a
@@ -92,6 +96,10 @@ type Admission struct {
 	At int64
 	// Override is the admission's Result.Override.
 	Override uint64
+	// Lease is the admitted op's Op.Lease: a lease layer gives back an
+	// admission of a leased policy by its own rules (see package
+	// core/lease); every other store ignores it.
+	Lease time.Duration
 }
 
 // Store keeps the state of every key and makes each decision atomically.
