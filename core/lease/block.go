@@ -19,7 +19,6 @@ func compile(l core.Limit) (algo.Spec, error) { return algo.Compile(l, core.Thre
 // n > op.Cost starts a block whose first op.Cost units are op's.
 func (s *Store) settle(e *entry, op *core.Op, n, send, recv int64, out *core.Result, f *flight) {
 	res := out
-	e.noteRate(recv)
 	skew := int64(0)
 	if e.known {
 		// The store's clock has moved less than this Store's since the
@@ -103,7 +102,7 @@ func (s *Store) endBlock(e *entry, now int64) {
 func (s *Store) giveBack(e *entry, now int64) { s.endBlock(e, now) }
 
 // noteRate folds the units decided for e since its last store call into
-// its rate (e's lock held), at the store call answered at now.
+// its rate (e's lock held), at a store call made at now.
 func (e *entry) noteRate(now int64) {
 	if e.marked && now > e.mark {
 		inst := float64(e.used) / float64(now-e.mark)

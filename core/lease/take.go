@@ -154,6 +154,7 @@ func (s *Store) relimit(e *entry, l core.Limit, now int64) {
 func (s *Store) refresh(ctx context.Context, e *entry, op *core.Op, now int64, out *core.Result) error {
 	hold := int64(op.Lease / time.Microsecond)
 	e.hold = max(hold, 1)
+	e.noteRate(now)
 	n := s.size(e, now, op.Cost, e.hold)
 	s.endBlock(e, now)
 	f := &flight{done: make(chan struct{})}
