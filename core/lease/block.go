@@ -28,8 +28,10 @@ func (s *Store) settle(e *entry, op *core.Op, n, send, recv int64, out *core.Res
 	}
 	switch {
 	case res.Source.Degraded():
-		// A failure policy answered: no unit of the shared store is held.
+		// A failure policy answered: no unit of the shared store is held,
+		// and the key's ops go to it, one each, for a hold.
 		f.direct = true
+		e.exactUntil = recv + e.hold
 		return
 	case res.Applied != nil:
 		// An override applies: its state is decided exactly, by the store,

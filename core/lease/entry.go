@@ -16,6 +16,8 @@ import (
 type entry struct {
 	mu   sync.Mutex
 	key  core.Key // the Store's own copy
+	h    uint64   // key's hash
+	next *entry   // the next entry of the same hash in the shard
 	lim  core.Limit
 	sp   algo.Spec
 	seen int64 // the latest local instant this key has seen (µs)
@@ -172,22 +174,66 @@ func (e *entry) forget() {
 	e.rate, e.lastN, e.used, e.mark, e.known = 0, 0, 0, 0, false
 }
 
+// hash is k's hash: its shard and its place in the shard's map.
+func (s *Store) hash(k *core.Key) uint64 {
+	return maphash.String(s.seed, k.Identity) ^ maphash.String(s.seed, k.Policy)*0x9e3779b97f4a7c15
+}
+
+// lookup returns the entry of k, whose hash is h, or nil (sh's lock held).
+func (sh *shard) lookup(h uint64, k *core.Key) *entry {
+	for e := sh.m[h]; e != nil; e = e.next {
+		if e.key == *k {
+			return e
+		}
+	}
+	return nil
+}
+
+// remove deletes e from sh (sh's write lock held).
+func (sh *shard) remove(e *entry) {
+	p := sh.m[e.h]
+	if p == e {
+		if e.next == nil {
+			delete(sh.m, e.h)
+		} else {
+			sh.m[e.h] = e.next
+		}
+		return
+	}
+	for ; p != nil && p.next != e; p = p.next {
+	}
+	if p != nil {
+		p.next = e.next
+	}
+}
+
+// each calls f for every entry of sh (sh's lock held).
+func (sh *shard) each(f func(*entry)) {
+	for _, e := range sh.m {
+		for ; e != nil; e = e.next {
+			f(e)
+		}
+	}
+}
+
 // find returns k's entry, or nil.
 func (s *Store) find(k core.Key) *entry {
-	sh := &s.shards[maphash.Comparable(s.seed, k)%nShards]
+	h := s.hash(&k)
+	sh := &s.shards[h%nShards]
 	sh.mu.RLock()
-	e := sh.m[k]
+	e := sh.lookup(h, &k)
 	sh.mu.RUnlock()
 	return e
 }
 
 // get returns op's entry, creating it (nil when the Store keeps
-// DefaultMaxKeys keys already, or op's limit is invalid: the store below
+// WithMaxKeys keys already, or op's limit is invalid: the store below
 // then decides, or refuses, the op).
 func (s *Store) get(op *core.Op) *entry {
-	sh := &s.shards[maphash.Comparable(s.seed, op.Key)%nShards]
+	h := s.hash(&op.Key)
+	sh := &s.shards[h%nShards]
 	sh.mu.RLock()
-	e := sh.m[op.Key]
+	e := sh.lookup(h, &op.Key)
 	sh.mu.RUnlock()
 	if e != nil {
 		return e
@@ -198,12 +244,12 @@ func (s *Store) get(op *core.Op) *entry {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e = sh.m[op.Key]; e != nil {
+	if e = sh.lookup(h, &op.Key); e != nil {
 		return e
 	}
 	k := core.Key{Identity: strings.Clone(op.Key.Identity), Policy: strings.Clone(op.Key.Policy)}
-	e = &entry{key: k, lim: op.Limit, sp: sp}
-	sh.m[k] = e
+	e = &entry{key: k, h: h, lim: op.Limit, sp: sp, next: sh.m[h]}
+	sh.m[h] = e
 	s.keys.Add(1)
 	return e
 }

@@ -59,8 +59,8 @@ const nShards = 64
 
 type shard struct {
 	mu sync.RWMutex
-	m  map[core.Key]*entry
-	_  [64]byte // keep the locks of two shards off one cache line
+	m  map[uint64]*entry // by key hash; entries of one hash are chained
+	_  [64]byte          // keep the locks of two shards off one cache line
 }
 
 type config struct {
@@ -140,7 +140,7 @@ func New(inner core.Store, opts ...Option) (*Store, error) {
 		s.step = &stepClock{now: c.clock, last: c.clock()}
 	}
 	for i := range s.shards {
-		s.shards[i].m = make(map[core.Key]*entry)
+		s.shards[i].m = make(map[uint64]*entry)
 	}
 	go s.sweeper()
 	return s, nil
@@ -191,11 +191,11 @@ func (s *Store) Close() error {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, e := range sh.m {
+		sh.each(func(e *entry) {
 			e.mu.Lock()
 			s.giveBack(e, s.clockOf(e))
 			e.mu.Unlock()
-		}
+		})
 		sh.mu.Unlock()
 	}
 	s.drain()

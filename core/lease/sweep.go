@@ -66,11 +66,11 @@ func (s *Store) sweep() {
 		sh := &s.shards[i]
 		var idle []*entry
 		sh.mu.RLock()
-		for _, e := range sh.m {
+		sh.each(func(e *entry) {
 			if s.sweepEntry(e) {
 				idle = append(idle, e)
 			}
-		}
+		})
 		sh.mu.RUnlock()
 		if len(idle) == 0 {
 			continue
@@ -80,7 +80,7 @@ func (s *Store) sweep() {
 			e.mu.Lock()
 			if e.idle(s.clockOf(e)) {
 				e.dead = true
-				delete(sh.m, e.key)
+				sh.remove(e)
 				s.keys.Add(-1)
 			}
 			e.mu.Unlock()
