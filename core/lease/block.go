@@ -8,6 +8,11 @@ import (
 	"github.com/sluicehq/sluice/core/algo"
 )
 
+// degradedPause is how long (µs) a key's ops go straight to the store
+// below after a failure policy answered its take, before a block is tried
+// again.
+const degradedPause = 10_000
+
 // maxInstant is a local instant no clock reaches.
 const maxInstant = int64(math.MaxInt64)
 
@@ -29,9 +34,9 @@ func (s *Store) settle(e *entry, op *core.Op, n, send, recv int64, out *core.Res
 	switch {
 	case res.Source.Degraded():
 		// A failure policy answered: no unit of the shared store is held,
-		// and the key's ops go to it, one each, for a hold.
+		// and the key's ops go to it, one each, for a while.
 		f.direct = true
-		e.exactUntil = recv + e.hold
+		e.exactUntil = recv + min(e.hold, degradedPause)
 		return
 	case res.Applied != nil:
 		// An override applies: its state is decided exactly, by the store,

@@ -110,8 +110,8 @@
 // down, an instance keeps deciding from the blocks it holds, exactly,
 // until they end; its next take is then answered by the guard's failure
 // mode, which the layer passes on as it is (no block is taken from a
-// failure policy's answer, and ops of the key go straight to the guard
-// while it answers so). Unused units it cannot give back are counted in
+// failure policy's answer, and the key's ops go straight to the guard, one
+// each, for 10 ms at a time while it answers so). Unused units it cannot give back are counted in
 // Stats.GiveBackFailures and come back as above.
 //
 // # Clocks

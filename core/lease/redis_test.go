@@ -1,0 +1,157 @@
+package lease_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// fleetKeys returns n identities no other test uses: the first is the hot
+// one.
+func fleetKeys(t *testing.T, n int) []string {
+	base := limitertest.Key(t).Identity
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s-%d", base, i)
+	}
+	return keys
+}
+
+// checkRun checks what every process of r admitted, key by key, and logs
+// the processes' counters (store calls, decisions from blocks, repeated
+// denials, ops passed through).
+func checkRun(t *testing.T, r run, stats []string) {
+	t.Helper()
+	per := readEvents(t, r.out, len(r.keys))
+	total := 0
+	for k, events := range per {
+		n := checkFleet(t, r.limitOf(k), events, false)
+		if k == 0 && n == 0 {
+			t.Fatalf("nothing admitted on the hot key")
+		}
+		total += n
+	}
+	var takes, local int64
+	for _, s := range stats {
+		var a, b, c, d int64
+		if _, err := fmt.Sscanf(s, "%d %d %d %d", &a, &b, &c, &d); err != nil {
+			t.Fatalf("process output %q: %v", s, err)
+		}
+		takes, local = takes+a, local+b
+	}
+	t.Logf("%s: %d admitted; surviving processes: %d store calls, %d decisions from blocks (%s)", r.limit, total, takes, local, strings.Join(stats, " | "))
+}
+
+// fleetLimits are a hot key's limits in the tests of several processes:
+// far under what four processes offer, so that every one of them decides
+// at and over the limit.
+var fleetLimits = []core.Limit{
+	core.Per(300, 50*time.Millisecond).WithAlgorithm(core.FixedWindow),
+	core.Per(300, 50*time.Millisecond).WithAlgorithm(core.SlidingWindowCounter),
+	core.Per(6, time.Millisecond).WithBurst(300),
+	core.Per(6, time.Millisecond).WithBurst(300).WithAlgorithm(core.GCRA),
+}
+
+// Four processes, of four goroutines each, decide a hot key and three
+// others on one Redis server (four algorithms) and on a 3-master Cluster
+// (a window and a bucket), leased, with costs of 1 to 3 and refunds: what
+// they admitted together, replayed on Redis's clock, is what the
+// algorithm admits.
+func TestProcessesOnRedis(t *testing.T) {
+	single := redistest.StartServer(t)
+	cluster := redistest.StartCluster(t, 3)
+	for _, c := range []struct {
+		name    string
+		addrs   []string
+		cluster bool
+		limits  []core.Limit
+	}{{"single", []string{single.Addr}, false, fleetLimits}, {"cluster", cluster.Addrs(), true, []core.Limit{fleetLimits[0], fleetLimits[3]}}} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, l := range c.limits {
+				t.Run(l.Algorithm.String(), func(t *testing.T) {
+					r := run{addrs: c.addrs, cluster: c.cluster, keys: fleetKeys(t, 4), limit: l, hold: 20 * time.Millisecond,
+						duration: 500 * time.Millisecond, workers: 4, refunds: true, out: t.TempDir()}
+					p := startFleet(t, 4, r)
+					checkRun(t, r, p.wait(t, time.Minute))
+				})
+			}
+		})
+	}
+}
+
+// A process holding blocks is killed with SIGKILL mid-run; the others go
+// on: nothing any of them admitted, the killed one's included, is over
+// the limit, and its parked units come back with their windows (logged:
+// the units kept per window, before and after the kill).
+func TestProcessKilledHoldingBlocks(t *testing.T) {
+	srv := redistest.StartServer(t)
+	for _, l := range []core.Limit{fleetLimits[0], fleetLimits[2]} {
+		t.Run(l.Algorithm.String(), func(t *testing.T) {
+			r := run{addrs: []string{srv.Addr}, keys: fleetKeys(t, 2), limit: l, hold: 40 * time.Millisecond,
+				duration: 1200 * time.Millisecond, workers: 4, out: t.TempDir()}
+			p := startFleet(t, 4, r)
+			waitForAdmissions(t, r.out, "0", 50)
+			p.kill(t, 0)
+			checkRun(t, r, p.wait(t, time.Minute, 0))
+		})
+	}
+}
+
+// waitForAdmissions waits (at most a minute) until process name has
+// written n admissions.
+func waitForAdmissions(t *testing.T, dir, name string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && bytes.Count(b, []byte("\n")) >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("process %s admitted fewer than %d within a minute", name, n)
+}
+
+// Redis is killed (SIGKILL) and restarted from its append-only file while
+// four guarded processes decide a hot key at its limit and a key far
+// under its own: each goes on deciding from the blocks it holds, exactly,
+// while Redis is down (the admissions made then, of the second key, whose
+// blocks outlive the outage, are counted and logged), then the guard's
+// fail-closed mode answers, then Redis again; nothing is over the limit
+// across the outage.
+func TestRedisKilledAndRestarted(t *testing.T) {
+	srv := redistest.StartServer(t, "--appendonly", "yes", "--appendfsync", "always")
+	r := run{addrs: []string{srv.Addr}, guarded: true, keys: fleetKeys(t, 2), limit: fleetLimits[0],
+		other: core.Per(1_000_000, 10*time.Second).WithAlgorithm(core.FixedWindow), hold: 400 * time.Millisecond,
+		duration: 2 * time.Second, workers: 4, refunds: true, out: t.TempDir()}
+	p := startFleet(t, 4, r)
+	for i := range 4 {
+		waitForAdmissions(t, r.out, strconv.Itoa(i), 5000) // running at full speed
+	}
+	down := time.Now().UnixMicro()
+	srv.Kill()
+	time.Sleep(200 * time.Millisecond) // the outage: the processes decide from their blocks, then fail closed
+	up := time.Now().UnixMicro()
+	srv.Restart(t)
+	checkRun(t, r, p.wait(t, time.Minute))
+	during := 0
+	for _, events := range readEvents(t, r.out, len(r.keys)) {
+		for _, e := range events {
+			if e.at > down && e.at < up {
+				during++
+			}
+		}
+	}
+	t.Logf("admitted from blocks while Redis was down (%d ms): %d", (up-down)/1000, during)
+	if during == 0 {
+		t.Fatal("no decision went on from the blocks held while Redis was down")
+	}
+}
