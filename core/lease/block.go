@@ -111,8 +111,8 @@ func (s *Store) giveBack(e *entry, now int64) { s.endBlock(e, now) }
 // noteRate folds the units decided for e since its last store call into
 // its rate (e's lock held), at a store call made at now.
 func (e *entry) noteRate(now int64) {
-	if e.marked && now > e.mark {
-		inst := float64(e.used) / float64(now-e.mark)
+	if e.marked && now >= e.mark {
+		inst := float64(e.used) / float64(max(now-e.mark, 1)) // ops of one µs: a µs
 		if e.rate == 0 {
 			e.rate = inst
 		} else {

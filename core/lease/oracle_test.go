@@ -208,6 +208,7 @@ func runTrace(t *testing.T, a core.Algorithm, seed uint64) (local, total int) {
 			}
 			r := out[0]
 			logf("  inst %d cost %d: %+v stats %+v", i, cost, r, insts[i].Stats())
+			honest(t, mem, key, l, r)
 			if r.Allowed && cost > 0 {
 				id := ref.admit(now, cost, fmt.Sprintf("%s %s hold %s, step %d, instance %d", a, l, hold, step, i))
 				if t.Failed() {
@@ -223,6 +224,27 @@ func runTrace(t *testing.T, a core.Algorithm, seed uint64) (local, total int) {
 		}
 	}
 	return local, ref.n
+}
+
+// honest checks what a decision r from a block says against the store's
+// own word on key now: the key is never said to be fresh sooner than the
+// store says (At plus ResetAfter, the X-RateLimit-Reset instant), and
+// Remaining never exceeds the capacity.
+func honest(t *testing.T, store core.Store, key core.Key, l core.Limit, r core.Result) {
+	t.Helper()
+	if r.Source != core.FromStore || r.Remaining > l.Capacity() {
+		if r.Remaining > l.Capacity() {
+			t.Fatalf("Remaining %d over the capacity: %+v", r.Remaining, r)
+		}
+		return
+	}
+	p, err := limitertest.TakeOne(context.Background(), store, key, l, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine, its := r.At+int64(r.ResetAfter/time.Microsecond), p.At+int64(p.ResetAfter/time.Microsecond); mine < its-1 && p.ResetAfter > 0 {
+		t.Fatalf("a decision says the key is fresh at %d, the store at %d: %+v, the store %+v", mine, its, r, p)
+	}
 }
 
 // Random traces never admit more than the algorithm, for every algorithm

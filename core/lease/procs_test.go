@@ -137,13 +137,23 @@ func child(task string, i int) error {
 	defer f.Close()
 	w := &eventWriter{f: f}
 	deadline := time.Now().Add(r.duration)
+	stop := make(chan struct{}) // closed when the test asks the fleet to stop (the file out/stop)
+	go func() {
+		for time.Now().Before(deadline) {
+			if _, err := os.Stat(filepath.Join(r.out, "stop")); err == nil {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		close(stop)
+	}()
 	var wg sync.WaitGroup
 	errs := make(chan error, r.workers)
 	for k := range r.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- r.work(ls, w, rand.New(rand.NewPCG(uint64(i), uint64(k))), deadline)
+			errs <- r.work(ls, w, rand.New(rand.NewPCG(uint64(i), uint64(k))), stop)
 		}()
 	}
 	wg.Wait()
@@ -176,13 +186,18 @@ func (w *eventWriter) write(kind byte, key int, at, cost int64) error {
 	return err
 }
 
-// work decides until deadline: the first key most of the time (the hot
-// one), costs of 1 to 3, and, with refunds, every eighth admission of a
-// window given back.
-func (r run) work(ls *lease.Store, w *eventWriter, rng *rand.Rand, deadline time.Time) error {
+// work decides until stop is closed: the first key most of the time (the
+// hot one), costs of 1 to 3, and, with refunds, every eighth admission of
+// a window given back.
+func (r run) work(ls *lease.Store, w *eventWriter, rng *rand.Rand, stop <-chan struct{}) error {
 	ctx := context.Background()
 	var out [1]core.Result
-	for time.Now().Before(deadline) {
+	for {
+		select {
+		case <-stop:
+			return nil
+		default:
+		}
 		k := 0
 		if len(r.keys) > 1 && rng.IntN(10) < 3 {
 			k = 1 + rng.IntN(len(r.keys)-1)
@@ -211,7 +226,14 @@ func (r run) work(ls *lease.Store, w *eventWriter, rng *rand.Rand, deadline time
 			}
 		}
 	}
-	return nil
+}
+
+// stopFleet asks the processes of r to stop.
+func stopFleet(t *testing.T, r run) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(r.out, "stop"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // fleetProcs are the processes of a fleet.
@@ -294,7 +316,7 @@ func contains(s []int, v int) bool {
 func readEvents(t *testing.T, dir string, keys int) [][]event {
 	t.Helper()
 	per := make([][]event, keys)
-	files, err := filepath.Glob(filepath.Join(dir, "*"))
+	files, err := filepath.Glob(filepath.Join(dir, "[0-9]*"))
 	if err != nil {
 		t.Fatal(err)
 	}

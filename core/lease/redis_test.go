@@ -97,27 +97,57 @@ func TestProcessKilledHoldingBlocks(t *testing.T) {
 	for _, l := range []core.Limit{fleetLimits[0], fleetLimits[2]} {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
 			r := run{addrs: []string{srv.Addr}, keys: fleetKeys(t, 2), limit: l, hold: 40 * time.Millisecond,
-				duration: 1200 * time.Millisecond, workers: 4, out: t.TempDir()}
+				duration: time.Minute, workers: 4, out: t.TempDir()}
 			p := startFleet(t, 4, r)
-			waitForAdmissions(t, r.out, "0", 50)
+			waitForAdmissions(t, r.out, "0", 0, 50)
 			p.kill(t, 0)
+			killed := time.Now().UnixMicro()
+			for i := 1; i < 4; i++ { // the others go on for a while
+				waitForAdmissionsSince(t, r.out, strconv.Itoa(i), 0, killed+int64(200*time.Millisecond/time.Microsecond), 10)
+			}
+			stopFleet(t, r)
 			checkRun(t, r, p.wait(t, time.Minute, 0))
 		})
 	}
 }
 
-// waitForAdmissions waits (at most a minute) until process name has
-// written n admissions.
-func waitForAdmissions(t *testing.T, dir, name string, n int) {
+// waitForAdmissionsSince waits (at most a minute) until process name has
+// written n admissions of key k made after since (µs, Redis's clock).
+func waitForAdmissionsSince(t *testing.T, dir, name string, k int, since int64, n int) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		if b, err := os.ReadFile(filepath.Join(dir, name)); err == nil && bytes.Count(b, []byte("\n")) >= n {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		got := 0
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			var kk int
+			var at, cost int64
+			if _, err := fmt.Sscanf(string(line), "a %d %d %d", &kk, &at, &cost); err == nil && kk == k && at > since {
+				got++
+			}
+		}
+		if got >= n {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("process %s admitted fewer than %d within a minute", name, n)
+	t.Fatalf("process %s admitted fewer than %d of key %d since %d within a minute", name, n, k, since)
+}
+
+// waitForAdmissions waits (at most a minute) until process name has
+// written n admissions of key k.
+func waitForAdmissions(t *testing.T, dir, name string, k, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	prefix := []byte(fmt.Sprintf("a %d ", k))
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err == nil && bytes.Count(b, prefix) >= n {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("process %s admitted fewer than %d of key %d within a minute", name, n, k)
 }
 
 // Redis is killed (SIGKILL) and restarted from its append-only file while
@@ -131,16 +161,21 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	srv := redistest.StartServer(t, "--appendonly", "yes", "--appendfsync", "always")
 	r := run{addrs: []string{srv.Addr}, guarded: true, keys: fleetKeys(t, 2), limit: fleetLimits[0],
 		other: core.Per(1_000_000, 10*time.Second).WithAlgorithm(core.FixedWindow), hold: 400 * time.Millisecond,
-		duration: 2 * time.Second, workers: 4, refunds: true, out: t.TempDir()}
+		duration: time.Minute, workers: 4, refunds: true, out: t.TempDir()}
 	p := startFleet(t, 4, r)
 	for i := range 4 {
-		waitForAdmissions(t, r.out, strconv.Itoa(i), 5000) // running at full speed
+		// blocks of the second key grown for its traffic (twice the last, at each take)
+		waitForAdmissions(t, r.out, strconv.Itoa(i), 1, 500)
 	}
 	down := time.Now().UnixMicro()
 	srv.Kill()
 	time.Sleep(200 * time.Millisecond) // the outage: the processes decide from their blocks, then fail closed
 	up := time.Now().UnixMicro()
 	srv.Restart(t)
+	for i := range 4 { // deciding through Redis again
+		waitForAdmissionsSince(t, r.out, strconv.Itoa(i), 0, time.Now().UnixMicro(), 20)
+	}
+	stopFleet(t, r)
 	checkRun(t, r, p.wait(t, time.Minute))
 	during := 0
 	for _, events := range readEvents(t, r.out, len(r.keys)) {
