@@ -1,0 +1,96 @@
+package lease_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/guard"
+	"github.com/sluicehq/sluice/core/lease"
+	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/redisstore"
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// With Redis unreachable (its network stalled), an instance decides from
+// the block it holds, exactly and without a store call, until the block
+// runs out; then the guard's failure mode answers (fail closed); once
+// Redis is back, blocks are taken again. The guard is under the lease
+// layer, as documented, or over it: both orders decide the held units,
+// and no more, through the outage.
+func TestOutageDecidesFromHeldBlocks(t *testing.T) {
+	srv := redistest.StartServer(t)
+	for _, order := range []string{"lease over guard", "guard over lease"} {
+		t.Run(order, func(t *testing.T) {
+			proxy := redistest.NewProxy(t, srv.Addr)
+			clock := limitertest.NewClock()
+			client := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1})
+			t.Cleanup(func() { _ = client.Close() })
+			rs, err := redisstore.New(client, redisstore.WithClock(clock.Now), redisstore.WithTimeout(time.Second))
+			require.NoError(t, err)
+			quiet := guard.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+			gopts := []guard.Option{guard.WithFailClosed(time.Second), guard.WithTimeout(50 * time.Millisecond), guard.WithClock(clock.Now), quiet,
+				guard.WithBreaker(guard.Breaker{Failures: 1, Cooldown: time.Second})}
+			var s core.Store
+			var ls *lease.Store
+			if order == "lease over guard" {
+				g, err := guard.New(rs, gopts...)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = g.Close() })
+				ls = newLease(t, g, lease.WithClock(clock.Now))
+				s = ls
+			} else {
+				ls = newLease(t, rs, lease.WithClock(clock.Now))
+				g, err := guard.New(ls, gopts...)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = g.Close() })
+				s = g
+			}
+			l := core.Per(100_000, time.Hour).WithAlgorithm(core.FixedWindow)
+			key := limitertest.Key(t)
+			require.Equal(t, 300, takeN(t, s, key, l, time.Hour, 300))
+			clock.Advance(time.Millisecond)
+			require.Equal(t, 300, takeN(t, s, key, l, time.Hour, 300)) // blocks grown for 300 a ms
+			before := ls.Stats()
+			proxy.Stall()
+			// The held units, from the block: the first op the block cannot
+			// serve waits for the guard's timeout, and is refused.
+			held, closed := 0, 0
+			ctx := context.Background()
+			for closed < 3 {
+				var out [1]core.Result
+				require.NoError(t, s.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: 1, Lease: time.Hour}}, out[:]))
+				switch {
+				case out[0].Allowed:
+					require.Zero(t, closed, "admitted after the failure mode answered: %+v", out[0])
+					require.Equal(t, core.FromStore, out[0].Source)
+					held++
+				default:
+					require.Equal(t, core.FailedClosed, out[0].Source, "%+v", out[0])
+					closed++
+				}
+			}
+			during := ls.Stats()
+			require.Positive(t, held)
+			require.EqualValues(t, held, during.Local-before.Local, "every admission in the outage came from the block")
+			t.Logf("%s: %d decided from the held block while Redis was unreachable, then fail closed", order, held)
+			proxy.Sever() // Redis back (the stalled connections are lost)
+			clock.Advance(2 * time.Second) // past the breaker's cooldown
+			admitted := 0
+			for range 50 {
+				admitted += takeN(t, s, key, l, time.Hour, 1)
+				clock.Advance(time.Millisecond)
+			}
+			require.Greater(t, admitted, 40, "blocks again once Redis is back")
+			r, err := limitertest.TakeOne(ctx, rs, key, l, 0)
+			require.NoError(t, err)
+			require.LessOrEqual(t, int64(600+held+admitted), l.Rate-r.Remaining, "the store counted every unit decided")
+		})
+	}
+}
