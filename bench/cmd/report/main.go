@@ -25,7 +25,11 @@
 //     second against none;
 //   - propagation (package propbench): Propagation, two ratelimitd
 //     instances on one PostgreSQL, the delay from a rule change to the
-//     first decision under it on the other instance.
+//     first decision under it on the other instance;
+//   - leases (package leasebench): Leases, the lease layer against the
+//     exact Redis path: one hot identity from four processes, a leased
+//     decision's latency, a global limit from eight instances, many
+//     identities per algorithm, Redis killed under a leased instance.
 //
 // Usage (from the bench directory):
 //
@@ -54,6 +58,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/bench/leasebench"
 	"github.com/sluicehq/sluice/bench/membench"
 	"github.com/sluicehq/sluice/bench/redisbench"
 	"github.com/sluicehq/sluice/bench/servicebench"
@@ -156,7 +161,7 @@ func parseFlagsTo(out io.Writer, args []string) (options, error) {
 func (o *options) define(fs *flag.FlagSet) {
 	fs.StringVar(&o.out, "out", "", "directory to write "+mdName+" and "+svgName+" to (e.g. ../docs); without it the Markdown goes to stdout")
 	fs.BoolVar(&o.quick, "quick", false, "a quick run (about a minute): "+quickSummary()+", unless set explicitly")
-	fs.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, HotKeyParallel, Keys100kSerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead,\nFiberMiddlewareOverhead, Redis64Callers, RedisMemoryPerKey, ChurnLatency, Service64Callers, RulesAtScale,\nRuleChurn, Propagation: e.g. hot,parallel,heap,middleware,fiber,redis,churn,service,rules,rulechurn,propagation), or all")
+	fs.StringVar(&o.scenarios, "scenarios", "all", "comma-separated scenarios to run, matched case-insensitively against their names\n(HotKeySerial, HotKeyParallel, Keys100kSerial, Keys100kParallel, HeapPerKey, MiddlewareOverhead,\nFiberMiddlewareOverhead, Redis64Callers, RedisMemoryPerKey, ChurnLatency, Service64Callers, RulesAtScale,\nRuleChurn, Propagation, Leases: e.g. hot,parallel,heap,middleware,fiber,redis,churn,service,rules,rulechurn,propagation,leases), or all")
 	fs.StringVar(&o.impls, "impls", "default", "comma-separated implementations to run, default or all. A name selects itself and the variants\nnamed after it (sluice selects sluice-xrl and sluice-gcra-nopipe too). default is all but the\nunpipelined Redis variants of sluice's algorithms other than token_bucket. In memory: sluice, xrate,\nsethvargo, ulule, throttled. Middleware: bare (always run), sluice, sluice-xrl, ulule, httprate,\nthrottled, sethvargo; Fiber: bare, sluice, sluice-xrl, fiber, fiber-sliding. Redis: sluice-<algorithm>[-nopipe],\nulule, redis_rate, throttled, evalsha, redis-benchmark, redis-benchmark-P16. Service: envoy-ratelimit-default,\nenvoy-ratelimit-best, grpc-floor[-native], ratelimitd-redis[-native,-batch100,-http], ratelimitd-memory[-...]\n(ratelimitd selects every ratelimitd-*), remotestore, redisstore, and envoy-ratelimit-tune-* (the variants that\nchose envoy-ratelimit-best, not in default)")
 	fs.IntVar(&o.count, "count", 5, "runs of each in-memory throughput and middleware benchmark; the tables show the medians")
 	fs.IntVar(&o.heapCount, "heapcount", 3, "runs of each heap benchmark (its bytes/key barely varies; each run fills -heapkeys keys)")
@@ -241,13 +246,14 @@ type selection struct {
 	rules        bool // ratelimitd only
 	ruleChurn    bool // ratelimitd only
 	prop         bool // ratelimitd only
+	lease        bool // sluice only
 }
 
 func selectAll(o options) (selection, error) {
 	var s selection
 	var err error
 	var service bool
-	s.mem, s.mw, s.fiber, s.redis, s.rdMem, s.churn, service, s.rules, s.ruleChurn, s.prop, err = selectScenarios(o.scenarios)
+	s.mem, s.mw, s.fiber, s.redis, s.rdMem, s.churn, service, s.rules, s.ruleChurn, s.prop, s.lease, err = selectScenarios(o.scenarios)
 	if err != nil {
 		return s, err
 	}
@@ -284,6 +290,9 @@ func selectAll(o options) (selection, error) {
 	if s.prop {
 		s.prop = f.match("ratelimitd")
 	}
+	if s.lease {
+		s.lease = f.match("sluice")
+	}
 	if s.rdMem {
 		s.rdMemImpls = filterImpls(f, memoryImpls(), func(im redisbench.Impl) string { return im.Name })
 	}
@@ -312,6 +321,7 @@ func withBaseline(sel, all []mwImpl) []mwImpl {
 }
 
 func main() {
+	leasebench.MaybeChild() // the Leases scenario runs this program again as its processes
 	o, err := parseFlags(os.Args[1:])
 	if err == flag.ErrHelp {
 		os.Exit(0)
@@ -388,6 +398,7 @@ type report struct {
 	rules     *rulesSection
 	ruleChurn *ruleChurnSection
 	prop      *propSection
+	lease     *leaseSection
 	env       environment
 }
 
@@ -446,6 +457,9 @@ func (r *report) run() {
 		r.rules = &rulesSection{}
 		r.rules.timing = timed(func() { r.rules.run(o.rulesCount, o.rulesTime) })
 	}
+	if s.lease {
+		r.runLease()
+	}
 }
 
 // write writes the whole Markdown document.
@@ -490,6 +504,9 @@ func (r *report) write(w io.Writer) {
 	if r.rules != nil {
 		r.rules.write(w)
 	}
+	if r.lease != nil {
+		r.lease.write(w)
+	}
 }
 
 func fatal(err error) {
@@ -499,16 +516,16 @@ func fatal(err error) {
 
 // selectScenarios returns the in-memory scenarios selected by spec and
 // whether the net/http, Fiber, Redis throughput, Redis memory, churn,
-// service, rules-at-scale, rule churn and propagation scenarios are.
-func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem, churn, service, rules, ruleChurn, prop bool, err error) {
+// service, rules-at-scale, rule churn, propagation and lease scenarios are.
+func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem, churn, service, rules, ruleChurn, prop, lease bool, err error) {
 	all := membench.Scenarios()
 	if spec == "all" || spec == "" {
-		return all, true, true, true, true, true, true, true, true, true, nil
+		return all, true, true, true, true, true, true, true, true, true, true, nil
 	}
 	others := []struct {
 		name string
 		on   *bool
-	}{{middlewareScenario, &mw}, {fiberScenario, &fiber}, {redisScenario, &rd}, {redisMemoryScenario, &rdMem}, {churnScenario, &churn}, {serviceScenario, &service}, {rulesScenario, &rules}, {ruleChurnScenario, &ruleChurn}, {propScenario, &prop}}
+	}{{middlewareScenario, &mw}, {fiberScenario, &fiber}, {redisScenario, &rd}, {redisMemoryScenario, &rdMem}, {churnScenario, &churn}, {serviceScenario, &service}, {rulesScenario, &rules}, {ruleChurnScenario, &ruleChurn}, {propScenario, &prop}, {leaseScenario, &lease}}
 	allNames := scenarioNames(all)
 	for _, o := range others {
 		allNames = append(allNames, o.name)
@@ -530,7 +547,7 @@ func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem
 			}
 		}
 		if !found {
-			return nil, false, false, false, false, false, false, false, false, false, fmt.Errorf("-scenarios: %q matches none of %s", tok, strings.Join(allNames, ", "))
+			return nil, false, false, false, false, false, false, false, false, false, false, fmt.Errorf("-scenarios: %q matches none of %s", tok, strings.Join(allNames, ", "))
 		}
 	}
 	// Keep the report order whatever the order of the tokens.
@@ -538,7 +555,7 @@ func selectScenarios(spec string) (mem []membench.Scenario, mw, fiber, rd, rdMem
 		return slices.IndexFunc(all, func(s membench.Scenario) bool { return s.Name == a.Name }) -
 			slices.IndexFunc(all, func(s membench.Scenario) bool { return s.Name == b.Name })
 	})
-	return mem, mw, fiber, rd, rdMem, churn, service, rules, ruleChurn, prop, nil
+	return mem, mw, fiber, rd, rdMem, churn, service, rules, ruleChurn, prop, lease, nil
 }
 
 func scenarioNames(scs []membench.Scenario) []string {

@@ -68,6 +68,9 @@ func (r *report) targets() []target {
 	if r.rules != nil {
 		out = append(out, r.rules.target())
 	}
+	if r.lease != nil {
+		out = append(out, r.lease.targets()...)
+	}
 	return out
 }
 
