@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/bench/accuracy"
@@ -75,13 +76,17 @@ func RunPareto(ctx context.Context, a core.Algorithm, cfg ParetoConfig) (ParetoR
 	return res, err
 }
 
-// clock is a manual clock the replays set to each request's instant.
-type clock struct{ now time.Time }
+// clock is a manual clock the replays set to each request's instant (the
+// lease layers' sweepers read it too).
+type clock struct{ us atomic.Int64 }
 
-func (c *clock) Now() time.Time { return c.now }
+func (c *clock) Now() time.Time { return time.UnixMicro(c.us.Load()) }
+
+func (c *clock) set(us int64) { c.us.Store(us) }
 
 func replayExact(ctx context.Context, tr *accuracy.Trace, l core.Limit) (int, error) {
 	c := &clock{}
+	c.set(tr.Start)
 	mem, err := memorystore.New(memorystore.WithClock(c.Now), memorystore.WithSweepInterval(0))
 	if err != nil {
 		return 0, err
@@ -90,7 +95,7 @@ func replayExact(ctx context.Context, tr *accuracy.Trace, l core.Limit) (int, er
 	admitted := 0
 	var out [1]core.Result
 	for _, r := range tr.Requests {
-		c.now = time.UnixMicro(r.At)
+		c.set(r.At)
 		op := [1]core.Op{{Key: core.Key{Identity: strconv.Itoa(int(r.Client))}, Limit: l, Cost: 1}}
 		if err := mem.Take(ctx, op[:], out[:]); err != nil {
 			return 0, err
@@ -103,7 +108,8 @@ func replayExact(ctx context.Context, tr *accuracy.Trace, l core.Limit) (int, er
 }
 
 func replayLeased(ctx context.Context, tr *accuracy.Trace, l core.Limit, cfg ParetoConfig, res *ParetoResult) error {
-	c := &clock{now: time.UnixMicro(tr.Start)}
+	c := &clock{}
+	c.set(tr.Start)
 	mem, err := memorystore.New(memorystore.WithClock(c.Now), memorystore.WithSweepInterval(0))
 	if err != nil {
 		return err
@@ -120,7 +126,7 @@ func replayLeased(ctx context.Context, tr *accuracy.Trace, l core.Limit, cfg Par
 	rng := rand.New(rand.NewPCG(cfg.Seed, 99))
 	var out [1]core.Result
 	for _, r := range tr.Requests {
-		c.now = time.UnixMicro(r.At)
+		c.set(r.At)
 		op := [1]core.Op{{Key: core.Key{Identity: strconv.Itoa(int(r.Client))}, Limit: l, Cost: 1, Lease: cfg.Hold}}
 		if err := insts[rng.IntN(len(insts))].Take(ctx, op[:], out[:]); err != nil {
 			return err
