@@ -80,7 +80,7 @@ func TestOutageDecidesFromHeldBlocks(t *testing.T) {
 			require.Positive(t, held)
 			require.EqualValues(t, held, during.Local-before.Local, "every admission in the outage came from the block")
 			t.Logf("%s: %d decided from the held block while Redis was unreachable, then fail closed", order, held)
-			proxy.Sever() // Redis back (the stalled connections are lost)
+			proxy.Sever()                  // Redis back (the stalled connections are lost)
 			clock.Advance(2 * time.Second) // past the breaker's cooldown
 			admitted := 0
 			for range 50 {
