@@ -78,6 +78,7 @@ var knownImports = map[string]string{
 	"core":            "github.com/sluicehq/sluice/core",
 	"algo":            "github.com/sluicehq/sluice/core/algo",
 	"guard":           "github.com/sluicehq/sluice/core/guard",
+	"lease":           "github.com/sluicehq/sluice/core/lease",
 	"memorystore":     "github.com/sluicehq/sluice/core/memorystore",
 	"redisstore":      "github.com/sluicehq/sluice/core/redisstore",
 	"limitertest":     "github.com/sluicehq/sluice/core/limitertest",
