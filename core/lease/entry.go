@@ -171,7 +171,7 @@ func (e *entry) denied(now, cost int64, out *core.Result) bool {
 // its next op is decided by the store exactly.
 func (e *entry) forget() {
 	e.blk, e.deny = block{}, denial{}
-	e.rate, e.lastN, e.used, e.mark, e.known = 0, 0, 0, 0, false
+	e.rate, e.lastN, e.used, e.mark, e.marked, e.known, e.exactUntil = 0, 0, 0, 0, false, false, 0
 }
 
 // hash is k's hash: its shard and its place in the shard's map.

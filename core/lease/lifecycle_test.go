@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -143,4 +144,46 @@ func TestOverrideEndsBlocks(t *testing.T) {
 		require.Equal(t, i < 5, out[0].Allowed, "op %d under the raise: %+v", i, out[0])
 		require.NotNil(t, out[0].Applied)
 	}
+}
+
+// An op under an invalid limit is refused by the store below, and the
+// key's next op under a valid one is leased again.
+func TestInvalidLimitThenValid(t *testing.T) {
+	clock := limitertest.NewClock()
+	mem := newMemory(t, clock.Now)
+	s := newLease(t, mem, lease.WithClock(clock.Now))
+	key := limitertest.Key(t)
+	l := core.Per(1000, time.Hour).WithAlgorithm(core.FixedWindow)
+	require.Equal(t, 10, takeN(t, s, key, l, time.Minute, 10))
+	var out [1]core.Result
+	err := s.Take(context.Background(), []core.Op{{Key: key, Limit: core.Per(0, time.Hour), Cost: 1, Lease: time.Minute}}, out[:])
+	require.ErrorIs(t, err, core.ErrInvalidLimit)
+	before := s.Stats().Local
+	require.Equal(t, 50, takeN(t, s, key, l, time.Minute, 50))
+	require.Greater(t, s.Stats().Local, before, "leased again")
+}
+
+// Two instances whose traffic is 3 to 1 on a limit their traffic
+// exceeds: each is admitted in proportion to its traffic, as one store
+// deciding every request would.
+func TestSharesFollowTraffic(t *testing.T) {
+	clock := limitertest.NewClock()
+	mem := newMemory(t, clock.Now)
+	l := core.Per(200, 100*time.Millisecond).WithAlgorithm(core.FixedWindow)
+	opts := []lease.Option{lease.WithClock(clock.Now), lease.WithSweepInterval(time.Hour)}
+	a, b := newLease(t, mem, opts...), newLease(t, mem, opts...)
+	key := limitertest.Key(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var got [2]int
+	for range 40_000 { // 400 µs apart on average: 2500/s offered, 2000/s admitted
+		clock.Advance(time.Duration(rng.Int64N(80)) * 10 * time.Microsecond)
+		i, s := 0, a
+		if rng.IntN(4) == 0 {
+			i, s = 1, b
+		}
+		got[i] += takeN(t, s, key, l, 20*time.Millisecond, 1)
+	}
+	ratio := float64(got[0]) / float64(got[1])
+	t.Logf("admitted %d and %d (%.2f to 1); A: %+v", got[0], got[1], ratio, a.Stats())
+	require.InDelta(t, 3, ratio, 0.5, "admissions in proportion to traffic")
 }

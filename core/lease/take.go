@@ -134,8 +134,8 @@ func (s *Store) passOne(ctx context.Context, op *core.Op, out *core.Result) erro
 
 // relimit moves e to limit l (a policy changed): its block, counted under
 // the old limit, ends (its unused units given back), and sizing starts
-// again. l is valid: the op's key has it, and get compiled it... or not:
-// an invalid limit of a known key is left for the store below to refuse.
+// again. An invalid l sends the key's ops to the store below, which
+// refuses them, until a valid limit comes.
 func (s *Store) relimit(e *entry, l core.Limit, now int64) {
 	s.endBlock(e, now)
 	e.forget()
@@ -143,7 +143,7 @@ func (s *Store) relimit(e *entry, l core.Limit, now int64) {
 	if sp, err := compile(l); err == nil {
 		e.sp = sp
 	} else {
-		e.exactUntil = maxInstant // every op to the store, which refuses it
+		e.exactUntil = maxInstant
 	}
 }
 
