@@ -248,14 +248,14 @@ func honest(t *testing.T, store core.Store, key core.Key, l core.Limit, r core.R
 }
 
 // Random traces never admit more than the algorithm, for every algorithm
-// a lease can take: over 12 seeds each, several instances, refunds, clock
+// a lease can take: over 8 seeds each, several instances, refunds, clock
 // steps, sweeps and rebuilt instances. Each instance's clock steps back
 // and forth on its own; the store's, the timeline replayed, moves on.
 func TestRandomTracesNeverOverTheLimit(t *testing.T) {
 	for _, a := range []core.Algorithm{core.TokenBucket, core.LeakyBucket, core.GCRA, core.FixedWindow, core.SlidingWindowCounter} {
 		t.Run(a.String(), func(t *testing.T) {
 			local, total := 0, 0
-			for seed := range uint64(12) {
+			for seed := range uint64(8) {
 				if v := os.Getenv("LEASE_SEED"); v != "" && v != fmt.Sprint(seed) {
 					continue
 				}
