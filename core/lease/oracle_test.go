@@ -92,138 +92,171 @@ type made struct {
 	ref  int
 }
 
-// One random trace: m instances (lease layers over one memory store, on
-// one manual clock) deciding one key at, under and over its limit, with
-// costs of 1 to 3 and peeks, the clock moving on, stepping back and
-// jumping, refunds of earlier admissions, sweeps that end blocks, and
-// instances closed and rebuilt mid-block. It returns what the instances
-// decided locally.
-func runTrace(t *testing.T, a core.Algorithm, seed uint64) (local, total int) {
+// trace is one random trace: m instances (lease layers over one memory
+// store, on one manual clock, each instance's clock stepping on its own)
+// deciding one key at, under and over its limit, with costs of 1 to 3 and
+// peeks, the clock moving on, stepping back and jumping, refunds of
+// earlier admissions, sweeps that end blocks, and instances closed and
+// rebuilt mid-block.
+type trace struct {
+	t       *testing.T
+	rng     *rand.Rand
+	a       core.Algorithm
+	l       core.Limit
+	hold    time.Duration
+	clock   *clocks
+	mem     core.Store
+	insts   []*lease.Store
+	weights []int // each instance's share of the traffic
+	key     core.Key
+	ref     *reference
+	adm     []made // admissions that may be refunded
+	local   int    // decisions from blocks of the instances closed so far
+	hist    []string
+}
+
+func newTrace(t *testing.T, a core.Algorithm, seed uint64) *trace {
 	rng := rand.New(rand.NewPCG(seed, uint64(a)))
 	l := traceLimit(a, rng)
-	hold := time.Duration(5+rng.IntN(300)) * time.Millisecond
 	m := 2 + rng.IntN(4)
-	clock := &clocks{store: limitertest.NewClock(), off: make([]time.Duration, m)}
-	mem := newMemory(t, clock.store.Now)
-	build := func(i int) *lease.Store {
-		s, err := lease.New(mem, lease.WithClock(clock.instance(i)), lease.WithSweepInterval(time.Hour), lease.WithShare(0.1+0.9*rng.Float64()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+	tr := &trace{t: t, rng: rng, a: a, l: l, hold: time.Duration(5+rng.IntN(300)) * time.Millisecond,
+		clock: &clocks{store: limitertest.NewClock(), off: make([]time.Duration, m)}, key: limitertest.Key(t), ref: newReference(t, l)}
+	tr.mem = newMemory(t, tr.clock.store.Now)
+	for i := range m {
+		tr.insts = append(tr.insts, tr.build(i))
+		tr.weights = append(tr.weights, 1+rng.IntN(8))
 	}
-	insts := make([]*lease.Store, m)
-	for i := range insts {
-		insts[i] = build(i)
+	return tr
+}
+
+// build returns instance i's lease layer.
+func (tr *trace) build(i int) *lease.Store {
+	s, err := lease.New(tr.mem, lease.WithClock(tr.clock.instance(i)), lease.WithSweepInterval(time.Hour), lease.WithShare(0.1+0.9*tr.rng.Float64()))
+	if err != nil {
+		tr.t.Fatal(err)
 	}
-	defer func() {
-		for _, s := range insts {
-			local += int(s.Stats().Local)
-			_ = s.Close()
-		}
-	}()
-	weights := make([]int, m)
-	for i := range weights {
-		weights[i] = 1 + rng.IntN(8)
-	}
-	pick := func() int {
-		sum := 0
-		for _, w := range weights {
-			sum += w
-		}
-		x := rng.IntN(sum)
-		for i, w := range weights {
+	return s
+}
+
+// pick returns an instance, by the weights.
+func (tr *trace) pick() int {
+	x := tr.rng.IntN(100 * len(tr.weights))
+	for {
+		for i, w := range tr.weights {
 			if x < w {
 				return i
 			}
 			x -= w
 		}
-		return 0
 	}
-	ctx := context.Background()
-	key := limitertest.Key(t)
-	ref := newReference(t, l)
-	interval := l.Period / time.Duration(l.Rate)
-	var adm []made
-	debug := os.Getenv("LEASE_DEBUG") != ""
-	var hist []string
-	logf := func(format string, args ...any) {
-		if debug {
-			hist = append(hist, fmt.Sprintf(format, args...))
-		}
+}
+
+func (tr *trace) logf(format string, args ...any) {
+	if os.Getenv("LEASE_DEBUG") != "" {
+		tr.hist = append(tr.hist, fmt.Sprintf(format, args...))
 	}
-	defer func() {
-		if t.Failed() {
-			for _, h := range hist[max(0, len(hist)-80):] {
-				t.Log(h)
-			}
-		}
-	}()
-	for step := range 2000 {
-		for _, s := range insts {
+}
+
+// run plays steps steps and returns the decisions made from blocks and
+// the admissions.
+func (tr *trace) run(steps int) (local, total int) {
+	defer tr.close()
+	for step := range steps {
+		for _, s := range tr.insts {
 			s.Tick() // the clocks are read all the time, as traffic reads them
 		}
-		now := clock.now()
-		logf("step %d raw %d now %d", step, clock.store.Now().UnixMicro(), now)
-		switch x := rng.IntN(100); {
-		case x < 30:
-			clock.store.Advance(time.Duration(rng.Int64N(int64(2 * interval))).Truncate(time.Microsecond))
-		case x < 32:
-			clock.step(rng.IntN(m), -time.Duration(rng.Int64N(int64(l.Period))).Truncate(time.Microsecond))
-		case x < 33:
-			clock.step(rng.IntN(m), time.Duration(rng.Int64N(int64(3*l.Period))).Truncate(time.Microsecond))
-		case x < 34:
-			clock.store.Advance(time.Duration(rng.Int64N(int64(3 * l.Period))).Truncate(time.Microsecond))
-		case x < 38 && len(adm) > 0:
-			j := rng.IntN(len(adm))
-			d := adm[j]
-			adm = append(adm[:j], adm[j+1:]...)
-			if err := insts[d.inst].Refund(ctx, d.a); err != nil {
-				t.Fatal(err)
-			}
-			if !a.Bucket() { // a leased bucket's refund gives nothing back
-				ref.refund(now, d.ref)
-			}
-		case x < 39:
-			i := rng.IntN(m)
-			local += int(insts[i].Stats().Local)
-			_ = insts[i].Close()
-			insts[i] = build(i) // its admissions are refunded through the new one
-
-		case x < 41:
-			insts[rng.IntN(m)].Sweep()
-		default:
-			i := pick()
-			cost := int64(1)
-			switch y := rng.IntN(20); {
-			case y == 0:
-				cost = 0
-			case y < 3:
-				cost = 2 + rng.Int64N(2)
-			}
-			var out [1]core.Result
-			op := core.Op{Key: key, Limit: l, Cost: cost, Lease: hold}
-			if err := insts[i].Take(ctx, []core.Op{op}, out[:]); err != nil {
-				t.Fatal(err)
-			}
-			r := out[0]
-			logf("  inst %d cost %d: %+v stats %+v", i, cost, r, insts[i].Stats())
-			honest(t, mem, key, l, r)
-			if r.Allowed && cost > 0 {
-				id := ref.admit(now, cost, fmt.Sprintf("%s %s hold %s, step %d, instance %d", a, l, hold, step, i))
-				if t.Failed() {
-					return
-				}
-				if r.Source == core.FromStore && rng.IntN(3) == 0 {
-					adm = append(adm, made{inst: i, a: core.Admission{Key: key, Limit: l, Cost: cost, At: r.At, Lease: hold}, ref: id})
-				}
-			}
-			if r.Allowed && r.RetryAfter != 0 || r.Remaining < 0 {
-				t.Fatalf("step %d: a malformed Result %+v", step, r)
-			}
+		tr.step(step)
+		if tr.t.Failed() {
+			break
 		}
 	}
-	return local, ref.n
+	for _, s := range tr.insts {
+		tr.local += int(s.Stats().Local)
+	}
+	return tr.local, tr.ref.n
+}
+
+func (tr *trace) close() {
+	for _, s := range tr.insts {
+		_ = s.Close()
+	}
+	if tr.t.Failed() {
+		for _, h := range tr.hist[max(0, len(tr.hist)-80):] {
+			tr.t.Log(h)
+		}
+	}
+}
+
+// step plays one random step.
+func (tr *trace) step(step int) {
+	rng, m, period := tr.rng, len(tr.insts), int64(tr.l.Period)
+	interval := int64(tr.l.Period / time.Duration(tr.l.Rate))
+	us := func(d int64) time.Duration { return time.Duration(d).Truncate(time.Microsecond) }
+	tr.logf("step %d at %d", step, tr.clock.now())
+	switch x := rng.IntN(100); {
+	case x < 30:
+		tr.clock.store.Advance(us(rng.Int64N(2 * interval)))
+	case x < 32:
+		tr.clock.step(rng.IntN(m), -us(rng.Int64N(period)))
+	case x < 33:
+		tr.clock.step(rng.IntN(m), us(rng.Int64N(3*period)))
+	case x < 34:
+		tr.clock.store.Advance(us(rng.Int64N(3 * period)))
+	case x < 38 && len(tr.adm) > 0:
+		tr.refund()
+	case x < 39:
+		i := rng.IntN(m)
+		tr.local += int(tr.insts[i].Stats().Local)
+		_ = tr.insts[i].Close()
+		tr.insts[i] = tr.build(i) // its admissions are refunded through the new one
+	case x < 41:
+		tr.insts[rng.IntN(m)].Sweep()
+	default:
+		tr.decide(step)
+	}
+}
+
+// refund gives back a random earlier admission through the instance that
+// made it.
+func (tr *trace) refund() {
+	j := tr.rng.IntN(len(tr.adm))
+	d := tr.adm[j]
+	tr.adm = append(tr.adm[:j], tr.adm[j+1:]...)
+	if err := tr.insts[d.inst].Refund(context.Background(), d.a); err != nil {
+		tr.t.Fatal(err)
+	}
+	if !tr.a.Bucket() { // a leased bucket's refund gives nothing back
+		tr.ref.refund(tr.clock.now(), d.ref)
+	}
+}
+
+// decide makes one decision at a random instance and replays it.
+func (tr *trace) decide(step int) {
+	i, cost := tr.pick(), int64(1)
+	switch y := tr.rng.IntN(20); {
+	case y == 0:
+		cost = 0
+	case y < 3:
+		cost = 2 + tr.rng.Int64N(2)
+	}
+	var out [1]core.Result
+	op := core.Op{Key: tr.key, Limit: tr.l, Cost: cost, Lease: tr.hold}
+	if err := tr.insts[i].Take(context.Background(), []core.Op{op}, out[:]); err != nil {
+		tr.t.Fatal(err)
+	}
+	r := out[0]
+	tr.logf("  instance %d cost %d: %+v %+v", i, cost, r, tr.insts[i].Stats())
+	honest(tr.t, tr.mem, tr.key, tr.l, r)
+	if r.Allowed && r.RetryAfter != 0 || r.Remaining < 0 {
+		tr.t.Fatalf("step %d: a malformed Result %+v", step, r)
+	}
+	if !r.Allowed || cost == 0 {
+		return
+	}
+	id := tr.ref.admit(tr.clock.now(), cost, fmt.Sprintf("%s %s hold %s, step %d, instance %d", tr.a, tr.l, tr.hold, step, i))
+	if r.Source == core.FromStore && tr.rng.IntN(3) == 0 {
+		tr.adm = append(tr.adm, made{inst: i, a: core.Admission{Key: tr.key, Limit: tr.l, Cost: cost, At: r.At, Lease: tr.hold}, ref: id})
+	}
 }
 
 // honest checks what a decision r from a block says against the store's
@@ -259,7 +292,7 @@ func TestRandomTracesNeverOverTheLimit(t *testing.T) {
 				if v := os.Getenv("LEASE_SEED"); v != "" && v != fmt.Sprint(seed) {
 					continue
 				}
-				l, n := runTrace(t, a, seed)
+				l, n := newTrace(t, a, seed).run(2000)
 				local, total = local+l, total+n
 			}
 			t.Logf("%d admissions, %d of them decided in memory", total, local)

@@ -30,28 +30,7 @@ func TestOutageDecidesFromHeldBlocks(t *testing.T) {
 		t.Run(order, func(t *testing.T) {
 			proxy := redistest.NewProxy(t, srv.Addr)
 			clock := limitertest.NewClock()
-			client := redis.NewClient(&redis.Options{Addr: proxy.Addr, MaxRetries: -1})
-			t.Cleanup(func() { _ = client.Close() })
-			rs, err := redisstore.New(client, redisstore.WithClock(clock.Now), redisstore.WithTimeout(time.Second))
-			require.NoError(t, err)
-			quiet := guard.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
-			gopts := []guard.Option{guard.WithFailClosed(time.Second), guard.WithTimeout(50 * time.Millisecond), guard.WithClock(clock.Now), quiet,
-				guard.WithBreaker(guard.Breaker{Failures: 1, Cooldown: time.Second})}
-			var s core.Store
-			var ls *lease.Store
-			if order == "lease over guard" {
-				g, err := guard.New(rs, gopts...)
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = g.Close() })
-				ls = newLease(t, g, lease.WithClock(clock.Now))
-				s = ls
-			} else {
-				ls = newLease(t, rs, lease.WithClock(clock.Now))
-				g, err := guard.New(ls, gopts...)
-				require.NoError(t, err)
-				t.Cleanup(func() { _ = g.Close() })
-				s = g
-			}
+			s, ls, rs := outageStack(t, proxy.Addr, clock, order == "lease over guard")
 			l := core.Per(100_000, time.Hour).WithAlgorithm(core.FixedWindow)
 			key := limitertest.Key(t)
 			require.Equal(t, 300, takeN(t, s, key, l, time.Hour, 300))
@@ -59,26 +38,9 @@ func TestOutageDecidesFromHeldBlocks(t *testing.T) {
 			require.Equal(t, 300, takeN(t, s, key, l, time.Hour, 300)) // blocks grown for 300 a ms
 			before := ls.Stats()
 			proxy.Stall()
-			// The held units, from the block: the first op the block cannot
-			// serve waits for the guard's timeout, and is refused.
-			held, closed := 0, 0
-			ctx := context.Background()
-			for closed < 3 {
-				var out [1]core.Result
-				require.NoError(t, s.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: 1, Lease: time.Hour}}, out[:]))
-				switch {
-				case out[0].Allowed:
-					require.Zero(t, closed, "admitted after the failure mode answered: %+v", out[0])
-					require.Equal(t, core.FromStore, out[0].Source)
-					held++
-				default:
-					require.Equal(t, core.FailedClosed, out[0].Source, "%+v", out[0])
-					closed++
-				}
-			}
-			during := ls.Stats()
+			held := decideThroughOutage(t, s, key, l)
 			require.Positive(t, held)
-			require.EqualValues(t, held, during.Local-before.Local, "every admission in the outage came from the block")
+			require.EqualValues(t, held, ls.Stats().Local-before.Local, "every admission in the outage came from the block")
 			t.Logf("%s: %d decided from the held block while Redis was unreachable, then fail closed", order, held)
 			proxy.Sever()                  // Redis back (the stalled connections are lost)
 			clock.Advance(2 * time.Second) // past the breaker's cooldown
@@ -88,9 +50,56 @@ func TestOutageDecidesFromHeldBlocks(t *testing.T) {
 				clock.Advance(time.Millisecond)
 			}
 			require.Greater(t, admitted, 40, "blocks again once Redis is back")
-			r, err := limitertest.TakeOne(ctx, rs, key, l, 0)
+			r, err := limitertest.TakeOne(context.Background(), rs, key, l, 0)
 			require.NoError(t, err)
 			require.LessOrEqual(t, int64(600+held+admitted), l.Rate-r.Remaining, "the store counted every unit decided")
 		})
 	}
+}
+
+// outageStack is the Redis store at addr under a fail-closed guard, with
+// the lease layer over the guard, or under it: the store to decide on, the
+// lease layer, and the Redis store.
+func outageStack(t *testing.T, addr string, clock *limitertest.Clock, leaseOverGuard bool) (core.Store, *lease.Store, core.Store) {
+	t.Helper()
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	rs, err := redisstore.New(client, redisstore.WithClock(clock.Now), redisstore.WithTimeout(time.Second))
+	require.NoError(t, err)
+	newGuard := func(backend core.Store) *guard.Store {
+		g, err := guard.New(backend, guard.WithFailClosed(time.Second), guard.WithTimeout(50*time.Millisecond), guard.WithClock(clock.Now),
+			guard.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), guard.WithBreaker(guard.Breaker{Failures: 1, Cooldown: time.Second}))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = g.Close() })
+		return g
+	}
+	if leaseOverGuard {
+		ls := newLease(t, newGuard(rs), lease.WithClock(clock.Now))
+		return ls, ls, rs
+	}
+	ls := newLease(t, rs, lease.WithClock(clock.Now))
+	return newGuard(ls), ls, rs
+}
+
+// decideThroughOutage decides key until the failure mode has answered
+// three times, and returns the admissions before: from the held block
+// (the first op the block cannot serve waits for the guard's timeout, and
+// is refused).
+func decideThroughOutage(t *testing.T, s core.Store, key core.Key, l core.Limit) int {
+	t.Helper()
+	held, closed := 0, 0
+	for closed < 3 {
+		var out [1]core.Result
+		require.NoError(t, s.Take(context.Background(), []core.Op{{Key: key, Limit: l, Cost: 1, Lease: time.Hour}}, out[:]))
+		switch {
+		case out[0].Allowed:
+			require.Zero(t, closed, "admitted after the failure mode answered: %+v", out[0])
+			require.Equal(t, core.FromStore, out[0].Source)
+			held++
+		default:
+			require.Equal(t, core.FailedClosed, out[0].Source, "%+v", out[0])
+			closed++
+		}
+	}
+	return held
 }

@@ -41,24 +41,24 @@ func TestMain(m *testing.M) {
 // their limit, how long, how many goroutines, and where to write what it
 // admitted. It travels in the environment, as one JSON-free line.
 type run struct {
-	addrs    []string
-	cluster  bool
-	guarded  bool // a guard (fail closed) under the lease layer
-	keys     []string
-	limit    core.Limit // the hot key's
-	other    core.Limit // the other keys', when not the zero Limit
-	hold     time.Duration
-	duration time.Duration
-	workers  int
-	refunds  bool
-	out      string // a directory: each process writes out/<index>
+	addrs       []string
+	cluster     bool
+	guarded     bool // a guard (fail closed) under the lease layer
+	keys        []string
+	limit       core.Limit // the hot key's
+	other       core.Limit // the other keys', when not the zero Limit
+	hold        time.Duration
+	duration    time.Duration
+	workerCount int
+	refunds     bool
+	out         string // a directory: each process writes out/<index>
 }
 
 const runEnv = "SLUICE_LEASE_RUN"
 
 func (r run) env() string {
 	return fmt.Sprintf("%s=%s;%t;%t;%s;%d;%d;%d;%d;%d;%d;%d;%t;%s;%d;%d;%d;%d", runEnv, strings.Join(r.addrs, ","), r.cluster, r.guarded,
-		strings.Join(r.keys, ","), r.limit.Algorithm, r.limit.Rate, r.limit.Period, r.limit.Burst, r.hold, r.duration, r.workers, r.refunds, r.out,
+		strings.Join(r.keys, ","), r.limit.Algorithm, r.limit.Rate, r.limit.Period, r.limit.Burst, r.hold, r.duration, r.workerCount, r.refunds, r.out,
 		r.other.Algorithm, r.other.Rate, r.other.Period, r.other.Burst)
 }
 
@@ -79,7 +79,7 @@ func parseRun(s string) (run, error) {
 	r.addrs, r.cluster, r.guarded, r.keys = strings.Split(f[0], ","), f[1] == "true", f[2] == "true", strings.Split(f[3], ",")
 	r.limit = core.Limit{Algorithm: core.Algorithm(n[0]), Rate: n[1], Period: time.Duration(n[2]), Burst: n[3]}
 	r.other = core.Limit{Algorithm: core.Algorithm(n[7]), Rate: n[8], Period: time.Duration(n[9]), Burst: n[10]}
-	r.hold, r.duration, r.workers = time.Duration(n[4]), time.Duration(n[5]), int(n[6])
+	r.hold, r.duration, r.workerCount = time.Duration(n[4]), time.Duration(n[5]), int(n[6])
 	r.refunds, r.out = f[11] == "true", f[12]
 	return r, nil
 }
@@ -101,6 +101,30 @@ func child(task string, i int) error {
 	if err != nil {
 		return err
 	}
+	ls, closeStore, err := r.store()
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	f, err := os.Create(filepath.Join(r.out, strconv.Itoa(i)))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := r.workers(ls, &eventWriter{f: f}, i, r.stopped()); err != nil {
+		return err
+	}
+	if err := ls.Close(); err != nil {
+		return err
+	}
+	st := ls.Stats()
+	fmt.Printf("%d %d %d %d\n", st.Takes, st.Local, st.CachedDenials, st.PassedThrough)
+	return nil
+}
+
+// store returns the lease layer of a process of r, over the Redis store
+// (and a guard, when r says so), and what closes them.
+func (r run) store() (*lease.Store, func(), error) {
 	var client redis.UniversalClient
 	// No retries: a dead server is an error at once, for the guard.
 	if r.cluster {
@@ -108,36 +132,43 @@ func child(task string, i int) error {
 	} else {
 		client = redis.NewClient(&redis.Options{Addr: r.addrs[0], MaxRetries: -1})
 	}
-	defer client.Close()
+	closers := []func(){func() { _ = client.Close() }}
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
 	// Generous timeouts: four processes under -race on a loaded 2-core
 	// machine can queue a call for long.
-	var store core.Store
 	rs, err := redisstore.New(client, redisstore.WithTimeout(5*time.Second))
 	if err != nil {
-		return err
+		closeAll()
+		return nil, nil, err
 	}
-	store = rs
+	var store core.Store = rs
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if r.guarded {
 		g, err := guard.New(rs, guard.WithFailClosed(50*time.Millisecond), guard.WithTimeout(300*time.Millisecond),
-			guard.WithBreaker(guard.Breaker{Failures: 2, Cooldown: 100 * time.Millisecond}), guard.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			guard.WithBreaker(guard.Breaker{Failures: 2, Cooldown: 100 * time.Millisecond}), guard.WithLogger(quiet))
 		if err != nil {
-			return err
+			closeAll()
+			return nil, nil, err
 		}
-		defer g.Close()
-		store = g
+		closers, store = append(closers, func() { _ = g.Close() }), g
 	}
-	ls, err := lease.New(store, lease.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	ls, err := lease.New(store, lease.WithLogger(quiet))
 	if err != nil {
-		return err
+		closeAll()
+		return nil, nil, err
 	}
-	f, err := os.Create(filepath.Join(r.out, strconv.Itoa(i)))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	w := &eventWriter{f: f}
+	return ls, closeAll, nil
+}
+
+// stopped returns a channel closed when the test asks the fleet to stop
+// (the file out/stop), or when r's duration has passed.
+func (r run) stopped() <-chan struct{} {
 	deadline := time.Now().Add(r.duration)
-	stop := make(chan struct{}) // closed when the test asks the fleet to stop (the file out/stop)
+	stop := make(chan struct{})
 	go func() {
 		for time.Now().Before(deadline) {
 			if _, err := os.Stat(filepath.Join(r.out, "stop")); err == nil {
@@ -147,9 +178,15 @@ func child(task string, i int) error {
 		}
 		close(stop)
 	}()
+	return stop
+}
+
+// workers runs r's goroutines of process i until stop, and returns the
+// first error.
+func (r run) workers(ls *lease.Store, w *eventWriter, i int, stop <-chan struct{}) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, r.workers)
-	for k := range r.workers {
+	errs := make(chan error, r.workerCount)
+	for k := range r.workerCount {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -163,11 +200,6 @@ func child(task string, i int) error {
 			return err
 		}
 	}
-	if err := ls.Close(); err != nil {
-		return err
-	}
-	st := ls.Stats()
-	fmt.Printf("%d %d %d %d\n", st.Takes, st.Local, st.CachedDenials, st.PassedThrough)
 	return nil
 }
 

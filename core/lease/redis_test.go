@@ -79,7 +79,7 @@ func TestProcessesOnRedis(t *testing.T) {
 			for _, l := range c.limits {
 				t.Run(l.Algorithm.String(), func(t *testing.T) {
 					r := run{addrs: c.addrs, cluster: c.cluster, keys: fleetKeys(t, 4), limit: l, hold: 20 * time.Millisecond,
-						duration: 500 * time.Millisecond, workers: 4, refunds: true, out: t.TempDir()}
+						duration: 500 * time.Millisecond, workerCount: 4, refunds: true, out: t.TempDir()}
 					p := startFleet(t, 4, r)
 					checkRun(t, r, p.wait(t, time.Minute))
 				})
@@ -97,7 +97,7 @@ func TestProcessKilledHoldingBlocks(t *testing.T) {
 	for _, l := range []core.Limit{fleetLimits[0], fleetLimits[2]} {
 		t.Run(l.Algorithm.String(), func(t *testing.T) {
 			r := run{addrs: []string{srv.Addr}, keys: fleetKeys(t, 2), limit: l, hold: 40 * time.Millisecond,
-				duration: time.Minute, workers: 4, out: t.TempDir()}
+				duration: time.Minute, workerCount: 4, out: t.TempDir()}
 			p := startFleet(t, 4, r)
 			waitForAdmissions(t, r.out, "0", 0, 50)
 			p.kill(t, 0)
@@ -161,7 +161,7 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	srv := redistest.StartServer(t, "--appendonly", "yes", "--appendfsync", "always")
 	r := run{addrs: []string{srv.Addr}, guarded: true, keys: fleetKeys(t, 2), limit: fleetLimits[0],
 		other: core.Per(1_000_000, 10*time.Second).WithAlgorithm(core.FixedWindow), hold: 400 * time.Millisecond,
-		duration: time.Minute, workers: 4, refunds: true, out: t.TempDir()}
+		duration: time.Minute, workerCount: 4, refunds: true, out: t.TempDir()}
 	p := startFleet(t, 4, r)
 	for i := range 4 {
 		// blocks of the second key grown for its traffic (twice the last, at each take)
