@@ -64,29 +64,71 @@ func RunGlobal(ctx context.Context, srv *redisbench.Server, cfg GlobalConfig) (G
 	if err := admin.FlushAll(ctx).Err(); err != nil {
 		return GlobalResult{}, fmt.Errorf("FLUSHALL: %w", err)
 	}
-	l := hotLimit(cfg.Rate, time.Second)
-	stores := make([]*lease.Store, cfg.Instances)
-	for i := range stores {
-		client := redisbench.NewClient(srv.Addr, cfg.Goroutines)
-		defer client.Close()
-		rs, err := redisstore.New(client, redisstore.WithTimeout(5*time.Second))
-		if err != nil {
-			return GlobalResult{}, err
-		}
-		if stores[i], err = lease.New(rs); err != nil {
-			return GlobalResult{}, err
-		}
-		defer stores[i].Close()
+	stores, closeAll, err := globalFleet(srv, cfg)
+	if err != nil {
+		return GlobalResult{}, err
 	}
+	defer closeAll()
 	calls0, _, err := serverCounters(ctx, admin)
 	if err != nil {
 		return GlobalResult{}, err
 	}
+	res, windows, err := runFleet(ctx, stores, cfg)
+	if err != nil {
+		return res, err
+	}
+	calls1, _, err := serverCounters(ctx, admin)
+	if err != nil {
+		return res, err
+	}
+	res.RedisCalls = calls1 - calls0
+	ws := make([]int64, 0, len(windows))
+	for w := range windows {
+		ws = append(ws, w)
+	}
+	slices.Sort(ws)
+	for i := 1; i+1 < len(ws); i++ {
+		res.PerWindow = append(res.PerWindow, windows[ws[i]])
+	}
+	return res, nil
+}
+
+// globalFleet builds cfg's lease layers, each over its own client and
+// Redis store, and what closes them.
+func globalFleet(srv *redisbench.Server, cfg GlobalConfig) ([]*lease.Store, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	stores := make([]*lease.Store, cfg.Instances)
+	for i := range stores {
+		client := redisbench.NewClient(srv.Addr, cfg.Goroutines)
+		closers = append(closers, func() { _ = client.Close() })
+		rs, err := redisstore.New(client, redisstore.WithTimeout(5*time.Second))
+		if err == nil {
+			stores[i], err = lease.New(rs)
+		}
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		s := stores[i]
+		closers = append(closers, func() { _ = s.Close() })
+	}
+	return stores, closeAll, nil
+}
+
+// runFleet decides the global identity from every store's goroutines for
+// cfg.Duration, and returns the decisions and the admissions per second.
+func runFleet(ctx context.Context, stores []*lease.Store, cfg GlobalConfig) (GlobalResult, map[int64]int64, error) {
+	l := hotLimit(cfg.Rate, time.Second)
 	res := GlobalResult{Config: cfg}
 	windows := map[int64]int64{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	errs := make(chan error, cfg.Instances*cfg.Goroutines)
+	errs := make(chan error, len(stores)*cfg.Goroutines)
 	start := time.Now()
 	for _, s := range stores {
 		for range cfg.Goroutines {
@@ -112,23 +154,10 @@ func RunGlobal(ctx context.Context, srv *redisbench.Server, cfg GlobalConfig) (G
 	close(errs)
 	for err := range errs {
 		if err != nil {
-			return res, err
+			return res, nil, err
 		}
 	}
-	calls1, _, err := serverCounters(ctx, admin)
-	if err != nil {
-		return res, err
-	}
-	res.RedisCalls = calls1 - calls0
-	ws := make([]int64, 0, len(windows))
-	for w := range windows {
-		ws = append(ws, w)
-	}
-	slices.Sort(ws)
-	for i := 1; i+1 < len(ws); i++ {
-		res.PerWindow = append(res.PerWindow, windows[ws[i]])
-	}
-	return res, nil
+	return res, windows, nil
 }
 
 // decideGlobal decides the global identity from start until stop, and
