@@ -18,8 +18,10 @@ const (
 	// DefaultShare is the fraction of the shared Remaining one block may
 	// take: the last units of a limit are never parked at one instance.
 	DefaultShare = 0.25
-	// DefaultMaxKeys bounds the keys a Store keeps blocks and rates for.
-	DefaultMaxKeys = 1 << 17
+	// DefaultMaxKeys bounds the keys a Store keeps blocks and rates for
+	// (a few hundred bytes each); a key idle for two seconds (or eight
+	// holds) is forgotten.
+	DefaultMaxKeys = 1 << 16
 	// DefaultSweepInterval is how often the sweeper ends the blocks whose
 	// hold has passed and forgets idle keys.
 	DefaultSweepInterval = 20 * time.Millisecond
