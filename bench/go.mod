@@ -70,3 +70,7 @@ replace github.com/sluicehq/sluice => ../
 replace github.com/sluicehq/sluice/adapters/fiberlimit => ../adapters/fiberlimit
 
 replace github.com/sluicehq/sluice/service => ../service
+
+replace github.com/sluicehq/sluice/adapters/grpclimit => ../adapters/grpclimit
+
+replace github.com/sluicehq/sluice/adapters/promlimit => ../adapters/promlimit
