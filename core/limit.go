@@ -156,8 +156,8 @@ func (l Limit) Validate() error {
 	return fmt.Errorf("%s: %w (limit %s)", ErrInvalidLimit, fe, l)
 }
 
-// check is Validate's *FieldError, without the limit's text: the first of
-// limitChecks that l fails.
+// check is Validate's *FieldError, without the limit's text: that of the
+// first check l fails.
 func (l Limit) check() *FieldError {
 	if i := l.failed(); i >= 0 {
 		c := &limitChecks[i]
@@ -166,72 +166,93 @@ func (l Limit) check() *FieldError {
 	return nil
 }
 
-// failed returns the index in limitChecks of the first check l fails, or -1.
+// Validate's checks, in the order it makes them: every way a Limit is
+// refused is one (tests derive their cases from them).
+const (
+	checkAlgorithm     = iota // not one of the six
+	checkRateLow              // Rate < 1
+	checkRateHigh             // Rate > MaxRate
+	checkPeriodLow            // Period < 1µs
+	checkPeriodMicros         // Period not whole µs
+	checkBurstNegative        // Burst < 0
+	checkBurstHigh            // a bucket's Burst > MaxRate
+	checkBucketExact          // a bucket's capacity in its exact unit ≥ 2^53
+	checkWindowBurst          // a window with a Burst other than 0 or Rate
+	checkLogRate              // sliding_window_log's Rate > MaxLogRate
+	checkCounterRate          // sliding_window_counter's Rate > MaxCounterRate
+	checkCounterExact         // sliding_window_counter's Rate × Period ≥ 2^53
+	numLimitChecks
+)
+
+// failed returns the first check l fails (the index of its limitChecks),
+// or -1.
 func (l Limit) failed() int {
-	for i := range limitChecks {
-		if limitChecks[i].fails(l) {
-			return i
-		}
+	period := int64(l.Period / time.Microsecond)
+	bucket := l.Algorithm.Bucket()
+	switch {
+	case !l.Algorithm.Valid():
+		return checkAlgorithm
+	case l.Rate < 1:
+		return checkRateLow
+	case l.Rate > MaxRate:
+		return checkRateHigh
+	case l.Period < time.Microsecond:
+		return checkPeriodLow
+	case l.Period%time.Microsecond != 0:
+		return checkPeriodMicros
+	case l.Burst < 0:
+		return checkBurstNegative
+	case bucket && l.Burst > MaxRate:
+		return checkBurstHigh
+	case bucket && overflows(uint64(l.Capacity()), uint64(period/exact.GCD(period, l.Rate))):
+		return checkBucketExact
+	case !bucket && l.Burst != 0 && l.Burst != l.Rate:
+		return checkWindowBurst
+	case l.Algorithm == SlidingWindowLog && l.Rate > MaxLogRate:
+		return checkLogRate
+	case l.Algorithm == SlidingWindowCounter && l.Rate > MaxCounterRate:
+		return checkCounterRate
+	case l.Algorithm == SlidingWindowCounter && overflows(uint64(l.Rate), uint64(period)):
+		return checkCounterExact
 	}
 	return -1
 }
 
-// limitCheck is one way a Limit can be invalid: the field it blames, when
-// it fails (every earlier check having passed) and what it says.
+// overflows reports whether a × b is beyond the exact range 2^53.
+func overflows(a, b uint64) bool {
+	hi, lo := bits.Mul64(a, b)
+	return hi != 0 || lo > uint64(exact.Max)
+}
+
+// limitCheck is what a check of Validate says: the field it blames and
+// what is wrong with it.
 type limitCheck struct {
 	field   string
-	fails   func(l Limit) bool
 	message func(l Limit) string
 }
 
-// periodMicros is l's Period in whole microseconds.
-func periodMicros(l Limit) int64 { return int64(l.Period / time.Microsecond) }
-
-// limitChecks are Validate's checks, in the order it makes them: every way
-// a Limit is refused is one entry (tests derive their cases from them).
-var limitChecks = [...]limitCheck{
-	{"Algorithm", func(l Limit) bool { return !l.Algorithm.Valid() },
-		func(l Limit) string { return fmt.Sprintf("unknown algorithm %d", uint8(l.Algorithm)) }},
-	{"Rate", func(l Limit) bool { return l.Rate < 1 },
-		func(l Limit) string { return fmt.Sprintf("must be at least 1, got %d", l.Rate) }},
-	{"Rate", func(l Limit) bool { return l.Rate > MaxRate },
-		func(l Limit) string { return fmt.Sprintf("must be at most %d, got %d", MaxRate, l.Rate) }},
-	{"Period", func(l Limit) bool { return l.Period < time.Microsecond },
-		func(l Limit) string { return fmt.Sprintf("must be at least 1µs, got %s", l.Period) }},
-	{"Period", func(l Limit) bool { return l.Period%time.Microsecond != 0 },
-		func(l Limit) string { return fmt.Sprintf("must be a whole number of microseconds, got %s", l.Period) }},
-	{"Burst", func(l Limit) bool { return l.Burst < 0 },
-		func(l Limit) string { return fmt.Sprintf("must not be negative, got %d", l.Burst) }},
-	{"Burst", func(l Limit) bool { return l.Algorithm.Bucket() && l.Burst > MaxRate },
-		func(l Limit) string { return fmt.Sprintf("must be at most %d, got %d", MaxRate, l.Burst) }},
-	// The bucket's capacity in its exact time unit must stay below 2^53.
-	{"Burst", func(l Limit) bool {
-		if !l.Algorithm.Bucket() {
-			return false
-		}
-		period := periodMicros(l)
-		hi, lo := bits.Mul64(uint64(l.Capacity()), uint64(period/exact.GCD(period, l.Rate)))
-		return hi != 0 || lo > uint64(exact.Max)
-	}, func(l Limit) string {
+// limitChecks are the words of Validate's checks, by check.
+var limitChecks = [numLimitChecks]limitCheck{
+	checkAlgorithm: {"Algorithm", func(l Limit) string { return fmt.Sprintf("unknown algorithm %d", uint8(l.Algorithm)) }},
+	checkRateLow:   {"Rate", func(l Limit) string { return fmt.Sprintf("must be at least 1, got %d", l.Rate) }},
+	checkRateHigh:  {"Rate", func(l Limit) string { return fmt.Sprintf("must be at most %d, got %d", MaxRate, l.Rate) }},
+	checkPeriodLow: {"Period", func(l Limit) string { return fmt.Sprintf("must be at least 1µs, got %s", l.Period) }},
+	checkPeriodMicros: {"Period", func(l Limit) string {
+		return fmt.Sprintf("must be a whole number of microseconds, got %s", l.Period)
+	}},
+	checkBurstNegative: {"Burst", func(l Limit) string { return fmt.Sprintf("must not be negative, got %d", l.Burst) }},
+	checkBurstHigh:     {"Burst", func(l Limit) string { return fmt.Sprintf("must be at most %d, got %d", MaxRate, l.Burst) }},
+	checkBucketExact: {"Burst", func(l Limit) string {
 		return fmt.Sprintf("capacity %d × interval %s/%d overflows the exact range; lower Burst or Period", l.Capacity(), l.Period, l.Rate)
 	}},
-	{"Burst", func(l Limit) bool { return !l.Algorithm.Bucket() && l.Burst != 0 && l.Burst != l.Rate },
-		func(l Limit) string { return fmt.Sprintf("%s has no burst: leave it 0, got %d", l.Algorithm, l.Burst) }},
-	{"Rate", func(l Limit) bool { return l.Algorithm == SlidingWindowLog && l.Rate > MaxLogRate },
-		func(l Limit) string {
-			return fmt.Sprintf("sliding_window_log keeps one entry per event: at most %d, got %d (use sliding_window_counter)", MaxLogRate, l.Rate)
-		}},
-	{"Rate", func(l Limit) bool { return l.Algorithm == SlidingWindowCounter && l.Rate > MaxCounterRate },
-		func(l Limit) string {
-			return fmt.Sprintf("sliding_window_counter allows at most %d, got %d", MaxCounterRate, l.Rate)
-		}},
-	{"Period", func(l Limit) bool {
-		if l.Algorithm != SlidingWindowCounter {
-			return false
-		}
-		hi, lo := bits.Mul64(uint64(l.Rate), uint64(periodMicros(l)))
-		return hi != 0 || lo > uint64(exact.Max)
-	}, func(Limit) string {
+	checkWindowBurst: {"Burst", func(l Limit) string { return fmt.Sprintf("%s has no burst: leave it 0, got %d", l.Algorithm, l.Burst) }},
+	checkLogRate: {"Rate", func(l Limit) string {
+		return fmt.Sprintf("sliding_window_log keeps one entry per event: at most %d, got %d (use sliding_window_counter)", MaxLogRate, l.Rate)
+	}},
+	checkCounterRate: {"Rate", func(l Limit) string {
+		return fmt.Sprintf("sliding_window_counter allows at most %d, got %d", MaxCounterRate, l.Rate)
+	}},
+	checkCounterExact: {"Period", func(Limit) string {
 		return "Rate × Period in µs overflows the exact range 2^53; lower Rate or Period"
 	}},
 }
