@@ -113,27 +113,51 @@ func testRefundsExact(t *testing.T, newStore Factory) {
 	}
 }
 
+// refunded is one key of the refund cases, under l, on its own store
+// and clock.
+type refunded struct {
+	ctx   context.Context
+	t     *testing.T
+	s     core.Store
+	clock *Clock
+	key   core.Key
+	l     core.Limit
+}
+
+func newRefunded(t *testing.T, newStore Factory, l core.Limit) *refunded {
+	clock := NewClock()
+	return &refunded{ctx: context.Background(), t: t, s: newStore(t, clock.Now), clock: clock, key: Key(t), l: l}
+}
+
+// take takes cost units of the key.
+func (k *refunded) take(cost int64) core.Result {
+	k.t.Helper()
+	return mustTake(k.ctx, k.t, k.s, k.key, k.l, cost)
+}
+
+// refund refunds cost units of the key admitted at at.
+func (k *refunded) refund(cost, at int64) {
+	k.t.Helper()
+	mustRefund(k.ctx, k.t, k.s, k.key, k.l, cost, at)
+}
+
 // refundPreviousWindow: a fixed window's refund of an admission of the
 // window before gives nothing; one of this window's gives its unit back.
 func refundPreviousWindow(t *testing.T, newStore Factory) {
-	ctx := context.Background()
-	clock := NewClock()
-	s := newStore(t, clock.Now)
-	l := core.Per(2, time.Second).WithAlgorithm(core.FixedWindow)
-	key := Key(t)
-	clock.Advance(900 * time.Millisecond)
-	old := mustTake(ctx, t, s, key, l, 1)
-	clock.Advance(200 * time.Millisecond) // the next window
-	a, b := mustTake(ctx, t, s, key, l, 1), mustTake(ctx, t, s, key, l, 1)
+	k := newRefunded(t, newStore, core.Per(2, time.Second).WithAlgorithm(core.FixedWindow))
+	k.clock.Advance(900 * time.Millisecond)
+	old := k.take(1)
+	k.clock.Advance(200 * time.Millisecond) // the next window
+	a, b := k.take(1), k.take(1)
 	if !old.Allowed || !a.Allowed || !b.Allowed {
 		t.Fatalf("setup: %+v %+v %+v", old, a, b)
 	}
-	mustRefund(ctx, t, s, key, l, 1, old.At) // its window has passed: nothing
-	if r := mustTake(ctx, t, s, key, l, 1); r.Allowed {
+	k.refund(1, old.At) // its window has passed: nothing
+	if r := k.take(1); r.Allowed {
 		t.Fatalf("a refund of the previous window's admission freed room in this one: %+v", r)
 	}
-	mustRefund(ctx, t, s, key, l, 1, a.At) // this window's: one unit back
-	if r := mustTake(ctx, t, s, key, l, 1); !r.Allowed {
+	k.refund(1, a.At) // this window's: one unit back
+	if r := k.take(1); !r.Allowed {
 		t.Fatalf("a refund of this window's admission gave nothing: %+v", r)
 	}
 }
@@ -141,32 +165,28 @@ func refundPreviousWindow(t *testing.T, newStore Factory) {
 // refundLogEntry: a sliding log's refund removes the entry it names, and
 // an expired entry's refund gives nothing.
 func refundLogEntry(t *testing.T, newStore Factory) {
-	ctx := context.Background()
-	clock := NewClock()
-	s := newStore(t, clock.Now)
-	l := core.Per(2, time.Second).WithAlgorithm(core.SlidingWindowLog)
-	key := Key(t)
-	a := mustTake(ctx, t, s, key, l, 1)
-	clock.Advance(600 * time.Millisecond)
-	b := mustTake(ctx, t, s, key, l, 1)
-	mustRefund(ctx, t, s, key, l, 1, a.At) // the older entry goes, not the newest
-	clock.Advance(100 * time.Millisecond)
-	c := mustTake(ctx, t, s, key, l, 1)
+	k := newRefunded(t, newStore, core.Per(2, time.Second).WithAlgorithm(core.SlidingWindowLog))
+	a := k.take(1)
+	k.clock.Advance(600 * time.Millisecond)
+	b := k.take(1)
+	k.refund(1, a.At) // the older entry goes, not the newest
+	k.clock.Advance(100 * time.Millisecond)
+	c := k.take(1)
 	if !a.Allowed || !b.Allowed || !c.Allowed {
 		t.Fatalf("setup: %+v %+v %+v", a, b, c)
 	}
 	// 1.1 s after a: b (at 0.6 s) and c (at 0.7 s) fill the window until
 	// b leaves it at 1.6 s.
-	clock.Advance(400 * time.Millisecond)
-	if r := mustTake(ctx, t, s, key, l, 1); r.Allowed {
+	k.clock.Advance(400 * time.Millisecond)
+	if r := k.take(1); r.Allowed {
 		t.Fatalf("three admissions in one trailing second: the refund removed the wrong entry: %+v", r)
 	}
-	clock.Advance(500 * time.Millisecond)
-	if r := mustTake(ctx, t, s, key, l, 1); !r.Allowed {
+	k.clock.Advance(500 * time.Millisecond)
+	if r := k.take(1); !r.Allowed {
 		t.Fatalf("b left the window: %+v", r)
 	}
-	mustRefund(ctx, t, s, key, l, 1, b.At) // expired entry: nothing
-	if r := mustTake(ctx, t, s, key, l, 1); r.Allowed {
+	k.refund(1, b.At) // expired entry: nothing
+	if r := k.take(1); r.Allowed {
 		t.Fatalf("the refund of an expired entry gave back a unit: %+v", r)
 	}
 }
@@ -175,20 +195,16 @@ func refundLogEntry(t *testing.T, newStore Factory) {
 // window it no longer counts gives nothing; one of this window's gives it
 // back.
 func refundOlderWindow(t *testing.T, newStore Factory) {
-	ctx := context.Background()
-	clock := NewClock()
-	s := newStore(t, clock.Now)
-	l := core.Per(2, time.Second).WithAlgorithm(core.SlidingWindowCounter)
-	key := Key(t)
-	old := mustTake(ctx, t, s, key, l, 2)
-	clock.Advance(2500 * time.Millisecond) // two windows later: old counts no more
-	a := mustTake(ctx, t, s, key, l, 2)
-	mustRefund(ctx, t, s, key, l, 2, old.At)
-	if r := mustTake(ctx, t, s, key, l, 1); !old.Allowed || !a.Allowed || r.Allowed {
+	k := newRefunded(t, newStore, core.Per(2, time.Second).WithAlgorithm(core.SlidingWindowCounter))
+	old := k.take(2)
+	k.clock.Advance(2500 * time.Millisecond) // two windows later: old counts no more
+	a := k.take(2)
+	k.refund(2, old.At)
+	if r := k.take(1); !old.Allowed || !a.Allowed || r.Allowed {
 		t.Fatalf("a refund of a forgotten window freed room: %+v %+v %+v", old, a, r)
 	}
-	mustRefund(ctx, t, s, key, l, 2, a.At)
-	if r := mustTake(ctx, t, s, key, l, 0); r.Remaining != 2 {
+	k.refund(2, a.At)
+	if r := k.take(0); r.Remaining != 2 {
 		t.Fatalf("a refund of this window's admission: %+v", r)
 	}
 }
@@ -196,20 +212,16 @@ func refundOlderWindow(t *testing.T, newStore Factory) {
 // refundDrained: a bucket's refund of an admission drained since gives
 // nothing (not another's unit); an immediate one restores the bucket.
 func refundDrained(t *testing.T, newStore Factory, a core.Algorithm) {
-	ctx := context.Background()
-	clock := NewClock()
-	s := newStore(t, clock.Now)
-	l := core.Per(1, time.Second).WithBurst(2).WithAlgorithm(a)
-	key := Key(t)
-	first := mustTake(ctx, t, s, key, l, 1) // TAT: +1 s
-	clock.Advance(3 * time.Second)          // drained
-	second := mustTake(ctx, t, s, key, l, 1)
-	mustRefund(ctx, t, s, key, l, 1, first.At) // nothing of it is left
-	if r := mustTake(ctx, t, s, key, l, 0); !first.Allowed || !second.Allowed || r.Remaining != 1 {
+	k := newRefunded(t, newStore, core.Per(1, time.Second).WithBurst(2).WithAlgorithm(a))
+	first := k.take(1)               // TAT: +1 s
+	k.clock.Advance(3 * time.Second) // drained
+	second := k.take(1)
+	k.refund(1, first.At) // nothing of it is left
+	if r := k.take(0); !first.Allowed || !second.Allowed || r.Remaining != 1 {
 		t.Fatalf("the refund of a drained admission gave back another's unit: %+v", r)
 	}
-	mustRefund(ctx, t, s, key, l, 1, second.At) // all of it is left
-	if r := mustTake(ctx, t, s, key, l, 0); r.Remaining != 2 || r.ResetAfter != 0 {
+	k.refund(1, second.At) // all of it is left
+	if r := k.take(0); r.Remaining != 2 || r.ResetAfter != 0 {
 		t.Fatalf("an immediate refund did not restore the bucket: %+v", r)
 	}
 }
