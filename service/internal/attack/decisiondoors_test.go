@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/httpapi"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
@@ -33,24 +34,19 @@ import (
 // every answer (allowed, the binding rule, its limit and what is left;
 // each Envoy status) with one exact model of the rules' fixed windows.
 func TestAttackDecisionModel(t *testing.T) {
-	// The windows are aligned on the hour: keep clear of its edge.
-	if left := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)); left < 30*time.Second {
-		time.Sleep(left + time.Second)
-	}
 	addr := newRedis(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	for _, backend := range []string{"memory", "redis"} {
 		t.Run(backend, func(t *testing.T) {
-			store := memStore(t)
-			if backend == "redis" {
-				store = redisStore(t, addr)
-			}
+			// The windows are aligned on the hour: a frozen clock keeps
+			// every check in one.
+			store, now := frozenStore(t, backend, addr)
 			suffix := fmt.Sprintf("%s-%d", backend, time.Now().UnixNano())
 			m := newOneModel(suffix)
-			snap, err := decisionRules(m, suffix, time.Now())
+			snap, err := decisionRules(m, suffix, now())
 			require.NoError(t, err)
-			d := &doors{t: t, s: startStackOn(t, store, fixedSource{snap}), m: m, suffix: suffix}
+			d := &doors{t: t, s: startStackOn(t, store, fixedSource{snap}, engine.WithClock(now)), m: m, suffix: suffix}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			d.ctx = ctx

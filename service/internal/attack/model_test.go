@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
 
@@ -69,22 +69,15 @@ func (m *model) take(users, endpoints []string, costs []int64) bool {
 // memory and Redis, and compares every decision and remaining count with
 // an exact model of the two rules' fixed windows.
 func TestAttackModel(t *testing.T) {
-	// The windows are aligned on the hour: keep clear of its edge.
-	if now := time.Now(); now.Minute() == 59 && now.Second() > 40 {
-		time.Sleep(time.Until(now.Truncate(time.Hour).Add(time.Hour + time.Second)))
-	}
 	addr := newRedis(t)
 	for _, backend := range []string{"memory", "redis"} {
 		t.Run(backend, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			var store core.Store
-			if backend == "memory" {
-				store = memStore(t)
-			} else {
-				store = redisStore(t, addr)
-			}
-			s := startStack(t, store, modelRules)
+			// The windows are aligned on the hour: a frozen clock keeps
+			// every check in one.
+			store, now := frozenStore(t, backend, addr)
+			s := startStack(t, store, modelRules, engine.WithClock(now))
 			c := s.native
 			m := &model{used: map[[2]string]int64{}}
 			r := rand.New(rand.NewPCG(2026, uint64(len(backend))))

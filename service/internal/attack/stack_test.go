@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/limitertest"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -186,6 +187,21 @@ func redisStore(t testing.TB, addr string, opts ...redisstore.Option) core.Store
 	s, err := redisstore.New(c, append([]redisstore.Option{redisstore.WithTimeout(5 * time.Second)}, opts...)...)
 	require.NoError(t, err)
 	return s
+}
+
+// frozenStore is a store of backend ("memory", or "redis": a Redis store
+// on the redis-server at addr) deciding on a clock that stands still at
+// limitertest.NewClock's instant (on the hour, ahead of the real time that
+// Redis expires its keys on), so that no window ends during a test; now is
+// that clock, for the engine (engine.WithClock) and the rules.
+func frozenStore(t testing.TB, backend, addr string) (store core.Store, now func() time.Time) {
+	t.Helper()
+	at := limitertest.NewClock().Now()
+	now = func() time.Time { return at }
+	if backend == "memory" {
+		return memStore(t, memorystore.WithClock(now)), now
+	}
+	return redisStore(t, addr, redisstore.WithClock(now)), now
 }
 
 // newRedis starts a redis-server for the test.
