@@ -190,7 +190,7 @@ func (r run) workers(ls *lease.Store, w *eventWriter, i int, stop <-chan struct{
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- r.work(ls, w, rand.New(rand.NewPCG(uint64(i), uint64(k))), stop)
+			errs <- r.work(ls, w, rand.New(rand.NewPCG(uint64(i), uint64(k))), k, stop)
 		}()
 	}
 	wg.Wait()
@@ -220,10 +220,17 @@ func (w *eventWriter) write(kind byte, key int, at, cost int64) error {
 
 // work decides until stop is closed: the first key most of the time (the
 // hot one), costs of 1 to 3, and, with refunds, every eighth admission of
-// a window given back.
-func (r run) work(ls *lease.Store, w *eventWriter, rng *rand.Rand, stop <-chan struct{}) error {
+// a window given back. With r.other set, goroutine worker decides one key,
+// its index modulo the keys (so that a store call of one key never holds
+// up another's decisions), and the admissions of the keys under r.other (a
+// limit never reached: nothing to check them against) are written as
+// counts, "n key at count", one per 5 ms of instants, at the instant of
+// the last.
+func (r run) work(ls *lease.Store, w *eventWriter, rng *rand.Rand, worker int, stop <-chan struct{}) error {
 	ctx := context.Background()
 	var out [1]core.Result
+	c := &counts{w: w}
+	defer c.flush()
 	for {
 		select {
 		case <-stop:
@@ -231,7 +238,10 @@ func (r run) work(ls *lease.Store, w *eventWriter, rng *rand.Rand, stop <-chan s
 		default:
 		}
 		k := 0
-		if len(r.keys) > 1 && rng.IntN(10) < 3 {
+		switch {
+		case r.other != (core.Limit{}):
+			k = worker % len(r.keys)
+		case len(r.keys) > 1 && rng.IntN(10) < 3:
 			k = 1 + rng.IntN(len(r.keys)-1)
 		}
 		cost := int64(1)
@@ -244,6 +254,12 @@ func (r run) work(ls *lease.Store, w *eventWriter, rng *rand.Rand, stop <-chan s
 		}
 		res := out[0]
 		if !res.Allowed || res.Source.Degraded() {
+			continue
+		}
+		if k > 0 && r.other != (core.Limit{}) {
+			if err := c.add(k, res.At, cost); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := w.write('a', k, res.At, cost); err != nil {
@@ -266,6 +282,34 @@ func stopFleet(t *testing.T, r run) {
 	if err := os.WriteFile(filepath.Join(r.out, "stop"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// counts are one goroutine's admissions of a counted key, per 5 ms of
+// their instants.
+type counts struct {
+	w          *eventWriter
+	key        int
+	bucket, at int64
+	n          int64
+}
+
+func (c *counts) add(key int, at, cost int64) error {
+	var err error
+	if b := at / 5000; b != c.bucket || key != c.key {
+		err = c.flush()
+		c.bucket, c.key = b, key
+	}
+	c.at, c.n = at, c.n+cost
+	return err
+}
+
+func (c *counts) flush() error {
+	if c.n == 0 {
+		return nil
+	}
+	n := c.n
+	c.n = 0
+	return c.w.write('n', c.key, c.at, n)
 }
 
 // fleetProcs are the processes of a fleet.
@@ -367,8 +411,11 @@ func readEvents(t *testing.T, dir string, keys int) [][]event {
 			if _, err := fmt.Sscanf(sc.Text(), "%c %d %d %d", &kind, &k, &at, &cost); err != nil {
 				continue // a line cut by a kill -9
 			}
-			if kind == 'r' {
+			switch kind {
+			case 'r':
 				refunded[[3]int64{int64(k), at, cost}]++
+				continue
+			case 'n': // admissions counted, not checked
 				continue
 			}
 			per[k] = append(per[k], event{at: at, cost: cost})
