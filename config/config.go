@@ -152,7 +152,7 @@ type parser struct {
 var (
 	fileFields   = rulefile.Plain("policies", "client_ip", "failure")
 	policyFields = slices.Concat(rulefile.Plain(rulefile.FieldName, "key", "hash"), rulefile.LimitFields(),
-		rulefile.Plain("match", rulefile.FieldTiers, rulefile.FieldShadow, "refund"))
+		rulefile.Plain("match", rulefile.FieldTiers, rulefile.FieldShadow, "refund", rulefile.FieldLeaseSeconds))
 	matchFields = []rulefile.Field{{Name: "methods"}, {Name: rulefile.FieldEndpointPattern, Old: "routes"}}
 	policyNoun  = rulefile.Noun{One: "policy", Many: "policies", Option: "WithMaxPolicies"}
 )
@@ -244,8 +244,8 @@ func (p *parser) trustedProxies(v *yaml.Node, path string) {
 }
 
 // policy reads one policy: the rule fields every file shares (name, the
-// limit, tiers, shadow; the endpoint patterns under match) and the
-// library's own (key, hash, match.methods, refund).
+// limit, tiers, shadow, lease_seconds; the endpoint patterns under match)
+// and the library's own (key, hash, match.methods, refund).
 func (p *parser) policy(n *yaml.Node, path string) (core.Policy, string, bool) {
 	before := p.Failures()
 	f, ok := p.Fields(n, path, policyFields)
@@ -265,6 +265,7 @@ func (p *parser) policy(n *yaml.Node, path string) (core.Policy, string, bool) {
 	if v := f.Get(rulefile.FieldShadow); v != nil {
 		pol.Shadow, _ = p.LegacyBool(v, f.Path(rulefile.FieldShadow))
 	}
+	pol.Lease, _ = p.Lease(f, pol.Limit, pol.Tiers)
 	if v := f.Get("refund"); v != nil {
 		switch v.Value {
 		case "failed":

@@ -101,6 +101,15 @@ func TestLoadYAMLAndJSON(t *testing.T) {
 	require.Equal(t, core.Per(5, 10*time.Second).WithAlgorithm(core.FixedWindow), ps[0].Limit)
 }
 
+// A policy's lease_seconds is its Lease, read exactly (to the
+// microsecond), as window_seconds is.
+func TestLeaseSeconds(t *testing.T) {
+	ps, err := config.Parse("lease.yaml", []byte("policies:\n  - {name: global, key: \"const:all\", limit: 500000, window_seconds: 1, algorithm: fixed_window, lease_seconds: 0.1}\n  - {name: per-ip, key: ip, limit: 5, window_seconds: 1}\n"))
+	require.NoError(t, err)
+	require.Equal(t, 100*time.Millisecond, ps[0].Lease)
+	require.Zero(t, ps[1].Lease)
+}
+
 func TestErrorsNameFileLineAndField(t *testing.T) {
 	cases := []struct{ doc, want string }{
 		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    algorithm: magic\n", `bad.yaml:6: policies[0].algorithm: unknown algorithm "magic" (token_bucket, leaky_bucket, fixed_window, sliding_window_log, sliding_window_counter, gcra)`},
@@ -112,6 +121,9 @@ func TestErrorsNameFileLineAndField(t *testing.T) {
 		{"policies:\n  - name: a\n    key: cookie:x\n    limit: 5\n    window_seconds: 1\n", `bad.yaml:3: policies[0].key: "cookie:x" is not a key`},
 		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    colour: red\n", `bad.yaml:6: policies[0].colour: unknown field`},
 		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    algorithm: fixed_window\n    burst: 9\n", `bad.yaml:7: policies[0].burst: fixed_window has no burst: leave it 0, got 9`},
+		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    algorithm: sliding_window_log\n    lease_seconds: 0.1\n", `bad.yaml:7: policies[0].lease_seconds: sliding_window_log cannot be leased`},
+		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    tiers:\n      gold: {limit: 9, window_seconds: 1, algorithm: sliding_window_log}\n    lease_seconds: 0.1\n", `bad.yaml:8: policies[0].lease_seconds: sliding_window_log cannot be leased`},
+		{"policies:\n  - name: a\n    key: ip\n    limit: 5\n    window_seconds: 1\n    lease_seconds: -1\n", `bad.yaml:6: policies[0].lease_seconds: must be a positive number of seconds`},
 		{"policies: []\n", `bad.yaml:1: policies: at least one policy is required`},
 		{"policies: [\n", `config: bad.yaml:1: not valid YAML: `},
 		{"", `config: bad.yaml: empty file`},

@@ -3,6 +3,7 @@ package rulefile
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ const (
 	FieldEndpointPattern = "endpoint_pattern"
 	FieldTiers           = "tiers"
 	FieldShadow          = "shadow"
+	FieldLeaseSeconds    = "lease_seconds"
 )
 
 // The old names of a limit's fields.
@@ -137,6 +139,29 @@ func message(err error) string {
 		return fe.Message
 	}
 	return err.Error()
+}
+
+// Lease reads lease_seconds of m, the policy's core.Policy.Lease (0 when
+// m has none): a positive number of seconds, whole microseconds, that
+// core.ValidateLease accepts for l and for every tier's limit (a sliding
+// window log cannot be leased), reported at the field.
+func (p *Parser) Lease(m Mapping, l core.Limit, tiers map[string]core.Limit) (time.Duration, bool) {
+	v := m.Get(FieldLeaseSeconds)
+	if v == nil {
+		return 0, true
+	}
+	path := m.Path(FieldLeaseSeconds)
+	d, ok := p.Seconds(v, path)
+	if !ok {
+		return 0, false
+	}
+	for _, tl := range append([]core.Limit{l}, slices.Collect(maps.Values(tiers))...) {
+		if err := core.ValidateLease(d, tl); err != nil {
+			p.Fail(v, path, "%s", message(err))
+			return 0, false
+		}
+	}
+	return d, true
 }
 
 // Name reads the field name of m: required, a valid policy name.
