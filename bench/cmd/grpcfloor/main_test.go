@@ -17,8 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// ratelimitdDir is ratelimitd's main package, from this directory.
-const ratelimitdDir = "../../../service/cmd/ratelimitd"
+// ratelimitdDir is the package that builds ratelimitd's servers, from this
+// directory.
+const ratelimitdDir = "../../../service/internal/daemon"
 
 // accounted are the grpc.ServerOption constructors ratelimitd's main
 // package may use that the floor rightly leaves out, and why.
