@@ -44,6 +44,10 @@ const (
 // then. It must not be copied after first use.
 type Call struct {
 	deadline time.Time
+	// ctx is the caller's context (Wait, Lead): a call whose context has
+	// ended leaves the queue unsent even before its caller's goroutine
+	// has run to abandon it.
+	ctx context.Context
 	// state moves once, from waiting to one of the others; whoever moves
 	// it to answered (by Answer) or expired signals done (capacity 1).
 	state atomic.Int32
@@ -60,7 +64,7 @@ func (c *Call) pipelineCall() *Call { return c }
 
 // Init readies c for a new use, due by deadline (zero: none).
 func (c *Call) Init(deadline time.Time) {
-	c.deadline = deadline
+	c.deadline, c.ctx = deadline, nil
 	c.state.Store(waiting)
 	if c.done == nil {
 		c.done = make(chan struct{}, 1)
@@ -99,8 +103,8 @@ func (c *Call) Await(ctx context.Context) error {
 	select {
 	case <-c.done:
 	case <-ctx.Done():
-		if c.state.CompareAndSwap(waiting, abandoned) {
-			return ctx.Err()
+		if c.state.CompareAndSwap(waiting, abandoned) || c.state.Load() == abandoned {
+			return ctx.Err() // abandoned here, or by the Batcher (take)
 		}
 		<-c.done // answered or expired meanwhile
 	}
@@ -197,6 +201,7 @@ func (b *Batcher[T]) Alone() bool {
 // slot the caller took with Acquire (on a goroutine of its own), and waits
 // for c as Wait does. The slot is the pipeline's: do not Release it.
 func (b *Batcher[T]) Lead(ctx context.Context, c T) error {
+	c.pipelineCall().ctx = ctx
 	b.mu.Lock()
 	b.queue = slices.Insert(b.queue, 0, c)
 	if d := c.pipelineCall().deadline; !d.IsZero() {
@@ -220,9 +225,11 @@ func (b *Batcher[T]) Release() {
 // Wait queues c (Init'ed) for the next pipeline and waits for it: nil once
 // c is answered (its results set by send), context.DeadlineExceeded once its
 // deadline has passed, ctx's error if ctx ends first. c is never sent
-// once Wait has returned an error before its pipeline was formed.
+// once ctx has ended before its pipeline was formed, whether or not Wait
+// has returned by then.
 func (b *Batcher[T]) Wait(ctx context.Context, c T) error {
 	pc := c.pipelineCall()
+	pc.ctx = ctx
 	b.contended.Store(true)
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
@@ -348,12 +355,17 @@ func (b *Batcher[T]) next(done []T) []T {
 
 // take moves up to MaxBatch waiting calls from the queue to a new
 // pipeline in flight and returns it (nil: none waits). Calls no longer
-// waiting leave the queue unsent.
+// waiting, or whose caller's context has ended (abandoned here: the
+// caller's Await returns its error), leave the queue unsent.
 func (b *Batcher[T]) take() []T {
 	var batch []T
 	i := 0
 	for ; i < len(b.queue) && len(batch) < b.opts.MaxBatch; i++ {
-		if c := b.queue[i]; c.pipelineCall().state.Load() == waiting {
+		c := b.queue[i]
+		if pc := c.pipelineCall(); pc.ctx != nil && pc.ctx.Err() != nil {
+			pc.state.CompareAndSwap(waiting, abandoned)
+		}
+		if c.pipelineCall().state.Load() == waiting {
 			if batch == nil {
 				batch = make([]T, 0, min(len(b.queue)-i, b.opts.MaxBatch))
 			}

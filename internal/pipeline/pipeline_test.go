@@ -4,6 +4,7 @@ package pipeline_test
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -223,6 +224,45 @@ func TestAbandonedCallIsNeverSent(t *testing.T) {
 		}
 		synctest.Wait()
 		release()
+		wg.Wait()
+		for i := range 6 {
+			if i%2 == 0 {
+				require.ErrorIs(t, errs[i], context.Canceled, "call %d", i)
+			} else {
+				require.NoError(t, errs[i], "call %d", i)
+			}
+			cancels[i]()
+		}
+		require.Equal(t, [][]int{{1, 3, 5}}, k.sent())
+	})
+}
+
+// A call whose caller's context has ended is never sent, even when its
+// pipeline is formed before the caller's goroutine has run to notice: the
+// Batcher looks at the context itself. On one processor the waiters cannot
+// run between the cancels and the release (the test's goroutine does not
+// block), as on a loaded machine they need not.
+func TestEndedCallIsNeverSentBeforeItsCallerRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := newBackend()
+		close(k.hold)
+		b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100})
+		release := leader(t, b)
+		var wg sync.WaitGroup
+		errs := make([]error, 6)
+		cancels := make([]context.CancelFunc, 6)
+		for i := range 6 {
+			ctx, cancel := context.WithCancel(t.Context())
+			cancels[i] = cancel
+			wg.Go(func() { errs[i] = b.Wait(ctx, newCall(i, time.Time{})) })
+			synctest.Wait() // queued in this order
+		}
+		procs := runtime.GOMAXPROCS(1)
+		for i := 0; i < 6; i += 2 {
+			cancels[i]()
+		}
+		release()
+		runtime.GOMAXPROCS(procs)
 		wg.Wait()
 		for i := range 6 {
 			if i%2 == 0 {
