@@ -75,7 +75,9 @@ type stalledRemote struct {
 
 func newStalledRemote(t *testing.T) *stalledRemote {
 	srv := redistest.StartServer(t)
-	p := ratelimitdtest.Start(t, ratelimitd(t), nil, "--redis", srv.Addr)
+	// Not about Redis's latency: the default --store-timeout (5 ms) fails
+	// open on a loaded machine, and a peek that failed open reads 0 left.
+	p := ratelimitdtest.Start(t, ratelimitd(t), nil, "--redis", srv.Addr, "--store-timeout", "5s")
 	proxy := redistest.NewProxy(t, p.GRPCAddr)
 	rpcs := &rpcCounter{}
 	conn, err := grpc.NewClient(proxy.Addr, append(remotestore.DialOptions(),
