@@ -220,7 +220,7 @@ func TestAttackReserveBounds(t *testing.T) {
 	ctx := context.Background()
 	for name, newStore := range attackStores(t) {
 		t.Run(name, func(t *testing.T) {
-			lim := core.PerSecond(10).WithBurst(1).WithAlgorithm(core.GCRA)
+			lim := core.PerSecond(1).WithBurst(1).WithAlgorithm(core.GCRA)
 			s := newStore(t)
 			l, err := core.NewLimiter(s, []core.Policy{{Name: "q", Key: ipKey(t), Limit: lim}})
 			require.NoError(t, err)
@@ -228,7 +228,9 @@ func TestAttackReserveBounds(t *testing.T) {
 			// A booking's Result().At is its slot on the store's clock (µs).
 			// Slots are compared with the first one's, not waits with fixed
 			// values, so a loop slowed by a loaded machine (each booking made
-			// later, waiting less) measures the same.
+			// later, waiting less) measures the same, as long as it books
+			// each slot before it comes: a slot a second (at 10/s, one
+			// booking made 250 ms after the first got a slot of its own).
 			slot := func(r *core.Reservation) int64 { return r.Result().At }
 			var first int64
 			for i := range 3 {
@@ -238,16 +240,16 @@ func TestAttackReserveBounds(t *testing.T) {
 				if i == 0 {
 					first = slot(r)
 				}
-				require.InDelta(t, float64(first+int64(i)*100_000), float64(slot(r)), 20_000, "booking %d", i)
+				require.InDelta(t, float64(first+int64(i)*1_000_000), float64(slot(r)), 20_000, "booking %d", i)
 			}
 			for range 20 {
-				r, err := l.Reserve(ctx, "q", id, 50*time.Millisecond)
+				r, err := l.Reserve(ctx, "q", id, 500*time.Millisecond)
 				require.NoError(t, err)
 				require.False(t, r.OK())
 			}
 			r, err := l.Reserve(ctx, "q", id, time.Duration(math.MaxInt64))
 			require.NoError(t, err)
-			require.InDelta(t, float64(first+300_000), float64(slot(r)), 20_000, "a refused booking counted")
+			require.InDelta(t, float64(first+3_000_000), float64(slot(r)), 20_000, "a refused booking counted")
 
 			// A window override: no slot ahead.
 			k := core.Key{Identity: limitertest.Key(t).Identity, Policy: "q"}
