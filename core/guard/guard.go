@@ -203,33 +203,10 @@ func New(backend core.Store, opts ...Option) (*Store, error) {
 	for _, o := range opts {
 		o(&c)
 	}
-	switch {
-	case c.timeout <= 0:
-		return nil, fmt.Errorf("guard: WithTimeout: must be positive, got %s", c.timeout)
-	case c.closedRetry < 0:
-		return nil, fmt.Errorf("guard: WithFailClosed: retry must not be negative, got %s", c.closedRetry)
-	case c.mode == ModeFallback && c.instances < 1:
-		return nil, fmt.Errorf("guard: WithFallback: instances must be at least 1, got %d", c.instances)
-	case c.breaker.Failures < 0:
-		return nil, fmt.Errorf("guard: Breaker.Failures: must not be negative, got %d", c.breaker.Failures)
-	case c.breaker.Cooldown < 0:
-		return nil, fmt.Errorf("guard: Breaker.Cooldown: must not be negative, got %s", c.breaker.Cooldown)
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
-	if c.closedRetry == 0 {
-		c.closedRetry = DefaultClosedRetry
-	}
-	if c.breaker.Failures == 0 {
-		c.breaker.Failures = DefaultFailures
-	}
-	if c.breaker.Cooldown == 0 {
-		c.breaker.Cooldown = DefaultCooldown
-	}
-	if c.log == nil {
-		c.log = slog.Default()
-	}
-	if c.clock == nil {
-		c.clock = time.Now
-	}
+	c.setDefaults()
 	s := &Store{backend: backend, cfg: c, epoch: c.clock()}
 	s.sharded, _ = backend.(Sharded) // once, when built: an optional hint, not a capability
 	if b, ok := backend.(Bounded); ok {
@@ -255,6 +232,43 @@ func New(backend core.Store, opts ...Option) (*Store, error) {
 		s.local = local
 	}
 	return s, nil
+}
+
+// validate checks the options' values: a positive timeout, no negative
+// retry or breaker setting, a fallback's instances at least 1.
+func (c *config) validate() error {
+	switch {
+	case c.timeout <= 0:
+		return fmt.Errorf("guard: WithTimeout: must be positive, got %s", c.timeout)
+	case c.closedRetry < 0:
+		return fmt.Errorf("guard: WithFailClosed: retry must not be negative, got %s", c.closedRetry)
+	case c.mode == ModeFallback && c.instances < 1:
+		return fmt.Errorf("guard: WithFallback: instances must be at least 1, got %d", c.instances)
+	case c.breaker.Failures < 0:
+		return fmt.Errorf("guard: Breaker.Failures: must not be negative, got %d", c.breaker.Failures)
+	case c.breaker.Cooldown < 0:
+		return fmt.Errorf("guard: Breaker.Cooldown: must not be negative, got %s", c.breaker.Cooldown)
+	}
+	return nil
+}
+
+// setDefaults gives the settings left zero their defaults.
+func (c *config) setDefaults() {
+	if c.closedRetry == 0 {
+		c.closedRetry = DefaultClosedRetry
+	}
+	if c.breaker.Failures == 0 {
+		c.breaker.Failures = DefaultFailures
+	}
+	if c.breaker.Cooldown == 0 {
+		c.breaker.Cooldown = DefaultCooldown
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.clock == nil {
+		c.clock = time.Now
+	}
 }
 
 // Close releases the local fallback limiter. It does not close the
