@@ -29,12 +29,12 @@ func TestShouldRateLimitAllocations(t *testing.T) {
 		{"one descriptor", func() *rlsv3.RateLimitRequest {
 			n++
 			return req(desc("remote_address", "10.9."+strconv.Itoa(n/256%256)+"."+strconv.Itoa(n%256)))
-		}, 6},
-		{"one denied", func() *rlsv3.RateLimitRequest { return req(desc("remote_address", "10.8.0.1")) }, 6},
+		}, 5},
+		{"one denied", func() *rlsv3.RateLimitRequest { return req(desc("remote_address", "10.8.0.1")) }, 5},
 		{"two of three entries", func() *rlsv3.RateLimitRequest {
 			n++
 			return req(desc("path", "/api", "user", "u"+strconv.Itoa(n)), desc("client", "internal"))
-		}, 6},
+		}, 5},
 	} {
 		reqs := make([]*rlsv3.RateLimitRequest, 200)
 		for i := range reqs {

@@ -116,8 +116,11 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	}
 	res, err := s.decider.Descriptors(ctx, req.GetDomain(), ds)
 	if err != nil {
-		if errors.Is(err, engine.ErrInvalid) && errors.As(err, &fe) {
-			return nil, badrequest.Status([]*core.FieldError{fe}).Err()
+		// its own variable: a pointer to fe would put fe on the heap on
+		// every call, this one only on this path
+		var invalid *core.FieldError
+		if errors.Is(err, engine.ErrInvalid) && errors.As(err, &invalid) {
+			return nil, badrequest.Status([]*core.FieldError{invalid}).Err()
 		}
 		if errors.Is(err, engine.ErrInvalid) {
 			return nil, status.Error(codes.InvalidArgument, "invalid request")
