@@ -204,8 +204,10 @@ func (r run) workers(ls *lease.Store, w *eventWriter, i int, stop <-chan struct{
 }
 
 // eventWriter writes each admission as it is made, straight to the file
-// (no buffer a kill -9 would lose): "a key at cost", and "r key at cost"
-// once an admission was given back.
+// (no buffer a kill -9 would lose): "a key at cost", "r key at cost"
+// once an admission was given back, and "f key 0 0" when a goroutine's
+// answers for key turn to the failure mode's (the store down, no block
+// left).
 type eventWriter struct {
 	mu sync.Mutex
 	f  *os.File
@@ -231,6 +233,7 @@ func (r run) work(ls *lease.Store, w *eventWriter, rng *rand.Rand, worker int, s
 	var out [1]core.Result
 	c := &counts{w: w}
 	defer c.flush()
+	failing := make([]bool, len(r.keys)) // by key: the last answer was the failure mode's
 	for {
 		select {
 		case <-stop:
@@ -253,6 +256,14 @@ func (r run) work(ls *lease.Store, w *eventWriter, rng *rand.Rand, worker int, s
 			return err
 		}
 		res := out[0]
+		if res.Source.Degraded() != failing[k] {
+			failing[k] = res.Source.Degraded()
+			if failing[k] {
+				if err := w.write('f', k, 0, 0); err != nil {
+					return err
+				}
+			}
+		}
 		if !res.Allowed || res.Source.Degraded() {
 			continue
 		}
@@ -415,7 +426,7 @@ func readEvents(t *testing.T, dir string, keys int) [][]event {
 			case 'r':
 				refunded[[3]int64{int64(k), at, cost}]++
 				continue
-			case 'n': // admissions counted, not checked
+			case 'n', 'f': // admissions counted, not checked; failure-mode answers
 				continue
 			}
 			per[k] = append(per[k], event{at: at, cost: cost})

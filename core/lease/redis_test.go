@@ -211,16 +211,22 @@ func edgeAdmissions(path string, k int) (first, last int64) {
 // written n admissions of key k.
 func waitForAdmissions(t *testing.T, dir, name string, k, n int) {
 	t.Helper()
+	waitForLines(t, dir, name, fmt.Sprintf("a %d ", k), n)
+}
+
+// waitForLines waits (at most a minute) until process name has written n
+// lines that start with prefix.
+func waitForLines(t *testing.T, dir, name, prefix string, n int) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
-	prefix := []byte(fmt.Sprintf("a %d ", k))
 	for time.Now().Before(deadline) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err == nil && bytes.Count(b, prefix) >= n {
+		if err == nil && bytes.Count(append([]byte("\n"), b...), []byte("\n"+prefix)) >= n {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	t.Fatalf("process %s admitted fewer than %d of key %d within a minute", name, n, k)
+	t.Fatalf("process %s wrote fewer than %d lines %q within a minute", name, n, prefix)
 }
 
 // Redis is killed (SIGKILL) and restarted from its append-only file while
@@ -247,7 +253,9 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	}
 	down := time.Now().UnixMicro()
 	srv.Kill()
-	time.Sleep(200 * time.Millisecond) // the outage: the processes decide from their blocks, then fail closed
+	for i := range 4 { // the outage: each process decides from its blocks of the hot key, then fails closed
+		waitForLines(t, r.out, strconv.Itoa(i), "f 0 ", 1)
+	}
 	up := time.Now().UnixMicro()
 	srv.Restart(t)
 	for i := range 4 { // deciding through Redis again
