@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,164 +70,184 @@ func TestConformanceSentinel(t *testing.T) {
 // Result.Override is compared as set or not.
 func TestSameAnswersAsMemory(t *testing.T) {
 	client := redistest.StartServer(t).Client(t)
+	var total struct{ compared, probed, overridden atomic.Int64 }
+	// The algorithms at once (each on keys, clocks and a random source of
+	// its own), so that one's round trips to Redis overlap another's work.
+	t.Run("algorithms", func(t *testing.T) {
+		for _, a := range limitertest.Algorithms {
+			t.Run(a.String(), func(t *testing.T) {
+				t.Parallel()
+				compared, probed, overridden := sameAnswersAsMemory(t, client, a)
+				total.compared.Add(int64(compared))
+				total.probed.Add(int64(probed))
+				total.overridden.Add(int64(overridden))
+			})
+		}
+	})
+	t.Logf("%d steps compared (%d retries at or 1µs before RetryAfter; %d under an override or a block)", total.compared.Load(), total.probed.Load(), total.overridden.Load())
+	require.Positive(t, total.probed.Load())
+	require.Positive(t, total.overridden.Load())
+}
+
+// sameAnswersAsMemory drives random traces of algorithm a through a memory
+// store and a Redis store on client (see TestSameAnswersAsMemory), failing
+// t at a mismatch; it returns the steps compared, the retries probed and
+// the decisions made under an override or a block.
+func sameAnswersAsMemory(t *testing.T, client redis.UniversalClient, a core.Algorithm) (compared, probed, overridden int) {
 	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(11, 12))
-	compared, mismatches, probed, overridden := 0, 0, 0, 0
-	for _, a := range limitertest.Algorithms {
-		for iter := range 10 {
-			clock := limitertest.NewClock()
-			mem, err := memorystore.New(memorystore.WithClock(clock.Now))
-			require.NoError(t, err)
-			red := newStore(t, client, redisstore.WithClock(clock.Now), redisstore.WithTimeout(10*time.Second))
-			l := core.Per(1+rng.Int64N(15), time.Duration(1+rng.Int64N(3_000_000))*time.Microsecond).WithAlgorithm(a)
-			if a.Bucket() {
-				l.Burst = rng.Int64N(20)
-				if iter%3 == 2 { // a large rate: a TAT clamp within reach of a backward step
-					l = core.Limit{Algorithm: a, Rate: 999_999_937, Period: 1000 * time.Second, Burst: 1 + rng.Int64N(9_000_000)}
-				}
+	rng := rand.New(rand.NewPCG(11, uint64(a)))
+	mismatches := 0
+	for iter := range 10 {
+		clock := limitertest.NewClock()
+		mem, err := memorystore.New(memorystore.WithClock(clock.Now))
+		require.NoError(t, err)
+		red := newStore(t, client, redisstore.WithClock(clock.Now), redisstore.WithTimeout(10*time.Second))
+		l := core.Per(1+rng.Int64N(15), time.Duration(1+rng.Int64N(3_000_000))*time.Microsecond).WithAlgorithm(a)
+		if a.Bucket() {
+			l.Burst = rng.Int64N(20)
+			if iter%3 == 2 { // a large rate: a TAT clamp within reach of a backward step
+				l = core.Limit{Algorithm: a, Rate: 999_999_937, Period: 1000 * time.Second, Burst: 1 + rng.Int64N(9_000_000)}
 			}
-			if l.Validate() != nil {
+		}
+		if l.Validate() != nil {
+			continue
+		}
+		key := limitertest.Key(t)
+		P := int64(l.Period / time.Microsecond)
+		step := max(P/l.Rate*2, 2)
+		var history []string
+		var ats []int64
+		var costs []int64
+		var ovs [][2]uint64 // the override each store named of each admission
+		var back time.Duration
+		var until time.Time // of the override set last
+		// same compares the Results of the two stores, and counts
+		// those decided under an override or a block.
+		same := func(want, got core.Result) bool {
+			if clock.Now().Before(until) {
+				overridden++
+			}
+			if (want.Override != 0) != (got.Override != 0) || (want.Applied == nil) != (got.Applied == nil) {
+				return false
+			}
+			if want.Applied != nil && *want.Applied != *got.Applied {
+				return false
+			}
+			want.Override, got.Override, want.Applied, got.Applied = 0, 0, nil, nil
+			return want == got
+		}
+		for i := range 300 {
+			var d time.Duration
+			switch rng.IntN(14) {
+			case 0:
+				d = time.Duration(rng.Int64N(2*P)) * time.Microsecond
+			case 1:
+				d = -time.Duration(rng.Int64N(step)) * time.Microsecond // a small step back
+			case 2:
+				d = -time.Duration(rng.Int64N(3*P)) * time.Microsecond // back across windows
+			case 3:
+				d = -time.Duration(rng.Int64N(int64(20 * time.Minute))).Truncate(time.Microsecond) // far back
+			case 4, 5:
+			default:
+				d = time.Duration(rng.Int64N(step)) * time.Microsecond
+			}
+			if back-d > 30*time.Minute { // Redis expires keys in real time: stay ahead of it (see limitertest.Clock)
+				d = -d
+			}
+			back -= d
+			clock.Advance(d)
+			now := clock.Now().UnixMicro()
+			if rng.IntN(12) == 0 { // an override, a block, or neither
+				o := core.Override{Until: clock.Now().Add(time.Duration(1+rng.Int64N(3*P)) * time.Microsecond)}
+				if rng.IntN(2) == 0 {
+					o.Limit = limitertest.WaitLimit(rng, limitertest.Algorithms[rng.IntN(6)])
+				}
+				if rng.IntN(5) == 0 {
+					require.NoError(t, mem.ClearOverride(ctx, key))
+					require.NoError(t, red.ClearOverride(ctx, key))
+					until = time.Time{}
+					history = append(history, fmt.Sprintf("at %d override cleared", now))
+					continue
+				}
+				require.NoError(t, mem.SetOverride(ctx, key, o))
+				require.NoError(t, red.SetOverride(ctx, key, o))
+				until = o.Until
+				history = append(history, fmt.Sprintf("at %d override %+v", now, o))
 				continue
 			}
-			key := limitertest.Key(t)
-			P := int64(l.Period / time.Microsecond)
-			step := max(P/l.Rate*2, 2)
-			var history []string
-			var ats []int64
-			var costs []int64
-			var ovs [][2]uint64 // the override each store named of each admission
-			var back time.Duration
-			var until time.Time // of the override set last
-			// same compares the Results of the two stores, and counts
-			// those decided under an override or a block.
-			same := func(want, got core.Result) bool {
-				if clock.Now().Before(until) {
-					overridden++
+			if len(ats) > 0 && rng.IntN(6) == 0 {
+				j := rng.IntN(len(ats))
+				at, cost, ov := ats[j], costs[j], ovs[j]
+				if rng.IntN(8) == 0 {
+					at += rng.Int64N(3) - 1 // an instant no admission has
 				}
-				if (want.Override != 0) != (got.Override != 0) || (want.Applied == nil) != (got.Applied == nil) {
-					return false
-				}
-				if want.Applied != nil && *want.Applied != *got.Applied {
-					return false
-				}
-				want.Override, got.Override, want.Applied, got.Applied = 0, 0, nil, nil
-				return want == got
-			}
-			for i := range 300 {
-				var d time.Duration
-				switch rng.IntN(14) {
-				case 0:
-					d = time.Duration(rng.Int64N(2*P)) * time.Microsecond
-				case 1:
-					d = -time.Duration(rng.Int64N(step)) * time.Microsecond // a small step back
-				case 2:
-					d = -time.Duration(rng.Int64N(3*P)) * time.Microsecond // back across windows
-				case 3:
-					d = -time.Duration(rng.Int64N(int64(20 * time.Minute))).Truncate(time.Microsecond) // far back
-				case 4, 5:
-				default:
-					d = time.Duration(rng.Int64N(step)) * time.Microsecond
-				}
-				if back-d > 30*time.Minute { // Redis expires keys in real time: stay ahead of it (see limitertest.Clock)
-					d = -d
-				}
-				back -= d
-				clock.Advance(d)
-				now := clock.Now().UnixMicro()
-				if rng.IntN(12) == 0 { // an override, a block, or neither
-					o := core.Override{Until: clock.Now().Add(time.Duration(1+rng.Int64N(3*P)) * time.Microsecond)}
-					if rng.IntN(2) == 0 {
-						o.Limit = limitertest.WaitLimit(rng, limitertest.Algorithms[rng.IntN(6)])
-					}
-					if rng.IntN(5) == 0 {
-						require.NoError(t, mem.ClearOverride(ctx, key))
-						require.NoError(t, red.ClearOverride(ctx, key))
-						until = time.Time{}
-						history = append(history, fmt.Sprintf("at %d override cleared", now))
-						continue
-					}
-					require.NoError(t, mem.SetOverride(ctx, key, o))
-					require.NoError(t, red.SetOverride(ctx, key, o))
-					until = o.Until
-					history = append(history, fmt.Sprintf("at %d override %+v", now, o))
-					continue
-				}
-				if len(ats) > 0 && rng.IntN(6) == 0 {
-					j := rng.IntN(len(ats))
-					at, cost, ov := ats[j], costs[j], ovs[j]
-					if rng.IntN(8) == 0 {
-						at += rng.Int64N(3) - 1 // an instant no admission has
-					}
-					require.NoError(t, mem.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at, Override: ov[0]}))
-					require.NoError(t, red.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at, Override: ov[1]}))
-					want, err := limitertest.TakeOne(ctx, mem, key, l, 0)
-					require.NoError(t, err)
-					got, err := limitertest.TakeOne(ctx, red, key, l, 0)
-					require.NoError(t, err)
-					history = append(history, fmt.Sprintf("at %d refund %d of %d, then peek: %+v", now, cost, at, want))
-					compared++
-					if !same(want, got) {
-						mismatches++
-						t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got, strings.Join(history[max(0, len(history)-8):], "\n"))
-					}
-					continue
-				}
-				cost := int64(1)
-				switch rng.IntN(8) {
-				case 0:
-					cost = 0
-				case 1:
-					cost = rng.Int64N(min(l.Capacity(), 30) + 2)
-				case 2:
-					cost = l.Capacity()
-				}
-				var maxDelay time.Duration
-				if rng.IntN(4) == 0 { // a booking (on a window: a take)
-					maxDelay = time.Duration(rng.Int64N(3*P)) * time.Microsecond
-				}
-				var want, got [1]core.Result
-				require.NoError(t, mem.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost, MaxDelay: maxDelay}}, want[:]))
-				require.NoError(t, red.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost, MaxDelay: maxDelay}}, got[:]))
-				history = append(history, fmt.Sprintf("at %d cost %d within %s: %+v", now, cost, maxDelay, want[0]))
+				require.NoError(t, mem.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at, Override: ov[0]}))
+				require.NoError(t, red.Refund(ctx, core.Admission{Key: key, Limit: l, Cost: cost, At: at, Override: ov[1]}))
+				want, err := limitertest.TakeOne(ctx, mem, key, l, 0)
+				require.NoError(t, err)
+				got, err := limitertest.TakeOne(ctx, red, key, l, 0)
+				require.NoError(t, err)
+				history = append(history, fmt.Sprintf("at %d refund %d of %d, then peek: %+v", now, cost, at, want))
 				compared++
-				if !same(want[0], got[0]) {
+				if !same(want, got) {
 					mismatches++
-					t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got[0], strings.Join(history[max(0, len(history)-8):], "\n"))
+					t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got, strings.Join(history[max(0, len(history)-8):], "\n"))
 				}
-				if mismatches > 5 {
-					t.FailNow()
+				continue
+			}
+			cost := int64(1)
+			switch rng.IntN(8) {
+			case 0:
+				cost = 0
+			case 1:
+				cost = rng.Int64N(min(l.Capacity(), 30) + 2)
+			case 2:
+				cost = l.Capacity()
+			}
+			var maxDelay time.Duration
+			if rng.IntN(4) == 0 { // a booking (on a window: a take)
+				maxDelay = time.Duration(rng.Int64N(3*P)) * time.Microsecond
+			}
+			var want, got [1]core.Result
+			require.NoError(t, mem.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost, MaxDelay: maxDelay}}, want[:]))
+			require.NoError(t, red.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost, MaxDelay: maxDelay}}, got[:]))
+			history = append(history, fmt.Sprintf("at %d cost %d within %s: %+v", now, cost, maxDelay, want[0]))
+			compared++
+			if !same(want[0], got[0]) {
+				mismatches++
+				t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got[0], strings.Join(history[max(0, len(history)-8):], "\n"))
+			}
+			if mismatches > 5 {
+				t.FailNow()
+			}
+			if want[0].Allowed && cost > 0 {
+				ats, costs, ovs = append(ats, want[0].At), append(costs, cost), append(ovs, [2]uint64{want[0].Override, got[0].Override})
+			}
+			if !want[0].Allowed && !want[0].Never() && cost > 0 && rng.IntN(2) == 0 {
+				// the same cost, 1µs before RetryAfter and at it: denied, then admitted, on both
+				for j, d := range []time.Duration{want[0].RetryAfter - time.Microsecond, time.Microsecond} {
+					clock.Advance(d)
+					back -= d
+					require.NoError(t, mem.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost}}, want[:]))
+					require.NoError(t, red.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost}}, got[:]))
+					history = append(history, fmt.Sprintf("at %d cost %d (a retry): %+v", clock.Now().UnixMicro(), cost, want[0]))
+					compared++
+					if !same(want[0], got[0]) {
+						mismatches++
+						t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got[0], strings.Join(history[max(0, len(history)-8):], "\n"))
+					}
+					require.Equal(t, j == 1, want[0].Allowed, "%s iter %d step %d: a retry %dµs before now+RetryAfter\n%s", l, iter, i, 1-j, strings.Join(history[max(0, len(history)-4):], "\n"))
+					probed++
 				}
-				if want[0].Allowed && cost > 0 {
+				if want[0].Allowed {
 					ats, costs, ovs = append(ats, want[0].At), append(costs, cost), append(ovs, [2]uint64{want[0].Override, got[0].Override})
 				}
-				if !want[0].Allowed && !want[0].Never() && cost > 0 && rng.IntN(2) == 0 {
-					// the same cost, 1µs before RetryAfter and at it: denied, then admitted, on both
-					for j, d := range []time.Duration{want[0].RetryAfter - time.Microsecond, time.Microsecond} {
-						clock.Advance(d)
-						back -= d
-						require.NoError(t, mem.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost}}, want[:]))
-						require.NoError(t, red.Take(ctx, []core.Op{{Key: key, Limit: l, Cost: cost}}, got[:]))
-						history = append(history, fmt.Sprintf("at %d cost %d (a retry): %+v", clock.Now().UnixMicro(), cost, want[0]))
-						compared++
-						if !same(want[0], got[0]) {
-							mismatches++
-							t.Errorf("%s iter %d step %d: redis %+v\nhistory (memory):\n%s", l, iter, i, got[0], strings.Join(history[max(0, len(history)-8):], "\n"))
-						}
-						require.Equal(t, j == 1, want[0].Allowed, "%s iter %d step %d: a retry %dµs before now+RetryAfter\n%s", l, iter, i, 1-j, strings.Join(history[max(0, len(history)-4):], "\n"))
-						probed++
-					}
-					if want[0].Allowed {
-						ats, costs, ovs = append(ats, want[0].At), append(costs, cost), append(ovs, [2]uint64{want[0].Override, got[0].Override})
-					}
-				}
 			}
-			mem.Close()
 		}
+		mem.Close()
 	}
-	t.Logf("%d steps compared (%d retries at or 1µs before RetryAfter; %d under an override or a block), %d mismatches", compared, probed, overridden, mismatches)
 	require.Zero(t, mismatches)
-	require.Positive(t, probed)
-	require.Positive(t, overridden)
+	return compared, probed, overridden
 }
 
 // Random groups of ops (one to four policies over up to four identities,
