@@ -206,34 +206,11 @@ func TestDeadlinesUnderAStall(t *testing.T) {
 // of its queue are.
 func TestAbandonedCallIsNeverSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		k := newBackend()
-		close(k.hold)
-		b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100})
-		release := leader(t, b)
-		var wg sync.WaitGroup
-		errs := make([]error, 6)
-		cancels := make([]context.CancelFunc, 6)
-		for i := range 6 {
-			ctx, cancel := context.WithCancel(t.Context())
-			cancels[i] = cancel
-			wg.Go(func() { errs[i] = b.Wait(ctx, newCall(i, time.Time{})) })
-			synctest.Wait() // queued in this order
-		}
-		for i := 0; i < 6; i += 2 {
-			cancels[i]()
-		}
-		synctest.Wait()
-		release()
-		wg.Wait()
-		for i := range 6 {
-			if i%2 == 0 {
-				require.ErrorIs(t, errs[i], context.Canceled, "call %d", i)
-			} else {
-				require.NoError(t, errs[i], "call %d", i)
-			}
-			cancels[i]()
-		}
-		require.Equal(t, [][]int{{1, 3, 5}}, k.sent())
+		halfAbandoned(t, func(end, release func()) {
+			end()
+			synctest.Wait() // the callers have returned
+			release()
+		})
 	})
 }
 
@@ -244,36 +221,48 @@ func TestAbandonedCallIsNeverSent(t *testing.T) {
 // block), as on a loaded machine they need not.
 func TestEndedCallIsNeverSentBeforeItsCallerRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		k := newBackend()
-		close(k.hold)
-		b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100})
-		release := leader(t, b)
-		var wg sync.WaitGroup
-		errs := make([]error, 6)
-		cancels := make([]context.CancelFunc, 6)
-		for i := range 6 {
-			ctx, cancel := context.WithCancel(t.Context())
-			cancels[i] = cancel
-			wg.Go(func() { errs[i] = b.Wait(ctx, newCall(i, time.Time{})) })
-			synctest.Wait() // queued in this order
-		}
-		procs := runtime.GOMAXPROCS(1)
+		halfAbandoned(t, func(end, release func()) {
+			procs := runtime.GOMAXPROCS(1)
+			end()
+			release()
+			runtime.GOMAXPROCS(procs)
+		})
+	})
+}
+
+// halfAbandoned queues calls 0 to 5 behind a slot held by a leader, then
+// has endThenRelease end the contexts of the even ones and release the
+// slot: the even calls' callers get their context's error and were never
+// sent; the odd ones went in one pipeline.
+func halfAbandoned(t *testing.T, endThenRelease func(end, release func())) {
+	k := newBackend()
+	close(k.hold)
+	b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100})
+	release := leader(t, b)
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	cancels := make([]context.CancelFunc, 6)
+	for i := range 6 {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancels[i] = cancel
+		wg.Go(func() { errs[i] = b.Wait(ctx, newCall(i, time.Time{})) })
+		synctest.Wait() // queued in this order
+	}
+	endThenRelease(func() {
 		for i := 0; i < 6; i += 2 {
 			cancels[i]()
 		}
-		release()
-		runtime.GOMAXPROCS(procs)
-		wg.Wait()
-		for i := range 6 {
-			if i%2 == 0 {
-				require.ErrorIs(t, errs[i], context.Canceled, "call %d", i)
-			} else {
-				require.NoError(t, errs[i], "call %d", i)
-			}
-			cancels[i]()
+	}, release)
+	wg.Wait()
+	for i := range 6 {
+		if i%2 == 0 {
+			require.ErrorIs(t, errs[i], context.Canceled, "call %d", i)
+		} else {
+			require.NoError(t, errs[i], "call %d", i)
 		}
-		require.Equal(t, [][]int{{1, 3, 5}}, k.sent())
-	})
+		cancels[i]()
+	}
+	require.Equal(t, [][]int{{1, 3, 5}}, k.sent())
 }
 
 // A slot freed between a failed Acquire and Wait is not lost: Wait sends
