@@ -33,7 +33,10 @@ func TestStoreFailureNeverLeaks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	redis := redistest.StartServer(t)
-	st, err := redisstore.New(redis.Client(t), redisstore.WithTimeout(time.Second))
+	// The tests' explicit clock (t0): the four requests fall in one of the
+	// rule's one-second windows, which on Redis TIME they straddled now and
+	// then (the fourth was then admitted).
+	st, err := redisstore.New(redis.Client(t), redisstore.WithClock(newClock(t0).now), redisstore.WithTimeout(time.Second))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	e, err := engine.New(ctx, st, rules.NewFile(enRules(t)))
