@@ -30,7 +30,8 @@
 // . : -), name (free text, at most 256 bytes), dimension, endpoint_pattern
 // ("" matches every endpoint), limit, window_seconds, algorithm
 // (token_bucket, leaky_bucket, gcra, fixed_window, sliding_window_log,
-// sliding_window_counter), tier ("" for the base rule), burst, shadow and
+// sliding_window_counter), tier ("" for the base rule), burst, shadow,
+// lease_seconds (0: none; the base rule's only; see core/lease) and
 // enabled (true when absent); the store sets etag, revision, created_at and
 // updated_at, which a request may carry back (a rule read can be PUT
 // again) and which are ignored. A PUT replaces the whole rule; its body's

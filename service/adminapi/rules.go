@@ -29,17 +29,18 @@ const (
 // member from a zero one. The read-only members a GET returns are
 // accepted, so a rule read can be written back, and ignored.
 type ruleBody struct {
-	ID              *string `json:"id"`
-	Name            *string `json:"name"`
-	Dimension       *string `json:"dimension"`
-	EndpointPattern *string `json:"endpoint_pattern"`
-	Limit           *int64  `json:"limit"`
-	WindowSeconds   *int64  `json:"window_seconds"`
-	Algorithm       *string `json:"algorithm"`
-	Tier            *string `json:"tier"`
-	Burst           *int64  `json:"burst"`
-	Shadow          *bool   `json:"shadow"`
-	Enabled         *bool   `json:"enabled"`
+	ID              *string  `json:"id"`
+	Name            *string  `json:"name"`
+	Dimension       *string  `json:"dimension"`
+	EndpointPattern *string  `json:"endpoint_pattern"`
+	Limit           *int64   `json:"limit"`
+	WindowSeconds   *int64   `json:"window_seconds"`
+	Algorithm       *string  `json:"algorithm"`
+	Tier            *string  `json:"tier"`
+	Burst           *int64   `json:"burst"`
+	Shadow          *bool    `json:"shadow"`
+	LeaseSeconds    *float64 `json:"lease_seconds"`
+	Enabled         *bool    `json:"enabled"`
 
 	ETag      json.RawMessage `json:"etag"`
 	Revision  json.RawMessage `json:"revision"`
@@ -217,8 +218,8 @@ func (b *ruleBody) algorithm(e *errs, name string) core.Algorithm {
 	return alg
 }
 
-// numbers sets r's limit, window and burst from b, adding to e what is
-// absent or out of range.
+// numbers sets r's limit, window, burst and lease from b, adding to e
+// what is absent or out of range.
 func (b *ruleBody) numbers(e *errs, r *rulesdb.Rule) {
 	if b.Limit == nil {
 		e.add("limit", "required: the number of requests per window")
@@ -240,6 +241,12 @@ func (b *ruleBody) numbers(e *errs, r *rulesdb.Rule) {
 		r.Burst = *b.Burst
 		if r.Burst < 0 {
 			e.add("burst", "must not be negative, got %d", r.Burst)
+		}
+	}
+	if b.LeaseSeconds != nil {
+		r.LeaseSeconds = *b.LeaseSeconds
+		if !(r.LeaseSeconds >= 0 && r.LeaseSeconds <= maxWindow) {
+			e.add("lease_seconds", "must be 0 (none) to %d seconds, got %v", maxWindow, r.LeaseSeconds)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package adminapi
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -73,4 +74,23 @@ func testRulesCRUDWithETags(t *testing.T, e *env) {
 	require.Equal(t, http.StatusCreated, r.status, r.raw)
 	r = e.req("PUT", "/api/v1/rules/orders", updated, "If-Match", "*")
 	require.Equal(t, http.StatusOK, r.status, r.raw)
+}
+
+// A rule's lease_seconds is stored and served as written, and the
+// engine's rule gets it; a lease no rule can have (a sliding window log's,
+// a negative one) is a 400 naming lease_seconds.
+func TestRuleLease(t *testing.T) { onEach(t, testRuleLease) }
+
+func testRuleLease(t *testing.T, e *env) {
+	r := e.req("POST", "/api/v1/rules", `{"id":"global","name":"Global","dimension":"all","limit":500000,"window_seconds":1,"algorithm":"fixed_window","lease_seconds":0.1}`)
+	require.Equal(t, http.StatusCreated, r.status, r.raw)
+	require.Equal(t, 0.1, r.body["lease_seconds"])
+	r = e.req("GET", "/api/v1/rules/global", "")
+	require.Equal(t, 0.1, r.body["lease_seconds"])
+	eventually(t, func() bool {
+		rs := e.eng.Snapshot().Rules()
+		return len(rs) == 1 && rs[0].Lease == 100*time.Millisecond
+	}, "the engine's rule has the lease")
+	requireProblem(t, e.req("POST", "/api/v1/rules", `{"id":"log","name":"Log","dimension":"user","limit":5,"window_seconds":1,"algorithm":"sliding_window_log","lease_seconds":0.1}`), http.StatusBadRequest, "lease_seconds")
+	requireProblem(t, e.req("POST", "/api/v1/rules", `{"id":"neg","name":"Neg","dimension":"ip","limit":5,"window_seconds":1,"algorithm":"token_bucket","lease_seconds":-1}`), http.StatusBadRequest, "lease_seconds")
 }

@@ -241,7 +241,7 @@ func (e *Engine) build(s *rules.Snapshot) (*state, error) {
 		if r.Unlimited || r.Deny { // neither counts anything: no policy (a Deny rule's Rate 0 is no valid limit)
 			continue
 		}
-		policies = append(policies, core.Policy{Name: r.ID, Key: named, Limit: r.Limit, Tiers: r.Tiers, Shadow: r.Shadow})
+		policies = append(policies, core.Policy{Name: r.ID, Key: named, Limit: r.Limit, Tiers: r.Tiers, Shadow: r.Shadow, Lease: r.Lease})
 	}
 	if len(policies) == 0 {
 		return st, nil

@@ -83,7 +83,7 @@ rules:
 `))
 	fmt.Println(err)
 	// Output:
-	// rules file rules.yaml:7: rules[0].endpoint: unknown field (known: name, dimension, endpoint_pattern, algorithm, limit, window_seconds, burst, tiers, shadow, domain)
+	// rules file rules.yaml:7: rules[0].endpoint: unknown field (known: name, dimension, endpoint_pattern, algorithm, limit, window_seconds, burst, tiers, shadow, lease_seconds, domain)
 	// rules file rules.yaml:5: rules[0].limit: must be a whole number >= 1, got "0"
 }
 

@@ -13,7 +13,7 @@ var (
 	fileFields = rulefile.Plain("rules", "tier_assignments")
 	ruleFields = slices.Concat(rulefile.Plain(rulefile.FieldName, "dimension"),
 		[]rulefile.Field{{Name: rulefile.FieldEndpointPattern, Old: "endpoints"}}, rulefile.LimitFields(),
-		rulefile.Plain(rulefile.FieldTiers, rulefile.FieldShadow, "domain"))
+		rulefile.Plain(rulefile.FieldTiers, rulefile.FieldShadow, rulefile.FieldLeaseSeconds, "domain"))
 	ruleNoun = rulefile.Noun{One: "rule", Many: "rules", Option: "WithMaxRules"}
 )
 
@@ -64,6 +64,7 @@ func (p *parser) nativeRule(n *yaml.Node, path string) (*Rule, string, bool) {
 	if v := f.Get(rulefile.FieldShadow); v != nil {
 		r.Shadow, _ = p.Bool(v, f.Path(rulefile.FieldShadow))
 	}
+	r.Lease, _ = p.Lease(f, r.Limit, r.Tiers)
 	return r, r.ID, p.Failures() == before
 }
 

@@ -133,13 +133,35 @@ func TestMatchManyRules(t *testing.T) {
 	require.Equal(t, got, names(s.AppendMatch(make([]*rules.Rule, 0, 2), "", "user", "/p3/x")), "a buffer too small grows")
 }
 
+// A rule's lease_seconds is its Lease, and rules.New refuses a Lease
+// that cannot be (a sliding window log's, a tier's; a rule counting
+// nothing), naming the field.
+func TestNativeLease(t *testing.T) {
+	s, err := rules.Parse("r.yaml", []byte("rules:\n  - {name: global, dimension: all, algorithm: fixed_window, limit: 500000, window_seconds: 1, lease_seconds: 0.25}\n"))
+	require.NoError(t, err)
+	require.Equal(t, 250*time.Millisecond, s.Rules()[0].Lease)
+	log := core.Per(5, time.Second).WithAlgorithm(core.SlidingWindowLog)
+	for _, r := range []*rules.Rule{
+		{ID: "a", Dimension: "user", Limit: log, Lease: time.Second},
+		{ID: "a", Dimension: "user", Limit: core.PerSecond(5), Tiers: map[string]core.Limit{"gold": log}, Lease: time.Second},
+		{ID: "a", Dimension: "user", Unlimited: true, Lease: time.Second},
+	} {
+		_, err := rules.New("r", []*rules.Rule{r}, nil)
+		require.ErrorContains(t, err, "lease_seconds", "%+v", r)
+	}
+}
+
 func TestParseNativeErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, file string
 		want       []string // each must appear in the error
 	}{
 		{"unknown field", "rules:\n  - name: a\n    dimension: user\n    limit: 1\n    window_seconds: 1\n    colour: 3\n",
-			[]string{"r.yaml:6: rules[0].colour: unknown field (known: name, dimension, endpoint_pattern, algorithm, limit, window_seconds, burst, tiers, shadow, domain)"}},
+			[]string{"r.yaml:6: rules[0].colour: unknown field (known: name, dimension, endpoint_pattern, algorithm, limit, window_seconds, burst, tiers, shadow, lease_seconds, domain)"}},
+		{"lease of a log", "rules:\n  - name: a\n    dimension: user\n    limit: 1\n    window_seconds: 1\n    algorithm: sliding_window_log\n    lease_seconds: 0.1\n",
+			[]string{"r.yaml:7: rules[0].lease_seconds: sliding_window_log cannot be leased"}},
+		{"bad lease", "rules:\n  - {name: a, dimension: user, limit: 1, window_seconds: 1, lease_seconds: 0}\n",
+			[]string{"r.yaml:2: rules[0].lease_seconds: must be a positive number of seconds"}},
 		{"unknown top-level", "rules:\n  - {name: a, dimension: user, limit: 1, window_seconds: 1}\npolicies: []\n",
 			[]string{"r.yaml:3: policies: unknown field (known: rules, tier_assignments)"}},
 		{"no rules", "tier_assignments: {}\n", []string{"r.yaml:1: rules: at least one rule is required"}},

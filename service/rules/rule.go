@@ -3,6 +3,7 @@ package rules
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/core"
 )
@@ -32,6 +33,12 @@ type Rule struct {
 	Tiers map[string]core.Limit
 	// Shadow rules are counted and reported but never deny.
 	Shadow bool
+	// Lease, when positive, is the rule's core.Policy.Lease: ratelimitd
+	// decides it in memory from blocks of units taken from its store, each
+	// held at most Lease (the rules file's and the admin API's
+	// lease_seconds; see package core/lease). Not for a sliding window
+	// log, its limit or a tier's.
+	Lease time.Duration
 	// Unlimited rules (Envoy's unlimited: true) match, never limit and
 	// count nothing.
 	Unlimited bool

@@ -167,6 +167,25 @@ func checkLimits(r *Rule, bad badField) {
 			bad(fe.Field, "%s", fe.Message)
 		}
 	}
+	checkLease(r, bad)
+}
+
+// checkLease checks r's Lease against its limit and its tiers' (a sliding
+// window log cannot be leased), and that a rule counting nothing has none.
+func checkLease(r *Rule, bad badField) {
+	if r.Lease == 0 {
+		return
+	}
+	if r.Unlimited || r.Deny {
+		bad(rulefile.FieldLeaseSeconds, "a rule that counts nothing has no lease")
+		return
+	}
+	for _, l := range append([]core.Limit{r.Limit}, slices.Collect(maps.Values(r.Tiers))...) {
+		if err := core.ValidateLease(r.Lease, l); err != nil {
+			bad(rulefile.FieldLeaseSeconds, "%s", message(err))
+			return
+		}
+	}
 }
 
 // addNative adds the native rule r to its domain's and dimension's index:

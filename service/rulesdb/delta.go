@@ -169,7 +169,7 @@ func readDelta(ctx context.Context, tx *sql.Tx, db *DB, base, st *state, now tim
 	if err != nil || !ok {
 		return false, err
 	}
-	rs, err := queryRules(ctx, tx, "load rules", db.q(`SELECT `+ruleCols+` FROM rules WHERE revision > ?`), base.Revision)
+	rs, err := queryRules(ctx, tx, "load rules", db.q(`SELECT `+ruleSelect+` FROM rules WHERE revision > ?`), base.Revision)
 	if err != nil {
 		return false, err
 	}

@@ -68,7 +68,7 @@ func (d *DB) SetOverride(ctx context.Context, actor string, o Override) (revisio
 		return 0, fmt.Errorf("rulesdb: override.set: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	rule, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), o.RuleID))
+	rule, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleSelect+` FROM rules WHERE id = ?`), o.RuleID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, invalidField("rule_id", "no rule %q", o.RuleID)
 	}

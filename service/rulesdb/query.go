@@ -84,7 +84,7 @@ func (d *DB) ListRules(ctx context.Context, f RuleFilter, cursor string, limit i
 	args = append(args, limit+1)
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
-	out, err := queryRules(ctx, d.db, "list", d.q(`SELECT `+ruleCols+` FROM rules WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`), args...)
+	out, err := queryRules(ctx, d.db, "list", d.q(`SELECT `+ruleSelect+` FROM rules WHERE `+strings.Join(where, " AND ")+` ORDER BY id LIMIT ?`), args...)
 	if err != nil {
 		return nil, "", err
 	}

@@ -2,6 +2,7 @@ package rulesdb
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"time"
 
@@ -38,6 +39,12 @@ type Rule struct {
 	Burst int64 `json:"burst"`
 	// Shadow rules count and report but never deny.
 	Shadow bool `json:"shadow"`
+	// LeaseSeconds, when positive, is the rule's lease (rules.Rule.Lease,
+	// core.Policy.Lease): the rule is decided in memory from blocks of
+	// units taken from the store, each held at most this long, to the
+	// microsecond. 0: none. Set on the row without a tier: a tier row
+	// takes its rule's.
+	LeaseSeconds float64 `json:"lease_seconds"`
 	// Enabled rules are served; disabled ones are kept but ignored.
 	Enabled bool `json:"enabled"`
 	// ETag is the revision of the rule's last write (set by the store).
@@ -63,6 +70,25 @@ func (r *Rule) limit() (core.Limit, error) {
 		return core.Limit{}, ruleError(r.ID, LimitField(err))
 	}
 	return l, nil
+}
+
+// maxLeaseSeconds bounds a lease as a window is bounded (100 years).
+const maxLeaseSeconds = 100 * 365 * 24 * 60 * 60
+
+// lease returns the rule's lease, or an error naming the field.
+func (r *Rule) lease() (time.Duration, error) {
+	if s := r.LeaseSeconds; !(s >= 0 && s <= maxLeaseSeconds) {
+		return 0, invalidRule(r.ID, "lease_seconds", "must be 0 (none) to %d seconds, got %v", maxLeaseSeconds, s)
+	}
+	return time.Duration(r.leaseUS()) * time.Microsecond, nil
+}
+
+// leaseUS is the rule's lease in whole microseconds, as stored.
+func (r *Rule) leaseUS() int64 {
+	if !(r.LeaseSeconds > 0 && r.LeaseSeconds <= maxLeaseSeconds) {
+		return 0
+	}
+	return int64(math.Round(r.LeaseSeconds * 1e6))
 }
 
 func etagOf(rev int64) string { return `"` + strconv.FormatInt(rev, 10) + `"` }
@@ -113,7 +139,12 @@ func baseRules(rows []*Rule) (out []*rules.Rule, base map[baseKey]*rules.Rule, e
 			errs = append(errs, err)
 			continue
 		}
-		rr := &rules.Rule{ID: r.ID, Dimension: r.Dimension, Limit: l, Shadow: r.Shadow, Source: rules.Position{File: "db:rules/" + r.ID}}
+		lease, err := r.lease()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rr := &rules.Rule{ID: r.ID, Dimension: r.Dimension, Limit: l, Shadow: r.Shadow, Lease: lease, Source: rules.Position{File: "db:rules/" + r.ID}}
 		if r.EndpointPattern != "" {
 			rr.Endpoints = []string{r.EndpointPattern}
 		}
@@ -142,6 +173,8 @@ func addTierRows(errs []error, rows []*Rule, base map[baseKey]*rules.Rule) []err
 		}
 		b := base[baseKey{r.Dimension, r.EndpointPattern}]
 		switch {
+		case r.LeaseSeconds != 0:
+			errs = append(errs, invalidRule(r.ID, "lease_seconds", "a tier row takes its rule's lease: set lease_seconds on the row without a tier"))
 		case b == nil:
 			errs = append(errs, invalidRule(r.ID, "tier", "no enabled rule without a tier has dimension %q and endpoint_pattern %q", r.Dimension, r.EndpointPattern))
 		case b.Tiers[r.Tier] != (core.Limit{}):

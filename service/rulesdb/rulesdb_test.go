@@ -205,6 +205,25 @@ func testAuditOneRowPerChange(t *testing.T, dsn string) {
 	require.ErrorContains(t, err, "actor")
 }
 
+// A rule's lease_seconds is stored to the microsecond, read back as
+// written, and is its rules.Rule's Lease in the snapshot.
+func TestRuleLease(t *testing.T) { each(t, testRuleLease) }
+
+func testRuleLease(t *testing.T, dsn string) {
+	ctx := tctx(t)
+	d := open(t, dsn)
+	r := sample("global")
+	r.Algorithm, r.LeaseSeconds = "fixed_window", 0.25
+	_, err := d.Create(ctx, "alice", r)
+	require.NoError(t, err)
+	got, err := d.Get(ctx, "global")
+	require.NoError(t, err)
+	require.Equal(t, 0.25, got.LeaseSeconds)
+	s, err := d.Source(time.Hour).Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 250*time.Millisecond, s.Rules()[0].Lease)
+}
+
 func TestInvalidRuleNeverStored(t *testing.T) { each(t, testInvalidRuleNeverStored) }
 
 func testInvalidRuleNeverStored(t *testing.T, dsn string) {
@@ -225,6 +244,9 @@ func testInvalidRuleNeverStored(t *testing.T, dsn string) {
 		"burst":                     {"burst", func(r *Rule) { r.Algorithm = "fixed_window"; r.Burst = 5 }},
 		"endpoint_pattern conflict": {"endpoint_pattern", func(r *Rule) {}}, // same dimension and pattern as "base", no tier
 		"tier":                      {"tier", func(r *Rule) { r.Tier = "gold"; r.EndpointPattern = "/other" }},
+		"lease of a log":            {"lease_seconds", func(r *Rule) { r.Algorithm = "sliding_window_log"; r.EndpointPattern = "/log"; r.LeaseSeconds = 0.1 }},
+		"lease negative":            {"lease_seconds", func(r *Rule) { r.EndpointPattern = "/neg"; r.LeaseSeconds = -1 }},
+		"lease of a tier row":       {"lease_seconds", func(r *Rule) { r.Tier = "gold"; r.LeaseSeconds = 0.1 }},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := sample("new")

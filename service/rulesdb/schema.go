@@ -96,6 +96,9 @@ var migrations = [][]string{
 		`CREATE INDEX user_tiers_revision ON user_tiers (revision)`,
 		`CREATE INDEX overrides_revision ON overrides (revision)`,
 	},
+	{ // 5: a rule's lease (its core.Policy.Lease), in microseconds; 0: none
+		`ALTER TABLE rules ADD COLUMN lease_us BIGINT NOT NULL DEFAULT 0`,
+	},
 }
 
 // SchemaVersion is the schema version this build creates and reads.

@@ -21,17 +21,23 @@ var (
 	ErrStale = errors.New("rulesdb: etag does not match the rule's current etag")
 )
 
-const ruleCols = `id, name, dimension, endpoint_pattern, "limit", window_seconds, algorithm, tier, burst, shadow, enabled, revision, created_at, updated_at`
+// ruleCols are the columns of a rule a write sets, but its lease;
+// ruleSelect those a read scans (scanRule).
+const (
+	ruleCols   = `id, name, dimension, endpoint_pattern, "limit", window_seconds, algorithm, tier, burst, shadow, enabled, revision, created_at, updated_at`
+	ruleSelect = ruleCols + `, lease_us`
+)
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanRule(s scanner) (*Rule, error) {
 	var r Rule
-	var created, updated int64
+	var created, updated, leaseUS int64
 	if err := s.Scan(&r.ID, &r.Name, &r.Dimension, &r.EndpointPattern, &r.Limit, &r.WindowSeconds, &r.Algorithm,
-		&r.Tier, &r.Burst, &r.Shadow, &r.Enabled, &r.Revision, &created, &updated); err != nil {
+		&r.Tier, &r.Burst, &r.Shadow, &r.Enabled, &r.Revision, &created, &updated, &leaseUS); err != nil {
 		return nil, err
 	}
+	r.LeaseSeconds = float64(leaseUS) / 1e6
 	r.ETag = etagOf(r.Revision)
 	r.CreatedAt, r.UpdatedAt = time.UnixMilli(created).UTC(), time.UnixMilli(updated).UTC()
 	return &r, nil
@@ -41,7 +47,7 @@ func scanRule(s scanner) (*Rule, error) {
 func (d *DB) Get(ctx context.Context, id string) (*Rule, error) {
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
-	r, err := scanRule(d.db.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), id))
+	r, err := scanRule(d.db.QueryRowContext(ctx, d.q(`SELECT `+ruleSelect+` FROM rules WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%w: id %q", ErrNotFound, id)
 	}
@@ -59,7 +65,7 @@ func (d *DB) List(ctx context.Context, cursor string, limit int) ([]*Rule, strin
 	}
 	ctx, cancel := d.bound(ctx)
 	defer cancel()
-	out, err := queryRules(ctx, d.db, "list", d.q(`SELECT `+ruleCols+` FROM rules WHERE id > ? ORDER BY id LIMIT ?`), cursor, limit+1)
+	out, err := queryRules(ctx, d.db, "list", d.q(`SELECT `+ruleSelect+` FROM rules WHERE id > ? ORDER BY id LIMIT ?`), cursor, limit+1)
 	if err != nil {
 		return nil, "", err
 	}
@@ -132,7 +138,7 @@ func (d *DB) Delete(ctx context.Context, actor, id, ifMatch string) (revision in
 
 // storedRule reads the rule id in tx: nil, nil when there is none.
 func (d *DB) storedRule(ctx context.Context, tx *sql.Tx, id string) (*Rule, error) {
-	r, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleCols+` FROM rules WHERE id = ?`), id))
+	r, err := scanRule(tx.QueryRowContext(ctx, d.q(`SELECT `+ruleSelect+` FROM rules WHERE id = ?`), id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -142,8 +148,8 @@ func (d *DB) storedRule(ctx context.Context, tx *sql.Tx, id string) (*Rule, erro
 // insertRule inserts r, written at revision rev and at now (Unix
 // milliseconds).
 func (d *DB) insertRule(ctx context.Context, tx *sql.Tx, r *Rule, rev, now int64) error {
-	_, err := tx.ExecContext(ctx, d.q(`INSERT INTO rules (`+ruleCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-		r.ID, r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, now)
+	_, err := tx.ExecContext(ctx, d.q(`INSERT INTO rules (`+ruleSelect+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		r.ID, r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, now, r.leaseUS())
 	return err
 }
 
@@ -151,8 +157,8 @@ func (d *DB) insertRule(ctx context.Context, tx *sql.Tx, r *Rule, rev, now int64
 // and at now (Unix milliseconds); its creation time stays.
 func (d *DB) updateRule(ctx context.Context, tx *sql.Tx, r *Rule, rev, now int64) error {
 	_, err := tx.ExecContext(ctx, d.q(`UPDATE rules SET name = ?, dimension = ?, endpoint_pattern = ?, "limit" = ?, window_seconds = ?,
-		algorithm = ?, tier = ?, burst = ?, shadow = ?, enabled = ?, revision = ?, updated_at = ? WHERE id = ?`),
-		r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, r.ID)
+		algorithm = ?, tier = ?, burst = ?, shadow = ?, enabled = ?, revision = ?, updated_at = ?, lease_us = ? WHERE id = ?`),
+		r.Name, r.Dimension, r.EndpointPattern, r.Limit, r.WindowSeconds, r.Algorithm, r.Tier, r.Burst, r.Shadow, r.Enabled, rev, now, r.leaseUS(), r.ID)
 	return err
 }
 
@@ -340,7 +346,7 @@ type querier interface {
 
 // loadRules reads every rule, in ID order.
 func loadRules(ctx context.Context, q querier) ([]*Rule, error) {
-	return queryRules(ctx, q, "load rules", `SELECT `+ruleCols+` FROM rules ORDER BY id`)
+	return queryRules(ctx, q, "load rules", `SELECT `+ruleSelect+` FROM rules ORDER BY id`)
 }
 
 // queryRules runs query (selecting ruleCols) and scans its rows; errors
@@ -437,7 +443,7 @@ func (d *DB) checkRelated(ctx context.Context, tx *sql.Tx, rev int64, keys relat
 		where = append(where, "(dimension = ? AND endpoint_pattern = ?)")
 		args = append(args, k.dim, k.ep)
 	}
-	rows, err := queryRules(ctx, tx, "check rules", d.q(`SELECT `+ruleCols+` FROM rules WHERE `+strings.Join(where, " OR ")+` ORDER BY id`), args...)
+	rows, err := queryRules(ctx, tx, "check rules", d.q(`SELECT `+ruleSelect+` FROM rules WHERE `+strings.Join(where, " OR ")+` ORDER BY id`), args...)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
+	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 )
@@ -30,7 +31,10 @@ type storeSet struct {
 }
 
 // openStore builds the store of c: the memory store, or the Redis store
-// behind the guard (timeout, breaker, failure mode, deny cache). obs
+// behind the guard (timeout, breaker, failure mode, deny cache) under the
+// lease layer, which decides the rules with a lease_seconds in memory from
+// blocks of Redis's units (the memory store decides every rule in memory
+// already: it has no lease layer). obs
 // observes the guard's circuit and failures. It contacts nothing: Redis is
 // reached on first use, so ratelimitd starts while Redis is down (and
 // answers by the failure mode). now, when not nil, is the memory store's
@@ -80,12 +84,20 @@ func openStore(c *Config, log *slog.Logger, obs guard.Observer, now func() time.
 		_ = client.Close()
 		return nil, fmt.Errorf("guard: %w", err)
 	}
+	ls, err := lease.New(g, lease.WithLogger(log))
+	if err != nil {
+		_ = g.Close()
+		_ = rs.Close()
+		_ = client.Close()
+		return nil, fmt.Errorf("lease: %w", err)
+	}
 	return &storeSet{
-		store: g,
+		store: ls,
 		name:  fmt.Sprintf("redis (%s) at %s", t.Kind, c.Redis),
 		ping:  func(ctx context.Context) error { return pingRedis(ctx, client) },
 		guard: g,
-		close: func() { _ = g.Close(); _ = rs.Close(); _ = client.Close() },
+		// The lease layer first: it gives its blocks' unused units back.
+		close: func() { _ = ls.Close(); _ = g.Close(); _ = rs.Close(); _ = client.Close() },
 	}, nil
 }
 
