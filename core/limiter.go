@@ -51,6 +51,7 @@ type Limiter struct {
 	cfg     limiterConfig
 	scratch sync.Pool // of *scratch, for store calls of one op
 	takes   sync.Pool // of *takeBuf, for store calls of several ops
+	groups  sync.Pool // of *groupsBuf, for CheckGroups' store calls
 }
 
 type limiterConfig struct {

@@ -205,3 +205,24 @@ func opPath(i int) string { return "ops[" + strconv.Itoa(i) + "]" }
 
 // opField is the path of field of op i: "ops[i].field".
 func opField(i int, field string) string { return opPath(i) + "." + field }
+
+// Take is one all-or-nothing decision of EachTaker.TakeEach: its ops, the
+// memory of their Results (len(Out) must be len(Ops)), and, once decided,
+// its error (nil: Out holds the Results).
+type Take struct {
+	Ops []Op
+	Out []Result
+	Err error
+}
+
+// EachTaker is a Store that decides many independent Takes in one call:
+// the Redis store sends them in one pipeline to each server (one round
+// trip), where as many calls of Take would each wait for its own answer.
+// Limiter.CheckGroups uses it when its Store has it.
+type EachTaker interface {
+	// TakeEach decides each of takes as Take decides it alone, all or
+	// nothing within it and whatever the others' outcome, and sets its
+	// Err. The takes are decided in no particular order: two of one Key
+	// are decided as two concurrent Takes would be.
+	TakeEach(ctx context.Context, takes []Take)
+}

@@ -86,6 +86,8 @@ type Store struct {
 	// bounded: the backend bounds its calls within the timeout (see
 	// Bounded), so they run on the caller's context as it is.
 	bounded bool
+	// eachBufs pools the arrays of TakeEach calls.
+	eachBufs sync.Pool
 	// whole is the circuit of the backend, or of the keys whose node a
 	// Sharded backend cannot tell; nodes holds one per node of a Sharded
 	// backend (copied on write: nodes are few and rarely new).
@@ -325,42 +327,70 @@ func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) erro
 
 // takeOne decides one op, passing ops and out to the backend as they are.
 func (s *Store) takeOne(ctx context.Context, ops []core.Op, out []core.Result) error {
-	op := &ops[0]
-	var now int64
-	// A booking is never answered by the deny cache: a denial it holds says
-	// that a take must wait, not that a booking within the op's bound fails.
-	if s.deny != nil && op.Cost > 0 && op.MaxDelay == 0 {
-		now = s.mono()
-		if res, ok := s.deny.lookupOne(op.Key, op.Limit, op.Cost, now); ok {
-			s.hits.Add(1)
-			out[0] = res
-			return nil
-		}
-	}
-	b := s.nodeOf(op.Key)
-	probe, ok := s.admit(b, &now)
-	if !ok {
-		return s.degradeOne(ctx, op, &out[0])
+	var p onePass
+	if done, err := s.enterOne(ctx, ops, out, &p); done {
+		return err
 	}
 	s.calls.Add(1)
 	cctx, cancel := s.bound(ctx)
 	err := s.backend.Take(cctx, ops, out)
 	cancel()
+	return s.leaveOne(ctx, ops, out, &p, err)
+}
+
+// onePass is what a take of one op that goes to the backend passed
+// through: the circuit of its node, whether it is the circuit's probe, and
+// the monotonic instant read for it (0: not yet).
+type onePass struct {
+	b     *breaker
+	probe bool
+	now   int64
+}
+
+// enterOne answers a take of one op from the deny cache, or, when the
+// circuit of its node is open, by the Mode (done, and the take's error);
+// otherwise it lets the take through to the backend, noted in p.
+func (s *Store) enterOne(ctx context.Context, ops []core.Op, out []core.Result, p *onePass) (done bool, err error) {
+	op := &ops[0]
+	// A booking is never answered by the deny cache: a denial it holds says
+	// that a take must wait, not that a booking within the op's bound fails.
+	if s.deny != nil && op.Cost > 0 && op.MaxDelay == 0 {
+		p.now = s.mono()
+		if res, ok := s.deny.lookupOne(op.Key, op.Limit, op.Cost, p.now); ok {
+			s.hits.Add(1)
+			out[0] = res
+			return true, nil
+		}
+	}
+	p.b = s.nodeOf(op.Key)
+	probe, ok := s.admit(p.b, &p.now)
+	if !ok {
+		return true, s.degradeOne(ctx, op, &out[0])
+	}
+	p.probe = probe
+	return false, nil
+}
+
+// leaveOne finishes a take of one op the backend answered with err, which
+// went through p: the circuit learns of it, a failure is answered by the
+// Mode, a denial is cached.
+func (s *Store) leaveOne(ctx context.Context, ops []core.Op, out []core.Result, p *onePass, err error) error {
+	op := &ops[0]
 	if err != nil {
 		if passThrough(ctx, err) {
-			s.release(b, probe)
+			s.release(p.b, p.probe)
 			return err
 		}
 		s.report(err)
-		s.fail(b, err, probe)
+		s.fail(p.b, err, p.probe)
 		return s.degradeOne(ctx, op, &out[0])
 	}
-	s.succeed(b, probe)
+	s.succeed(p.b, p.probe)
 	if s.deny != nil && op.Cost > 0 && deniedFor(out[0]) {
-		if now == 0 {
-			now = s.mono()
+		if p.now == 0 {
+			p.now = s.mono()
 		}
-		s.deny.storeOne(op.Key, op.Limit, op.Cost, out[0], now)
+		s.deny.storeOne(op.Key, op.Limit, op.Cost, out[0], p.now)
 	}
 	return nil
 }
@@ -368,49 +398,75 @@ func (s *Store) takeOne(ctx context.Context, ops []core.Op, out []core.Result) e
 // takeGroup decides several ops all or nothing, with the same failure
 // handling as one.
 func (s *Store) takeGroup(ctx context.Context, ops []core.Op, out []core.Result) error {
-	var now int64
+	var one [4]*breaker
+	var two [4]bool
+	p := groupPass{bs: one[:0], probes: two[:0]}
+	if done, err := s.enterGroup(ctx, ops, out, &p); done {
+		return err
+	}
+	if failed, err := s.callGroup(ctx, ops, out, ops, out, p.bs, p.probes); failed {
+		return err
+	}
+	s.leaveGroup(ops, out, &p)
+	return nil
+}
+
+// groupPass is what a take of several ops that goes to the backend passed
+// through: the circuits of its ops' nodes, whether it is the probe of
+// each, and the monotonic instant read for it (0: not yet).
+type groupPass struct {
+	bs     []*breaker
+	probes []bool
+	now    int64
+}
+
+// enterGroup answers a take of several ops from the deny cache, or, when
+// the circuit of one of its nodes is open, as takeSome does (done, and the
+// take's error); otherwise it lets the take through to the backend, noted
+// in p.
+func (s *Store) enterGroup(ctx context.Context, ops []core.Op, out []core.Result, p *groupPass) (done bool, err error) {
 	if s.deny != nil {
-		now = s.mono()
-		if s.deny.lookupGroup(ops, out, now) {
+		p.now = s.mono()
+		if s.deny.lookupGroup(ops, out, p.now) {
 			s.hits.Add(1)
-			return nil
+			return true, nil
 		}
 	}
 	// The circuits of the ops' nodes: all must let the group through.
-	var one [4]*breaker
-	var two [4]bool
-	bs, probes := one[:0], two[:0]
 	if s.sharded == nil {
-		bs = append(bs, &s.whole)
+		p.bs = append(p.bs, &s.whole)
 	} else {
 		for _, op := range ops {
-			if b := s.nodeOf(op.Key); !slices.Contains(bs, b) {
-				bs = append(bs, b)
+			if b := s.nodeOf(op.Key); !slices.Contains(p.bs, b) {
+				p.bs = append(p.bs, b)
 			}
 		}
 	}
 	blocked := false
-	for _, b := range bs {
-		probe, ok := s.admit(b, &now)
-		probes = append(probes, probe)
+	for _, b := range p.bs {
+		probe, ok := s.admit(b, &p.now)
+		p.probes = append(p.probes, probe)
 		blocked = blocked || !ok
 	}
 	if blocked {
-		return s.takeSome(ctx, ops, out, bs, probes, now)
+		return true, s.takeSome(ctx, ops, out, p.bs, p.probes, p.now)
 	}
-	if failed, err := s.callGroup(ctx, ops, out, ops, out, bs, probes); failed {
-		return err
-	}
-	for j, b := range bs {
-		s.succeed(b, probes[j])
+	return false, nil
+}
+
+// leaveGroup finishes a take of several ops the backend decided, which
+// went through p: its circuits learn of the success, its denials are
+// cached.
+func (s *Store) leaveGroup(ops []core.Op, out []core.Result, p *groupPass) {
+	for j, b := range p.bs {
+		s.succeed(b, p.probes[j])
 	}
 	if s.deny != nil {
-		if now == 0 {
-			now = s.mono()
+		if p.now == 0 {
+			p.now = s.mono()
 		}
-		s.deny.storeGroup(ops, out, now)
+		s.deny.storeGroup(ops, out, p.now)
 	}
-	return nil
 }
 
 // callGroup makes the backend call deciding ops into out, through the
@@ -427,14 +483,23 @@ func (s *Store) callGroup(ctx context.Context, ops []core.Op, out []core.Result,
 	if err == nil {
 		return false, nil
 	}
+	return true, s.groupFailed(ctx, err, all, allOut, bs, probes)
+}
+
+// groupFailed answers a group whose backend call failed with err, through
+// the circuits bs (probes[j]: the call was bs[j]'s probe): the circuits
+// learn of it, or are released when the caller's own context ended (err
+// is then returned), and the whole group, all with its results allOut, is
+// answered by the failure mode.
+func (s *Store) groupFailed(ctx context.Context, err error, all []core.Op, allOut []core.Result, bs []*breaker, probes []bool) error {
 	if passThrough(ctx, err) {
 		for j, b := range bs {
 			s.release(b, probes[j])
 		}
-		return true, err
+		return err
 	}
 	s.failGroup(err, bs, probes)
-	return true, s.degradeAll(ctx, all, allOut)
+	return s.degradeAll(ctx, all, allOut)
 }
 
 // failGroup records the failure of a group's call through the circuits bs

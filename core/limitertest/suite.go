@@ -71,6 +71,9 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("OverridesIdempotent", func(t *testing.T) { testOverridesIdempotent(t, newStore) })
 	t.Run("Keys", func(t *testing.T) { testKeys(t, newStore) })
 	t.Run("Booking", func(t *testing.T) { testBooking(t, newStore) })
+	if probe, ok := newStore(t, NewClock().Now).(core.EachTaker); ok && probe != nil {
+		t.Run("Each", func(t *testing.T) { testEach(t, newStore) })
+	}
 }
 
 var keySeq atomic.Int64

@@ -46,6 +46,7 @@ type Store struct {
 	// to reload it (ns since the epoch; 0: never, or long enough ago).
 	lastFault, lastReload atomic.Int64
 	calls                 sync.Pool // of *call, for Take (see newCall1)
+	eachBufs              sync.Pool // of *eachBuf, for TakeEach
 	closed                atomic.Bool
 	log                   *slog.Logger
 	// failedComp counts refunds of denied groups that failed; lastCompLog
@@ -327,7 +328,11 @@ func (s *Store) runAll(ctx context.Context, calls []*call) error {
 // pipelining on, the calls of one node are queued together, so they go in
 // one pipeline, not one after the other.
 func (s *Store) runEach(ctx context.Context, calls []*call) []error {
-	errs := make([]error, len(calls))
+	return s.runEachInto(ctx, calls, make([]error, len(calls)))
+}
+
+// runEachInto is runEach writing the errors to errs (len(calls)).
+func (s *Store) runEachInto(ctx context.Context, calls []*call, errs []error) []error {
 	if len(calls) == 1 {
 		errs[0] = s.run(ctx, calls[0])
 		return errs
@@ -342,6 +347,17 @@ func (s *Store) runEach(ctx context.Context, calls []*call) []error {
 			}()
 		}
 		wg.Wait()
+		return errs
+	}
+	if s.cluster == nil { // one server: every call in its one batcher
+		s.batch.Enqueue(calls...)
+		for j, c := range calls {
+			err := c.Await(ctx)
+			if err == nil {
+				err = c.err
+			}
+			errs[j] = s.failed(err, "")
+		}
 		return errs
 	}
 	nodes := make([]string, len(calls))
