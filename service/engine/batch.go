@@ -21,8 +21,9 @@ import (
 // (one dimension and identifier: every counter a check can reach is one of
 // its caller's) are decided one after the other in request order, so that
 // a later check of a counter never sees less of it spent than an earlier
-// one. With WithBatchParallelism, up to that many callers' checks are
-// decided at once.
+// one. With WithBatchParallelism, the checks of distinct callers are
+// decided at once (one round trip to Redis for a batch of distinct
+// callers).
 //
 // With allOrNothing the batch is one decision: every check's rules are
 // decided in one all-or-nothing store call, so either every check is
@@ -179,35 +180,160 @@ func (p *batchPlan) addCheck(st *state, m *rules.Rule, c *Check) int {
 }
 
 // checkEach decides each of cs on its own into results and errs: in
-// order on the caller's goroutine, or, with parallelism, the checks of
-// each caller (dimension and identifier) in order on one of up to
-// e.cfg.parallel goroutines.
+// order on the caller's goroutine, or, with parallelism, in rounds (see
+// checkRounds).
 func (e *Engine) checkEach(ctx context.Context, st *state, cs []Check, results []Result, errs []error) {
-	workers := min(e.cfg.parallel, len(cs))
-	if workers <= 1 {
-		// In order: the results share one array, and the store calls one
-		// context detached from ctx (as each would be).
-		dctx, mem := context.WithoutCancel(ctx), &arena{buf: make([]core.PolicyResult, 0, len(cs))}
-		for i := range cs {
-			e.checkOne(ctx, dctx, st, &cs[i], mem, &results[i], &errs[i])
-		}
+	if workers := min(e.cfg.parallel, len(cs)); workers > 1 && st.lim != nil {
+		e.checkRounds(ctx, st, cs, results, errs, workers)
 		return
 	}
-	one := func(i int) { e.checkOne(ctx, ctx, st, &cs[i], nil, &results[i], &errs[i]) }
+	// In order: the results share one array, and the store calls one
+	// context detached from ctx (as each would be).
+	dctx, mem := context.WithoutCancel(ctx), &arena{buf: make([]core.PolicyResult, 0, len(cs))}
+	for i := range cs {
+		e.checkOne(ctx, dctx, st, &cs[i], mem, &results[i], &errs[i])
+	}
+}
+
+// checkRounds decides cs in rounds, each of the next check of every
+// caller (dimension and identifier) not decided yet, so that one caller's
+// checks are decided in request order. A round's checks, of distinct
+// callers, reach distinct counters: they are decided at once, in one call
+// of the limiter (CheckGroups: one pipeline to Redis), those with an
+// idempotency key on up to workers goroutines beside it. The results share
+// one array.
+func (e *Engine) checkRounds(ctx context.Context, st *state, cs []Check, results []Result, errs []error, workers int) {
 	heads, next := byCaller(cs)
-	workers = min(workers, len(heads))
+	mem := &arena{buf: make([]core.PolicyResult, 0, len(cs))}
+	for round := heads; len(round) > 0; {
+		e.checkRound(ctx, st, cs, round, mem, results, errs, workers)
+		k := 0
+		for _, i := range round {
+			if j := next[i]; j >= 0 {
+				round[k] = j
+				k++
+			}
+		}
+		round = round[:k]
+	}
+}
+
+// roundCheck is one check of a round: its ops, the memory of its
+// results, its Deny rules' results, and, once decided, its error. group is
+// its index among the round's groups, or, when it is decided apart,
+// -1 - its index among the decisions apart (a check with an idempotency
+// key), noOps (no limited rule applies: allowed) or invalidOne (its error
+// set when planned).
+type roundCheck struct {
+	ops    []core.GroupOp
+	mem    []core.PolicyResult
+	denied []core.PolicyResult
+	denies bool
+	group  int
+	err    error
+}
+
+// Markers of roundCheck.group below every decision apart.
+const (
+	noOps      = math.MinInt
+	invalidOne = math.MinInt + 1
+)
+
+// checkRound decides the checks cs[i] of round (of distinct callers) into
+// results and errs (see checkRounds).
+func (e *Engine) checkRound(ctx context.Context, st *state, cs []Check, round []int, mem *arena, results []Result, errs []error, workers int) {
+	start := time.Now()
+	rcs, groups, idem := e.planRound(st, cs, round, mem)
+	apart := e.decideApart(ctx, st, cs, round, rcs, idem, workers, func() {
+		if len(groups) > 0 {
+			st.lim.CheckGroups(ctx, groups)
+		}
+	})
+	for k, i := range round {
+		rc, c := &rcs[k], &cs[i]
+		var d core.Decision
+		switch {
+		case rc.group >= 0:
+			d, rc.err = groups[rc.group].Decision(), groups[rc.group].Err
+		case rc.group == noOps:
+			d = core.Decision{Allowed: true}
+		case rc.group != invalidOne:
+			d = apart[-1-rc.group]
+		}
+		switch {
+		case rc.err == nil:
+			d = withDenials(d, rc.denied, rc.denies)
+		case rc.group != invalidOne:
+			rc.err = fmt.Errorf("engine: %w", rc.err)
+		}
+		if rc.err != nil {
+			e.observe(ctx, kindOf(c), c, nil, nil, start, rc.err)
+			errs[i] = rc.err
+			continue
+		}
+		e.observe(ctx, kindOf(c), c, nil, &d, start, nil)
+		results[i] = resultOf(d)
+	}
+}
+
+// decideApart decides the checks of the round listed in idem (their index
+// in rcs) on up to workers goroutines while running alongside, and returns
+// their Decisions, in the order of idem (their errors are in rcs).
+func (e *Engine) decideApart(ctx context.Context, st *state, cs []Check, round []int, rcs []roundCheck, idem []int, workers int, alongside func()) []core.Decision {
+	if len(idem) == 0 {
+		alongside()
+		return nil
+	}
+	apart := make([]core.Decision, len(idem))
 	var taken atomic.Int64
 	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for g := int(taken.Add(1) - 1); g < len(heads); g = int(taken.Add(1) - 1) {
-				for i := heads[g]; i >= 0; i = next[i] {
-					one(i)
-				}
+	for range min(workers, len(idem)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := int(taken.Add(1) - 1); k < len(idem); k = int(taken.Add(1) - 1) {
+				rc, c := &rcs[idem[k]], &cs[round[idem[k]]]
+				scope := [2]string{c.Endpoint, c.Rule}
+				call := core.GroupCall{Results: rc.mem, IdempotencyKey: c.IdempotencyKey, Scope: scope[:]}
+				apart[k], rc.err = st.decide(ctx, rc.ops, call)
 			}
-		})
+		}()
 	}
+	alongside()
 	wg.Wait()
+	return apart
+}
+
+// planRound prepares the checks cs[i] of round: invalid ones get their
+// error, those no limited rule applies to are marked, those with an
+// idempotency key are listed in idem (their index in rcs), to be decided
+// apart, and the others become groups of CheckGroups.
+func (e *Engine) planRound(st *state, cs []Check, round []int, mem *arena) (rcs []roundCheck, groups []core.Group, idem []int) {
+	rcs = make([]roundCheck, len(round))
+	groups = make([]core.Group, 0, len(round))
+	ops := make([]core.GroupOp, 0, len(round))
+	for k, i := range round {
+		rc, c := &rcs[k], &cs[i]
+		at := len(ops)
+		var err error
+		if ops, rc.denied, rc.denies, err = e.prepare(st, c, ops); err != nil {
+			rc.err, rc.group = err, invalidOne
+			continue
+		}
+		rc.ops = ops[at:len(ops):len(ops)]
+		rc.mem = mem.take(len(rc.ops))
+		switch {
+		case len(rc.ops) == 0:
+			rc.group = noOps
+		case !rc.denies && c.IdempotencyKey != "":
+			rc.group = -1 - len(idem)
+			idem = append(idem, k)
+		default:
+			rc.group = len(groups)
+			groups = append(groups, core.Group{Ops: rc.ops, Results: rc.mem})
+		}
+	}
+	return rcs, groups, idem
 }
 
 // checkOne decides c on dctx (ctx for the observers) into *res or *err,

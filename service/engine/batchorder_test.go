@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/service/engine"
 )
 
@@ -142,4 +145,74 @@ func TestBatchAllOrNothingPeekRefusesNothing(t *testing.T) {
 				"the refused batch took nothing")
 		})
 	}
+}
+
+// TestBatchRoundTrips: a plain batch on Redis, decided with parallelism
+// (as ratelimitd decides batches over Redis), costs the server one call
+// per round of its callers' checks, not one per check: 100 checks of 100
+// callers one decideMany FCALL, 100 checks of 50 callers (two each) two,
+// one after the other (the second of each caller sees the first's take);
+// checks with an idempotency key beside them are decided on their own,
+// and a retry of one is free.
+func TestBatchRoundTrips(t *testing.T) {
+	srv := redistest.StartServer(t)
+	st := redisStore(t, srv.Addr)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { admin.Close() })
+	ctx := context.Background()
+	e := newEngine(t, st, batchOrderYAML, engine.WithBatchParallelism(16))
+	mustCheck(t, e, engine.Check{Dimension: "user", Identifier: "warm", Endpoint: "/b", Cost: 1}) // loads the code
+	batch := func(n, callers int) []engine.Check {
+		cs := make([]engine.Check, n)
+		for i := range cs {
+			cs[i] = engine.Check{Dimension: "user", Identifier: fmt.Sprintf("rt%d-%d-%d", n, callers, i%callers), Endpoint: "/b", Cost: 1}
+		}
+		return cs
+	}
+	for _, c := range []struct{ n, callers, fcalls int }{{100, 100, 1}, {100, 50, 2}} {
+		cs := batch(c.n, c.callers)
+		before := commandCalls(t, admin, "fcall")
+		rs, errs := e.CheckBatch(ctx, cs, false)
+		require.Equal(t, before+c.fcalls, commandCalls(t, admin, "fcall"), "%d checks of %d callers", c.n, c.callers)
+		for i := range cs {
+			require.NoError(t, errs[i])
+			require.True(t, rs[i].Allowed)
+			require.EqualValues(t, 10-1-i/c.callers, rs[i].Remaining, "check %d: after the caller's earlier ones", i)
+		}
+	}
+	cs := batch(20, 20)
+	for i := range 5 {
+		cs[i].IdempotencyKey = "k" + strconv.Itoa(i)
+	}
+	for range 2 {
+		rs, errs := e.CheckBatch(ctx, cs, false)
+		for i := range cs {
+			require.NoError(t, errs[i])
+			require.True(t, rs[i].Allowed)
+		}
+	}
+	for i := range cs {
+		r := mustCheck(t, e, engine.Check{Dimension: "user", Identifier: cs[i].Identifier, Endpoint: "/b", Cost: 0})
+		want := int64(10 - 2)
+		if i < 5 {
+			want = 10 - 1 // the repeat was free
+		}
+		require.Equal(t, want, r.Remaining, "check %d", i)
+	}
+}
+
+// commandCalls returns how many times the server has run the command
+// name (INFO commandstats).
+func commandCalls(t *testing.T, c *redis.Client, name string) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_"+name+":calls="); ok {
+			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			require.NoError(t, err)
+			return n
+		}
+	}
+	return 0
 }

@@ -355,19 +355,11 @@ const opsBuf = 8
 // denials (which make the others peeks). Its results are in mem's memory
 // when mem has room for them (nil: their own).
 func (e *Engine) check(ctx context.Context, st *state, c *Check, mem *arena) (core.Decision, error) {
-	r, err := e.validate(st, c)
+	var obuf [opsBuf]core.GroupOp
+	ops, denied, denies, err := e.prepare(st, c, obuf[:0])
 	if err != nil {
 		return core.Decision{}, err
 	}
-	var rbuf [opsBuf]*rules.Rule
-	matched := rbuf[:0]
-	if r != nil {
-		matched = append(matched, r)
-	} else {
-		matched = st.snap.AppendMatch(matched, "", c.Dimension, c.Endpoint)
-	}
-	var obuf [opsBuf]core.GroupOp
-	ops, denied, denies := e.plan(st, c, matched, obuf[:0])
 	call := core.GroupCall{Results: mem.take(len(ops))}
 	if !denies && c.IdempotencyKey != "" {
 		scope := [2]string{c.Endpoint, c.Rule}
@@ -380,10 +372,30 @@ func (e *Engine) check(ctx context.Context, st *state, c *Check, mem *arena) (co
 	return withDenials(d, denied, denies), nil
 }
 
+// prepare validates c and appends to ops the op of each limited rule it
+// matches (see plan), returning the results of its Deny rules and whether
+// one denies it.
+func (e *Engine) prepare(st *state, c *Check, ops []core.GroupOp) (_ []core.GroupOp, denied []core.PolicyResult, denies bool, err error) {
+	r, err := e.validate(st, c)
+	if err != nil {
+		return ops, nil, false, err
+	}
+	var rbuf [opsBuf]*rules.Rule
+	matched := rbuf[:0]
+	if r != nil {
+		matched = append(matched, r)
+	} else {
+		matched = st.snap.AppendMatch(matched, "", c.Dimension, c.Endpoint)
+	}
+	ops, denied, denies = e.plan(st, c, matched, ops)
+	return ops, denied, denies, nil
+}
+
 // plan appends to ops the op of each limited rule of matched for c, and
 // returns the results of its Deny rules, decided now; denies is true when
-// one of them (not a shadow) denies c: then every op is a peek.
+// one of them (not a shadow) denies c: then every op of c is a peek.
 func (e *Engine) plan(st *state, c *Check, matched []*rules.Rule, ops []core.GroupOp) (_ []core.GroupOp, denied []core.PolicyResult, denies bool) {
+	at := len(ops) // c's ops follow those ops holds already
 	var now time.Time
 	for _, m := range matched {
 		switch {
@@ -403,8 +415,8 @@ func (e *Engine) plan(st *state, c *Check, matched []*rules.Rule, ops []core.Gro
 		}
 	}
 	if denies {
-		for j := range ops {
-			ops[j].Cost = 0
+		for j := range ops[at:] {
+			ops[at+j].Cost = 0
 		}
 	}
 	return ops, denied, denies

@@ -50,13 +50,15 @@ func WithObserver(o Observer) Option {
 	}
 }
 
-// WithBatchParallelism lets CheckBatch decide the checks of up to n
-// callers (dimension and identifier) at once, on n goroutines (default 1:
-// in order, on the caller's); one caller's checks are always decided in
-// request order. Over a
-// networked store that pipelines concurrent calls (the Redis store, the
-// remote store) a batch then costs about one round trip instead of one per
-// check; over the memory store, keep 1. n below 1 is an error.
+// WithBatchParallelism above 1 makes CheckBatch decide a batch's checks in
+// rounds, each of the next check of every caller (dimension and
+// identifier), the checks of a round at once in one call of the limiter
+// (core.Limiter.CheckGroups), and those with an idempotency key on up to n
+// goroutines beside it (default 1: one check after the other, in order, on
+// the caller's goroutine); one caller's checks are always decided in
+// request order. Over the Redis store a round costs one round trip (a
+// batch of distinct callers, one in all) instead of one per check; over
+// the memory store, keep 1. n below 1 is an error.
 func WithBatchParallelism(n int) Option { return func(c *config) { c.parallel = n } }
 
 // WithClock sets the engine's clock (default time.Now): which overrides

@@ -130,7 +130,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.IdempotencyRepeats, "idempotency-repeats", 3, "free repeats of an admitted idempotent check within --idempotency-ttl (1-1000); later ones are counted")
 	fs.DurationVar(&c.MaxClientSkew, "max-client-skew", 24*time.Hour, "a check's client_time further than this from the server's clock is invalid input (it is a hint, never the clock)")
 	fs.IntVar(&c.MaxBatch, "max-batch", 1000, "the most checks of one CheckRateLimitBatch call")
-	fs.IntVar(&c.BatchParallelism, "batch-parallelism", 0, "callers of a batch whose checks are decided at once (pipelined to Redis; one caller's in request order); 0: 16 with --redis, 1 on the memory store")
+	fs.IntVar(&c.BatchParallelism, "batch-parallelism", 0, "above 1: a batch's checks are decided in rounds of one check of each caller, a round's in one round trip to Redis, those with an idempotency key on up to this many goroutines (one caller's in request order); 1: one after the other; 0: 16 with --redis, 1 on the memory store")
 	fs.BoolVar(&c.HTTPStatusMode, "http-status-mode", false, "the HTTP check API answers a denial with 429 and Retry-After (for nginx auth_request) instead of 200 with allowed:false")
 	fs.BoolVar(&c.StoreAPI, "store-api", true, "serve the store API (sluice.ratelimit.v1.StoreService) on the gRPC address, for middleware using ratelimitd as its store (remotestore); it needs a write token when --grpc-auth is admin (the default with --db), otherwise none: then expose it to trusted callers only")
 	fs.StringVar(&c.GRPCAuth, "grpc-auth", "", "admin: ResetLimit and the store API need a bearer token of --db's database (scope write; ResetLimit and the store API's Reset, SetOverride and ClearOverride count against the token's admin write limit); off: no token asked (expose the gRPC port to trusted callers only); empty: admin with --db, off without. Checks, Envoy's ShouldRateLimit, health and reflection never need one. With --db every gRPC admin change is audited either way")
@@ -348,7 +348,7 @@ func (c *Config) attrs() []any {
 }
 
 // batchParallelism is --batch-parallelism, 0 resolved: 16 over Redis (a
-// batch's checks pipelined in about one round trip), 1 in memory.
+// round of a batch's checks in one round trip), 1 in memory.
 func (c *Config) batchParallelism() int {
 	switch {
 	case c.BatchParallelism > 0:
