@@ -100,13 +100,17 @@ func (c *Call) finish(state int32) bool {
 // its deadline has passed (context.DeadlineExceeded) or ctx ends first
 // (ctx's error: c is abandoned, its results are not read).
 func (c *Call) Await(ctx context.Context) error {
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		if c.state.CompareAndSwap(waiting, abandoned) || c.state.Load() == abandoned {
-			return ctx.Err() // abandoned here, or by the Batcher (take)
+	if done := ctx.Done(); done == nil {
+		<-c.done // ctx never ends (a decision's detached context): no select over it
+	} else {
+		select {
+		case <-c.done:
+		case <-done:
+			if c.state.CompareAndSwap(waiting, abandoned) || c.state.Load() == abandoned {
+				return ctx.Err() // abandoned here, or by the Batcher (take)
+			}
+			<-c.done // answered or expired meanwhile
 		}
-		<-c.done // answered or expired meanwhile
 	}
 	if c.state.Load() == expired {
 		return context.DeadlineExceeded

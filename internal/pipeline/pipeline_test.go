@@ -157,7 +157,19 @@ func TestLeadTakesTheQueue(t *testing.T) {
 // slot is freed at the bound of the pipeline in flight (the latest
 // deadline of its calls).
 func TestDeadlinesUnderAStall(t *testing.T) {
+	// On a context that ends (a caller's) and on one that never does (a
+	// decision's, detached from its caller's): the deadlines alone end the
+	// waits.
+	t.Run("context", func(t *testing.T) { testDeadlinesUnderAStall(t, true) })
+	t.Run("no end", func(t *testing.T) { testDeadlinesUnderAStall(t, false) })
+}
+
+func testDeadlinesUnderAStall(t *testing.T, ends bool) {
 	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		if ends {
+			ctx = t.Context()
+		}
 		k := newBackend() // never released: stalled
 		b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100, MaxWait: time.Hour})
 		release := leader(t, b)
@@ -170,7 +182,7 @@ func TestDeadlinesUnderAStall(t *testing.T) {
 		var wg sync.WaitGroup
 		wait := func(i int, c *tcall) {
 			wg.Go(func() {
-				err := b.Wait(t.Context(), c)
+				err := b.Wait(ctx, c)
 				if err == nil {
 					err = c.err // answered at the pipeline's bound
 				}
