@@ -268,7 +268,7 @@ func TestServiceMarkdown(t *testing.T) {
 		"both link grpc-go v1.84.0", "TestServerOptionsInStep",
 		"### Where ratelimitd's CPU goes", "| gRPC and HTTP/2 | 90% (27.0) | 50% (27.5) |",
 		"#### What is left against the floor", "`ratelimitd-redis` spends 25.0 µs per check beyond `grpc-floor` (1.83× its CPU)",
-		"- `syscall.write` 20.0%",
+		"- `syscall.write` 20.0%", "#### Why what is left is left", "- **Redis CPU.**",
 		"ShouldRateLimit on Redis: ratelimitd's server CPU per check at most 0.6× envoyproxy/ratelimit's best configuration's | 0.58× | ≤ 0.60× | **met (runs overlap)** |",
 	} {
 		if !strings.Contains(md, want) {

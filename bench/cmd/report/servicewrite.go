@@ -347,6 +347,7 @@ func (sec *serviceSection) writeProfiles(w io.Writer) {
 	for _, sh := range top.profile.Top {
 		fmt.Fprintf(w, "- `%s` %.1f%%\n", sh.Category, 100*sh.Fraction)
 	}
+	writeLeft(w)
 }
 
 // profileTick is the CPU time of one sample of a pprof CPU profile.
