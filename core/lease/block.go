@@ -105,9 +105,6 @@ func (s *Store) endBlock(e *entry, now int64) {
 	*b = block{}
 }
 
-// giveBack ends e's block (Close, an override set or cleared).
-func (s *Store) giveBack(e *entry, now int64) { s.endBlock(e, now) }
-
 // noteRate folds the units decided for e since its last store call into
 // its rate (e's lock held), at a store call made at now.
 func (e *entry) noteRate(now int64) {

@@ -195,7 +195,7 @@ func (s *Store) Close() error {
 		sh.mu.Lock()
 		sh.each(func(e *entry) {
 			e.mu.Lock()
-			s.giveBack(e, s.clockOf(e))
+			s.endBlock(e, s.clockOf(e))
 			e.mu.Unlock()
 		})
 		sh.mu.Unlock()
@@ -298,7 +298,7 @@ func (s *Store) endBlockOf(k core.Key) {
 		return
 	}
 	e.mu.Lock()
-	s.giveBack(e, s.clockOf(e))
+	s.endBlock(e, s.clockOf(e))
 	e.forget() // its next op learns, exactly, what now applies
 	e.mu.Unlock()
 	s.drain()
