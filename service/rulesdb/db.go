@@ -12,7 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"           // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // DB is a rules database: open with Open, close with Close. It is safe for
@@ -90,15 +91,46 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rulesdb: dsn: %w", err)
 	}
-	if err := d.db.PingContext(ctx); err != nil {
-		_ = d.db.Close()
-		return nil, fmt.Errorf("rulesdb: open %s: %w", Redact(dsn), err)
-	}
-	if err := d.migrate(ctx); err != nil {
+	if err := d.prepare(ctx, dsn); err != nil {
 		_ = d.db.Close()
 		return nil, err
 	}
 	return d, nil
+}
+
+// prepare pings the database and brings its schema up to date. SQLite
+// answers SQLITE_BUSY at once, without waiting out its busy timeout, in
+// the few places where waiting could deadlock, one of them connections
+// racing to create a new file and switch it to WAL; such an open is tried
+// again, within the DB's timeout, as SQLite's documentation advises.
+func (d *DB) prepare(ctx context.Context, dsn string) error {
+	deadline := time.Now().Add(d.timeout)
+	for {
+		err := d.db.PingContext(ctx)
+		if err != nil {
+			err = fmt.Errorf("rulesdb: open %s: %w", Redact(dsn), err)
+		} else {
+			err = d.migrate(ctx)
+		}
+		if err == nil || d.pg || !sqliteBusy(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// sqliteBusy reports whether err is SQLite's SQLITE_BUSY or SQLITE_LOCKED.
+func sqliteBusy(err error) bool {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code() & 0xff
+	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
 }
 
 // idleInTx is PostgreSQL's setting that ends a session whose transaction

@@ -14,7 +14,7 @@ func TestConcurrentOpenMigratesOnce(t *testing.T) { each(t, testConcurrentOpenMi
 
 func testConcurrentOpenMigratesOnce(t *testing.T, dsn string) {
 	ctx := tctx(t)
-	const n = 4
+	const n = 16
 	dbs := make([]*DB, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
