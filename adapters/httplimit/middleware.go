@@ -152,13 +152,6 @@ func DeniedHandler(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(middleware.ProblemFor(DecisionFrom(r.Context())))
 }
 
-// NewContext returns a copy of ctx carrying d, where DecisionFrom finds it.
-// The other adapters use it, so that net/http code under them sees the
-// Decision too.
-func NewContext(ctx context.Context, d *core.Decision) context.Context {
-	return httpfields.NewContext(ctx, d)
-}
-
 // DecisionFrom returns the Decision the middleware made for this request:
 // under stacked sluice middlewares, the merge of theirs (core.Merge).
 func DecisionFrom(ctx context.Context) (*core.Decision, bool) {
