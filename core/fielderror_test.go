@@ -73,7 +73,7 @@ func TestEveryValidationNamesItsField(t *testing.T) {
 		{with(func(p *core.Policy) { p.Match.Methods = []string{"GET", "ANY"} }), "Match.Methods[1]", nil},
 		{ok, "Header", []core.LimiterOption{core.WithIdempotency(core.Idempotency{Header: "a b"})}},
 		{ok, "TTL", []core.LimiterOption{core.WithIdempotency(core.Idempotency{TTL: time.Millisecond})}},
-		{ok, "MaxRepeats", []core.LimiterOption{core.WithIdempotency(core.Idempotency{MaxRepeats: core.MaxIdempotentRepeats + 1})}},
+		{ok, "MaxRepeats", []core.LimiterOption{core.WithIdempotency(core.Idempotency{MaxRepeats: 1001})}},
 	} {
 		requireField(t, newLimiter(c.p, c.opts...), nil, c.field, c.field)
 	}
