@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/fieldfmt"
+	"github.com/sluicehq/sluice/service/adminapi"
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/internal/rawtext"
@@ -68,6 +69,9 @@ type handler struct {
 	now    func() time.Time
 	sync   rulesdb.Syncer
 
+	// api is the admin API serving the page's forms (see write.go).
+	api http.Handler
+
 	sess  *sessions
 	pages map[string]*template.Template
 	css   template.CSS
@@ -91,6 +95,11 @@ func New(o Options) (http.Handler, error) {
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	api, err := adminapi.NewAuthenticated(adminapi.Options{DB: o.DB, Engine: o.Engine, Logger: h.log})
+	if err != nil {
+		return nil, fmt.Errorf("adminui: the admin API: %w", err)
+	}
+	h.api = api
 	css, err := files.ReadFile("templates/style.css")
 	if err != nil {
 		return nil, fmt.Errorf("adminui: stylesheet: %w", err)
@@ -103,8 +112,8 @@ func New(o Options) (http.Handler, error) {
 		"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 	funcs := template.FuncMap{"fmtTime": fmtTime}
 	h.pages = map[string]*template.Template{}
-	for _, name := range []string{"login", "rules", "rule", "users", "overrides", "audit", "recent", "message"} {
-		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
+	for _, name := range []string{"login", "rules", "rule", "users", "overrides", "audit", "recent", "message", "rulenew", "ruledelete"} {
+		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/writeparts.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("adminui: template %s: %w", name, err)
 		}
@@ -129,7 +138,7 @@ type page struct {
 // table lists every route of the page (New serves them; the tests derive
 // what they send from it).
 func (h *handler) table() []page {
-	return []page{
+	return append([]page{
 		{pattern: "GET /admin/login", serve: h.loginForm},
 		{pattern: "POST /admin/login", serve: h.login, form: []string{"token"}},
 		{pattern: "POST /admin/logout", serve: h.sessioned(h.logout), form: []string{"csrf"}},
@@ -141,7 +150,7 @@ func (h *handler) table() []page {
 		{pattern: "GET /admin/audit", serve: h.authed(h.audit)},
 		{pattern: "GET /admin/recent", serve: h.authed(h.recentPage)},
 		{pattern: "/admin/", serve: h.authed(h.notFound)},
-	}
+	}, h.writeTable()...)
 }
 
 // textChecked answers 400, naming the field, a request whose path
