@@ -294,7 +294,7 @@ func (h *handler) authed(next func(http.ResponseWriter, *http.Request, *req)) ht
 			clearCookie(w, r)
 			http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
 		case http.StatusForbidden:
-			h.message(w, r, nil, http.StatusForbidden, "Forbidden: your token has the read scope; saving needs the write scope")
+			h.message(w, r, nil, http.StatusForbidden, "Forbidden: your token has the read scope; a change needs the write scope")
 		case http.StatusTooManyRequests:
 			h.message(w, r, nil, http.StatusTooManyRequests, "Too many requests: your token's admin rate limit is spent; retry in "+retryText(hd.Get("Retry-After")))
 		default:

@@ -409,7 +409,7 @@ func TestPageChangesDecideAtOnce(t *testing.T) {
 		require.Equal(t, before, s.revision())
 		r = c.post("/admin/rules/p/delete", url.Values{"csrf": {tok}, "etag": {etag}})
 		require.Equal(t, http.StatusSeeOther, r.status, r.body)
-		require.Contains(t, c.get(r.header.Get("Location")).body, "Deleted rule p, with its overrides.")
+		require.Contains(t, c.get(r.header.Get("Location")).body, "Deleted rule p and any overrides of it.")
 		require.True(t, check("10.0.0.1"), "no rule limits the caller")
 		require.True(t, check("10.0.0.2"), "nor blocks it")
 		_, err := s.db.Get(ctx, "p")

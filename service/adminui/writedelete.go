@@ -94,5 +94,5 @@ func (h *handler) deletedNotice(r *http.Request) string {
 	if _, err := h.db.Get(r.Context(), id); !errors.Is(err, rulesdb.ErrNotFound) {
 		return ""
 	}
-	return "Deleted rule " + id + ", with its overrides."
+	return "Deleted rule " + id + " and any overrides of it."
 }
