@@ -417,3 +417,23 @@ func TestPageChangesDecideAtOnce(t *testing.T) {
 		require.NotContains(t, c.get("/admin/?deleted=orders").body, "Deleted rule", "no notice for a rule that is stored")
 	})
 }
+
+// While the database fails (the token still authenticated from the cache),
+// every form is answered 503 saying which step failed, with no error text
+// and no panic.
+func TestFormsWhenTheDatabaseFails(t *testing.T) {
+	s := newStackWith(t, adminauth.Options{CacheTTL: time.Hour})
+	c := s.client()
+	c.login(s.write)
+	forms := validForms(t, s, c.get("/admin/rules/orders").body)
+	routes := postRoutes(t, s)
+	require.NoError(t, s.db.Close())
+	for pattern, path := range routes {
+		r := c.post(path, forms[pattern])
+		require.Equal(t, http.StatusServiceUnavailable, r.status, "%s: %s", pattern, r.body)
+		require.Contains(t, r.body, "Service unavailable: ", pattern)
+		require.Contains(t, r.body, "failed; try again shortly", pattern)
+		require.NotContains(t, strings.ToLower(r.body), "sql", pattern)
+		require.NotContains(t, r.body, "closed", pattern)
+	}
+}
