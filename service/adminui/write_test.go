@@ -437,3 +437,34 @@ func TestFormsWhenTheDatabaseFails(t *testing.T) {
 		require.NotContains(t, r.body, "closed", pattern)
 	}
 }
+
+// A caller's form naming no caller, or one the admin API's paths cannot
+// name (. and .., resolved away as path segments), is refused naming the
+// id, with nothing written; any other identifier, slashes and dots and
+// escapes included, reaches the API as itself.
+func TestCallerFormsNameTheirCaller(t *testing.T) {
+	s := newStack(t)
+	c := s.client()
+	c.login(s.write)
+	forms := validForms(t, s, c.get("/admin/rules/orders").body)
+	before := s.revision()
+	for _, pattern := range []string{"POST /admin/users/tier", "POST /admin/users/override", "POST /admin/users/override/clear"} {
+		for _, id := range []string{"", ".", ".."} {
+			f := url.Values{}
+			for k, v := range forms[pattern] {
+				f[k] = v
+			}
+			f.Set("id", id)
+			r := c.post(strings.TrimPrefix(pattern, "POST "), f)
+			require.Equal(t, http.StatusBadRequest, r.status, "%s id=%q", pattern, id)
+			require.Contains(t, r.body, "Bad request: id: ", "%s id=%q", pattern, id)
+		}
+	}
+	require.Equal(t, before, s.revision(), "nothing written")
+	for _, id := range []string{"a/../b", "../x", "x/.", "a?b#c", "%2e%2e", "a b"} {
+		f := url.Values{"csrf": forms["POST /admin/users/tier"]["csrf"], "dimension": {"user"}, "id": {id}, "tier": {"gold"}}
+		r := c.post("/admin/users/tier", f)
+		require.Equal(t, http.StatusSeeOther, r.status, "id=%q: %s", id, r.body)
+		require.Equal(t, "gold", s.eng.Snapshot().TierOf("user", id), "id=%q: the tier of that very caller", id)
+	}
+}

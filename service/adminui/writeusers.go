@@ -83,13 +83,18 @@ func callerPath(dim, id, resource string) string {
 
 // refusedCaller answers a caller's form that the page refuses before the
 // API sees it (and reports true): one from a read-scope session, or one
-// naming no caller (the page's forms always name one).
+// naming no caller (the page's forms always name one) or one the admin
+// API's paths cannot name.
 func (h *handler) refusedCaller(w http.ResponseWriter, r *http.Request, q *req) bool {
 	switch {
 	case !q.canWrite():
 		h.message(w, r, q, http.StatusForbidden, "Forbidden: your token has the read scope; changing a caller needs the write scope")
 	case r.PostFormValue("id") == "":
 		h.message(w, r, q, http.StatusBadRequest, "Bad request: id: required: the caller's identifier")
+	case r.PostFormValue("id") == "." || r.PostFormValue("id") == "..":
+		// A path segment of . or .. is resolved away before the admin API
+		// sees it: no change of such a caller can be sent to it.
+		h.message(w, r, q, http.StatusBadRequest, "Bad request: id: \".\" and \"..\" cannot be changed through the admin API (a path segment of its own)")
 	default:
 		return false
 	}
