@@ -468,3 +468,21 @@ func TestCallerFormsNameTheirCaller(t *testing.T) {
 		require.Equal(t, "gold", s.eng.Snapshot().TierOf("user", id), "id=%q: the tier of that very caller", id)
 	}
 }
+
+// The rules page and a rule's page show the rule's lease (none, or its
+// seconds), and the edit form carries it, so a save keeps it.
+func TestRulePagesShowTheLease(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	_, err := s.db.Create(ctx, "setup", rulesdb.Rule{ID: "leased", Name: "L", Dimension: "api_key", Limit: 1000, WindowSeconds: 3600,
+		Algorithm: "token_bucket", LeaseSeconds: 0.25, Enabled: true})
+	require.NoError(t, err)
+	c := s.client()
+	c.login(s.read)
+	list := c.get("/admin/").body
+	require.Regexp(t, `(?s)<tr data-rule="leased">.*?<td class="num lease">0.25 s</td>`, list)
+	require.Regexp(t, `(?s)<tr data-rule="orders">.*?<td class="num lease">none</td>`, list)
+	page := c.get("/admin/rules/leased").body
+	require.Contains(t, page, `<span id="lease">0.25 s</span>`)
+	require.Contains(t, page, `id="lease_seconds" name="lease_seconds" value="0.25"`)
+}
