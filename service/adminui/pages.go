@@ -46,10 +46,11 @@ func (h *handler) rules(w http.ResponseWriter, r *http.Request, q *req) {
 			c = &count{}
 			counts[f.Rule] = c
 		}
-		switch f.State {
-		case core.Throttled:
+		// A caller warned on its way to a denial counts in both.
+		if f.Throttles > 0 {
 			c.throttled++
-		case core.Warning:
+		}
+		if f.Warnings > 0 {
 			c.warned++
 		}
 	}
