@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/internal/rawtext"
 	"github.com/sluicehq/sluice/service/internal/requestid"
+	"github.com/sluicehq/sluice/service/internal/traffic"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -52,6 +53,12 @@ type Options struct {
 	// Logger receives what fails inside (never shown to the browser);
 	// nil means slog.Default().
 	Logger *slog.Logger
+	// Traffic, when set, is the engine's observer counting its decisions
+	// (engine.WithObserver): /admin/traffic charts them. Nil: no page.
+	Traffic *traffic.Recorder
+	// Fleet, when set, reads (and publishes) the counts of the instances
+	// sharing this one's Redis: the traffic page sums them.
+	Fleet *traffic.Fleet
 	// Sync, when set, puts a saved rule in force on this instance before
 	// the page answers (the engine's rules source, rulesdb.Source): the
 	// page then says the rule is in force here, or why it is not. Nil:
@@ -72,6 +79,8 @@ type handler struct {
 	// api is the admin API serving the page's forms (see write.go).
 	api http.Handler
 
+	traffic trafficDeps
+
 	sess  *sessions
 	pages map[string]*template.Template
 	css   template.CSS
@@ -91,7 +100,8 @@ func New(o Options) (http.Handler, error) {
 	case o.Auth == nil:
 		return nil, errors.New("adminui: Options.Auth: required")
 	}
-	h := &handler{db: o.DB, eng: o.Engine, auth: o.Auth, recent: o.Recent, log: o.Logger, now: time.Now, sync: o.Sync, sess: newSessions(maxSessions)}
+	h := &handler{db: o.DB, eng: o.Engine, auth: o.Auth, recent: o.Recent, log: o.Logger, now: time.Now, sync: o.Sync, sess: newSessions(maxSessions),
+		traffic: trafficDeps{rec: o.Traffic, fleet: o.Fleet}}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
@@ -112,7 +122,7 @@ func New(o Options) (http.Handler, error) {
 		"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 	funcs := template.FuncMap{"fmtTime": fmtTime}
 	h.pages = map[string]*template.Template{}
-	for _, name := range []string{"login", "rules", "rule", "users", "overrides", "audit", "recent", "message", "rulenew", "ruledelete"} {
+	for _, name := range []string{"login", "rules", "rule", "users", "overrides", "audit", "recent", "message", "rulenew", "ruledelete", "traffic"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/writeparts.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("adminui: template %s: %w", name, err)
@@ -149,6 +159,8 @@ func (h *handler) table() []page {
 		{pattern: "GET /admin/overrides", serve: h.authed(h.overrides)},
 		{pattern: "GET /admin/audit", serve: h.authed(h.audit)},
 		{pattern: "GET /admin/recent", serve: h.authed(h.recentPage)},
+		{pattern: "GET /admin/traffic", serve: h.authed(h.trafficPage)},
+		{pattern: "GET /admin/traffic/{id}", serve: h.authed(h.trafficRule)},
 		{pattern: "/admin/", serve: h.authed(h.notFound)},
 	}, h.writeTable()...)
 }

@@ -3,7 +3,10 @@
 // everything embedded in the binary) showing the rules with their live
 // usage, a caller's effective limits, the overrides in force, the audit
 // trail and the callers warned or throttled in the last minutes, and the
-// forms that change them.
+// forms that change them; and, given a traffic.Recorder, the traffic of
+// the instance and of each rule as SVG charts drawn by the server (and the
+// fleet's, summed from Redis, given a traffic.Fleet), with the callers
+// throttled now and the most throttled in the last hour.
 //
 // Signing in takes an admin token (the tokens of the admin API, checked by
 // adminauth.Auth.Authenticate). The browser then holds only an opaque
