@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/service/engine"
@@ -143,4 +145,46 @@ func TestTrafficCharts(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status)
 	requireBars(t, chartOf(t, r.body, "rule-seconds"), make([]traffic.Counts, 60))
 	require.Contains(t, r.body, "no checks counted")
+}
+
+// TestTrafficFleetUnanswered: when Redis refuses the connection, or
+// accepts it and never answers, the traffic page still answers, within the
+// fleet's bound, with this instance's figures and says the fleet's are
+// unavailable, without the error's text.
+func TestTrafficFleetUnanswered(t *testing.T) {
+	mute, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mute.Close() })
+	go func() {
+		for {
+			conn, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() })
+		}
+	}()
+	refused, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := refused.Addr().String()
+	require.NoError(t, refused.Close())
+	for name, addr := range map[string]string{"refused": closed, "mute": mute.Addr().String()} {
+		t.Run(name, func(t *testing.T) {
+			s := newStack(t)
+			client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = client.Close() })
+			s.h.traffic.fleet = traffic.NewFleet(client, "sluice", "here", s.rec, nil)
+			c := s.client()
+			c.login(s.read)
+			start := time.Now()
+			r := c.get("/admin/traffic")
+			require.Less(t, time.Since(start), fleetTimeout+time.Second)
+			require.Equal(t, http.StatusOK, r.status)
+			require.Contains(t, r.body, `id="fleet-failed"`)
+			require.Contains(t, r.body, `id="instance-minutes"`)
+			require.NotContains(t, r.body, addr)
+			require.NotContains(t, r.body, "refused")
+			require.NotContains(t, r.body, "deadline")
+		})
+	}
 }
