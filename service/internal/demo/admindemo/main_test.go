@@ -76,6 +76,7 @@ func TestAdminDemo(t *testing.T) {
 		`(?m)^3 +\S+ +demo-admin +rule\.update +rule/orders$`,
 		`(?m)^4 +\S+ +demo-admin +override\.set +override/user/carol/orders$`,
 		`/admin/ \(sign in with the token slk_\S+\)`,
+		`Traffic of these checks: http://\S+/admin/traffic `,
 	} {
 		require.Regexp(t, re, s)
 	}
