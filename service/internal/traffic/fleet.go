@@ -44,6 +44,9 @@ func NewFleet(client redis.UniversalClient, prefix, instance string, rec *Record
 // Instance is the name this instance publishes under.
 func (f *Fleet) Instance() string { return f.instance }
 
+// lastPublishTimeout bounds the publish made when Run ends.
+const lastPublishTimeout = 500 * time.Millisecond
+
 // keep is how long a minute's hash lives after its last write.
 const keep = time.Hour + 2*time.Minute
 
@@ -80,23 +83,40 @@ func (f *Fleet) Publish(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// Run publishes every interval until ctx ends, each publish bounded by
-// timeout; a failure is logged (once until a publish succeeds again).
+// Run publishes every interval until ctx ends, and once more then (the
+// counts sampled up to that moment), each publish bounded by timeout; a
+// failure is logged (once until a publish succeeds again).
 func (f *Fleet) Run(ctx context.Context, interval, timeout time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	failing := false
 	for {
+		last := false
 		select {
 		case <-ctx.Done():
-			return
+			last = true
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, timeout)
-		err := f.Publish(pctx, time.Now())
+		now := time.Now()
+		if last {
+			f.rec.Tick(now)
+			now = now.Add(time.Second) // the second just sampled is whole
+		}
+		bound := timeout
+		if last {
+			bound = min(timeout, lastPublishTimeout) // not to hold a shutdown up
+		}
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
+		err := f.Publish(pctx, now)
 		cancel()
+		if last {
+			if err != nil {
+				f.log.Warn("traffic: the last publish of this instance's counts to Redis failed", "error", err)
+			}
+			return
+		}
 		switch {
-		case err != nil && !failing && ctx.Err() == nil:
+		case err != nil && !failing:
 			f.log.Warn("traffic: publishing this instance's counts to Redis failed; the fleet's figures lack them until it succeeds", "error", err)
 			failing = true
 		case err == nil && failing:
