@@ -152,6 +152,8 @@ func (r *Recorder) Tick(now time.Time) {
 		}
 	}
 	if len(idle) > 0 {
+		// A decision that found a series just before it is dropped counts
+		// into it and is lost: one, after an hour without any.
 		r.cache.clear()
 		m := make(map[string]*series, len(old))
 		for k, v := range old {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/internal/traffic"
@@ -199,10 +200,19 @@ func TestRingsForget(t *testing.T) {
 }
 
 // TestDecidedDoesNotAllocate: counting a decision allocates nothing once
-// its rule is known, allowed or warned.
+// its rules are known: allowed or warned, or denied again for a caller
+// already in the table of throttled callers.
 func TestDecidedDoesNotAllocate(t *testing.T) {
 	rec := traffic.NewRecorder()
 	ev := benchEvent()
-	rec.Decided(context.Background(), ev)
-	require.Zero(t, testing.AllocsPerRun(1000, func() { rec.Decided(context.Background(), ev) }))
+	denied := benchEvent()
+	denied.Decision.Allowed = false
+	denied.Decision.Results[0].Allowed, denied.Decision.Results[0].State = false, core.Throttled
+	ctx := context.Background()
+	for _, e := range []*engine.Event{ev, denied} {
+		rec.Decided(ctx, e)
+		require.Zero(t, testing.AllocsPerRun(1000, func() { rec.Decided(ctx, e) }))
+	}
+	rec.Tick(time.Now())
+	require.Len(t, rec.MostThrottled(time.Now(), 10), 1, "the denials were counted")
 }
