@@ -67,7 +67,7 @@ func outageStack(t *testing.T, addr string, clock *limitertest.Clock, leaseOverG
 	rs, err := redisstore.New(client, redisstore.WithClock(clock.Now), redisstore.WithTimeout(time.Second))
 	require.NoError(t, err)
 	newGuard := func(backend core.Store) *guard.Store {
-		g, err := guard.New(backend, guard.WithFailClosed(time.Second), guard.WithTimeout(50*time.Millisecond), guard.WithClock(clock.Now),
+		g, err := guard.New(backend, guard.WithFailClosed(time.Second), guard.WithTimeout(500*time.Millisecond), guard.WithClock(clock.Now),
 			guard.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))), guard.WithBreaker(guard.Breaker{Failures: 1, Cooldown: time.Second}))
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = g.Close() })
