@@ -80,7 +80,7 @@ func TestBrowserManagesRatelimitd(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("delete")))
 	b.Shot("09-delete-confirm")
 	b.Run(chromedp.Click(chromedp.ID("delete")), chromedp.WaitVisible(chromedp.ID("notice")))
-	require.Contains(t, b.Text("#notice"), "Deleted rule search")
+	b.WaitText("#notice", "Deleted rule search")
 	b.Shot("10-rule-deleted")
 	require.True(t, checkAt(t, hc, p, "carol", "/api/search/1"), "no rule limits carol once it is deleted")
 
@@ -114,7 +114,7 @@ func createRule(t *testing.T, b *browsertest.Browser, db *rulesdb.DB) {
 		chromedp.SendKeys(chromedp.ID("limit"), "3"),
 		chromedp.Click(chromedp.ID("create")),
 		chromedp.WaitVisible(chromedp.ID("notice")))
-	require.Contains(t, b.Text("#notice"), "Created: version")
+	b.WaitText("#notice", "Created: version")
 	require.Equal(t, "search", b.Text("#rule-id"))
 	require.Equal(t, "none", b.Text("#lease"))
 	b.Shot("04-rule-created")
@@ -157,7 +157,7 @@ func blockAndClear(t *testing.T, b *browsertest.Browser, db *rulesdb.DB, hc *htt
 		chromedp.SendKeys(chromedp.ID("ttl_seconds"), "600"),
 		chromedp.Click(chromedp.ID("set-override")),
 		chromedp.WaitVisible(chromedp.ID("notice")))
-	require.Contains(t, b.Text("#notice"), "Override set")
+	b.WaitText("#notice", "Override set")
 	require.Contains(t, b.Text(`#user-overrides tr[data-rule="search"]`), "blocked")
 	b.Shot("07-user-blocked")
 	require.False(t, checkAt(t, hc, p, "mallory", "/api/search/1"), "mallory is blocked from its first check")
@@ -169,7 +169,7 @@ func blockAndClear(t *testing.T, b *browsertest.Browser, db *rulesdb.DB, hc *htt
 		chromedp.WaitVisible(chromedp.CSS(`#user-overrides tr[data-rule="search"] button.clear`)),
 		chromedp.Click(chromedp.CSS(`#user-overrides tr[data-rule="search"] button.clear`)),
 		chromedp.WaitVisible(chromedp.ID("notice")))
-	require.Contains(t, b.Text("#notice"), "Override cleared")
+	b.WaitText("#notice", "Override cleared")
 	require.Contains(t, b.Text("#user-overrides"), "None in force")
 	b.Shot("08b-user-cleared")
 	require.True(t, checkAt(t, hc, p, "mallory", "/api/search/1"), "mallory is admitted once the block is cleared")
@@ -177,11 +177,11 @@ func blockAndClear(t *testing.T, b *browsertest.Browser, db *rulesdb.DB, hc *htt
 	b.Run(chromedp.SendKeys(chromedp.ID("tier-name"), "gold"),
 		chromedp.Click(chromedp.ID("set-tier")),
 		chromedp.WaitVisible(chromedp.ID("remove-tier")))
-	require.Contains(t, b.Text("#notice"), "Tier assigned")
+	b.WaitText("#notice", "Tier assigned")
 	require.Equal(t, "gold", b.Text("#tier"))
 	b.Shot("08c-user-tier")
 	b.Run(chromedp.Click(chromedp.ID("remove-tier")), chromedp.WaitVisible(chromedp.ID("notice")))
-	require.Contains(t, b.Text("#notice"), "Tier removed")
+	b.WaitText("#notice", "Tier removed")
 	require.Contains(t, b.Text("h2"), "no tier")
 }
 

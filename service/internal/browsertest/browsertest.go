@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -111,6 +112,22 @@ func (b *Browser) Text(sel chromedp.CSS) string {
 	v, err := chromedp.Run(b.Ctx, chromedp.Text(sel))
 	require.NoError(b.t, err, "text of %s", sel)
 	return v
+}
+
+// WaitText waits, up to 15 s, until the first element sel matches shows a
+// text containing want: the page a click loads, where waiting for the
+// element alone could be satisfied by the page still shown (a notice the
+// previous change left) and read it while it is being replaced.
+func (b *Browser) WaitText(sel chromedp.CSS, want string) {
+	b.t.Helper()
+	var last string
+	var err error
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if last, err = chromedp.Run(b.Ctx, chromedp.Text(sel)); err == nil && strings.Contains(last, want) {
+			return
+		}
+	}
+	require.Failf(b.t, "text not shown", "%s shows %q (error %v), not %q", sel, last, err, want)
 }
 
 // Shot takes a full-page PNG of the page shown and returns it; with
