@@ -112,7 +112,7 @@ local function slidingLog(key, cost, p, apply)
     end
   end
   if cost > rate then
-    return 0, rate - total, -1, reset, 2, prevState, at
+    return 0, max(rate - total, 0), -1, reset, 2, prevState, at
   end
   local need = max(cost, 1)
   local allowed = total + need <= rate
@@ -147,7 +147,7 @@ local function slidingLog(key, cost, p, apply)
       write = function() logSave(key, P, at, last, state, at, old, n, stale, stored) end
     end
   end
-  return allowed and 1 or 0, rate - total2, retry, reset, state, prevState, at, write
+  return allowed and 1 or 0, max(rate - total2, 0), retry, reset, state, prevState, at, write
 end
 
 -- slidingLogRefund takes cost units from the entry at instant at, if it

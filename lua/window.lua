@@ -54,7 +54,7 @@ local function fixed(key, cost, p, apply)
     reset = wend - now
   end
   if cost > rate then
-    return 0, rate - count, -1, reset, 2, prevState, max(now, wend - P)
+    return 0, max(rate - count, 0), -1, reset, 2, prevState, max(now, wend - P)
   end
   local allowed = count + max(cost, 1) <= rate
   local retry, c2 = 0, count
@@ -73,7 +73,7 @@ local function fixed(key, cost, p, apply)
       write = function() fixedWrite(key, rate, wend, c2, state, held, count, prevState) end
     end
   end
-  return allowed and 1 or 0, rate - c2, retry, reset, state, prevState, max(now, wend - P), write
+  return allowed and 1 or 0, max(rate - c2, 0), retry, reset, state, prevState, max(now, wend - P), write
 end
 
 -- fixedRefund takes cost from the count if at is in the key's current

@@ -79,7 +79,8 @@
 // Windows are aligned on multiples of Period since the Unix epoch, so every
 // instance and every key agree on where a window starts. At most Rate events
 // are admitted per aligned window (so up to 2×Rate across a boundary).
-// Remaining = Rate - count; RetryAfter = until the window ends; ResetAfter =
+// Remaining = Rate - count, or 0 when a Rate lowered since is below the
+// count; RetryAfter = until the window ends; ResetAfter =
 // until the window ends (zero for an unused key).
 //
 // # Sliding window log

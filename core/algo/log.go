@@ -56,7 +56,7 @@ func (sp *Spec) StepLog(lg *Log, o *Outcome, now, cost int64) {
 	if allowed && cost > 0 {
 		total2 += cost
 	}
-	*o = Outcome{Allowed: allowed, Remaining: rate - total2, State: sp.nextState(prevState, allowed, total2), Previous: prevState, At: at}
+	*o = Outcome{Allowed: allowed, Remaining: max(rate-total2, 0), State: sp.nextState(prevState, allowed, total2), Previous: prevState, At: at}
 	if allowed && cost > 0 {
 		o.Reset = at + P - now
 	} else {

@@ -194,7 +194,7 @@ func (sp *Spec) nextState(prevState core.State, allowed bool, used int64) core.S
 // never fills the Outcome of a cost above the capacity: denied, nothing
 // changed, no wait that could help.
 func never(o *Outcome, remaining, reset int64, prevState core.State, at int64) {
-	*o = Outcome{Remaining: remaining, Retry: -1, Reset: reset, State: core.Throttled, Previous: prevState, At: at}
+	*o = Outcome{Remaining: max(remaining, 0), Retry: -1, Reset: reset, State: core.Throttled, Previous: prevState, At: at}
 }
 
 // Step decides one request for every algorithm but SlidingWindowLog (see

@@ -37,7 +37,7 @@ func (sp *Spec) fixedWindow(st *State, o *Outcome, now, cost int64) {
 	if !o.Allowed {
 		o.Retry = end - now
 	}
-	o.Remaining = rate - st.V
+	o.Remaining = max(rate-st.V, 0)
 	sp.settle(st, o, cost, st.V)
 }
 
