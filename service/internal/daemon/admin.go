@@ -117,13 +117,36 @@ func (a *admin) buildLocked() {
 func (a *admin) serveAPI(w http.ResponseWriter, r *http.Request) {
 	h, _ := a.handlers()
 	if h == nil {
-		w.Header().Set("Cache-Control", "no-store")
 		w.Header().Set("Retry-After", "5")
-		problem.Write(w, r, http.StatusServiceUnavailable, problem.New(r, http.StatusServiceUnavailable, http.StatusText(http.StatusServiceUnavailable),
-			"the admin API needs the rules database, which has not been reached yet"))
+		adminProblem(w, r, http.StatusServiceUnavailable, "the admin API needs the rules database, which has not been reached yet")
 		return
 	}
 	h.ServeHTTP(w, r)
+}
+
+// mountNoAdmin registers, through handle, the admin API's paths on an
+// instance without a rules database (its rules from a file): each is a
+// 404 problem saying that the admin API needs --db.
+func mountNoAdmin(handle func(pattern, route string, h http.Handler)) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		adminProblem(w, r, http.StatusNotFound, "no admin API: it is served with a rules database (--db); this instance reads its rules from a file")
+	})
+	for _, p := range adminapi.Paths() {
+		handle(p, p, h)
+	}
+}
+
+// adminProblem answers an admin API request the API itself cannot serve
+// as it answers its own errors: problem+json, not stored, with the
+// request's X-Request-Id (the client's when valid, else a new one).
+func adminProblem(w http.ResponseWriter, r *http.Request, status int, detail string) {
+	id := r.Header.Get("X-Request-Id")
+	if !requestid.Valid(id) {
+		id = requestid.New()
+	}
+	w.Header().Set("X-Request-Id", id)
+	w.Header().Set("Cache-Control", "no-store")
+	problem.Write(w, r, status, problem.New(r, status, http.StatusText(status), detail))
 }
 
 func (a *admin) servePage(w http.ResponseWriter, r *http.Request) {

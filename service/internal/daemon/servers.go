@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/grpcauth"
+	"github.com/sluicehq/sluice/service/openapi"
 	"github.com/sluicehq/sluice/service/remotestore"
 )
 
@@ -60,14 +61,16 @@ func (d *Daemon) adminAuth() *adminauth.Auth {
 	return nil
 }
 
-// newMux returns the HTTP mux serving /metrics, /healthz and /readyz, and
-// handle, which registers a handler on it timed under its route.
+// newMux returns the HTTP mux serving /metrics, /healthz, /readyz and the
+// OpenAPI document of the HTTP APIs (/api/v1/openapi.json), and handle,
+// which registers a handler on it timed under its route.
 func (d *Daemon) newMux() (*http.ServeMux, func(pattern, route string, h http.Handler)) {
 	mux := http.NewServeMux()
 	handle := func(pattern, route string, h http.Handler) { mux.Handle(pattern, d.metrics.instrument(route, h)) }
 	mux.Handle("GET /metrics", d.metrics.handler())
 	handle("GET /healthz", "/healthz", http.HandlerFunc(d.health.serveLive))
 	handle("GET /readyz", "/readyz", http.HandlerFunc(d.health.serveReady))
+	handle("GET "+openapi.Path, openapi.Path, openapi.Handler())
 	return mux, handle
 }
 

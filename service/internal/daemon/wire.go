@@ -161,6 +161,8 @@ func (d *Daemon) register(w *wiring, recent *engine.Recent, gs *grpc.Server, han
 	handle("/json", "/json", rls.JSONHandler())
 	if w.admin != nil {
 		w.admin.mount(handle) // the admin REST API (/api/v1/{rules,users,audit}) and page (/admin/)
+	} else {
+		mountNoAdmin(handle)
 	}
 
 	if d.cfg.StoreAPI {
