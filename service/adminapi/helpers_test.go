@@ -21,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/internal/openapitest"
 	"github.com/sluicehq/sluice/service/internal/pgtest"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
@@ -110,7 +111,8 @@ func newEnvOn(t *testing.T, dsn string) *env {
 		mux.Handle(p, h)
 	}
 	mux.Handle(httpapi.Path, httpapi.New(e))
-	srv := httptest.NewServer(mux)
+	// Every exchange of a test must match the OpenAPI document.
+	srv := httptest.NewServer(openapitest.New(t).Handler(t, mux))
 	t.Cleanup(srv.Close)
 	return &env{api: a, tokens: tokens, base: base, t: t, ctx: ctx, dsn: dsn, db: db, eng: e, srv: srv, logs: logs}
 }

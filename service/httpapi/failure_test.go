@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/internal/openapitest"
 	"github.com/sluicehq/sluice/service/rules"
 )
 
@@ -32,20 +33,22 @@ func TestStoreFailureNeverLeaks(t *testing.T) {
 	e, err := engine.New(ctx, st, rules.NewFile("testdata/rules.yaml"))
 	require.NoError(t, err)
 	var logs bytes.Buffer
-	srv := httptest.NewServer(httpapi.New(e, httpapi.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+	mux := http.NewServeMux()
+	mux.Handle(httpapi.Path, httpapi.New(e, httpapi.WithLogger(slog.New(slog.NewTextHandler(&logs, nil)))))
+	srv := httptest.NewServer(openapitest.New(t).Handler(t, mux))
 	t.Cleanup(srv.Close)
 
 	for i := range 3 {
-		r := post(t, srv.URL, `{"key_type":"ip","key_value":"10.8.8.8"}`)
+		r := post(t, srv.URL+httpapi.Path, `{"key_type":"ip","key_value":"10.8.8.8"}`)
 		require.Equal(t, http.StatusOK, r.status, r.raw)
 		require.Equal(t, float64(2-i), r.body["remaining"])
 	}
-	require.Equal(t, http.StatusTooManyRequests, get(t, srv.URL+"?mode=status&key_type=ip&key_value=10.8.8.8").status)
+	require.Equal(t, http.StatusTooManyRequests, get(t, srv.URL+httpapi.Path+"?mode=status&key_type=ip&key_value=10.8.8.8").status)
 
 	redis.Kill()
 	for _, r := range []reply{
-		post(t, srv.URL, `{"key_type":"ip","key_value":"10.8.8.8"}`),
-		get(t, srv.URL+"?mode=status&key_type=ip&key_value=10.8.8.8"),
+		post(t, srv.URL+httpapi.Path, `{"key_type":"ip","key_value":"10.8.8.8"}`),
+		get(t, srv.URL+httpapi.Path+"?mode=status&key_type=ip&key_value=10.8.8.8"),
 	} {
 		require.Equal(t, http.StatusServiceUnavailable, r.status, r.raw)
 		require.Equal(t, "application/problem+json", r.header.Get("Content-Type"))

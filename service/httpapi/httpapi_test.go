@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/internal/openapitest"
 	"github.com/sluicehq/sluice/service/internal/rawtext/rawtexttest"
 	"github.com/sluicehq/sluice/service/rules"
 )
@@ -32,7 +33,8 @@ func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // serve starts the handler on a real engine and memory store, on an HTTP
-// server bound to loopback.
+// server bound to loopback, behind the OpenAPI document's validator: every
+// exchange of the test must match the document.
 func serve(t *testing.T, opts ...httpapi.Option) (*httptest.Server, *clock) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -46,7 +48,7 @@ func serve(t *testing.T, opts ...httpapi.Option) (*httptest.Server, *clock) {
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(httpapi.Path, httpapi.New(e, opts...))
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(openapitest.New(t).Handler(t, mux))
 	t.Cleanup(srv.Close)
 	return srv, c
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/internal/openapitest"
 	"github.com/sluicehq/sluice/service/rules"
 )
 
@@ -78,7 +79,7 @@ func TestRetryAfterUnderOverrides(t *testing.T) {
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	mux := http.NewServeMux()
 	mux.Handle(httpapi.Path, httpapi.New(e))
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(openapitest.New(t).Handler(t, mux))
 	t.Cleanup(srv.Close)
 	check := func(user string) reply {
 		t.Helper()

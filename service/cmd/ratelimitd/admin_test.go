@@ -38,7 +38,7 @@ func TestAdminAPIAndPageShareOneAuth(t *testing.T) {
 	// Revoked in the database: the API, never asked about this token
 	// before, still takes it from the cache the page filled.
 	require.NoError(t, db.RevokeToken(ctx, "test", "ops"))
-	r := adminCall(t, &http.Client{Timeout: 5 * time.Second}, p, secret, "GET", "/api/v1/rules", "")
+	r := adminCall(t, apiClient(t, &http.Client{Timeout: 5 * time.Second}), p, secret, "GET", "/api/v1/rules", "")
 	require.Equal(t, http.StatusOK, r.status, "one cache: the API sees the page's check; %s", r.raw)
 	resp, body := page(t, c, "GET", p.URL("/admin/"), nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)

@@ -69,7 +69,7 @@ func TestServeAdminAPISQLite(t *testing.T) {
 	reader, _, err := db.CreateToken(ctx, "cli:test", "dashboard", rulesdb.ScopeRead)
 	require.NoError(t, err)
 	p := startServer(t, nil, "--db", dsn, "--db-poll", "50ms")
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 
 	r := adminCall(t, c, p, "", "GET", "/api/v1/rules", "")
 	require.Equal(t, http.StatusUnauthorized, r.status)
@@ -117,13 +117,16 @@ func TestServeAdminAPISQLite(t *testing.T) {
 	require.NotContains(t, p.Logs(), writer, "a token is never logged")
 }
 
-// Without --db there is no admin API (the rules come from a file).
+// Without --db there is no admin API (the rules come from a file): its
+// paths answer a 404 problem that names --db.
 func TestServeNoAdminAPIWithoutDB(t *testing.T) {
 	t.Parallel()
 	p := startServer(t, nil)
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 	r := adminCall(t, c, p, "x", "GET", "/api/v1/rules", "")
 	require.Equal(t, http.StatusNotFound, r.status)
+	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"), r.raw)
+	require.Contains(t, r.raw, "--db", "the problem says what serves the admin API")
 }
 
 // Two instances on PostgreSQL: a rule changed through instance A's admin
@@ -146,7 +149,7 @@ func TestServeAdminAPIPostgresPropagation(t *testing.T) {
 	}
 	a := startServer(t, nil, "--db", dsn)
 	b := startServer(t, nil, "--db", dsn)
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 
 	r := adminCall(t, c, a, tokens[0], "POST", "/api/v1/rules",
 		`{"id":"orders","dimension":"user","endpoint_pattern":"/api/orders/**","limit":100,"window_seconds":3600,"algorithm":"fixed_window"}`)

@@ -33,7 +33,7 @@ func TestServeAdminLimitsAcrossInstances(t *testing.T) {
 	args := []string{"--db", dsn, "--redis", "redis://" + redis.Addr, "--store-timeout", "2s"}
 	a := startServer(t, nil, args...)
 	b := startServer(t, nil, args...)
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 
 	// An idempotent create through A, replayed through B.
 	body := `{"id":"orders","name":"Orders","dimension":"user","endpoint_pattern":"/api/orders/**","limit":5,"window_seconds":60,"algorithm":"fixed_window"}`

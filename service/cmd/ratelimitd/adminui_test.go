@@ -82,7 +82,7 @@ func TestServeAdminPage(t *testing.T) {
 		"limit": {"2"}, "window_seconds": {"3600"}, "algorithm": {"fixed_window"}, "burst": {"0"}, "enabled": {"on"}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
 
-	hc := &http.Client{Timeout: 5 * time.Second}
+	hc := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 	require.Eventually(t, func() bool {
 		limit, _ := checkHTTP(t, hc, p, "probe"+time.Now().Format("150405.000000000"))
 		return limit == 2

@@ -34,7 +34,7 @@ import (
 // decoded body and the headers.
 func httpCheck(t *testing.T, p instance, query, body string) (int, map[string]any, http.Header) {
 	t.Helper()
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 	resp, err := c.Post(p.URL("/api/v1/rate-limit/check"+query), "application/json", strings.NewReader(body))
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -453,7 +453,7 @@ func loadCheck(p instance, c ratelimitv1.RateLimitServiceClient, tl *loadTally, 
 // answer other than 200, or one carrying a store error's text, is an
 // error.
 func loadCheckHTTP(p instance) (allowed bool, err error) {
-	c := &http.Client{Timeout: 10 * time.Second}
+	c := &http.Client{Timeout: 10 * time.Second} // a load: not validated, as it would slow what it measures
 	resp, err := c.Post(p.URL("/api/v1/rate-limit/check"), "application/json", strings.NewReader(`{"key_type":"user","key_value":"load"}`))
 	if err != nil {
 		return false, err

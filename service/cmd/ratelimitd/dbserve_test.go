@@ -72,7 +72,7 @@ func TestServeDBPostgresTwoInstances(t *testing.T) {
 
 	a := startServer(t, nil, "--db", dsn, "--db-poll", "30s")
 	b := startServer(t, map[string]string{"RATELIMITD_DB": dsn, "RATELIMITD_DB_POLL": "30s"})
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 	for _, p := range []*ratelimitdtest.Daemon{a, b} {
 		_, ready := readyz(t, p)
 		require.Equal(t, "1", ready.Revision)
@@ -122,7 +122,7 @@ func TestServeDBSQLite(t *testing.T) {
 	ctx := dbctx(t)
 	dsn := "file:" + filepath.Join(t.TempDir(), "rules.db")
 	p := startServer(t, nil, "--db", dsn)
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 	require.Eventually(t, func() bool {
 		code, _ := readyz(t, p)
 		return code == http.StatusOK
@@ -175,7 +175,7 @@ func TestServeDBStartsFromCacheWhileDown(t *testing.T) {
 	require.NoError(t, err)
 	cache := filepath.Join(t.TempDir(), "rules-cache.json")
 	args := []string{"--db", srv.DSN(), "--rules-cache", cache, "--db-poll", "100ms"}
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 
 	one := startServer(t, nil, args...)
 	_, ready := readyz(t, one)
@@ -228,7 +228,7 @@ func requireServesFromCache(t *testing.T, p instance, rev int64, written time.Ti
 	require.True(t, ready.LoadedAt.Before(written), "the age of cached rules is the cache's: %v", ready.LoadedAt)
 	require.GreaterOrEqual(t, ready.AgeSeconds, asked.Sub(written).Seconds())
 	require.Equal(t, 1.0, metric(t, p, `ratelimitd_rules_info{revision="`+cached+`"}`))
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 	for i := range 3 {
 		limit, ok := checkHTTP(t, c, p, "ann")
 		require.EqualValues(t, 2, limit)

@@ -25,7 +25,7 @@ import (
 // httpGet fetches url (bounded) and returns the status and body.
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 	resp, err := c.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()

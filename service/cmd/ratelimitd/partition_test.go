@@ -157,7 +157,7 @@ func TestServeDBPartitionAnswersWithinTheBound(t *testing.T) {
 	const timeout = time.Second
 	bound := timeout + 1500*time.Millisecond
 	b := startServer(t, nil, "--db", bDSN, "--db-poll", "1h", "--db-timeout", timeout.String())
-	c := &http.Client{Timeout: 30 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 30 * time.Second})
 	require.Equal(t, http.StatusOK, try(c, b, token, "GET", "/api/v1/rules", "").status, "warm: the token is cached")
 	pc := pageClient(t)
 	pc.Timeout = 30 * time.Second
@@ -363,7 +363,7 @@ func TestServeDBListenerPartition(t *testing.T) {
 	proxy, bDSN := proxied(t, dsn)
 	a := startServer(t, nil, "--db", dsn, "--db-poll", "1h")
 	b := startServer(t, nil, "--db", bDSN, "--db-poll", "1h", "--db-timeout", "500ms")
-	c := &http.Client{Timeout: 10 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 10 * time.Second})
 	listener := func() (string, float64, int64) {
 		_, r := readyz(t, b)
 		var n int64

@@ -45,7 +45,7 @@ func testServeDBReadYourWrites(t *testing.T, dsn string, instances int) {
 		ps = append(ps, startServer(t, nil, "--db", dsn, "--db-poll", "1h"))
 	}
 	p := ps[0]
-	c := &http.Client{Timeout: 10 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 10 * time.Second})
 	call := func(method, path, body string, hdr ...string) apiReply {
 		t.Helper()
 		return adminCall(t, c, p, token, method, path, body, hdr...)

@@ -159,7 +159,7 @@ func startStoreAttack(t *testing.T, dsn, redisArg string, client redis.Universal
 	_, err = db.SetOverride(ctx, "cli:test", rulesdb.Override{Dimension: "user", Identifier: "vip", RuleID: "orders",
 		Block: true, ExpiresAt: time.Now().Add(time.Hour)})
 	require.NoError(t, err)
-	a := &storeAttack{db: db, redis: client, http: &http.Client{Timeout: 10 * time.Second},
+	a := &storeAttack{db: db, redis: client, http: apiClient(t, &http.Client{Timeout: 10 * time.Second}),
 		tokens: map[string]string{}, calls: map[string]rulesdb.AuditEntry{}}
 	for _, name := range []string{"victim-admin", "bystander", "attacker"} {
 		a.tokens[name], _, err = db.CreateToken(ctx, "cli:test", name, rulesdb.ScopeWrite)

@@ -74,7 +74,7 @@ func pprofAddr(t *testing.T, p instance) string {
 // process serving pprof on addr.
 func streamWorkers(t *testing.T, addr string) int {
 	t.Helper()
-	c := &http.Client{Timeout: 5 * time.Second}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second})
 	resp, err := c.Get("http://" + addr + "/debug/pprof/goroutine?debug=2")
 	require.NoError(t, err)
 	defer resp.Body.Close()

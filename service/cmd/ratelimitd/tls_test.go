@@ -59,7 +59,7 @@ func TestTLS(t *testing.T) {
 	code, _, _ = runCmd(t, nil, "check", "--addr", p.GRPCAddr, "--identifier", "bob", "--timeout", "1s")
 	require.Equal(t, 1, code, "plaintext gRPC is refused")
 
-	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	c := apiClient(t, &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}})
 	resp, err := c.Get("https://" + p.HTTPAddr + "/readyz")
 	require.NoError(t, err)
 	resp.Body.Close()
