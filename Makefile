@@ -12,7 +12,7 @@ export SLUICE_REQUIRE_CHROMIUM ?= 1
 # nginx is found.
 export SLUICE_REQUIRE_NGINX ?= 1
 
-.PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check ratelimitd service-demo admin-demo fleet-demo
+.PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check openapi ratelimitd service-demo admin-demo fleet-demo
 
 ## test: install what the tests need, then run every module's tests with -race
 test: deps
@@ -125,3 +125,11 @@ proto:
 ## `make proto` generates (run by CI)
 proto-check:
 	@$(PROTOGEN) -check
+
+## openapi: regenerate service/apiclient, the Go client of ratelimitd's HTTP
+## APIs, from service/openapi/openapi.json with the service module's pinned
+## oapi-codegen (a go.mod tool dependency, from the Go module proxy); a test
+## of service/apiclient (run by `make test`) fails while the committed
+## client is not what this generates
+openapi:
+	@cd service && $(GO) generate ./apiclient
