@@ -104,7 +104,7 @@ func New(o Options) (http.Handler, error) {
 	funcs := template.FuncMap{"fmtTime": fmtTime}
 	h.pages = map[string]*template.Template{}
 	for _, name := range []string{"login", "rules", "rule", "users", "overrides", "audit", "recent", "message"} {
-		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/part_*.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("adminui: template %s: %w", name, err)
 		}
