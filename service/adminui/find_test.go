@@ -142,6 +142,8 @@ func TestFindRefusesBadFilters(t *testing.T) {
 		{"/admin/audit?since=yesterday", "since"},
 		{"/admin/audit?since=2026-12-02&until=2026-12-01", "until"},
 		{"/admin/audit?cursor=bm9wZQ", "cursor"},
+		{"/admin/callers?identifier=" + url.QueryEscape("\x00"), "identifier"},
+		{"/admin/callers?cursor=bm9wZQ", "cursor"},
 	} {
 		r := c.get(tc.path)
 		require.Equal(t, http.StatusBadRequest, r.status, tc.path)
@@ -236,3 +238,29 @@ func TestAuditFindPages(t *testing.T) {
 	require.Len(t, seen, auditPage+20)
 }
 
+// The callers page lists the callers with a tier or an override, by
+// dimension and identifier prefix, each linked to its limits.
+func TestCallersSearch(t *testing.T) {
+	onEachDB(t, func(t *testing.T, s *stack) {
+		ctx := context.Background()
+		for _, id := range []string{"alice", "albert", "bob"} {
+			_, err := s.db.SetTier(ctx, "setup", "user", id, "gold")
+			require.NoError(t, err)
+		}
+		_, err := s.db.SetOverride(ctx, "setup", rulesdb.Override{Dimension: "user", Identifier: "alice", RuleID: "orders", Block: true,
+			ExpiresAt: time.Now().Add(time.Hour)})
+		require.NoError(t, err)
+		c := s.client()
+		c.login(s.read)
+		r := c.get("/admin/callers?dimension=user&identifier=al")
+		require.Equal(t, http.StatusOK, r.status)
+		require.Equal(t, 2, strings.Count(r.body, `<tr data-caller=`))
+		require.Contains(t, r.body, `<a href="/admin/users?dimension=user&amp;id=alice">alice</a>`)
+		require.Contains(t, r.body, `<td>gold</td><td class="num">1</td>`)
+		require.Contains(t, r.body, `<a href="/admin/users?dimension=user&amp;id=albert">albert</a>`)
+		r = c.get("/admin/callers?dimension=ip")
+		require.Contains(t, r.body, "No caller matches these filters.")
+		r = c.get("/admin/callers")
+		require.Equal(t, 3, strings.Count(r.body, `<tr data-caller=`))
+	})
+}
