@@ -30,6 +30,10 @@ type diffView struct {
 	// Raw is set when before or after is not a JSON object (shown as it
 	// is).
 	Raw bool
+	// Set is a creation (nothing before: each field shown with its
+	// value), Removed a removal (nothing after: each field with the value
+	// it had).
+	Set, Removed bool
 }
 
 // bookkeeping are the fields the store sets on every write; a change to
@@ -47,6 +51,7 @@ func diffOf(e rulesdb.AuditEntry) diffView {
 		v.Raw = true
 		return v
 	}
+	v.Set, v.Removed = len(before) == 0 && len(after) > 0, len(after) == 0 && len(before) > 0
 	seen := map[string]bool{}
 	add := func(name string) {
 		if seen[name] {

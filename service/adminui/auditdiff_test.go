@@ -30,6 +30,7 @@ func TestDiffOf(t *testing.T) {
 		want          []fieldChange
 		bookkeep      []string
 		raw           bool
+		set, removed  bool
 	}{
 		{name: "update", before: `{"id":"a","limit":10,"tier":"","etag":"\"1\"","revision":1,"name":"x"}`,
 			after: `{"id":"a","limit":2,"tier":"gold","etag":"\"4\"","revision":4,"name":"x","shadow":true}`,
@@ -38,9 +39,9 @@ func TestDiffOf(t *testing.T) {
 			bookkeep: []string{"etag", "revision"}},
 		{name: "create", after: `{"dimension":"user","identifier":"<b>","tier":"gold"}`,
 			want: []fieldChange{{Field: "dimension", BeforeAbsent: true, After: "user"}, {Field: "identifier", BeforeAbsent: true, After: "<b>"},
-				{Field: "tier", BeforeAbsent: true, After: "gold"}}},
+				{Field: "tier", BeforeAbsent: true, After: "gold"}}, set: true},
 		{name: "delete", before: `{"name":"t","scope":"read"}`, after: "null",
-			want: []fieldChange{{Field: "name", Before: "t", AfterAbsent: true}, {Field: "scope", Before: "read", AfterAbsent: true}}},
+			want: []fieldChange{{Field: "name", Before: "t", AfterAbsent: true}, {Field: "scope", Before: "read", AfterAbsent: true}}, removed: true},
 		{name: "nested and spacing", before: `{"tiers": {"gold": 1, "a": [1, 2]}}`, after: `{"tiers":{"gold":1,"a":[1,2]}}`},
 		{name: "nested changed", before: `{"tiers":{"gold":1}}`, after: `{"tiers":{"gold":2}}`,
 			want: []fieldChange{{Field: "tiers", Before: `{"gold":1}`, After: `{"gold":2}`}}},
@@ -51,6 +52,8 @@ func TestDiffOf(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			v := diffOf(entry(c.before, c.after))
 			require.Equal(t, c.raw, v.Raw)
+			require.Equal(t, c.set, v.Set)
+			require.Equal(t, c.removed, v.Removed)
 			require.Equal(t, c.want, v.Changes)
 			require.Equal(t, c.bookkeep, v.Bookkeep)
 		})
