@@ -264,3 +264,34 @@ func TestCallersSearch(t *testing.T) {
 		require.Equal(t, 3, strings.Count(r.body, `<tr data-caller=`))
 	})
 }
+
+// A read session searches everything and changes nothing: posting to the
+// search pages is refused and nothing is written; a caller's hostile
+// identifier is text on the callers page, its link escaped.
+func TestFindReadOnlyAndHostile(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	_, err := s.db.SetTier(ctx, "setup", "user", hostile+"&id=x", "gold")
+	require.NoError(t, err)
+	c := s.client()
+	c.login(s.read)
+	r := c.get("/admin/callers?identifier=" + url.QueryEscape(hostile[:3]))
+	require.Equal(t, http.StatusOK, r.status)
+	require.NotContains(t, r.body, hostile)
+	require.Contains(t, r.body, html.EscapeString(hostile+"&id=x")+"</a>")
+	m := regexp.MustCompile(`<a href="(/admin/users\?[^"]+)">`).FindStringSubmatch(r.body)
+	require.NotNil(t, m)
+	link, err := url.Parse(html.UnescapeString(m[1]))
+	require.NoError(t, err)
+	require.Equal(t, hostile+"&id=x", link.Query().Get("id"), "the identifier is one query value")
+	r = c.get("/admin/audit?target=" + url.QueryEscape("tier/user/"))
+	require.Equal(t, 1, strings.Count(r.body, `<tr data-revision=`))
+	require.NotContains(t, r.body, hostile)
+	page := c.get("/admin/").body
+	before := s.revision()
+	for _, path := range []string{"/admin/", "/admin/audit", "/admin/callers"} {
+		r := c.post(path, url.Values{"csrf": {csrf(t, page)}, "name": {"x"}})
+		require.Equal(t, http.StatusForbidden, r.status, path)
+	}
+	require.Equal(t, before, s.revision(), "nothing written")
+}
