@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/storekit"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -60,7 +61,7 @@ func TestAttackTakeOpsSharingAKey(t *testing.T) {
 			}
 		})
 	}
-	require.NoError(t, core.ValidateGroup([]core.Op{{Key: core.Key{Identity: "a", Policy: "p"}}, {Key: core.Key{Identity: "a", Policy: "q"}}}))
+	require.NoError(t, storekit.ValidateGroup([]core.Op{{Key: core.Key{Identity: "a", Policy: "p"}}, {Key: core.Key{Identity: "a", Policy: "q"}}}))
 }
 
 // The shapes a careless caller passes: no ops, fewer or more results than

@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/rank"
 )
 
 // PolicyResult is the decision of one policy for one request.
@@ -180,34 +182,21 @@ func (d *Decision) Refundable() bool {
 	return false
 }
 
-// binding picks the most constraining result: among denials, the longest
-// RetryAfter; among admissions, the fewest Remaining, then the longest
-// ResetAfter. Shadow policies bind only when every policy is a shadow.
+// binding picks the most constraining result (package internal/rank has
+// the rule): among denials, the longest RetryAfter; among admissions, the
+// fewest Remaining, then the longest ResetAfter; the first of equals.
+// Shadow policies bind only when every policy is a shadow.
 func binding(rs []PolicyResult) int {
 	best := 0
 	for i := 1; i < len(rs); i++ {
-		if rs[i].Shadow != rs[best].Shadow {
-			if rs[best].Shadow {
-				best = i
-			}
-			continue
-		}
-		if tighter(&rs[i].Result, &rs[best].Result) {
+		if rank.Binds(rs[i].rank(), rs[best].rank()) {
 			best = i
 		}
 	}
 	return best
 }
 
-// tighter reports whether a constrains a request more than b.
-func tighter(a, b *Result) bool {
-	switch {
-	case a.Allowed != b.Allowed:
-		return !a.Allowed
-	case !a.Allowed:
-		return a.RetryAfter > b.RetryAfter
-	case a.Remaining != b.Remaining:
-		return a.Remaining < b.Remaining
-	}
-	return a.ResetAfter > b.ResetAfter
+// rank is what the binding rule reads of p.
+func (p *PolicyResult) rank() rank.Result {
+	return rank.Result{Shadow: p.Shadow, Allowed: p.Allowed, RetryAfter: p.RetryAfter, Remaining: p.Remaining, ResetAfter: p.ResetAfter}
 }

@@ -16,7 +16,7 @@ var (
 	ErrInvalidLimit = errors.New("sluice: invalid limit")
 	// ErrInvalidCost means a Take's ops cannot be decided: a negative cost,
 	// a negative MaxDelay, a booking among several ops, or two ops of one
-	// Key (see ValidateGroup).
+	// Key (see storekit.ValidateGroup).
 	ErrInvalidCost = errors.New("sluice: invalid cost")
 	// ErrNoKey means a key was empty. sluice never lets an empty key fall into
 	// one shared bucket: the caller decides what an unidentified request gets.
@@ -29,9 +29,10 @@ var (
 // FieldError is a value refused for one of its fields. Every validation of
 // package core returns one, however deeply it is wrapped: Limit.Validate,
 // ParseAlgorithm, Thresholds.Validate, ValidatePolicyName, ValidateMethod,
-// the policies of NewLimiter and SetPolicies, ValidateBooking, ValidateGroup,
-// ValidateOverride, the ops of CheckGroup and the arguments of the
-// key-level calls; the stores of sluice return one for an op they refuse.
+// ValidateLease, the policies of NewLimiter and SetPolicies, the ops of
+// CheckGroup and the arguments of the key-level calls; the stores of sluice
+// (and package storekit's validation, which they call) return one for an
+// op they refuse.
 // Find it with errors.As:
 //
 //	var fe *core.FieldError
@@ -43,7 +44,7 @@ var (
 // Go names of its types: "Rate" for a Limit, "Limit.Burst" and
 // `Tiers["gold"].Period` for a Policy, "ops[2].Key.Identity" for a Take.
 // A caller that validates a value inside a larger one nests the path with
-// In (or FieldIn), so that "ops[2]" and "Limit.Rate" make
+// In (or storekit.FieldIn), so that "ops[2]" and "Limit.Rate" make
 // "ops[2].Limit.Rate"; a front door that speaks another vocabulary (a file
 // format, a JSON API) renames the path's names into its own, never the
 // Message. Message says what is wrong, for a person, without the field's
@@ -87,21 +88,6 @@ func (e *FieldError) In(parent string) *FieldError {
 		c.Field = parent + "." + c.Field
 	}
 	return &c
-}
-
-// FieldIn returns err with the field it names nested under parent: the
-// *FieldError errors.As finds in err, In(parent) (an error wrapping it
-// drops the wrapping's words, which the path now says). An error naming no
-// field is wrapped as "parent: err". A nil err is nil.
-func FieldIn(parent string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		return fe.In(parent)
-	}
-	return fmt.Errorf("%s: %w", parent, err)
 }
 
 // invalidField returns a *FieldError of field wrapping sentinel.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/limitertest"
+	"github.com/sluicehq/sluice/core/storekit"
 	"github.com/sluicehq/sluice/keyfunc"
 )
 
@@ -47,7 +48,7 @@ func TestEveryValidationNamesItsField(t *testing.T) {
 		requireField(t, c.Limit.Validate(), core.ErrInvalidLimit, c.Field)
 		requireField(t, newLimiter(with(func(p *core.Policy) { p.Limit = c.Limit })), core.ErrInvalidLimit, "Limit."+c.Field)
 		requireField(t, newLimiter(with(func(p *core.Policy) { p.Tiers = map[string]core.Limit{"gold": c.Limit} }), tiering), core.ErrInvalidLimit, `Tiers["gold"].`+c.Field)
-		requireField(t, core.ValidateOverride(core.Override{Limit: c.Limit, Until: time.Now().Add(time.Hour)}, time.Now()), core.ErrInvalidLimit, "Limit."+c.Field)
+		requireField(t, storekit.ValidateOverride(core.Override{Limit: c.Limit, Until: time.Now().Add(time.Hour)}, time.Now()), core.ErrInvalidLimit, "Limit."+c.Field)
 	}
 	_, err := core.ParseAlgorithm("token-bucket")
 	requireField(t, err, core.ErrInvalidLimit, "Algorithm")
@@ -73,19 +74,19 @@ func TestEveryValidationNamesItsField(t *testing.T) {
 		{with(func(p *core.Policy) { p.Match.Methods = []string{"GET", "ANY"} }), "Match.Methods[1]", nil},
 		{ok, "Header", []core.LimiterOption{core.WithIdempotency(core.Idempotency{Header: "a b"})}},
 		{ok, "TTL", []core.LimiterOption{core.WithIdempotency(core.Idempotency{TTL: time.Millisecond})}},
-		{ok, "MaxRepeats", []core.LimiterOption{core.WithIdempotency(core.Idempotency{MaxRepeats: core.MaxIdempotentRepeats + 1})}},
+		{ok, "MaxRepeats", []core.LimiterOption{core.WithIdempotency(core.Idempotency{MaxRepeats: 1001})}},
 	} {
 		requireField(t, newLimiter(c.p, c.opts...), nil, c.field, c.field)
 	}
 	_, err = core.NewLimiter(s, []core.Policy{ok, ok})
 	requireField(t, err, nil, "Name")
 
-	requireField(t, core.ValidateBooking(-time.Second, 1), core.ErrInvalidCost, "MaxDelay")
-	requireField(t, core.ValidateBooking(time.Second, 2), core.ErrInvalidCost, "MaxDelay")
+	requireField(t, storekit.ValidateBooking(-time.Second, 1), core.ErrInvalidCost, "MaxDelay")
+	requireField(t, storekit.ValidateBooking(time.Second, 2), core.ErrInvalidCost, "MaxDelay")
 	k1, k2 := core.Key{Identity: "a"}, core.Key{Identity: "b"}
-	requireField(t, core.ValidateGroup([]core.Op{{Key: k1}, {Key: k2, MaxDelay: time.Second}}), core.ErrInvalidCost, "ops[1].MaxDelay")
-	requireField(t, core.ValidateGroup([]core.Op{{Key: k1}, {Key: k2}, {Key: k1}}), core.ErrInvalidCost, "ops[2].Key")
-	requireField(t, core.ValidateOverride(core.Override{Until: time.Now().Add(-time.Second)}, time.Now()), core.ErrInvalidLimit, "Until")
+	requireField(t, storekit.ValidateGroup([]core.Op{{Key: k1}, {Key: k2, MaxDelay: time.Second}}), core.ErrInvalidCost, "ops[1].MaxDelay")
+	requireField(t, storekit.ValidateGroup([]core.Op{{Key: k1}, {Key: k2}, {Key: k1}}), core.ErrInvalidCost, "ops[2].Key")
+	requireField(t, storekit.ValidateOverride(core.Override{Until: time.Now().Add(-time.Second)}, time.Now()), core.ErrInvalidLimit, "Until")
 
 	l, err := core.NewLimiter(s, []core.Policy{ok})
 	require.NoError(t, err)
@@ -120,11 +121,11 @@ func TestFieldErrorPaths(t *testing.T) {
 	require.EqualError(t, fe, "Rate: must be at least 1, got 0")
 
 	wrapped := fmt.Errorf("store: %w (limit x)", fe)
-	err := core.FieldIn("ops[1]", wrapped)
+	err := storekit.FieldIn("ops[1]", wrapped)
 	requireField(t, err, core.ErrInvalidLimit, "ops[1].Rate")
 	require.EqualError(t, err, "ops[1].Rate: must be at least 1, got 0")
 	plain := errors.New("boom")
-	require.EqualError(t, core.FieldIn("ops[1]", plain), "ops[1]: boom")
-	require.ErrorIs(t, core.FieldIn("ops[1]", plain), plain)
-	require.NoError(t, core.FieldIn("ops[1]", nil))
+	require.EqualError(t, storekit.FieldIn("ops[1]", plain), "ops[1]: boom")
+	require.ErrorIs(t, storekit.FieldIn("ops[1]", plain), plain)
+	require.NoError(t, storekit.FieldIn("ops[1]", nil))
 }

@@ -21,13 +21,13 @@ type Idempotency struct {
 	// 5 minutes): a whole number of microseconds, at least one second.
 	TTL time.Duration
 	// MaxRepeats is how many repeats within the TTL are free (default 3, at
-	// most MaxIdempotentRepeats); later ones are counted like any request,
-	// so the header cannot bypass a limit.
+	// most 1000); later ones are counted like any request, so the header
+	// cannot bypass a limit.
 	MaxRepeats int64
 }
 
-// MaxIdempotentRepeats bounds Idempotency.MaxRepeats.
-const MaxIdempotentRepeats = 1000
+// maxIdempotentRepeats bounds Idempotency.MaxRepeats.
+const maxIdempotentRepeats = 1000
 
 // WithIdempotency makes a request that repeats an admitted one free, up to
 // MaxRepeats times within the TTL. A repeat is the same request: the same
@@ -73,8 +73,8 @@ func (i *Idempotency) check() *FieldError {
 	switch {
 	case i.TTL < time.Second || i.TTL%time.Microsecond != 0:
 		return invalidField(nil, "TTL", "must be at least 1s and a whole number of microseconds, got %s", i.TTL)
-	case i.MaxRepeats < 1 || i.MaxRepeats > MaxIdempotentRepeats:
-		return invalidField(nil, "MaxRepeats", "must be 1 to %d, got %d", MaxIdempotentRepeats, i.MaxRepeats)
+	case i.MaxRepeats < 1 || i.MaxRepeats > maxIdempotentRepeats:
+		return invalidField(nil, "MaxRepeats", "must be 1 to %d, got %d", maxIdempotentRepeats, i.MaxRepeats)
 	}
 	if fe := i.first().check(); fe != nil {
 		return &FieldError{Field: "TTL", Message: fe.Message, Err: fe.Err}

@@ -875,7 +875,7 @@ func TestLimitValidateTable(t *testing.T) {
 	} {
 		require.Equal(t, c.ok, c.th.Validate() == nil, "%+v", c.th)
 	}
-	require.Equal(t, core.DefaultThresholds(), core.Thresholds{}.OrDefault())
+	require.Equal(t, core.Thresholds{Warn: 0.8, Clear: 0.7}, core.Thresholds{}.OrDefault())
 }
 
 // Outcome's order of precedence over a Decision's fields.

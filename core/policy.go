@@ -118,7 +118,10 @@ type compiledPolicy struct {
 // RFC 9110 method token (GET, POST, PROPFIND, ...) written in one case, or
 // "*" for any method. "ANY" and "ALL" are refused as the mistakes they
 // usually are (write "*", or leave Methods empty), as are lists such as
-// "GET,POST" or "GET POST" (give each method its own entry).
+// "GET,POST" or "GET POST" (give each method its own entry). NewLimiter
+// checks every method of every policy; a program that reads policies from
+// a format of its own (package config, ratelimitd's rules) calls it to
+// refuse a bad method where it was written.
 func ValidateMethod(m string) error {
 	bad := func(format string, args ...any) error {
 		return invalidField(nil, "Methods", format, args...)
@@ -283,7 +286,9 @@ func (set *policySet) matched(r keyfunc.Request) []int {
 // is refused, and so is any lease of a sliding_window_log: its every
 // admission counts at its own instant until that instant leaves the
 // window, so units taken at one instant and spent later would be counted
-// at the wrong instants, and admitted past the limit.
+// at the wrong instants, and admitted past the limit. NewLimiter checks
+// every policy's Lease; a program that reads policies from a format of its
+// own calls it to refuse a bad lease where it was written.
 func ValidateLease(lease time.Duration, l Limit) error {
 	switch {
 	case lease < 0:
@@ -295,7 +300,10 @@ func ValidateLease(lease time.Duration, l Limit) error {
 }
 
 // ValidatePolicyName reports why name cannot name a policy, as a
-// *FieldError of field "Name" (nil if it can).
+// *FieldError of field "Name" (nil if it can). NewLimiter checks every
+// policy's name; a program that takes policy names from its users (a
+// rules file, an admin API naming the policy of an override) calls it to
+// refuse a bad name where it was written.
 func ValidatePolicyName(name string) error {
 	if len(name) == 0 || len(name) > 64 {
 		return invalidField(nil, "Name", "must be 1 to 64 characters, got %q", name)

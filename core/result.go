@@ -147,13 +147,14 @@ type Thresholds struct {
 	Clear float64
 }
 
-// DefaultThresholds returns Warn 0.8 and Clear 0.7.
-func DefaultThresholds() Thresholds { return Thresholds{Warn: 0.8, Clear: 0.7} }
+// defaultThresholds returns the Thresholds the zero value means.
+func defaultThresholds() Thresholds { return Thresholds{Warn: 0.8, Clear: 0.7} }
 
-// OrDefault returns t, or DefaultThresholds if t is the zero value.
+// OrDefault returns t, or the defaults (Warn 0.8, Clear 0.7) if t is the
+// zero value.
 func (t Thresholds) OrDefault() Thresholds {
 	if t == (Thresholds{}) {
-		return DefaultThresholds()
+		return defaultThresholds()
 	}
 	return t
 }

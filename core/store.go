@@ -2,7 +2,6 @@ package core
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -42,45 +41,12 @@ type Op struct {
 	// or an override's, does not book: it decides a take. Zero, the
 	// default, is a take. Only a Take of one op books: a MaxDelay in a
 	// Take of several ops, or a negative one, is an error (see
-	// ValidateBooking).
+	// storekit.ValidateBooking).
 	MaxDelay time.Duration
 	// Lease is the op's policy's Policy.Lease: when positive, a lease
 	// layer (package core/lease) may decide the op from a block of units
 	// it took from its store earlier. Every other store ignores it.
 	Lease time.Duration
-}
-
-// ValidateBooking reports why an op with maxDelay cannot be decided in a
-// Take of n ops (see Op.MaxDelay): nil, or a *FieldError of field
-// "MaxDelay" wrapping ErrInvalidCost.
-func ValidateBooking(maxDelay time.Duration, n int) error {
-	switch {
-	case maxDelay < 0:
-		return invalidField(ErrInvalidCost, "MaxDelay", "must be >= 0, got %s", maxDelay)
-	case maxDelay > 0 && n > 1:
-		return invalidField(ErrInvalidCost, "MaxDelay", "a booking is a Take of one op, not of %d", n)
-	}
-	return nil
-}
-
-// ValidateGroup reports why ops cannot be decided in one Take of several
-// ops: nil, or a *FieldError wrapping ErrInvalidCost whose path names the
-// op and the field ("ops[2].MaxDelay", "ops[2].Key"): a booking (see ValidateBooking), or an op whose Key an earlier op
-// has (each op is decided against its Key's state before the Take, so two
-// ops of one Key would each see the other's units as free, and admit more
-// than the Limit).
-func ValidateGroup(ops []Op) error {
-	for i := range ops {
-		if err := ValidateBooking(ops[i].MaxDelay, len(ops)); err != nil {
-			return FieldIn(opPath(i), err)
-		}
-		for j := range i {
-			if ops[j].Key == ops[i].Key {
-				return invalidField(ErrInvalidCost, opField(i, "Key"), "op %d has the same Key", j)
-			}
-		}
-	}
-	return nil
 }
 
 // Admission names one admission to give back with Store.Refund: the op that
@@ -106,7 +72,8 @@ type Admission struct {
 // The memory store (package core/memorystore), the Redis store
 // (core/redisstore) and the guard (core/guard) implement all of it, and
 // pass the conformance suite of package core/limitertest, which a Store of
-// your own should pass too.
+// your own should pass too; package core/storekit validates a method's
+// arguments as the contract below requires.
 //
 // Implementations are safe for concurrent use. Every method validates its
 // input: an invalid Limit is an error wrapping ErrInvalidLimit, an empty
@@ -123,7 +90,7 @@ type Admission struct {
 type Store interface {
 	// Take decides every op, all or nothing, writing op i's Result to
 	// out[i] (len(out) must be len(ops)). Each op names its own Key: ops
-	// sharing a Key are an error (see ValidateGroup). An op with Cost >= 1 consumes
+	// sharing a Key are an error (see storekit.ValidateGroup). An op with Cost >= 1 consumes
 	// Cost units when admitted; Cost 0 peeks and writes nothing; a Cost
 	// above the Limit's capacity is denied with RetryAfter RetryNever. If
 	// any op that is not Shadow is denied a Cost >= 1, no op consumes
@@ -155,7 +122,7 @@ type Store interface {
 	// SetOverride replaces k's limit, or blocks k, until o.Until (see
 	// Override), where every user of the store sees it at once (with the
 	// Redis store: in Redis, next to the key). An invalid Override is an
-	// error wrapping ErrInvalidLimit (see ValidateOverride).
+	// error wrapping ErrInvalidLimit (see storekit.ValidateOverride).
 	//
 	// A new override counts on a state of its own, fresh. Setting the
 	// override already in force for k (the same Limit and Until) is a
@@ -183,28 +150,9 @@ type Override struct {
 // Blocks reports whether o blocks its key.
 func (o Override) Blocks() bool { return o.Limit == (Limit{}) }
 
-// ValidateOverride reports why o cannot be used at now: nil, or an error
-// wrapping ErrInvalidLimit whose *FieldError names "Until" or the field of
-// its Limit ("Limit.Rate").
-func ValidateOverride(o Override, now time.Time) error {
-	if !o.Until.After(now) {
-		return fmt.Errorf("%s: Override: %w", ErrInvalidLimit, invalidField(ErrInvalidLimit, "Until", "must be in the future, got %s", o.Until))
-	}
-	if o.Blocks() {
-		return nil
-	}
-	if fe := o.Limit.check(); fe != nil {
-		return fmt.Errorf("%s: Override: %w", ErrInvalidLimit, limitIn("Limit", fe, o.Limit))
-	}
-	return nil
-}
-
-// opPath is the path of op i of a Take (or a group) in a *FieldError:
-// "ops[i]", as every store names it.
-func opPath(i int) string { return "ops[" + strconv.Itoa(i) + "]" }
-
-// opField is the path of field of op i: "ops[i].field".
-func opField(i int, field string) string { return opPath(i) + "." + field }
+// opField is the path of field of op i of a group in a *FieldError:
+// "ops[i].field", as every store names it.
+func opField(i int, field string) string { return "ops[" + strconv.Itoa(i) + "]." + field }
 
 // Take is one all-or-nothing decision of EachTaker.TakeEach: its ops, the
 // memory of their Results (len(Out) must be len(Ops)), and, once decided,

@@ -25,8 +25,8 @@
 // Burst×Period/Rate for a bucket). t is the time until more quota is
 // available: when denied, the seconds until this request would be allowed,
 // never 0 while limited. gRPC sends the same values under the lower-case
-// names (Field.String in lower case), with the retry delay (Retry) and the
-// violation texts (Violation) in its status details.
+// names (Field.String in lower case), with the retry delay (Retry) and a
+// text per violated policy in its status details.
 //
 // Shadow policies never appear, and a Decision the store could not make
 // (fail-open) has no fields: its quota is unknown. docs/headers.md has

@@ -56,9 +56,7 @@ func ExampleProblem() {
 	wait, never := ratelimitfields.Retry(d)
 	fmt.Println(wait, never)
 	fmt.Print(string(ratelimitfields.Problem(d)))
-	fmt.Println(ratelimitfields.Violation(&d.Results[0]))
 	// Output:
 	// 1.5s false
 	// {"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Too Many Requests","status":429,"detail":"Rate limit exceeded; retry in 2 seconds.","violated-policies":["login"]}
-	// 5 per 1m0s (token_bucket) exceeded
 }

@@ -130,9 +130,3 @@ const ProblemContentType = "application/problem+json"
 // Retry-After is wait in whole seconds, rounded up; gRPC's pushback and
 // RetryInfo are wait in milliseconds.
 func Retry(d *core.Decision) (wait time.Duration, never bool) { return fieldfmt.Retry(d) }
-
-// Violation returns the text that says why policy p denied a request, as
-// gRPC's QuotaFailure violations carry it: "10 per 1m0s (token_bucket)
-// exceeded", or that the request has no identity for p, or that its cost
-// exceeds p's capacity.
-func Violation(p *core.PolicyResult) string { return fieldfmt.Violation(p) }

@@ -73,7 +73,9 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.Logger = l }
 // e.Use or on a group or route, not with e.Pre: route templates are known
 // only after routing. New panics if l is nil. Stacked on a route under
 // another sluice middleware (a global one), its Decision and headers are
-// merged with the earlier one's (core.Merge).
+// merged with the earlier one's: allowed only if both allowed, the most
+// constraining policy of either binding (see docs/policies.md, "One Limiter
+// with Match, or stacked middlewares").
 func New(l *core.Limiter, opts ...Option) echo.MiddlewareFunc {
 	f := middleware.New("echolimit", l, flow{}, WithDeniedHandler(DeniedHandler), opts)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -138,7 +140,7 @@ func DeniedHandler(c echo.Context) error {
 }
 
 // DecisionFrom returns the Decision the middleware made for this request:
-// under stacked sluice middlewares, the merge of theirs (core.Merge).
+// under stacked sluice middlewares, the merge of theirs (see New).
 func DecisionFrom(c echo.Context) (*core.Decision, bool) {
 	return middleware.DecisionOf(c.Get(DecisionKey))
 }

@@ -70,9 +70,10 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.Logger = l }
 const DecisionKey = "sluice.decision"
 
 // New returns Fiber middleware that limits requests with l. It panics if l
-// is nil. Stacked on a route under another sluice middleware (a global
-// one), its Decision and headers are merged with the earlier one's
-// (core.Merge).
+// is nil. Stacked on a route under another sluice middleware (a global one),
+// its Decision and headers are merged with the earlier one's: allowed only
+// if both allowed, the most constraining policy of either binding (see
+// docs/policies.md, "One Limiter with Match, or stacked middlewares").
 func New(l *core.Limiter, opts ...Option) fiber.Handler {
 	calls := &sync.Pool{}
 	calls.New = func() any { return &call{calls: calls} }
@@ -140,7 +141,7 @@ func DeniedHandler(c *fiber.Ctx) error {
 }
 
 // DecisionFrom returns the Decision the middleware made for this request:
-// under stacked sluice middlewares, the merge of theirs (core.Merge).
+// under stacked sluice middlewares, the merge of theirs (see New).
 // Like the values of a *fiber.Ctx, it is valid only within the request:
 // the handlers, the denied handler and the app's ErrorHandler may read it,
 // but it goes back to the middleware's pool for another request once

@@ -66,7 +66,9 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.Logger = l }
 
 // New returns gin middleware that limits requests with l. It panics if l is
 // nil. Stacked on a route under another sluice middleware (a global one),
-// its Decision and headers are merged with the earlier one's (core.Merge).
+// its Decision and headers are merged with the earlier one's: allowed only
+// if both allowed, the most constraining policy of either binding (see
+// docs/policies.md, "One Limiter with Match, or stacked middlewares").
 func New(l *core.Limiter, opts ...Option) gin.HandlerFunc {
 	f := middleware.New("ginlimit", l, flow{}, WithDeniedHandler(DeniedHandler), opts)
 	return func(gc *gin.Context) { _ = f.Run(gc) }
@@ -116,7 +118,7 @@ func DeniedHandler(c *gin.Context) {
 }
 
 // DecisionFrom returns the Decision the middleware made for this request:
-// under stacked sluice middlewares, the merge of theirs (core.Merge).
+// under stacked sluice middlewares, the merge of theirs (see New).
 func DecisionFrom(c *gin.Context) (*core.Decision, bool) {
 	v, _ := c.Get(DecisionKey)
 	return middleware.DecisionOf(v)

@@ -34,9 +34,10 @@
 // A global interceptor and a per-service one may both be in the chain
 // (grpc.ChainUnaryInterceptor(global, perService)): the call is counted by
 // both, and what the handler and the client see is the merge of the two
-// Decisions (core.Merge): DecisionFrom returns it, and the metadata, sent
-// once, list every policy in ratelimit-policy and name the most
-// constraining one in ratelimit and x-ratelimit-*. A denial by the inner
+// Decisions (allowed only if both allowed, the most constraining policy of
+// either binding; see docs/policies.md): DecisionFrom returns it, and the
+// metadata, sent once, list every policy in ratelimit-policy and name the
+// most constraining one in ratelimit and x-ratelimit-*. A denial by the inner
 // one is Trailers-Only with the merge's metadata, as a denial by the outer
 // one is with its own; each interceptor refunds only its own Decision.
 // WithMethodLimiter gives a method a limiter instead of the interceptor's;

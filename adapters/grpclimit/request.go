@@ -37,7 +37,7 @@ type call struct {
 // one, then a per-service one) shares with the others.
 type stacked struct {
 	// merged, in an inner call, is the Decision its handler sees: its own
-	// merged with the outer ones' (core.Merge).
+	// merged with the outer ones' (middleware.Merge).
 	merged *core.Decision
 	// sender, in an inner call, is the outermost call, which sends the
 	// metadata of the merge once the handler returns.
@@ -230,8 +230,7 @@ func (c *callContext) String() string { return "grpclimit.Context" }
 // whose context is ctx (the unary handler's context, or the stream's
 // Context()), when the call was limited and decided; under stacked sluice
 // interceptors (a global one, then a per-service one), the merge of theirs
-// (core.Merge: allowed only if both allowed, the most constraining policy
-// binding). In a denied handler (WithDeniedHandler) it is the denied
+// (allowed only if both allowed, the most constraining policy binding). In a denied handler (WithDeniedHandler) it is the denied
 // Decision: the call's, or on a stream the message's.
 func DecisionFrom(ctx context.Context) (*core.Decision, bool) {
 	d, ok := ctx.Value(decisionKey{}).(*core.Decision)

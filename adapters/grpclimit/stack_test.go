@@ -109,7 +109,7 @@ func requireOneValueEach(t *testing.T, md metadata.MD) {
 }
 
 // A global interceptor and a per-method one stacked in the chain: the
-// handler sees the merge of both Decisions (core.Merge), the metadata name
+// handler sees the merge of both Decisions (middleware.Merge), the metadata name
 // every policy and the most constraining one, once; a denial by either is
 // Trailers-Only with the merge's metadata, and the global one still counts
 // what the per-method one denied.

@@ -130,7 +130,7 @@ func deniedStatus(d *core.Decision, extra time.Duration) *status.Status {
 		}
 		qf.Violations = append(qf.Violations, &errdetails.QuotaFailure_Violation{
 			Subject:     "policy:" + p.Policy,
-			Description: ratelimitfields.Violation(&p),
+			Description: fieldfmt.Violation(&p),
 			QuotaId:     p.Policy,
 			QuotaValue:  p.Capacity,
 		})

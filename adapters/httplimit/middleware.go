@@ -66,7 +66,9 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.Logger = l }
 
 // New returns middleware that limits requests with l. It panics if l is nil.
 // Under another sluice middleware (a global one, with this one on a route),
-// its Decision and headers are merged with the earlier one's (core.Merge).
+// its Decision and headers are merged with the earlier one's: allowed only
+// if both allowed, the most constraining policy of either binding (see
+// docs/policies.md, "One Limiter with Match, or stacked middlewares").
 func New(l *core.Limiter, opts ...Option) func(http.Handler) http.Handler {
 	f := middleware.New("httplimit", l, flow{}, WithDeniedHandler(http.HandlerFunc(DeniedHandler)), opts)
 	return func(next http.Handler) http.Handler {
@@ -152,15 +154,8 @@ func DeniedHandler(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(middleware.ProblemFor(DecisionFrom(r.Context())))
 }
 
-// NewContext returns a copy of ctx carrying d, where DecisionFrom finds it.
-// The other adapters use it, so that net/http code under them sees the
-// Decision too.
-func NewContext(ctx context.Context, d *core.Decision) context.Context {
-	return httpfields.NewContext(ctx, d)
-}
-
 // DecisionFrom returns the Decision the middleware made for this request:
-// under stacked sluice middlewares, the merge of theirs (core.Merge).
+// under stacked sluice middlewares, the merge of theirs (see New).
 func DecisionFrom(ctx context.Context) (*core.Decision, bool) {
 	return httpfields.DecisionFrom(ctx)
 }

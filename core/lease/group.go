@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/storekit"
 )
 
 // takeGroup decides a Take of several ops, some leased, all or nothing:
@@ -18,7 +19,7 @@ import (
 // leased ones' (a window's to its block; a bucket's units are lost, as
 // any bucket refund under a lease).
 func (s *Store) takeGroup(ctx context.Context, ops []core.Op, out []core.Result) error {
-	if err := core.ValidateGroup(ops); err != nil {
+	if err := storekit.ValidateGroup(ops); err != nil {
 		return fmt.Errorf("lease: Take: %w", err)
 	}
 	for i := range ops {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
+	"github.com/sluicehq/sluice/core/storekit"
 )
 
 // override is a key's replacement limit (nil spec: blocked) until an
@@ -30,14 +31,14 @@ func (s *Store) SetOverride(_ context.Context, k core.Key, o core.Override) erro
 	if k.Identity == "" {
 		return fmt.Errorf("memorystore: SetOverride: %w", errNoIdentity)
 	}
-	if err := core.ValidateOverride(o, time.UnixMicro(s.now())); err != nil {
+	if err := storekit.ValidateOverride(o, time.UnixMicro(s.now())); err != nil {
 		return fmt.Errorf("memorystore: SetOverride: %w", err)
 	}
 	ov := override{lim: o.Limit, until: o.Until.UnixMicro()}
 	if !o.Blocks() {
 		sp, err := s.spec(&o.Limit)
 		if err != nil {
-			return fmt.Errorf("memorystore: SetOverride: %w", core.FieldIn("Limit", err))
+			return fmt.Errorf("memorystore: SetOverride: %w", storekit.FieldIn("Limit", err))
 		}
 		ov.spec = sp
 	}

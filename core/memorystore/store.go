@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
 	"github.com/sluicehq/sluice/core/internal/cacheslot"
+	"github.com/sluicehq/sluice/core/storekit"
 )
 
 // Store is the in-memory core.Store. The zero value is not usable: call New.
@@ -223,7 +224,7 @@ func (s *Store) prepare(p *pending, op *core.Op) error {
 	if sp == nil || sp.Limit != *l {
 		var err error
 		if sp, err = s.compile(*l); err != nil {
-			return core.FieldIn("Limit", err)
+			return storekit.FieldIn("Limit", err)
 		}
 	}
 	var h uint64 // the key's hash (see hash), inline
@@ -254,7 +255,7 @@ func (s *Store) invalid(op *core.Op) error {
 	case op.Cost < 0:
 		return &core.FieldError{Field: "Cost", Message: fmt.Sprintf("must not be negative, got %d", op.Cost), Err: core.ErrInvalidCost}
 	}
-	return core.ValidateBooking(op.MaxDelay, 1)
+	return storekit.ValidateBooking(op.MaxDelay, 1)
 }
 
 // now reads the clock, in µs since the Unix epoch.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
+	"github.com/sluicehq/sluice/core/storekit"
 )
 
 // Take decides ops all or nothing; see core.Store. The context is not
@@ -83,7 +84,7 @@ type pending struct {
 
 // take decides ops into out (as Take), ps holding one pending per op.
 func (s *Store) take(ops []core.Op, out []core.Result, ps []pending) error {
-	if err := core.ValidateGroup(ops); err != nil {
+	if err := storekit.ValidateGroup(ops); err != nil {
 		return fmt.Errorf("memorystore: Take: %w", err)
 	}
 	now := s.now()
@@ -130,7 +131,7 @@ func (s *Store) group(ops []core.Op, out []core.Result, ps []pending, now int64)
 
 // opError is the error of Take for op i.
 func opError(i int, err error) error {
-	return fmt.Errorf("memorystore: Take: %w", core.FieldIn(fmt.Sprintf("ops[%d]", i), err))
+	return fmt.Errorf("memorystore: Take: %w", storekit.FieldIn(fmt.Sprintf("ops[%d]", i), err))
 }
 
 // override sets p, prepared under its op's own limit, to decide under the

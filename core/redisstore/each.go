@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/storekit"
 )
 
 // TakeEach decides each of takes as Take decides it, in one pipeline to
@@ -36,7 +37,7 @@ func (s *Store) TakeEach(ctx context.Context, takes []core.Take) {
 			op := &t.Ops[0]
 			cp, err := s.prepare(op.Key, op.Limit, op.Cost)
 			if err != nil {
-				t.Err = fmt.Errorf("redisstore: Take: %w", core.FieldIn("ops[0]", err))
+				t.Err = fmt.Errorf("redisstore: Take: %w", storekit.FieldIn("ops[0]", err))
 				continue
 			}
 			c := s.newCall1(deadline)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/storekit"
 )
 
 // setOverride sets an override's value (KEYS[1]) unless the override
@@ -52,7 +53,7 @@ func (s *Store) SetOverride(ctx context.Context, k core.Key, o core.Override) er
 	if s.clock != nil {
 		now = s.clock()
 	}
-	if err := core.ValidateOverride(o, now); err != nil {
+	if err := storekit.ValidateOverride(o, now); err != nil {
 		return fmt.Errorf("redisstore: SetOverride: %w", err)
 	}
 	until := o.Until.UnixMicro()
@@ -60,7 +61,7 @@ func (s *Store) SetOverride(ctx context.Context, k core.Key, o core.Override) er
 	if !o.Blocks() {
 		cp, err := s.compile(o.Limit)
 		if err != nil {
-			return fmt.Errorf("redisstore: SetOverride: %w", core.FieldIn("Limit", err))
+			return fmt.Errorf("redisstore: SetOverride: %w", storekit.FieldIn("Limit", err))
 		}
 		// The id names this override among all the key ever has (a
 		// refund finds its state by it, see lua/refund.lua): random, in

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/algo"
+	"github.com/sluicehq/sluice/core/storekit"
 	"github.com/sluicehq/sluice/internal/exact"
 )
 
@@ -28,17 +29,17 @@ func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) erro
 		op := &ops[0]
 		cp, err := s.prepare(op.Key, op.Limit, op.Cost)
 		if err == nil && op.MaxDelay < 0 {
-			err = core.ValidateBooking(op.MaxDelay, 1)
+			err = storekit.ValidateBooking(op.MaxDelay, 1)
 		}
 		if err != nil {
-			return fmt.Errorf("redisstore: Take: %w", core.FieldIn("ops[0]", err))
+			return fmt.Errorf("redisstore: Take: %w", storekit.FieldIn("ops[0]", err))
 		}
 		if op.MaxDelay > 0 {
 			return s.book(ctx, cp, op, &out[0])
 		}
 		return s.take(ctx, cp, op, &out[0])
 	}
-	if err := core.ValidateGroup(ops); err != nil {
+	if err := storekit.ValidateGroup(ops); err != nil {
 		return fmt.Errorf("redisstore: Take: %w", err)
 	}
 	if err := sharedKeys(ops); err != nil {
@@ -51,7 +52,7 @@ func (s *Store) Take(ctx context.Context, ops []core.Op, out []core.Result) erro
 // a Policy holding a NUL is cut at it (see parts), so Key{"a\x00b", "c"}
 // and Key{"a", "b\x00c"} share their state, and decided in one Take they
 // would each see the other's units as free (as two ops of one Key, see
-// core.ValidateGroup). The Limiter's policy names never hold a NUL.
+// storekit.ValidateGroup). The Limiter's policy names never hold a NUL.
 func sharedKeys(ops []core.Op) error {
 	nul := false
 	for i := range ops {
@@ -204,7 +205,7 @@ func (s *Store) compileOps(ops []core.Op) ([]*compiled, error) {
 	for i, op := range ops {
 		cp, err := s.prepare(op.Key, op.Limit, op.Cost)
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: Take: %w", core.FieldIn(fmt.Sprintf("ops[%d]", i), err))
+			return nil, fmt.Errorf("redisstore: Take: %w", storekit.FieldIn(fmt.Sprintf("ops[%d]", i), err))
 		}
 		cps[i] = cp
 	}
@@ -530,7 +531,7 @@ func (s *Store) prepare(k core.Key, l core.Limit, cost int64) (*compiled, error)
 	}
 	cp, err := s.compile(l)
 	if err != nil {
-		return nil, core.FieldIn("Limit", err)
+		return nil, storekit.FieldIn("Limit", err)
 	}
 	return cp, nil
 }

@@ -76,7 +76,10 @@ func firstUnidentified(d *core.Decision) *core.PolicyResult {
 	return nil
 }
 
-// Violation describes why policy p denied (ratelimitfields.Violation).
+// Violation returns the text that says why policy p denied a request, as
+// gRPC's QuotaFailure violations carry it: "10 per 1m0s (token_bucket)
+// exceeded", or that the request has no identity for p, or that its cost
+// exceeds p's capacity.
 func Violation(p *core.PolicyResult) string {
 	switch {
 	case p.Unidentified:

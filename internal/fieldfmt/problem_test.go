@@ -30,3 +30,16 @@ func TestProblemDetailSeconds(t *testing.T) {
 	require.Equal(t, "0 seconds", string(AppendSeconds(nil, 0)))
 	require.Equal(t, "1 second", string(AppendSeconds(nil, 1)))
 }
+
+// A violation's text names the limit applied, or says why no wait helps.
+func TestViolation(t *testing.T) {
+	denied := core.Result{Capacity: 5, RetryAfter: time.Second, State: core.Throttled}
+	never := core.Result{Capacity: 5, RetryAfter: core.RetryNever, State: core.Throttled}
+	for want, p := range map[string]core.PolicyResult{
+		"5 per 1m0s (token_bucket) exceeded":                                                   {Policy: "login", Limit: core.PerMinute(5), Result: denied},
+		"cost exceeds the capacity 5; the call can never be admitted":                          {Policy: "login", Limit: core.PerMinute(5), Result: never},
+		"no identity for this policy (a missing key); the call cannot be admitted without one": {Policy: "login", Limit: core.PerMinute(5), Unidentified: true, Result: never},
+	} {
+		require.Equal(t, want, Violation(&p))
+	}
+}

@@ -35,7 +35,7 @@ type Options struct {
 	Engine *engine.Engine
 	// Auth guards every request (bearer token, scope, per-token rate
 	// limits, request id, Idempotency-Key); the actor of a write is its
-	// token's name. Required.
+	// token's name. Required by New.
 	Auth *adminauth.Auth
 	// Logger receives database failures (never sent to clients); nil means
 	// slog.Default().
@@ -73,7 +73,44 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.Auth == nil {
+		return nil, errors.New("adminapi: Options.Auth: required")
+	}
 	return o.Auth.Wrap(a.routes()), nil
+}
+
+// NewAuthenticated returns the admin API's handler for requests a front
+// door of ratelimitd's own has authenticated (the admin page, whose
+// session's token went through Auth.Wrap): the resources, checks, writes
+// and audit rows of New, without Auth.Wrap's (no bearer token is read, no
+// rate limit counted again, no Idempotency-Key taken). Each request's
+// context must carry its caller's adminauth.Principal (the actor of its
+// writes) and its request id (rulesdb.WithRequestID, recorded in the audit
+// rows): a request without a principal is answered 401, and one that is
+// not GET or HEAD from a principal without the write scope 403, with
+// nothing read or written. o.Auth is not used.
+func NewAuthenticated(o Options) (http.Handler, error) {
+	o.Auth = nil
+	a, err := newAPI(o)
+	if err != nil {
+		return nil, err
+	}
+	routes := a.routes()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := adminauth.PrincipalFrom(r.Context())
+		need := rulesdb.ScopeWrite
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			need = rulesdb.ScopeRead
+		}
+		switch {
+		case !ok || p.Name == "":
+			writeProblem(w, r, fail(http.StatusUnauthorized, "Authorization", "no authenticated caller"))
+		case !p.Scope.Allows(need):
+			writeProblem(w, r, fail(http.StatusForbidden, "", "this token's scope is %s; %s needs scope %s", p.Scope, clip(r.Method), need))
+		default:
+			routes.ServeHTTP(w, r)
+		}
+	}), nil
 }
 
 func newAPI(o Options) (*api, error) {
@@ -82,9 +119,6 @@ func newAPI(o Options) (*api, error) {
 	}
 	if o.Engine == nil {
 		return nil, errors.New("adminapi: Options.Engine: required")
-	}
-	if o.Auth == nil {
-		return nil, errors.New("adminapi: Options.Auth: required")
 	}
 	a := &api{db: o.DB, eng: o.Engine, log: o.Logger, now: o.Now, sync: o.Sync, principal: principalFrom}
 	if a.log == nil {

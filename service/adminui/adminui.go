@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/fieldfmt"
+	"github.com/sluicehq/sluice/service/adminapi"
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/internal/rawtext"
 	"github.com/sluicehq/sluice/service/internal/requestid"
+	"github.com/sluicehq/sluice/service/internal/traffic"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -51,6 +53,12 @@ type Options struct {
 	// Logger receives what fails inside (never shown to the browser);
 	// nil means slog.Default().
 	Logger *slog.Logger
+	// Traffic, when set, is the engine's observer counting its decisions
+	// (engine.WithObserver): /admin/traffic charts them. Nil: no page.
+	Traffic *traffic.Recorder
+	// Fleet, when set, reads (and publishes) the counts of the instances
+	// sharing this one's Redis: the traffic page sums them.
+	Fleet *traffic.Fleet
 	// Sync, when set, puts a saved rule in force on this instance before
 	// the page answers (the engine's rules source, rulesdb.Source): the
 	// page then says the rule is in force here, or why it is not. Nil:
@@ -67,6 +75,11 @@ type handler struct {
 	log    *slog.Logger
 	now    func() time.Time
 	sync   rulesdb.Syncer
+
+	// api is the admin API serving the page's forms (see write.go).
+	api http.Handler
+
+	traffic trafficDeps
 
 	sess  *sessions
 	pages map[string]*template.Template
@@ -87,10 +100,16 @@ func New(o Options) (http.Handler, error) {
 	case o.Auth == nil:
 		return nil, errors.New("adminui: Options.Auth: required")
 	}
-	h := &handler{db: o.DB, eng: o.Engine, auth: o.Auth, recent: o.Recent, log: o.Logger, now: time.Now, sync: o.Sync, sess: newSessions(maxSessions)}
+	h := &handler{db: o.DB, eng: o.Engine, auth: o.Auth, recent: o.Recent, log: o.Logger, now: time.Now, sync: o.Sync, sess: newSessions(maxSessions),
+		traffic: trafficDeps{rec: o.Traffic, fleet: o.Fleet}}
 	if h.log == nil {
 		h.log = slog.Default()
 	}
+	api, err := adminapi.NewAuthenticated(adminapi.Options{DB: o.DB, Engine: o.Engine, Logger: h.log})
+	if err != nil {
+		return nil, fmt.Errorf("adminui: the admin API: %w", err)
+	}
+	h.api = api
 	css, err := files.ReadFile("templates/style.css")
 	if err != nil {
 		return nil, fmt.Errorf("adminui: stylesheet: %w", err)
@@ -103,8 +122,8 @@ func New(o Options) (http.Handler, error) {
 		"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 	funcs := template.FuncMap{"fmtTime": fmtTime}
 	h.pages = map[string]*template.Template{}
-	for _, name := range []string{"login", "rules", "rule", "users", "overrides", "audit", "recent", "message", "callers"} {
-		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/part_*.html", "templates/"+name+".html")
+	for _, name := range []string{"login", "rules", "rule", "users", "overrides", "audit", "recent", "message", "rulenew", "ruledelete", "traffic", "callers"} {
+		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/writeparts.html", "templates/part_*.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("adminui: template %s: %w", name, err)
 		}
@@ -129,7 +148,7 @@ type page struct {
 // table lists every route of the page (New serves them; the tests derive
 // what they send from it).
 func (h *handler) table() []page {
-	return []page{
+	return append([]page{
 		{pattern: "GET /admin/login", serve: h.loginForm},
 		{pattern: "POST /admin/login", serve: h.login, form: []string{"token"}},
 		{pattern: "POST /admin/logout", serve: h.sessioned(h.logout), form: []string{"csrf"}},
@@ -141,8 +160,10 @@ func (h *handler) table() []page {
 		{pattern: "GET /admin/overrides", serve: h.authed(h.overrides)},
 		{pattern: "GET /admin/audit", serve: h.authed(h.audit)},
 		{pattern: "GET /admin/recent", serve: h.authed(h.recentPage)},
+		{pattern: "GET /admin/traffic", serve: h.authed(h.trafficPage)},
+		{pattern: "GET /admin/traffic/{id}", serve: h.authed(h.trafficRule)},
 		{pattern: "/admin/", serve: h.authed(h.notFound)},
-	}
+	}, h.writeTable()...)
 }
 
 // textChecked answers 400, naming the field, a request whose path
@@ -286,7 +307,7 @@ func (h *handler) authed(next func(http.ResponseWriter, *http.Request, *req)) ht
 			clearCookie(w, r)
 			http.Redirect(w, r, "/admin/login", http.StatusSeeOther)
 		case http.StatusForbidden:
-			h.message(w, r, nil, http.StatusForbidden, "Forbidden: your token has the read scope; saving needs the write scope")
+			h.message(w, r, nil, http.StatusForbidden, "Forbidden: your token has the read scope; a change needs the write scope")
 		case http.StatusTooManyRequests:
 			h.message(w, r, nil, http.StatusTooManyRequests, "Too many requests: your token's admin rate limit is spent; retry in "+retryText(hd.Get("Retry-After")))
 		default:

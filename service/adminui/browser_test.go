@@ -1,12 +1,9 @@
 package adminui
 
 import (
-	"bytes"
 	"context"
 	"net/url"
 	"os"
-	"os/exec"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -16,54 +13,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/internal/browsertest"
 )
-
-// requireChromiumEnv makes a missing browser a failure (set by make test).
-const requireChromiumEnv = "SLUICE_REQUIRE_CHROMIUM"
 
 // chromium returns the path of a Chromium (or Chrome) on PATH. Without one
 // the test fails under SLUICE_REQUIRE_CHROMIUM=1 and is skipped otherwise.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv(requireChromiumEnv) == "1" {
-		t.Fatalf("no chromium, chromium-browser or google-chrome on PATH (%s=1): run scripts/ensure-chromium.sh", requireChromiumEnv)
-	}
-	t.Skipf("no chromium on PATH (scripts/ensure-chromium.sh installs it; %s=1 makes this a failure)", requireChromiumEnv)
-	return ""
-}
+func chromium(t *testing.T) string { t.Helper(); return browsertest.Chromium(t) }
 
 // processesUsing returns the pids of the processes started with the user
 // data directory dir (Chromium passes --user-data-dir to every child).
-func processesUsing(dir string) []int {
-	want := []byte("--user-data-dir=" + dir)
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		for arg := range bytes.SplitSeq(cmdline, []byte{0}) {
-			if bytes.Equal(arg, want) {
-				pids = append(pids, pid)
-				break
-			}
-		}
-	}
-	return pids
-}
+func processesUsing(dir string) []int { return browsertest.ProcessesUsing(dir) }
 
 // TestBrowserEditRuleTakesEffect drives the admin page in a real headless
 // Chromium: a wrong token is refused; a write token signs in, opens the

@@ -65,11 +65,15 @@ func TestInvalidEditShowsTheFieldAndChangesNothing(t *testing.T) {
 			{"limit", "ten", "must be a whole number"},
 			{"limit", "0", "must be at least 1, got 0"},
 			{"limit", "-3", "must be at least 1, got -3"},
-			{"window_seconds", "0", "must be at least 1"},
+			{"window_seconds", "0", "must be 1 to 3153600000 \\(100 years\\), got 0"},
+			{"name", "a\x01b", "must not contain control characters"}, // the admin API's check of a name
+			{"lease_seconds", "-1", "must be 0 \\(none\\) to 3153600000 seconds, got -1"},
+			{"lease_seconds", "soon", "must be a number of seconds"},
+			{"dimension", "", "required"},
 			{"window_seconds", "1.5", "must be a whole number"},
 			{"burst", "5", "has no burst"}, // fixed_window has no burst
 			{"burst", "x", "must be a whole number"},
-			{"algorithm", "fastest", "must be one of"},
+			{"algorithm", "fastest", "is not one of token_bucket"},
 			{"endpoint_pattern", "no-slash[", "must start with /"},
 			{"tier", "gold", "no enabled rule without a tier"}, // a tier row needs its base rule
 			{"limit", "99999999999999999999", "must be a whole number"},

@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/engine"
 	"github.com/sluicehq/sluice/service/internal/pgtest"
+	"github.com/sluicehq/sluice/service/internal/traffic"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -34,6 +35,7 @@ type stack struct {
 	db     *rulesdb.DB
 	eng    *engine.Engine
 	recent *engine.Recent
+	rec    *traffic.Recorder
 	h      *handler
 	srv    *httptest.Server
 	write  string // a write-scope token (name "alice")
@@ -91,15 +93,16 @@ func newStackOn(t *testing.T, dsn string, ao adminauth.Options) *stack {
 	store, err := memorystore.New()
 	require.NoError(t, err)
 	s.recent = engine.NewRecent(5*time.Minute, 5000)
+	s.rec = traffic.NewRecorder()
 	src := db.Source(20 * time.Millisecond)
-	s.eng, err = engine.New(ctx, store, src, engine.WithObserver(s.recent),
+	s.eng, err = engine.New(ctx, store, src, engine.WithObserver(s.recent), engine.WithObserver(s.rec),
 		engine.WithLogger(slog.New(slog.DiscardHandler)))
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.eng.Run(ctx) }()
 	auth, err := adminauth.New(db, store, ao)
 	require.NoError(t, err)
-	hd, err := New(Options{DB: db, Engine: s.eng, Auth: auth, Recent: s.recent, Sync: src})
+	hd, err := New(Options{DB: db, Engine: s.eng, Auth: auth, Recent: s.recent, Traffic: s.rec, Sync: src})
 	require.NoError(t, err)
 	s.h = hd.(*handler)
 	mux := http.NewServeMux()

@@ -52,7 +52,7 @@ func TestHostileInputIsShownAsText(t *testing.T) {
 	require.Regexp(t, `<td class="mono"><a href="/admin/users\?dimension=user&amp;id=[^"]*">&lt;script&gt;alert\(&#34;x&#34;\)&lt;/script&gt;`, r.body, "the throttled caller, as text")
 	require.Contains(t, r.body, `<td class="state-throttled">throttled</td>`)
 	r = c.get("/admin/")
-	require.Regexp(t, `(?s)<tr data-rule="evil">.*?<td class="num warned">0</td><td class="num throttled">1</td>`, r.body, "the rules page counts the throttled caller")
+	require.Regexp(t, `(?s)<tr data-rule="evil">.*?<td class="num warned">1</td><td class="num throttled">1</td>`, r.body, "the rules page counts the caller warned, then throttled, in both")
 	r = c.get("/admin/users?dimension=user&id=" + q)
 	require.Equal(t, http.StatusOK, r.status)
 	require.Contains(t, r.body, `&lt;script&gt;`)

@@ -3,11 +3,8 @@ package adminui
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -48,10 +45,11 @@ func (h *handler) rules(w http.ResponseWriter, r *http.Request, q *req) {
 			c = &count{}
 			counts[f.Rule] = c
 		}
-		switch f.State {
-		case core.Throttled:
+		// A caller warned on its way to a denial counts in both.
+		if f.Throttles > 0 {
 			c.throttled++
-		case core.Warning:
+		}
+		if f.Warnings > 0 {
 			c.warned++
 		}
 	}
@@ -66,7 +64,7 @@ func (h *handler) rules(w http.ResponseWriter, r *http.Request, q *req) {
 	if bad != "" {
 		status = http.StatusBadRequest
 	}
-	h.render(w, r, q, status, "rules", &view{Title: "Rules", Nav: "rules", Error: bad, Data: map[string]any{
+	h.render(w, r, q, status, "rules", &view{Title: "Rules", Nav: "rules", Notice: h.deletedNotice(r), Error: bad, Data: map[string]any{
 		"Rules": rows, "Next": next, "Revision": h.eng.Snapshot().Revision(), "Find": find, "Algorithms": core.AlgorithmNames(),
 	}})
 }
@@ -79,33 +77,6 @@ func (h *handler) flagged() []engine.Flagged {
 	}
 	return h.recent.List(h.now())
 }
-
-// conflict describes an edit refused because the rule changed meanwhile.
-type conflict struct {
-	Yours, Now string
-	Changes    []change
-}
-
-type change struct{ Field, Value string }
-
-// formOf returns the form values of a stored rule.
-func formOf(rl *rulesdb.Rule) map[string]string {
-	on := func(b bool) string {
-		if b {
-			return "on"
-		}
-		return ""
-	}
-	return map[string]string{
-		"name": rl.Name, "endpoint_pattern": rl.EndpointPattern, "tier": rl.Tier,
-		"limit": strconv.FormatInt(rl.Limit, 10), "window_seconds": strconv.FormatInt(rl.WindowSeconds, 10),
-		"algorithm": rl.Algorithm, "burst": strconv.FormatInt(rl.Burst, 10),
-		"shadow": on(rl.Shadow), "enabled": on(rl.Enabled),
-	}
-}
-
-// formFields are the editable fields, in the form's order.
-var formFields = []string{"name", "endpoint_pattern", "tier", "limit", "window_seconds", "algorithm", "burst", "shadow", "enabled"}
 
 func (h *handler) renderRule(w http.ResponseWriter, r *http.Request, q *req, status int, rl *rulesdb.Rule, form, errs map[string]string, c *conflict, notice, top string) {
 	if errs == nil {
@@ -128,168 +99,10 @@ func (h *handler) rule(w http.ResponseWriter, r *http.Request, q *req) {
 		return
 	}
 	notice := ""
-	if r.URL.Query().Get("saved") != "" {
-		notice = "Saved: version " + rl.ETag + " is stored and goes into force on every instance within a second."
-		if h.sync != nil {
-			notice = "Saved: version " + rl.ETag + " is in force on this instance, and on every instance within a second."
-		}
+	if saved := r.URL.Query().Get("saved"); saved != "" {
+		notice = h.savedNotice(saved, rl)
 	}
 	h.renderRule(w, r, q, http.StatusOK, rl, formOf(rl), nil, nil, notice, "")
-}
-
-// saveRule stores a rule's edited fields, provided the rule is still at the
-// version the form was rendered from.
-func (h *handler) saveRule(w http.ResponseWriter, r *http.Request, q *req) {
-	if !q.canWrite() {
-		h.message(w, r, q, http.StatusForbidden, "Forbidden: your token has the read scope; saving needs the write scope")
-		return
-	}
-	ctx := r.Context()
-	cur, err := h.db.Get(ctx, r.PathValue("id"))
-	if errors.Is(err, rulesdb.ErrNotFound) {
-		h.message(w, r, q, http.StatusNotFound, "No such rule (deleted meanwhile?)")
-		return
-	}
-	if err != nil {
-		h.failed(w, r, q, "reading the rule", err)
-		return
-	}
-	form := map[string]string{}
-	for _, f := range formFields {
-		form[f] = strings.TrimSpace(r.PostFormValue(f))
-	}
-	etag := r.PostFormValue("etag")
-	next, errs := ruleOf(cur, form)
-	shown := *cur
-	shown.ETag = etag // the form keeps the version it edits
-	if etag == "" {
-		h.renderRule(w, r, q, http.StatusBadRequest, &shown, form, errs, nil, "", "etag: missing from the form; reload the page.")
-		return
-	}
-	if len(errs) > 0 {
-		h.renderRule(w, r, q, http.StatusBadRequest, &shown, form, errs, nil, "", "Not saved: correct the fields marked below.")
-		return
-	}
-	saved, err := h.db.Update(ctx, q.who.Name, next, etag)
-	switch {
-	case err == nil:
-		if !h.inForce(w, r, q, saved) {
-			return
-		}
-		http.Redirect(w, r, "/admin/rules/"+url.PathEscape(saved.ID)+"?saved=1", http.StatusSeeOther)
-	case errors.Is(err, rulesdb.ErrStale):
-		h.conflicted(w, r, q, cur.ID, etag, form)
-	case errors.Is(err, rulesdb.ErrNotFound):
-		h.message(w, r, q, http.StatusNotFound, "No such rule (deleted meanwhile?)")
-	case errors.Is(err, rulesdb.ErrInvalid):
-		errs, top := fieldErrors(err)
-		if top == "" {
-			top = "Not saved: correct the fields marked below."
-		}
-		h.renderRule(w, r, q, http.StatusBadRequest, &shown, form, errs, nil, "", top)
-	default:
-		h.failed(w, r, q, "saving the rule", err)
-	}
-}
-
-// conflicted answers a save of the rule id from the form of version etag
-// that another write overtook: 409, the rule as it is now, and the
-// changes of form against it, to apply again.
-func (h *handler) conflicted(w http.ResponseWriter, r *http.Request, q *req, id, etag string, form map[string]string) {
-	now, err := h.db.Get(r.Context(), id)
-	if err != nil {
-		h.failed(w, r, q, "reading the rule", err)
-		return
-	}
-	c := &conflict{Yours: etag, Now: now.ETag}
-	nowForm := formOf(now)
-	for _, f := range formFields {
-		if form[f] != nowForm[f] {
-			c.Changes = append(c.Changes, change{Field: f, Value: form[f]})
-		}
-	}
-	h.renderRule(w, r, q, http.StatusConflict, now, nowForm, nil, c, "", "")
-}
-
-// inForce waits until the saved rule's revision is in force on this
-// instance (Options.Sync) and reports true; otherwise it answers 503 with
-// the rule as saved and why it is not in force, and reports false.
-func (h *handler) inForce(w http.ResponseWriter, r *http.Request, q *req, saved *rulesdb.Rule) bool {
-	if h.sync == nil {
-		return true
-	}
-	err := h.sync.Sync(r.Context(), saved.Revision)
-	if err == nil {
-		return true
-	}
-	var nf *rulesdb.NotInForceError
-	msg := "Saved as version " + saved.ETag + ", but this instance could not confirm it in force; reload the page shortly."
-	if errors.As(err, &nf) {
-		msg = fmt.Sprintf("Saved as version %s, but not in force on this instance in time: version \"%d\" is. It takes effect when the instance loads it; reload the page shortly.", saved.ETag, nf.InForce)
-		if nf.Refused {
-			msg = fmt.Sprintf("Saved as version %s, but this instance refused to put the rules in force (version \"%d\" stays; the cause is logged): correct the rules with another change.", saved.ETag, nf.InForce)
-		}
-	}
-	h.log.ErrorContext(r.Context(), "adminui: a saved rule is not in force on this instance", "rule", saved.ID, "revision", saved.Revision, "err", err)
-	h.renderRule(w, r, q, http.StatusServiceUnavailable, saved, formOf(saved), nil, nil, "", msg)
-	return false
-}
-
-// ruleOf applies the form to cur; errs names each field that is not
-// well-formed.
-func ruleOf(cur *rulesdb.Rule, form map[string]string) (rulesdb.Rule, map[string]string) {
-	next := *cur
-	errs := map[string]string{}
-	num := func(field string, dst *int64) {
-		v, err := strconv.ParseInt(form[field], 10, 64)
-		if err != nil {
-			errs[field] = "must be a whole number"
-			return
-		}
-		*dst = v
-	}
-	next.Name, next.EndpointPattern, next.Tier = form["name"], form["endpoint_pattern"], form["tier"]
-	num("limit", &next.Limit)
-	num("window_seconds", &next.WindowSeconds)
-	if form["burst"] == "" {
-		next.Burst = 0
-	} else {
-		num("burst", &next.Burst)
-	}
-	next.Algorithm = form["algorithm"]
-	if _, err := core.ParseAlgorithm(next.Algorithm); err != nil {
-		errs["algorithm"] = "must be one of " + strings.Join(core.AlgorithmNames(), ", ")
-	}
-	next.Shadow, next.Enabled = form["shadow"] == "on", form["enabled"] == "on"
-	return next, errs
-}
-
-// fieldErrors maps the refusals of the store (joined ones each) to the
-// form's fields by the field each *core.FieldError names (a Rule's JSON
-// member, which the form's fields are); what names no field of the form is
-// returned as top.
-func fieldErrors(err error) (map[string]string, string) {
-	errs := map[string]string{}
-	var top []string
-	list := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	}
-	for _, e := range list {
-		var fe *core.FieldError
-		switch {
-		case !errors.As(e, &fe):
-			top = append(top, "the rule was refused")
-		case !slices.Contains(formFields, fe.Field):
-			top = append(top, fe.Error())
-		default:
-			if errs[fe.Field] != "" {
-				errs[fe.Field] += "; "
-			}
-			errs[fe.Field] += fe.Message
-		}
-	}
-	return errs, strings.Join(top, "; ")
 }
 
 // usageRow is one rule of a caller's effective limits.
@@ -320,10 +133,16 @@ func (h *handler) users(w http.ResponseWriter, r *http.Request, q *req) {
 	if dim == "" {
 		dim = "user"
 	}
+	h.showUser(w, r, q, http.StatusOK, dim, id, &userWrite{Notice: userNotices[qs.Get("done")]})
+}
+
+// showUser answers status with the caller's page and uw, the state of its
+// forms.
+func (h *handler) showUser(w http.ResponseWriter, r *http.Request, q *req, status int, dim, id string, uw *userWrite) {
 	data := map[string]any{"Dimension": dim, "ID": id, "Asked": false}
-	v := &view{Title: "Users", Nav: "users", Data: data}
+	v := &view{Title: "Users", Nav: "users", Data: data, Notice: uw.Notice, Error: uw.Top}
 	if id == "" {
-		h.render(w, r, q, http.StatusOK, "users", v)
+		h.render(w, r, q, status, "users", v)
 		return
 	}
 	usage, err := h.eng.Usage(r.Context(), dim, id)
@@ -366,7 +185,8 @@ func (h *handler) users(w http.ResponseWriter, r *http.Request, q *req) {
 		}
 	}
 	data["Overrides"] = ovs
-	h.render(w, r, q, http.StatusOK, "users", v)
+	h.userForms(data, snap, dim, uw)
+	h.render(w, r, q, status, "users", v)
 }
 
 // overrides lists the overrides in force, the soonest to lapse first.
@@ -380,7 +200,7 @@ func (h *handler) overrides(w http.ResponseWriter, r *http.Request, q *req) {
 		}
 	}
 	slices.SortStableFunc(rows, func(a, b overrideRow) int { return a.until.Compare(b.until) })
-	h.render(w, r, q, http.StatusOK, "overrides", &view{Title: "Overrides", Nav: "overrides", Data: map[string]any{
+	h.render(w, r, q, http.StatusOK, "overrides", &view{Title: "Overrides", Nav: "overrides", Notice: userNotices[r.URL.Query().Get("done")], Data: map[string]any{
 		"Overrides": capped(rows), "More": max(0, len(rows)-maxListed), "Revision": snap.Revision(),
 	}})
 }

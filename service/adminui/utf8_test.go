@@ -13,7 +13,7 @@ import (
 
 // queryParams are the query parameters the pages read (any other is
 // checked the same way: "zz").
-var queryParams = []string{"cursor", "saved", "dimension", "id", "actor", "target", "rule", "zz"}
+var queryParams = []string{"cursor", "saved", "deleted", "done", "dimension", "id", "actor", "target", "rule", "zz"}
 
 // A request to any route of the page's router (table) with text that is
 // not valid UTF-8 in a path wildcard, a query parameter's name or value,
@@ -25,11 +25,7 @@ func TestInvalidUTF8Refused(t *testing.T) {
 		c := s.client()
 		c.login(s.write)
 		page := c.get("/admin/rules/orders").body
-		forms := map[string]url.Values{
-			"POST /admin/login":      {"token": {s.write}},
-			"POST /admin/logout":     {"csrf": {csrf(t, page)}},
-			"POST /admin/rules/{id}": ruleForm(t, page),
-		}
+		forms := validForms(t, s, page)
 		before := s.revision()
 		sent := 0
 		refused := func(r resp, field string) {

@@ -41,8 +41,11 @@ type Flagged struct {
 	// core.Warning.
 	State core.State
 	// Count is how many decisions warned or throttled the caller under the
-	// rule in the window (since it was last absent for a whole window).
-	Count int64
+	// rule in the window (since it was last absent for a whole window):
+	// Warnings of them left it in the Warning state, Throttles denied it
+	// (or, a shadow rule, would have). A caller warned on its way to a
+	// denial has both, though its State is Throttled.
+	Count, Warnings, Throttles int64
 	// Last is when it last happened, on the store's clock.
 	Last time.Time
 }
@@ -52,7 +55,8 @@ type flagKey struct{ rule, dimension, identifier string }
 type flagEntry struct {
 	key        flagKey
 	state      core.State
-	count      int64
+	warnings   int64
+	throttles  int64
 	last       int64 // µs
 	prev, next *flagEntry
 }
@@ -116,9 +120,9 @@ func (r *Recent) add(k flagKey, st core.State, at int64) {
 	win := r.window.Microseconds()
 	if e := r.m[k]; e != nil {
 		if at-e.last >= win { // absent a whole window: a new run
-			e.count, e.state = 0, core.Normal
+			e.warnings, e.throttles, e.state = 0, 0, core.Normal
 		}
-		e.count++
+		e.count(st)
 		e.state = max(e.state, st)
 		e.last = max(e.last, at)
 		r.toFront(e)
@@ -128,9 +132,19 @@ func (r *Recent) add(k flagKey, st core.State, at int64) {
 	for r.head != nil && (len(r.m) >= r.max || at-r.head.prev.last >= win) {
 		r.remove(r.head.prev)
 	}
-	e := &flagEntry{key: flagKey{strings.Clone(k.rule), strings.Clone(k.dimension), strings.Clone(k.identifier)}, state: st, count: 1, last: at}
+	e := &flagEntry{key: flagKey{strings.Clone(k.rule), strings.Clone(k.dimension), strings.Clone(k.identifier)}, state: st, last: at}
+	e.count(st)
 	r.m[e.key] = e
 	r.pushFront(e)
+}
+
+// count counts one decision that left e's caller in state st.
+func (e *flagEntry) count(st core.State) {
+	if st == core.Throttled {
+		e.throttles++
+	} else {
+		e.warnings++
+	}
 }
 
 func (r *Recent) pushFront(e *flagEntry) {
@@ -183,7 +197,8 @@ func (r *Recent) List(now time.Time) []Flagged {
 		e := r.head
 		for {
 			if e.last > cut {
-				out = append(out, Flagged{Rule: e.key.rule, Dimension: e.key.dimension, Identifier: e.key.identifier, State: e.state, Count: e.count, Last: time.UnixMicro(e.last)})
+				out = append(out, Flagged{Rule: e.key.rule, Dimension: e.key.dimension, Identifier: e.key.identifier, State: e.state,
+					Count: e.warnings + e.throttles, Warnings: e.warnings, Throttles: e.throttles, Last: time.UnixMicro(e.last)})
 			}
 			if e = e.next; e == r.head {
 				break

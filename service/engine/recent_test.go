@@ -54,7 +54,7 @@ func TestRecentThroughTheEngine(t *testing.T) {
 		return engine.Flagged{}
 	}
 	ann := at("ann")
-	require.Equal(t, engine.Flagged{Rule: "orders", Dimension: "user", Identifier: "ann", State: core.Throttled, Count: 2, Last: ann.Last}, ann)
+	require.Equal(t, engine.Flagged{Rule: "orders", Dimension: "user", Identifier: "ann", State: core.Throttled, Count: 2, Warnings: 1, Throttles: 1, Last: ann.Last}, ann, "warned, then throttled: both counted")
 	require.WithinDuration(t, clock.Now().Add(-time.Second), ann.Last, time.Millisecond)
 	require.Equal(t, core.Warning, at("carl").State, "carl's peek is not recorded: only the warning of his checks")
 	require.EqualValues(t, 1, at("carl").Count)

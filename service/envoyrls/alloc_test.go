@@ -4,11 +4,17 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/stretchr/testify/require"
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+
+	"github.com/sluicehq/sluice/service/engine"
+	"github.com/sluicehq/sluice/service/envoyrls"
+	"github.com/sluicehq/sluice/service/internal/traffic"
+	"github.com/sluicehq/sluice/service/rules"
 )
 
 // A ShouldRateLimit of one or two descriptors makes five allocations: one
@@ -16,9 +22,33 @@ import (
 // its header fields, and the engine's four (the counter's identity, the
 // statuses, the decision's results, the text of the header fields);
 // allowed or denied (a Retry-After more), with a descriptor of an
-// unlimited rule beside.
+// unlimited rule beside. With an observer (ratelimitd always has its
+// metrics) the engine makes a sixth, the descriptors' identities it tells
+// the observers; counting the decisions for the admin page's traffic adds
+// none beyond it.
 func TestShouldRateLimitAllocations(t *testing.T) {
-	s := benchServer(t)
+	t.Run("engine", func(t *testing.T) { shouldRateLimitAllocations(t, benchServer(t), 0) })
+	t.Run("observed", func(t *testing.T) {
+		shouldRateLimitAllocations(t, envoyrls.New(memoryEngine(t, enRules(nil), engine.WithObserver(nopObserver{}))), 1)
+	})
+	t.Run("traffic counted", func(t *testing.T) {
+		rec := traffic.NewRecorder()
+		shouldRateLimitAllocations(t, envoyrls.New(memoryEngine(t, enRules(nil), engine.WithObserver(rec))), 1)
+		now := time.Now()
+		rec.Tick(now)
+		require.GreaterOrEqual(t, rec.Instance(now.Add(time.Second)).Hour.Total(), int64(3*199), "every decision counted")
+	})
+}
+
+// nopObserver observes nothing.
+type nopObserver struct{}
+
+func (nopObserver) Decided(context.Context, *engine.Event) {}
+func (nopObserver) Reloaded(*rules.Snapshot, error)        {}
+
+// shouldRateLimitAllocations holds s's ShouldRateLimit to 5 allocations,
+// plus extra.
+func shouldRateLimitAllocations(t *testing.T, s *envoyrls.Server, extra float64) {
 	ctx := context.Background()
 	n := 0
 	for _, c := range []struct {
@@ -51,7 +81,7 @@ func TestShouldRateLimitAllocations(t *testing.T) {
 			require.NoError(t, errs[j])
 			require.NotEmpty(t, resps[j].GetResponseHeadersToAdd(), c.name)
 		}
-		require.Equal(t, c.allocs, got, c.name)
+		require.Equal(t, c.allocs+extra, got, c.name)
 	}
 }
 

@@ -46,12 +46,12 @@ func enRules(*testing.T) string          { return filepath.Join("testdata", "env
 
 // memoryEngine is an engine on a memory store (real clock) under the rules
 // file at path, for fuzzing and benchmarks.
-func memoryEngine(tb testing.TB, path string) *engine.Engine {
+func memoryEngine(tb testing.TB, path string, opts ...engine.Option) *engine.Engine {
 	tb.Helper()
 	st, err := memorystore.New()
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = st.Close() })
-	e, err := engine.New(context.Background(), st, rules.NewFile(path))
+	e, err := engine.New(context.Background(), st, rules.NewFile(path), opts...)
 	require.NoError(tb, err)
 	return e
 }

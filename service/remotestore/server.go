@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/core"
+	"github.com/sluicehq/sluice/core/storekit"
 	"github.com/sluicehq/sluice/service/ratelimitv1"
 )
 
@@ -226,7 +227,7 @@ func (s *Server) SetOverride(ctx context.Context, req *ratelimitv1.SetOverrideRe
 		err = validKey(req.Key)
 	}
 	if err == nil {
-		err = core.ValidateOverride(o, time.Now())
+		err = storekit.ValidateOverride(o, time.Now())
 	}
 	if err != nil {
 		return nil, toStatus(ctx, s.log, "SetOverride", err)

@@ -13,7 +13,7 @@ import (
 
 // stacked: a global middleware and one on the route are two Limiters,
 // each counting on its own; the request's headers and Decision are their
-// merge (core.Merge), naming the most constraining policy, and each
+// merge (middleware.Merge), naming the most constraining policy, and each
 // middleware refunds only its own admission.
 func stacked(t *testing.T, h Harness) {
 	t.Run("FirstBinds", func(t *testing.T) { stackedFirstBinds(t, h) })

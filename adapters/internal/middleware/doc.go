@@ -7,7 +7,7 @@
 // call each, with no handler to run after): skip,
 // cost, decide, a client gone or an undecided request (the error handler,
 // or log and continue), no policy applied, the merge with an earlier sluice
-// middleware's Decision (core.Merge: stacked middlewares), headers, the
+// middleware's Decision (Merge: stacked middlewares), headers, the
 // Decision stored, the denial, the rest of the chain, and the refund after
 // the response with its status. An adapter maps its framework onto it with
 // a Framework (its request value, its per-request state, how the chain

@@ -58,7 +58,7 @@ type Framework[C any, R Request] interface {
 	Earlier(c C) *core.Decision
 	// Publish sets the rate-limit headers of d, formatted by f, on the
 	// response and stores d where the adapter's DecisionFrom finds it. d is
-	// r's own Decision, or its merge with an earlier one (core.Merge).
+	// r's own Decision, or its merge with an earlier one (Merge).
 	Publish(c C, r R, d *core.Decision, f *fieldfmt.Formatter)
 	// Next runs the rest of the chain; r is nil when the request was not
 	// decided (skipped).
@@ -146,7 +146,7 @@ func (f *Flow[C, R, F]) Run(c C) error {
 	}
 	// A stacked middleware's headers and Decision are those of both: the
 	// most constraining policy is the one named.
-	f.fw.Publish(c, r, core.Merge(f.fw.Earlier(c), d), f.f)
+	f.fw.Publish(c, r, Merge(f.fw.Earlier(c), d), f.f)
 	if !d.Allowed {
 		err = f.cfg.Denied(c, r)
 		f.fw.Abort(c)

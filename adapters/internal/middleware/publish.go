@@ -11,7 +11,7 @@ import (
 // PublishHTTP sets the fields of d, formatted by f, on h and returns req
 // carrying d in its context (httpfields.DecisionFrom), for the adapters
 // built on net/http. When d is s's own Decision, the values and the
-// request live in s: no allocation. A merged Decision (core.Merge, stacked
+// request live in s: no allocation. A merged Decision (Merge, stacked
 // middlewares) takes a few.
 func PublishHTTP(s *httpfields.Scratch, f *fieldfmt.Formatter, h http.Header, req *http.Request, d *core.Decision) *http.Request {
 	if d == &s.Decision {

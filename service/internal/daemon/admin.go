@@ -16,6 +16,7 @@ import (
 	"github.com/sluicehq/sluice/service/grpcapi"
 	"github.com/sluicehq/sluice/service/internal/problem"
 	"github.com/sluicehq/sluice/service/internal/requestid"
+	"github.com/sluicehq/sluice/service/internal/traffic"
 	"github.com/sluicehq/sluice/service/remotestore"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
@@ -37,6 +38,9 @@ type admin struct {
 	src   *rulesdb.Source
 	build func(*rulesdb.DB) (auth *adminauth.Auth, api, page http.Handler, err error)
 	log   *slog.Logger
+	// The page's traffic: set before the first build.
+	traffic *traffic.Recorder
+	fleet   *traffic.Fleet
 
 	mu        sync.Mutex
 	auth      *adminauth.Auth // also guards the gRPC admin calls (--grpc-auth=admin)
@@ -45,7 +49,8 @@ type admin struct {
 }
 
 func newAdmin(src *rulesdb.Source, store core.Store, e *engine.Engine, recent *engine.Recent, log *slog.Logger) *admin {
-	return &admin{src: src, log: log, build: func(d *rulesdb.DB) (*adminauth.Auth, http.Handler, http.Handler, error) {
+	a := &admin{src: src, log: log}
+	a.build = func(d *rulesdb.DB) (*adminauth.Auth, http.Handler, http.Handler, error) {
 		auth, err := adminauth.New(d, store, adminauth.Options{Logger: log})
 		if err != nil {
 			return nil, nil, nil, err
@@ -56,12 +61,14 @@ func newAdmin(src *rulesdb.Source, store core.Store, e *engine.Engine, recent *e
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		page, err := adminui.New(adminui.Options{DB: d, Engine: e, Auth: auth, Recent: recent, Logger: log, Sync: src})
+		page, err := adminui.New(adminui.Options{DB: d, Engine: e, Auth: auth, Recent: recent, Logger: log, Sync: src,
+			Traffic: a.traffic, Fleet: a.fleet})
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		return auth, api, page, nil
-	}}
+	}
+	return a
 }
 
 // mount registers the API's paths and the page's /admin/ through handle.

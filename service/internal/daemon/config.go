@@ -44,6 +44,10 @@ type Config struct {
 	StoreTimeout      time.Duration
 	DenyCacheKeys     int
 	MemoryMaxKeys     int
+	// TrafficPublish is how often, with --redis and --db, the instance
+	// publishes its per-minute traffic counts to Redis for the admin
+	// page's fleet figures; 0 publishes nothing.
+	TrafficPublish time.Duration
 
 	TLSCert, TLSKey string
 
@@ -121,6 +125,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.FallbackInstances, "fallback-instances", 1, "the number of ratelimitd instances sharing Redis, dividing each limit in fallback mode")
 	fs.DurationVar(&c.StoreTimeout, "store-timeout", 5*time.Millisecond, "bound on each Redis call; a slower call is a failure answered by --failure-mode")
 	fs.IntVar(&c.DenyCacheKeys, "deny-cache-keys", 100_000, "keys the guard's deny cache holds (a key denied by Redis is denied locally until its retry time); 0 disables it")
+	fs.DurationVar(&c.TrafficPublish, "traffic-publish", 10*time.Second, "with --redis and --db: how often this instance publishes its per-minute traffic counts to Redis, for the admin page's fleet figures (one round trip, off the decision path); 0: never (the page shows this instance alone)")
 	fs.IntVar(&c.MemoryMaxKeys, "memory-max-keys", 1<<20, "keys the memory store holds (the store without --redis, and fallback mode's local limiter); when full, the most nearly fresh keys are evicted first (a throttled key last)")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate: serve gRPC and HTTP over TLS (with --tls-key)")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key of --tls-cert")
@@ -249,6 +254,9 @@ func (c *Config) storeErrors() []error {
 	case "open", "closed", "fallback":
 	default:
 		errs = append(errs, fmt.Errorf("--failure-mode: want open, closed or fallback, got %q", c.FailureMode))
+	}
+	if c.TrafficPublish < 0 || (c.TrafficPublish > 0 && c.TrafficPublish < 100*time.Millisecond) {
+		errs = append(errs, fmt.Errorf("--traffic-publish: must be 0 (never) or at least 100ms, got %s", c.TrafficPublish))
 	}
 	if c.FallbackInstances < 1 {
 		errs = append(errs, fmt.Errorf("--fallback-instances: must be at least 1, got %d", c.FallbackInstances))

@@ -137,6 +137,7 @@ func (d *Daemon) start(ctx context.Context) error {
 	if err := d.followAdmin(d.wiring); err != nil {
 		return err
 	}
+	d.runTraffic(bg, d.wiring)
 	ls, err := listen(&d.cfg, tlsConf)
 	if err != nil {
 		return err

@@ -27,6 +27,9 @@ type storeSet struct {
 	ping func(ctx context.Context) error
 	// guard is the guard around Redis, nil for the memory store.
 	guard *guard.Store
+	// redis is the Redis client, nil for the memory store (the admin
+	// page's fleet figures are published through it).
+	redis redis.UniversalClient
 	close func()
 }
 
@@ -96,6 +99,7 @@ func openStore(c *Config, log *slog.Logger, obs guard.Observer, now func() time.
 		name:  fmt.Sprintf("redis (%s) at %s", t.Kind, c.Redis),
 		ping:  func(ctx context.Context) error { return pingRedis(ctx, client) },
 		guard: g,
+		redis: client,
 		// The lease layer first: it gives its blocks' unused units back.
 		close: func() { _ = ls.Close(); _ = g.Close(); _ = rs.Close(); _ = client.Close() },
 	}, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/service/envoyrls"
 	"github.com/sluicehq/sluice/service/grpcapi"
 	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/internal/traffic"
 	"github.com/sluicehq/sluice/service/remotestore"
 	"github.com/sluicehq/sluice/service/rules"
 	"github.com/sluicehq/sluice/service/rulesdb"
@@ -31,6 +32,10 @@ type wiring struct {
 	// admin is the admin API and page of --db (nil without --db), whose
 	// Auth also guards the gRPC admin calls.
 	admin *admin
+	// traffic counts the decisions for the admin page (nil without --db);
+	// fleet publishes them to Redis and sums the fleet's (nil without).
+	traffic *traffic.Recorder
+	fleet   *traffic.Fleet
 }
 
 // run follows the rules source until ctx ends (engine.Run: a valid change
@@ -101,10 +106,13 @@ func (d *Daemon) newEngine(ctx context.Context) (*wiring, *engine.Recent, error)
 		opts = append(opts, engine.WithClock(d.now))
 	}
 	var recent *engine.Recent
+	var rec *traffic.Recorder
+	var fleet *traffic.Fleet
 	if db != nil {
 		obs.cachedAt = db.CachedAt
 		recent = engine.NewRecent(recentWindow, recentMax)
-		opts = append(opts, engine.WithObserver(recent))
+		rec, fleet = d.newTraffic()
+		opts = append(opts, engine.WithObserver(recent), engine.WithObserver(rec))
 	}
 	e, err := engine.New(ctx, d.store.store, src, opts...)
 	if err != nil {
@@ -117,7 +125,7 @@ func (d *Daemon) newEngine(ctx context.Context) (*wiring, *engine.Recent, error)
 	s := e.Snapshot()
 	obs.applied(s)
 	d.log.Info("rules loaded", "revision", s.Revision(), "rules", len(s.Rules()))
-	return &wiring{engine: e, rulesDB: db, close: closeSrc}, recent, nil
+	return &wiring{engine: e, rulesDB: db, close: closeSrc, traffic: rec, fleet: fleet}, recent, nil
 }
 
 // register puts the front doors of w's engine on gs and, through handle,
@@ -131,6 +139,7 @@ func (d *Daemon) register(w *wiring, recent *engine.Recent, gs *grpc.Server, han
 		// With --db every gRPC admin change is audited (and refused when it
 		// cannot be).
 		w.admin = newAdmin(w.rulesDB, d.store.store, w.engine, recent, d.log)
+		w.admin.traffic, w.admin.fleet = w.traffic, w.fleet
 		apiOpts = append(apiOpts, grpcapi.WithRecorder(w.admin.resetRecorder))
 		storeOpts = append(storeOpts, remotestore.WithRecorder(w.admin.storeRecorder))
 	}

@@ -122,6 +122,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (err error) {
 	s.say("")
 	s.say("Admin page: http://%s/admin/ (sign in with the token %s)", d.HTTPAddr, token)
 	s.say("The rule's changes, field by field: http://%s/admin/audit?target=rule%%2F%s", d.HTTPAddr, ruleID)
+	s.say("Traffic of these checks: http://%s/admin/traffic (allowed, warned, shadow-denied, denied per second and per minute; the callers throttled)", d.HTTPAddr)
 	if cfg.Keep {
 		s.say("ADMIN_DEMO_KEEP=1: serving until Ctrl-C")
 		if cfg.Kept != nil {

@@ -78,6 +78,7 @@ func TestAdminDemo(t *testing.T) {
 		`/admin/ \(sign in with the token slk_\S+\)`,
 		`(?m)^3 +\S+ +demo-admin +rule\.update +rule/orders\n     limit: 3 → 5$`,
 		`/admin/audit\?target=rule%2Forders`,
+		`Traffic of these checks: http://\S+/admin/traffic `,
 	} {
 		require.Regexp(t, re, s)
 	}

@@ -1,7 +1,8 @@
-package core_test
+package middleware
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func TestMerge(t *testing.T) {
 	}
 
 	g, lg := check(global), check(login)
-	m := core.Merge(g, lg)
+	m := Merge(g, lg)
 	require.True(t, m.Allowed)
 	require.Len(t, m.Results, 2)
 	require.Equal(t, "global", m.Results[0].Policy)
@@ -54,7 +55,7 @@ func TestMerge(t *testing.T) {
 	require.True(t, check(login).Allowed, "the second of two")
 	d := check(login)
 	require.False(t, d.Allowed)
-	m = core.Merge(check(global), d)
+	m = Merge(check(global), d)
 	require.False(t, m.Allowed)
 	require.Equal(t, "login", m.Bound().Policy)
 	require.Positive(t, m.Bound().RetryAfter)
@@ -63,13 +64,70 @@ func TestMerge(t *testing.T) {
 	// The longest wait binds among denials, whichever limiter decided it.
 	tight := newLimiter("tight", core.PerHour(1))
 	check(tight)
-	m = core.Merge(check(tight), check(login))
+	m = Merge(check(tight), check(login))
 	require.False(t, m.Allowed)
 	require.Equal(t, "tight", m.Bound().Policy, "an hour's wait binds over a minute's")
 
 	// Nothing to merge with: the Decision itself.
-	require.Same(t, d, core.Merge(nil, d))
-	require.Same(t, d, core.Merge(&core.Decision{}, d))
-	require.Same(t, d, core.Merge(d, nil))
-	require.Nil(t, core.Merge(nil, nil))
+	require.Same(t, d, Merge(nil, d))
+	require.Same(t, d, Merge(&core.Decision{}, d))
+	require.Same(t, d, Merge(d, nil))
+	require.Nil(t, Merge(nil, nil))
+}
+
+// A merge shows every exported field of its Results, whatever fields
+// PolicyResult and Result gain: shown copies them all.
+func TestMergeShowsEveryField(t *testing.T) {
+	var p core.PolicyResult
+	fill(t, reflect.ValueOf(&p).Elem())
+	got := shown(&p)
+	requireExportedEqual(t, reflect.ValueOf(p), reflect.ValueOf(got), "PolicyResult")
+	require.Equal(t, p.Result, got.Result)
+}
+
+// fill sets every exported field of v, a struct, to a value other than
+// its zero value.
+func fill(t *testing.T, v reflect.Value) {
+	t.Helper()
+	for i := range v.NumField() {
+		f, sf := v.Field(i), v.Type().Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			f.SetInt(int64(i + 1))
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			f.SetUint(uint64(i + 1))
+		case reflect.Float64, reflect.Float32:
+			f.SetFloat(float64(i) + 0.5)
+		case reflect.String:
+			f.SetString(sf.Name)
+		case reflect.Struct:
+			fill(t, f)
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+			if f.Elem().Kind() == reflect.Struct {
+				fill(t, f.Elem())
+			}
+		default:
+			t.Fatalf("fill: field %s of kind %s", sf.Name, f.Kind())
+		}
+	}
+}
+
+// requireExportedEqual: a and b, structs of one type, hold the same
+// exported fields, each set (not zero).
+func requireExportedEqual(t *testing.T, a, b reflect.Value, path string) {
+	t.Helper()
+	for i := range a.NumField() {
+		sf := a.Type().Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		require.False(t, a.Field(i).IsZero(), "%s.%s is set", path, sf.Name)
+		require.True(t, reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()), "%s.%s is kept", path, sf.Name)
+	}
 }
