@@ -10,12 +10,19 @@ import (
 
 // auditList is the answer of GET /audit.
 type auditList struct {
-	Entries    []rulesdb.AuditEntry `json:"entries"`
-	NextCursor string               `json:"next_cursor"`
+	Entries    []auditEntry `json:"entries"`
+	NextCursor string       `json:"next_cursor"`
+}
+
+// auditEntry is an audit row with what it changed, member by member
+// (rulesdb's Changes; absent when before or after is not an object).
+type auditEntry struct {
+	rulesdb.AuditEntry
+	Changes []rulesdb.FieldChange `json:"changes,omitempty"`
 }
 
 func (a *api) audit(w http.ResponseWriter, r *http.Request) *apiError {
-	q, e := readQuery(r, "actor", "target", "since", "until", "order", "cursor", "limit")
+	q, e := readQuery(r, "actor", "action", "target", "since", "until", "order", "cursor", "limit")
 	if e != nil {
 		return e
 	}
@@ -23,7 +30,7 @@ func (a *api) audit(w http.ResponseWriter, r *http.Request) *apiError {
 	if e != nil {
 		return e
 	}
-	f := rulesdb.AuditFilter{Actor: q.get("actor"), Target: q.get("target"), Cursor: q.get("cursor"), Limit: limit}
+	f := rulesdb.AuditFilter{Actor: q.get("actor"), Action: q.get("action"), Target: q.get("target"), Cursor: q.get("cursor"), Limit: limit}
 	var fe errs
 	for _, p := range []struct {
 		name string
@@ -49,7 +56,7 @@ func (a *api) audit(w http.ResponseWriter, r *http.Request) *apiError {
 	default:
 		fe.add("order", "must be oldest or newest, got %q", clip(q.get("order")))
 	}
-	for _, p := range []string{"actor", "target"} {
+	for _, p := range []string{"actor", "action", "target"} {
 		if m := validText(q.get(p), 1024); m != "" {
 			fe.add(p, "%s", m)
 		}
@@ -64,12 +71,14 @@ func (a *api) audit(w http.ResponseWriter, r *http.Request) *apiError {
 	if err != nil {
 		return a.failed(r, "audit", err)
 	}
-	if es == nil {
-		es = []rulesdb.AuditEntry{}
+	out := make([]auditEntry, len(es))
+	for i, en := range es {
+		out[i].AuditEntry = en
+		out[i].Changes, _ = en.Changes()
 	}
 	if next != "" {
 		w.Header().Set("Link", nextLink(r, next))
 	}
-	writeJSON(w, http.StatusOK, auditList{Entries: es, NextCursor: next})
+	writeJSON(w, http.StatusOK, auditList{Entries: out, NextCursor: next})
 	return nil
 }

@@ -270,7 +270,7 @@ type ruleList struct {
 }
 
 func (a *api) listRules(w http.ResponseWriter, r *http.Request) *apiError {
-	q, e := readQuery(r, "limit", "cursor", "dimension", "tier", "algorithm", "enabled")
+	q, e := readQuery(r, "limit", "cursor", "dimension", "tier", "algorithm", "enabled", "id", "name", "endpoint")
 	if e != nil {
 		return e
 	}
@@ -290,6 +290,15 @@ func (a *api) listRules(w http.ResponseWriter, r *http.Request) *apiError {
 		f.Tier = q.get("tier")
 		if m := validTier(f.Tier); m != "" || f.Tier == "" {
 			fe.add("tier", "must name a tier")
+		}
+	}
+	for _, p := range []struct {
+		name string
+		dst  *string
+	}{{"id", &f.ID}, {"name", &f.Name}, {"endpoint", &f.Endpoint}} {
+		*p.dst = q.get(p.name)
+		if m := validText(*p.dst, 1024); m != "" {
+			fe.add(p.name, "%s", m)
 		}
 	}
 	if q.has("algorithm") {

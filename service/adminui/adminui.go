@@ -122,8 +122,8 @@ func New(o Options) (http.Handler, error) {
 		"'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 	funcs := template.FuncMap{"fmtTime": fmtTime}
 	h.pages = map[string]*template.Template{}
-	for _, name := range []string{"login", "rules", "rule", "users", "overrides", "audit", "recent", "message", "rulenew", "ruledelete", "traffic"} {
-		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/writeparts.html", "templates/"+name+".html")
+	for _, name := range []string{"login", "rules", "rule", "users", "overrides", "audit", "recent", "message", "rulenew", "ruledelete", "traffic", "callers"} {
+		t, err := template.New(name).Funcs(funcs).ParseFS(files, "templates/layout.html", "templates/writeparts.html", "templates/part_*.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("adminui: template %s: %w", name, err)
 		}
@@ -156,6 +156,7 @@ func (h *handler) table() []page {
 		{pattern: "GET /admin/rules/{id}", serve: h.authed(h.rule)},
 		{pattern: "POST /admin/rules/{id}", serve: h.authed(h.saveRule), form: append(slices.Clone(formFields), "etag", "csrf")},
 		{pattern: "GET /admin/users", serve: h.authed(h.users)},
+		{pattern: "GET /admin/callers", serve: h.authed(h.callers)},
 		{pattern: "GET /admin/overrides", serve: h.authed(h.overrides)},
 		{pattern: "GET /admin/audit", serve: h.authed(h.audit)},
 		{pattern: "GET /admin/recent", serve: h.authed(h.recentPage)},

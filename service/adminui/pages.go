@@ -32,8 +32,7 @@ type ruleRow struct {
 
 // rules lists the stored rules with their recent warnings and throttles.
 func (h *handler) rules(w http.ResponseWriter, r *http.Request, q *req) {
-	cursor := r.URL.Query().Get("cursor")
-	list, next, err := h.db.List(r.Context(), cursor, rulesPerPage)
+	find, list, next, err := h.findRules(r)
 	if err != nil {
 		h.failed(w, r, q, "listing the rules", err)
 		return
@@ -61,8 +60,12 @@ func (h *handler) rules(w http.ResponseWriter, r *http.Request, q *req) {
 			rows[i].Warned, rows[i].Throttled = c.warned, c.throttled
 		}
 	}
-	h.render(w, r, q, http.StatusOK, "rules", &view{Title: "Rules", Nav: "rules", Notice: h.deletedNotice(r), Data: map[string]any{
-		"Rules": rows, "Next": next, "Revision": h.eng.Snapshot().Revision(),
+	status, bad := http.StatusOK, find.bad(append(ruleFields, "cursor")...)
+	if bad != "" {
+		status = http.StatusBadRequest
+	}
+	h.render(w, r, q, status, "rules", &view{Title: "Rules", Nav: "rules", Notice: h.deletedNotice(r), Error: bad, Data: map[string]any{
+		"Rules": rows, "Next": next, "Revision": h.eng.Snapshot().Revision(), "Find": find, "Algorithms": core.AlgorithmNames(),
 	}})
 }
 
@@ -200,29 +203,6 @@ func (h *handler) overrides(w http.ResponseWriter, r *http.Request, q *req) {
 	h.render(w, r, q, http.StatusOK, "overrides", &view{Title: "Overrides", Nav: "overrides", Notice: userNotices[r.URL.Query().Get("done")], Data: map[string]any{
 		"Overrides": capped(rows), "More": max(0, len(rows)-maxListed), "Revision": snap.Revision(),
 	}})
-}
-
-// auditPage is how many audit entries a page shows.
-const auditPage = 100
-
-// audit shows the audit trail, newest first, filtered by actor and target.
-func (h *handler) audit(w http.ResponseWriter, r *http.Request, q *req) {
-	qs := r.URL.Query()
-	f := rulesdb.AuditFilter{Actor: qs.Get("actor"), Target: qs.Get("target"), Cursor: qs.Get("cursor"), Newest: true, Limit: auditPage}
-	data := map[string]any{"Actor": f.Actor, "Target": f.Target}
-	v := &view{Title: "Audit", Nav: "audit", Data: data}
-	entries, next, err := h.db.AuditQuery(r.Context(), f)
-	if errors.Is(err, rulesdb.ErrCursor) {
-		v.Error = "cursor: not from this listing; start again from the first page."
-		h.render(w, r, q, http.StatusBadRequest, "audit", v)
-		return
-	}
-	if err != nil {
-		h.failed(w, r, q, "reading the audit trail", err)
-		return
-	}
-	data["Entries"], data["Next"] = entries, next
-	h.render(w, r, q, http.StatusOK, "audit", v)
 }
 
 // recentPage lists the callers warned or throttled recently.

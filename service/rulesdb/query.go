@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ErrCursor is returned for a pagination cursor this store did not issue
@@ -23,6 +24,11 @@ type RuleFilter struct {
 	// exactly. Tier selects rows of that tier; it cannot select the rows
 	// without one (list all and keep those with Tier "").
 	Dimension, Tier, Algorithm string
+	// ID and Endpoint select rules whose ID, or endpoint pattern, holds
+	// them (case-sensitive); Name selects rules whose name holds it,
+	// ignoring case (on SQLite, of ASCII letters only). These scan the
+	// rules in ID order until a page is full: the rules table is small.
+	ID, Name, Endpoint string
 	// Enabled, when set, selects the enabled (true) or disabled rules.
 	Enabled *bool
 }
@@ -77,6 +83,15 @@ func (d *DB) ListRules(ctx context.Context, f RuleFilter, cursor string, limit i
 			args = append(args, c.v)
 		}
 	}
+	for _, c := range []struct {
+		col, v string
+		fold   bool
+	}{{"id", f.ID, false}, {"endpoint_pattern", f.Endpoint, false}, {"name", f.Name, true}} {
+		if c.v != "" {
+			where = append(where, d.contains(c.col, c.fold))
+			args = append(args, c.v)
+		}
+	}
 	if f.Enabled != nil {
 		where = append(where, "enabled = ?")
 		args = append(args, *f.Enabled)
@@ -101,6 +116,9 @@ func (d *DB) ListRules(ctx context.Context, f RuleFilter, cursor string, limit i
 type AuditFilter struct {
 	// Actor selects the entries of that actor (a token name) exactly.
 	Actor string
+	// Action selects the entries of that action exactly ("rule.update");
+	// an Action ending in "." selects every action it prefixes ("rule.").
+	Action string
 	// Target selects the entries of that target exactly ("rule/orders");
 	// a Target ending in "/" selects every target it prefixes
 	// ("override/user/alice/").
@@ -191,17 +209,9 @@ func (f *AuditFilter) where(kind, cmp string) (where []string, args []any, err e
 		where = append(where, "revision "+cmp+" ?")
 		args = append(args, rev)
 	}
-	if f.Actor != "" {
-		where = append(where, "actor = ?")
-		args = append(args, f.Actor)
-	}
-	if prefix, ok := strings.CutSuffix(f.Target, "/"); ok {
-		prefix += "/"
-		where = append(where, "substr(target, 1, ?) = ?")
-		args = append(args, len(prefix), prefix)
-	} else if f.Target != "" {
-		where = append(where, "target = ?")
-		args = append(args, f.Target)
+	for _, c := range []struct{ col, v, sep string }{{"actor", f.Actor, ""}, {"action", f.Action, "."}, {"target", f.Target, "/"}} {
+		w, a := exactOrPrefix(c.col, c.v, c.sep)
+		where, args = append(where, w...), append(args, a...)
 	}
 	if !f.Since.IsZero() {
 		where = append(where, "at >= ?")
@@ -212,4 +222,33 @@ func (f *AuditFilter) where(kind, cmp string) (where []string, args []any, err e
 		args = append(args, f.Until.UnixMilli())
 	}
 	return where, args, nil
+}
+
+// exactOrPrefix returns the condition selecting the rows whose col equals
+// v, or, when sep is set and v ends in it, starts with v; none for an
+// empty v. A prefix is compared in characters, as both databases' substr
+// counts them.
+func exactOrPrefix(col, v, sep string) ([]string, []any) {
+	switch {
+	case v == "":
+		return nil, nil
+	case sep != "" && strings.HasSuffix(v, sep):
+		return []string{"substr(" + col + ", 1, ?) = ?"}, []any{utf8.RuneCountInString(v), v}
+	default:
+		return []string{col + " = ?"}, []any{v}
+	}
+}
+
+// contains returns the condition that the text col holds the argument
+// (SQLite's instr, PostgreSQL's strpos: no pattern characters to escape),
+// with fold both in lower case (SQLite lowers ASCII letters only).
+func (d *DB) contains(col string, fold bool) string {
+	arg := "?"
+	if fold {
+		col, arg = "lower("+col+")", "lower(?)"
+	}
+	if d.pg {
+		return "strpos(" + col + ", " + arg + ") > 0"
+	}
+	return "instr(" + col + ", " + arg + ") > 0"
 }

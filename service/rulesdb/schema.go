@@ -99,6 +99,13 @@ var migrations = [][]string{
 	{ // 5: a rule's lease (its core.Policy.Lease), in microseconds; 0: none
 		`ALTER TABLE rules ADD COLUMN lease_us BIGINT NOT NULL DEFAULT 0`,
 	},
+	{ // 6: the indexes of the audit's filters (newest first by revision
+		// within an actor, action or target) and of its retention (by time)
+		`CREATE INDEX audit_actor ON audit (actor, revision)`,
+		`CREATE INDEX audit_action ON audit (action, revision)`,
+		`CREATE INDEX audit_target ON audit (target, revision)`,
+		`CREATE INDEX audit_at ON audit (at)`,
+	},
 }
 
 // SchemaVersion is the schema version this build creates and reads.

@@ -30,8 +30,11 @@ type Config struct {
 	RulesCache string
 	DBPoll     time.Duration
 	DBTimeout  time.Duration
-	GRPCAddr   string
-	HTTPAddr   string
+	// AuditRetention, with DB, is how long audit rows are kept (older
+	// ones are pruned every AuditPruneEvery); 0 keeps every row.
+	AuditRetention time.Duration
+	GRPCAddr       string
+	HTTPAddr       string
 
 	Redis             string // "" = memory store; see parseRedis
 	RedisPassword     string
@@ -112,6 +115,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.RulesCache, "rules-cache", "", "with --db: a file keeping the last good rules (JSON, mode 0600, rewritten atomically); an instance that cannot reach the database at start serves from it; empty: no cache (the instance then cannot start while the database is down)")
 	fs.DurationVar(&c.DBPoll, "db-poll", 500*time.Millisecond, "with --db: how often the database revision is polled (PostgreSQL: the safety net behind LISTEN/NOTIFY)")
 	fs.DurationVar(&c.DBTimeout, "db-timeout", rulesdb.DefaultTimeout, "with --db: bound on each database call (a query, a write's transaction, a rules load, a probe of the listener); past it an admin request gets 503 and a write is rolled back; must exceed a full rules load")
+	fs.DurationVar(&c.AuditRetention, "audit-retention", 0, "with --db: audit rows older than this are deleted (checked at start and every 10 minutes; at least 1h, e.g. 2160h for 90 days); 0: every row is kept")
 	fs.StringVar(&c.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address: the native API, Envoy's ShouldRateLimit, health, reflection")
 	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address: the JSON API, Envoy's /json, /metrics, /healthz, /readyz")
 	fs.StringVar(&c.Redis, "redis", "", "Redis to share state on: host:port or redis://host:port[/db] (one node), redis-sentinel://MASTER@h1:p1,h2:p2[/db] (Sentinel), redis-cluster://h1:p1,h2:p2 (Cluster); rediss-... for TLS; empty: the memory store")
@@ -189,6 +193,13 @@ func (c *Config) rulesErrors() []error {
 	}
 	if c.DBTimeout < time.Millisecond {
 		errs = append(errs, fmt.Errorf("--db-timeout: must be at least 1ms, got %s", c.DBTimeout))
+	}
+	switch {
+	case c.AuditRetention == 0:
+	case c.DB == "":
+		errs = append(errs, errors.New("--audit-retention: needs --db (the audit is in the rules database)"))
+	case c.AuditRetention < MinAuditRetention:
+		errs = append(errs, fmt.Errorf("--audit-retention: must be 0 (keep every row) or at least %s, got %s", MinAuditRetention, c.AuditRetention))
 	}
 	return errs
 }
@@ -341,7 +352,7 @@ func (c *Config) attrs() []any {
 	}
 	return []any{
 		slog.String("rules", rules), slog.String("db", rulesdb.Redact(c.DB)), slog.String("rules_cache", c.RulesCache),
-		slog.Duration("db_poll", c.DBPoll), slog.Duration("db_timeout", c.DBTimeout), slog.String("grpc_addr", c.GRPCAddr), slog.String("http_addr", c.HTTPAddr),
+		slog.Duration("db_poll", c.DBPoll), slog.Duration("db_timeout", c.DBTimeout), slog.Duration("audit_retention", c.AuditRetention), slog.String("grpc_addr", c.GRPCAddr), slog.String("http_addr", c.HTTPAddr),
 		slog.String("store", store), slog.String("redis_password", pw), slog.String("redis_prefix", c.RedisPrefix),
 		slog.String("failure_mode", c.FailureMode), slog.Int("fallback_instances", c.FallbackInstances),
 		slog.Duration("store_timeout", c.StoreTimeout), slog.Int("deny_cache_keys", c.DenyCacheKeys),

@@ -131,6 +131,13 @@ func (d *Daemon) serve(bg context.Context, ls listeners) {
 			d.fail(fmt.Errorf("rules: %w", err))
 		}
 	})
+	if w := d.wiring; w.rulesDB != nil && d.cfg.AuditRetention > 0 {
+		now := d.now
+		if now == nil {
+			now = time.Now
+		}
+		d.loops.Go(func() { pruneAudit(bg, w.rulesDB, d.cfg.AuditRetention, now, d.log) })
+	}
 	d.servers.Go(func() {
 		if err := d.grpc.Serve(ls.grpc); err != nil {
 			d.fail(fmt.Errorf("grpc server: %w", err))

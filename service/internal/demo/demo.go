@@ -227,6 +227,12 @@ type Audit struct {
 	Actor    string    `json:"actor"`
 	Action   string    `json:"action"`
 	Target   string    `json:"target"`
+	// Changes are what the entry changed, member by member.
+	Changes []struct {
+		Field  string          `json:"field"`
+		Before json.RawMessage `json:"before"`
+		After  json.RawMessage `json:"after"`
+	} `json:"changes"`
 }
 
 // AuditRows reads the audit, oldest first (at most 100 entries).

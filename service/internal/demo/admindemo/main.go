@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -120,6 +121,7 @@ func run(ctx context.Context, w io.Writer, cfg config) (err error) {
 	}
 	s.say("")
 	s.say("Admin page: http://%s/admin/ (sign in with the token %s)", d.HTTPAddr, token)
+	s.say("The rule's changes, field by field: http://%s/admin/audit?target=rule%%2F%s", d.HTTPAddr, ruleID)
 	s.say("Traffic of these checks: http://%s/admin/traffic (allowed, warned, shadow-denied, denied per second and per minute; the callers throttled)", d.HTTPAddr)
 	if cfg.Keep {
 		s.say("ADMIN_DEMO_KEEP=1: serving until Ctrl-C")
@@ -229,6 +231,11 @@ func (s *session) showAudit() error {
 	s.say("%-4s %-20s %-12s %-14s %s", "rev", "at", "actor", "action", "target")
 	for _, a := range rows {
 		s.say("%-4d %-20s %-12s %-14s %s", a.Revision, a.At.UTC().Format(time.RFC3339), a.Actor, a.Action, a.Target)
+		for _, c := range a.Changes {
+			if c.Before != nil && c.After != nil && !slices.Contains([]string{"etag", "revision", "updated_at"}, c.Field) {
+				s.say("     %s: %s → %s", c.Field, c.Before, c.After)
+			}
+		}
 	}
 	return auditHas(rows, "demo-admin", "rule/orders", "override/user/carol/orders")
 }

@@ -76,6 +76,8 @@ func TestAdminDemo(t *testing.T) {
 		`(?m)^3 +\S+ +demo-admin +rule\.update +rule/orders$`,
 		`(?m)^4 +\S+ +demo-admin +override\.set +override/user/carol/orders$`,
 		`/admin/ \(sign in with the token slk_\S+\)`,
+		`(?m)^3 +\S+ +demo-admin +rule\.update +rule/orders\n     limit: 3 → 5$`,
+		`/admin/audit\?target=rule%2Forders`,
 		`Traffic of these checks: http://\S+/admin/traffic `,
 	} {
 		require.Regexp(t, re, s)
