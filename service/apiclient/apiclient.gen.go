@@ -515,6 +515,16 @@ type AuditEntry struct {
 	// Before The target before the change (absent when it did not exist).
 	Before interface{} `json:"before,omitempty"`
 
+	// Changes What the change did, member by member: each member of before and after whose value differs, in before's order, then the members only after has (absent when before or after is not an object).
+	Changes *[]struct {
+		// After The member's value after (absent on a removal).
+		After interface{} `json:"after,omitempty"`
+
+		// Before The member's value before (absent on a creation).
+		Before interface{} `json:"before,omitempty"`
+		Field  string      `json:"field"`
+	} `json:"changes,omitempty"`
+
 	// RequestId The X-Request-Id of the request that made the change.
 	RequestId *string `json:"request_id,omitempty"`
 	Revision  int64   `json:"revision"`
@@ -946,6 +956,9 @@ type GetAuditParams struct {
 	// Actor Only changes by this token's name.
 	Actor *string `form:"actor,omitempty" json:"actor,omitempty"`
 
+	// Action Only this action (rule.update), or those under a prefix ending in . (rule.).
+	Action *string `form:"action,omitempty" json:"action,omitempty"`
+
 	// Target Only this target (rule/orders), or those under a prefix ending in / (override/user/alice/).
 	Target *string `form:"target,omitempty" json:"target,omitempty"`
 
@@ -1100,6 +1113,15 @@ type GetRulesParams struct {
 
 	// Enabled Only enabled (true) or disabled (false) rules.
 	Enabled *bool `form:"enabled,omitempty" json:"enabled,omitempty"`
+
+	// Id Only rules whose ID contains this text.
+	Id *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Name Only rules whose name contains this text (ASCII letters in any case).
+	Name *string `form:"name,omitempty" json:"name,omitempty"`
+
+	// Endpoint Only rules whose endpoint pattern contains this text.
+	Endpoint *string `form:"endpoint,omitempty" json:"endpoint,omitempty"`
 
 	// XRequestId The request's id, kept when valid, recorded in the audit.
 	XRequestId *RequestID `json:"X-Request-Id,omitempty"`
@@ -2002,6 +2024,18 @@ func NewGetAuditRequest(server string, params *GetAuditParams) (*http.Request, e
 
 		}
 
+		if params.Action != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "action", *params.Action, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.Target != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "target", *params.Target, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
@@ -2837,6 +2871,42 @@ func NewGetRulesRequest(server string, params *GetRulesParams) (*http.Request, e
 		if params.Enabled != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "enabled", *params.Enabled, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Id != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "id", *params.Id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Name != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "name", *params.Name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Endpoint != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "endpoint", *params.Endpoint, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
