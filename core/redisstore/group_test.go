@@ -19,7 +19,6 @@ import (
 	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
 	"github.com/sluicehq/sluice/core/limitertest"
-	"github.com/sluicehq/sluice/core/memorystore"
 	"github.com/sluicehq/sluice/core/redisstore"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/schedlag"
@@ -412,7 +411,7 @@ func TestClusterGroupsSameAnswersAsMemory(t *testing.T) {
 	steps, backs, denied := 0, 0, 0
 	for iter := range 40 {
 		clock := limitertest.NewClock()
-		mem, err := memorystore.New(memorystore.WithClock(clock.Now))
+		mem, err := traceMemory(clock)
 		require.NoError(t, err)
 		stores := []core.Store{
 			mem,
