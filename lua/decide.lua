@@ -198,27 +198,53 @@ end
 -- for cost, booking up to book µs ahead (nil: a take; a window, the
 -- policy's or an override's, never books). One op is all or nothing by
 -- itself (shadow or not, a denied op writes only its own Throttled state),
--- so its write is made as soon as it is decided, with no closure and no
--- table but the reply: the op's OP_REPLY integers, or only the first
--- OUTCOME_LEN when no override applies.
-local function decideOne(KEYS, i, lim, cost, book)
+-- so its write is made as soon as it is decided, with no closure. Its
+-- reply is the op's OP_REPLY integers, or only the first OUTCOME_LEN when
+-- no override applies: a table of its own when out is nil (decide1);
+-- otherwise it goes into out after its n-th element, preceded by its
+-- length when counted is set (decideMany's layout), and decideOne returns
+-- the index of its last element. Nothing is written to out before the op
+-- is decided, so an op that fails leaves out as it was.
+local function decideOne(KEYS, i, lim, cost, book, out, n, counted)
   cost = num(cost)
   local fn, key, p, o1, o2, o3, o4, o5, o6, left = prepare(KEYS, i, lim)
+  local r
   if not fn then
     left = key
-    return handover(KEYS, i, lim, cost, {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}, left, 1, false)
+    r = handover(KEYS, i, lim, cost, {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}, left, 1, false)
+  else
+    if book and left then
+      -- A slot is admitted under the limit in force at it: the override's
+      -- only before it ends.
+      book = math.min(book, left - 1)
+    end
+    local allowed, remaining, retry, reset, state, prevState, at = fn(key, cost, p, true, book)
+    if o1 == OVERRIDE_NONE then
+      if not out then
+        return {allowed, remaining, retry, reset, state, prevState, at}
+      end
+      -- the usual reply, written in place: no table made and copied
+      if counted then
+        n = n + 1
+        out[n] = OUTCOME_LEN
+      end
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6], out[n + 7] = allowed, remaining, retry, reset, state, prevState, at
+      return n + OUTCOME_LEN
+    end
+    r = {allowed, remaining, retry, reset, state, prevState, at, o1, o2, o3, o4, o5, o6}
+    r = handover(KEYS, i, lim, cost, r, left, unitsOf(fn, p), false)
   end
-  if book and left then
-    -- A slot is admitted under the limit in force at it: the override's
-    -- only before it ends.
-    book = math.min(book, left - 1)
+  if not out then
+    return r
   end
-  local allowed, remaining, retry, reset, state, prevState, at = fn(key, cost, p, true, book)
-  if o1 == OVERRIDE_NONE then
-    return {allowed, remaining, retry, reset, state, prevState, at}
+  if counted then
+    n = n + 1
+    out[n] = #r
   end
-  local r = {allowed, remaining, retry, reset, state, prevState, at, o1, o2, o3, o4, o5, o6}
-  return handover(KEYS, i, lim, cost, r, left, unitsOf(fn, p), false)
+  for j = 1, #r do
+    out[n + j] = r[j]
+  end
+  return n + #r
 end
 
 -- decide1 decides one op: ARGV is the instant, the limit and the cost (no op
@@ -246,8 +272,10 @@ end
 -- -1 for an op that failed.
 local manyNow = nil -- the Redis TIME of the decideMany call, once read
 
--- manyOp decides op i of a decideMany call at the instant t.
-local function manyOp(KEYS, i, t, lim, cost)
+-- manyOp decides op i of a decideMany call at the instant t into out
+-- after its n-th element (see decideOne), and returns the index of the
+-- last one.
+local function manyOp(KEYS, i, t, lim, cost, out, n)
   if t == '-1' and manyNow then
     now = manyNow
   else
@@ -256,7 +284,7 @@ local function manyOp(KEYS, i, t, lim, cost)
       manyNow = now
     end
   end
-  return decideOne(KEYS, i, lim, cost)
+  return decideOne(KEYS, i, lim, cost, nil, out, n, true)
 end
 
 local function decideMany(KEYS, ARGV)
@@ -264,14 +292,9 @@ local function decideMany(KEYS, ARGV)
   manyNow = nil
   for i = 1, #KEYS / KEYS_PER_OP do
     local b = DECIDE1_ARGS * (i - 1)
-    local ok, r = pcall(manyOp, KEYS, i, ARGV[b + ARG1_NOW], ARGV[b + ARG1_LIMIT], ARGV[b + ARG1_COST])
+    local ok, m = pcall(manyOp, KEYS, i, ARGV[b + ARG1_NOW], ARGV[b + ARG1_LIMIT], ARGV[b + ARG1_COST], out, n)
     if ok then
-      n = n + 1
-      out[n] = #r
-      for j = 1, #r do
-        out[n + j] = r[j]
-      end
-      n = n + #r
+      n = m
     else
       n = n + 1
       out[n] = -1
