@@ -90,7 +90,22 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of the cache; nil: time.Now.
 	Now func() time.Time
+	// OnFailure, when set, is told of each failed authentication (of the
+	// admin API, the admin page's login and the gRPC admin calls alike):
+	// FailureInvalid or FailureThrottled. A request that presents no
+	// token is not an authentication and is not told. It is called on the
+	// request's goroutine: it must be quick and safe for concurrent use.
+	OnFailure func(reason string)
 }
+
+// The reasons given to Options.OnFailure.
+const (
+	// FailureInvalid: the secret is unknown, revoked or malformed.
+	FailureInvalid = "invalid"
+	// FailureThrottled: the secret was refused unread, its client having
+	// failed too often (ErrTooManyFailures).
+	FailureThrottled = "throttled"
+)
 
 // Auth authenticates, authorises and rate-limits admin requests: see Wrap.
 // It is safe for concurrent use.
@@ -100,6 +115,8 @@ type Auth struct {
 	log     *slog.Logger
 	now     func() time.Time
 	ttl     time.Duration
+
+	onFailure func(reason string)
 
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]cached
@@ -159,8 +176,8 @@ func New(db *rulesdb.DB, store core.Store, o Options) (*Auth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("adminauth: limits: %w", err)
 	}
-	return &Auth{db: db, limiter: l, log: o.Logger, now: o.Now, ttl: o.CacheTTL, cache: map[[sha256.Size]byte]cached{},
-		fails: failures{m: map[netip.Prefix]*budget{}}}, nil
+	return &Auth{db: db, limiter: l, log: o.Logger, now: o.Now, ttl: o.CacheTTL, onFailure: o.OnFailure,
+		cache: map[[sha256.Size]byte]cached{}, fails: failures{m: map[netip.Prefix]*budget{}}}, nil
 }
 
 // Authenticate returns the Principal of the token secret: the check Wrap
@@ -169,8 +186,21 @@ func New(db *rulesdb.DB, store core.Store, o Options) (*Auth, error) {
 // rulesdb.ErrUnauthorized; any other error is the database's, not to be
 // shown to a client. Under Wrap, a secret not in the cache from a client
 // whose authentications failed too often is ErrTooManyFailures, with no
-// database lookup.
+// database lookup. Options.OnFailure is told of both refusals.
 func (a *Auth) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	p, err := a.authenticate(ctx, secret)
+	if a.onFailure != nil {
+		switch {
+		case errors.Is(err, rulesdb.ErrUnauthorized):
+			a.onFailure(FailureInvalid)
+		case errors.Is(err, ErrTooManyFailures):
+			a.onFailure(FailureThrottled)
+		}
+	}
+	return p, err
+}
+
+func (a *Auth) authenticate(ctx context.Context, secret string) (Principal, error) {
 	if secret == "" || len(secret) > maxAuthorization {
 		return Principal{}, rulesdb.ErrUnauthorized
 	}

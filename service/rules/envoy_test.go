@@ -332,6 +332,9 @@ func TestEnvoyDirectory(t *testing.T) {
 	err = w.err(t)
 	require.ErrorContains(t, err, `domain: duplicate domain "messaging"`)
 	require.NoError(t, os.Remove(filepath.Join(dir, "again.yaml")))
+	// Back to the rules in force: applied once more (the source is good
+	// again), then quiet.
+	require.Equal(t, s.Revision(), w.snap(t).Revision())
 	w.quiet(t)
 	// An edit of one file reloads the whole set.
 	write(t, filepath.Join(dir, "messaging.yaml"), strings.Replace(envoyMessaging, "requests_per_unit: 5", "requests_per_unit: 9", 1))

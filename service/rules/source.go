@@ -77,8 +77,10 @@ func (f *File) Load(ctx context.Context) (*Snapshot, error) {
 // example deleted) file is reported to onError once per distinct content or
 // error, and the last good snapshot stays in force (a file caught
 // half-written is reported too, and the next poll applies it complete:
-// replace files by renaming to avoid the report). Watch returns nil when
-// ctx ends.
+// replace files by renaming to avoid the report). Content restored to the
+// rules in force after such a report is applied again (nothing changes but
+// the caller hears the source is good again). Watch returns nil when ctx
+// ends.
 func (f *File) Watch(ctx context.Context, apply func(*Snapshot) error, onError func(error)) error {
 	if err := f.o.Err(); err != nil {
 		return err
@@ -87,6 +89,7 @@ func (f *File) Watch(ctx context.Context, apply func(*Snapshot) error, onError f
 	defer t.Stop()
 	var lastBad [sha256.Size]byte
 	lastErr := ""
+	reported := false // onError was called since the last apply
 	for {
 		select {
 		case <-ctx.Done():
@@ -98,6 +101,7 @@ func (f *File) Watch(ctx context.Context, apply func(*Snapshot) error, onError f
 			if err.Error() != lastErr {
 				lastErr = err.Error()
 				lastBad = [sha256.Size]byte{}
+				reported = true
 				onError(err)
 			}
 			continue
@@ -106,19 +110,20 @@ func (f *File) Watch(ctx context.Context, apply func(*Snapshot) error, onError f
 		f.mu.Lock()
 		same := f.seen && sum == f.last
 		f.mu.Unlock()
-		if same || sum == lastBad {
+		if same && !reported || sum == lastBad {
 			continue
 		}
 		s, err := f.parse(data, sum)
 		if err != nil {
 			lastBad = sum
+			reported = true
 			onError(err)
 			continue
 		}
 		f.mu.Lock()
 		f.last, f.seen = sum, true
 		f.mu.Unlock()
-		lastBad = [sha256.Size]byte{}
+		lastBad, reported = [sha256.Size]byte{}, false
 		_ = apply(s) // refused: the caller says why; offered again only once the content changes
 	}
 }

@@ -130,11 +130,21 @@ func TestFileReloadKeepsLastGood(t *testing.T) {
 	require.ErrorContains(t, w.err(t), "no such file")
 	w.quiet(t)
 
-	// Back with the content in force: nothing to apply; with new content: applied.
+	// Back with the content in force: applied once more, so the caller
+	// hears the source is good again, then quiet; with new content: applied.
 	write(t, path, ruleFile("3"))
+	again := w.snap(t)
+	require.Equal(t, int64(3), rateOf(t, again))
 	w.quiet(t)
 	write(t, path, ruleFile("4"))
 	require.Equal(t, int64(4), rateOf(t, w.snap(t)))
+
+	// A broken edit undone: the content in force, applied once more.
+	write(t, path, ruleFile("0"))
+	require.ErrorContains(t, w.err(t), "rules[0].limit")
+	write(t, path, ruleFile("4"))
+	require.Equal(t, int64(4), rateOf(t, w.snap(t)))
+	w.quiet(t)
 }
 
 func TestFileSymlinkSwap(t *testing.T) {

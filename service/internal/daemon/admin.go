@@ -48,10 +48,12 @@ type admin struct {
 	failed    bool
 }
 
-func newAdmin(src *rulesdb.Source, store core.Store, e *engine.Engine, recent *engine.Recent, log *slog.Logger) *admin {
+// newAdmin returns the admin plane over src's database, told to onAuthFailure
+// of each failed authentication (the metrics).
+func newAdmin(src *rulesdb.Source, store core.Store, e *engine.Engine, recent *engine.Recent, log *slog.Logger, onAuthFailure func(string)) *admin {
 	a := &admin{src: src, log: log}
 	a.build = func(d *rulesdb.DB) (*adminauth.Auth, http.Handler, http.Handler, error) {
-		auth, err := adminauth.New(d, store, adminauth.Options{Logger: log})
+		auth, err := adminauth.New(d, store, adminauth.Options{Logger: log, OnFailure: onAuthFailure})
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/sluicehq/sluice/adapters/promlimit"
+	"github.com/sluicehq/sluice/service/adminauth"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
 
@@ -33,12 +34,14 @@ type metrics struct {
 
 	requests    *prometheus.HistogramVec // {api, method, code}
 	reloads     *prometheus.CounterVec   // {result}
-	overrides   *prometheus.CounterVec   // {result}
-	rulesInfo   *prometheus.GaugeVec     // {revision} 1
+	reloadOK    prometheus.Gauge
+	overrides   *prometheus.CounterVec // {result}
+	rulesInfo   *prometheus.GaugeVec   // {revision} 1
 	rulesLoaded prometheus.Gauge
 	rulesCount  prometheus.Gauge
 	up          *prometheus.GaugeVec   // {component}
 	invalid     *prometheus.CounterVec // {kind}
+	authFailed  *prometheus.CounterVec // {reason}
 
 	mu       sync.Mutex
 	revision string
@@ -61,6 +64,10 @@ func newMetrics() (*metrics, error) {
 			Namespace: "ratelimitd", Name: "rules_reloads_total",
 			Help: "Rules loads after the first, by result: ok (a new snapshot is in force) or error (rejected, the last good rules stay).",
 		}, []string{"result"}),
+		reloadOK: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "ratelimitd", Name: "rules_last_reload_successful",
+			Help: "1 while the rules source's latest state is in force; 0 from a refused load (invalid rules, an unreadable file, an unreachable rules database) until rules load again.",
+		}),
 		overrides: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "ratelimitd", Name: "overrides_applied_total",
 			Help: "Overrides of the rules applied to the store as snapshots were put in force, by result: set, cleared, or error (logged; retried with the next rules).",
@@ -77,6 +84,10 @@ func newMetrics() (*metrics, error) {
 			Namespace: "ratelimitd", Name: "rules",
 			Help: "Number of rules in force.",
 		}),
+		authFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "ratelimitd", Name: "admin_auth_failures_total",
+			Help: "Failed authentications of the admin plane (admin API, admin page login, gRPC admin calls), by reason: invalid (an unknown, revoked or malformed token) or throttled (refused unread: the client failed too often).",
+		}, []string{"reason"}),
 		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "ratelimitd", Name: "component_up",
 			Help: "1 when the component is healthy: store (reachable), rules (loaded), serving (not draining).",
@@ -85,7 +96,7 @@ func newMetrics() (*metrics, error) {
 	m.invalid = newInvalidCounter()
 	m.exposeLabels()
 	for _, c := range []prometheus.Collector{
-		lim, m.requests, m.reloads, m.overrides, m.invalid, m.rulesInfo, m.rulesLoaded, m.rulesCount, m.up,
+		lim, m.requests, m.reloads, m.reloadOK, m.overrides, m.invalid, m.authFailed, m.rulesInfo, m.rulesLoaded, m.rulesCount, m.up,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -111,7 +122,14 @@ func (m *metrics) exposeLabels() {
 	for _, c := range []string{"store", "rules", "serving"} {
 		m.up.WithLabelValues(c)
 	}
+	for _, r := range []string{adminauth.FailureInvalid, adminauth.FailureThrottled} {
+		m.authFailed.WithLabelValues(r)
+	}
 }
+
+// authFailure counts a failed authentication of the admin plane
+// (adminauth.Options.OnFailure).
+func (m *metrics) authFailure(reason string) { m.authFailed.WithLabelValues(reason).Inc() }
 
 // handler serves the registry.
 func (m *metrics) handler() http.Handler {
@@ -129,6 +147,7 @@ func (m *metrics) rulesApplied(revision string, loadedAt time.Time, n int) {
 	}
 	m.rulesLoaded.Set(float64(loadedAt.UnixNano()) / 1e9)
 	m.rulesCount.Set(float64(n))
+	m.reloadOK.Set(1)
 }
 
 // watchListener registers the rules listener's metrics, read from state at

@@ -39,10 +39,13 @@ func (o *engineObserver) Decided(ctx context.Context, ev *engine.Event) {
 }
 
 // Reloaded records a reload: the new revision in force, or a refused rule
-// set (the last good one stays; the engine logs why).
+// set (the last good one stays; the engine logs why) or an unreadable
+// source, which ratelimitd_rules_last_reload_successful shows until rules
+// load again.
 func (o *engineObserver) Reloaded(s *rules.Snapshot, err error) {
 	if err != nil {
 		o.m.reloads.WithLabelValues("error").Inc()
+		o.m.reloadOK.Set(0)
 		return
 	}
 	o.m.reloads.WithLabelValues("ok").Inc()

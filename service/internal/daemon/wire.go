@@ -138,7 +138,7 @@ func (d *Daemon) register(w *wiring, recent *engine.Recent, gs *grpc.Server, han
 	if w.rulesDB != nil {
 		// With --db every gRPC admin change is audited (and refused when it
 		// cannot be).
-		w.admin = newAdmin(w.rulesDB, d.store.store, w.engine, recent, d.log)
+		w.admin = newAdmin(w.rulesDB, d.store.store, w.engine, recent, d.log, d.metrics.authFailure)
 		w.admin.traffic, w.admin.fleet = w.traffic, w.fleet
 		apiOpts = append(apiOpts, grpcapi.WithRecorder(w.admin.resetRecorder))
 		storeOpts = append(storeOpts, remotestore.WithRecorder(w.admin.storeRecorder))
