@@ -11,6 +11,8 @@ export SLUICE_REQUIRE_CHROMIUM ?= 1
 # ... and the tests behind a real nginx (service/internal/attack) fail when no
 # nginx is found.
 export SLUICE_REQUIRE_NGINX ?= 1
+# ... and deploy/'s tests fail when promtool or systemd-analyze is missing.
+export SLUICE_REQUIRE_DEPLOY_TOOLS ?= 1
 
 .PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check openapi ratelimitd service-demo admin-demo fleet-demo
 
@@ -29,15 +31,17 @@ test: deps
 attack: deps
 	cd internal/attack && $(GO) test -race -shuffle=on -count=1 -v -timeout 5m ./...
 
-## deps: redis-server and redis-cli, PostgreSQL, Chromium and nginx from
-## Debian's packages when missing, and the tools the service's tests drive
-## ratelimitd with (envoyproxy/ratelimit's client and config checker, pinned,
-## into service/.bin)
+## deps: redis-server and redis-cli, PostgreSQL, Chromium, nginx, promtool
+## (prometheus) and systemd-analyze (systemd) from Debian's packages when
+## missing, and the tools the service's tests drive ratelimitd with
+## (envoyproxy/ratelimit's client and config checker, pinned, into
+## service/.bin)
 deps:
 	@./scripts/ensure-redis.sh
 	@./scripts/ensure-postgres.sh
 	@./scripts/ensure-chromium.sh
 	@./scripts/ensure-nginx.sh
+	@./scripts/ensure-deploy-tools.sh
 	@GO=$(GO) ./scripts/ensure-service-tools.sh
 
 ## lint: gofmt, go vet and go mod tidy -diff on every module
