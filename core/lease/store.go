@@ -223,8 +223,9 @@ type Stats struct {
 	// ops (block takes, and the exact decisions of ops too rare for a
 	// block).
 	Takes uint64
-	// PassedThrough counts the Take calls passed to the store below
-	// untouched (ops without a Lease, bookings, sliding window logs).
+	// PassedThrough counts the Take calls, and the takes of TakeEach,
+	// passed to the store below untouched (ops without a Lease, bookings,
+	// sliding window logs).
 	PassedThrough uint64
 	// GivenBack and GiveBackUnits count the refunds of unused units and
 	// the units they named; GiveBackFailures those the store failed.
