@@ -157,9 +157,9 @@ func TestCheckGroupsOneRoundTrip(t *testing.T) {
 	}
 	_, err = l.CheckGroup(ctx, groups[0].Ops) // loads the code
 	require.NoError(t, err)
-	before := fcalls(t, c)
+	before := redistest.CommandCalls(t, c, "fcall")
 	l.CheckGroups(ctx, groups)
-	require.Equal(t, before+1, fcalls(t, c), "one FCALL for 100 groups")
+	require.Equal(t, before+1, redistest.CommandCalls(t, c, "fcall"), "one FCALL for 100 groups")
 	for i := range groups {
 		require.NoError(t, groups[i].Err)
 		require.True(t, groups[i].Allowed)
@@ -170,21 +170,6 @@ func TestCheckGroupsOneRoundTrip(t *testing.T) {
 func btoi(b bool) int64 {
 	if b {
 		return 1
-	}
-	return 0
-}
-
-// fcalls returns how many FCALLs the server has run.
-func fcalls(t *testing.T, c *redis.Client) int {
-	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_fcall:calls="); ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			require.NoError(t, err)
-			return n
-		}
 	}
 	return 0
 }

@@ -3,7 +3,6 @@ package lease_test
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -38,9 +37,9 @@ func TestTakeEachPassesTheRestTogether(t *testing.T) {
 	_, err = limitertest.TakeOne(ctx, ls, core.Key{Identity: base + "-load", Policy: "p"}, l, 1) // loads the code
 	require.NoError(t, err)
 	plain := eachTakes(base+"-plain", 100, l, 0)
-	before := fcalls(t, c)
+	before := redistest.CommandCalls(t, c, "fcall")
 	ls.TakeEach(ctx, plain)
-	require.Equal(t, before+1, fcalls(t, c), "one FCALL for 100 takes without a lease")
+	require.Equal(t, before+1, redistest.CommandCalls(t, c, "fcall"), "one FCALL for 100 takes without a lease")
 	for i := range plain {
 		require.NoError(t, plain[i].Err)
 		require.True(t, plain[i].Out[0].Allowed)
@@ -77,19 +76,4 @@ func eachTakes(prefix string, n int, l core.Limit, lease time.Duration) []core.T
 		takes[i] = core.Take{Ops: []core.Op{op}, Out: make([]core.Result, 1)}
 	}
 	return takes
-}
-
-// fcalls returns how many FCALLs the server has run.
-func fcalls(t *testing.T, c *redis.Client) int {
-	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_fcall:calls="); ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			require.NoError(t, err)
-			return n
-		}
-	}
-	return 0
 }

@@ -171,9 +171,9 @@ func TestBatchRoundTrips(t *testing.T) {
 	}
 	for _, c := range []struct{ n, callers, fcalls int }{{100, 100, 1}, {100, 50, 2}} {
 		cs := batch(c.n, c.callers)
-		before := commandCalls(t, admin, "fcall")
+		before := redistest.CommandCalls(t, admin, "fcall")
 		rs, errs := e.CheckBatch(ctx, cs, false)
-		require.Equal(t, before+c.fcalls, commandCalls(t, admin, "fcall"), "%d checks of %d callers", c.n, c.callers)
+		require.Equal(t, before+c.fcalls, redistest.CommandCalls(t, admin, "fcall"), "%d checks of %d callers", c.n, c.callers)
 		for i := range cs {
 			require.NoError(t, errs[i])
 			require.True(t, rs[i].Allowed)
@@ -199,20 +199,4 @@ func TestBatchRoundTrips(t *testing.T) {
 		}
 		require.Equal(t, want, r.Remaining, "check %d", i)
 	}
-}
-
-// commandCalls returns how many times the server has run the command
-// name (INFO commandstats).
-func commandCalls(t *testing.T, c *redis.Client, name string) int {
-	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_"+name+":calls="); ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			require.NoError(t, err)
-			return n
-		}
-	}
-	return 0
 }

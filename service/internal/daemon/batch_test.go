@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -43,28 +42,13 @@ func TestBatchOnRedisIsOneCall(t *testing.T) {
 	}
 	_, err = client.CheckRateLimitBatch(ctx, batch("warm-")) // loads the code
 	require.NoError(t, err)
-	before := fcallCount(t, rc)
+	before := redistest.CommandCalls(t, rc, "fcall")
 	resp, err := client.CheckRateLimitBatch(ctx, batch("u-"))
 	require.NoError(t, err)
-	require.Equal(t, before+1, fcallCount(t, rc), "one FCALL for a batch of 100 callers")
+	require.Equal(t, before+1, redistest.CommandCalls(t, rc, "fcall"), "one FCALL for a batch of 100 callers")
 	require.Len(t, resp.GetResults(), 100)
 	for i, r := range resp.GetResults() {
 		require.True(t, r.GetResponse().GetAllowed(), "check %d", i)
 		require.EqualValues(t, 9, r.GetResponse().GetRemaining(), "check %d", i)
 	}
-}
-
-// fcallCount returns how many FCALLs the server has run.
-func fcallCount(t *testing.T, c *redis.Client) int {
-	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_fcall:calls="); ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			require.NoError(t, err)
-			return n
-		}
-	}
-	return 0
 }
