@@ -9,7 +9,6 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/service/httpapi"
+	"github.com/sluicehq/sluice/service/internal/browsertest"
 	"github.com/sluicehq/sluice/service/internal/ratelimitdtest"
 	"github.com/sluicehq/sluice/service/rulesdb"
 )
@@ -127,7 +127,7 @@ func get(t *testing.T, c *http.Client, u string) string {
 // $SLUICE_SHOTS_DIR when set). The charts are in the page: no script ran
 // and none is in it.
 func screenshots(t *testing.T, d *ratelimitdtest.Daemon, token string) {
-	exe := chromiumPath(t)
+	exe := browsertest.Chromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.UserDataDir(t.TempDir()),
@@ -167,22 +167,6 @@ func screenshots(t *testing.T, d *ratelimitdtest.Daemon, token string) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, p.file), png, 0o644))
 		}
 	}
-}
-
-// chromiumPath is a Chromium on PATH; without one the test fails under
-// SLUICE_REQUIRE_CHROMIUM=1 and is skipped otherwise.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("SLUICE_REQUIRE_CHROMIUM") == "1" {
-		t.Fatal("no chromium on PATH (SLUICE_REQUIRE_CHROMIUM=1): run scripts/ensure-chromium.sh")
-	}
-	t.Skip("no chromium on PATH (scripts/ensure-chromium.sh installs it)")
-	return ""
 }
 
 // TestTrafficPublishFlag: --traffic-publish is 0 (never) or at least
