@@ -101,6 +101,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	d.startCalled = true
 	d.log.Info("ratelimitd starting", d.cfg.attrs()...)
+	d.applyGC()
 	if err := d.start(ctx); err != nil {
 		d.release()
 		return err
