@@ -11,6 +11,13 @@
 // and the window a batch gathers in is the round trip of the pipeline
 // before it: no timer is armed on the way.
 //
+// Queued pipelines are sent by the Batcher's senders: at most one
+// goroutine per slot, started when a pipeline finds none free, which sends
+// pipelines back to back while calls queue, then parks, and exits once it
+// has had none to send for SenderIdle. Under load no goroutine is started
+// per pipeline, and a sender's stack, grown through the client once, is
+// reused; an idle Batcher holds no goroutine.
+//
 // Each queued call waits for its own answer, its context or its deadline,
 // whichever comes first, so a stalled backend never holds a caller past
 // its deadline, queued or in flight. One timer per Batcher (the watchdog),
@@ -130,10 +137,17 @@ type Options struct {
 	// MaxWait bounds a pipeline whose calls have no deadline, or one
 	// further away, so that a stalled backend never holds a slot for ever.
 	MaxWait time.Duration
+	// SenderIdle is how long a sender waits for another pipeline before
+	// it exits (0: DefaultSenderIdle).
+	SenderIdle time.Duration
 }
 
+// DefaultSenderIdle is Options.SenderIdle's default.
+const DefaultSenderIdle = time.Second
+
 // Batcher pipelines concurrent calls of type T (see the package doc). It
-// is safe for concurrent use and holds no goroutine while idle.
+// is safe for concurrent use; it holds at most one goroutine per slot (its
+// senders), and none once idle for SenderIdle.
 type Batcher[T Member] struct {
 	send   func(ctx context.Context, batch []T)
 	opts   Options
@@ -149,8 +163,12 @@ type Batcher[T Member] struct {
 	// released with nothing queued behind it.
 	contended atomic.Bool
 	// pipelines and calls count the pipelines sent (a call alone after
-	// Acquire is one) and the calls they carried.
-	pipelines, calls uint64
+	// Acquire is one) and the calls they carried; senders counts the
+	// senders started.
+	pipelines, calls, senders uint64
+	// idle are the parked senders, each waiting on its channel for a
+	// pipeline to send.
+	idle []chan []T
 }
 
 // New returns a Batcher sending each pipeline with send, which runs the
@@ -161,6 +179,9 @@ func New[T Member](send func(ctx context.Context, batch []T), opts Options) *Bat
 	opts.Slots, opts.MaxBatch = max(opts.Slots, 1), max(opts.MaxBatch, 1)
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = 30 * time.Second
+	}
+	if opts.SenderIdle <= 0 {
+		opts.SenderIdle = DefaultSenderIdle
 	}
 	b := &Batcher[T]{send: send, opts: opts}
 	b.watchdog = time.AfterFunc(time.Hour, b.expire)
@@ -202,28 +223,31 @@ func (b *Batcher[T]) Alone() bool {
 }
 
 // Lead sends c, with the calls queued behind it, as one pipeline on the
-// slot the caller took with Acquire (on a goroutine of its own), and waits
-// for c as Wait does. The slot is the pipeline's: do not Release it.
+// slot the caller took with Acquire (by a sender), and waits for c as Wait
+// does. The slot is the pipeline's: do not Release it.
 func (b *Batcher[T]) Lead(ctx context.Context, c T) error {
 	c.pipelineCall().ctx = ctx
 	b.mu.Lock()
+	b.pipelines-- // Acquire counted c as a pipeline of its own: it goes in this one
+	b.calls--
 	b.queue = slices.Insert(b.queue, 0, c)
 	if d := c.pipelineCall().deadline; !d.IsZero() {
 		b.arm(d)
 	}
 	batch := b.take()
+	if batch == nil {
+		b.active-- // c's context ended already, and nothing else waits
+	}
 	b.mu.Unlock()
-	go b.drain(batch)
+	b.dispatch(batch)
 	return c.pipelineCall().Await(ctx)
 }
 
 // Release frees the slot taken by Acquire, or, when calls queued
-// meanwhile, sends them on it as the next pipeline (on a goroutine of its
-// own: the caller returns with its answer).
+// meanwhile, sends them on it as the next pipeline (by a sender: the
+// caller returns with its answer).
 func (b *Batcher[T]) Release() {
-	if batch := b.next(nil); batch != nil {
-		go b.drain(batch)
-	}
+	b.dispatch(b.next(nil, nil))
 }
 
 // Wait queues c (Init'ed) for the next pipeline and waits for it: nil once
@@ -243,12 +267,12 @@ func (b *Batcher[T]) Wait(ctx context.Context, c T) error {
 	var batch []T
 	if b.active < b.opts.Slots { // a slot was freed since Acquire
 		b.active++
-		batch = b.take()
+		if batch = b.take(); batch == nil {
+			b.active--
+		}
 	}
 	b.mu.Unlock()
-	if batch != nil {
-		go b.drain(batch)
-	}
+	b.dispatch(batch)
 	return pc.Await(ctx)
 }
 
@@ -268,12 +292,12 @@ func (b *Batcher[T]) Enqueue(calls ...T) {
 	var batch []T
 	if b.active < b.opts.Slots {
 		b.active++
-		batch = b.take()
+		if batch = b.take(); batch == nil {
+			b.active--
+		}
 	}
 	b.mu.Unlock()
-	if batch != nil {
-		go b.drain(batch)
-	}
+	b.dispatch(batch)
 }
 
 // Stats returns how many pipelines were sent so far (a call sent alone
@@ -282,6 +306,14 @@ func (b *Batcher[T]) Stats() (pipelines, calls uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.pipelines, b.calls
+}
+
+// Senders returns how many sender goroutines were started so far (see the
+// package doc).
+func (b *Batcher[T]) Senders() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.senders
 }
 
 // Queued returns how many calls wait in the queue (some may have expired
@@ -338,8 +370,10 @@ func (b *Batcher[T]) expire() {
 }
 
 // next ends the pipeline in flight done (nil for a call sent after
-// Acquire) and takes the next one off the queue, or frees the slot.
-func (b *Batcher[T]) next(done []T) []T {
+// Acquire) and takes the next one off the queue, or frees the slot; a
+// sender freeing it (its channel ch) parks in the same step, so that the
+// next pipeline finds it.
+func (b *Batcher[T]) next(done []T, ch chan []T) []T {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if done != nil {
@@ -350,6 +384,9 @@ func (b *Batcher[T]) next(done []T) []T {
 	batch := b.take()
 	if batch == nil {
 		b.active--
+		if ch != nil {
+			b.idle = append(b.idle, ch)
+		}
 		if done == nil {
 			b.contended.Store(false) // nothing queued behind a call sent alone
 		}
@@ -387,20 +424,90 @@ func (b *Batcher[T]) take() []T {
 	return batch
 }
 
-// drain sends pipelines until the queue is empty. A pipeline leaves the
-// flying list before its callers are woken: once woken, a call may be
-// reused.
-func (b *Batcher[T]) drain(batch []T) {
+// dispatch has batch (nil: none) sent by a parked sender, or by a sender
+// started for it when none is parked.
+func (b *Batcher[T]) dispatch(batch []T) {
+	if batch == nil {
+		return
+	}
+	b.mu.Lock()
+	if n := len(b.idle); n > 0 {
+		ch := b.idle[n-1]
+		b.idle[n-1] = nil
+		b.idle = b.idle[:n-1]
+		b.mu.Unlock()
+		ch <- batch // capacity 1: never blocks
+		return
+	}
+	b.senders++
+	b.mu.Unlock()
+	go b.sender(batch)
+}
+
+// sender sends batch and the pipelines that follow it, then parks (in
+// next, as it frees the slot) until dispatch hands it another, or exits
+// after SenderIdle without one.
+func (b *Batcher[T]) sender(batch []T) {
+	ch := make(chan []T, 1)
+	idle := time.NewTimer(b.opts.SenderIdle)
+	defer idle.Stop()
+	for {
+		b.drain(batch, ch)
+		idle.Reset(b.opts.SenderIdle)
+		select {
+		case batch = <-ch:
+			continue
+		case <-idle.C:
+		}
+		b.mu.Lock()
+		i := slices.Index(b.idle, ch)
+		if i >= 0 {
+			b.idle = slices.Delete(b.idle, i, i+1)
+		}
+		b.mu.Unlock()
+		if i >= 0 {
+			return
+		}
+		batch = <-ch // dispatch took ch as the timer fired: it sends one
+	}
+}
+
+// drain sends pipelines until the queue is empty, then parks the sender
+// of ch. A pipeline leaves the flying list before its callers are woken:
+// once woken, a call may be reused. A call that expired or was abandoned
+// since its pipeline was formed is not sent.
+func (b *Batcher[T]) drain(batch []T, ch chan []T) {
 	for batch != nil {
-		ctx, cancel := context.WithDeadline(context.Background(), b.bound(batch))
-		b.send(ctx, batch)
-		cancel()
-		next := b.next(batch)
+		if live := b.live(batch); len(live) > 0 {
+			ctx, cancel := context.WithDeadline(context.Background(), b.bound(live))
+			b.send(ctx, live)
+			cancel()
+		}
+		next := b.next(batch, ch)
 		for _, c := range batch {
 			c.pipelineCall().finish(answered)
 		}
 		batch = next
 	}
+}
+
+// live returns the calls of batch still waiting, in a slice of its own
+// (batch itself is the flying list's, which the watchdog reads) only when
+// some are not.
+func (b *Batcher[T]) live(batch []T) []T {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := slices.IndexFunc(batch, func(c T) bool { return c.pipelineCall().state.Load() != waiting })
+	if i < 0 {
+		return batch
+	}
+	live := slices.Clone(batch[:i])
+	for _, c := range batch[i+1:] {
+		if c.pipelineCall().state.Load() == waiting {
+			live = append(live, c)
+		}
+	}
+	return live
 }
 
 // bound returns the deadline of a pipeline: the latest of its calls',

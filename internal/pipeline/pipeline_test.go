@@ -59,6 +59,10 @@ func (k *backend) sent() [][]int {
 	return append([][]int(nil), k.batches...)
 }
 
+// outlastSenders waits, in a synctest bubble, until the Batchers' parked
+// senders have exited (SenderIdle after their last pipeline).
+func outlastSenders() { time.Sleep(2 * pipeline.DefaultSenderIdle) }
+
 func newCall(id int, deadline time.Time) *tcall {
 	c := &tcall{id: id}
 	c.Init(deadline)
@@ -77,6 +81,7 @@ func leader(t *testing.T, b *pipeline.Batcher[*tcall]) (release func()) {
 // pipeline, when it frees; each is answered once, with its own result.
 func TestQueuedCallsShareOnePipeline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer outlastSenders()
 		k := newBackend()
 		close(k.hold)
 		b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100})
@@ -110,6 +115,7 @@ func TestQueuedCallsShareOnePipeline(t *testing.T) {
 // A pipeline carries at most MaxBatch calls; the rest follow in the next.
 func TestMaxBatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer outlastSenders()
 		k := newBackend()
 		close(k.hold)
 		b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 4})
@@ -133,6 +139,7 @@ func TestMaxBatch(t *testing.T) {
 // with them (Lead), first, in one pipeline.
 func TestLeadTakesTheQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer outlastSenders()
 		k := newBackend()
 		close(k.hold)
 		b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100})
@@ -166,6 +173,7 @@ func TestDeadlinesUnderAStall(t *testing.T) {
 
 func testDeadlinesUnderAStall(t *testing.T, ends bool) {
 	synctest.Test(t, func(t *testing.T) {
+		defer outlastSenders()
 		ctx := context.Background()
 		if ends {
 			ctx = t.Context()
@@ -218,6 +226,7 @@ func testDeadlinesUnderAStall(t *testing.T, ends bool) {
 // of its queue are.
 func TestAbandonedCallIsNeverSent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer outlastSenders()
 		halfAbandoned(t, func(end, release func()) {
 			end()
 			synctest.Wait() // the callers have returned
@@ -233,6 +242,7 @@ func TestAbandonedCallIsNeverSent(t *testing.T) {
 // block), as on a loaded machine they need not.
 func TestEndedCallIsNeverSentBeforeItsCallerRuns(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer outlastSenders()
 		halfAbandoned(t, func(end, release func()) {
 			procs := runtime.GOMAXPROCS(1)
 			end()
@@ -281,6 +291,7 @@ func halfAbandoned(t *testing.T, endThenRelease func(end, release func())) {
 // the queue on it.
 func TestWaitTakesAFreedSlot(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		defer outlastSenders()
 		k := newBackend()
 		close(k.hold)
 		b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100})
@@ -292,4 +303,105 @@ func TestWaitTakesAFreedSlot(t *testing.T) {
 		require.Equal(t, 14, c.res)
 		require.Equal(t, [][]int{{7}}, k.sent())
 	})
+}
+
+// Queued pipelines, one after another, are sent by one sender goroutine,
+// started for the first and parked in between; once it has had nothing to
+// send for SenderIdle it exits, and the next pipeline starts another.
+func TestPipelinesReuseOneSender(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer outlastSenders()
+		k := newBackend()
+		close(k.hold)
+		b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100})
+		round := func(first int) {
+			release := leader(t, b)
+			var wg sync.WaitGroup
+			for i := first; i < first+3; i++ {
+				wg.Go(func() { require.NoError(t, b.Wait(t.Context(), newCall(i, time.Time{}))) })
+			}
+			synctest.Wait()
+			release()
+			wg.Wait()
+		}
+		for r := range 3 {
+			round(3 * r)
+		}
+		require.Len(t, k.sent(), 3, "a pipeline a round")
+		for _, ids := range k.sent() {
+			require.Len(t, ids, 3)
+		}
+		require.Equal(t, uint64(1), b.Senders(), "one sender for the three")
+		time.Sleep(pipeline.DefaultSenderIdle - time.Nanosecond)
+		round(9)
+		require.Equal(t, uint64(1), b.Senders(), "still parked")
+		time.Sleep(pipeline.DefaultSenderIdle)
+		round(12)
+		require.Equal(t, uint64(2), b.Senders(), "the first exited when idle")
+	})
+}
+
+// Under concurrent callers that keep the one slot busy, every pipeline is
+// sent by the one sender, and each call is answered once with its own
+// result and counted once (a call led by its caller is not also counted
+// as a pipeline of its own).
+func TestBackToBackPipelinesUseOneSender(t *testing.T) {
+	k := newBackend()
+	close(k.hold)
+	b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 8, SenderIdle: time.Hour})
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 200 {
+				c := newCall(g*1000+i, time.Now().Add(time.Minute))
+				var err error
+				switch {
+				case !b.Acquire():
+					err = b.Wait(context.Background(), c)
+				case !b.Alone():
+					err = b.Lead(context.Background(), c)
+				default:
+					k.send(context.Background(), []*tcall{c})
+					c.Settle()
+					b.Release()
+				}
+				require.NoError(t, err)
+				require.Equal(t, 2*c.id, c.res)
+			}
+		})
+	}
+	wg.Wait()
+	require.LessOrEqual(t, b.Senders(), uint64(1))
+	_, calls := b.Stats()
+	require.Equal(t, uint64(16*200), calls)
+}
+
+// A Lead whose caller's context has ended, with nothing else queued, sends
+// nothing and frees its slot.
+func TestLeadWithAnEndedContextFreesTheSlot(t *testing.T) {
+	k := newBackend()
+	close(k.hold)
+	b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100})
+	require.True(t, b.Acquire())
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.ErrorIs(t, b.Lead(ctx, newCall(0, time.Time{})), context.Canceled)
+	require.Empty(t, k.sent())
+	require.True(t, b.Acquire(), "the slot is free")
+}
+
+// A Wait whose caller's context has ended, finding the slot free and
+// nothing else queued, sends nothing and leaves the slot free.
+func TestWaitWithAnEndedContextLeavesTheSlotFree(t *testing.T) {
+	k := newBackend()
+	close(k.hold)
+	b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100})
+	release := leader(t, b)
+	require.False(t, b.Acquire())
+	release()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	require.ErrorIs(t, b.Wait(ctx, newCall(0, time.Time{})), context.Canceled)
+	require.Empty(t, k.sent())
+	require.True(t, b.Acquire(), "the slot is free")
 }
