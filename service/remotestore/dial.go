@@ -54,3 +54,14 @@ func ServerOptions() []grpc.ServerOption {
 // waiting on Redis, so that a call runs on a stack grown before, where a
 // goroutine of its own would grow one on every call.
 const DefaultStreamWorkers = 128
+
+// DefaultGCPercent is the garbage collector's target ratelimitd's server
+// runs with by default (its --gc-percent; GOGC wins when set): a
+// collection when the heap has grown by four times what the last one left
+// live, where Go's default (100) collects at each doubling. ratelimitd's
+// live heap is small (a few MiB on Redis), so at Go's default it collects
+// about twenty times a second under load, and each collection costs every
+// check CPU (the collector's workers, the assists it asks of the
+// allocating handlers, and the handlers' stacks it shrinks, which grow
+// again on the next call).
+const DefaultGCPercent = 400

@@ -3,7 +3,9 @@
 // RateLimitService/CheckRateLimit with a constant OK response built once at
 // start, doing no work of its own per call. What it costs per check is what
 // gRPC, HTTP/2 and protobuf cost with the server options ratelimitd uses
-// (ServerOptions); a rate-limit server can only add to it.
+// (ServerOptions) and its garbage collector target
+// (remotestore.DefaultGCPercent, unless GOGC is set); a rate-limit server
+// can only add to it.
 //
 // Usage (the service benchmark builds and starts it; bound to loopback):
 //
@@ -21,6 +23,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -46,6 +49,15 @@ func ServerOptions() []grpc.ServerOption {
 	return append(remotestore.ServerOptions(), grpc.NumStreamWorkers(remotestore.DefaultStreamWorkers))
 }
 
+// setGCPercent gives the floor ratelimitd's collector target, unless GOGC
+// is set: gRPC's transport allocates in the floor as it does in ratelimitd,
+// so at the same target it collects as often.
+func setGCPercent(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(remotestore.DefaultGCPercent)
+	}
+}
+
 func main() {
 	if err := run(os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "grpcfloor:", err)
@@ -65,6 +77,7 @@ func run(args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 || *rate < 1 {
 		return errors.New("usage: grpcfloor -grpc-addr HOST:PORT [-pprof-addr HOST:PORT] [-rate N>0]")
 	}
+	setGCPercent(os.Getenv)
 	gl, err := net.Listen("tcp", *grpcAddr)
 	if err != nil {
 		return fmt.Errorf("-grpc-addr: %w", err)

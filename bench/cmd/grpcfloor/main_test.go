@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/service/remotestore"
 )
 
 // ratelimitdDir is the package that builds ratelimitd's servers, from this
@@ -171,4 +174,12 @@ func importName(f *ast.File, path string) string {
 		return p[strings.LastIndexByte(p, '/')+1:]
 	}
 	return ""
+}
+
+func TestSetGCPercent(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	setGCPercent(func(string) string { return "" })
+	require.Equal(t, remotestore.DefaultGCPercent, debug.SetGCPercent(100), "the floor collects at ratelimitd's target")
+	setGCPercent(func(k string) string { return map[string]string{"GOGC": "50"}[k] })
+	require.Equal(t, 100, debug.SetGCPercent(100), "GOGC set: the floor leaves the runtime's own reading of it")
 }

@@ -97,14 +97,10 @@ func (c *Config) grpcAuth() string {
 // DefaultStreamWorkers is --grpc-stream-workers' default.
 const DefaultStreamWorkers = remotestore.DefaultStreamWorkers
 
-// DefaultGCPercent is --gc-percent's default: a collection when the heap
-// has grown by four times what the last one left live, where Go's default
-// (100) collects at each doubling. ratelimitd's live heap is small (a few
-// MiB on Redis), so at Go's default it collects about twenty times a
-// second under load, and each collection costs every check CPU (the
-// collector's workers, the assists it asks of the allocating handlers, and
-// the handlers' stacks it shrinks, which grow again on the next call).
-const DefaultGCPercent = 400
+// DefaultGCPercent is --gc-percent's default (see
+// remotestore.DefaultGCPercent, which the benchmark's gRPC floor runs with
+// too).
+const DefaultGCPercent = remotestore.DefaultGCPercent
 
 // maxStreamWorkers bounds --grpc-stream-workers.
 const maxStreamWorkers = 1 << 16
