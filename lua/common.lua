@@ -10,7 +10,8 @@
 --
 -- A call decides one or more ops atomically. ARGV[1] is the instant in µs,
 -- or -1 to read Redis TIME (the default: one clock for every instance). Every
--- key a call touches is in KEYS. The limit of each op is compiled in Go by
+-- key a call touches is in KEYS, except the override state of an op of
+-- decideMany, which runs on a standalone server only (see decide.lua). The limit of each op is compiled in Go by
 -- core/algo and passed as integers, so both stores share one definition:
 -- one argument holds an algorithm's code and its six parameters, separated
 -- by spaces (see limit in decide.lua).

@@ -30,20 +30,21 @@
 -- left, and what the key's own state answers at its end. A block's retry
 -- and reset are in µs.
 --
--- decide1 is the same for one op, with shorter arguments and reply, and
--- decideMany decides many independent ops at once.
+-- decide1 is the same for one op, with shorter arguments and a short
+-- reply (SHORT_LEN integers, see below), and decideMany decides many
+-- independent ops at once, with shorter arguments still.
 
 -- KEYS of one op (KEYS[KEYS_PER_OP * (i - 1) + KEY_STATE] is op i's state).
 local KEYS_PER_OP, KEY_STATE, KEY_OVERRIDE, KEY_OVERRIDE_STATE = 3, 1, 2, 3
 -- ARGV: decide and refund start with the instant and the number of ops
--- (ARGV_HEAD); decide then has ARGS_PER_OP per op, decide1 (and each op of
--- decideMany) DECIDE1_ARGS.
+-- (ARGV_HEAD); decide then has ARGS_PER_OP per op, decide1 DECIDE1_ARGS
+-- (decideMany's are below it).
 local ARG_NOW, ARG_COUNT, ARGV_HEAD = 1, 2, 2
 local ARGS_PER_OP, ARG_SHADOW, ARG_LIMIT, ARG_COST = 3, 1, 2, 3
 local DECIDE1_ARGS, ARG1_NOW, ARG1_LIMIT, ARG1_COST = 3, 1, 2, 3
 -- decide1 alone takes one more, optional: the longest booking in µs
 -- (absent or 0: a take; see bucket in bucket.lua). It follows the
--- DECIDE1_ARGS, so decideMany's layout is unchanged.
+-- DECIDE1_ARGS.
 local ARG1_BOOK = DECIDE1_ARGS + 1
 -- The reply of one op: OUTCOME_LEN integers (as the step functions return
 -- them), then, under an override, the rest up to OP_REPLY: the override
@@ -68,19 +69,21 @@ local algos = {b = bucket, f = fixed, c = counter, l = slidingLog}
 -- is parsed once and kept in parsed, which lives as long as the library (a
 -- script's lives one call) and is emptied when it holds 1024 limits.
 local parsed, nparsed = {}, 0
-local function limit(s)
-  local l = parsed[s]
-  if not l then
-    local f = {}
-    for w in string.gmatch(s, '%S+') do
-      f[#f + 1] = w
-    end
-    l = {f[1], algos[f[1]], {tonumber(f[2]), tonumber(f[3]), tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), tonumber(f[7])}}
-    if nparsed >= 1024 then
-      parsed, nparsed = {}, 0
-    end
-    parsed[s], nparsed = l, nparsed + 1
+local function parseLimit(s)
+  local f = {}
+  for w in string.gmatch(s, '%S+') do
+    f[#f + 1] = w
   end
+  local l = {f[1], algos[f[1]], {tonumber(f[2]), tonumber(f[3]), tonumber(f[4]), tonumber(f[5]), tonumber(f[6]), tonumber(f[7])}}
+  if nparsed >= 1024 then
+    parsed, nparsed = {}, 0
+  end
+  parsed[s], nparsed = l, nparsed + 1
+  return l
+end
+
+local function limit(s)
+  local l = parsed[s] or parseLimit(s)
   return l[1], l[2], l[3]
 end
 
@@ -113,14 +116,14 @@ local function overrideOf(raw)
   return o
 end
 
--- prepare reads the override of op i, whose limit is lim. It returns the
+-- prepare reads the override of an op (raw: its override key's value, nil
+-- for none; okey: that key, whose override state is okeys, or okey..':s'
+-- when okeys is nil), whose state key is key and limit lim. It returns the
 -- algorithm, the state key and the parameters that apply, then the
 -- override's six reply values (all 0 when none applies), then, under an
 -- override limit, the µs it has left. A block returns nil and the time it
 -- has left in µs.
-local function prepare(KEYS, i, lim)
-  local k = KEYS_PER_OP * (i - 1)
-  local raw = call('GET', KEYS[k + KEY_OVERRIDE])
+local function prepare(raw, key, okey, okeys, lim)
   if raw then
     local o = overrideOf(raw)
     if o.untilUs > now then
@@ -128,11 +131,11 @@ local function prepare(KEYS, i, lim)
         return nil, o.untilUs - now
       end
       local r = o.reply
-      return o.fn, KEYS[k + KEY_OVERRIDE_STATE], o.p, r[1], r[2], r[3], r[4], r[5], r[6], o.untilUs - now
+      return o.fn, okeys or okey .. ':s', o.p, r[1], r[2], r[3], r[4], r[5], r[6], o.untilUs - now
     end
   end
   local _, fn, p = limit(lim)
-  return fn, KEYS[k + KEY_STATE], p, OVERRIDE_NONE, 0, 0, 0, 0, 0
+  return fn, key, p, OVERRIDE_NONE, 0, 0, 0, 0, 0
 end
 
 -- waitUs is a wait of a reply (a retry or a reset: in units of 1/q µs, or
@@ -166,20 +169,20 @@ local function ownAt(fn, key, p, at, cost)
 end
 
 -- handover fills the HANDOVER_LEN values after OV_REPLY of r, the reply
--- of op i of KEYS (its limit lim, its cost) decided under an override or a
--- block that has left µs to go, whose waits are in units of 1/q µs (1 for
--- a block's): left, then what the key's own state answers at the
--- override's end (ownAt: allowed, retry, reset), peeked only when the
+-- of an op (its state key key, its limit lim, its cost) decided under an
+-- override or a block that has left µs to go, whose waits are in units of
+-- 1/q µs (1 for a block's): left, then what the key's own state answers at
+-- the override's end (ownAt: allowed, retry, reset), peeked only when the
 -- waits depend on it (algo.HandoverNeeds; always when always is set),
 -- allowed -1 otherwise. Go makes the waits of the key as a whole from them
 -- (algo.Spec.Handover), for both stores alike.
-local function handover(KEYS, i, lim, cost, r, left, q, always)
+local function handover(key, lim, cost, r, left, q, always)
   local retry = r[1] == 0 and (r[3] == -1 or waitUs(r[3], q) >= left)
   local reset = waitUs(r[4], q) >= left
   local allowed, wait, fresh = -1, 0, 0
   if retry or reset or always then
     local _, fn, p = limit(lim)
-    allowed, wait, fresh = ownAt(fn, KEYS[KEYS_PER_OP * (i - 1) + KEY_STATE], p, now + left, cost)
+    allowed, wait, fresh = ownAt(fn, key, p, now + left, cost)
   end
   r[OV_REPLY + 1], r[OV_REPLY + 2], r[OV_REPLY + 3], r[OV_REPLY + 4] = left, allowed, wait, fresh
   return r
@@ -194,111 +197,132 @@ local function unitsOf(fn, p)
   return 1
 end
 
--- decideOne decides op i of KEYS at the instant now under the limit lim,
--- for cost, booking up to book µs ahead (nil: a take; a window, the
--- policy's or an override's, never books). One op is all or nothing by
--- itself (shadow or not, a denied op writes only its own Throttled state),
--- so its write is made as soon as it is decided, with no closure. Its
--- reply is the op's OP_REPLY integers, or only the first OUTCOME_LEN when
--- no override applies: a table of its own when out is nil (decide1);
--- otherwise it goes into out after its n-th element, preceded by its
--- length when counted is set (decideMany's layout), and decideOne returns
--- the index of its last element. Nothing is written to out before the op
--- is decided, so an op that fails leaves out as it was.
-local function decideOne(KEYS, i, lim, cost, book, out, n, counted)
-  cost = num(cost)
-  local fn, key, p, o1, o2, o3, o4, o5, o6, left = prepare(KEYS, i, lim)
-  local r
+-- The short reply of one op, of decide1 and of each op of decideMany:
+-- SHORT_LEN integers, the first of them the flags allowed + 2*state +
+-- 8*previous state (+ SHORT_OVERRIDE when the override's part follows),
+-- then remaining, retry, reset and the instant decided at; under an
+-- override or a block, the OV_REPLY - OUTCOME_LEN integers of the override
+-- and the HANDOVER_LEN of the handover follow (SHORT_OV_LEN in all).
+local SHORT_LEN, SHORT_OVERRIDE = 5, 32
+local SHORT_OV_LEN = SHORT_LEN + OP_REPLY - OUTCOME_LEN
+
+-- putLong writes r, a reply of OP_REPLY integers (an op under an override
+-- or a block), as a short reply into out after its n-th element, and
+-- returns the index of its last element.
+local function putLong(out, n, r)
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = r[1] + 2 * r[5] + 8 * r[6] + SHORT_OVERRIDE, r[2], r[3], r[4], r[7]
+  n = n + SHORT_LEN
+  for j = OUTCOME_LEN + 1, OP_REPLY do
+    out[n + j - OUTCOME_LEN] = r[j]
+  end
+  return n + OP_REPLY - OUTCOME_LEN
+end
+
+-- decideOne decides an op at the instant now: its state key, its override
+-- key okey and override state okeys (nil: okey..':s'), raw the override
+-- key's value (nil: none), its limit lim, its cost (a number), booking up
+-- to book µs ahead (nil: a take; a window, the policy's or an override's,
+-- never books). One op is all or nothing by itself (shadow or not, a
+-- denied op writes only its own Throttled state), so its write is made as
+-- soon as it is decided, with no closure. Its short reply goes into out
+-- after its n-th element, and decideOne returns the index of its last
+-- element; nothing is written to out before the op is decided, so an op
+-- that fails leaves out as it was.
+local function decideOne(key, okey, okeys, raw, lim, cost, book, out, n)
+  local fn, skey, p, o1, o2, o3, o4, o5, o6, left = prepare(raw, key, okey, okeys, lim)
   if not fn then
-    left = key
-    r = handover(KEYS, i, lim, cost, {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}, left, 1, false)
-  else
-    if book and left then
-      -- A slot is admitted under the limit in force at it: the override's
-      -- only before it ends.
-      book = math.min(book, left - 1)
-    end
-    local allowed, remaining, retry, reset, state, prevState, at = fn(key, cost, p, true, book)
-    if o1 == OVERRIDE_NONE then
-      if not out then
-        return {allowed, remaining, retry, reset, state, prevState, at}
-      end
-      -- the usual reply, written in place: no table made and copied
-      if counted then
-        n = n + 1
-        out[n] = OUTCOME_LEN
-      end
-      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5], out[n + 6], out[n + 7] = allowed, remaining, retry, reset, state, prevState, at
-      return n + OUTCOME_LEN
-    end
-    r = {allowed, remaining, retry, reset, state, prevState, at, o1, o2, o3, o4, o5, o6}
-    r = handover(KEYS, i, lim, cost, r, left, unitsOf(fn, p), false)
+    left = skey
+    return putLong(out, n, handover(key, lim, cost, {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}, left, 1, false))
   end
-  if not out then
-    return r
+  if book and left then
+    -- A slot is admitted under the limit in force at it: the override's
+    -- only before it ends.
+    book = math.min(book, left - 1)
   end
-  if counted then
-    n = n + 1
-    out[n] = #r
+  local allowed, remaining, retry, reset, state, prevState, at = fn(skey, cost, p, true, book)
+  if o1 == OVERRIDE_NONE then
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed + 2 * state + 8 * prevState, remaining, retry, reset, at
+    return n + SHORT_LEN
   end
-  for j = 1, #r do
-    out[n + j] = r[j]
-  end
-  return n + #r
+  local r = {allowed, remaining, retry, reset, state, prevState, at, o1, o2, o3, o4, o5, o6}
+  return putLong(out, n, handover(key, lim, cost, r, left, unitsOf(fn, p), false))
 end
 
 -- decide1 decides one op: ARGV is the instant, the limit and the cost (no op
 -- count, no shadow flag), then, optionally, the longest booking (ARG1_BOOK);
--- KEYS are the op's three.
+-- KEYS are the op's three. Its reply is the op's short reply.
 local function decide1(KEYS, ARGV)
   local book = ARGV[ARG1_BOOK]
   if book then
     book = tonumber(book)
   end
   clock(ARGV[ARG1_NOW])
-  return decideOne(KEYS, 1, ARGV[ARG1_LIMIT], ARGV[ARG1_COST], book)
+  local out = {}
+  decideOne(KEYS[KEY_STATE], KEYS[KEY_OVERRIDE], KEYS[KEY_OVERRIDE_STATE], call('GET', KEYS[KEY_OVERRIDE]), ARGV[ARG1_LIMIT], num(ARGV[ARG1_COST]), book, out, 0)
+  return out
 end
 
 -- decideMany decides independent ops one after the other, each exactly as
--- decide1 would (its own write): KEYS holds three keys per op and ARGV
--- three values per op, as decide1's. The ops on Redis TIME ("-1") are
--- decided at one instant, read once for the call, as if they had arrived
--- in the same µs (an op of the caller's instant at its own). One call
--- instead of one per op saves the server the cost of a command each, and
--- of a TIME each, when a client has many ready at once on one server. An
--- op that fails does not stop the others: as it fails before it writes,
--- the client learns its error by sending it again alone. The reply is, per
--- op, the length of its reply (OUTCOME_LEN or OP_REPLY) and that reply, or
--- -1 for an op that failed.
-local manyNow = nil -- the Redis TIME of the decideMany call, once read
+-- decide1 would (its own write), all at one instant: one call instead of
+-- one per op saves the server the cost of a command each, and of a TIME
+-- each, when a client has many ready at once on one server (a standalone
+-- one: every key of the call lives there). Its layout is shorter than
+-- decide1's: KEYS holds MANY_KEYS keys per op, its state and its override
+-- (the override's state is the override key and ':s', made here only when
+-- an override limit applies); ARGV is the instant of every op (ARGM_NOW),
+-- the number of distinct limits (ARGM_LIMITS), those limits, then per op
+-- its cost when there is one limit, or else the index of its limit
+-- (1-based) and its cost. The reply is each op's short reply, or -1 for an
+-- op that failed: as an op fails before it writes, the client learns its
+-- error by sending it again alone, and the ops after it are decided all
+-- the same.
+local MANY_KEYS, ARGM_NOW, ARGM_LIMITS = 2, 1, 2
 
--- manyOp decides op i of a decideMany call at the instant t into out
--- after its n-th element (see decideOne), and returns the index of the
--- last one.
-local function manyOp(KEYS, i, t, lim, cost, out, n)
-  if t == '-1' and manyNow then
-    now = manyNow
-  else
-    clock(t)
-    if t == '-1' then
-      manyNow = now
+-- manyAt and manyN are how far manyOps got: the op it is deciding, and the
+-- index of the last element of the reply before that op's.
+local manyAt, manyN = 0, 0
+
+-- manyOps decides the ops of a decideMany call from the from-th on, into
+-- out after its n-th element, in one protected call for them all (see
+-- decideMany).
+local function manyOps(KEYS, ARGV, from, out, n)
+  manyAt, manyN = from, n
+  local nl = num(ARGV[ARGM_LIMITS])
+  local lim = ARGV[ARGM_LIMITS + 1]
+  local base = ARGM_LIMITS + nl -- the ARGV before the ops'
+  for i = from, #KEYS / MANY_KEYS do
+    manyAt, manyN = i, n
+    local cost
+    if nl == 1 then
+      cost = ARGV[base + i]
+    else
+      local a = base + 2 * i - 1
+      lim, cost = ARGV[ARGM_LIMITS + num(ARGV[a])], ARGV[a + 1]
+    end
+    cost = nums[cost] or num(cost)
+    local key, okey = KEYS[MANY_KEYS * i - 1], KEYS[MANY_KEYS * i]
+    local raw = call('GET', okey)
+    if raw then
+      n = decideOne(key, okey, nil, raw, lim, cost, nil, out, n)
+    else
+      -- no override: the step function of the limit, with no more calls
+      local l = parsed[lim] or parseLimit(lim)
+      local allowed, remaining, retry, reset, state, prevState, at = l[2](key, cost, l[3], true)
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed + 2 * state + 8 * prevState, remaining, retry, reset, at
+      n = n + SHORT_LEN
     end
   end
-  return decideOne(KEYS, i, lim, cost, nil, out, n, true)
 end
 
 local function decideMany(KEYS, ARGV)
-  local out, n = {}, 0
-  manyNow = nil
-  for i = 1, #KEYS / KEYS_PER_OP do
-    local b = DECIDE1_ARGS * (i - 1)
-    local ok, m = pcall(manyOp, KEYS, i, ARGV[b + ARG1_NOW], ARGV[b + ARG1_LIMIT], ARGV[b + ARG1_COST], out, n)
-    if ok then
-      n = m
-    else
-      n = n + 1
-      out[n] = -1
-    end
+  clock(ARGV[ARGM_NOW])
+  local out, from, n, ops = {}, 1, 0, #KEYS / MANY_KEYS
+  while from <= ops and not pcall(manyOps, KEYS, ARGV, from, out, n) do
+    -- op manyAt failed (before it wrote anything): -1 in its place, and on
+    -- with the next
+    n = manyN + 1
+    out[n] = -1
+    from = manyAt + 1
   end
   return out
 end
@@ -353,7 +377,8 @@ local function decide(KEYS, ARGV)
   for i = 1, n do
     local base = ARGV_HEAD + (i - 1) * ARGS_PER_OP
     local lim = ARGV[base + ARG_LIMIT]
-    local fn, key, p, o1, o2, o3, o4, o5, o6, left = prepare(KEYS, i, lim)
+    local k = KEYS_PER_OP * (i - 1)
+    local fn, key, p, o1, o2, o3, o4, o5, o6, left = prepare(call('GET', KEYS[k + KEY_OVERRIDE]), KEYS[k + KEY_STATE], KEYS[k + KEY_OVERRIDE], KEYS[k + KEY_OVERRIDE_STATE], lim)
     local op = {cost = num(ARGV[base + ARG_COST]), fn = fn, key = key, p = p, ov = {o1, o2, o3, o4, o5, o6}, lim = lim, left = left}
     local r
     if not fn then
@@ -384,7 +409,7 @@ local function decide(KEYS, ARGV)
     if op.ov[1] ~= OVERRIDE_NONE then
       local q = op.ov[1] == OVERRIDE_LIMIT and unitsOf(op.fn, op.p) or 1
       -- undoable: peeked whatever the reply, which an undo may change
-      h = handover(KEYS, i, op.lim, op.cost, r, op.left, q, undo)
+      h = handover(KEYS[KEYS_PER_OP * (i - 1) + KEY_STATE], op.lim, op.cost, r, op.left, q, undo)
     end
     for j = 1, OUTCOME_LEN do
       out[#out + 1] = r[j]

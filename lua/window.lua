@@ -46,34 +46,92 @@ local function fixedWrite(key, rate, wend, count, state, held, count0, state0)
   end
 end
 
+-- fixed decides one op (see bucket in bucket.lua for what every step
+-- function takes and returns). It runs on every decision, so it makes
+-- fixedLoad's read, the idiv of the window, nextState and the maxes in
+-- line (the same arithmetic, with no function call, which costs the Lua
+-- interpreter more than the arithmetic), and idiv by Lua's %, exact here
+-- once its result is brought into [0, P).
 local function fixed(key, cost, p, apply)
   local P, rate, warn, clear = p[1], p[2], p[3], p[4]
-  local wend, count, prevState, held = fixedLoad(key, P, rate)
-  local reset = 0
-  if count > 0 then
-    reset = wend - now
-  end
-  if cost > rate then
-    return 0, max(rate - count, 0), -1, reset, 2, prevState, max(now, wend - P)
-  end
-  local allowed = count + max(cost, 1) <= rate
-  local retry, c2 = 0, count
-  if allowed and cost > 0 then
-    c2, reset = count + cost, wend - now
-  end
-  if not allowed then
-    retry = wend - now
-  end
-  local state = nextState(prevState, allowed, c2, warn, clear)
-  local write = nil
-  if cost > 0 and (c2 ~= count or state ~= prevState) then
-    if apply then
-      fixedWrite(key, rate, wend, c2, state, held, count, prevState)
-    else
-      write = function() fixedWrite(key, rate, wend, c2, state, held, count, prevState) end
+  local count, prevState, expire = 0, 0, 0
+  local raw = call('GET', key)
+  if raw then
+    local v = tonumber(raw)
+    prevState = v % 4
+    local x = call('PEXPIRETIME', key)
+    if x > 0 then
+      local inner = (v - prevState) / 4
+      count = inner % FW_RADIX
+      expire = x * 1000 - (inner - count) / FW_RADIX
     end
   end
-  return allowed and 1 or 0, max(rate - c2, 0), retry, reset, state, prevState, max(now, wend - P), write
+  local r = now % P
+  if r < 0 then
+    r = r + P
+  elseif r >= P then
+    r = r - P
+  end
+  local wend = now - r + P
+  local held = true -- the key holds the window ending at wend
+  if expire > wend then
+    wend = expire -- the clock stepped back: keep the newer window
+  elseif expire < wend then
+    count, prevState, held = 0, 0, false -- the stored window is over
+  end
+  local at = wend - P
+  if at < now then
+    at = now
+  end
+  if cost > rate then
+    local reset, rem = 0, rate - count
+    if count > 0 then
+      reset = wend - now
+    end
+    if rem < 0 then
+      rem = 0
+    end
+    return 0, rem, -1, reset, 2, prevState, at
+  end
+  local need = cost
+  if need < 1 then
+    need = 1
+  end
+  local allowed, c2, retry, state = 1, count, 0, 0
+  if count + need <= rate then
+    if cost > 0 then
+      c2 = count + cost
+    end
+    if prevState == 0 then
+      if c2 > warn then
+        state = 1
+      end
+    elseif c2 >= clear then
+      state = 1
+    end
+  else
+    allowed, retry, state = 0, wend - now, 2
+  end
+  local reset = 0
+  if c2 > 0 then
+    reset = wend - now
+  end
+  local write = nil
+  if cost > 0 and (c2 ~= count or state ~= prevState) then
+    if not apply then
+      write = function() fixedWrite(key, rate, wend, c2, state, held, count, prevState) end
+    elseif held and c2 > 0 then
+      local d = (c2 - count) * 4 + state - prevState -- bump's INCRBY
+      call('INCRBY', key, small[d] or fmt(d))
+    else
+      fixedSave(key, rate, wend, c2, state)
+    end
+  end
+  local rem = rate - c2
+  if rem < 0 then
+    rem = 0
+  end
+  return allowed, rem, retry, reset, state, prevState, at, write
 end
 
 -- fixedRefund takes cost from the count if at is in the key's current
@@ -150,40 +208,106 @@ local function counterReset(p, c, P, e, skew)
   return 0
 end
 
+-- counter decides one op, with counterLoad's read, the idivs, nextState
+-- and counterReset in line, as fixed makes them.
 local function counter(key, cost, p_, apply)
   local P, rate, full, warn, clear = p_[1], p_[2], p_[3], p_[4], p_[5]
-  local w, p, c, prevState, held = counterLoad(key, P, rate)
+  local M = SWC_RADIX
+  local r = now % P
+  if r < 0 then
+    r = r + P
+  elseif r >= P then
+    r = r - P
+  end
+  local w = (now - r) / P -- exact: a multiple of P
+  local p, c, prevState, held = 0, 0, 0, false
+  local raw = call('GET', key)
+  if raw then
+    local v = tonumber(raw)
+    local state = v % 4
+    local x = call('PEXPIRETIME', key)
+    local inner = (v - state) / 4
+    local sc = inner % M
+    if sc < 0 then
+      sc = sc + M
+    elseif sc >= M then
+      sc = sc - M
+    end
+    local rest = (inner - sc) / M
+    local sp = rest % M
+    if sp < 0 then
+      sp = sp + M
+    elseif sp >= M then
+      sp = sp - M
+    end
+    local sw = (x * 1000 - (rest - sp) / M) / P - 2
+    if sw >= w then
+      w, p, c, prevState, held = sw, sp, sc, state, true
+    elseif sw == w - 1 and sc > 0 then
+      p, prevState = sc, state
+    end
+  end
   local start = w * P
-  local e = max(now - start, 0)
-  local skew = max(start - now, 0)
+  local e, skew = now - start, 0
+  if e < 0 then
+    e, skew = 0, -e
+  end
   local used = p * (P - e) + c * P
   if cost > rate then
     return 0, idiv(max(full - used, 0), P), -1, counterReset(p, c, P, e, skew), 2, prevState, now + skew
   end
-  local need = max(cost, 1)
-  local allowed = used + need * P <= full
-  local c2, used2 = c, used
-  if allowed and cost > 0 then
-    c2, used2 = c + cost, used + cost * P
+  local need = cost
+  if need < 1 then
+    need = 1
   end
-  local retry = 0
-  if not allowed then
+  local allowed, c2, used2, retry, state = 1, c, used, 0, 0
+  if used + need * P <= full then
+    if cost > 0 then
+      c2, used2 = c + cost, used + cost * P
+    end
+    if prevState == 0 then
+      if used2 > warn then
+        state = 1
+      end
+    elseif used2 >= clear then
+      state = 1
+    end
+  else
+    allowed, state = 0, 2
     if c + need <= rate then
       retry = skew + P - e - idiv((rate - c - need) * P, p)
     else
       retry = skew + 2 * P - e - idiv((rate - need) * P, c)
     end
   end
-  local state = nextState(prevState, allowed, used2, warn, clear)
   local write = nil
   if cost > 0 and (c2 ~= c or state ~= prevState) then
-    if apply then
-      counterWrite(key, P, rate, w, p, c2, state, held, c, prevState)
-    else
+    if not apply then
       write = function() counterWrite(key, P, rate, w, p, c2, state, held, c, prevState) end
+    elseif held and (p > 0 or c2 > 0) then
+      local d = (c2 - c) * 4 + state - prevState -- bump's INCRBY
+      call('INCRBY', key, small[d] or fmt(d))
+    else
+      counterSave(key, P, rate, w, p, c2, state)
     end
   end
-  return allowed and 1 or 0, idiv(max(full - used2, 0), P), retry, counterReset(p, c2, P, e, skew), state, prevState, now + skew, write
+  local reset = 0
+  if c2 > 0 then
+    reset = skew + 2 * P - e
+  elseif p > 0 then
+    reset = skew + P - e
+  end
+  local f = full - used2
+  if f < 0 then
+    f = 0
+  end
+  local fr = f % P
+  if fr < 0 then
+    fr = fr + P
+  elseif fr >= P then
+    fr = fr - P
+  end
+  return allowed, (f - fr) / P, retry, reset, state, prevState, now + skew, write
 end
 
 -- counterRefund takes cost from the count of the window at fell in, the

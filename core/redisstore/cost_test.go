@@ -55,7 +55,8 @@ import (
 // Times on a shared machine move with its load; with SLUICE_REDIS_CALLGRIND=1
 // the server runs under valgrind's callgrind (slowly) and each chunk also
 // reports the instructions the server ran (redis-instr/decision,
-// x-envoy-instr), which do not:
+// x-envoy-instr), which do not (SLUICE_REDIS_CALLGRIND_DIR keeps the
+// server's profiles there, for callgrind_annotate):
 //
 //	SLUICE_REDIS_CALLGRIND=1 go test ./core/redisstore -run XXX -bench RedisCost -benchtime 3x
 func BenchmarkRedisCost(b *testing.B) {
@@ -129,7 +130,10 @@ func startCallgrind(b *testing.B) *callgrind {
 	if err != nil {
 		b.Fatal(err)
 	}
-	dir := b.TempDir()
+	dir := os.Getenv("SLUICE_REDIS_CALLGRIND_DIR") // to keep the profiles, for callgrind_annotate
+	if dir == "" {
+		dir = b.TempDir()
+	}
 	wrapper := filepath.Join(dir, "redis-server")
 	script := "#!/bin/sh\nexec valgrind -q --tool=callgrind --callgrind-out-file=" + dir + "/cg.%p " + bin + " \"$@\"\n"
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
@@ -435,18 +439,19 @@ func group3(s *Store, l core.Limit) func(context.Context, string, int) error {
 func many64(s *Store, l core.Limit) func(context.Context, string, int) error {
 	cp, _ := s.compile(l)
 	return func(ctx context.Context, prefix string, i int) error {
-		argv := []any{"fcall", s.r.lib.DecideMany, keysPerOp * 64}
+		argv := []any{"fcall", s.r.lib.DecideMany, manyKeysPerOp * 64}
 		for j := range 64 {
-			argv = s.opKeys(argv, core.Key{Identity: hotID(prefix, i*64+j)}, l.Algorithm)
+			argv = s.opKeys(argv, core.Key{Identity: hotID(prefix, i*64+j)}, l.Algorithm)[:len(argv)+manyKeysPerOp]
 		}
+		argv = append(argv, s.now(), 1, cp.boxed)
 		for range 64 {
-			argv = append(argv, s.now(), cp.boxed, 1)
+			argv = append(argv, 1)
 		}
 		res, err := s.client.Do(ctx, argv...).Int64Slice()
 		if err != nil {
 			return err
 		}
-		if len(res) < 64*(1+outcomeLen) || res[0] != outcomeLen || res[1] != 1 {
+		if len(res) != 64*shortLen || res[shortFlags]&1 != 1 {
 			return fmt.Errorf("unexpected reply %v", res)
 		}
 		return nil
@@ -482,6 +487,12 @@ func expect(cmd *redis.Cmd, want int64, n int) error {
 	res, err := cmd.Int64Slice()
 	if err != nil {
 		return err
+	}
+	if n == 1 { // decide1's short reply
+		if len(res) != shortLen || res[shortFlags]&1 != want {
+			return fmt.Errorf("unexpected reply %v, want allowed %d", res, want)
+		}
+		return nil
 	}
 	if len(res) < n*outcomeLen || res[0] != want {
 		return fmt.Errorf("unexpected reply %v, want allowed %d", res, want)

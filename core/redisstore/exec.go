@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -288,12 +289,21 @@ func (r *runner) canBatch(ctx context.Context) bool {
 }
 
 // group returns calls with their one-op calls (decide1) replaced by one
-// decideMany call holding them as members, when there are two or more and
-// the server allows it (canBatch); otherwise it returns calls unchanged.
+// decideMany call holding them as members, when there are two or more on
+// one instant (the first one's: Redis TIME, unless the store has a clock)
+// and the server allows it (canBatch); otherwise it returns calls
+// unchanged. The members' distinct limits are sent once (see protocol.go).
 func (r *runner) group(ctx context.Context, calls []*call) ([]*call, *call) {
 	n := 0
+	var now any
 	for _, c := range calls {
-		if c.e == &r.decide1 {
+		if c.e != &r.decide1 {
+			continue
+		}
+		if n == 0 {
+			now = c.argv[argv1Now]
+		}
+		if c.argv[argv1Now] == now {
 			n++
 		}
 	}
@@ -304,18 +314,28 @@ func (r *runner) group(ctx context.Context, calls []*call) ([]*call, *call) {
 	if g == nil {
 		g = &call{e: &r.decideMany}
 	}
-	g.argv = append(g.argv, nil, nil, keysPerOp*n)
+	g.argv = append(g.argv, nil, nil, manyKeysPerOp*n)
 	out := make([]*call, 0, len(calls)-n+1)
+	var space [8]any
+	lims := space[:0]
 	for _, c := range calls {
-		if c.e == &r.decide1 {
-			g.members = append(g.members, c)
-			g.argv = append(g.argv, c.argv[argvFirstKey:argvFirstKey+keysPerOp]...)
-		} else {
+		if c.e != &r.decide1 || c.argv[argv1Now] != now {
 			out = append(out, c)
+			continue
+		}
+		g.members = append(g.members, c)
+		g.argv = append(g.argv, c.argv[argvFirstKey:argvFirstKey+manyKeysPerOp]...)
+		if lim := c.argv[argv1Limit]; !slices.Contains(lims, lim) {
+			lims = append(lims, lim)
 		}
 	}
+	g.argv = append(g.argv, now, len(lims))
+	g.argv = append(g.argv, lims...)
 	for _, c := range g.members {
-		g.argv = append(g.argv, c.argv[argvFirstKey+keysPerOp:argvFirstKey+keysPerOp+decide1Args]...)
+		if len(lims) > 1 {
+			g.argv = append(g.argv, slices.Index(lims, c.argv[argv1Limit])+1)
+		}
+		g.argv = append(g.argv, c.argv[argv1Cost])
 	}
 	return append(out, g), g
 }
@@ -337,17 +357,17 @@ func (r *runner) scatter(ctx context.Context, g *call) {
 	default:
 		res, k := g.res, 0
 		for _, c := range g.members {
-			n := -2
+			n := 0
 			if k < len(res) {
-				n = int(res[k])
+				n = shortLenOf(res[k])
 			}
 			switch {
 			case n == -1:
 				again = append(again, c)
 				k++
-			case (n == outcomeLen || n == opReply) && k+1+n <= len(res):
-				c.res, c.err = res[k+1:k+1+n:k+1+n], nil
-				k += 1 + n
+			case n > 0 && k+n <= len(res):
+				c.res, c.err = res[k:k+n:k+n], nil
+				k += n
 			default:
 				c.err = fmt.Errorf("unexpected reply %v", res)
 			}

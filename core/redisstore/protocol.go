@@ -24,10 +24,11 @@ import (
 //	nothing)                ARGV: instant, n (argvHead), then per op:
 //	                              shadow, limit, cost               (argsPerOp)
 //	                              [, "1": undoable; see undoLen]    (a group's part)
-//	decideMany (n ops,      KEYS: n times keysPerOp
-//	each as decide1, those  ARGV: n times decide1Args
-//	on Redis TIME at one
-//	instant, read once)
+//	decideMany (n ops,      KEYS: n times manyKeysPerOp: state, override
+//	each as decide1, at     ARGV: instant, L (manyHead), the L distinct
+//	one instant; on a             limits, then per op its cost (L = 1),
+//	standalone server)            or its limit's index (1-based) and
+//	                              its cost (L > 1)
 //	refund (n ops)          KEYS: per op state, override            (refundKeysPerOp)
 //	                        ARGV: instant, n (argvHead), then per op:
 //	                              state to restore, limit, cost, at,
@@ -45,23 +46,26 @@ import (
 //	applied, the op's or an override's); 0 or absent: a take.
 //
 //	reply of one op   [0] allowed (0/1)   [1] remaining   [2] retry   [3] reset
-//	(decide1, and     [4] state   [5] previous state   [6] at (the instant it was
-//	each op of        decided at, µs)      -- outcomeLen (7) integers when no
-//	decide)           override applies, or opReply (17) with:
-//	                  [7] override (overrideNone, overrideLimit, overrideBlock)
+//	(each op of       [4] state   [5] previous state   [6] at (the instant it was
+//	decide)           decided at, µs)      [7] override (overrideNone,
+//	                  overrideLimit, overrideBlock)
 //	                  [8] algorithm  [9] rate  [10] period (µs)  [11] burst of
 //	                  the override's limit   [12] override id
 //	                  [13] µs the override has left  [14] allowed (-1: not
 //	                  peeked)  [15] retry  [16] reset of the key's own state
-//	                  at the override's end (see decided.handover)
+//	                  at the override's end (see decided.handover): opReply
+//	                  integers (zeros from [7] when no override applies), and
+//	                  opReply+undoLen when undoable.
 //	                  An admitted booking's retry is the wait until its slot
 //	                  (in units) and its at the slot.
-//	                  A block's retry and reset are in µs. decide always
-//	                  replies opReply integers per op (zeros after [12]
-//	                  when no override applies), and opReply+undoLen when
-//	                  undoable.
-//	reply of          per op: its reply's length (outcomeLen or opReply) and
-//	decideMany        that reply, or -1 for an op that failed.
+//	                  A block's retry and reset are in µs.
+//	short reply       [0] flags: allowed + 2*state + 8*previous state, plus
+//	(decide1, and     shortOverride when [7] to [16] above follow
+//	each op of        [1] remaining   [2] retry   [3] reset   [4] at
+//	decideMany)       -- shortLen (5) integers, or shortOvLen (15) with
+//	                  the override's part (see expand)
+//	reply of          per op its short reply, or -1 for an op that failed.
+//	decideMany
 //	reply of refund   per op: the outcomeLen integers of a peek after the
 //	                  refund, then [7] 1 if it was made (refundReply integers);
 //	                  refundReply zeros when the override has gone.
@@ -72,10 +76,13 @@ import (
 const (
 	argvFirstKey = 3 // the index in call.argv of the first key
 
-	keysPerOp   = 3 // KEYS of one op of decide, decide1 and decideMany
-	decide1Args = 3 // ARGV of decide1, and per op of decideMany
-	argvHead    = 2 // ARGV of decide and refund before the ops: instant, count
-	argsPerOp   = 3 // ARGV per op of decide
+	keysPerOp   = 3 // KEYS of one op of decide and decide1
+	decide1Args = 3 // ARGV of decide1
+
+	manyKeysPerOp = 2 // KEYS of one op of decideMany
+	manyHead      = 2 // ARGV of decideMany before its limits: instant, their count
+	argvHead      = 2 // ARGV of decide and refund before the ops: instant, count
+	argsPerOp     = 3 // ARGV per op of decide
 
 	refundKeysPerOp = 2 // KEYS per op of refund
 	refundArgsPerOp = 6 // ARGV per op of refund
@@ -92,6 +99,56 @@ const (
 	replyAt
 	outcomeLen // the length of a reply without override
 )
+
+// Offsets in the argv of a decide1 call (see call.argv).
+const (
+	argv1Now   = argvFirstKey + keysPerOp
+	argv1Limit = argv1Now + 1
+	argv1Cost  = argv1Now + 2
+)
+
+// The short reply of one op (decide1, and each op of decideMany).
+const (
+	shortFlags = iota // allowed + 2*state + 8*previous state (+ shortOverride)
+	shortRemaining
+	shortRetry
+	shortReset
+	shortAt
+	shortLen                                        // the length of a short reply without override
+	shortOverride = 32                              // in the flags: the override's part follows
+	shortOvLen    = shortLen + opReply - outcomeLen // the length of a short reply with it
+)
+
+// shortLenOf returns the length of the short reply whose flags are f, -1
+// for the -1 of an op of decideMany that failed, and 0 for flags no reply
+// has.
+func shortLenOf(f int64) int {
+	switch {
+	case f == -1:
+		return -1
+	case f < 0 || f&^(shortOverride|31) != 0:
+		return 0
+	case f&shortOverride != 0:
+		return shortOvLen
+	}
+	return shortLen
+}
+
+// expand returns the short reply res as the reply of one op of decide
+// (outcomeLen integers, or opReply with the override's part), in buf.
+func expand(res []int64, buf *[opReply]int64) ([]int64, error) {
+	if len(res) == 0 || len(res) != shortLenOf(res[shortFlags]) {
+		return nil, fmt.Errorf("unexpected script reply %v", res)
+	}
+	f := res[shortFlags]
+	buf[replyAllowed], buf[replyState], buf[replyPrevState] = f&1, f>>1&3, f>>3&3
+	buf[replyRemaining], buf[replyRetry], buf[replyReset], buf[replyAt] = res[shortRemaining], res[shortRetry], res[shortReset], res[shortAt]
+	if len(res) == shortLen {
+		return buf[:outcomeLen], nil
+	}
+	copy(buf[outcomeLen:], res[shortLen:])
+	return buf[:], nil
+}
 
 // Offsets in the reply of one op under an override, after the outcome.
 const (
@@ -201,13 +258,20 @@ func (d *decided) handover(res []int64, undoable bool) error {
 	return nil
 }
 
-// decode reads one op's reply (see lua/decide.lua): opReply integers, or
-// outcomeLen when no override applies.
+// decode reads the short reply of one op (decide1, or one op of
+// decideMany).
 func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
-	return s.decodeOp(res, cp, d, false)
+	var buf [opReply]int64
+	long, err := expand(res, &buf)
+	if err != nil {
+		return fmt.Errorf("redisstore: %w", err)
+	}
+	return s.decodeOp(long, cp, d, false)
 }
 
-// decodeOp is decode, for an undoable decide's reply when undoable is set.
+// decodeOp reads one op's reply of decide (see lua/decide.lua), or an
+// expanded short reply: opReply integers, or outcomeLen when no override
+// applies; undoable is set for an undoable decide's.
 func (s *Store) decodeOp(res []int64, cp *compiled, d *decided, undoable bool) error {
 	if len(res) != opReply && len(res) != outcomeLen {
 		return fmt.Errorf("redisstore: unexpected script reply %v", res)

@@ -277,7 +277,7 @@ func (s *Store) readGroups(ops []core.Op, cps []*compiled, groups [][]int, calls
 		groupDenied := false
 		for j, i := range idx {
 			res := calls[g].res[stride*j : stride*j+stride]
-			err := s.decode(res, cps[i], &ds[i])
+			err := s.decodeOp(res, cps[i], &ds[i], false)
 			if undoable {
 				err = s.decodeUndoable(res, cps[i], &ds[i])
 			}
