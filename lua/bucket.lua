@@ -56,8 +56,41 @@ end
 -- again, and beyondWait until the cost fits.
 local function bucket(key, cost, p, apply, book)
   local Q, T, full, cap, warn, clear = p[1], p[2], p[3], p[4], p[5], p[6]
-  local d, expire, v, prevState = bucketLoad(key, Q)
-  local beyond = expire - now > idiv(MAXEXACT, Q)
+  -- the clamp idiv(MAXEXACT, Q), made once per parameters
+  local clamp = p[7]
+  if not clamp then
+    clamp = idiv(MAXEXACT, Q)
+    p[7] = clamp
+  end
+  -- bucketLoad, in line: the debt d, the expiry, v, the warning state
+  local d, expire, v, prevState = 0, 0, 0, 0
+  local raw = call('GET', key)
+  if raw then
+    local n = tonumber(raw)
+    local state = n % 4
+    local x = call('PEXPIRETIME', key)
+    if x > 0 then
+      local inner = (n - state) / 4
+      local off = inner % 1000
+      if off < 0 then
+        off = off + 1000
+      elseif off >= 1000 then
+        off = off - 1000
+      end
+      expire = x * 1000 - off
+      if expire > now then
+        v = (inner - off) / 1000
+        local gap = expire - now
+        if gap > clamp then
+          gap = clamp
+        end
+        d, prevState = gap * Q - v, state
+      else
+        expire = 0
+      end
+    end
+  end
+  local beyond = expire - now > clamp
   local reset = d
   if beyond then
     reset = -2 - (expire - now)
@@ -69,7 +102,11 @@ local function bucket(key, cost, p, apply, book)
   if book > 0 then
     book = max(min(book, idiv(MAXEXACT - full, Q) - 1), 0)
   end
-  local need = max(cost, 1) * T
+  local need = cost
+  if need < 1 then
+    need = 1
+  end
+  need = need * T
   -- > 0: the units until the cost fits (d - full first: d + need may pass
   -- 2^53 after a large backward step, where a double is no longer exact)
   local over = d - full + need
@@ -79,8 +116,7 @@ local function bucket(key, cost, p, apply, book)
   end
   -- a state beyond the clamp of a large backward step is far beyond full
   local allowed = (over <= 0 or (book > 0 and delay <= book)) and not beyond
-  local retry = 0
-  local d2 = d
+  local retry, d2, state = 0, d, 2
   if not allowed and beyond then
     retry, delay = -2 - beyondWait(expire - now, need, v, full, Q), 0
   elseif not allowed then
@@ -88,16 +124,49 @@ local function bucket(key, cost, p, apply, book)
   else
     retry = delay * Q
     if cost > 0 then
-      d2 = max(d, delay * Q) + need
+      d2 = delay * Q
+      if d2 < d then
+        d2 = d
+      end
+      d2 = d2 + need
+    end
+    state = 0 -- nextState, in line
+    if prevState == 0 then
+      if d2 > warn then
+        state = 1
+      end
+    elseif d2 >= clear then
+      state = 1
     end
   end
-  local state = nextState(prevState, allowed, d2, warn, clear)
   local write = nil
   if cost > 0 and d2 ~= d then
-    if apply then
-      bucketSave(key, Q, d2, state)
-    else
+    if not apply then
       write = function() bucketSave(key, Q, d2, state) end
+    elseif d2 <= 0 then
+      call('DEL', key)
+    else
+      -- bucketSave and save, in line
+      local s = d2 + Q - 1
+      local r = s % Q
+      if r < 0 then
+        r = r + Q
+      elseif r >= Q then
+        r = r - Q
+      end
+      local units = (s - r) / Q
+      local until_ = now + units
+      local ms = until_ % 1000
+      if ms < 0 then
+        ms = ms + 1000
+      elseif ms >= 1000 then
+        ms = ms - 1000
+      end
+      local x = (until_ - ms) / 1000
+      if ms > 0 then
+        x = x + 1
+      end
+      call('SET', key, fmt((x * 1000 - until_ + 1000 * (units * Q - d2)) * 4 + state), 'PXAT', fmt(x))
     end
   elseif cost > 0 and state ~= prevState then
     -- only the warning state changes: the TAT is kept as stored, never rebuilt
@@ -111,7 +180,11 @@ local function bucket(key, cost, p, apply, book)
   if not beyond then
     reset = d2
   end
-  return allowed and 1 or 0, idiv(max(full - d2, 0), T), retry, reset, state, prevState, now + delay, write
+  local rem = full - d2
+  if rem < 0 then
+    rem = 0
+  end
+  return allowed and 1 or 0, idiv(rem, T), retry, reset, state, prevState, now + delay, write
 end
 
 -- undrained returns x - el*Q, at least 0, without forming a product that

@@ -207,10 +207,10 @@ local SHORT_LEN, SHORT_OVERRIDE = 5, 32
 local SHORT_OV_LEN = SHORT_LEN + OP_REPLY - OUTCOME_LEN
 
 -- putLong writes r, a reply of OP_REPLY integers (an op under an override
--- or a block), as a short reply into out after its n-th element, and
--- returns the index of its last element.
-local function putLong(out, n, r)
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = r[1] + 2 * r[5] + 8 * r[6] + SHORT_OVERRIDE, r[2], r[3], r[4], r[7]
+-- or a block), as a short reply into out after its n-th element, its
+-- instant less base, and returns the index of its last element.
+local function putLong(out, n, r, base)
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = r[1] + 2 * r[5] + 8 * r[6] + SHORT_OVERRIDE, r[2], r[3], r[4], r[7] - base
   n = n + SHORT_LEN
   for j = OUTCOME_LEN + 1, OP_REPLY do
     out[n + j - OUTCOME_LEN] = r[j]
@@ -225,14 +225,15 @@ end
 -- never books). One op is all or nothing by itself (shadow or not, a
 -- denied op writes only its own Throttled state), so its write is made as
 -- soon as it is decided, with no closure. Its short reply goes into out
--- after its n-th element, and decideOne returns the index of its last
--- element; nothing is written to out before the op is decided, so an op
+-- after its n-th element, its instant less base (decideMany's reply gives
+-- the instant of its call once), and decideOne returns the index of its
+-- last element; nothing is written to out before the op is decided, so an op
 -- that fails leaves out as it was.
-local function decideOne(key, okey, okeys, raw, lim, cost, book, out, n)
+local function decideOne(key, okey, okeys, raw, lim, cost, book, out, n, base)
   local fn, skey, p, o1, o2, o3, o4, o5, o6, left = prepare(raw, key, okey, okeys, lim)
   if not fn then
     left = skey
-    return putLong(out, n, handover(key, lim, cost, {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}, left, 1, false))
+    return putLong(out, n, handover(key, lim, cost, {0, 0, left, left, 2, 2, now, OVERRIDE_BLOCK, 0, 0, 0, 0, 0}, left, 1, false), base)
   end
   if book and left then
     -- A slot is admitted under the limit in force at it: the override's
@@ -241,11 +242,11 @@ local function decideOne(key, okey, okeys, raw, lim, cost, book, out, n)
   end
   local allowed, remaining, retry, reset, state, prevState, at = fn(skey, cost, p, true, book)
   if o1 == OVERRIDE_NONE then
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed + 2 * state + 8 * prevState, remaining, retry, reset, at
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed + 2 * state + 8 * prevState, remaining, retry, reset, at - base
     return n + SHORT_LEN
   end
   local r = {allowed, remaining, retry, reset, state, prevState, at, o1, o2, o3, o4, o5, o6}
-  return putLong(out, n, handover(key, lim, cost, r, left, unitsOf(fn, p), false))
+  return putLong(out, n, handover(key, lim, cost, r, left, unitsOf(fn, p), false), base)
 end
 
 -- decide1 decides one op: ARGV is the instant, the limit and the cost (no op
@@ -258,7 +259,7 @@ local function decide1(KEYS, ARGV)
   end
   clock(ARGV[ARG1_NOW])
   local out = {}
-  decideOne(KEYS[KEY_STATE], KEYS[KEY_OVERRIDE], KEYS[KEY_OVERRIDE_STATE], call('GET', KEYS[KEY_OVERRIDE]), ARGV[ARG1_LIMIT], num(ARGV[ARG1_COST]), book, out, 0)
+  decideOne(KEYS[KEY_STATE], KEYS[KEY_OVERRIDE], KEYS[KEY_OVERRIDE_STATE], call('GET', KEYS[KEY_OVERRIDE]), ARGV[ARG1_LIMIT], num(ARGV[ARG1_COST]), book, out, 0, 0)
   return out
 end
 
@@ -272,8 +273,9 @@ end
 -- an override limit applies); ARGV is the instant of every op (ARGM_NOW),
 -- the number of distinct limits (ARGM_LIMITS), those limits, then per op
 -- its cost when there is one limit, or else the index of its limit
--- (1-based) and its cost. The reply is each op's short reply, or -1 for an
--- op that failed: as an op fails before it writes, the client learns its
+-- (1-based) and its cost. The reply is the instant of the call, then each
+-- op's short reply with its instant less that one (a few digits, not
+-- sixteen, to format and to parse), or -1 for an op that failed: as an op fails before it writes, the client learns its
 -- error by sending it again alone, and the ops after it are decided all
 -- the same.
 local MANY_KEYS, ARGM_NOW, ARGM_LIMITS = 2, 1, 2
@@ -303,12 +305,12 @@ local function manyOps(KEYS, ARGV, from, out, n)
     local key, okey = KEYS[MANY_KEYS * i - 1], KEYS[MANY_KEYS * i]
     local raw = call('GET', okey)
     if raw then
-      n = decideOne(key, okey, nil, raw, lim, cost, nil, out, n)
+      n = decideOne(key, okey, nil, raw, lim, cost, nil, out, n, now)
     else
       -- no override: the step function of the limit, with no more calls
       local l = parsed[lim] or parseLimit(lim)
       local allowed, remaining, retry, reset, state, prevState, at = l[2](key, cost, l[3], true)
-      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed + 2 * state + 8 * prevState, remaining, retry, reset, at
+      out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed + 2 * state + 8 * prevState, remaining, retry, reset, at - now
       n = n + SHORT_LEN
     end
   end
@@ -316,7 +318,7 @@ end
 
 local function decideMany(KEYS, ARGV)
   clock(ARGV[ARGM_NOW])
-  local out, from, n, ops = {}, 1, 0, #KEYS / MANY_KEYS
+  local out, from, n, ops = {now}, 1, 1, #KEYS / MANY_KEYS
   while from <= ops and not pcall(manyOps, KEYS, ARGV, from, out, n) do
     -- op manyAt failed (before it wrote anything): -1 in its place, and on
     -- with the next

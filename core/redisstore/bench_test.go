@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -170,6 +171,48 @@ func BenchmarkThreePolicies(b *testing.B) {
 				})
 				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "requests/s")
 			})
+		}
+	}
+}
+
+// BenchmarkTakeEach64 measures what the client spends on a decision of a
+// batch: one TakeEach of 64 one-op takes of hot identities (one decideMany
+// call on a standalone server), per decision (ns/op, allocs/op). Under
+// callgrind it gives the instructions this process runs per decision
+// (two runs of N₁ and N₂ decisions, the difference ÷ (N₂ − N₁)):
+//
+// SLUICE_BENCH_REDIS names a redis-server to use instead of one the
+// benchmark starts (callgrind stops at the signal of a child process):
+//
+//	go test -c ./core/redisstore && redis-server --port 6399 --save '' &
+//	SLUICE_BENCH_REDIS=127.0.0.1:6399 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind ./redisstore.test -test.run XXX -test.bench TakeEach64 -test.benchtime 6400x -test.cpu 1
+func BenchmarkTakeEach64(b *testing.B) {
+	var client *redis.Client
+	if addr := os.Getenv("SLUICE_BENCH_REDIS"); addr != "" {
+		client = redis.NewClient(&redis.Options{Addr: addr})
+		b.Cleanup(func() { _ = client.Close() })
+	} else {
+		client = redistest.StartServer(b).Client(b)
+	}
+	s, err := redisstore.New(client, redisstore.WithTimeout(5*time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	l := core.PerSecond(1_000_000_000).WithAlgorithm(core.FixedWindow)
+	takes := make([]core.Take, 64)
+	for i := range takes {
+		takes[i] = core.Take{Ops: []core.Op{{Key: core.Key{Identity: "user:" + strconv.Itoa(i), Policy: "p"}, Limit: l, Cost: 1}}, Out: make([]core.Result, 1)}
+	}
+	s.TakeEach(ctx, takes) // the library loaded, the keys made
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n += len(takes) {
+		s.TakeEach(ctx, takes)
+		for i := range takes {
+			if takes[i].Err != nil || !takes[i].Out[0].Allowed {
+				b.Fatal(takes[i].Err, takes[i].Out[0])
+			}
 		}
 	}
 }

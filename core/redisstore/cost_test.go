@@ -451,7 +451,7 @@ func many64(s *Store, l core.Limit) func(context.Context, string, int) error {
 		if err != nil {
 			return err
 		}
-		if len(res) != 64*shortLen || res[shortFlags]&1 != 1 {
+		if len(res) != 1+64*shortLen || res[1+shortFlags]&1 != 1 {
 			return fmt.Errorf("unexpected reply %v", res)
 		}
 		return nil

@@ -355,7 +355,7 @@ func (r *runner) scatter(ctx context.Context, g *call) {
 			c.err = g.err
 		}
 	default:
-		res, k := g.res, 0
+		res, k := g.res, 1 // res[0]: the instant of the call, each op's relative to it
 		for _, c := range g.members {
 			n := 0
 			if k < len(res) {
@@ -366,6 +366,7 @@ func (r *runner) scatter(ctx context.Context, g *call) {
 				again = append(again, c)
 				k++
 			case n > 0 && k+n <= len(res):
+				res[k+shortAt] += res[0]
 				c.res, c.err = res[k:k+n:k+n], nil
 				k += n
 			default:

@@ -64,8 +64,8 @@ import (
 //	each op of        [1] remaining   [2] retry   [3] reset   [4] at
 //	decideMany)       -- shortLen (5) integers, or shortOvLen (15) with
 //	                  the override's part (see expand)
-//	reply of          per op its short reply, or -1 for an op that failed.
-//	decideMany
+//	reply of          the instant of the call, then per op its short reply
+//	decideMany        with [4] less that instant, or -1 for an op that failed.
 //	reply of refund   per op: the outcomeLen integers of a peek after the
 //	                  refund, then [7] 1 if it was made (refundReply integers);
 //	                  refundReply zeros when the override has gone.
@@ -119,6 +119,13 @@ const (
 	shortOvLen    = shortLen + opReply - outcomeLen // the length of a short reply with it
 )
 
+// replyErr is the error of an unexpected reply res, with what follows.
+// It formats a copy: res may be a buffer on the caller's stack, which
+// formatting res itself would move to the heap on every call.
+func replyErr(what string, res []int64) error {
+	return fmt.Errorf("unexpected script reply %v%s", append([]int64(nil), res...), what)
+}
+
 // shortLenOf returns the length of the short reply whose flags are f, -1
 // for the -1 of an op of decideMany that failed, and 0 for flags no reply
 // has.
@@ -138,7 +145,7 @@ func shortLenOf(f int64) int {
 // (outcomeLen integers, or opReply with the override's part), in buf.
 func expand(res []int64, buf *[opReply]int64) ([]int64, error) {
 	if len(res) == 0 || len(res) != shortLenOf(res[shortFlags]) {
-		return nil, fmt.Errorf("unexpected script reply %v", res)
+		return nil, replyErr("", res)
 	}
 	f := res[shortFlags]
 	buf[replyAllowed], buf[replyState], buf[replyPrevState] = f&1, f>>1&3, f>>3&3
@@ -246,14 +253,14 @@ func (d *decided) handover(res []int64, undoable bool) error {
 	d.left, d.peeked = res[replyLeft], res[replyOwnAllowed] != -1
 	d.ownO = algo.Outcome{Allowed: res[replyOwnAllowed] == 1, Retry: res[replyOwnRetry], Reset: res[replyOwnReset]}
 	if d.left < 1 {
-		return fmt.Errorf("unexpected script reply %v", res)
+		return replyErr("", res)
 	}
 	if d.peeked {
 		return nil
 	}
 	r := d.described()
 	if retry, reset := algo.HandoverNeeds(&r, d.left); retry || reset || undoable {
-		return fmt.Errorf("unexpected script reply %v: the own state was not peeked", res)
+		return replyErr(": the own state was not peeked", res)
 	}
 	return nil
 }
@@ -274,7 +281,7 @@ func (s *Store) decode(res []int64, cp *compiled, d *decided) error {
 // applies; undoable is set for an undoable decide's.
 func (s *Store) decodeOp(res []int64, cp *compiled, d *decided, undoable bool) error {
 	if len(res) != opReply && len(res) != outcomeLen {
-		return fmt.Errorf("redisstore: unexpected script reply %v", res)
+		return fmt.Errorf("redisstore: %w", replyErr("", res))
 	}
 	d.cp, d.own = cp, cp
 	if len(res) == outcomeLen {
@@ -319,7 +326,7 @@ func (s *Store) decodeOp(res []int64, cp *compiled, d *decided, undoable bool) e
 // integers, then the undoLen integers of what it wrote.
 func (s *Store) decodeUndoable(res []int64, cp *compiled, d *decided) error {
 	if len(res) != opReply+undoLen {
-		return fmt.Errorf("redisstore: unexpected script reply %v", res)
+		return fmt.Errorf("redisstore: %w", replyErr("", res))
 	}
 	if err := s.decodeOp(res[:opReply], cp, d, true); err != nil {
 		return err
@@ -401,7 +408,7 @@ func (s *Store) args(args []any, now any, cps []*compiled, ops []core.Op) []any 
 // from replyAllowed to replyAt.
 func outcome(res []int64, o *algo.Outcome) error {
 	if len(res) != outcomeLen || res[replyState] < 0 || res[replyState] > 2 || res[replyPrevState] < 0 || res[replyPrevState] > 2 {
-		return fmt.Errorf("unexpected script reply %v", res)
+		return replyErr("", res)
 	}
 	*o = algo.Outcome{
 		Allowed:   res[replyAllowed] == 1,
