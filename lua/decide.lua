@@ -273,7 +273,8 @@ end
 -- an override limit applies); ARGV is the instant of every op (ARGM_NOW),
 -- the number of distinct limits (ARGM_LIMITS), those limits, then per op
 -- its cost when there is one limit, or else the index of its limit
--- (1-based) and its cost. The reply is the instant of the call, then each
+-- (1-based) and its cost; or, when every op has the same limit and cost,
+-- 0 (at ARGM_LIMITS), that limit and that cost. The reply is the instant of the call, then each
 -- op's short reply with its instant less that one (a few digits, not
 -- sixteen, to format and to parse), or -1 for an op that failed: as an op fails before it writes, the client learns its
 -- error by sending it again alone, and the ops after it are decided all
@@ -292,16 +293,22 @@ local function manyOps(KEYS, ARGV, from, out, n)
   local nl = num(ARGV[ARGM_LIMITS])
   local lim = ARGV[ARGM_LIMITS + 1]
   local base = ARGM_LIMITS + nl -- the ARGV before the ops'
+  local same = nil -- the cost of every op, when they share it
+  if nl == 0 then
+    same = num(ARGV[ARGM_LIMITS + 2])
+  end
   for i = from, #KEYS / MANY_KEYS do
     manyAt, manyN = i, n
-    local cost
-    if nl == 1 then
-      cost = ARGV[base + i]
-    else
-      local a = base + 2 * i - 1
-      lim, cost = ARGV[ARGM_LIMITS + num(ARGV[a])], ARGV[a + 1]
+    local cost = same
+    if not same then
+      if nl == 1 then
+        cost = ARGV[base + i]
+      else
+        local a = base + 2 * i - 1
+        lim, cost = ARGV[ARGM_LIMITS + num(ARGV[a])], ARGV[a + 1]
+      end
+      cost = nums[cost] or num(cost)
     end
-    cost = nums[cost] or num(cost)
     local key, okey = KEYS[MANY_KEYS * i - 1], KEYS[MANY_KEYS * i]
     local raw = call('GET', okey)
     if raw then

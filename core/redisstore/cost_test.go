@@ -443,10 +443,7 @@ func many64(s *Store, l core.Limit) func(context.Context, string, int) error {
 		for j := range 64 {
 			argv = s.opKeys(argv, core.Key{Identity: hotID(prefix, i*64+j)}, l.Algorithm)[:len(argv)+manyKeysPerOp]
 		}
-		argv = append(argv, s.now(), 1, cp.boxed)
-		for range 64 {
-			argv = append(argv, 1)
-		}
+		argv = append(argv, s.now(), 0, cp.boxed, 1) // one limit and one cost for all, as the store sends them
 		res, err := s.client.Do(ctx, argv...).Int64Slice()
 		if err != nil {
 			return err

@@ -329,6 +329,11 @@ func (r *runner) group(ctx context.Context, calls []*call) ([]*call, *call) {
 			lims = append(lims, lim)
 		}
 	}
+	if cost := g.members[0].argv[argv1Cost]; len(lims) == 1 && sameCost(g.members, cost) {
+		// one limit and one cost for every op, sent once
+		g.argv = append(g.argv, now, 0, lims[0], cost)
+		return append(out, g), g
+	}
 	g.argv = append(g.argv, now, len(lims))
 	g.argv = append(g.argv, lims...)
 	for _, c := range g.members {
@@ -338,6 +343,16 @@ func (r *runner) group(ctx context.Context, calls []*call) ([]*call, *call) {
 		g.argv = append(g.argv, c.argv[argv1Cost])
 	}
 	return append(out, g), g
+}
+
+// sameCost reports whether every one of calls (decide1) has the cost cost.
+func sameCost(calls []*call, cost any) bool {
+	for _, c := range calls {
+		if c.argv[argv1Cost] != cost {
+			return false
+		}
+	}
+	return true
 }
 
 // scatter hands the reply of a decideMany call to its members. A member that

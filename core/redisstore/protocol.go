@@ -28,7 +28,8 @@ import (
 //	each as decide1, at     ARGV: instant, L (manyHead), the L distinct
 //	one instant; on a             limits, then per op its cost (L = 1),
 //	standalone server)            or its limit's index (1-based) and
-//	                              its cost (L > 1)
+//	                              its cost (L > 1); or 0 (for L), the
+//	                              limit and the cost every op has
 //	refund (n ops)          KEYS: per op state, override            (refundKeysPerOp)
 //	                        ARGV: instant, n (argvHead), then per op:
 //	                              state to restore, limit, cost, at,
