@@ -486,7 +486,7 @@ func expect(cmd *redis.Cmd, want int64, n int) error {
 		return err
 	}
 	if n == 1 { // decide1's short reply
-		if len(res) != shortLen || res[shortFlags]&1 != want {
+		if len(res) == 0 || len(res) != shortLenOf(res[shortFlags]) || res[shortFlags]&1 != want {
 			return fmt.Errorf("unexpected reply %v, want allowed %d", res, want)
 		}
 		return nil
