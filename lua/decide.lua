@@ -210,6 +210,10 @@ local SHORT_OV_LEN = SHORT_LEN + OP_REPLY - OUTCOME_LEN
 -- or a block), as a short reply into out after its n-th element, its
 -- instant less base, and returns the index of its last element.
 local function putLong(out, n, r, base)
+  if not out then
+    -- decide1's reply: a table made at its size (filling an empty one grows it four times)
+    return {r[1] + 2 * r[5] + 8 * r[6] + SHORT_OVERRIDE, r[2], r[3], r[4], r[7] - base, r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16], r[17]}
+  end
   out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = r[1] + 2 * r[5] + 8 * r[6] + SHORT_OVERRIDE, r[2], r[3], r[4], r[7] - base
   n = n + SHORT_LEN
   for j = OUTCOME_LEN + 1, OP_REPLY do
@@ -228,7 +232,8 @@ end
 -- after its n-th element, its instant less base (decideMany's reply gives
 -- the instant of its call once), and decideOne returns the index of its
 -- last element; nothing is written to out before the op is decided, so an op
--- that fails leaves out as it was.
+-- that fails leaves out as it was. With out nil (decide1), it returns the
+-- reply as a table of its own.
 local function decideOne(key, okey, okeys, raw, lim, cost, book, out, n, base)
   local fn, skey, p, o1, o2, o3, o4, o5, o6, left = prepare(raw, key, okey, okeys, lim)
   if not fn then
@@ -242,6 +247,9 @@ local function decideOne(key, okey, okeys, raw, lim, cost, book, out, n, base)
   end
   local allowed, remaining, retry, reset, state, prevState, at = fn(skey, cost, p, true, book)
   if o1 == OVERRIDE_NONE then
+    if not out then
+      return {allowed + 2 * state + 8 * prevState, remaining, retry, reset, at - base}
+    end
     out[n + 1], out[n + 2], out[n + 3], out[n + 4], out[n + 5] = allowed + 2 * state + 8 * prevState, remaining, retry, reset, at - base
     return n + SHORT_LEN
   end
@@ -258,9 +266,7 @@ local function decide1(KEYS, ARGV)
     book = tonumber(book)
   end
   clock(ARGV[ARG1_NOW])
-  local out = {}
-  decideOne(KEYS[KEY_STATE], KEYS[KEY_OVERRIDE], KEYS[KEY_OVERRIDE_STATE], call('GET', KEYS[KEY_OVERRIDE]), ARGV[ARG1_LIMIT], num(ARGV[ARG1_COST]), book, out, 0, 0)
-  return out
+  return decideOne(KEYS[KEY_STATE], KEYS[KEY_OVERRIDE], KEYS[KEY_OVERRIDE_STATE], call('GET', KEYS[KEY_OVERRIDE]), ARGV[ARG1_LIMIT], num(ARGV[ARG1_COST]), book, nil, 0, 0)
 end
 
 -- decideMany decides independent ops one after the other, each exactly as
