@@ -20,9 +20,6 @@ import (
 // on the stack (formatting it into an error moved it to the heap once, 64
 // more).
 func TestTakeEachAllocations(t *testing.T) {
-	if raceBuild {
-		t.Skip("allocation counts vary under the race detector")
-	}
 	client := redistest.StartServer(t).Client(t)
 	s, err := redisstore.New(client, redisstore.WithTimeout(10*time.Second))
 	require.NoError(t, err)
@@ -42,5 +39,9 @@ func TestTakeEachAllocations(t *testing.T) {
 		require.True(t, takes[i].Out[0].Allowed)
 	}
 	t.Logf("%.1f allocations for 64 decisions", allocs)
-	require.LessOrEqual(t, allocs, float64(len(takes)+16))
+	bound := len(takes) + 16
+	if raceBuild {
+		bound += len(takes) // the pooled calls the detector drops, made anew (113-124 measured)
+	}
+	require.LessOrEqual(t, allocs, float64(bound))
 }
