@@ -46,6 +46,17 @@ type Lener interface {
 	Len() int
 }
 
+// Failer is implemented by the limiters whose decisions can fail without
+// deciding: throttled's GCRA gives up (with an error, a 500 in its HTTP
+// middleware) after losing its compare-and-swap on a key 10 times in a row,
+// which two goroutines racing on one key make happen within the first
+// burst. Such a decision took nothing from the key: it is neither an
+// admission nor a denial (Allow reports it as not admitted).
+type Failer interface {
+	// Failures returns how many decisions have failed so far.
+	Failures() int64
+}
+
 // Config tunes the construction of a Limiter.
 type Config struct {
 	// NoCleanup disables background expiry (sweepers, cleaners), so that every
@@ -216,8 +227,8 @@ func (l *ululeLimiter) Close() error { return nil }
 // It has no background cleanup, so NoCleanup changes nothing.
 //
 // Its GCRA retries a lost compare-and-swap up to 10 times and then returns
-// an error (a 500 in its HTTP middleware); Allow counts that as a denial
-// rather than a harness bug, in Errors.
+// an error; Allow reports that as not admitted rather than a harness bug,
+// and counts it in Failures (see Failer).
 
 // MaxKeys bounds the key count of the limiters that take a bound (sluice and
 // throttled), far above what a scenario inserts.
@@ -258,5 +269,5 @@ func (l *throttledLimiter) Allow(key string) bool {
 
 func (l *throttledLimiter) Close() error { return nil }
 
-// Errors returns the number of decisions that failed (lost races).
-func (l *throttledLimiter) Errors() int64 { return l.errors.Load() }
+// Failures returns the number of decisions that failed (lost races).
+func (l *throttledLimiter) Failures() int64 { return l.errors.Load() }

@@ -109,3 +109,60 @@ func TestChecksFail(t *testing.T) {
 		require.Contains(t, membench.LastFailure(), c.want)
 	}
 }
+
+// flaky is a limiter of Rate units on one key whose every fifth decision
+// fails without deciding (see membench.Failer), as throttled's GCRA does
+// when it loses its compare-and-swap too often, or, when all is set, every
+// decision.
+type flaky struct {
+	calls, used, failed int64
+	all                 bool
+}
+
+func (f *flaky) Allow(string) bool {
+	if f.calls++; f.all || f.calls%5 == 0 {
+		f.failed++
+		return false
+	}
+	if f.used < membench.Rate {
+		f.used++
+		return true
+	}
+	return false
+}
+func (f *flaky) Close() error    { return nil }
+func (f *flaky) Failures() int64 { return f.failed }
+
+// TestHotChecksCountFailures: a failed decision takes nothing from the key,
+// so the hot-key check expects the burst of the decisions made (a run of 100
+// with 20 failed admits 80, all it can), and still fails a limiter whose
+// decisions all fail.
+func TestHotChecksCountFailures(t *testing.T) {
+	tiny(t, "100x")
+	some := membench.Impl{Name: "flaky", New: func(membench.Config) (membench.Limiter, error) { return &flaky{}, nil }}
+	all := membench.Impl{Name: "failing", New: func(membench.Config) (membench.Limiter, error) { return &flaky{all: true}, nil }}
+	r := testing.Benchmark(func(b *testing.B) { membench.HotKeySerial(b, some) })
+	require.NotZero(t, r.N, "failed: %s", membench.LastFailure())
+	r = testing.Benchmark(func(b *testing.B) { membench.HotKeySerial(b, all) })
+	require.Zero(t, r.N)
+	require.Contains(t, membench.LastFailure(), "decisions on one key failed")
+}
+
+// TestThrottledParallelFirstBurst runs throttled's hot-key parallel scenario
+// many times at 100 decisions, the size at which make bench saw it "admit
+// 98 of 100": two goroutines racing on one key make its GCRA give up on a
+// few of them (in about 3% of such runs on 2 CPUs), which the check must
+// take for what throttled documents, not for an under-admitting limiter.
+func TestThrottledParallelFirstBurst(t *testing.T) {
+	tiny(t, "100x")
+	var throttled membench.Impl
+	for _, impl := range membench.Impls() {
+		if impl.Name == "throttled" {
+			throttled = impl
+		}
+	}
+	for range 300 {
+		r := testing.Benchmark(func(b *testing.B) { membench.HotKeyParallel(b, throttled) })
+		require.NotZero(t, r.N, "failed: %s", membench.LastFailure())
+	}
+}

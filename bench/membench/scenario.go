@@ -76,7 +76,7 @@ func HotKeySerial(b *testing.B, impl Impl) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	reportCPU(b, cpu)
-	checkHot(b, impl, int64(allowed), int64(b.N), elapsed)
+	checkHot(b, impl, hotCount{allowed: int64(allowed), failed: failures(l), n: int64(b.N)}, elapsed)
 }
 
 // HotKeyParallel makes b.N decisions for one key from GOMAXPROCS goroutines
@@ -100,7 +100,7 @@ func HotKeyParallel(b *testing.B, impl Impl) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	reportCPU(b, cpu)
-	checkHot(b, impl, allowed.Load(), int64(b.N), elapsed)
+	checkHot(b, impl, hotCount{allowed: allowed.Load(), failed: failures(l), n: int64(b.N)}, elapsed)
 }
 
 // reportCPU reports, as cpu-ns/op, the CPU time the process used since it
@@ -114,18 +114,49 @@ func reportCPU(b *testing.B, cpu time.Duration) {
 	}
 }
 
-// checkHot fails b unless allowed of n decisions on one key in elapsed is
-// plausible for the shared limit: every implementation must admit the first
-// burst and, even as a fixed window straddling a boundary, no more than two
-// windows' worth plus the refill. This catches a limiter configured to a
-// different limit.
-func checkHot(b *testing.B, impl Impl, allowed, n int64, elapsed time.Duration) {
-	b.Helper()
-	lo := min(n, Rate)
-	hi := 2*Rate + int64(Rate*elapsed.Seconds()/Period.Seconds()) + 1
-	if allowed < lo || allowed > hi {
-		fatalf(b, "%s: %d of %d decisions on one key allowed in %s, want between %d and %d", impl.Name, allowed, n, elapsed, lo, hi)
+// hotCount is what a hot-key run decided: n decisions, of which allowed were
+// admitted and failed made no decision at all (see Failer).
+type hotCount struct {
+	allowed, failed, n int64
+}
+
+// failures returns how many decisions l has failed so far (see Failer), 0
+// for a limiter that cannot fail one.
+func failures(l Limiter) int64 {
+	if f, ok := l.(Failer); ok {
+		return f.Failures()
 	}
+	return 0
+}
+
+// checkHot fails b unless what a run of decisions on one key in elapsed
+// decided is plausible for the shared limit: every implementation must admit
+// the first burst and, even as a fixed window straddling a boundary, no more
+// than two windows' worth plus the refill. This catches a limiter configured
+// to a different limit.
+//
+// A failed decision (throttled's GCRA under contention: see Failer) took
+// nothing from the key, so the burst the others must reach is that of the
+// decisions made, n - failed; a run where most decisions failed is a broken
+// harness, not a contended peer.
+func checkHot(b *testing.B, impl Impl, c hotCount, elapsed time.Duration) {
+	b.Helper()
+	if msg := hotProblem(c, elapsed); msg != "" {
+		fatalf(b, "%s: %s", impl.Name, msg)
+	}
+}
+
+// hotProblem is checkHot's verdict: "" when c is plausible.
+func hotProblem(c hotCount, elapsed time.Duration) string {
+	if 2*c.failed > c.n {
+		return fmt.Sprintf("%d of %d decisions on one key failed", c.failed, c.n)
+	}
+	lo := min(c.n-c.failed, Rate)
+	hi := 2*Rate + int64(Rate*elapsed.Seconds()/Period.Seconds()) + 1
+	if c.allowed < lo || c.allowed > hi {
+		return fmt.Sprintf("%d of %d decisions on one key allowed (%d failed) in %s, want between %d and %d", c.allowed, c.n, c.failed, elapsed, lo, hi)
+	}
+	return ""
 }
 
 // Keys100kSerial makes b.N decisions from one goroutine over ParallelKeys
