@@ -49,7 +49,8 @@ func (s *Store) Take(_ context.Context, ops []core.Op, out []core.Result) error 
 	return nil
 }
 
-// decideOne decides p's op, alone in its Take and on its own state, at now.
+// decideOne decides p's op, alone in its Take and on its own state (not
+// under an override or a block: see Take), at now.
 // A key whose last decision denied it (a throttled key, the hot key of a
 // flood) is most likely denied again, which changes nothing: its state is
 // copied under its shard's lock and decided once the lock is released, so
@@ -62,11 +63,13 @@ func (s *Store) Take(_ context.Context, ops []core.Op, out []core.Result) error 
 func (p *pending) decideOne(op *core.Op, now int64, s *Store) {
 	sh := p.sh
 	sh.mu.Lock()
-	if !p.copyThrottled() {
-		p.decide(op, now, true, s)
+	p.i, p.found = sh.t.atHome(p.h)
+	if !p.found || p.sp.Algorithm == core.SlidingWindowLog || core.State(sh.t.slots[p.i].exp>>stateShift&3) != core.Throttled {
+		p.decideFrom(op, now, true, s)
 		sh.mu.Unlock()
 		return
 	}
+	p.ver, p.st = sh.t.ver, sh.t.slots[p.i].state()
 	sh.mu.Unlock()
 	was := p.st
 	if p.book > 0 {
@@ -84,21 +87,6 @@ func (p *pending) decideOne(op *core.Op, now int64, s *Store) {
 		p.decide(op, now, true, s)
 	}
 	sh.mu.Unlock()
-}
-
-// copyThrottled copies p's state into p.st (its shard is locked) if it is
-// a throttled one in its home slot, not a log, and reports whether it did.
-func (p *pending) copyThrottled() bool {
-	if p.blocked || p.sp.Algorithm == core.SlidingWindowLog {
-		return false
-	}
-	t := &p.sh.t
-	i, ok := t.atHome(p.h)
-	if !ok || core.State(t.slots[i].exp>>stateShift&3) != core.Throttled {
-		return false
-	}
-	p.i, p.found, p.ver, p.st = i, true, t.ver, t.slots[i].state()
-	return true
 }
 
 // smallGroup is the most ops a Take decides without allocating.
@@ -224,8 +212,14 @@ func (p *pending) decide(op *core.Op, now int64, final bool, s *Store) bool {
 	if p.blocked {
 		return op.Cost > 0 && !op.Shadow
 	}
+	p.i, p.found = p.sh.t.atHome(p.h)
+	return p.decideFrom(op, now, final, s)
+}
+
+// decideFrom is decide, not blocked, once atHome has set p.i and p.found.
+func (p *pending) decideFrom(op *core.Op, now int64, final bool, s *Store) bool {
 	sh := p.sh
-	if p.i, p.found = sh.t.atHome(p.h); !p.found {
+	if !p.found {
 		p.i, p.found = sh.t.find(p.h)
 	}
 	p.ver = sh.t.ver
