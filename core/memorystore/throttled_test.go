@@ -104,3 +104,30 @@ func TestThrottledKeyStoresWhatItChanges(t *testing.T) {
 	require.False(t, r.Allowed, "and stored")
 	require.Equal(t, 100*time.Millisecond, r.RetryAfter)
 }
+
+// A throttled key's decisions, denials on the copy and the refills written
+// under the lock again, allocate nothing, for every algorithm decided that
+// way.
+func TestThrottledKeyDoesNotAllocate(t *testing.T) {
+	now := int64(1_700_000_000_000_000)
+	s := newTestStore(t, &now)
+	ctx := context.Background()
+	for _, a := range []core.Algorithm{core.TokenBucket, core.FixedWindow, core.SlidingWindowCounter, core.GCRA, core.LeakyBucket} {
+		l := core.PerSecond(1).WithAlgorithm(a)
+		ops := [1]core.Op{{Key: core.Key{Identity: "hot"}, Limit: l, Cost: 1}}
+		var out [1]core.Result
+		require.NoError(t, s.Take(ctx, ops[:], out[:]))
+		require.NoError(t, s.Take(ctx, ops[:], out[:]))
+		require.False(t, out[0].Allowed, "%s: throttled", a)
+		i := 0
+		allocs := testing.AllocsPerRun(1000, func() {
+			if i++; i%10 == 0 {
+				now += 1_000_000 // a refill every tenth decision
+			}
+			if err := s.Take(ctx, ops[:], out[:]); err != nil {
+				t.Fatal(err)
+			}
+		})
+		require.Zero(t, allocs, a.String())
+	}
+}
