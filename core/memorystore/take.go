@@ -18,7 +18,8 @@ import (
 // ops read (the shard of each state decided on and, for an op under an
 // override or a block, the shard of the key's own state), taken together
 // in address order, so that it is atomic. One op on its own state is the
-// same steps, straight on.
+// same steps, straight on (see decideOne: a throttled key's is decided on
+// a copy of its state taken under the lock).
 func (s *Store) Take(_ context.Context, ops []core.Op, out []core.Result) error {
 	if len(out) != len(ops) {
 		return fmt.Errorf("memorystore: Take: %d results for %d ops", len(out), len(ops))
