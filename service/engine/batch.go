@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,45 +40,143 @@ import (
 // every check's error.
 func (e *Engine) CheckBatch(ctx context.Context, cs []Check, allOrNothing bool) ([]Result, []error) {
 	results, errs := make([]Result, len(cs)), make([]error, len(cs))
+	// The Results are kept: their Decisions' results need memory of their
+	// own, not the pooled arena of CheckBatchFunc.
+	mem := &arena{buf: make([]core.PolicyResult, 0, len(cs))}
+	e.checkBatch(ctx, cs, allOrNothing, mem, func(i int, r *Result, err error) {
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		results[i] = *r
+	})
+	return results, errs
+}
+
+// CheckBatchFunc decides cs as CheckBatch does, and hands each check's
+// answer to answer instead of returning them all: answer(i, r, nil) with
+// the Result of cs[i], or answer(i, nil, err) with its error, once for
+// each check, on the calling goroutine, in no particular order (one
+// caller's checks are still decided in request order), before
+// CheckBatchFunc returns. r, its Decision included, is valid only during
+// that call of answer: its memory is reused for the next answer and the
+// next batch, so answer writes what its protocol needs (a front door's
+// response messages) and keeps nothing of r. It is CheckBatch without the
+// memory of the answers: the decisions' results, the rounds and the
+// answers reuse pooled memory.
+func (e *Engine) CheckBatchFunc(ctx context.Context, cs []Check, allOrNothing bool, answer func(i int, r *Result, err error)) {
+	mem, _ := e.arenas.Get().(*arena)
+	if mem == nil {
+		mem = new(arena)
+	}
+	mem.reset(len(cs))
+	e.checkBatch(ctx, cs, allOrNothing, mem, answer)
+	mem.release()
+	e.arenas.Put(mem)
+}
+
+// answerFunc receives the answer of check i of a batch: its Result (valid
+// during the call only) or its error.
+type answerFunc = func(i int, r *Result, err error)
+
+// checkBatch decides cs, the checks' results in mem's memory (when it has
+// room), and hands each answer to answer (see CheckBatchFunc).
+func (e *Engine) checkBatch(ctx context.Context, cs []Check, allOrNothing bool, mem *arena, answer answerFunc) {
+	sc, _ := e.batches.Get().(*batchScratch)
+	if sc == nil {
+		sc = new(batchScratch)
+	}
 	st := e.cur.Load()
 	if allOrNothing {
-		e.checkAll(ctx, st, cs, results, errs)
+		e.checkAll(ctx, st, cs, mem, sc, answer)
 	} else {
-		e.checkEach(ctx, st, cs, results, errs)
+		e.checkEach(ctx, st, cs, mem, sc, answer)
 	}
-	return results, errs
+	sc.release()
+	e.batches.Put(sc)
+}
+
+// batchScratch is the memory of one batch's decision that no answer
+// keeps, reused across its rounds and, pooled, across batches: the Result
+// handed to each answer, and the arrays of the rounds and of an
+// all-or-nothing batch's plan.
+type batchScratch struct {
+	r      Result
+	last   map[caller]int // byCaller's
+	heads  []int
+	next   []int
+	idem   []int
+	rcs    []roundCheck
+	groups []core.Group
+	ops    []core.GroupOp
+	apart  []core.Decision
+	errs   []error // of an all-or-nothing batch's invalid checks
+	plan   batchPlan
+}
+
+// release clears what sc holds of the batch (identities, results), keeping
+// its arrays.
+func (sc *batchScratch) release() {
+	sc.r = Result{}
+	clear(sc.last)
+	clear(sc.rcs[:cap(sc.rcs)])
+	clear(sc.groups[:cap(sc.groups)])
+	clear(sc.ops[:cap(sc.ops)])
+	clear(sc.apart)
+	clear(sc.errs)
+	sc.errs = sc.errs[:0]
+	sc.plan.release()
+}
+
+// answer tells the observers of the decision d of cs[i] (or of its error
+// err) and hands it to answer, as a Result in r's memory. d is pooled
+// memory (&r.Decision, or the batch's): the observers see it in place.
+func (e *Engine) answer(ctx context.Context, cs []Check, i int, d *core.Decision, err error, start time.Time, r *Result, answer answerFunc) {
+	c := &cs[i]
+	e.observeKept(ctx, kindOf(c), c, d, start, err)
+	if err != nil {
+		answer(i, nil, err)
+		return
+	}
+	r.set(d)
+	answer(i, r, nil)
 }
 
 // batchPlan is an all-or-nothing batch's one decision: the ops of every
 // counter its checks reach, and which of them (or of the Deny rules'
 // results) answers each check.
 type batchPlan struct {
-	ops    []core.GroupOp
-	memb   []int               // cs[i] is decided by ops[memb[k]] (denied[-1-memb[k]] if negative), bound[i] <= k < bound[i+1]
-	bound  []int               // into memb
-	index  map[groupKey]int    // ops by rule and identifier, for large batches
-	denied []core.PolicyResult // of Deny rules
-	denies bool                // a Deny rule (not a shadow) denies the batch
+	ops     []core.GroupOp
+	memb    []int               // cs[i] is decided by ops[memb[k]] (denied[-1-memb[k]] if negative), bound[i] <= k < bound[i+1]
+	bound   []int               // into memb
+	index   map[groupKey]int    // ops by rule and identifier, for large batches
+	indexed bool                // index holds every op (kept across batches, cleared)
+	denied  []core.PolicyResult // of Deny rules
+	denies  bool                // a Deny rule (not a shadow) denies the batch
 }
 
-// checkAll decides cs all or nothing into results and errs (see
+// release clears what p holds of its batch, keeping its arrays.
+func (p *batchPlan) release() {
+	clear(p.ops)
+	clear(p.index)
+	clear(p.denied)
+	p.ops, p.memb, p.bound, p.denied, p.denies, p.indexed = p.ops[:0], p.memb[:0], p.bound[:0], p.denied[:0], false, false
+}
+
+// checkAll decides cs all or nothing and hands each check its answer (see
 // CheckBatch).
-func (e *Engine) checkAll(ctx context.Context, st *state, cs []Check, results []Result, errs []error) {
+func (e *Engine) checkAll(ctx context.Context, st *state, cs []Check, mem *arena, sc *batchScratch, answer answerFunc) {
 	start := time.Now()
-	p, bad := e.planAll(st, cs, errs)
-	fail := func(err func(i int) error) {
-		for i := range errs {
-			errs[i] = err(i)
-			e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, nil, start, errs[i])
-		}
-	}
+	p := &sc.plan
+	bad := e.planAll(st, cs, p, sc)
 	if bad {
-		fail(func(i int) error {
-			if errs[i] != nil {
-				return errs[i]
+		for i := range cs {
+			err := sc.errOf(i)
+			if err == nil {
+				err = invalid("all_or_nothing", "not decided: another check of the batch is invalid")
 			}
-			return invalid("all_or_nothing", "not decided: another check of the batch is invalid")
-		})
+			e.answer(ctx, cs, i, nil, err, start, &sc.r, answer)
+		}
 		return
 	}
 	d := core.Decision{Allowed: true}
@@ -85,7 +184,9 @@ func (e *Engine) checkAll(ctx context.Context, st *state, cs []Check, results []
 		var err error
 		if d, err = st.decide(ctx, p.ops, core.GroupCall{}); err != nil {
 			err = fmt.Errorf("engine: batch: %w", err)
-			fail(func(int) error { return err })
+			for i := range cs {
+				e.answer(ctx, cs, i, nil, err, start, &sc.r, answer)
+			}
 			return
 		}
 		// The store's all or nothing is over the takes: a peek that finds
@@ -95,31 +196,42 @@ func (e *Engine) checkAll(ctx context.Context, st *state, cs []Check, results []
 	if p.denies {
 		d.Allowed = false
 	}
-	prs := make([]core.PolicyResult, len(p.memb)) // every check's results, one array
-	for k, j := range p.memb {
+	prs := mem.take(len(p.memb)) // every check's results, one array
+	if prs == nil {
+		prs = make([]core.PolicyResult, 0, len(p.memb))
+	}
+	for _, j := range p.memb {
 		if j < 0 {
-			prs[k] = p.denied[-1-j]
+			prs = append(prs, p.denied[-1-j])
 		} else {
-			prs[k] = d.Results[j]
+			prs = append(prs, d.Results[j])
 		}
 	}
+	di := &sc.r.Decision
 	for i := range cs {
-		di := core.Decision{Allowed: d.Allowed}
+		*di = core.Decision{Allowed: d.Allowed}
 		if lo, hi := p.bound[i], p.bound[i+1]; hi > lo {
 			di.Results = prs[lo:hi:hi]
 			di.Binding = binding(di.Results)
 		}
-		e.observe(ctx, kindOf(&cs[i]), &cs[i], nil, &di, start, nil)
-		results[i] = resultOf(di)
+		e.answer(ctx, cs, i, di, nil, start, &sc.r, answer)
 	}
 }
 
-// planAll matches every check of cs once and returns the batch's plan: two
+// errOf is the error planAll gave cs[i], if any.
+func (sc *batchScratch) errOf(i int) error {
+	if i < len(sc.errs) {
+		return sc.errs[i]
+	}
+	return nil
+}
+
+// planAll matches every check of cs once and makes p the batch's plan: two
 // checks counted by one rule and identifier sum their costs in one op, and
 // a Deny rule that denies makes every op a peek. bad: some check is
-// invalid (its error is in errs).
-func (e *Engine) planAll(st *state, cs []Check, errs []error) (p batchPlan, bad bool) {
-	p = batchPlan{ops: make([]core.GroupOp, 0, len(cs)), memb: make([]int, 0, len(cs)), bound: make([]int, len(cs)+1)}
+// invalid (its error is sc.errOf's).
+func (e *Engine) planAll(st *state, cs []Check, p *batchPlan, sc *batchScratch) (bad bool) {
+	p.ops, p.memb, p.bound = slices.Grow(p.ops[:0], len(cs)), slices.Grow(p.memb[:0], len(cs)), slices.Grow(p.bound[:0], len(cs)+1)[:len(cs)+1]
 	var now time.Time
 	var rbuf [opsBuf]*rules.Rule // each check's matches
 	for i := range cs {
@@ -127,7 +239,10 @@ func (e *Engine) planAll(st *state, cs []Check, errs []error) (p batchPlan, bad 
 		c := &cs[i]
 		r, err := e.validate(st, c)
 		if err != nil {
-			errs[i], bad = err, true
+			if !bad {
+				sc.errs = slices.Grow(sc.errs[:0], len(cs))[:len(cs)]
+			}
+			sc.errs[i], bad = err, true
 			continue
 		}
 		matched := rbuf[:0]
@@ -157,13 +272,13 @@ func (e *Engine) planAll(st *state, cs []Check, errs []error) (p batchPlan, bad 
 			p.ops[j].Cost = 0
 		}
 	}
-	return p, bad
+	return bad
 }
 
 // addCheck adds c's cost to the op of rule m's counter of c's identifier
 // (a new op if it has none yet) and returns the op's index.
 func (p *batchPlan) addCheck(st *state, m *rules.Rule, c *Check) int {
-	if j := findOp(p.ops, &p.index, m.ID, c.Identifier); j >= 0 {
+	if j := p.findOp(m.ID, c.Identifier); j >= 0 {
 		p.ops[j].Cost = addCost(p.ops[j].Cost, c.Cost)
 		return j
 	}
@@ -173,25 +288,27 @@ func (p *batchPlan) addCheck(st *state, m *rules.Rule, c *Check) int {
 		op.Tier = st.snap.TierOf(c.Dimension, c.Identifier)
 	}
 	p.ops = append(p.ops, op)
-	if p.index != nil {
+	if p.indexed {
 		p.index[groupKey{m.ID, c.Identifier}] = j
 	}
 	return j
 }
 
-// checkEach decides each of cs on its own into results and errs: in
+// checkEach decides each of cs on its own and hands each its answer: in
 // order on the caller's goroutine, or, with parallelism, in rounds (see
 // checkRounds).
-func (e *Engine) checkEach(ctx context.Context, st *state, cs []Check, results []Result, errs []error) {
+func (e *Engine) checkEach(ctx context.Context, st *state, cs []Check, mem *arena, sc *batchScratch, answer answerFunc) {
 	if workers := min(e.cfg.parallel, len(cs)); workers > 1 && st.lim != nil {
-		e.checkRounds(ctx, st, cs, results, errs, workers)
+		e.checkRounds(ctx, st, cs, mem, sc, answer, workers)
 		return
 	}
-	// In order: the results share one array, and the store calls one
-	// context detached from ctx (as each would be).
-	dctx, mem := context.WithoutCancel(ctx), &arena{buf: make([]core.PolicyResult, 0, len(cs))}
+	// In order: the store calls one context detached from ctx (as each
+	// would be).
+	dctx, d := context.WithoutCancel(ctx), &sc.r.Decision
 	for i := range cs {
-		e.checkOne(ctx, dctx, st, &cs[i], mem, &results[i], &errs[i])
+		start := time.Now()
+		err := e.check(dctx, st, &cs[i], mem, d)
+		e.answer(ctx, cs, i, d, err, start, &sc.r, answer)
 	}
 }
 
@@ -200,13 +317,11 @@ func (e *Engine) checkEach(ctx context.Context, st *state, cs []Check, results [
 // checks are decided in request order. A round's checks, of distinct
 // callers, reach distinct counters: they are decided at once, in one call
 // of the limiter (CheckGroups: one pipeline to Redis), those with an
-// idempotency key on up to workers goroutines beside it. The results share
-// one array.
-func (e *Engine) checkRounds(ctx context.Context, st *state, cs []Check, results []Result, errs []error, workers int) {
-	heads, next := byCaller(cs)
-	mem := &arena{buf: make([]core.PolicyResult, 0, len(cs))}
-	for round := heads; len(round) > 0; {
-		e.checkRound(ctx, st, cs, round, mem, results, errs, workers)
+// idempotency key on up to workers goroutines beside it.
+func (e *Engine) checkRounds(ctx context.Context, st *state, cs []Check, mem *arena, sc *batchScratch, answer answerFunc, workers int) {
+	round, next := sc.byCaller(cs)
+	for len(round) > 0 {
+		e.checkRound(ctx, st, cs, round, mem, sc, answer, workers)
 		k := 0
 		for _, i := range round {
 			if j := next[i]; j >= 0 {
@@ -239,52 +354,48 @@ const (
 	invalidOne = math.MinInt + 1
 )
 
-// checkRound decides the checks cs[i] of round (of distinct callers) into
-// results and errs (see checkRounds).
-func (e *Engine) checkRound(ctx context.Context, st *state, cs []Check, round []int, mem *arena, results []Result, errs []error, workers int) {
+// checkRound decides the checks cs[i] of round (of distinct callers) and
+// hands each its answer (see checkRounds).
+func (e *Engine) checkRound(ctx context.Context, st *state, cs []Check, round []int, mem *arena, sc *batchScratch, answer answerFunc, workers int) {
 	start := time.Now()
-	rcs, groups, idem := e.planRound(st, cs, round, mem)
-	apart := e.decideApart(ctx, st, cs, round, rcs, idem, workers, func() {
+	rcs, groups, idem := e.planRound(st, cs, round, mem, sc)
+	apart := e.decideApart(ctx, st, cs, round, rcs, idem, workers, sc, func() {
 		if len(groups) > 0 {
 			st.lim.CheckGroups(ctx, groups)
 		}
 	})
+	d := &sc.r.Decision
 	for k, i := range round {
-		rc, c := &rcs[k], &cs[i]
-		var d core.Decision
+		rc := &rcs[k]
 		switch {
 		case rc.group >= 0:
-			d, rc.err = groups[rc.group].Decision(), groups[rc.group].Err
+			g := &groups[rc.group]
+			*d, rc.err = g.Decision(), g.Err
 		case rc.group == noOps:
-			d = core.Decision{Allowed: true}
+			*d = core.Decision{Allowed: true}
 		case rc.group != invalidOne:
-			d = apart[-1-rc.group]
+			*d = apart[-1-rc.group]
 		}
 		switch {
 		case rc.err == nil:
-			d = withDenials(d, rc.denied, rc.denies)
+			withDenials(d, rc.denied, rc.denies)
 		case rc.group != invalidOne:
 			rc.err = fmt.Errorf("engine: %w", rc.err)
 		}
-		if rc.err != nil {
-			e.observe(ctx, kindOf(c), c, nil, nil, start, rc.err)
-			errs[i] = rc.err
-			continue
-		}
-		e.observe(ctx, kindOf(c), c, nil, &d, start, nil)
-		results[i] = resultOf(d)
+		e.answer(ctx, cs, i, d, rc.err, start, &sc.r, answer)
 	}
 }
 
 // decideApart decides the checks of the round listed in idem (their index
 // in rcs) on up to workers goroutines while running alongside, and returns
 // their Decisions, in the order of idem (their errors are in rcs).
-func (e *Engine) decideApart(ctx context.Context, st *state, cs []Check, round []int, rcs []roundCheck, idem []int, workers int, alongside func()) []core.Decision {
+func (e *Engine) decideApart(ctx context.Context, st *state, cs []Check, round []int, rcs []roundCheck, idem []int, workers int, sc *batchScratch, alongside func()) []core.Decision {
 	if len(idem) == 0 {
 		alongside()
 		return nil
 	}
-	apart := make([]core.Decision, len(idem))
+	sc.apart = slices.Grow(sc.apart[:0], len(idem))[:len(idem)]
+	apart := sc.apart
 	var taken atomic.Int64
 	var wg sync.WaitGroup
 	for range min(workers, len(idem)) {
@@ -304,14 +415,16 @@ func (e *Engine) decideApart(ctx context.Context, st *state, cs []Check, round [
 	return apart
 }
 
-// planRound prepares the checks cs[i] of round: invalid ones get their
-// error, those no limited rule applies to are marked, those with an
-// idempotency key are listed in idem (their index in rcs), to be decided
-// apart, and the others become groups of CheckGroups.
-func (e *Engine) planRound(st *state, cs []Check, round []int, mem *arena) (rcs []roundCheck, groups []core.Group, idem []int) {
-	rcs = make([]roundCheck, len(round))
-	groups = make([]core.Group, 0, len(round))
-	ops := make([]core.GroupOp, 0, len(round))
+// planRound prepares the checks cs[i] of round in sc's arrays: invalid
+// ones get their error, those no limited rule applies to are marked, those
+// with an idempotency key are listed in idem (their index in rcs), to be
+// decided apart, and the others become groups of CheckGroups.
+func (e *Engine) planRound(st *state, cs []Check, round []int, mem *arena, sc *batchScratch) (rcs []roundCheck, groups []core.Group, idem []int) {
+	clear(sc.rcs)
+	rcs = slices.Grow(sc.rcs[:0], len(round))[:len(round)]
+	groups = slices.Grow(sc.groups[:0], len(round))
+	ops := slices.Grow(sc.ops[:0], len(round))
+	idem = sc.idem[:0]
 	for k, i := range round {
 		rc, c := &rcs[k], &cs[i]
 		at := len(ops)
@@ -333,20 +446,8 @@ func (e *Engine) planRound(st *state, cs []Check, round []int, mem *arena) (rcs 
 			groups = append(groups, core.Group{Ops: rc.ops, Results: rc.mem})
 		}
 	}
+	sc.rcs, sc.groups, sc.ops, sc.idem = rcs, groups, ops, idem
 	return rcs, groups, idem
-}
-
-// checkOne decides c on dctx (ctx for the observers) into *res or *err,
-// its results in mem's memory when it has room.
-func (e *Engine) checkOne(ctx, dctx context.Context, st *state, c *Check, mem *arena, res *Result, err *error) {
-	start := time.Now()
-	d, cerr := e.check(dctx, st, c, mem)
-	e.observe(ctx, kindOf(c), c, nil, &d, start, cerr)
-	if cerr != nil {
-		*err = cerr
-		return
-	}
-	*res = resultOf(d)
 }
 
 // caller is who a check counts: no two checks of distinct callers reach
@@ -354,22 +455,26 @@ func (e *Engine) checkOne(ctx, dctx context.Context, st *state, c *Check, mem *a
 type caller struct{ dimension, identifier string }
 
 // byCaller chains the checks of each caller (dimension and identifier) in
-// request order: heads holds each caller's first check, in the order of
-// first appearance, and next[i] the caller's check after cs[i] (-1 after
-// its last).
-func byCaller(cs []Check) (heads, next []int) {
-	last := make(map[caller]int, len(cs)) // each caller's latest check so far
-	next = make([]int, len(cs))
+// request order, in sc's memory: heads holds each caller's first check, in
+// the order of first appearance, and next[i] the caller's check after
+// cs[i] (-1 after its last).
+func (sc *batchScratch) byCaller(cs []Check) (heads, next []int) {
+	if sc.last == nil {
+		sc.last = make(map[caller]int, len(cs)) // each caller's latest check so far
+	}
+	heads = sc.heads[:0]
+	next = slices.Grow(sc.next[:0], len(cs))[:len(cs)]
 	for i := range cs {
 		next[i] = -1
 		k := caller{cs[i].Dimension, cs[i].Identifier}
-		if j, ok := last[k]; ok {
+		if j, ok := sc.last[k]; ok {
 			next[j] = i
 		} else {
 			heads = append(heads, i)
 		}
-		last[k] = i
+		sc.last[k] = i
 	}
+	sc.heads, sc.next = heads, next
 	return heads, next
 }
 
@@ -389,23 +494,26 @@ type groupKey struct{ rule, identifier string }
 // linearOps is how many ops a batch looks through before it indexes them.
 const linearOps = 16
 
-// findOp returns the index in ops of the op of rule and identifier, or -1;
-// past linearOps ops it builds and uses *index.
-func findOp(ops []core.GroupOp, index *map[groupKey]int, rule, identifier string) int {
-	if *index == nil && len(ops) > linearOps {
-		*index = make(map[groupKey]int, 2*len(ops))
-		for j := range ops {
-			(*index)[groupKey{ops[j].Policy, ops[j].Identity}] = j
+// findOp returns the index in p.ops of the op of rule and identifier, or
+// -1; past linearOps ops it indexes them in p.index and uses it.
+func (p *batchPlan) findOp(rule, identifier string) int {
+	if !p.indexed && len(p.ops) > linearOps {
+		if p.index == nil {
+			p.index = make(map[groupKey]int, 2*len(p.ops))
 		}
+		for j := range p.ops {
+			p.index[groupKey{p.ops[j].Policy, p.ops[j].Identity}] = j
+		}
+		p.indexed = true
 	}
-	if *index != nil {
-		if j, ok := (*index)[groupKey{rule, identifier}]; ok {
+	if p.indexed {
+		if j, ok := p.index[groupKey{rule, identifier}]; ok {
 			return j
 		}
 		return -1
 	}
-	for j := range ops {
-		if ops[j].Policy == rule && ops[j].Identity == identifier {
+	for j := range p.ops {
+		if p.ops[j].Policy == rule && p.ops[j].Identity == identifier {
 			return j
 		}
 	}

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/core"
 	"github.com/sluicehq/sluice/core/guard"
+	"github.com/sluicehq/sluice/core/lease"
 	"github.com/sluicehq/sluice/core/redisstore"
 
 	"github.com/sluicehq/sluice/internal/redistest"
@@ -175,12 +177,25 @@ descriptors:
 }
 
 // BenchmarkCheckBatch100 is a batch of 100 checks of 100 identifiers (a
-// new set each op) decided one by one or all or nothing; decisions/s is
-// 100 × ops/s.
+// new set each op) decided one by one or all or nothing through
+// CheckBatchFunc, as ratelimitd's CheckRateLimitBatch decides it: on the
+// memory store one after the other, on Redis (behind the guard and the
+// lease layer, as `ratelimitd serve --redis` builds them) in rounds with
+// parallelism 16. Each call runs under a context that can be canceled, as
+// a gRPC call's; decisions/s is 100 × ops/s.
 func BenchmarkCheckBatch100(b *testing.B) {
-	for _, aon := range []bool{false, true} {
-		b.Run("all_or_nothing="+strconv.FormatBool(aon), func(b *testing.B) {
-			e := newEngine(b, memStore(b), benchRules)
+	for _, c := range []struct {
+		name  string
+		redis bool
+		aon   bool
+	}{{"memory", false, false}, {"memory-all-or-nothing", false, true}, {"redis", true, false}} {
+		b.Run(c.name, func(b *testing.B) {
+			var e *engine.Engine
+			if c.redis {
+				e = newEngine(b, guardedRedis(b), benchRules, engine.WithBatchParallelism(16))
+			} else {
+				e = newEngine(b, memStore(b), benchRules)
+			}
 			sets := make([][]engine.Check, 64)
 			for s := range sets {
 				sets[s] = make([]engine.Check, 100)
@@ -188,15 +203,40 @@ func BenchmarkCheckBatch100(b *testing.B) {
 					sets[s][k] = engine.Check{Dimension: "user", Identifier: "user-" + strconv.Itoa(s*100+k), Endpoint: "/api/orders", Cost: 1}
 				}
 			}
+			var failed error
+			answer := func(_ int, _ *engine.Result, err error) {
+				if err != nil {
+					failed = err
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
-				_, errs := e.CheckBatch(context.Background(), sets[i%len(sets)], aon)
-				if errs[0] != nil {
-					b.Fatal(errs[0])
+				e.CheckBatchFunc(ctx, sets[i%len(sets)], c.aon, answer)
+				if failed != nil {
+					b.Fatal(failed)
 				}
 			}
 			b.ReportMetric(100*float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 		})
 	}
+}
+
+// guardedRedis is a Redis store on a real redis-server behind the guard
+// and the lease layer, as ratelimitd builds it.
+func guardedRedis(b *testing.B) core.Store {
+	rs := redisStore(b, redistest.StartServer(b).Addr, redisstore.WithTimeout(time.Second))
+	g, err := guard.New(rs, guard.WithTimeout(time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { g.Close() })
+	ls, err := lease.New(g)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ls.Close() })
+	return ls
 }

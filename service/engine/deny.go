@@ -38,16 +38,15 @@ func denial(r *rules.Rule, now time.Time) core.PolicyResult {
 // withDenials adds the results of Deny rules to d, a decision of the
 // other rules of the same call (a peek when one of them denies): denied
 // when denies is true, and bound by the most constraining result.
-func withDenials(d core.Decision, denied []core.PolicyResult, denies bool) core.Decision {
+func withDenials(d *core.Decision, denied []core.PolicyResult, denies bool) {
 	if len(denied) == 0 {
-		return d
+		return
 	}
 	d.Results = append(d.Results, denied...)
 	if denies {
 		d.Allowed, d.Repeat = false, false
 	}
 	d.Binding = binding(d.Results)
-	return d
 }
 
 // deniedByRule reports whether a Deny rule that is not a shadow denied d.

@@ -277,7 +277,7 @@ func decideDescriptors(ctx context.Context, st *state, p *descPlan, res *Descrip
 		}
 		res.Decision = d
 	}
-	res.Decision = withDenials(res.Decision, p.denied, p.denies)
+	withDenials(&res.Decision, p.denied, p.denies)
 	res.Allowed, res.Degraded = res.Decision.Allowed, degraded(&res.Decision)
 	return nil
 }

@@ -118,6 +118,9 @@ type Engine struct {
 	ovPending atomic.Bool
 	// events holds the observations told to the observers (see observe).
 	events sync.Pool
+	// arenas and batches hold the memory of CheckBatchFunc's results
+	// (*arena) and of its rounds (*batchScratch).
+	arenas, batches sync.Pool
 }
 
 // state is what one snapshot decides with: immutable, swapped whole.
@@ -267,10 +270,23 @@ func named(keyfunc.Request) (string, error) { return "", keyfunc.ErrNoKey }
 // decision every call of the engine makes, on the one limiter of st's
 // snapshot. No ops (no limited rule applies) is allowed, nothing counted.
 func (st *state) decide(ctx context.Context, ops []core.GroupOp, call core.GroupCall) (core.Decision, error) {
+	var d core.Decision
+	err := st.decideTo(ctx, ops, call, &d)
+	return d, err
+}
+
+// decideTo is decide writing the Decision to *d (left zero on an error),
+// for the callers that keep it in place.
+func (st *state) decideTo(ctx context.Context, ops []core.GroupOp, call core.GroupCall, d *core.Decision) error {
 	if len(ops) == 0 {
-		return core.Decision{Allowed: true}, nil
+		*d = core.Decision{Allowed: true}
+		return nil
 	}
-	return st.lim.CheckGroupWith(ctx, ops, call)
+	var err error
+	if *d, err = st.lim.CheckGroupWith(ctx, ops, call); err != nil {
+		*d = core.Decision{}
+	}
+	return err
 }
 
 // validate checks c's fields (for every call but Descriptors) and returns
@@ -334,7 +350,8 @@ func (e *Engine) validate(st *state, c *Check) (*rules.Rule, error) {
 func (e *Engine) Check(ctx context.Context, c Check) (Result, error) {
 	start := time.Now()
 	st := e.cur.Load()
-	d, err := e.check(ctx, st, &c, nil)
+	var d core.Decision
+	err := e.check(ctx, st, &c, nil, &d)
 	kind := KindCheck
 	if c.Cost == 0 {
 		kind = KindPeek
@@ -350,26 +367,28 @@ func (e *Engine) Check(ctx context.Context, c Check) (Result, error) {
 // one check matches are few.
 const opsBuf = 8
 
-// check decides c on st: the rules it matches (Snapshot.Match, or the one
-// it names) become the ops of one decision, the Deny rules among them
-// denials (which make the others peeks). Its results are in mem's memory
-// when mem has room for them (nil: their own).
-func (e *Engine) check(ctx context.Context, st *state, c *Check, mem *arena) (core.Decision, error) {
+// check decides c on st into *d (zero on an error): the rules it matches
+// (Snapshot.Match, or the one it names) become the ops of one decision,
+// the Deny rules among them denials (which make the others peeks). Its
+// results are in mem's memory when mem has room for them (nil: their
+// own).
+func (e *Engine) check(ctx context.Context, st *state, c *Check, mem *arena, d *core.Decision) error {
 	var obuf [opsBuf]core.GroupOp
 	ops, denied, denies, err := e.prepare(st, c, obuf[:0])
 	if err != nil {
-		return core.Decision{}, err
+		*d = core.Decision{}
+		return err
 	}
 	call := core.GroupCall{Results: mem.take(len(ops))}
 	if !denies && c.IdempotencyKey != "" {
 		scope := [2]string{c.Endpoint, c.Rule}
 		call.IdempotencyKey, call.Scope = c.IdempotencyKey, scope[:]
 	}
-	d, err := st.decide(ctx, ops, call)
-	if err != nil {
-		return core.Decision{}, fmt.Errorf("engine: %w", err)
+	if err := st.decideTo(ctx, ops, call, d); err != nil {
+		return fmt.Errorf("engine: %w", err)
 	}
-	return withDenials(d, denied, denies), nil
+	withDenials(d, denied, denies)
+	return nil
 }
 
 // prepare validates c and appends to ops the op of each limited rule it
@@ -437,27 +456,50 @@ func (a *arena) take(n int) []core.PolicyResult {
 	return a.buf[at : at : at+n]
 }
 
+// reset empties a, with room for at least n results.
+func (a *arena) reset(n int) {
+	if cap(a.buf) < n {
+		a.buf = make([]core.PolicyResult, 0, n)
+	}
+	a.buf = a.buf[:0]
+}
+
+// release clears the results a handed out (they name identities) and
+// empties it.
+func (a *arena) release() {
+	clear(a.buf)
+	a.buf = a.buf[:0]
+}
+
 // resultOf summarizes d by its binding rule.
 func resultOf(d core.Decision) Result {
-	res := Result{Allowed: d.Allowed, Decision: d, State: d.State(), Degraded: degraded(&d)}
+	var res Result
+	res.set(&d)
+	return res
+}
+
+// set makes r the summary of d by its binding rule, d included (d may be
+// &r.Decision).
+func (r *Result) set(d *core.Decision) {
+	if d != &r.Decision {
+		r.Decision = *d
+	}
+	r.Allowed, r.State, r.Degraded = d.Allowed, d.State(), degraded(d)
+	r.Rule, r.Limit, r.Remaining, r.Used, r.ResetAt, r.RetryAfter = "", 0, 0, 0, time.Time{}, 0
 	if len(d.Results) == 0 {
-		return res
+		return
 	}
 	b := &d.Results[d.Binding]
-	res.Rule, res.Limit = b.Policy, b.Capacity
-	if Unchecked(b.Source) { // no counter was read: none is stated
-		if !d.Allowed {
-			res.RetryAfter = b.RetryAfter
-		}
-		return res
-	}
-	res.Remaining = b.Remaining
-	res.Used = max(b.Capacity-b.Remaining, 0)
-	res.ResetAt = resetAt(&b.Result)
+	r.Rule, r.Limit = b.Policy, b.Capacity
 	if !d.Allowed {
-		res.RetryAfter = b.RetryAfter
+		r.RetryAfter = b.RetryAfter
 	}
-	return res
+	if Unchecked(b.Source) { // no counter was read: none is stated
+		return
+	}
+	r.Remaining = b.Remaining
+	r.Used = max(b.Capacity-b.Remaining, 0)
+	r.ResetAt = resetAt(&b.Result)
 }
 
 // resetAt is when r's key is fresh again, on the store's clock when the

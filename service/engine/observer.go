@@ -104,6 +104,28 @@ func (e *Engine) observe(ctx context.Context, kind Kind, c *Check, ids []string,
 	e.events.Put(ob)
 }
 
+// observeKept is observe for a decision of c in memory of the caller's
+// heap that it keeps, unchanged, until observeKept returns (a batch's
+// pooled Result): the Event points to d itself, not to a copy.
+func (e *Engine) observeKept(ctx context.Context, kind Kind, c *Check, d *core.Decision, start time.Time, err error) {
+	if len(e.cfg.observers) == 0 {
+		return
+	}
+	ob, _ := e.events.Get().(*observation)
+	if ob == nil {
+		ob = new(observation)
+	}
+	ob.ev = Event{Kind: kind, Took: time.Since(start), Err: err, Dimension: c.Dimension, Identifier: c.Identifier}
+	if err == nil {
+		ob.ev.Decision = d
+	}
+	for _, o := range e.cfg.observers {
+		o.Decided(ctx, &ob.ev)
+	}
+	ob.ev = Event{}
+	e.events.Put(ob)
+}
+
 // observation is an Event and the Decision it points to, pooled.
 type observation struct {
 	ev Event

@@ -60,7 +60,8 @@ func (e *Engine) Report(ctx context.Context, c Check) (Result, error) {
 
 func (e *Engine) report(ctx context.Context, c *Check) (core.Decision, error) {
 	st := e.cur.Load()
-	d, err := e.check(ctx, st, c, nil)
+	var d core.Decision
+	err := e.check(ctx, st, c, nil, &d)
 	if err != nil || d.Allowed || c.Cost == 0 || st.deniedByRule(&d) { // a Deny rule's denial takes nothing
 		return d, err
 	}
@@ -92,8 +93,8 @@ func (e *Engine) report(ctx context.Context, c *Check) (core.Decision, error) {
 	// Report where the check stands now, denied.
 	peek := *c
 	peek.Cost, peek.IdempotencyKey = 0, ""
-	now, err := e.check(ctx, st, &peek, nil)
-	if err != nil {
+	var now core.Decision
+	if err := e.check(ctx, st, &peek, nil, &now); err != nil {
 		return core.Decision{}, err
 	}
 	now.Allowed = false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,9 +131,13 @@ func (s *Server) CheckRateLimitBatch(ctx context.Context, req *ratelimitv1.Batch
 	if n > s.maxBatch {
 		return nil, invalid([]*core.FieldError{{Field: "checks", Message: fmt.Sprintf("at most %d checks in one batch, got %d", s.maxBatch, n)}})
 	}
+	sc, _ := s.batches.Get().(*batchScratch)
+	if sc == nil {
+		sc = new(batchScratch)
+	}
+	defer s.putBatch(sc)
 	results := make([]*ratelimitv1.BatchResult, n)
-	checks := make([]engine.Check, 0, n)
-	index := make([]int, 0, n) // checks[j] is request check index[j]
+	checks, index := slices.Grow(sc.checks[:0], n), slices.Grow(sc.index[:0], n)
 	invalidSeen := false
 	for i, cr := range req.GetChecks() {
 		c, bad := toCheck(cr, true)
@@ -147,6 +152,7 @@ func (s *Server) CheckRateLimitBatch(ctx context.Context, req *ratelimitv1.Batch
 		checks = append(checks, c)
 		index = append(index, i)
 	}
+	sc.checks, sc.index = checks, index
 	aon := req.GetAllOrNothing()
 	if aon && invalidSeen {
 		// nothing is decided: the batch stands or falls as a whole
@@ -161,44 +167,70 @@ func (s *Server) CheckRateLimitBatch(ctx context.Context, req *ratelimitv1.Batch
 	return &ratelimitv1.BatchResponse{Results: results}, nil
 }
 
+// batchScratch is the memory of one CheckRateLimitBatch that its response
+// does not keep, pooled: the engine's checks, and the request's index of
+// each.
+type batchScratch struct {
+	checks []engine.Check
+	index  []int // checks[j] is request check index[j]
+}
+
+// putBatch returns sc to the pool, keeping no identity.
+func (s *Server) putBatch(sc *batchScratch) {
+	clear(sc.checks)
+	sc.checks, sc.index = sc.checks[:0], sc.index[:0]
+	s.batches.Put(sc)
+}
+
 // batchResults decides checks (request checks index[j]) and writes each
-// one's result to results, the messages of every admitted or denied check
-// in one allocation.
+// one's result to results, straight from the engine's answer: the
+// messages of every admitted or denied check in one allocation (and the
+// retry delays of the denied ones in another).
 func (s *Server) batchResults(ctx context.Context, checks []engine.Check, index []int, aon bool, results []*ratelimitv1.BatchResult) {
-	rs, errs := s.engine.CheckBatch(ctx, checks, aon)
 	blocks := make([]batchBlock, len(checks))
-	logged := false // one store failure logged per batch, not one per check
-	for j, i := range index {
-		var err error
-		if j < len(errs) {
-			err = errs[j]
-		}
-		switch {
-		case err != nil:
+	var retries []durationpb.Duration // of denied checks, allocated at the first
+	logged := false                   // one store failure logged per batch, not one per check
+	s.engine.CheckBatchFunc(ctx, checks, aon, func(j int, r *engine.Result, err error) {
+		i := index[j]
+		if err != nil {
 			st, store := s.failStatus(ctx, fmt.Sprintf("checks[%d]", i), err)
 			if store && !logged {
 				logged = true
 				s.log.ErrorContext(ctx, "ratelimitd: check failed", "method", "CheckRateLimitBatch", "error", err)
 			}
 			results[i] = errorResult(st)
-		case j < len(rs):
-			results[i] = blocks[j].fill(&rs[j])
-		default:
+			return
+		}
+		b := &blocks[j]
+		if needsRetry(r) {
+			if retries == nil {
+				retries = make([]durationpb.Duration, len(checks))
+			}
+			b.msg.RetryAfter = setDuration(&retries[j], r.RetryAfter)
+		}
+		results[i] = b.fill(r)
+	})
+	for _, i := range index {
+		if results[i] == nil { // the engine answers every check: never
 			results[i] = errorResult(status.New(codes.Internal, "no result"))
 		}
 	}
 }
 
-// batchBlock holds the messages of one check's BatchResult.
+// batchBlock holds the messages of one check's BatchResult but its retry
+// delay (most checks are admitted: they have none).
 type batchBlock struct {
 	result  ratelimitv1.BatchResult
 	outcome ratelimitv1.BatchResult_Response
-	resp    response
+	msg     ratelimitv1.CheckResponse
+	reset   timestamppb.Timestamp
 }
 
-// fill makes b the result of r and returns it.
+// fill makes b the result of r (its RetryAfter set by the caller) and
+// returns it.
 func (b *batchBlock) fill(r *engine.Result) *ratelimitv1.BatchResult {
-	b.outcome.Response = b.resp.fill(r)
+	setResponse(&b.msg, &b.reset, r)
+	b.outcome.Response = &b.msg
 	b.result.Outcome = &b.outcome
 	return &b.result
 }
@@ -345,21 +377,33 @@ type response struct {
 
 // fill makes b's message r on the wire and returns it.
 func (b *response) fill(r *engine.Result) *ratelimitv1.CheckResponse {
-	b.msg.Allowed, b.msg.Current, b.msg.Limit, b.msg.Remaining = r.Allowed, r.Used, r.Limit, r.Remaining
-	b.msg.State, b.msg.Rule, b.msg.Degraded = toState(r.State), r.Rule, toDegraded(r.Degraded)
-	if !r.ResetAt.IsZero() {
-		b.reset.Seconds, b.reset.Nanos = r.ResetAt.Unix(), int32(r.ResetAt.Nanosecond())
-		b.msg.ResetAt = &b.reset
-	}
-	if !r.Allowed {
-		if r.RetryAfter == core.RetryNever {
-			b.msg.RetryNever = true
-		} else {
-			b.retry.Seconds, b.retry.Nanos = int64(r.RetryAfter/time.Second), int32(r.RetryAfter%time.Second)
-			b.msg.RetryAfter = &b.retry
-		}
+	setResponse(&b.msg, &b.reset, r)
+	if needsRetry(r) {
+		b.msg.RetryAfter = setDuration(&b.retry, r.RetryAfter)
 	}
 	return &b.msg
+}
+
+// setResponse makes m r on the wire, its reset_at in reset, but for its
+// retry_after (see needsRetry).
+func setResponse(m *ratelimitv1.CheckResponse, reset *timestamppb.Timestamp, r *engine.Result) {
+	m.Allowed, m.Current, m.Limit, m.Remaining = r.Allowed, r.Used, r.Limit, r.Remaining
+	m.State, m.Rule, m.Degraded = toState(r.State), r.Rule, toDegraded(r.Degraded)
+	if !r.ResetAt.IsZero() {
+		reset.Seconds, reset.Nanos = r.ResetAt.Unix(), int32(r.ResetAt.Nanosecond())
+		m.ResetAt = reset
+	}
+	m.RetryNever = !r.Allowed && r.RetryAfter == core.RetryNever
+}
+
+// needsRetry reports whether r's message has a retry_after: denied, with a
+// wait that ends.
+func needsRetry(r *engine.Result) bool { return !r.Allowed && r.RetryAfter != core.RetryNever }
+
+// setDuration makes d the wire form of v and returns it.
+func setDuration(d *durationpb.Duration, v time.Duration) *durationpb.Duration {
+	d.Seconds, d.Nanos = int64(v/time.Second), int32(v%time.Second)
+	return d
 }
 
 // toDegraded is the wire form of a Result's Degraded.

@@ -62,6 +62,7 @@ type Server struct {
 	maxBatch int
 	now      func() time.Time
 	record   Recorder
+	batches  sync.Pool // *batchScratch
 
 	health  *health.Server
 	mu      sync.Mutex

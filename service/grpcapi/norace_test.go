@@ -1,0 +1,6 @@
+//go:build !race
+
+package grpcapi_test
+
+// raceBuild: the race detector is on (see race_test.go).
+const raceBuild = false
