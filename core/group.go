@@ -151,8 +151,10 @@ func (l *Limiter) prepareGroup(ops []GroupOp, d *Decision) error {
 		}
 		p := &set.policies[j]
 		pr := PolicyResult{Policy: p.Name, Limit: p.Limit, Shadow: p.Shadow, refund: p.Refund, id: op.Identity, cost: op.Cost, lease: p.Lease}
-		if tl, ok := p.tiers[op.Tier]; ok && len(p.Tiers) > 0 {
-			pr.Limit, pr.Tier = *tl, op.Tier
+		if len(p.Tiers) > 0 { // no map lookup for a policy without tiers
+			if tl, ok := p.tiers[op.Tier]; ok {
+				pr.Limit, pr.Tier = *tl, op.Tier
+			}
 		}
 		d.Results = append(d.Results, pr)
 	}

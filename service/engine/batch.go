@@ -101,17 +101,18 @@ func (e *Engine) checkBatch(ctx context.Context, cs []Check, allOrNothing bool, 
 // handed to each answer, and the arrays of the rounds and of an
 // all-or-nothing batch's plan.
 type batchScratch struct {
-	r      Result
-	last   map[caller]int // byCaller's
-	heads  []int
-	next   []int
-	idem   []int
-	rcs    []roundCheck
-	groups []core.Group
-	ops    []core.GroupOp
-	apart  []core.Decision
-	errs   []error // of an all-or-nothing batch's invalid checks
-	plan   batchPlan
+	r       Result
+	last    map[caller]int // byCaller's
+	heads   []int
+	next    []int
+	idem    []int
+	rcs     []roundCheck
+	groups  []core.Group
+	ops     []core.GroupOp
+	apart   []core.Decision
+	errs    []error // of an all-or-nothing batch's invalid checks
+	plan    batchPlan
+	matches matches // the last check's rules
 }
 
 // release clears what sc holds of the batch (identities, results), keeping
@@ -126,6 +127,7 @@ func (sc *batchScratch) release() {
 	clear(sc.errs)
 	sc.errs = sc.errs[:0]
 	sc.plan.release()
+	sc.matches.reset()
 }
 
 // answer tells the observers of the decision d of cs[i] (or of its error
@@ -249,7 +251,7 @@ func (e *Engine) planAll(st *state, cs []Check, p *batchPlan, sc *batchScratch) 
 		if r != nil {
 			matched = append(matched, r)
 		} else {
-			matched = st.snap.AppendMatch(matched, "", c.Dimension, c.Endpoint)
+			matched = sc.matches.match(st.snap, c.Dimension, c.Endpoint)
 		}
 		for _, m := range matched {
 			switch {
@@ -307,7 +309,7 @@ func (e *Engine) checkEach(ctx context.Context, st *state, cs []Check, mem *aren
 	dctx, d := context.WithoutCancel(ctx), &sc.r.Decision
 	for i := range cs {
 		start := time.Now()
-		err := e.check(dctx, st, &cs[i], mem, d)
+		err := e.check(dctx, st, &cs[i], mem, &sc.matches, d)
 		e.answer(ctx, cs, i, d, err, start, &sc.r, answer)
 	}
 }
@@ -429,7 +431,7 @@ func (e *Engine) planRound(st *state, cs []Check, round []int, mem *arena, sc *b
 		rc, c := &rcs[k], &cs[i]
 		at := len(ops)
 		var err error
-		if ops, rc.denied, rc.denies, err = e.prepare(st, c, ops); err != nil {
+		if ops, rc.denied, rc.denies, err = e.prepare(st, c, ops, &sc.matches); err != nil {
 			rc.err, rc.group = err, invalidOne
 			continue
 		}

@@ -351,7 +351,7 @@ func (e *Engine) Check(ctx context.Context, c Check) (Result, error) {
 	start := time.Now()
 	st := e.cur.Load()
 	var d core.Decision
-	err := e.check(ctx, st, &c, nil, &d)
+	err := e.check(ctx, st, &c, nil, nil, &d)
 	kind := KindCheck
 	if c.Cost == 0 {
 		kind = KindPeek
@@ -371,10 +371,11 @@ const opsBuf = 8
 // (Snapshot.Match, or the one it names) become the ops of one decision,
 // the Deny rules among them denials (which make the others peeks). Its
 // results are in mem's memory when mem has room for them (nil: their
-// own).
-func (e *Engine) check(ctx context.Context, st *state, c *Check, mem *arena, d *core.Decision) error {
+// own); memo, when not nil, remembers the rules a batch's previous check
+// matched.
+func (e *Engine) check(ctx context.Context, st *state, c *Check, mem *arena, memo *matches, d *core.Decision) error {
 	var obuf [opsBuf]core.GroupOp
-	ops, denied, denies, err := e.prepare(st, c, obuf[:0])
+	ops, denied, denies, err := e.prepare(st, c, obuf[:0], memo)
 	if err != nil {
 		*d = core.Decision{}
 		return err
@@ -393,17 +394,21 @@ func (e *Engine) check(ctx context.Context, st *state, c *Check, mem *arena, d *
 
 // prepare validates c and appends to ops the op of each limited rule it
 // matches (see plan), returning the results of its Deny rules and whether
-// one denies it.
-func (e *Engine) prepare(st *state, c *Check, ops []core.GroupOp) (_ []core.GroupOp, denied []core.PolicyResult, denies bool, err error) {
+// one denies it. memo, when not nil, is the rules the previous check of
+// the same batch (the same snapshot) matched.
+func (e *Engine) prepare(st *state, c *Check, ops []core.GroupOp, memo *matches) (_ []core.GroupOp, denied []core.PolicyResult, denies bool, err error) {
 	r, err := e.validate(st, c)
 	if err != nil {
 		return ops, nil, false, err
 	}
 	var rbuf [opsBuf]*rules.Rule
 	matched := rbuf[:0]
-	if r != nil {
+	switch {
+	case r != nil:
 		matched = append(matched, r)
-	} else {
+	case memo != nil:
+		matched = memo.match(st.snap, c.Dimension, c.Endpoint)
+	default:
 		matched = st.snap.AppendMatch(matched, "", c.Dimension, c.Endpoint)
 	}
 	ops, denied, denies = e.plan(st, c, matched, ops)
@@ -439,6 +444,32 @@ func (e *Engine) plan(st *state, c *Check, matched []*rules.Rule, ops []core.Gro
 		}
 	}
 	return ops, denied, denies
+}
+
+// matches remembers the native rules one dimension and endpoint matched
+// in a snapshot, for the checks of one batch: most name the same ones as
+// the check before them, and are matched once.
+type matches struct {
+	dimension, endpoint string
+	rules               []*rules.Rule
+	valid               bool
+}
+
+// match returns the rules of s that dimension and endpoint match
+// (Snapshot.AppendMatch), matching them only when the last call named
+// others. The result is m's memory, valid until the next call.
+func (m *matches) match(s *rules.Snapshot, dimension, endpoint string) []*rules.Rule {
+	if !m.valid || m.dimension != dimension || m.endpoint != endpoint {
+		m.rules = s.AppendMatch(m.rules[:0], "", dimension, endpoint)
+		m.dimension, m.endpoint, m.valid = dimension, endpoint, true
+	}
+	return m.rules
+}
+
+// reset forgets the last match (a new batch: perhaps a new snapshot).
+func (m *matches) reset() {
+	clear(m.rules)
+	m.dimension, m.endpoint, m.rules, m.valid = "", "", m.rules[:0], false
 }
 
 // arena hands the checks of a batch the memory of their results, from one

@@ -61,7 +61,7 @@ func (e *Engine) Report(ctx context.Context, c Check) (Result, error) {
 func (e *Engine) report(ctx context.Context, c *Check) (core.Decision, error) {
 	st := e.cur.Load()
 	var d core.Decision
-	err := e.check(ctx, st, c, nil, &d)
+	err := e.check(ctx, st, c, nil, nil, &d)
 	if err != nil || d.Allowed || c.Cost == 0 || st.deniedByRule(&d) { // a Deny rule's denial takes nothing
 		return d, err
 	}
@@ -94,7 +94,7 @@ func (e *Engine) report(ctx context.Context, c *Check) (core.Decision, error) {
 	peek := *c
 	peek.Cost, peek.IdempotencyKey = 0, ""
 	var now core.Decision
-	if err := e.check(ctx, st, &peek, nil, &now); err != nil {
+	if err := e.check(ctx, st, &peek, nil, nil, &now); err != nil {
 		return core.Decision{}, err
 	}
 	now.Allowed = false
