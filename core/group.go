@@ -75,20 +75,33 @@ func (l *Limiter) CheckGroup(ctx context.Context, ops []GroupOp) (Decision, erro
 // op; so is a store failure. Like a request's decision, it runs on a
 // context detached from ctx's cancellation, bounded by WithStoreTimeout.
 func (l *Limiter) CheckGroupWith(ctx context.Context, ops []GroupOp, call GroupCall) (Decision, error) {
-	if len(ops) == 0 {
-		return Decision{Allowed: true}, nil
-	}
 	var d Decision
-	sc := groupMemory(ctx, len(ops), call.Results, &d)
-	if err := l.prepareGroup(ops, &d); err != nil {
-		return Decision{}, err
+	err := l.CheckGroupTo(ctx, ops, call, &d)
+	return d, err
+}
+
+// CheckGroupTo is CheckGroupWith writing the Decision to *d instead of
+// returning it (*d is overwritten: zero on an error): a caller deciding
+// many groups one after the other (a service's batch) keeps the Decision
+// of each where it reads it, without copying it out of the call. *d may
+// be copied afterwards, as CheckGroupWith's Decision.
+func (l *Limiter) CheckGroupTo(ctx context.Context, ops []GroupOp, call GroupCall, d *Decision) error {
+	*d = Decision{}
+	if len(ops) == 0 {
+		d.Allowed = true
+		return nil
+	}
+	sc := groupMemory(ctx, len(ops), call.Results, d)
+	if err := l.prepareGroup(ops, d); err != nil {
+		*d = Decision{}
+		return err
 	}
 	sctx, cancel := l.storeContext(ctx, sc)
 	var err error
 	if a := anchor(d.Results); a >= 0 && call.IdempotencyKey != "" && l.cfg.idem != nil {
-		err = l.idempotent(sctx, &d, groupRecord(&call, &d, a))
+		err = l.idempotent(sctx, d, groupRecord(&call, d, a))
 	} else {
-		err = l.run(sctx, &d, nil, nil)
+		err = l.run(sctx, d, nil, nil)
 	}
 	if cancel != nil {
 		cancel()
@@ -97,10 +110,11 @@ func (l *Limiter) CheckGroupWith(ctx context.Context, ops []GroupOp, call GroupC
 		sc.parent = nil // keeps no context
 	}
 	if err != nil {
-		return Decision{}, err
+		*d = Decision{}
+		return err
 	}
 	d.settle()
-	return d, nil
+	return nil
 }
 
 // groupOne holds the Result of a group of one op and the context of its

@@ -45,3 +45,34 @@ func ExampleLimiter_CheckGroupWith() {
 	// true true orders 4
 	// true true orders 4
 }
+
+// A caller deciding many groups one after the other keeps one Decision and
+// has each written to it in place, its results in one array of its own.
+func ExampleLimiter_CheckGroupTo() {
+	store, err := memorystore.New()
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	limiter, err := core.NewLimiter(store, []core.Policy{
+		{Name: "orders", Key: keyfunc.Const("unused"), Limit: core.PerMinute(2)},
+	})
+	if err != nil {
+		panic(err)
+	}
+	results := make([]core.PolicyResult, 0, 4) // one result per group
+	var d core.Decision
+	for _, user := range []string{"ann", "bob", "ann", "ann"} {
+		call := core.GroupCall{Results: results[len(results) : len(results) : len(results)+1]}
+		results = results[:len(results)+1]
+		if err := limiter.CheckGroupTo(context.Background(), []core.GroupOp{{Policy: "orders", Identity: user, Cost: 1}}, call, &d); err != nil {
+			panic(err)
+		}
+		fmt.Println(user, d.Allowed, d.Bound().Remaining)
+	}
+	// Output:
+	// ann true 1
+	// bob true 1
+	// ann true 0
+	// ann false 0
+}

@@ -282,11 +282,7 @@ func (st *state) decideTo(ctx context.Context, ops []core.GroupOp, call core.Gro
 		*d = core.Decision{Allowed: true}
 		return nil
 	}
-	var err error
-	if *d, err = st.lim.CheckGroupWith(ctx, ops, call); err != nil {
-		*d = core.Decision{}
-	}
-	return err
+	return st.lim.CheckGroupTo(ctx, ops, call, d)
 }
 
 // validate checks c's fields (for every call but Descriptors) and returns
