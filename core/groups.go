@@ -80,14 +80,15 @@ func (l *Limiter) CheckGroups(ctx context.Context, groups []Group) {
 			g.set(Decision{}, takeError(g.Results, t.Err))
 			continue
 		}
-		d := Decision{Results: g.Results}
-		for j := range d.Results {
-			d.Results[j].Result = t.Out[j]
+		// g's Decision in place (as run and settle make one)
+		rs := g.Results
+		for j := range rs {
+			rs[j].Result = t.Out[j]
 		}
-		d.Allowed = !refused(d.Results)
-		d.Binding = binding(d.Results)
-		d.settle()
-		g.set(d, nil)
+		g.Allowed, g.Binding, g.Err = !refused(rs), binding(rs), nil
+		for j := range rs {
+			rs[j].settle()
+		}
 	}
 }
 
