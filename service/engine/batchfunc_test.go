@@ -125,8 +125,9 @@ func (o *countingObserver) Reloaded(*rules.Snapshot, error) {}
 // callers allocates in the engine on the memory store, observed, under a
 // context that can be canceled (a gRPC call's): one object for the whole
 // batch decided in order (the context the store calls run on), none per
-// check, the decisions' results and the answers all in pooled memory; all
-// or nothing, a handful for the one decision of 100 ops.
+// check, the decisions' results (two a check as well as one) and the
+// answers all in pooled memory; all or nothing, a handful for the one
+// decision of 100 ops.
 func TestCheckBatchFuncAllocations(t *testing.T) {
 	if raceBuild {
 		t.Skip("the race detector drops pooled memory at random")
@@ -135,28 +136,37 @@ func TestCheckBatchFuncAllocations(t *testing.T) {
 	for k := range cs {
 		cs[k] = engine.Check{Dimension: "user", Identifier: "user-" + strconv.Itoa(k), Endpoint: "/api/orders", Cost: 1}
 	}
+	twoRules := benchRules + `
+  - name: per-user-api
+    dimension: user
+    endpoints: [/api/orders]
+    algorithm: fixed_window
+    rate: 1000000000
+    period: 1h
+`
 	for _, c := range []struct {
-		name string
-		aon  bool
-		max  float64
+		name, rules string
+		aon         bool
+		max         float64
 	}{
-		{"in order", false, 1},
-		{"all or nothing", true, 8},
+		{"in order", benchRules, false, 1},
+		{"in order, two rules each", twoRules, false, 1},
+		{"all or nothing", benchRules, true, 8},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			obs := &countingObserver{}
-			e := newEngine(t, memStore(t), benchRules, engine.WithObserver(obs))
+			e := newEngine(t, memStore(t), c.rules, engine.WithObserver(obs))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			ok := 0
 			answer := func(_ int, r *engine.Result, err error) {
-				if err == nil && r.Allowed && r.Rule == "per-user" {
+				if err == nil && r.Allowed && r.Rule != "" {
 					ok++
 				}
 			}
 			allocs := testing.AllocsPerRun(50, func() { e.CheckBatchFunc(ctx, cs, c.aon, answer) })
 			require.LessOrEqual(t, allocs, c.max, "allocations of a batch of %d", len(cs))
-			require.Equal(t, 51*len(cs), ok, "every check answered, allowed under per-user")
+			require.Equal(t, 51*len(cs), ok, "every check answered, allowed under a rule")
 			require.Equal(t, 51*len(cs), obs.allowed, "every check observed")
 		})
 	}

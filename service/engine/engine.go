@@ -472,11 +472,17 @@ func (m *matches) reset() {
 // array. A nil *arena has none.
 type arena struct{ buf []core.PolicyResult }
 
-// take returns room for n results (length 0, capacity n), or nil when the
-// arena has not that much left.
+// take returns room for n results (length 0, capacity n); nil from a nil
+// arena. An arena that has not that much left moves on to an array twice
+// as large (the results it handed out stay where they are), so that a
+// batch whose checks match several rules each allocates a few arrays, not
+// one per check, and a pooled arena grows to its batches.
 func (a *arena) take(n int) []core.PolicyResult {
-	if a == nil || n == 0 || len(a.buf)+n > cap(a.buf) {
+	if a == nil || n == 0 {
 		return nil
+	}
+	if len(a.buf)+n > cap(a.buf) {
+		a.buf = make([]core.PolicyResult, 0, max(2*cap(a.buf), n, 16))
 	}
 	at := len(a.buf)
 	a.buf = a.buf[:at+n]
