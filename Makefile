@@ -16,6 +16,10 @@ export SLUICE_REQUIRE_DEPLOY_TOOLS ?= 1
 
 .PHONY: test deps lint bench load demo fuzz accuracy attack proto proto-check openapi ratelimitd service-demo admin-demo fleet-demo
 
+# The service packages whose tests pin allocations that rest on pooled
+# memory: they skip under -race, so make test runs them once more without it.
+ALLOC_PINS := ./engine ./grpcapi
+
 ## test: install what the tests need, then run every module's tests with -race
 ## (deploy/ without it: its tests check configuration files with their tools
 ## and types, no code of its own runs concurrently, and a race build of
@@ -27,6 +31,8 @@ test: deps
 		race=-race; [ "$$m" = ./deploy ] && race=; \
 		(cd $$m && $(GO) test $$race -shuffle=on -count=1 -timeout 9m ./...); \
 	done
+	@echo "==> allocation pins without the race detector (it drops pooled memory at random)"
+	@cd service && $(GO) test -count=1 -timeout 5m -run 'Allocations$$' $(ALLOC_PINS)
 
 ## attack: the attack suite (internal/attack, also run by `make test`), verbose:
 ## every way a hostile client could get past a limit (idempotency,
