@@ -103,6 +103,22 @@ func (c *Call) finish(state int32) bool {
 	return true
 }
 
+// gone reports whether c, about to go in a pipeline formed or sent at now,
+// must not: it is no longer waiting, or it leaves now, abandoned if its
+// caller's context has ended (the caller's Await returns its error, even
+// when its goroutine has not run to notice yet), expired if its deadline
+// has passed (even when the watchdog has not run yet). Either way it is
+// never sent, so it consumes nothing.
+func (c *Call) gone(now time.Time) bool {
+	switch {
+	case c.ctx != nil && c.ctx.Err() != nil:
+		c.state.CompareAndSwap(waiting, abandoned)
+	case !c.deadline.IsZero() && !c.deadline.After(now):
+		c.finish(expired)
+	}
+	return c.state.Load() != waiting
+}
+
 // Await waits until c is answered (nil: its results are set),
 // its deadline has passed (context.DeadlineExceeded) or ctx ends first
 // (ctx's error: c is abandoned, its results are not read).
@@ -253,8 +269,8 @@ func (b *Batcher[T]) Release() {
 // Wait queues c (Init'ed) for the next pipeline and waits for it: nil once
 // c is answered (its results set by send), context.DeadlineExceeded once its
 // deadline has passed, ctx's error if ctx ends first. c is never sent
-// once ctx has ended before its pipeline was formed, whether or not Wait
-// has returned by then.
+// once ctx has ended or its deadline has passed before its pipeline is
+// sent, whether or not Wait has returned by then.
 func (b *Batcher[T]) Wait(ctx context.Context, c T) error {
 	pc := c.pipelineCall()
 	pc.ctx = ctx
@@ -396,17 +412,14 @@ func (b *Batcher[T]) next(done []T, ch chan []T) []T {
 
 // take moves up to MaxBatch waiting calls from the queue to a new
 // pipeline in flight and returns it (nil: none waits). Calls no longer
-// waiting, or whose caller's context has ended (abandoned here: the
-// caller's Await returns its error), leave the queue unsent.
+// waiting leave the queue unsent (see gone).
 func (b *Batcher[T]) take() []T {
 	var batch []T
+	now := time.Now()
 	i := 0
 	for ; i < len(b.queue) && len(batch) < b.opts.MaxBatch; i++ {
 		c := b.queue[i]
-		if pc := c.pipelineCall(); pc.ctx != nil && pc.ctx.Err() != nil {
-			pc.state.CompareAndSwap(waiting, abandoned)
-		}
-		if c.pipelineCall().state.Load() == waiting {
+		if !c.pipelineCall().gone(now) {
 			if batch == nil {
 				batch = make([]T, 0, min(len(b.queue)-i, b.opts.MaxBatch))
 			}
@@ -491,19 +504,20 @@ func (b *Batcher[T]) drain(batch []T, ch chan []T) {
 	}
 }
 
-// live returns the calls of batch still waiting, in a slice of its own
-// (batch itself is the flying list's, which the watchdog reads) only when
-// some are not.
+// live returns the calls of batch still waiting as it is sent (see gone),
+// in a slice of its own (batch itself is the flying list's, which the
+// watchdog reads) only when some are not.
 func (b *Batcher[T]) live(batch []T) []T {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	i := slices.IndexFunc(batch, func(c T) bool { return c.pipelineCall().state.Load() != waiting })
+	now := time.Now()
+	i := slices.IndexFunc(batch, func(c T) bool { return c.pipelineCall().gone(now) })
 	if i < 0 {
 		return batch
 	}
 	live := slices.Clone(batch[:i])
 	for _, c := range batch[i+1:] {
-		if c.pipelineCall().state.Load() == waiting {
+		if !c.pipelineCall().gone(now) {
 			live = append(live, c)
 		}
 	}
