@@ -5,6 +5,7 @@ package pipeline_test
 import (
 	"context"
 	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -87,6 +88,77 @@ func TestCallEndedBeforeItsPipelineIsSentIsNeverSent(t *testing.T) {
 			require.ErrorIs(t, <-errc, context.Canceled)
 			synctest.Wait()
 			notSent(t, k, 1)
+		})
+	}
+}
+
+// liveSenders counts the goroutines of the caller's synctest bubble that
+// run a Batcher's sender.
+func liveSenders() int {
+	own := make([]byte, 256)
+	own = own[:runtime.Stack(own, false)]
+	header, _, _ := strings.Cut(string(own), "\n")
+	_, bubble, ok := strings.Cut(header, "synctest bubble ")
+	if !ok {
+		panic("liveSenders: not in a synctest bubble")
+	}
+	bubble = "synctest bubble " + strings.TrimSuffix(bubble, "]:")
+	buf := make([]byte, 1<<20)
+	for runtime.Stack(buf, true) == len(buf) {
+		buf = make([]byte, 2*len(buf))
+	}
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if (strings.Contains(header, bubble+"]") || strings.Contains(header, bubble+",")) && strings.Contains(g, "pipeline.(*Batcher[...]).sender(") {
+			n++
+		}
+	}
+	return n
+}
+
+// A pipeline handed to the sender just before, exactly as, or just after
+// its SenderIdle ends (the sender parking or exiting while a new pipeline
+// arrives) is sent, once, by the parked sender or a new one, never by both
+// nor by none; no more senders than slots ever live; and none is left once
+// idle.
+func TestSenderExitRacesANewPipeline(t *testing.T) {
+	const idle = 10 * time.Millisecond
+	for _, off := range []time.Duration{-time.Nanosecond, 0, time.Nanosecond} {
+		t.Run(off.String(), func(t *testing.T) {
+			for range 8 {
+				synctest.Test(t, func(t *testing.T) {
+					k := newBackend()
+					close(k.hold)
+					b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 8, SenderIdle: idle})
+					const rounds = 5
+					for r := range rounds {
+						c := newCall(r, time.Time{})
+						if r%2 == 0 {
+							b.Enqueue(c) // on the free slot: to a sender at once
+							require.NoError(t, c.Await(t.Context()))
+						} else {
+							release := leader(t, b)
+							go release() // the queue goes to a sender as Wait queues
+							require.NoError(t, b.Wait(t.Context(), c))
+						}
+						require.Equal(t, 2*r, c.res)
+						require.Equal(t, 1, liveSenders(), "one sender, parked or on its way")
+						time.Sleep(idle + off)
+					}
+					require.Len(t, k.sent(), rounds)
+					switch {
+					case off < 0:
+						require.Equal(t, uint64(1), b.Senders(), "parked all along")
+					case off > 0:
+						require.Equal(t, uint64(rounds), b.Senders(), "exited each time")
+					}
+					time.Sleep(idle)
+					synctest.Wait()
+					require.Zero(t, liveSenders(), "a sender outlived SenderIdle")
+					require.True(t, b.Acquire(), "the slot is free")
+				})
+			}
 		})
 	}
 }
