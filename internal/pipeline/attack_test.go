@@ -162,3 +162,29 @@ func TestSenderExitRacesANewPipeline(t *testing.T) {
 		})
 	}
 }
+
+// Calls queued together for one caller (EnqueueContext) and awaited in
+// turn: once the caller's context ends, none of them is sent, not only
+// the one whose Await noticed (to a stalled backend the others would run
+// there while their Awaits, called next, report the context's error).
+func TestEnqueuedCallsLeaveWithTheirContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		defer outlastSenders()
+		k := newBackend() // stalled
+		defer close(k.hold)
+		b := pipeline.New(k.send, pipeline.Options{Slots: 1, MaxBatch: 100, MaxWait: time.Hour})
+		release := leader(t, b)
+		ctx, cancel := context.WithCancel(t.Context())
+		calls := []*tcall{newCall(1, time.Time{}), newCall(2, time.Time{}), newCall(3, time.Time{})}
+		b.EnqueueContext(ctx, calls...)
+		cancel()
+		require.ErrorIs(t, calls[0].Await(ctx), context.Canceled)
+		release() // the queue would go now
+		synctest.Wait()
+		for _, c := range calls {
+			require.ErrorIs(t, c.Await(ctx), context.Canceled, "call %d", c.id)
+			notSent(t, k, c.id)
+		}
+		require.True(t, b.Acquire(), "the slot is free")
+	})
+}

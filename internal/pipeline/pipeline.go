@@ -316,6 +316,17 @@ func (b *Batcher[T]) Enqueue(calls ...T) {
 	b.dispatch(batch)
 }
 
+// EnqueueContext is Enqueue for calls made for one caller, whose context
+// is ctx: once ctx has ended, none of them is sent, also those whose Await
+// has not been called yet (a caller awaiting them in turn has left for all
+// of them when the first Await returns ctx's error).
+func (b *Batcher[T]) EnqueueContext(ctx context.Context, calls ...T) {
+	for _, c := range calls {
+		c.pipelineCall().ctx = ctx
+	}
+	b.Enqueue(calls...)
+}
+
 // Stats returns how many pipelines were sent so far (a call sent alone
 // after Acquire is one) and how many calls they carried.
 func (b *Batcher[T]) Stats() (pipelines, calls uint64) {

@@ -80,8 +80,8 @@ func (k *sbackend) send(ctx context.Context, batch []*scall) {
 	}
 }
 
-// Random interleavings of Acquire, Alone, Lead, Release, Wait, Enqueue and
-// Await, with contexts cancelled at random instants and deadlines expiring,
+// Random interleavings of Acquire, Alone, Lead, Release, Wait, Enqueue,
+// EnqueueContext and Await, with contexts cancelled at random instants and deadlines expiring,
 // queued or in flight, on a backend that hangs for random times: no call
 // is sent once it has left, none twice; every call returns by its deadline
 // and its caller's leaving; a call reported answered was sent once and has
@@ -186,7 +186,11 @@ func interleave(t *testing.T, seed uint64) {
 						group[i] = newCall(gr)
 					}
 					ctx, cancel := ctxFor(gr, group...)
-					b.Enqueue(group...)
+					if gr.IntN(2) == 0 {
+						b.Enqueue(group...)
+					} else {
+						b.EnqueueContext(ctx, group...)
+					}
 					for _, c := range group {
 						since := time.Now()
 						check(ctx, c, since, "enqueue", c.Await(ctx))
