@@ -103,8 +103,8 @@ func (c *Call) finish(state int32) bool {
 	return true
 }
 
-// gone reports whether c, about to go in a pipeline formed or sent at now,
-// must not: it is no longer waiting, or it leaves now, abandoned if its
+// gone reports whether c, about to go in a pipeline sent at now, must
+// not: it is no longer waiting, or it leaves now, abandoned if its
 // caller's context has ended (the caller's Await returns its error, even
 // when its goroutine has not run to notice yet), expired if its deadline
 // has passed (even when the watchdog has not run yet). Either way it is
@@ -423,14 +423,18 @@ func (b *Batcher[T]) next(done []T, ch chan []T) []T {
 
 // take moves up to MaxBatch waiting calls from the queue to a new
 // pipeline in flight and returns it (nil: none waits). Calls no longer
-// waiting leave the queue unsent (see gone).
+// waiting, or whose caller's context has ended (abandoned here: the
+// caller's Await returns its error), leave the queue unsent; those whose
+// deadline has passed as the pipeline is sent are dropped then (see live).
 func (b *Batcher[T]) take() []T {
 	var batch []T
-	now := time.Now()
 	i := 0
 	for ; i < len(b.queue) && len(batch) < b.opts.MaxBatch; i++ {
 		c := b.queue[i]
-		if !c.pipelineCall().gone(now) {
+		if pc := c.pipelineCall(); pc.ctx != nil && pc.ctx.Err() != nil {
+			pc.state.CompareAndSwap(waiting, abandoned)
+		}
+		if c.pipelineCall().state.Load() == waiting {
 			if batch == nil {
 				batch = make([]T, 0, min(len(b.queue)-i, b.opts.MaxBatch))
 			}
