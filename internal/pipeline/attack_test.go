@@ -53,6 +53,8 @@ func TestCallDueBeforeItsPipelineIsNeverSent(t *testing.T) {
 				require.ErrorIs(t, err, context.DeadlineExceeded)
 				synctest.Wait()
 				notSent(t, k, 1)
+				p, n := b.Stats()
+				require.Equal(t, [2]uint64{1, 1}, [2]uint64{p, n}, "pipelines and calls sent: call 2's")
 			})
 		})
 	}

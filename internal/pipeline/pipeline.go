@@ -521,7 +521,8 @@ func (b *Batcher[T]) drain(batch []T, ch chan []T) {
 
 // live returns the calls of batch still waiting as it is sent (see gone),
 // in a slice of its own (batch itself is the flying list's, which the
-// watchdog reads) only when some are not.
+// watchdog reads) only when some are not; Stats no longer counts the
+// others (nor the pipeline, when none is left).
 func (b *Batcher[T]) live(batch []T) []T {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -535,6 +536,10 @@ func (b *Batcher[T]) live(batch []T) []T {
 		if !c.pipelineCall().gone(now) {
 			live = append(live, c)
 		}
+	}
+	b.calls -= uint64(len(batch) - len(live))
+	if len(live) == 0 {
+		b.pipelines--
 	}
 	return live
 }
