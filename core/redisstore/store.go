@@ -350,7 +350,7 @@ func (s *Store) runEachInto(ctx context.Context, calls []*call, errs []error) []
 		return errs
 	}
 	if s.cluster == nil { // one server: every call in its one batcher
-		s.batch.Enqueue(calls...)
+		s.batch.EnqueueContext(ctx, calls...)
 		for j, c := range calls {
 			err := c.Await(ctx)
 			if err == nil {
@@ -379,7 +379,7 @@ func (s *Store) runEachInto(ctx context.Context, calls []*call, errs []error) []
 				same = append(same, calls[k])
 			}
 		}
-		b.Enqueue(same...)
+		b.EnqueueContext(ctx, same...)
 	}
 	for j, c := range calls {
 		err := c.Await(ctx)
