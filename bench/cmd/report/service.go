@@ -73,6 +73,9 @@ type openStats struct {
 	all99, max        time.Duration // of every call of every run
 	sent99, lag99     time.Duration
 	maxInFlight       int64
+	// serverUs and redisUs are the server's and redis-server's CPU per
+	// check (µs, median of the runs) at the offered rate.
+	serverUs, redisUs float64
 }
 
 func (r *serviceRow) ok() bool { return r.failed == "" && r.skipped == "" && len(r.samples) > 0 }
@@ -325,8 +328,10 @@ func aggregateOpen(ss []servicebench.Sample) openStats {
 		p999:     med(func(s servicebench.Sample) time.Duration { return s.P999 }),
 		p99Lo:    time.Duration(lo), p99Hi: time.Duration(hi),
 		all99: h.Quantile(0.99), max: h.Max(),
-		sent99: med(func(s servicebench.Sample) time.Duration { return s.SentP99 }),
-		lag99:  med(func(s servicebench.Sample) time.Duration { return s.LagP99 }),
+		sent99:   med(func(s servicebench.Sample) time.Duration { return s.SentP99 }),
+		lag99:    med(func(s servicebench.Sample) time.Duration { return s.LagP99 }),
+		serverUs: median(ss, func(s servicebench.Sample) float64 { return s.PerCheck(s.ServerCPU) }),
+		redisUs:  median(ss, func(s servicebench.Sample) float64 { return s.PerCheck(s.RedisCPU) }),
 	}
 	for _, s := range ss {
 		st.maxInFlight = max(st.maxInFlight, s.MaxInFlight)

@@ -253,10 +253,21 @@ func TestServiceMarkdown(t *testing.T) {
 		Top:    []servicebench.Share{{Category: "syscall.write", Fraction: 0.2}}}
 	r.service.rows[2].profile = &servicebench.Breakdown{Total: time.Second, Duration: 3 * time.Second,
 		Shares: []servicebench.Share{{Category: "gRPC and HTTP/2", Fraction: 0.9}, {Category: servicebench.RuntimeCategory, Fraction: 0.1}}}
+	// At 3000 checks a run: 30, 40 and 60 µs of server CPU per check, 5
+	// and 4 µs of redis-server's.
+	for name, cpu := range map[string][2]time.Duration{floorImpl: {90 * time.Millisecond, 0}, envoyBestImpl: {180 * time.Millisecond, 15 * time.Millisecond}, ratelimitdRedis: {120 * time.Millisecond, 12 * time.Millisecond}} {
+		row := r.service.find(name)
+		o := fakeOpen(time.Millisecond, 3*time.Millisecond)
+		o.ServerCPU, o.RedisCPU = cpu[0], cpu[1]
+		row.open, row.openRounds = []servicebench.Sample{o}, []int{0}
+		row.aggregate()
+	}
 	var b bytes.Buffer
 	r.write(&b)
 	md := b.String()
 	for _, want := range []string{
+		"At the same offered rate, `ratelimitd-redis` spent 1.33× the server CPU per check of `grpc-floor`, 0.67× `envoy-ratelimit-best`'s, and 0.80× its redis-server CPU",
+		"| 40.0 | 4.0 |",
 		"## The rate-limit service: ratelimitd, envoyproxy/ratelimit and the grpc-go floor, 64 concurrent callers",
 		"| **`ratelimitd-redis`** | ratelimitd | Redis |", "| 55.0 (50.0–70.0) |",
 		"| `ratelimitd-redis` | 0.58× (0.55–0.62) | 2.00× (1.83–2.00) |",

@@ -262,8 +262,8 @@ func (sec *serviceSection) writeOpen(w io.Writer) {
 	fmt.Fprintf(w, "With %d callers in a closed loop the machine is saturated: the servers, redis-server and the load generator share %d CPUs, the load generator itself spends tens of µs per check, so throughput is whatever the machine has left and the mean latency is %d ÷ throughput (Little's law), whichever server it is. A closed-loop p99 measures that queue, not the server. ", o.callers, runtime.NumCPU(), o.callers)
 	fmt.Fprintf(w, "So every ShouldRateLimit server, and the native check on Redis with its floor, is also run **open loop**: %.0f calls per second offered on a fixed schedule (call i due at start + i ÷ rate) for %s, by up to %d callers in flight, far below what any of them sustains here. The latency of a call runs from the time it was due (a call that waits for a free caller, or that the load generator sends late, counts that wait); each figure is the median of the runs (%d), as everywhere in this document, and *all calls* the p99 of every call of every run together, which a single stalled run dominates; *from the send* leaves out the load generator's own lateness, which *sent late* shows. **The open-loop p99 answers \"p99 < 5 ms at 64 callers\"**: the latency a caller sees from a server with up to 64 callers in flight when the machine is not the bottleneck; the closed-loop p99 (last column) shows the saturated machine instead.\n\n",
 		o.openRate, o.openTime, o.callers, o.count)
-	fmt.Fprintln(w, "| implementation | offered calls/s | achieved | p50 | p99 (runs) | p99.9 | all calls: p99, max | p99 from the send | sent late, p99 | most in flight | closed loop: p99 at checks/s |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| implementation | offered calls/s | achieved | p50 | p99 (runs) | p99.9 | all calls: p99, max | p99 from the send | sent late, p99 | most in flight | closed loop: p99 at checks/s | server CPU µs/check | redis-server CPU µs/check |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for i := range sec.rows {
 		r := &sec.rows[i]
 		if r.ol.runs == 0 {
@@ -274,9 +274,37 @@ func (sec *serviceSection) writeOpen(w io.Writer) {
 		if st.runs > 1 {
 			runsCell = latency(st.p99, true) + " (" + latency(st.p99Lo, true) + "–" + latency(st.p99Hi, true) + ")"
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %s | %s, %s | %s | %s | %d | %s at %.0f |\n", rowName(r), st.offered, st.achieved,
+		fmt.Fprintf(w, "| %s | %.0f | %.0f | %s | %s | %s | %s, %s | %s | %s | %d | %s at %.0f | %.1f | %s |\n", rowName(r), st.offered, st.achieved,
 			latency(st.p50, true), runsCell, latency(st.p999, true), latency(st.all99, true), latency(st.max, true), latency(st.sent99, true), latency(st.lag99, true),
-			st.maxInFlight, latency(r.p99, true), r.perSec)
+			st.maxInFlight, latency(r.p99, true), r.perSec, st.serverUs, redisCell(r.impl.Redis, st.redisUs))
+	}
+	sec.writeOpenRatios(w)
+}
+
+// redisCell is a redis-server CPU cell: a dash for a server without one.
+func redisCell(redis bool, us float64) string {
+	if !redis {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f", us)
+}
+
+// writeOpenRatios compares CPU per check at the open loop's offered rate,
+// where every server carries the same calls per second: closed loop, a
+// server that costs more per check is also given fewer checks per second,
+// and each of gRPC's reads and writes then carries fewer calls than the
+// floor's.
+func (sec *serviceSection) writeOpenRatios(w io.Writer) {
+	for _, p := range []struct{ row, floor string }{{"ratelimitd-redis", "grpc-floor"}, {"ratelimitd-redis-native", "grpc-floor-native"}} {
+		r, f, best := sec.find(p.row), sec.find(p.floor), sec.find(envoyBestImpl)
+		if r == nil || f == nil || r.ol.runs == 0 || f.ol.runs == 0 || f.ol.serverUs == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nAt the same offered rate, `%s` spent %.2f× the server CPU per check of `%s`", p.row, r.ol.serverUs/f.ol.serverUs, p.floor)
+		if best != nil && best.ol.runs > 0 && best.ol.serverUs > 0 && best.ol.redisUs > 0 {
+			fmt.Fprintf(w, ", %.2f× `%s`'s, and %.2f× its redis-server CPU", r.ol.serverUs/best.ol.serverUs, envoyBestImpl, r.ol.redisUs/best.ol.redisUs)
+		}
+		fmt.Fprintln(w, " (medians of the open-loop runs; the targets above are read closed loop).")
 	}
 }
 
