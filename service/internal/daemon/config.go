@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -143,7 +145,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "after the drain delay, the bound on finishing the requests in flight")
 	fs.DurationVar(&c.MaxConnAge, "grpc-max-connection-age", 30*time.Minute, "gRPC connections are closed (gracefully) after this age, so clients rebalance across instances; 0: never")
 	fs.IntVar(&c.StreamWorkers, "grpc-stream-workers", DefaultStreamWorkers, "long-lived goroutines that serve the gRPC calls, reusing their grown stacks (a call finding them all busy gets a goroutine of its own: no limit on concurrency); 0: a goroutine per call")
-	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent, "the garbage collector's target, as Go's GOGC: a collection starts once the heap has grown this many percent over what the last one left live (Go's default is 100); higher means fewer collections, less CPU per check and fewer pauses, for a heap of up to (1 + N/100) times the live one (lower it for a memory store holding millions of keys); -1 turns the collector off (then set GOMEMLIMIT). GOGC, when set in the environment, wins over this flag")
+	fs.IntVar(&c.GCPercent, "gc-percent", DefaultGCPercent, "the garbage collector's target, as Go's GOGC: a collection starts once the heap has grown this many percent over what the last one left live (Go's default is 100); higher means fewer collections, less CPU per check and fewer pauses, for a heap of up to (1 + N/100) times the live one (lower it for a memory store holding millions of keys); -1 turns the collector off, and is refused unless GOMEMLIMIT bounds the heap. GOGC, when set in the environment, wins over this flag")
 	fs.DurationVar(&c.IdempotencyTTL, "idempotency-ttl", 5*time.Minute, "how long an admitted check with an idempotency key is remembered (whole seconds or more)")
 	fs.Int64Var(&c.IdempotencyRepeats, "idempotency-repeats", 3, "free repeats of an admitted idempotent check within --idempotency-ttl (1-1000); later ones are counted")
 	fs.DurationVar(&c.MaxClientSkew, "max-client-skew", 24*time.Hour, "a check's client_time further than this from the server's clock is invalid input (it is a hint, never the clock)")
@@ -313,10 +315,25 @@ func (c *Config) lifecycleErrors() []error {
 	if c.StreamWorkers < 0 || c.StreamWorkers > maxStreamWorkers {
 		errs = append(errs, fmt.Errorf("--grpc-stream-workers: must be 0 to %d, got %d", maxStreamWorkers, c.StreamWorkers))
 	}
-	if c.GCPercent < -1 || c.GCPercent == 0 {
-		errs = append(errs, fmt.Errorf("--gc-percent: must be positive, or -1 (off), got %d", c.GCPercent))
+	if err := gcPercentError(c.GCPercent, os.Getenv("GOGC") != "", debug.SetMemoryLimit(-1)); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
+}
+
+// gcPercentError checks --gc-percent: positive, or -1 (off) when a memory
+// limit (GOMEMLIMIT, memLimit below math.MaxInt64) bounds the heap: with
+// the collector off and no limit the heap grows until the host kills the
+// process. When GOGC is set (gogcSet) the flag is not applied, so only its
+// range is checked.
+func gcPercentError(percent int, gogcSet bool, memLimit int64) error {
+	switch {
+	case percent < -1 || percent == 0:
+		return fmt.Errorf("--gc-percent: must be positive, or -1 (off), got %d", percent)
+	case percent == -1 && !gogcSet && memLimit == math.MaxInt64:
+		return errors.New("--gc-percent: -1 turns the garbage collector off, which needs a memory limit (set GOMEMLIMIT, e.g. GOMEMLIMIT=2GiB): without one the heap grows without bound")
+	}
+	return nil
 }
 
 // NewLogger returns the logger of c's --log-level and --log-format (c

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"math"
 	"runtime/debug"
 	"testing"
 
@@ -46,7 +47,7 @@ func TestGCPercentFlag(t *testing.T) {
 	for _, tc := range []struct {
 		percent int
 		ok      bool
-	}{{DefaultGCPercent, true}, {1, true}, {-1, true}, {0, false}, {-2, false}} {
+	}{{DefaultGCPercent, true}, {1, true}, {0, false}, {-2, false}} {
 		c := Defaults()
 		c.GCPercent = tc.percent
 		errs := c.lifecycleErrors()
@@ -57,4 +58,28 @@ func TestGCPercentFlag(t *testing.T) {
 			require.ErrorContains(t, errs[0], "--gc-percent")
 		}
 	}
+}
+
+// TestGCOffNeedsAMemoryLimit: --gc-percent -1 is refused unless a memory
+// limit bounds the heap, or GOGC is set (then the flag is not applied).
+func TestGCOffNeedsAMemoryLimit(t *testing.T) {
+	const noLimit = math.MaxInt64
+	err := gcPercentError(-1, false, noLimit)
+	require.ErrorContains(t, err, "--gc-percent")
+	require.ErrorContains(t, err, "GOMEMLIMIT")
+	require.NoError(t, gcPercentError(-1, false, 2<<30))
+	require.NoError(t, gcPercentError(-1, true, noLimit))
+	require.Error(t, gcPercentError(0, true, 2<<30), "the range is checked whatever is set")
+
+	was := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(was) })
+	c := Defaults()
+	c.GCPercent = -1
+	debug.SetMemoryLimit(1 << 30)
+	require.Empty(t, c.lifecycleErrors(), "a limit set in the process")
+	debug.SetMemoryLimit(noLimit)
+	t.Setenv("GOGC", "")
+	require.Len(t, c.lifecycleErrors(), 1, "no limit, GOGC unset")
+	t.Setenv("GOGC", "off")
+	require.Empty(t, c.lifecycleErrors(), "GOGC set: the flag is not applied")
 }
