@@ -315,7 +315,7 @@ func (c *Config) lifecycleErrors() []error {
 	if c.StreamWorkers < 0 || c.StreamWorkers > maxStreamWorkers {
 		errs = append(errs, fmt.Errorf("--grpc-stream-workers: must be 0 to %d, got %d", maxStreamWorkers, c.StreamWorkers))
 	}
-	if err := gcPercentError(c.GCPercent, os.Getenv("GOGC") != "", debug.SetMemoryLimit(-1)); err != nil {
+	if err := gcPercentError(c.GCPercent, gogcSet(os.Getenv), debug.SetMemoryLimit(-1)); err != nil {
 		errs = append(errs, err)
 	}
 	return errs

@@ -12,12 +12,17 @@ import (
 // runtime applied that one at start, and it stands. It returns the target
 // in force and where it comes from, for the start's log.
 func applyGCPercent(percent int, getenv func(string) string) (inForce int, from string) {
-	if getenv("GOGC") != "" {
+	if gogcSet(getenv) {
 		return gcPercent(), "GOGC"
 	}
 	debug.SetGCPercent(percent)
 	return percent, "--gc-percent"
 }
+
+// gogcSet reports whether GOGC is set (non-empty) in the environment
+// getenv reads: the runtime applied it at start and it wins over
+// --gc-percent.
+func gogcSet(getenv func(string) string) bool { return getenv("GOGC") != "" }
 
 // gcPercent reads the garbage collector's target from the runtime (-1:
 // off).
